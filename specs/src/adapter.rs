@@ -1,0 +1,300 @@
+//! The Adapter kind: how to run one agent CLI, merged field by field over a built-in template.
+
+use std::collections::BTreeSet;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::names::{Cidr, EnvVarName, HostName, ImageRef, VersionFloor};
+use crate::resume::ResumePattern;
+use crate::units::{Cpus, Duration, Quantity};
+
+/// `spec` of an Adapter. Every field is optional so that a spec can override a built-in
+/// template field by field; [`AdapterSpec::resolve`] applies the defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AdapterSpec {
+    /// Required to execute. Pinned means a digest reference or a full image ID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageRef>,
+    /// One argv element, never split; empty means the adapter name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Fixed arguments after the command (generic and custom adapters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supports_resume: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_pattern: Option<ResumePattern>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supports_mcp: Option<bool>,
+    /// A declaration, not enforcement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supports_readonly_workspace: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub captures_session_id: Option<bool>,
+    /// Exact DNS names the egress gateway may reach for this adapter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_hosts: Option<Vec<HostName>>,
+    /// Names of the variables passed through from the controller's environment or `--secrets-file`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential_env: Option<Vec<EnvVarName>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourcesSpec>,
+    /// Capture cap per output stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_limit: Option<Quantity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
+    /// Security floor for the CLI's version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_version: Option<VersionFloor>,
+    /// Admission contract: a file name in `.roundtable/contracts/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+}
+
+/// `spec.egress` of an Adapter.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EgressSpec {
+    /// Explicit exceptions to the public-address rule; empty by default.
+    #[serde(default)]
+    pub allow_cidrs: Vec<Cidr>,
+}
+
+/// `spec.resources` of an Adapter; each field overrides on its own.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResourcesSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Quantity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<Cpus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_size: Option<Quantity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmp_size: Option<Quantity>,
+}
+
+/// Resource limits after defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Resources {
+    pub memory: Quantity,
+    pub cpus: Cpus,
+    pub pids: u32,
+    pub workspace_size: Quantity,
+    pub tmp_size: Quantity,
+}
+
+/// The hard caps no spec can exceed, and the defaults below them.
+pub mod limits {
+    use super::*;
+
+    pub const MAX_MEMORY: Quantity = Quantity::gibibytes(16);
+    pub const MAX_CPUS: Cpus = Cpus::whole(8);
+    pub const MAX_PIDS: u32 = 4096;
+    pub const MAX_WORKSPACE: Quantity = Quantity::gibibytes(16);
+    pub const MAX_TMP: Quantity = Quantity::gibibytes(4);
+    pub const MAX_OUTPUT_LIMIT: Quantity = Quantity::mebibytes(16);
+
+    pub const DEFAULT_MEMORY: Quantity = Quantity::gibibytes(2);
+    pub const DEFAULT_CPUS: Cpus = Cpus::whole(2);
+    pub const DEFAULT_PIDS: u32 = 256;
+    pub const DEFAULT_WORKSPACE: Quantity = Quantity::gibibytes(1);
+    pub const DEFAULT_TMP: Quantity = Quantity::mebibytes(512);
+    pub const DEFAULT_OUTPUT_LIMIT: Quantity = Quantity::mebibytes(1);
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+}
+
+/// Routing capabilities an Assignment may require and an Adapter may offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Capability {
+    Mcp,
+    Resume,
+    SessionCapture,
+    ReadonlyWorkspace,
+    Egress,
+}
+
+impl Capability {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capability::Mcp => "mcp",
+            Capability::Resume => "resume",
+            Capability::SessionCapture => "sessionCapture",
+            Capability::ReadonlyWorkspace => "readonlyWorkspace",
+            Capability::Egress => "egress",
+        }
+    }
+}
+
+/// An Adapter with every field decided: a template, a spec, or a spec over a template.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedAdapter {
+    pub name: String,
+    pub image: Option<ImageRef>,
+    pub command: String,
+    pub args: Vec<String>,
+    pub supports_resume: bool,
+    pub resume_pattern: Option<ResumePattern>,
+    pub supports_mcp: bool,
+    pub supports_readonly_workspace: bool,
+    pub captures_session_id: bool,
+    pub provider_hosts: Vec<HostName>,
+    pub credential_env: Vec<EnvVarName>,
+    pub allow_cidrs: Vec<Cidr>,
+    pub resources: Resources,
+    pub output_limit: Quantity,
+    pub timeout: Duration,
+    pub min_version: Option<VersionFloor>,
+    pub contract: Option<String>,
+    pub enabled: bool,
+}
+
+impl AdapterSpec {
+    /// This spec over `base`: every field this spec sets wins, the rest come from `base`.
+    /// `resources` merges per field; lists replace whole lists.
+    pub fn over(&self, base: &AdapterSpec) -> AdapterSpec {
+        let resources = match (&self.resources, &base.resources) {
+            (Some(mine), Some(theirs)) => Some(ResourcesSpec {
+                memory: mine.memory.or(theirs.memory),
+                cpus: mine.cpus.or(theirs.cpus),
+                pids: mine.pids.or(theirs.pids),
+                workspace_size: mine.workspace_size.or(theirs.workspace_size),
+                tmp_size: mine.tmp_size.or(theirs.tmp_size),
+            }),
+            (mine, theirs) => mine.clone().or_else(|| theirs.clone()),
+        };
+        AdapterSpec {
+            image: self.image.clone().or_else(|| base.image.clone()),
+            command: self.command.clone().or_else(|| base.command.clone()),
+            args: self.args.clone().or_else(|| base.args.clone()),
+            supports_resume: self.supports_resume.or(base.supports_resume),
+            resume_pattern: self.resume_pattern.clone().or_else(|| base.resume_pattern.clone()),
+            supports_mcp: self.supports_mcp.or(base.supports_mcp),
+            supports_readonly_workspace: self.supports_readonly_workspace.or(base.supports_readonly_workspace),
+            captures_session_id: self.captures_session_id.or(base.captures_session_id),
+            provider_hosts: self.provider_hosts.clone().or_else(|| base.provider_hosts.clone()),
+            credential_env: self.credential_env.clone().or_else(|| base.credential_env.clone()),
+            egress: self.egress.clone().or_else(|| base.egress.clone()),
+            resources,
+            output_limit: self.output_limit.or(base.output_limit),
+            timeout: self.timeout.or(base.timeout),
+            min_version: self.min_version.clone().or_else(|| base.min_version.clone()),
+            contract: self.contract.clone().or_else(|| base.contract.clone()),
+            enabled: self.enabled.or(base.enabled),
+        }
+    }
+
+    /// Applies the defaults; the caps are checked by validation, not here.
+    pub fn resolve(&self, name: &str) -> ResolvedAdapter {
+        use limits::*;
+        let resources = self.resources.clone().unwrap_or_default();
+        let command = self.command.clone().filter(|c| !c.is_empty()).unwrap_or_else(|| name.to_owned());
+        ResolvedAdapter {
+            name: name.to_owned(),
+            image: self.image.clone(),
+            command,
+            args: self.args.clone().unwrap_or_default(),
+            supports_resume: self.supports_resume.unwrap_or(false),
+            resume_pattern: self.resume_pattern.clone(),
+            supports_mcp: self.supports_mcp.unwrap_or(false),
+            supports_readonly_workspace: self.supports_readonly_workspace.unwrap_or(false),
+            captures_session_id: self.captures_session_id.unwrap_or(false),
+            provider_hosts: self.provider_hosts.clone().unwrap_or_default(),
+            credential_env: self.credential_env.clone().unwrap_or_default(),
+            allow_cidrs: self.egress.clone().unwrap_or_default().allow_cidrs,
+            resources: Resources {
+                memory: resources.memory.unwrap_or(DEFAULT_MEMORY),
+                cpus: resources.cpus.unwrap_or(DEFAULT_CPUS),
+                pids: resources.pids.unwrap_or(DEFAULT_PIDS),
+                workspace_size: resources.workspace_size.unwrap_or(DEFAULT_WORKSPACE),
+                tmp_size: resources.tmp_size.unwrap_or(DEFAULT_TMP),
+            },
+            output_limit: self.output_limit.unwrap_or(DEFAULT_OUTPUT_LIMIT),
+            timeout: self.timeout.unwrap_or(DEFAULT_TIMEOUT),
+            min_version: self.min_version.clone(),
+            contract: self.contract.clone(),
+            enabled: self.enabled.unwrap_or(true),
+        }
+    }
+}
+
+impl ResolvedAdapter {
+    /// Capabilities derived from the configuration, never from the adapter's name.
+    pub fn capabilities(&self) -> BTreeSet<Capability> {
+        let mut caps = BTreeSet::new();
+        if self.supports_mcp {
+            caps.insert(Capability::Mcp);
+        }
+        if self.supports_resume && self.resume_pattern.is_some() {
+            caps.insert(Capability::Resume);
+        }
+        if self.captures_session_id {
+            caps.insert(Capability::SessionCapture);
+        }
+        if self.supports_readonly_workspace {
+            caps.insert(Capability::ReadonlyWorkspace);
+        }
+        if !self.provider_hosts.is_empty() {
+            caps.insert(Capability::Egress);
+        }
+        caps
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_overrides_base_field_by_field() {
+        let base = AdapterSpec {
+            command: Some("codex".into()),
+            supports_mcp: Some(true),
+            resources: Some(ResourcesSpec { memory: Some(Quantity::gibibytes(4)), pids: Some(100), ..Default::default() }),
+            ..Default::default()
+        };
+        let spec = AdapterSpec {
+            supports_mcp: Some(false),
+            resources: Some(ResourcesSpec { pids: Some(50), ..Default::default() }),
+            ..Default::default()
+        };
+        let merged = spec.over(&base).resolve("codex");
+        assert_eq!(merged.command, "codex");
+        assert!(!merged.supports_mcp);
+        assert_eq!(merged.resources.memory, Quantity::gibibytes(4));
+        assert_eq!(merged.resources.pids, 50);
+        assert_eq!(merged.resources.tmp_size, limits::DEFAULT_TMP);
+    }
+
+    #[test]
+    fn empty_command_means_the_adapter_name() {
+        let spec = AdapterSpec { command: Some(String::new()), ..Default::default() };
+        assert_eq!(spec.resolve("my-cli").command, "my-cli");
+    }
+
+    #[test]
+    fn capabilities_come_from_configuration() {
+        let spec = AdapterSpec {
+            supports_mcp: Some(true),
+            supports_resume: Some(true),
+            provider_hosts: Some(vec!["api.example.com".parse().expect("host")]),
+            ..Default::default()
+        };
+        let caps = spec.resolve("anything").capabilities();
+        // supportsResume without a pattern cannot resume.
+        assert_eq!(caps, BTreeSet::from([Capability::Mcp, Capability::Egress]));
+    }
+}

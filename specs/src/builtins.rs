@@ -1,0 +1,109 @@
+//! Built-in Adapter templates for `codex`, `claude`, `gemini`, `opencode`, `generic` and `mock`.
+//!
+//! A template is an [`AdapterSpec`] like any other; a declared Adapter of the same name is laid
+//! over it field by field. Built-ins ship without an image (operators pin their own) except
+//! `mock`, which needs none of the image's files. Resume is off for the provider CLIs because
+//! their home directories are disposable; the patterns are there for `sessions register`.
+
+use crate::adapter::AdapterSpec;
+
+/// The names of the built-in templates, alphabetical.
+pub const BUILTIN_NAMES: [&str; 6] = ["claude", "codex", "gemini", "generic", "mock", "opencode"];
+
+/// Where the controller's own static binary is mounted inside every agent container.
+pub const IN_CONTAINER_BINARY: &str = "/roundtable/bin/roundtable";
+
+/// Parses a value written in this file; a failure is a bug in the template, caught by its tests.
+fn constant<T: std::str::FromStr>(text: &str) -> T {
+    match text.parse() {
+        Ok(value) => value,
+        Err(_) => panic!("built-in template value {text:?} does not parse"),
+    }
+}
+
+fn provider(command: &str, resume: &str, host: &str, credential: &str) -> AdapterSpec {
+    AdapterSpec {
+        command: Some(command.into()),
+        supports_resume: Some(false),
+        resume_pattern: Some(constant(resume)),
+        supports_mcp: Some(true),
+        supports_readonly_workspace: Some(true),
+        captures_session_id: Some(true),
+        provider_hosts: Some(vec![constant(host)]),
+        credential_env: Some(vec![constant(credential)]),
+        ..AdapterSpec::default()
+    }
+}
+
+/// The template named exactly `name`, if it is a built-in.
+pub fn template(name: &str) -> Option<AdapterSpec> {
+    let spec = match name {
+        "codex" => provider("codex", "codex exec resume {{external_session_id}}", "api.openai.com", "CODEX_API_KEY"),
+        "claude" => provider("claude", "claude -p --resume {{external_session_id}}", "api.anthropic.com", "ANTHROPIC_API_KEY"),
+        "gemini" => provider(
+            "gemini",
+            "gemini --resume {{external_session_id}}",
+            "generativelanguage.googleapis.com",
+            "GEMINI_API_KEY",
+        ),
+        // OpenCode's host follows the model's provider; Anthropic is the default operators override.
+        "opencode" => provider(
+            "opencode",
+            "opencode run --session {{external_session_id}}",
+            "api.anthropic.com",
+            "ANTHROPIC_API_KEY",
+        ),
+        "generic" => AdapterSpec {
+            command: Some("sh".into()),
+            args: Some(vec!["-c".into()]),
+            supports_resume: Some(false),
+            supports_mcp: Some(false),
+            supports_readonly_workspace: Some(true),
+            captures_session_id: Some(false),
+            ..AdapterSpec::default()
+        },
+        "mock" => AdapterSpec {
+            command: Some(IN_CONTAINER_BINARY.into()),
+            args: Some(vec!["sandbox".into(), "mock".into()]),
+            supports_resume: Some(false),
+            supports_mcp: Some(false),
+            supports_readonly_workspace: Some(true),
+            captures_session_id: Some(true),
+            ..AdapterSpec::default()
+        },
+        _ => return None,
+    };
+    Some(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapter::Capability;
+
+    #[test]
+    fn every_builtin_has_a_template_and_lookup_is_exact() {
+        for name in BUILTIN_NAMES {
+            assert!(template(name).is_some(), "{name}");
+        }
+        assert!(template("Codex").is_none());
+        assert!(template("codex ").is_none());
+        assert!(template("unknown").is_none());
+    }
+
+    #[test]
+    fn generic_runs_its_prompt_as_a_shell_script() {
+        let generic = template("generic").expect("builtin").resolve("generic");
+        assert_eq!((generic.command.as_str(), generic.args.as_slice()), ("sh", &["-c".to_owned()][..]));
+        assert!(generic.provider_hosts.is_empty());
+    }
+
+    #[test]
+    fn providers_offer_mcp_capture_and_egress() {
+        let codex = template("codex").expect("builtin").resolve("codex");
+        let caps = codex.capabilities();
+        assert!(caps.contains(&Capability::Mcp) && caps.contains(&Capability::Egress));
+        assert!(!caps.contains(&Capability::Resume), "provider homes are disposable");
+        assert_eq!(codex.provider_hosts[0].as_str(), "api.openai.com");
+    }
+}

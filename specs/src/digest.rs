@@ -1,0 +1,59 @@
+//! Generations as digests: the whole-spec digest (object generation) and the run-fields digest
+//! (execution generation) of DESIGN §3, over canonical JSON (sorted keys, no whitespace).
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::parse::{Object, Spec};
+
+/// Lowercase hex SHA-256 of the canonical JSON of `value`.
+pub fn canonical_digest<T: Serialize>(value: &T) -> String {
+    // serde_json's Value keeps object keys sorted, which makes the text canonical.
+    let canonical = serde_json::to_value(value).and_then(|v| serde_json::to_vec(&v)).unwrap_or_default();
+    Sha256::digest(&canonical).iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// The digest of everything an object declares: a change of any field changes it.
+pub fn object_digest(object: &Object) -> String {
+    let spec = match &object.spec {
+        Spec::Adapter(spec) => serde_json::to_value(spec),
+        Spec::Assignment(spec) => serde_json::to_value(spec),
+        Spec::AdmissionPolicy(spec) => serde_json::to_value(spec),
+    }
+    .unwrap_or_default();
+    canonical_digest(&serde_json::json!({"kind": object.kind(), "metadata": object.metadata, "spec": spec}))
+}
+
+/// The digest of an Assignment's run fields; only their change starts a new execution.
+pub fn execution_digest(object: &Object) -> Option<String> {
+    match &object.spec {
+        Spec::Assignment(spec) => Some(canonical_digest(&spec.run_fields())),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::parse_file;
+
+    fn assignment(extra: &str) -> Object {
+        let text = format!(
+            "apiVersion: roundtable.dev/v1alpha1\nkind: Assignment\nmetadata:\n  name: a\n{extra}spec:\n  adapter: generic\n  task: {{id: T-1, prompt: hi}}\n  readablePaths: [README.md]\n  retries: 0\n"
+        );
+        let mut parsed = parse_file("a.yaml", "a.yaml", &text);
+        assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+        parsed.objects.remove(0)
+    }
+
+    #[test]
+    fn non_run_fields_change_the_object_but_not_the_execution() {
+        let base = assignment("");
+        let labelled = assignment("  labels: {team: docs}\n");
+        assert_ne!(object_digest(&base), object_digest(&labelled));
+        assert_eq!(execution_digest(&base), execution_digest(&labelled));
+        let digest = object_digest(&base);
+        assert_eq!(digest.len(), 64);
+        assert_eq!(digest, object_digest(&assignment("")), "digests are deterministic");
+    }
+}

@@ -1,0 +1,185 @@
+//! The list envelope every JSON output uses, kubectl style, and the item types inside it.
+
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::adapter::{Capability, Resources};
+use crate::meta::API_VERSION;
+
+/// An item type that can be listed; `LIST_KIND` is the envelope's `kind`.
+pub trait ListItem {
+    const LIST_KIND: &'static str;
+}
+
+/// `{"apiVersion", "kind": "<Kind>List", "metadata": {"continue"?}, "items": [...]}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct List<T> {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: ListMeta,
+    pub items: Vec<T>,
+}
+
+/// `metadata` of a list: an opaque cursor when more items follow.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ListMeta {
+    #[serde(rename = "continue", default, skip_serializing_if = "Option::is_none")]
+    pub continue_token: Option<String>,
+}
+
+impl<T: ListItem> List<T> {
+    pub fn of(items: Vec<T>) -> Self {
+        Self { api_version: API_VERSION.into(), kind: T::LIST_KIND.into(), metadata: ListMeta::default(), items }
+    }
+}
+
+// === validation ===
+
+/// How bad a finding is: errors make `validate` exit 1; warnings are shown but pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// One finding of `validate`, positioned in its file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ValidationError {
+    pub file: String,
+    /// 1-based; 0 when the problem is with the file as a whole (unreadable, too large).
+    pub line: usize,
+    pub column: usize,
+    /// The field path, like `spec.readablePaths[1]`; empty for the document itself.
+    pub path: String,
+    pub message: String,
+    pub severity: Severity,
+}
+
+impl ListItem for ValidationError {
+    const LIST_KIND: &'static str = "ValidationErrorList";
+}
+
+impl fmt::Display for ValidationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}: ", self.file, self.line, self.column)?;
+        if self.severity == Severity::Warning {
+            f.write_str("warning: ")?;
+        }
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+// === adapters ===
+
+/// One row of `adapters list`: a built-in, a declared Adapter, or one over the other.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AdapterItem {
+    pub name: String,
+    pub slug: String,
+    /// A built-in template exists under this name.
+    pub builtin: bool,
+    /// `file:line` of the declaring document, when the adapter is declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared_in: Option<String>,
+    pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    pub pinned: bool,
+    pub command: String,
+    pub args: Vec<String>,
+    pub capabilities: Vec<Capability>,
+    pub provider_hosts: Vec<String>,
+    pub credential_env: Vec<String>,
+    pub resources: Resources,
+    pub output_limit: String,
+    pub timeout: String,
+}
+
+impl ListItem for AdapterItem {
+    const LIST_KIND: &'static str = "AdapterList";
+}
+
+// === status ===
+
+/// `True`, `False` or `Unknown`, as in Kubernetes conditions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ConditionStatus {
+    True,
+    False,
+    Unknown,
+}
+
+/// A condition on an object's status; `lastTransitionTime` changes only when `status` does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: ConditionStatus,
+    /// CamelCase, like `ImageMissing`.
+    pub reason: String,
+    pub message: String,
+    /// RFC 3339.
+    pub last_transition_time: String,
+    pub observed_generation: i64,
+}
+
+// === doctor ===
+
+/// Whether one hardening feature the sandbox relies on is available on the engine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FeatureCheck {
+    pub name: String,
+    pub available: bool,
+    pub detail: String,
+}
+
+/// What `doctor` found about the container engine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DoctorReport {
+    /// Where the engine was reached (socket or `DOCKER_HOST`).
+    pub endpoint: String,
+    pub reachable: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_version: Option<String>,
+    /// The API version negotiated with the engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_driver: Option<String>,
+    pub features: Vec<FeatureCheck>,
+}
+
+impl ListItem for DoctorReport {
+    const LIST_KIND: &'static str = "DoctorReportList";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelope_is_kubectl_shaped() {
+        let list = List::of(Vec::<ValidationError>::new());
+        let json = serde_json::to_value(&list).expect("serializes");
+        assert_eq!(
+            json,
+            serde_json::json!({"apiVersion": API_VERSION, "kind": "ValidationErrorList", "metadata": {}, "items": []})
+        );
+    }
+}

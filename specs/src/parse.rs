@@ -1,0 +1,334 @@
+//! Turning one spec file's text into objects, each remembering where it came from.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+
+use crate::adapter::AdapterSpec;
+use crate::assignment::AssignmentSpec;
+use crate::legacy::{self, LegacyConfig};
+use crate::meta::{API_VERSION, Kind, ObjectKey, ObjectMeta};
+use crate::output::{Severity, ValidationError};
+use crate::policy::AdmissionPolicySpec;
+use crate::resource;
+use crate::yaml::{self, Document, FieldPath, Position, Segment};
+
+/// The spec of one object, by kind.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Spec {
+    Adapter(AdapterSpec),
+    Assignment(AssignmentSpec),
+    AdmissionPolicy(AdmissionPolicySpec),
+}
+
+/// One declared object and where it was declared.
+#[derive(Debug, Clone)]
+pub struct Object {
+    pub metadata: ObjectMeta,
+    pub spec: Spec,
+    pub origin: Origin,
+}
+
+impl Object {
+    pub fn kind(&self) -> Kind {
+        match self.spec {
+            Spec::Adapter(_) => Kind::Adapter,
+            Spec::Assignment(_) => Kind::Assignment,
+            Spec::AdmissionPolicy(_) => Kind::AdmissionPolicy,
+        }
+    }
+
+    pub fn key(&self) -> ObjectKey {
+        ObjectKey::new(self.kind(), self.metadata.name.clone())
+    }
+}
+
+/// The document an object came from, kept so that any field can be located later.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    pub file: Arc<str>,
+    text: Arc<str>,
+    start: usize,
+    end: usize,
+    first_line: usize,
+    /// For entries of the legacy `config.yaml`, the key under `adapters:`.
+    legacy_name: Option<String>,
+}
+
+impl Origin {
+    fn document(&self) -> Document<'_> {
+        Document { text: &self.text[self.start..self.end], offset: self.start, first_line: self.first_line }
+    }
+
+    /// The path as written in the file: `spec.providerHosts` is `adapters.<name>.provider_hosts`
+    /// in the legacy format.
+    pub fn written_path(&self, path: &FieldPath) -> FieldPath {
+        let Some(name) = &self.legacy_name else { return path.clone() };
+        let mut written = FieldPath::root().key("adapters").key(name);
+        let segments = path.segments();
+        let rest = match segments.first() {
+            Some(Segment::Key(first)) if first == "spec" || first == "metadata" => &segments[1..],
+            _ => segments,
+        };
+        for segment in rest {
+            written = match segment {
+                Segment::Key(key) if key == "name" && segments.first() == Some(&Segment::Key("metadata".into())) => {
+                    written
+                }
+                Segment::Key(key) => written.key(&camel_to_snake(key)),
+                Segment::Index(index) => written.index(*index),
+            };
+        }
+        written
+    }
+
+    pub fn position(&self, path: &FieldPath) -> Position {
+        self.document().locate(&self.written_path(path))
+    }
+
+    /// `file:line` of the document's start, for messages that point at another object.
+    pub fn describe(&self) -> String {
+        let line = self.position(&FieldPath::parse("metadata.name")).line;
+        format!("{}:{}", self.file, line)
+    }
+
+    /// A finding about the field at `path` of this object.
+    pub fn finding(&self, path: &FieldPath, severity: Severity, message: impl Into<String>) -> ValidationError {
+        let position = self.position(path);
+        ValidationError {
+            file: self.file.to_string(),
+            line: position.line,
+            column: position.column,
+            path: self.written_path(path).to_string(),
+            message: message.into(),
+            severity,
+        }
+    }
+
+    pub fn error(&self, path: &FieldPath, message: impl Into<String>) -> ValidationError {
+        self.finding(path, Severity::Error, message)
+    }
+}
+
+fn camel_to_snake(key: &str) -> String {
+    let mut out = String::with_capacity(key.len() + 4);
+    for c in key.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('_');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// What one file yielded: its objects and the problems that kept others out.
+#[derive(Debug, Default)]
+pub struct ParsedFile {
+    pub objects: Vec<Object>,
+    pub errors: Vec<ValidationError>,
+}
+
+/// The fields read first, to decide how to read the rest.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Header {
+    #[serde(default)]
+    api_version: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    adapters: Option<IgnoredAny>,
+}
+
+/// A problem with the file as a whole, before any document is read.
+pub fn file_error(file: &str, message: impl Into<String>) -> ValidationError {
+    ValidationError {
+        file: file.into(),
+        line: 0,
+        column: 0,
+        path: String::new(),
+        message: message.into(),
+        severity: Severity::Error,
+    }
+}
+
+/// Parses every document of a spec file. `file` is how the file is named in messages;
+/// `relative_path` is its path under the spec directory (it marks the legacy `config.yaml`).
+pub fn parse_file(file: &str, relative_path: &str, text: &str) -> ParsedFile {
+    let mut parsed = ParsedFile::default();
+    if text.len() > yaml::MAX_FILE_BYTES {
+        parsed.errors.push(file_error(
+            file,
+            format!("file is {} bytes; spec files are limited to {} bytes", text.len(), yaml::MAX_FILE_BYTES),
+        ));
+        return parsed;
+    }
+    let file: Arc<str> = Arc::from(file);
+    let shared_text: Arc<str> = Arc::from(text);
+    for document in yaml::split_documents(text) {
+        let origin = Origin {
+            file: file.clone(),
+            text: shared_text.clone(),
+            start: document.offset,
+            end: document.offset + document.text.len(),
+            first_line: document.first_line,
+            legacy_name: None,
+        };
+        read_document(&document, origin, legacy::is_legacy_path(relative_path), &mut parsed);
+    }
+    parsed
+}
+
+fn problem_to_error(file: &str, problem: yaml::YamlProblem, prefix: &str) -> ValidationError {
+    ValidationError {
+        file: file.into(),
+        line: problem.position.line,
+        column: problem.position.column,
+        path: problem.path.to_string(),
+        message: format!("{prefix}{}", problem.message),
+        severity: Severity::Error,
+    }
+}
+
+fn read_document(document: &Document<'_>, origin: Origin, legacy_file: bool, parsed: &mut ParsedFile) {
+    let header = match document.deserialize::<Header>() {
+        Ok(header) => header,
+        Err(problem) => {
+            let prefix = if problem.path.segments().is_empty() {
+                "a resource is a mapping with apiVersion, kind, metadata and spec: "
+            } else {
+                ""
+            };
+            parsed.errors.push(problem_to_error(&origin.file, problem, prefix));
+            return;
+        }
+    };
+    if legacy_file && header.kind.is_none() && header.adapters.is_some() {
+        read_legacy(document, origin, parsed);
+        return;
+    }
+    let Some(api_version) = header.api_version else {
+        parsed.errors.push(origin.error(&FieldPath::root(), format!("missing apiVersion (expected {API_VERSION})")));
+        return;
+    };
+    if api_version != API_VERSION {
+        parsed.errors.push(origin.error(
+            &FieldPath::root().key("apiVersion"),
+            format!("unsupported apiVersion {api_version:?} (expected {API_VERSION})"),
+        ));
+        return;
+    }
+    let Some(kind_text) = header.kind else {
+        parsed.errors.push(origin.error(&FieldPath::root(), "missing kind (Adapter, Assignment or AdmissionPolicy)"));
+        return;
+    };
+    let Some(kind) = Kind::parse(&kind_text) else {
+        parsed.errors.push(origin.error(
+            &FieldPath::root().key("kind"),
+            format!("unknown kind {kind_text:?} (expected Adapter, Assignment or AdmissionPolicy)"),
+        ));
+        return;
+    };
+    let typed = match kind {
+        Kind::Adapter => document.deserialize::<resource::Adapter>().map(|r| (r.metadata, Spec::Adapter(r.spec))),
+        Kind::Assignment => {
+            document.deserialize::<resource::Assignment>().map(|r| (r.metadata, Spec::Assignment(r.spec)))
+        }
+        Kind::AdmissionPolicy => {
+            document.deserialize::<resource::AdmissionPolicy>().map(|r| (r.metadata, Spec::AdmissionPolicy(r.spec)))
+        }
+    };
+    match typed {
+        Ok((metadata, spec)) => parsed.objects.push(Object { metadata, spec, origin }),
+        Err(problem) => parsed.errors.push(problem_to_error(&origin.file, problem, "")),
+    }
+}
+
+fn read_legacy(document: &Document<'_>, origin: Origin, parsed: &mut ParsedFile) {
+    let config = match document.deserialize::<LegacyConfig>() {
+        Ok(config) => config,
+        Err(problem) => {
+            parsed.errors.push(problem_to_error(&origin.file, problem, "legacy config.yaml: "));
+            return;
+        }
+    };
+    for (name, entry) in config.adapters {
+        let metadata = ObjectMeta { name: name.clone(), labels: Default::default(), annotations: Default::default() };
+        let origin = Origin { legacy_name: Some(name), ..origin.clone() };
+        parsed.objects.push(Object { metadata, spec: Spec::Adapter(entry.into()), origin });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ADAPTER: &str = "apiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata: {name: codex}\nspec:\n  image: busybox\n";
+
+    #[test]
+    fn reads_every_document_of_a_file() {
+        let text = format!("{ADAPTER}---\napiVersion: roundtable.dev/v1alpha1\nkind: AdmissionPolicy\nmetadata: {{name: default}}\nspec: {{mode: enforce}}\n");
+        let parsed = parse_file("a.yaml", "a.yaml", &text);
+        assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+        let kinds: Vec<Kind> = parsed.objects.iter().map(Object::kind).collect();
+        assert_eq!(kinds, [Kind::Adapter, Kind::AdmissionPolicy]);
+        assert_eq!(parsed.objects[1].origin.describe(), "a.yaml:9");
+    }
+
+    #[test]
+    fn header_problems_name_the_field() {
+        let cases = [
+            ("kind: Adapter\nmetadata: {name: a}\nspec: {}\n", "", "missing apiVersion"),
+            ("apiVersion: v1\nkind: Adapter\n", "apiVersion", "unsupported apiVersion"),
+            ("apiVersion: roundtable.dev/v1alpha1\nmetadata: {name: a}\n", "", "missing kind"),
+            ("apiVersion: roundtable.dev/v1alpha1\nkind: Widget\n", "kind", "unknown kind"),
+            ("- a\n- b\n", "", "a resource is a mapping"),
+        ];
+        for (text, path, message) in cases {
+            let parsed = parse_file("f.yaml", "f.yaml", text);
+            let error = parsed.errors.first().unwrap_or_else(|| panic!("no error for {text:?}"));
+            assert_eq!(error.path, path, "{text:?}");
+            assert!(error.message.starts_with(message), "{text:?}: {}", error.message);
+        }
+    }
+
+    #[test]
+    fn a_broken_document_does_not_hide_the_others() {
+        let text = format!("{ADAPTER}---\napiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata: {{name: x}}\nspec: {{imgae: busybox}}\n");
+        let parsed = parse_file("f.yaml", "f.yaml", &text);
+        assert_eq!(parsed.objects.len(), 1);
+        assert_eq!(parsed.errors.len(), 1);
+        assert_eq!(parsed.errors[0].path, "spec.imgae");
+        assert_eq!(parsed.errors[0].line, 10);
+    }
+
+    #[test]
+    fn legacy_config_yields_adapters_with_written_paths() {
+        let text = "adapters:\n  qwen:\n    image: busybox\n    command: qwen\n    provider_hosts: [api.qwen.example]\n";
+        let parsed = parse_file("config.yaml", "config.yaml", text);
+        assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+        let object = &parsed.objects[0];
+        assert_eq!(object.metadata.name, "qwen");
+        let finding = object.origin.error(&FieldPath::parse("spec.providerHosts[0]"), "x");
+        assert_eq!(finding.path, "adapters.qwen.provider_hosts[0]");
+        assert_eq!(finding.line, 5);
+    }
+
+    #[test]
+    fn legacy_format_is_only_read_from_config_yaml() {
+        let parsed = parse_file("other.yaml", "other.yaml", "adapters:\n  qwen: {image: busybox}\n");
+        assert!(parsed.objects.is_empty());
+        assert!(parsed.errors[0].message.contains("missing apiVersion"));
+    }
+
+    #[test]
+    fn oversized_files_are_refused_whole() {
+        let text = "#".repeat(yaml::MAX_FILE_BYTES + 1);
+        let parsed = parse_file("big.yaml", "big.yaml", &text);
+        assert_eq!(parsed.errors.len(), 1);
+        assert_eq!(parsed.errors[0].line, 0);
+    }
+}

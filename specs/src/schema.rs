@@ -1,0 +1,47 @@
+//! JSON Schemas generated from the types: one per kind, a combined one for editors, and one per
+//! JSON output. `schemas/` in the repository is exactly [`all`] written out.
+
+use schemars::{JsonSchema, generate::SchemaSettings};
+
+use crate::output::{AdapterItem, DoctorReport, List, ValidationError};
+use crate::resource::{Adapter, AdmissionPolicy, AnyResource, Assignment};
+
+const BASE_ID: &str = "https://roundtable.dev/schemas/v1alpha1/";
+
+fn render<T: JsonSchema>(file: &str, title: &str) -> (String, String) {
+    let generator = SchemaSettings::draft2020_12().into_generator();
+    let mut schema = generator.into_root_schema_for::<T>();
+    schema.insert("$id".into(), format!("{BASE_ID}{file}").into());
+    schema.insert("title".into(), title.into());
+    let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    text.push('\n');
+    (file.to_owned(), text)
+}
+
+/// Every schema as `(relative file name, JSON text)`, in a fixed order.
+pub fn all() -> Vec<(String, String)> {
+    vec![
+        render::<Adapter>("adapter.json", "Adapter"),
+        render::<Assignment>("assignment.json", "Assignment"),
+        render::<AdmissionPolicy>("admission-policy.json", "AdmissionPolicy"),
+        render::<AnyResource>("roundtable.json", "Roundtable resource (any kind)"),
+        render::<List<ValidationError>>("outputs/validation-error-list.json", "ValidationErrorList"),
+        render::<List<AdapterItem>>("outputs/adapter-list.json", "AdapterList"),
+        render::<List<DoctorReport>>("outputs/doctor-report-list.json", "DoctorReportList"),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_are_constants_and_unknown_fields_are_closed() {
+        let (_, text) = render::<Adapter>("adapter.json", "Adapter");
+        let schema: serde_json::Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(schema["additionalProperties"], serde_json::json!(false));
+        let rendered = schema.to_string();
+        assert!(rendered.contains("\"Adapter\""), "{rendered}");
+        assert!(rendered.contains("roundtable.dev/v1alpha1"));
+    }
+}
