@@ -1,1 +1,104 @@
-//! placeholder
+//! Roundtable's state store: the one owner of every migration and table. SQLite in WAL mode
+//! under the state directory; statements are kept portable to PostgreSQL.
+
+mod events;
+mod objects;
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+
+pub use events::{EventRecord, NewEvent, Severity};
+pub use objects::{ObjectRecord, SpecSnapshot};
+
+/// The database file inside the state directory.
+pub const DATABASE_FILE: &str = "state.db";
+
+static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+
+/// What can go wrong with the state store.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot prepare the state directory {path}")]
+    StateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot open the state database {path}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("cannot migrate the state database {path}")]
+    Migrate {
+        path: PathBuf,
+        #[source]
+        source: sqlx::migrate::MigrateError,
+    },
+    #[error("state database query failed")]
+    Query(#[from] sqlx::Error),
+    #[error("stored value is corrupt: {0}")]
+    Corrupt(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A handle on the state database; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: SqlitePool,
+    path: PathBuf,
+}
+
+/// Creates the state directory, with a `.gitignore` that keeps it out of commits.
+pub fn prepare_state_dir(state_dir: &Path) -> Result<()> {
+    let fail = |source| Error::StateDir { path: state_dir.to_owned(), source };
+    std::fs::create_dir_all(state_dir).map_err(fail)?;
+    let ignore = state_dir.join(".gitignore");
+    if !ignore.exists() {
+        std::fs::write(&ignore, "# Roundtable's runtime state; never commit it.\n*\n").map_err(fail)?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Opens (creating if needed) the database in `state_dir` and applies pending migrations.
+    pub async fn open(state_dir: &Path) -> Result<Self> {
+        prepare_state_dir(state_dir)?;
+        let path = state_dir.join(DATABASE_FILE);
+        let options = SqliteConnectOptions::from_str("sqlite://")
+            .map_err(|source| Error::Open { path: path.clone(), source })?
+            .filename(&path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(5))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await
+            .map_err(|source| Error::Open { path: path.clone(), source })?;
+        MIGRATIONS.run(&pool).await.map_err(|source| Error::Migrate { path: path.clone(), source })?;
+        Ok(Self { pool, path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Now, as RFC 3339 UTC text: the portable timestamp format of every table.
+pub(crate) fn now() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".into())
+}

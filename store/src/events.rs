@@ -1,0 +1,92 @@
+//! The events table: `kubectl get events`-style records, some of them audited.
+
+use roundtable_specs::ObjectKey;
+use sqlx::Row;
+
+use crate::{Result, Store, now};
+
+/// `Normal` or `Warning`, as in Kubernetes events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    Normal,
+    Warning,
+}
+
+impl Severity {
+    fn as_str(self) -> &'static str {
+        match self {
+            Severity::Normal => "Normal",
+            Severity::Warning => "Warning",
+        }
+    }
+}
+
+/// An event to append.
+#[derive(Debug, Clone)]
+pub struct NewEvent<'a> {
+    pub object: &'a ObjectKey,
+    pub severity: Severity,
+    /// CamelCase, like `ImageMissing`.
+    pub reason: &'a str,
+    pub message: &'a str,
+    /// Canonical JSON of a structured record, for audited entries.
+    pub record: Option<&'a str>,
+}
+
+/// An event as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRecord {
+    pub id: i64,
+    pub at: String,
+    pub object: String,
+    pub severity: String,
+    pub reason: String,
+    pub message: String,
+    pub record: Option<String>,
+    pub seq: Option<i64>,
+}
+
+impl Store {
+    /// Appends a plain (unaudited) event and returns its id.
+    pub async fn append_event(&self, event: &NewEvent<'_>) -> Result<i64> {
+        let row = sqlx::query(
+            "INSERT INTO events (at, kind, name, severity, reason, message, record) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+        )
+        .bind(now())
+        .bind(event.object.kind.as_str())
+        .bind(&event.object.name)
+        .bind(event.severity.as_str())
+        .bind(event.reason)
+        .bind(event.message)
+        .bind(event.record)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(row.try_get("id")?)
+    }
+
+    /// The most recent `limit` events of an object, oldest first.
+    pub async fn events(&self, object: &ObjectKey, limit: i64) -> Result<Vec<EventRecord>> {
+        let rows = sqlx::query(
+            "SELECT * FROM (SELECT * FROM events WHERE kind = $1 AND name = $2 ORDER BY id DESC LIMIT $3) AS recent ORDER BY id",
+        )
+        .bind(object.kind.as_str())
+        .bind(&object.name)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(EventRecord {
+                    id: row.try_get("id")?,
+                    at: row.try_get("at")?,
+                    object: format!("{}/{}", row.try_get::<String, _>("kind")?, row.try_get::<String, _>("name")?),
+                    severity: row.try_get("severity")?,
+                    reason: row.try_get("reason")?,
+                    message: row.try_get("message")?,
+                    record: row.try_get("record")?,
+                    seq: row.try_get("seq")?,
+                })
+            })
+            .collect()
+    }
+}
