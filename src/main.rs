@@ -1,2 +1,69 @@
-//! placeholder
-fn main() {}
+//! The `roundtable` binary: wiring, command-line parsing and rendering only.
+
+mod cli;
+mod commands;
+mod project;
+mod render;
+
+use std::process::ExitCode;
+
+use clap::Parser as _;
+use clap::error::ErrorKind;
+
+use cli::{AdaptersCommand, Cli, Command, LogFormat, SandboxCommand};
+
+/// The exit code for usage errors (sysexits' EX_USAGE).
+const EXIT_USAGE: u8 = 64;
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let global = &cli.global;
+    match &cli.command {
+        Command::Init => commands::init::run(&global.dir, &global.state_dir()).await,
+        Command::Validate(args) => commands::validate::run(global, args.format),
+        Command::Schema { out } => commands::schema::run(out.as_deref()),
+        Command::Doctor(args) => commands::doctor::run(args.format).await,
+        Command::Adapters(AdaptersCommand::List(args)) => commands::adapters::list(global, args.format),
+        Command::Sandbox(SandboxCommand::Init) => {
+            roundtable_sandbox::init::run().await?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = error.print();
+            return match error.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+                _ => ExitCode::from(EXIT_USAGE),
+            };
+        }
+    };
+    init_logging(cli.global.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,1 +1,9 @@
-//! placeholder
+//! Roundtable's container runtime: the engine connection and its capability report, the
+//! hardened container profile every agent runs under, and PID 1 inside those containers.
+
+pub mod engine;
+pub mod init;
+pub mod labels;
+pub mod profile;
+
+pub use engine::{Engine, EngineError};

@@ -1,0 +1,173 @@
+//! The container engine connection: Docker's socket or `DOCKER_HOST` (Podman through its
+//! Docker-compatible socket), the API version negotiated down to what the engine speaks, and a
+//! report of the hardening features the sandbox relies on.
+
+use std::path::Path;
+
+use bollard::Docker;
+use bollard::models::SystemInfo;
+use roundtable_specs::output::{DoctorReport, FeatureCheck};
+
+/// What can go wrong reaching the engine.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("no container engine socket found (looked at DOCKER_HOST, {docker} and {podman}); Roundtable never runs agents on the host")]
+    NoSocket { docker: String, podman: String },
+    #[error("cannot connect to the container engine at {endpoint}")]
+    Connect {
+        endpoint: String,
+        #[source]
+        source: bollard::errors::Error,
+    },
+    #[error("the container engine at {endpoint} did not answer")]
+    Unreachable {
+        endpoint: String,
+        #[source]
+        source: bollard::errors::Error,
+    },
+}
+
+/// A connected engine with a negotiated API version.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    docker: Docker,
+    endpoint: String,
+}
+
+const DOCKER_SOCKET: &str = "/var/run/docker.sock";
+const REQUEST_TIMEOUT_SECS: u64 = 120;
+
+fn podman_socket() -> String {
+    match std::env::var("XDG_RUNTIME_DIR") {
+        Ok(dir) if !dir.is_empty() => format!("{dir}/podman/podman.sock"),
+        _ => "/run/podman/podman.sock".to_owned(),
+    }
+}
+
+/// Which endpoint [`Engine::connect`] will use: `DOCKER_HOST`, else Docker's socket, else Podman's.
+pub fn endpoint() -> Result<String, EngineError> {
+    if let Ok(host) = std::env::var("DOCKER_HOST")
+        && !host.is_empty()
+    {
+        return Ok(host);
+    }
+    let podman = podman_socket();
+    for candidate in [DOCKER_SOCKET, podman.as_str()] {
+        if Path::new(candidate).exists() {
+            return Ok(format!("unix://{candidate}"));
+        }
+    }
+    Err(EngineError::NoSocket { docker: DOCKER_SOCKET.into(), podman })
+}
+
+impl Engine {
+    /// Connects and negotiates the API version (the engine may be far older than the client).
+    pub async fn connect() -> Result<Self, EngineError> {
+        let endpoint = endpoint()?;
+        let docker = Docker::connect_with_host(&endpoint)
+            .map_err(|source| EngineError::Connect { endpoint: endpoint.clone(), source })?
+            .with_timeout(std::time::Duration::from_secs(REQUEST_TIMEOUT_SECS));
+        let docker = docker
+            .negotiate_version()
+            .await
+            .map_err(|source| EngineError::Unreachable { endpoint: endpoint.clone(), source })?;
+        Ok(Self { docker, endpoint })
+    }
+
+    pub fn docker(&self) -> &Docker {
+        &self.docker
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The negotiated API version, like `1.41`.
+    pub fn api_version(&self) -> String {
+        let version = self.docker.client_version();
+        format!("{}.{}", version.major_version, version.minor_version)
+    }
+
+    /// Version, cgroup version, storage driver and each hardening feature.
+    pub async fn report(&self) -> DoctorReport {
+        let mut report = DoctorReport {
+            endpoint: self.endpoint.clone(),
+            reachable: true,
+            error: None,
+            engine_version: None,
+            api_version: Some(self.api_version()),
+            cgroup_version: None,
+            storage_driver: None,
+            features: Vec::new(),
+        };
+        match self.docker.version().await {
+            Ok(version) => report.engine_version = version.version,
+            Err(error) => report.error = Some(format!("version: {error}")),
+        }
+        match self.docker.info().await {
+            Ok(info) => {
+                report.cgroup_version = info.cgroup_version.as_ref().map(ToString::to_string).filter(|v| !v.is_empty());
+                report.storage_driver = info.driver.clone();
+                report.features = hardening_features(&info);
+            }
+            Err(error) => {
+                report.reachable = false;
+                report.error = Some(format!("info: {error}"));
+            }
+        }
+        report
+    }
+}
+
+/// A report for when the engine cannot be reached at all.
+pub fn unreachable_report(error: &EngineError) -> DoctorReport {
+    let mut message = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    DoctorReport {
+        endpoint: endpoint().unwrap_or_else(|_| "none".into()),
+        reachable: false,
+        error: Some(message),
+        engine_version: None,
+        api_version: None,
+        cgroup_version: None,
+        storage_driver: None,
+        features: Vec::new(),
+    }
+}
+
+fn feature(name: &str, available: bool, detail: impl Into<String>) -> FeatureCheck {
+    FeatureCheck { name: name.into(), available, detail: detail.into() }
+}
+
+/// The features the hardened profile needs, as the engine reports them.
+pub fn hardening_features(info: &SystemInfo) -> Vec<FeatureCheck> {
+    let security = info.security_options.clone().unwrap_or_default();
+    let has_security = |name: &str| security.iter().any(|option| option == name || option.starts_with(&format!("name={name}")));
+    let flag = |value: Option<bool>| value.unwrap_or(false);
+    let volume_plugins = info.plugins.as_ref().and_then(|p| p.volume.clone()).unwrap_or_default();
+    let cgroup = info.cgroup_version.as_ref().map(ToString::to_string).unwrap_or_default();
+    vec![
+        feature("seccomp", has_security("seccomp"), "default seccomp profile applied to every container"),
+        feature("memoryLimit", flag(info.memory_limit), "memory cgroup limits"),
+        feature("swapLimit", flag(info.swap_limit), "memory+swap limits, so no swap beyond memory"),
+        feature("pidsLimit", flag(info.pids_limit), "pids cgroup limit (fork bombs)"),
+        feature("cpuQuota", flag(info.cpu_cfs_quota), "CPU quota (NanoCpus)"),
+        feature(
+            "tmpfsVolumes",
+            volume_plugins.iter().any(|plugin| plugin == "local"),
+            "local volume driver with type=tmpfs for workspace and /tmp",
+        ),
+        feature(
+            "pause",
+            !cgroup.is_empty(),
+            format!("cgroup freezer for pausing before export (cgroup v{})", if cgroup.is_empty() { "?" } else { &cgroup }),
+        ),
+        feature("rootless", has_security("rootless"), "engine runs rootless (informational)"),
+        feature("userns", has_security("userns"), "user namespace remapping (informational)"),
+    ]
+}

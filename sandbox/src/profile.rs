@@ -1,0 +1,134 @@
+//! The hardened container profile: mounts, user, capabilities, seccomp, limits and no network.
+//! Nothing here can be loosened by a switch; sizes come from the Adapter's resources.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use bollard::models::{
+    ContainerCreateBody, HostConfig, Mount, MountType, MountVolumeOptions, MountVolumeOptionsDriverConfig,
+    VolumeCreateRequest,
+};
+
+/// Where things appear inside every agent container.
+pub mod paths {
+    pub const SOURCE: &str = "/roundtable/source";
+    pub const WORKSPACE: &str = "/roundtable/workspace";
+    pub const TMP: &str = "/tmp";
+    pub const BINARY: &str = "/roundtable/bin/roundtable";
+    pub const TASK: &str = "/roundtable/task.json";
+    pub const SOCKETS: &str = "/run/roundtable";
+}
+
+/// The UID and GID every agent runs as and every writable volume belongs to.
+pub const AGENT_UID: u32 = 1000;
+
+/// A named tmpfs volume: the archive API can copy into and out of it (it cannot see `--tmpfs`
+/// mounts), and its data lives only while a running container mounts it.
+pub fn tmpfs_volume(name: &str, size_bytes: u64, labels: HashMap<String, String>) -> VolumeCreateRequest {
+    VolumeCreateRequest {
+        name: Some(name.to_owned()),
+        driver: Some("local".into()),
+        driver_opts: Some(HashMap::from([
+            ("type".to_owned(), "tmpfs".to_owned()),
+            ("device".to_owned(), "tmpfs".to_owned()),
+            ("o".to_owned(), format!("size={size_bytes},uid={AGENT_UID},gid={AGENT_UID},mode=0755,nosuid,nodev")),
+        ])),
+        labels: Some(labels),
+        ..VolumeCreateRequest::default()
+    }
+}
+
+/// Everything that differs between two hardened containers.
+#[derive(Debug, Clone)]
+pub struct SandboxSpec {
+    pub image: String,
+    pub labels: HashMap<String, String>,
+    pub memory_bytes: u64,
+    pub nano_cpus: u64,
+    pub pids: u32,
+    /// Named volumes created with [`tmpfs_volume`].
+    pub workspace_volume: String,
+    pub tmp_volume: String,
+    /// The controller's own static binary, mounted read-only as PID 1 and tool.
+    pub binary: PathBuf,
+    /// The provisioned source, mounted read-only.
+    pub source_dir: Option<PathBuf>,
+    /// The brief, mounted read-only at `/roundtable/task.json`.
+    pub task_file: Option<PathBuf>,
+    /// The session's socket directory, mounted at `/run/roundtable`.
+    pub socket_dir: Option<PathBuf>,
+}
+
+fn bind(source: &PathBuf, target: &str, read_only: bool) -> Mount {
+    // The Mounts form fails on a missing source instead of creating an empty folder.
+    Mount {
+        typ: Some(MountType::BIND),
+        source: Some(source.display().to_string()),
+        target: Some(target.to_owned()),
+        read_only: Some(read_only),
+        ..Mount::default()
+    }
+}
+
+fn volume(name: &str, target: &str) -> Mount {
+    Mount {
+        typ: Some(MountType::VOLUME),
+        source: Some(name.to_owned()),
+        target: Some(target.to_owned()),
+        read_only: Some(false),
+        volume_options: Some(MountVolumeOptions {
+            no_copy: Some(true),
+            driver_config: Some(MountVolumeOptionsDriverConfig { name: Some("local".into()), options: None }),
+            ..MountVolumeOptions::default()
+        }),
+        ..Mount::default()
+    }
+}
+
+impl SandboxSpec {
+    /// The create body: PID 1 is `roundtable sandbox init`; the agent runs later as an exec.
+    pub fn container_body(&self) -> ContainerCreateBody {
+        let mut mounts = vec![
+            volume(&self.workspace_volume, paths::WORKSPACE),
+            volume(&self.tmp_volume, paths::TMP),
+            bind(&self.binary, paths::BINARY, true),
+        ];
+        if let Some(source) = &self.source_dir {
+            mounts.push(bind(source, paths::SOURCE, true));
+        }
+        if let Some(task) = &self.task_file {
+            mounts.push(bind(task, paths::TASK, true));
+        }
+        if let Some(sockets) = &self.socket_dir {
+            mounts.push(bind(sockets, paths::SOCKETS, false));
+        }
+        let memory = i64::try_from(self.memory_bytes).unwrap_or(i64::MAX);
+        ContainerCreateBody {
+            image: Some(self.image.clone()),
+            user: Some(format!("{AGENT_UID}:{AGENT_UID}")),
+            cmd: Some(vec![paths::BINARY.to_owned(), "sandbox".into(), "init".into()]),
+            entrypoint: Some(vec![]),
+            env: Some(vec![]),
+            working_dir: Some(paths::WORKSPACE.to_owned()),
+            labels: Some(self.labels.clone()),
+            network_disabled: Some(true),
+            host_config: Some(HostConfig {
+                mounts: Some(mounts),
+                readonly_rootfs: Some(true),
+                cap_drop: Some(vec!["ALL".into()]),
+                security_opt: Some(vec!["no-new-privileges".into()]),
+                network_mode: Some("none".into()),
+                pids_limit: Some(i64::from(self.pids)),
+                memory: Some(memory),
+                // Equal to memory: no swap.
+                memory_swap: Some(memory),
+                nano_cpus: Some(i64::try_from(self.nano_cpus).unwrap_or(i64::MAX)),
+                privileged: Some(false),
+                init: Some(false),
+                ipc_mode: Some("private".into()),
+                ..HostConfig::default()
+            }),
+            ..ContainerCreateBody::default()
+        }
+    }
+}

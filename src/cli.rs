@@ -1,0 +1,86 @@
+//! The command-line surface (clap definitions only).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(name = "roundtable", version, about = "Runs AI coding-agent CLIs safely and declaratively")]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct Global {
+    /// The spec directory.
+    #[arg(long, global = true, default_value = ".roundtable", env = "ROUNDTABLE_DIR")]
+    pub dir: PathBuf,
+    /// The state directory (default: <dir>/state); created with a .gitignore when needed.
+    #[arg(long, global = true, env = "ROUNDTABLE_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Log format on stderr; the level comes from RUST_LOG (default: warn).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+impl Global {
+    pub fn state_dir(&self) -> PathBuf {
+        self.state_dir.clone().unwrap_or_else(|| self.dir.join("state"))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct FormatArg {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Scaffold .roundtable/ with commented examples.
+    /// Existing files are kept, never overwritten.
+    Init,
+    /// Check the spec files statically (never touches the repository, the engine or the state dir).
+    Validate(FormatArg),
+    /// Print the combined JSON Schema, or write every schema into a directory.
+    Schema {
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Report the container engine, its API version and the hardening features it offers.
+    Doctor(FormatArg),
+    /// Adapters: built-in templates and declared ones.
+    #[command(subcommand)]
+    Adapters(AdaptersCommand),
+    /// Pieces that run inside agent containers or in tests.
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdaptersCommand {
+    /// Every adapter, built-ins and specs merged, alphabetical.
+    List(FormatArg),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// PID 1 of an agent container: reaps orphans and waits.
+    Init,
+}

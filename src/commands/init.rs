@@ -1,0 +1,74 @@
+//! `roundtable init`: scaffolds `.roundtable/` with commented examples that validate as written.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+
+const ADAPTERS: &str = r#"# Adapters say how to run one agent CLI. The built-ins (codex, claude, gemini,
+# opencode, generic, mock) exist without being declared; declaring one with the
+# same name overrides it field by field. `roundtable adapters list` shows them all.
+apiVersion: roundtable.dev/v1alpha1
+kind: Adapter
+metadata:
+  name: generic
+spec:
+  # The image must hold the CLI (for generic: a POSIX shell). Pin it by digest
+  # (registry.example/agent@sha256:...) or by full image ID (sha256:...).
+  # image: registry.example/agent@sha256:<64 hex digits>
+  timeout: 20m
+  resources: {memory: 2Gi, cpus: 2, pids: 256, workspaceSize: 1Gi, tmpSize: 512Mi}
+  outputLimit: 1Mi
+"#;
+
+const ASSIGNMENTS: &str = r#"# An Assignment is one run-to-completion unit of agent work. Its result is a
+# pending proposal (a patch); nothing is ever applied to your repository.
+apiVersion: roundtable.dev/v1alpha1
+kind: Assignment
+metadata:
+  name: example
+spec:
+  adapter: mock                  # the built-in stand-in; needs no provider or credentials
+  role: implementer
+  task:
+    id: EXAMPLE-1
+    title: Try Roundtable
+    prompt: Describe what you would change in the README.
+  source: {repo: ., revision: HEAD}
+  readablePaths: [README.md]     # the only paths the agent can read
+  # Suspended until you are ready: set to false to let the controller run it.
+  suspend: true
+"#;
+
+const POLICY: &str = r#"# Admission: every adapter but `mock` must be proven by a sealed receipt.
+# warn decides and records but never blocks; enforce blocks; off skips.
+apiVersion: roundtable.dev/v1alpha1
+kind: AdmissionPolicy
+metadata:
+  name: default
+spec:
+  mode: warn
+  receiptTtl: 24h
+  requireDigest: false
+"#;
+
+/// The files `init` writes, relative to the spec directory.
+pub const SCAFFOLD: [(&str, &str); 3] = [("adapters.yaml", ADAPTERS), ("assignments.yaml", ASSIGNMENTS), ("policy.yaml", POLICY)];
+
+pub async fn run(dir: &Path, state_dir: &Path) -> anyhow::Result<ExitCode> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for (name, text) in SCAFFOLD {
+        let path = dir.join(name);
+        if path.exists() {
+            println!("kept     {} (exists)", path.display());
+            continue;
+        }
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        println!("created  {}", path.display());
+    }
+    let store = roundtable_store::Store::open(state_dir).await?;
+    println!("state    {} (migrated; ignored by git)", store.path().display());
+    store.close().await;
+    println!("next: edit the files, then run `roundtable validate --dir {}`", dir.display());
+    Ok(ExitCode::SUCCESS)
+}

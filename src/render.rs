@@ -1,0 +1,74 @@
+//! Rendering for terminals: aligned tables and JSON envelopes, with control characters escaped so
+//! nothing from a spec file can drive the operator's terminal.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+/// Replaces control characters (escape sequences included) with visible escapes.
+pub fn sanitize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A `kubectl get`-style table: upper-case headers, columns padded to their widest cell.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows.iter().map(|row| row.iter().map(|cell| sanitize(cell)).collect()).collect();
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(width) = widths.get_mut(i) {
+                *width = (*width).max(cell.chars().count());
+            }
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<&str>| {
+        let mut text = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                text.push_str(cell);
+            } else {
+                let _ = write!(text, "{:width$}   ", cell, width = widths[i]);
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    };
+    line(headers.to_vec());
+    for row in &rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+/// Pretty JSON with a trailing newline.
+pub fn json<T: Serialize>(value: &T) -> anyhow::Result<String> {
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_never_reach_the_terminal() {
+        assert_eq!(sanitize("a\u{1b}[31mb\nc"), "a\\u{1b}[31mb\\u{a}c");
+        assert_eq!(sanitize("plain · text"), "plain · text");
+    }
+
+    #[test]
+    fn tables_align_columns() {
+        let text = table(&["NAME", "X"], &[vec!["a".into(), "1".into()], vec!["long".into(), "2".into()]]);
+        assert_eq!(text, "NAME   X\na      1\nlong   2\n");
+    }
+}
