@@ -10,7 +10,7 @@ use crate::resume::ResumePattern;
 use crate::units::{Cpus, Duration, Quantity};
 
 /// `spec` of an Adapter. Every field is optional so that a spec can override a built-in
-/// template field by field; [`AdapterSpec::resolve`] applies the defaults.
+/// template field by field; unset fields take the template's value, then the defaults.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AdapterSpec {

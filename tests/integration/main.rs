@@ -1,1 +1,8 @@
-//! placeholder
+//! The root package's one integration-test binary: the real `roundtable` binary, real files,
+//! and the real container engine.
+
+mod cli;
+mod container;
+mod schemas;
+mod support;
+mod tidy;
