@@ -19,7 +19,10 @@ pub struct Loaded {
 }
 
 fn is_spec_file(path: &Path) -> bool {
-    matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml")
+    )
 }
 
 /// Every spec file under `dir`, sorted, skipping `state/`, `admission/` and `contracts/` at the top
@@ -31,16 +34,24 @@ fn spec_files(dir: &Path, errors: &mut Vec<ValidationError>) -> Vec<PathBuf> {
         let entries = match std::fs::read_dir(&folder) {
             Ok(entries) => entries,
             Err(error) => {
-                errors.push(file_error(&folder.display().to_string(), format!("cannot read folder: {error}")));
+                errors.push(file_error(
+                    &folder.display().to_string(),
+                    format!("cannot read folder: {error}"),
+                ));
                 continue;
             }
         };
         for entry in entries.flatten() {
             let path = entry.path();
-            let Ok(file_type) = entry.file_type() else { continue };
+            let Ok(file_type) = entry.file_type() else {
+                continue;
+            };
             if file_type.is_dir() {
                 let top_level_skip = folder == dir
-                    && entry.file_name().to_str().is_some_and(|name| SKIPPED_FOLDERS.contains(&name));
+                    && entry
+                        .file_name()
+                        .to_str()
+                        .is_some_and(|name| SKIPPED_FOLDERS.contains(&name));
                 if !top_level_skip {
                     pending.push(path);
                 }
@@ -67,25 +78,36 @@ pub fn load(dir: &Path) -> Loaded {
     for path in spec_files(dir, &mut loaded.errors) {
         loaded.files += 1;
         let shown = path.display().to_string();
-        let relative = path.strip_prefix(dir).unwrap_or(&path).to_string_lossy().into_owned();
+        let relative = path
+            .strip_prefix(dir)
+            .unwrap_or(&path)
+            .to_string_lossy()
+            .into_owned();
         match std::fs::metadata(&path) {
             Ok(meta) if meta.len() > MAX_FILE_BYTES as u64 => {
                 loaded.errors.push(file_error(
                     &shown,
-                    format!("file is {} bytes; spec files are limited to {MAX_FILE_BYTES} bytes", meta.len()),
+                    format!(
+                        "file is {} bytes; spec files are limited to {MAX_FILE_BYTES} bytes",
+                        meta.len()
+                    ),
                 ));
                 continue;
             }
             Ok(_) => {}
             Err(error) => {
-                loaded.errors.push(file_error(&shown, format!("cannot read: {error}")));
+                loaded
+                    .errors
+                    .push(file_error(&shown, format!("cannot read: {error}")));
                 continue;
             }
         }
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
             Err(error) => {
-                loaded.errors.push(file_error(&shown, format!("cannot read: {error}")));
+                loaded
+                    .errors
+                    .push(file_error(&shown, format!("cannot read: {error}")));
                 continue;
             }
         };

@@ -20,7 +20,10 @@ pub fn sanitize(text: &str) -> String {
 
 /// A `kubectl get`-style table: upper-case headers, columns padded to their widest cell.
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let rows: Vec<Vec<String>> = rows.iter().map(|row| row.iter().map(|cell| sanitize(cell)).collect()).collect();
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| sanitize(cell)).collect())
+        .collect();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in &rows {
         for (i, cell) in row.iter().enumerate() {
@@ -68,7 +71,13 @@ mod tests {
 
     #[test]
     fn tables_align_columns() {
-        let text = table(&["NAME", "X"], &[vec!["a".into(), "1".into()], vec!["long".into(), "2".into()]]);
+        let text = table(
+            &["NAME", "X"],
+            &[
+                vec!["a".into(), "1".into()],
+                vec!["long".into(), "2".into()],
+            ],
+        );
         assert_eq!(text, "NAME   X\na      1\nlong   2\n");
     }
 }

@@ -11,7 +11,9 @@ use roundtable_specs::output::{DoctorReport, FeatureCheck};
 /// What can go wrong reaching the engine.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    #[error("no container engine socket found (looked at DOCKER_HOST, {docker} and {podman}); Roundtable never runs agents on the host")]
+    #[error(
+        "no container engine socket found (looked at DOCKER_HOST, {docker} and {podman}); Roundtable never runs agents on the host"
+    )]
     NoSocket { docker: String, podman: String },
     #[error("cannot connect to the container engine at {endpoint}")]
     Connect {
@@ -57,7 +59,10 @@ pub fn endpoint() -> Result<String, EngineError> {
             return Ok(format!("unix://{candidate}"));
         }
     }
-    Err(EngineError::NoSocket { docker: DOCKER_SOCKET.into(), podman })
+    Err(EngineError::NoSocket {
+        docker: DOCKER_SOCKET.into(),
+        podman,
+    })
 }
 
 impl Engine {
@@ -65,12 +70,19 @@ impl Engine {
     pub async fn connect() -> Result<Self, EngineError> {
         let endpoint = endpoint()?;
         let docker = Docker::connect_with_host(&endpoint)
-            .map_err(|source| EngineError::Connect { endpoint: endpoint.clone(), source })?
+            .map_err(|source| EngineError::Connect {
+                endpoint: endpoint.clone(),
+                source,
+            })?
             .with_timeout(std::time::Duration::from_secs(REQUEST_TIMEOUT_SECS));
-        let docker = docker
-            .negotiate_version()
-            .await
-            .map_err(|source| EngineError::Unreachable { endpoint: endpoint.clone(), source })?;
+        let docker =
+            docker
+                .negotiate_version()
+                .await
+                .map_err(|source| EngineError::Unreachable {
+                    endpoint: endpoint.clone(),
+                    source,
+                })?;
         Ok(Self { docker, endpoint })
     }
 
@@ -106,7 +118,11 @@ impl Engine {
         }
         match self.docker.info().await {
             Ok(info) => {
-                report.cgroup_version = info.cgroup_version.as_ref().map(ToString::to_string).filter(|v| !v.is_empty());
+                report.cgroup_version = info
+                    .cgroup_version
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .filter(|v| !v.is_empty());
                 report.storage_driver = info.driver.clone();
                 report.features = hardening_features(&info);
             }
@@ -141,21 +157,53 @@ pub fn unreachable_report(error: &EngineError) -> DoctorReport {
 }
 
 fn feature(name: &str, available: bool, detail: impl Into<String>) -> FeatureCheck {
-    FeatureCheck { name: name.into(), available, detail: detail.into() }
+    FeatureCheck {
+        name: name.into(),
+        available,
+        detail: detail.into(),
+    }
 }
 
 /// The features the hardened profile needs, as the engine reports them.
 pub fn hardening_features(info: &SystemInfo) -> Vec<FeatureCheck> {
     let security = info.security_options.clone().unwrap_or_default();
-    let has_security = |name: &str| security.iter().any(|option| option == name || option.starts_with(&format!("name={name}")));
+    let has_security = |name: &str| {
+        security
+            .iter()
+            .any(|option| option == name || option.starts_with(&format!("name={name}")))
+    };
     let flag = |value: Option<bool>| value.unwrap_or(false);
-    let volume_plugins = info.plugins.as_ref().and_then(|p| p.volume.clone()).unwrap_or_default();
-    let cgroup = info.cgroup_version.as_ref().map(ToString::to_string).unwrap_or_default();
+    let volume_plugins = info
+        .plugins
+        .as_ref()
+        .and_then(|p| p.volume.clone())
+        .unwrap_or_default();
+    let cgroup = info
+        .cgroup_version
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_default();
     vec![
-        feature("seccomp", has_security("seccomp"), "default seccomp profile applied to every container"),
-        feature("memoryLimit", flag(info.memory_limit), "memory cgroup limits"),
-        feature("swapLimit", flag(info.swap_limit), "memory+swap limits, so no swap beyond memory"),
-        feature("pidsLimit", flag(info.pids_limit), "pids cgroup limit (fork bombs)"),
+        feature(
+            "seccomp",
+            has_security("seccomp"),
+            "default seccomp profile applied to every container",
+        ),
+        feature(
+            "memoryLimit",
+            flag(info.memory_limit),
+            "memory cgroup limits",
+        ),
+        feature(
+            "swapLimit",
+            flag(info.swap_limit),
+            "memory+swap limits, so no swap beyond memory",
+        ),
+        feature(
+            "pidsLimit",
+            flag(info.pids_limit),
+            "pids cgroup limit (fork bombs)",
+        ),
         feature("cpuQuota", flag(info.cpu_cfs_quota), "CPU quota (NanoCpus)"),
         feature(
             "tmpfsVolumes",
@@ -165,9 +213,20 @@ pub fn hardening_features(info: &SystemInfo) -> Vec<FeatureCheck> {
         feature(
             "pause",
             !cgroup.is_empty(),
-            format!("cgroup freezer for pausing before export (cgroup v{})", if cgroup.is_empty() { "?" } else { &cgroup }),
+            format!(
+                "cgroup freezer for pausing before export (cgroup v{})",
+                if cgroup.is_empty() { "?" } else { &cgroup }
+            ),
         ),
-        feature("rootless", has_security("rootless"), "engine runs rootless (informational)"),
-        feature("userns", has_security("userns"), "user namespace remapping (informational)"),
+        feature(
+            "rootless",
+            has_security("rootless"),
+            "engine runs rootless (informational)",
+        ),
+        feature(
+            "userns",
+            has_security("userns"),
+            "user namespace remapping (informational)",
+        ),
     ]
 }

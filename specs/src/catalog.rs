@@ -30,20 +30,38 @@ impl Catalog {
         let mut entries = BTreeMap::new();
         for name in builtins::BUILTIN_NAMES {
             if let Some(template) = builtins::template(name) {
-                entries.insert(name.to_owned(), CatalogEntry { builtin: true, origin: None, resolved: template.resolve(name) });
+                entries.insert(
+                    name.to_owned(),
+                    CatalogEntry {
+                        builtin: true,
+                        origin: None,
+                        resolved: template.resolve(name),
+                    },
+                );
             }
         }
         for object in objects {
-            let Spec::Adapter(spec) = &object.spec else { continue };
+            let Spec::Adapter(spec) = &object.spec else {
+                continue;
+            };
             let name = &object.metadata.name;
-            if entries.get(name).is_some_and(|entry: &CatalogEntry| entry.origin.is_some()) {
+            if entries
+                .get(name)
+                .is_some_and(|entry: &CatalogEntry| entry.origin.is_some())
+            {
                 continue;
             }
             let template = builtins::template(name);
-            let merged = template.as_ref().map_or_else(|| spec.clone(), |base| spec.over(base));
+            let merged = template
+                .as_ref()
+                .map_or_else(|| spec.clone(), |base| spec.over(base));
             entries.insert(
                 name.clone(),
-                CatalogEntry { builtin: template.is_some(), origin: Some(object.origin.clone()), resolved: merged.resolve(name) },
+                CatalogEntry {
+                    builtin: template.is_some(),
+                    origin: Some(object.origin.clone()),
+                    resolved: merged.resolve(name),
+                },
             );
         }
         Self { entries }
@@ -71,12 +89,23 @@ impl Catalog {
                     declared_in: entry.origin.as_ref().map(Origin::describe),
                     enabled: adapter.enabled,
                     image: adapter.image.as_ref().map(ToString::to_string),
-                    pinned: adapter.image.as_ref().is_some_and(|image| image.is_pinned()),
+                    pinned: adapter
+                        .image
+                        .as_ref()
+                        .is_some_and(|image| image.is_pinned()),
                     command: adapter.command.clone(),
                     args: adapter.args.clone(),
                     capabilities: adapter.capabilities().into_iter().collect(),
-                    provider_hosts: adapter.provider_hosts.iter().map(ToString::to_string).collect(),
-                    credential_env: adapter.credential_env.iter().map(ToString::to_string).collect(),
+                    provider_hosts: adapter
+                        .provider_hosts
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect(),
+                    credential_env: adapter
+                        .credential_env
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect(),
                     resources: adapter.resources.clone(),
                     output_limit: adapter.output_limit.to_string(),
                     timeout: adapter.timeout.to_string(),
@@ -88,5 +117,7 @@ impl Catalog {
 
 /// The template for `name` merged with `spec`, as the reconcilers will run it.
 pub fn resolve_declared(name: &str, spec: &AdapterSpec) -> ResolvedAdapter {
-    builtins::template(name).map_or_else(|| spec.clone(), |base| spec.over(&base)).resolve(name)
+    builtins::template(name)
+        .map_or_else(|| spec.clone(), |base| spec.over(&base))
+        .resolve(name)
 }

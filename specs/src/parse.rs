@@ -58,13 +58,19 @@ pub struct Origin {
 
 impl Origin {
     fn document(&self) -> Document<'_> {
-        Document { text: &self.text[self.start..self.end], offset: self.start, first_line: self.first_line }
+        Document {
+            text: &self.text[self.start..self.end],
+            offset: self.start,
+            first_line: self.first_line,
+        }
     }
 
     /// The path as written in the file: `spec.providerHosts` is `adapters.<name>.provider_hosts`
     /// in the legacy format.
     pub fn written_path(&self, path: &FieldPath) -> FieldPath {
-        let Some(name) = &self.legacy_name else { return path.clone() };
+        let Some(name) = &self.legacy_name else {
+            return path.clone();
+        };
         let mut written = FieldPath::root().key("adapters").key(name);
         let segments = path.segments();
         let rest = match segments.first() {
@@ -73,7 +79,10 @@ impl Origin {
         };
         for segment in rest {
             written = match segment {
-                Segment::Key(key) if key == "name" && segments.first() == Some(&Segment::Key("metadata".into())) => {
+                Segment::Key(key)
+                    if key == "name"
+                        && segments.first() == Some(&Segment::Key("metadata".into())) =>
+                {
                     written
                 }
                 Segment::Key(key) => written.key(&camel_to_snake(key)),
@@ -94,7 +103,12 @@ impl Origin {
     }
 
     /// A finding about the field at `path` of this object.
-    pub fn finding(&self, path: &FieldPath, severity: Severity, message: impl Into<String>) -> ValidationError {
+    pub fn finding(
+        &self,
+        path: &FieldPath,
+        severity: Severity,
+        message: impl Into<String>,
+    ) -> ValidationError {
         let position = self.position(path);
         ValidationError {
             file: self.file.to_string(),
@@ -162,7 +176,11 @@ pub fn parse_file(file: &str, relative_path: &str, text: &str) -> ParsedFile {
     if text.len() > yaml::MAX_FILE_BYTES {
         parsed.errors.push(file_error(
             file,
-            format!("file is {} bytes; spec files are limited to {} bytes", text.len(), yaml::MAX_FILE_BYTES),
+            format!(
+                "file is {} bytes; spec files are limited to {} bytes",
+                text.len(),
+                yaml::MAX_FILE_BYTES
+            ),
         ));
         return parsed;
     }
@@ -177,7 +195,12 @@ pub fn parse_file(file: &str, relative_path: &str, text: &str) -> ParsedFile {
             first_line: document.first_line,
             legacy_name: None,
         };
-        read_document(&document, origin, legacy::is_legacy_path(relative_path), &mut parsed);
+        read_document(
+            &document,
+            origin,
+            legacy::is_legacy_path(relative_path),
+            &mut parsed,
+        );
     }
     parsed
 }
@@ -193,7 +216,12 @@ fn problem_to_error(file: &str, problem: yaml::YamlProblem, prefix: &str) -> Val
     }
 }
 
-fn read_document(document: &Document<'_>, origin: Origin, legacy_file: bool, parsed: &mut ParsedFile) {
+fn read_document(
+    document: &Document<'_>,
+    origin: Origin,
+    legacy_file: bool,
+    parsed: &mut ParsedFile,
+) {
     let header = match document.deserialize::<Header>() {
         Ok(header) => header,
         Err(problem) => {
@@ -202,7 +230,9 @@ fn read_document(document: &Document<'_>, origin: Origin, legacy_file: bool, par
             } else {
                 ""
             };
-            parsed.errors.push(problem_to_error(&origin.file, problem, prefix));
+            parsed
+                .errors
+                .push(problem_to_error(&origin.file, problem, prefix));
             return;
         }
     };
@@ -211,7 +241,10 @@ fn read_document(document: &Document<'_>, origin: Origin, legacy_file: bool, par
         return;
     }
     let Some(api_version) = header.api_version else {
-        parsed.errors.push(origin.error(&FieldPath::root(), format!("missing apiVersion (expected {API_VERSION})")));
+        parsed.errors.push(origin.error(
+            &FieldPath::root(),
+            format!("missing apiVersion (expected {API_VERSION})"),
+        ));
         return;
     };
     if api_version != API_VERSION {
@@ -222,7 +255,10 @@ fn read_document(document: &Document<'_>, origin: Origin, legacy_file: bool, par
         return;
     }
     let Some(kind_text) = header.kind else {
-        parsed.errors.push(origin.error(&FieldPath::root(), "missing kind (Adapter, Assignment or AdmissionPolicy)"));
+        parsed.errors.push(origin.error(
+            &FieldPath::root(),
+            "missing kind (Adapter, Assignment or AdmissionPolicy)",
+        ));
         return;
     };
     let Some(kind) = Kind::parse(&kind_text) else {
@@ -233,17 +269,25 @@ fn read_document(document: &Document<'_>, origin: Origin, legacy_file: bool, par
         return;
     };
     let typed = match kind {
-        Kind::Adapter => document.deserialize::<resource::Adapter>().map(|r| (r.metadata, Spec::Adapter(r.spec))),
-        Kind::Assignment => {
-            document.deserialize::<resource::Assignment>().map(|r| (r.metadata, Spec::Assignment(r.spec)))
-        }
-        Kind::AdmissionPolicy => {
-            document.deserialize::<resource::AdmissionPolicy>().map(|r| (r.metadata, Spec::AdmissionPolicy(r.spec)))
-        }
+        Kind::Adapter => document
+            .deserialize::<resource::Adapter>()
+            .map(|r| (r.metadata, Spec::Adapter(r.spec))),
+        Kind::Assignment => document
+            .deserialize::<resource::Assignment>()
+            .map(|r| (r.metadata, Spec::Assignment(r.spec))),
+        Kind::AdmissionPolicy => document
+            .deserialize::<resource::AdmissionPolicy>()
+            .map(|r| (r.metadata, Spec::AdmissionPolicy(r.spec))),
     };
     match typed {
-        Ok((metadata, spec)) => parsed.objects.push(Object { metadata, spec, origin }),
-        Err(problem) => parsed.errors.push(problem_to_error(&origin.file, problem, "")),
+        Ok((metadata, spec)) => parsed.objects.push(Object {
+            metadata,
+            spec,
+            origin,
+        }),
+        Err(problem) => parsed
+            .errors
+            .push(problem_to_error(&origin.file, problem, "")),
     }
 }
 
@@ -251,14 +295,29 @@ fn read_legacy(document: &Document<'_>, origin: Origin, parsed: &mut ParsedFile)
     let config = match document.deserialize::<LegacyConfig>() {
         Ok(config) => config,
         Err(problem) => {
-            parsed.errors.push(problem_to_error(&origin.file, problem, "legacy config.yaml: "));
+            parsed.errors.push(problem_to_error(
+                &origin.file,
+                problem,
+                "legacy config.yaml: ",
+            ));
             return;
         }
     };
     for (name, entry) in config.adapters {
-        let metadata = ObjectMeta { name: name.clone(), labels: Default::default(), annotations: Default::default() };
-        let origin = Origin { legacy_name: Some(name), ..origin.clone() };
-        parsed.objects.push(Object { metadata, spec: Spec::Adapter(entry.into()), origin });
+        let metadata = ObjectMeta {
+            name: name.clone(),
+            labels: Default::default(),
+            annotations: Default::default(),
+        };
+        let origin = Origin {
+            legacy_name: Some(name),
+            ..origin.clone()
+        };
+        parsed.objects.push(Object {
+            metadata,
+            spec: Spec::Adapter(entry.into()),
+            origin,
+        });
     }
 }
 
@@ -270,7 +329,9 @@ mod tests {
 
     #[test]
     fn reads_every_document_of_a_file() {
-        let text = format!("{ADAPTER}---\napiVersion: roundtable.dev/v1alpha1\nkind: AdmissionPolicy\nmetadata: {{name: default}}\nspec: {{mode: enforce}}\n");
+        let text = format!(
+            "{ADAPTER}---\napiVersion: roundtable.dev/v1alpha1\nkind: AdmissionPolicy\nmetadata: {{name: default}}\nspec: {{mode: enforce}}\n"
+        );
         let parsed = parse_file("a.yaml", "a.yaml", &text);
         assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
         let kinds: Vec<Kind> = parsed.objects.iter().map(Object::kind).collect();
@@ -281,23 +342,48 @@ mod tests {
     #[test]
     fn header_problems_name_the_field() {
         let cases = [
-            ("kind: Adapter\nmetadata: {name: a}\nspec: {}\n", "", "missing apiVersion"),
-            ("apiVersion: v1\nkind: Adapter\n", "apiVersion", "unsupported apiVersion"),
-            ("apiVersion: roundtable.dev/v1alpha1\nmetadata: {name: a}\n", "", "missing kind"),
-            ("apiVersion: roundtable.dev/v1alpha1\nkind: Widget\n", "kind", "unknown kind"),
+            (
+                "kind: Adapter\nmetadata: {name: a}\nspec: {}\n",
+                "",
+                "missing apiVersion",
+            ),
+            (
+                "apiVersion: v1\nkind: Adapter\n",
+                "apiVersion",
+                "unsupported apiVersion",
+            ),
+            (
+                "apiVersion: roundtable.dev/v1alpha1\nmetadata: {name: a}\n",
+                "",
+                "missing kind",
+            ),
+            (
+                "apiVersion: roundtable.dev/v1alpha1\nkind: Widget\n",
+                "kind",
+                "unknown kind",
+            ),
             ("- a\n- b\n", "", "a resource is a mapping"),
         ];
         for (text, path, message) in cases {
             let parsed = parse_file("f.yaml", "f.yaml", text);
-            let error = parsed.errors.first().unwrap_or_else(|| panic!("no error for {text:?}"));
+            let error = parsed
+                .errors
+                .first()
+                .unwrap_or_else(|| panic!("no error for {text:?}"));
             assert_eq!(error.path, path, "{text:?}");
-            assert!(error.message.starts_with(message), "{text:?}: {}", error.message);
+            assert!(
+                error.message.starts_with(message),
+                "{text:?}: {}",
+                error.message
+            );
         }
     }
 
     #[test]
     fn a_broken_document_does_not_hide_the_others() {
-        let text = format!("{ADAPTER}---\napiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata: {{name: x}}\nspec: {{imgae: busybox}}\n");
+        let text = format!(
+            "{ADAPTER}---\napiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata: {{name: x}}\nspec: {{imgae: busybox}}\n"
+        );
         let parsed = parse_file("f.yaml", "f.yaml", &text);
         assert_eq!(parsed.objects.len(), 1);
         assert_eq!(parsed.errors.len(), 1);
@@ -312,14 +398,20 @@ mod tests {
         assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
         let object = &parsed.objects[0];
         assert_eq!(object.metadata.name, "qwen");
-        let finding = object.origin.error(&FieldPath::parse("spec.providerHosts[0]"), "x");
+        let finding = object
+            .origin
+            .error(&FieldPath::parse("spec.providerHosts[0]"), "x");
         assert_eq!(finding.path, "adapters.qwen.provider_hosts[0]");
         assert_eq!(finding.line, 5);
     }
 
     #[test]
     fn legacy_format_is_only_read_from_config_yaml() {
-        let parsed = parse_file("other.yaml", "other.yaml", "adapters:\n  qwen: {image: busybox}\n");
+        let parsed = parse_file(
+            "other.yaml",
+            "other.yaml",
+            "adapters:\n  qwen: {image: busybox}\n",
+        );
         assert!(parsed.objects.is_empty());
         assert!(parsed.errors[0].message.contains("missing apiVersion"));
     }

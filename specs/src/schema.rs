@@ -25,7 +25,10 @@ pub fn all() -> Vec<(String, String)> {
         render::<Assignment>("assignment.json", "Assignment"),
         render::<AdmissionPolicy>("admission-policy.json", "AdmissionPolicy"),
         render::<AnyResource>("roundtable.json", "Roundtable resource (any kind)"),
-        render::<List<ValidationError>>("outputs/validation-error-list.json", "ValidationErrorList"),
+        render::<List<ValidationError>>(
+            "outputs/validation-error-list.json",
+            "ValidationErrorList",
+        ),
         render::<List<AdapterItem>>("outputs/adapter-list.json", "AdapterList"),
         render::<List<DoctorReport>>("outputs/doctor-report-list.json", "DoctorReportList"),
     ]

@@ -34,5 +34,9 @@ pub fn run(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    Ok(if errors == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if errors == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -79,7 +79,11 @@ impl Store {
                 Ok(EventRecord {
                     id: row.try_get("id")?,
                     at: row.try_get("at")?,
-                    object: format!("{}/{}", row.try_get::<String, _>("kind")?, row.try_get::<String, _>("name")?),
+                    object: format!(
+                        "{}/{}",
+                        row.try_get::<String, _>("kind")?,
+                        row.try_get::<String, _>("name")?
+                    ),
                     severity: row.try_get("severity")?,
                     reason: row.try_get("reason")?,
                     message: row.try_get("message")?,

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 
 pub use events::{EventRecord, NewEvent, Severity};
 pub use objects::{ObjectRecord, SpecSnapshot};
@@ -56,11 +58,18 @@ pub struct Store {
 
 /// Creates the state directory, with a `.gitignore` that keeps it out of commits.
 pub fn prepare_state_dir(state_dir: &Path) -> Result<()> {
-    let fail = |source| Error::StateDir { path: state_dir.to_owned(), source };
+    let fail = |source| Error::StateDir {
+        path: state_dir.to_owned(),
+        source,
+    };
     std::fs::create_dir_all(state_dir).map_err(fail)?;
     let ignore = state_dir.join(".gitignore");
     if !ignore.exists() {
-        std::fs::write(&ignore, "# Roundtable's runtime state; never commit it.\n*\n").map_err(fail)?;
+        std::fs::write(
+            &ignore,
+            "# Roundtable's runtime state; never commit it.\n*\n",
+        )
+        .map_err(fail)?;
     }
     Ok(())
 }
@@ -71,7 +80,10 @@ impl Store {
         prepare_state_dir(state_dir)?;
         let path = state_dir.join(DATABASE_FILE);
         let options = SqliteConnectOptions::from_str("sqlite://")
-            .map_err(|source| Error::Open { path: path.clone(), source })?
+            .map_err(|source| Error::Open {
+                path: path.clone(),
+                source,
+            })?
             .filename(&path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
@@ -82,8 +94,17 @@ impl Store {
             .max_connections(4)
             .connect_with(options)
             .await
-            .map_err(|source| Error::Open { path: path.clone(), source })?;
-        MIGRATIONS.run(&pool).await.map_err(|source| Error::Migrate { path: path.clone(), source })?;
+            .map_err(|source| Error::Open {
+                path: path.clone(),
+                source,
+            })?;
+        MIGRATIONS
+            .run(&pool)
+            .await
+            .map_err(|source| Error::Migrate {
+                path: path.clone(),
+                source,
+            })?;
         Ok(Self { pool, path })
     }
 

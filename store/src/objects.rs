@@ -92,9 +92,14 @@ impl Store {
                     let next_execution = if execution_digest.as_deref() == spec.execution_digest {
                         execution_generation
                     } else {
-                        spec.execution_digest.map(|_| execution_generation.unwrap_or(0) + 1)
+                        spec.execution_digest
+                            .map(|_| execution_generation.unwrap_or(0) + 1)
                     };
-                    let next_generation = if digest == spec.spec_digest { generation } else { generation + 1 };
+                    let next_generation = if digest == spec.spec_digest {
+                        generation
+                    } else {
+                        generation + 1
+                    };
                     sqlx::query(
                         "UPDATE objects SET generation = $3, spec_digest = $4, execution_digest = $5, execution_generation = $6, spec_json = $7, source_file = $8, updated_at = $9, deleted_at = NULL WHERE kind = $1 AND name = $2",
                     )
@@ -113,7 +118,9 @@ impl Store {
             }
         }
         tx.commit().await?;
-        self.object(spec.key).await?.ok_or_else(|| Error::Corrupt(format!("{} vanished after writing", spec.key)))
+        self.object(spec.key)
+            .await?
+            .ok_or_else(|| Error::Corrupt(format!("{} vanished after writing", spec.key)))
     }
 
     pub async fn object(&self, key: &ObjectKey) -> Result<Option<ObjectRecord>> {
@@ -127,7 +134,9 @@ impl Store {
 
     /// Every object, live and tombstoned, ordered by kind and name.
     pub async fn objects(&self) -> Result<Vec<ObjectRecord>> {
-        let rows = sqlx::query("SELECT * FROM objects ORDER BY kind, name").fetch_all(&self.pool).await?;
+        let rows = sqlx::query("SELECT * FROM objects ORDER BY kind, name")
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(object_from_row).collect()
     }
 
@@ -149,7 +158,11 @@ impl Store {
             "DELETE FROM conditions WHERE kind = $1 AND name = $2",
             "DELETE FROM objects WHERE kind = $1 AND name = $2",
         ] {
-            sqlx::query(statement).bind(key.kind.as_str()).bind(&key.name).execute(&mut *tx).await?;
+            sqlx::query(statement)
+                .bind(key.kind.as_str())
+                .bind(&key.name)
+                .execute(&mut *tx)
+                .await?;
         }
         tx.commit().await?;
         Ok(())
@@ -177,7 +190,9 @@ impl Store {
             .await?;
         let status = status_text(condition.status);
         let transition = match previous {
-            Some(row) if row.try_get::<String, _>("status")? == status => row.try_get("last_transition_time")?,
+            Some(row) if row.try_get::<String, _>("status")? == status => {
+                row.try_get("last_transition_time")?
+            }
             _ => now(),
         };
         sqlx::query(
@@ -195,15 +210,19 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(Condition { last_transition_time: transition, ..condition.clone() })
+        Ok(Condition {
+            last_transition_time: transition,
+            ..condition.clone()
+        })
     }
 
     pub async fn conditions(&self, key: &ObjectKey) -> Result<Vec<Condition>> {
-        let rows = sqlx::query("SELECT * FROM conditions WHERE kind = $1 AND name = $2 ORDER BY type")
-            .bind(key.kind.as_str())
-            .bind(&key.name)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows =
+            sqlx::query("SELECT * FROM conditions WHERE kind = $1 AND name = $2 ORDER BY type")
+                .bind(key.kind.as_str())
+                .bind(&key.name)
+                .fetch_all(&self.pool)
+                .await?;
         rows.iter()
             .map(|row| {
                 Ok(Condition {
@@ -221,7 +240,10 @@ impl Store {
 
 fn object_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<ObjectRecord> {
     Ok(ObjectRecord {
-        key: ObjectKey::new(parse_kind(&row.try_get::<String, _>("kind")?)?, row.try_get::<String, _>("name")?),
+        key: ObjectKey::new(
+            parse_kind(&row.try_get::<String, _>("kind")?)?,
+            row.try_get::<String, _>("name")?,
+        ),
         generation: row.try_get("generation")?,
         spec_digest: row.try_get("spec_digest")?,
         execution_generation: row.try_get("execution_generation")?,

@@ -4,8 +4,18 @@ use roundtable_specs::output::{Condition, ConditionStatus};
 use roundtable_specs::{Kind, ObjectKey};
 use roundtable_store::{NewEvent, Severity, SpecSnapshot, Store};
 
-fn snapshot<'a>(key: &'a ObjectKey, digest: &'a str, execution: Option<&'a str>) -> SpecSnapshot<'a> {
-    SpecSnapshot { key, spec_digest: digest, execution_digest: execution, spec_json: "{}", source_file: "a.yaml" }
+fn snapshot<'a>(
+    key: &'a ObjectKey,
+    digest: &'a str,
+    execution: Option<&'a str>,
+) -> SpecSnapshot<'a> {
+    SpecSnapshot {
+        key,
+        spec_digest: digest,
+        execution_digest: execution,
+        spec_json: "{}",
+        source_file: "a.yaml",
+    }
 }
 
 #[tokio::test]
@@ -26,13 +36,28 @@ async fn generations_follow_digests_and_run_fields() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path()).await.expect("open");
     let key = ObjectKey::new(Kind::Assignment, "fix");
-    let first = store.record_spec(&snapshot(&key, "d1", Some("r1"))).await.expect("record");
+    let first = store
+        .record_spec(&snapshot(&key, "d1", Some("r1")))
+        .await
+        .expect("record");
     assert_eq!((first.generation, first.execution_generation), (1, Some(1)));
-    let same = store.record_spec(&snapshot(&key, "d1", Some("r1"))).await.expect("record");
+    let same = store
+        .record_spec(&snapshot(&key, "d1", Some("r1")))
+        .await
+        .expect("record");
     assert_eq!((same.generation, same.execution_generation), (1, Some(1)));
-    let relabelled = store.record_spec(&snapshot(&key, "d2", Some("r1"))).await.expect("record");
-    assert_eq!((relabelled.generation, relabelled.execution_generation), (2, Some(1)));
-    let rerun = store.record_spec(&snapshot(&key, "d3", Some("r2"))).await.expect("record");
+    let relabelled = store
+        .record_spec(&snapshot(&key, "d2", Some("r1")))
+        .await
+        .expect("record");
+    assert_eq!(
+        (relabelled.generation, relabelled.execution_generation),
+        (2, Some(1))
+    );
+    let rerun = store
+        .record_spec(&snapshot(&key, "d3", Some("r2")))
+        .await
+        .expect("record");
     assert_eq!((rerun.generation, rerun.execution_generation), (3, Some(2)));
 }
 
@@ -41,11 +66,29 @@ async fn tombstones_are_revived_or_forgotten() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path()).await.expect("open");
     let key = ObjectKey::new(Kind::Adapter, "codex");
-    store.record_spec(&snapshot(&key, "d1", None)).await.expect("record");
+    store
+        .record_spec(&snapshot(&key, "d1", None))
+        .await
+        .expect("record");
     assert!(store.tombstone(&key).await.expect("tombstone"));
-    assert!(!store.tombstone(&key).await.expect("second tombstone is a no-op"));
-    assert!(store.object(&key).await.expect("read").and_then(|o| o.deleted_at).is_some());
-    let revived = store.record_spec(&snapshot(&key, "d1", None)).await.expect("revive");
+    assert!(
+        !store
+            .tombstone(&key)
+            .await
+            .expect("second tombstone is a no-op")
+    );
+    assert!(
+        store
+            .object(&key)
+            .await
+            .expect("read")
+            .and_then(|o| o.deleted_at)
+            .is_some()
+    );
+    let revived = store
+        .record_spec(&snapshot(&key, "d1", None))
+        .await
+        .expect("revive");
     assert_eq!((revived.deleted_at, revived.generation), (None, 1));
     store.tombstone(&key).await.expect("tombstone");
     store.forget(&key).await.expect("forget");
@@ -65,15 +108,27 @@ async fn condition_transition_time_moves_only_with_status() {
         last_transition_time: String::new(),
         observed_generation: 1,
     };
-    let first = store.set_condition(&key, &condition(ConditionStatus::False, "ImageMissing")).await.expect("set");
+    let first = store
+        .set_condition(&key, &condition(ConditionStatus::False, "ImageMissing"))
+        .await
+        .expect("set");
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    let same_status = store.set_condition(&key, &condition(ConditionStatus::False, "ImageNotPinned")).await.expect("set");
+    let same_status = store
+        .set_condition(&key, &condition(ConditionStatus::False, "ImageNotPinned"))
+        .await
+        .expect("set");
     assert_eq!(first.last_transition_time, same_status.last_transition_time);
-    let flipped = store.set_condition(&key, &condition(ConditionStatus::True, "Ready")).await.expect("set");
+    let flipped = store
+        .set_condition(&key, &condition(ConditionStatus::True, "Ready"))
+        .await
+        .expect("set");
     assert_ne!(first.last_transition_time, flipped.last_transition_time);
     let stored = store.conditions(&key).await.expect("read");
     assert_eq!(stored.len(), 1);
-    assert_eq!((stored[0].status, stored[0].reason.as_str()), (ConditionStatus::True, "Ready"));
+    assert_eq!(
+        (stored[0].status, stored[0].reason.as_str()),
+        (ConditionStatus::True, "Ready")
+    );
 }
 
 #[tokio::test]
@@ -84,13 +139,28 @@ async fn events_are_kept_per_object_in_order() {
     let other = ObjectKey::new(Kind::Adapter, "claude");
     for i in 0..5 {
         let message = format!("event {i}");
-        let event = NewEvent { object: &key, severity: Severity::Normal, reason: "Tick", message: &message, record: None };
+        let event = NewEvent {
+            object: &key,
+            severity: Severity::Normal,
+            reason: "Tick",
+            message: &message,
+            record: None,
+        };
         store.append_event(&event).await.expect("append");
     }
-    let noise = NewEvent { object: &other, severity: Severity::Warning, reason: "X", message: "x", record: None };
+    let noise = NewEvent {
+        object: &other,
+        severity: Severity::Warning,
+        reason: "X",
+        message: "x",
+        record: None,
+    };
     store.append_event(&noise).await.expect("append");
     let recent = store.events(&key, 3).await.expect("read");
     let messages: Vec<&str> = recent.iter().map(|e| e.message.as_str()).collect();
     assert_eq!(messages, ["event 2", "event 3", "event 4"]);
-    assert!(recent.iter().all(|e| e.seq.is_none()), "plain events are not audited");
+    assert!(
+        recent.iter().all(|e| e.seq.is_none()),
+        "plain events are not audited"
+    );
 }

@@ -60,7 +60,11 @@ pub fn ensure_test_images() {
             .current_dir(repo_root())
             .status()
             .map_err(|e| e.to_string())?;
-        if status.success() { Ok(()) } else { Err(format!("tests/images/build.sh failed: {status}")) }
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("tests/images/build.sh failed: {status}"))
+        }
     });
     if let Err(error) = outcome {
         panic!("{error}");

@@ -19,7 +19,11 @@ fn fake_agent(args: &[String]) -> ExitCode {
             .is_ok();
     }
     println!("{{\"type\":\"done\",\"agent\":\"fake-agent\",\"ok\":{ok}}}");
-    if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 fn memory_hog() -> ExitCode {
@@ -28,7 +32,7 @@ fn memory_hog() -> ExitCode {
     loop {
         // Touch every page so the memory is really charged to the cgroup.
         held.push(vec![0xA5; CHUNK]);
-        if held.len() % 64 == 0 {
+        if held.len().is_multiple_of(64) {
             eprintln!("memory-hog: holding {} MiB", held.len());
         }
     }
@@ -43,7 +47,10 @@ fn main() -> ExitCode {
         .unwrap_or_default()
         .to_owned();
     let (behaviour, rest) = if invoked_as == "agent-double" {
-        (args.get(1).cloned().unwrap_or_default(), args.get(2..).unwrap_or_default())
+        (
+            args.get(1).cloned().unwrap_or_default(),
+            args.get(2..).unwrap_or_default(),
+        )
     } else {
         (invoked_as, args.get(1..).unwrap_or_default())
     };
