@@ -6,6 +6,15 @@ use crate::support::{repo_root, roundtable, spec_tree, stderr, stdout};
 
 const API: &str = "apiVersion: roundtable.dev/v1alpha1";
 
+/// The `name` of every item of a list envelope, in order.
+fn item_names(list: &Value) -> Vec<&str> {
+    let items = list["items"].as_array().expect("items");
+    items
+        .iter()
+        .filter_map(|item| item["name"].as_str())
+        .collect()
+}
+
 fn json(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
@@ -139,12 +148,7 @@ fn adapters_list_shows_builtins_and_merges_overrides_field_by_field() {
     assert!(out.status.success(), "{}", stderr(&out));
     let list = json(&stdout(&out));
     assert_eq!(list["kind"], "AdapterList");
-    let names: Vec<&str> = list["items"]
-        .as_array()
-        .expect("items")
-        .iter()
-        .filter_map(|i| i["name"].as_str())
-        .collect();
+    let names = item_names(&list);
     assert_eq!(
         names,
         [
@@ -184,12 +188,7 @@ fn adapters_list_without_specs_shows_the_six_builtins() {
     let out = roundtable(tree.path(), &["adapters", "list", "--format", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let list = json(&stdout(&out));
-    let names: Vec<&str> = list["items"]
-        .as_array()
-        .expect("items")
-        .iter()
-        .filter_map(|i| i["name"].as_str())
-        .collect();
+    let names = item_names(&list);
     assert_eq!(
         names,
         ["claude", "codex", "gemini", "generic", "mock", "opencode"]
