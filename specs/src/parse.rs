@@ -406,6 +406,15 @@ mod tests {
     }
 
     #[test]
+    fn legacy_config_rejects_unknown_keys_with_their_path() {
+        let text = "adapters:\n  qwen:\n    image: busybox\n    supports_telepathy: true\n";
+        let parsed = parse_file("config.yaml", "config.yaml", text);
+        assert!(parsed.objects.is_empty());
+        assert_eq!(parsed.errors[0].path, "adapters.qwen.supports_telepathy");
+        assert_eq!((parsed.errors[0].line, parsed.errors[0].column), (4, 5));
+    }
+
+    #[test]
     fn legacy_format_is_only_read_from_config_yaml() {
         let parsed = parse_file(
             "other.yaml",

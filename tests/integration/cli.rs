@@ -50,6 +50,7 @@ fn broken_files_are_positioned_in_text_and_json() {
         ),
         ("state/ignored.yaml", "this: [is not: valid"),
         ("contracts/ignored.yaml", "neither: [is this"),
+        ("admission/ignored.yml", "nor: [this"),
     ]);
     let dir = tree.path().to_str().expect("utf-8 path");
     let text = roundtable(tree.path(), &["validate", "--dir", dir]);
