@@ -1,0 +1,327 @@
+//! The controller loop: triggers in, scheduler, bounded concurrent runs with one run per key,
+//! backoff on failure, a stall after the error budget, graceful shutdown.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Debug;
+use std::future::Future;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::action::Action;
+use crate::backoff::{BackoffConfig, KeyBackoff};
+use crate::scheduler::Scheduler;
+
+/// An error a reconciler returns; permanent errors stall the key at once.
+pub trait ReconcileError: std::error::Error + Send + Sync + 'static {
+    fn is_permanent(&self) -> bool {
+        false
+    }
+}
+
+/// What the runner decided after a failure, handed to [`Reconciler::on_failure`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErrorOutcome {
+    /// Consecutive failures, this one included.
+    pub attempt: u32,
+    /// When the next attempt comes, unless the key stalled.
+    pub retry_in: Option<Duration>,
+    /// No retries until the spec changes or someone asks.
+    pub stalled: bool,
+}
+
+/// A reconciler for keys of type `K`; it gets only the key, never the reason (level-triggered).
+pub trait Reconciler<K>: Send + Sync + 'static {
+    type Error: ReconcileError;
+
+    fn reconcile(&self, key: &K) -> impl Future<Output = Result<Action, Self::Error>> + Send;
+
+    /// Told about every failed (or panicked) reconcile, and what happens next.
+    fn on_failure(
+        &self,
+        key: &K,
+        message: &str,
+        outcome: ErrorOutcome,
+    ) -> impl Future<Output = ()> + Send;
+}
+
+/// Why a key should be reconciled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trigger<K> {
+    /// The spec was created, changed or removed: clears a stall and the backoff.
+    SpecChanged(K),
+    /// The periodic resync: stalled keys are left alone.
+    Resync(K),
+    /// An operator asked (`roundtable reconcile`): clears a stall and the backoff.
+    Requested(K),
+}
+
+/// Tuning, with DESIGN §4's defaults.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    pub concurrency: usize,
+    /// Delay applied to spec changes, so a burst of edits reconciles once.
+    pub debounce: Duration,
+    /// Consecutive failures before a key stalls.
+    pub error_budget: u32,
+    pub backoff: BackoffConfig,
+    /// How long shutdown waits for in-flight reconciles.
+    pub grace: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            concurrency: 4,
+            debounce: Duration::ZERO,
+            error_budget: 10,
+            backoff: BackoffConfig::default(),
+            grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Sends triggers to a running controller; cheap to clone.
+#[derive(Debug)]
+pub struct Handle<K> {
+    sender: mpsc::UnboundedSender<Trigger<K>>,
+}
+
+impl<K> Clone for Handle<K> {
+    fn clone(&self) -> Self {
+        Self {
+            sender: self.sender.clone(),
+        }
+    }
+}
+
+impl<K> Handle<K> {
+    /// Queues a trigger; false once the controller has stopped.
+    pub fn trigger(&self, trigger: Trigger<K>) -> bool {
+        self.sender.send(trigger).is_ok()
+    }
+}
+
+#[derive(Debug)]
+struct KeyState {
+    backoff: KeyBackoff,
+    stalled: bool,
+    /// A trigger arrived while the key was running: run it again when it finishes.
+    rerun: bool,
+}
+
+/// What a finished run reports.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Summary {
+    pub reconciles: u64,
+    pub failures: u64,
+    /// In-flight runs abandoned because the grace period ran out.
+    pub abandoned: usize,
+}
+
+/// The controller: owns the scheduler and the runs.
+pub struct Controller<K, R> {
+    reconciler: Arc<R>,
+    config: Config,
+    receiver: mpsc::UnboundedReceiver<Trigger<K>>,
+    scheduler: Scheduler<K>,
+    keys: HashMap<K, KeyState>,
+}
+
+type Finished<K, E> = (K, Result<Action, E>);
+
+impl<K, R> Controller<K, R>
+where
+    K: Clone + Eq + Hash + Ord + Debug + Send + Sync + 'static,
+    R: Reconciler<K>,
+{
+    pub fn new(reconciler: Arc<R>, config: Config) -> (Self, Handle<K>) {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let controller = Self {
+            reconciler,
+            config,
+            receiver,
+            scheduler: Scheduler::default(),
+            keys: HashMap::new(),
+        };
+        (controller, Handle { sender })
+    }
+
+    fn state(&mut self, key: &K) -> &mut KeyState {
+        let backoff = self.config.backoff;
+        self.keys.entry(key.clone()).or_insert_with(|| KeyState {
+            backoff: KeyBackoff::new(backoff),
+            stalled: false,
+            rerun: false,
+        })
+    }
+
+    fn on_trigger(&mut self, trigger: Trigger<K>, running: &HashSet<K>) {
+        let now = Instant::now();
+        let (key, at) = match trigger {
+            Trigger::SpecChanged(key) | Trigger::Requested(key) => {
+                let state = self.state(&key);
+                state.stalled = false;
+                state.backoff.reset();
+                let at = now + self.config.debounce;
+                (key, at)
+            }
+            Trigger::Resync(key) => {
+                if self.state(&key).stalled {
+                    return;
+                }
+                (key, now)
+            }
+        };
+        if running.contains(&key) {
+            self.state(&key).rerun = true;
+        } else {
+            self.scheduler.schedule(key, at);
+        }
+    }
+
+    async fn on_finished(&mut self, key: K, outcome: Result<Action, String>, permanent: bool) {
+        let now = Instant::now();
+        let budget = self.config.error_budget;
+        let state = self.state(&key);
+        let rerun = std::mem::take(&mut state.rerun);
+        match outcome {
+            Ok(action) => {
+                state.backoff.reset();
+                if rerun {
+                    self.scheduler.schedule(key, now);
+                } else if let Some(delay) = action.requeue_after() {
+                    self.scheduler.schedule(key, now + delay);
+                }
+            }
+            Err(message) => {
+                let attempt = state.backoff.failures() + 1;
+                let stalled = !rerun && (permanent || attempt >= budget);
+                let retry_in = if stalled {
+                    state.stalled = true;
+                    state.backoff.next_delay();
+                    None
+                } else if rerun {
+                    state.backoff.next_delay();
+                    Some(Duration::ZERO)
+                } else {
+                    Some(state.backoff.next_delay())
+                };
+                if let Some(delay) = retry_in {
+                    self.scheduler.schedule(key.clone(), now + delay);
+                }
+                let outcome = ErrorOutcome {
+                    attempt,
+                    retry_in,
+                    stalled,
+                };
+                tracing::warn!(key = ?key, attempt, stalled, retry_in = ?retry_in, error = %message, "reconcile failed");
+                self.reconciler.on_failure(&key, &message, outcome).await;
+            }
+        }
+    }
+
+    /// Runs until `shutdown` resolves or every [`Handle`] is dropped, then waits for in-flight
+    /// reconciles up to the grace period and abandons the rest.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Summary {
+        let mut summary = Summary::default();
+        let mut inflight: JoinSet<Finished<K, R::Error>> = JoinSet::new();
+        let mut task_keys: HashMap<tokio::task::Id, K> = HashMap::new();
+        let mut running: HashSet<K> = HashSet::new();
+        tokio::pin!(shutdown);
+        loop {
+            // Start every due key while there is room; a due key that is running reruns later.
+            while running.len() < self.config.concurrency {
+                let Some(key) = self.scheduler.pop_due(Instant::now()) else {
+                    break;
+                };
+                if running.contains(&key) {
+                    self.state(&key).rerun = true;
+                    continue;
+                }
+                let reconciler = self.reconciler.clone();
+                let task_key = key.clone();
+                let handle = inflight.spawn(async move {
+                    let result = reconciler.reconcile(&task_key).await;
+                    (task_key, result)
+                });
+                task_keys.insert(handle.id(), key.clone());
+                running.insert(key);
+            }
+            let deadline = self
+                .scheduler
+                .next_deadline()
+                .filter(|_| running.len() < self.config.concurrency);
+            tokio::select! {
+                () = &mut shutdown => break,
+                trigger = self.receiver.recv() => match trigger {
+                    Some(trigger) => self.on_trigger(trigger, &running),
+                    None => break,
+                },
+                Some(joined) = inflight.join_next_with_id(), if !inflight.is_empty() => {
+                    summary.reconciles += 1;
+                    let (key, outcome, permanent) = match joined {
+                        Ok((id, (key, result))) => {
+                            task_keys.remove(&id);
+                            let permanent = result.as_ref().err().is_some_and(ReconcileError::is_permanent);
+                            (key, result.map_err(|e| error_chain(&e)), permanent)
+                        }
+                        Err(join_error) => {
+                            let Some(key) = task_keys.remove(&join_error.id()) else { continue };
+                            (key, Err(format!("reconciler panicked: {}", panic_message(join_error))), false)
+                        }
+                    };
+                    if outcome.is_err() {
+                        summary.failures += 1;
+                    }
+                    running.remove(&key);
+                    self.on_finished(key, outcome, permanent).await;
+                },
+                () = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {},
+            }
+        }
+        // Stop intake, then give in-flight reconciles the grace period.
+        let drained = tokio::time::timeout(self.config.grace, async {
+            while let Some(joined) = inflight.join_next().await {
+                summary.reconciles += 1;
+                if !matches!(joined, Ok((_, Ok(_)))) {
+                    summary.failures += 1;
+                }
+            }
+        })
+        .await;
+        if drained.is_err() {
+            summary.abandoned = inflight.len();
+            inflight.abort_all();
+        }
+        summary
+    }
+}
+
+/// An error and its sources, joined with `: `.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
+fn panic_message(error: tokio::task::JoinError) -> String {
+    if !error.is_panic() {
+        return "cancelled".into();
+    }
+    let payload = error.into_panic();
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string panic".into())
+}

@@ -1,0 +1,117 @@
+//! Delays and deduplicates reconcile requests by key: a key is queued at most once, and when it
+//! is scheduled again the earliest deadline wins.
+
+use std::collections::{BTreeSet, HashMap};
+use std::hash::Hash;
+
+use tokio::time::Instant;
+
+/// Pending reconciles, one per key, ordered by deadline.
+#[derive(Debug)]
+pub struct Scheduler<K> {
+    deadlines: HashMap<K, Instant>,
+    queue: BTreeSet<(Instant, u64, K)>,
+    /// Breaks ties between equal deadlines in arrival order.
+    sequence: u64,
+    sequence_of: HashMap<K, u64>,
+}
+
+impl<K: Clone + Eq + Hash + Ord> Default for Scheduler<K> {
+    fn default() -> Self {
+        Self {
+            deadlines: HashMap::new(),
+            queue: BTreeSet::new(),
+            sequence: 0,
+            sequence_of: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Clone + Eq + Hash + Ord> Scheduler<K> {
+    /// Queues `key` at `at`, unless it is already queued at or before `at`.
+    pub fn schedule(&mut self, key: K, at: Instant) {
+        if let Some(&current) = self.deadlines.get(&key) {
+            if current <= at {
+                return;
+            }
+            let sequence = self.sequence_of[&key];
+            self.queue.remove(&(current, sequence, key.clone()));
+        }
+        self.sequence += 1;
+        self.deadlines.insert(key.clone(), at);
+        self.sequence_of.insert(key.clone(), self.sequence);
+        self.queue.insert((at, self.sequence, key));
+    }
+
+    /// Drops a queued key.
+    pub fn cancel(&mut self, key: &K) {
+        if let (Some(at), Some(sequence)) =
+            (self.deadlines.remove(key), self.sequence_of.remove(key))
+        {
+            self.queue.remove(&(at, sequence, key.clone()));
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.deadlines.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.deadlines.is_empty()
+    }
+
+    /// The earliest deadline, if any key is queued.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.queue.first().map(|(at, _, _)| *at)
+    }
+
+    /// Removes and returns the earliest key whose deadline has passed.
+    pub fn pop_due(&mut self, now: Instant) -> Option<K> {
+        let (at, _, key) = self.queue.first()?.clone();
+        if at > now {
+            return None;
+        }
+        self.cancel(&key);
+        Some(key)
+    }
+
+    /// Waits until the earliest deadline; pending forever while nothing is queued.
+    pub async fn wait_for_deadline(&self) {
+        match self.next_deadline() {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn earliest_deadline_wins_and_keys_are_unique() {
+        let now = Instant::now();
+        let mut scheduler = Scheduler::default();
+        scheduler.schedule("a", now + Duration::from_secs(10));
+        scheduler.schedule("a", now + Duration::from_secs(5));
+        scheduler.schedule("a", now + Duration::from_secs(20));
+        scheduler.schedule("b", now + Duration::from_secs(7));
+        assert_eq!(scheduler.len(), 2);
+        assert_eq!(scheduler.pop_due(now + Duration::from_secs(4)), None);
+        assert_eq!(scheduler.pop_due(now + Duration::from_secs(6)), Some("a"));
+        assert_eq!(scheduler.pop_due(now + Duration::from_secs(6)), None);
+        assert_eq!(scheduler.pop_due(now + Duration::from_secs(30)), Some("b"));
+        assert!(scheduler.is_empty());
+    }
+
+    #[test]
+    fn cancel_removes_a_key() {
+        let now = Instant::now();
+        let mut scheduler = Scheduler::default();
+        scheduler.schedule(1, now);
+        scheduler.cancel(&1);
+        assert_eq!(scheduler.pop_due(now), None);
+        assert_eq!(scheduler.next_deadline(), None);
+    }
+}
