@@ -76,6 +76,30 @@ pub enum Command {
     },
     /// Report the container engine, its API version and the hardening features it offers.
     Doctor(FormatArg),
+    /// Run the controller: reconcile the specs until SIGINT or SIGTERM.
+    Start(StartArgs),
+    /// Drift: every object, file error and leftover, with or without a running daemon.
+    Status {
+        #[command(flatten)]
+        format: FormatArg,
+        /// Exit 0 when in sync, 2 on drift (OutOfSync or Unknown), 1 on error.
+        #[arg(long)]
+        exit_code: bool,
+    },
+    /// What reconciling now would change, terraform style, without changing anything.
+    Plan(FormatArg),
+    /// One object's status, conditions, stored spec and recent events.
+    Describe {
+        /// KIND/NAME, like Adapter/codex.
+        object: String,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Reconcile one object now (through the daemon when one runs), clearing a stall.
+    Reconcile {
+        /// KIND/NAME, like Adapter/codex.
+        object: String,
+    },
     /// Adapters: built-in templates and declared ones.
     #[command(subcommand)]
     Adapters(AdaptersCommand),
@@ -94,4 +118,17 @@ pub enum AdaptersCommand {
 pub enum SandboxCommand {
     /// PID 1 of an agent container: reaps orphans and waits.
     Init,
+}
+
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// Reconciles running at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Full rescan and reconcile-everything period (jittered by ±10 %).
+    #[arg(long, default_value = "10m")]
+    pub resync: roundtable_specs::units::Duration,
+    /// How long shutdown waits for in-flight reconciles.
+    #[arg(long, default_value = "30s")]
+    pub grace: roundtable_specs::units::Duration,
 }

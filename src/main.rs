@@ -2,7 +2,6 @@
 
 mod cli;
 mod commands;
-mod project;
 mod render;
 
 use std::process::ExitCode;
@@ -34,6 +33,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Validate(args) => commands::validate::run(global, args.format),
         Command::Schema { out } => commands::schema::run(out.as_deref()),
         Command::Doctor(args) => commands::doctor::run(args.format).await,
+        Command::Start(args) => commands::start::run(global, args).await,
+        Command::Status { format, exit_code } => {
+            commands::status::run(global, format.format, *exit_code).await
+        }
+        Command::Plan(args) => commands::plan::run(global, args.format).await,
+        Command::Describe { object, format } => {
+            commands::describe::run(global, object, format.format).await
+        }
+        Command::Reconcile { object } => commands::reconcile::run(global, object).await,
         Command::Adapters(AdaptersCommand::List(args)) => {
             commands::adapters::list(global, args.format)
         }

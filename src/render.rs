@@ -18,6 +18,32 @@ pub fn sanitize(text: &str) -> String {
     out
 }
 
+/// Like [`sanitize`], but keeps line breaks and tabs of a multi-line block.
+pub fn sanitize_block(text: &str) -> String {
+    text.split('\n')
+        .map(|line| sanitize(&line.replace('\t', "    ")))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// How long ago an RFC 3339 time was, kubectl style: `45s`, `12m`, `3h`, `5d`.
+pub fn age(rfc3339: &str) -> String {
+    let Ok(then) =
+        time::OffsetDateTime::parse(rfc3339, &time::format_description::well_known::Rfc3339)
+    else {
+        return "-".into();
+    };
+    let seconds = (time::OffsetDateTime::now_utc() - then)
+        .whole_seconds()
+        .max(0);
+    match seconds {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
 /// A `kubectl get`-style table: upper-case headers, columns padded to their widest cell.
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     let rows: Vec<Vec<String>> = rows

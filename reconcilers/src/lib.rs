@@ -1,1 +1,13 @@
-//! placeholder
+//! Roundtable's per-kind reconcilers, the spec source they read, the status and plan views
+//! computed from them without acting, and the backends they drive.
+
+pub mod adapter;
+pub mod backend;
+pub mod conditions;
+pub mod daemon;
+pub mod desired;
+pub mod dispatch;
+pub mod source;
+pub mod status;
+
+pub use dispatch::ObjectReconciler;

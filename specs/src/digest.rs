@@ -6,6 +6,14 @@ use sha2::{Digest, Sha256};
 
 use crate::parse::{Object, Spec};
 
+/// Lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
 /// Lowercase hex SHA-256 of the canonical JSON of `value`.
 pub fn canonical_digest<T: Serialize>(value: &T) -> String {
     // serde_json's Value keeps object keys sorted, which makes the text canonical.
@@ -20,23 +28,25 @@ pub fn canonical_digest<T: Serialize>(value: &T) -> String {
 
 /// The digest of everything an object declares: a change of any field changes it.
 pub fn object_digest(object: &Object) -> String {
-    let spec = match &object.spec {
-        Spec::Adapter(spec) => serde_json::to_value(spec),
-        Spec::Assignment(spec) => serde_json::to_value(spec),
-        Spec::AdmissionPolicy(spec) => serde_json::to_value(spec),
+    spec_digest(&object.metadata, &object.spec)
+}
+
+/// [`object_digest`] for a spec that may not come from a file (a referenced built-in).
+pub fn spec_digest(metadata: &crate::meta::ObjectMeta, spec: &Spec) -> String {
+    canonical_digest(&crate::resource::to_value(metadata, spec))
+}
+
+/// [`execution_digest`] for a bare spec.
+pub fn run_digest(spec: &Spec) -> Option<String> {
+    match spec {
+        Spec::Assignment(spec) => Some(canonical_digest(&spec.run_fields())),
+        _ => None,
     }
-    .unwrap_or_default();
-    canonical_digest(
-        &serde_json::json!({"kind": object.kind(), "metadata": object.metadata, "spec": spec}),
-    )
 }
 
 /// The digest of an Assignment's run fields; only their change starts a new execution.
 pub fn execution_digest(object: &Object) -> Option<String> {
-    match &object.spec {
-        Spec::Assignment(spec) => Some(canonical_digest(&spec.run_fields())),
-        _ => None,
-    }
+    run_digest(&object.spec)
 }
 
 #[cfg(test)]

@@ -140,6 +140,108 @@ pub struct Condition {
     pub observed_generation: i64,
 }
 
+/// Whether the observed world matches the spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum SyncStatus {
+    Synced,
+    OutOfSync,
+    /// Cannot tell: the kind is not reconciled yet, or the object was never observed.
+    Unknown,
+    /// The file declaring it does not load (for `File` rows).
+    Error,
+}
+
+/// How the object is doing, from its conditions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Health {
+    Healthy,
+    Degraded,
+    Unhealthy,
+    /// Retries stopped after the error budget or a permanent error.
+    Stalled,
+    Unknown,
+    /// Not applicable (removed objects, file rows, leftovers).
+    None,
+}
+
+/// One row of `status`: an object, a file that does not load, or a labelled leftover.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectStatus {
+    /// `Adapter`, `Assignment`, `AdmissionPolicy`, `File`, `Container` or `Volume`.
+    pub kind: String,
+    pub name: String,
+    /// The generation the current spec has (or would have once recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    pub sync: SyncStatus,
+    pub health: Health,
+    /// RFC 3339 time the object was first recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+impl ListItem for ObjectStatus {
+    const LIST_KIND: &'static str = "ObjectStatusList";
+}
+
+/// One line of `plan`, terraform style.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedChange {
+    /// `+` create, `~` update, `-` delete, `-/+` replace, `?` cannot tell.
+    pub op: String,
+    /// `KIND/NAME`.
+    pub object: String,
+    pub summary: String,
+}
+
+impl ListItem for PlannedChange {
+    const LIST_KIND: &'static str = "PlannedChangeList";
+}
+
+/// An event, `kubectl get events` style.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EventItem {
+    pub at: String,
+    pub object: String,
+    /// `Normal` or `Warning`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub reason: String,
+    pub message: String,
+}
+
+impl ListItem for EventItem {
+    const LIST_KIND: &'static str = "EventList";
+}
+
+/// What `describe KIND/NAME` shows: the status row, the stored spec, events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DescribeItem {
+    pub status: ObjectStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_file: Option<String>,
+    /// The last valid spec, as recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<serde_json::Value>,
+    /// Kind-specific observed status (for an Adapter: the resolved image ID).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed: Option<serde_json::Value>,
+    pub events: Vec<EventItem>,
+}
+
+impl ListItem for DescribeItem {
+    const LIST_KIND: &'static str = "DescribeList";
+}
+
 // === doctor ===
 
 /// Whether one hardening feature the sandbox relies on is available on the engine.

@@ -62,3 +62,39 @@ pub enum AnyResource {
     Assignment(Assignment),
     AdmissionPolicy(AdmissionPolicy),
 }
+
+/// The resource as stored: `{apiVersion, kind, metadata, spec}`, the same shape as in files.
+pub fn to_value(metadata: &ObjectMeta, spec: &crate::parse::Spec) -> serde_json::Value {
+    use crate::parse::Spec;
+    let resource = match spec {
+        Spec::Adapter(spec) => AnyResource::Adapter(Adapter {
+            api_version: ApiVersion::V1alpha1,
+            kind: AdapterKind::Adapter,
+            metadata: metadata.clone(),
+            spec: spec.clone(),
+        }),
+        Spec::Assignment(spec) => AnyResource::Assignment(Assignment {
+            api_version: ApiVersion::V1alpha1,
+            kind: AssignmentKind::Assignment,
+            metadata: metadata.clone(),
+            spec: spec.clone(),
+        }),
+        Spec::AdmissionPolicy(spec) => AnyResource::AdmissionPolicy(AdmissionPolicy {
+            api_version: ApiVersion::V1alpha1,
+            kind: AdmissionPolicyKind::AdmissionPolicy,
+            metadata: metadata.clone(),
+            spec: spec.clone(),
+        }),
+    };
+    serde_json::to_value(resource).unwrap_or_default()
+}
+
+/// Reads back what [`to_value`] wrote.
+pub fn from_json(text: &str) -> Result<(ObjectMeta, crate::parse::Spec), serde_json::Error> {
+    use crate::parse::Spec;
+    Ok(match serde_json::from_str::<AnyResource>(text)? {
+        AnyResource::Adapter(r) => (r.metadata, Spec::Adapter(r.spec)),
+        AnyResource::Assignment(r) => (r.metadata, Spec::Assignment(r.spec)),
+        AnyResource::AdmissionPolicy(r) => (r.metadata, Spec::AdmissionPolicy(r.spec)),
+    })
+}

@@ -3,7 +3,10 @@
 
 use schemars::{JsonSchema, generate::SchemaSettings};
 
-use crate::output::{AdapterItem, DoctorReport, List, ValidationError};
+use crate::output::{
+    AdapterItem, DescribeItem, DoctorReport, EventItem, List, ObjectStatus, PlannedChange,
+    ValidationError,
+};
 use crate::resource::{Adapter, AdmissionPolicy, AnyResource, Assignment};
 
 const BASE_ID: &str = "https://roundtable.dev/schemas/v1alpha1/";
@@ -31,6 +34,10 @@ pub fn all() -> Vec<(String, String)> {
         ),
         render::<List<AdapterItem>>("outputs/adapter-list.json", "AdapterList"),
         render::<List<DoctorReport>>("outputs/doctor-report-list.json", "DoctorReportList"),
+        render::<List<ObjectStatus>>("outputs/object-status-list.json", "ObjectStatusList"),
+        render::<List<PlannedChange>>("outputs/planned-change-list.json", "PlannedChangeList"),
+        render::<List<EventItem>>("outputs/event-list.json", "EventList"),
+        render::<List<DescribeItem>>("outputs/describe-list.json", "DescribeList"),
     ]
 }
 

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use roundtable_specs::{Catalog, List, Severity};
 
 use crate::cli::{Format, Global};
-use crate::project::load;
 use crate::render;
+use roundtable_reconcilers::source::load;
 
 pub fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
     // Without a spec directory there are only the built-ins.

@@ -1,7 +1,13 @@
 //! One module per command; each returns the process exit code.
 
 pub mod adapters;
+pub mod describe;
 pub mod doctor;
 pub mod init;
+pub mod plan;
+pub mod reconcile;
 pub mod schema;
+pub mod start;
+pub mod state;
+pub mod status;
 pub mod validate;

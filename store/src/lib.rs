@@ -2,7 +2,9 @@
 //! under the state directory; statements are kept portable to PostgreSQL.
 
 mod events;
+pub mod lock;
 mod objects;
+mod scan;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -14,6 +16,7 @@ use sqlx::sqlite::{
 
 pub use events::{EventRecord, NewEvent, Severity};
 pub use objects::{ObjectRecord, SpecSnapshot};
+pub use scan::FileError;
 
 /// The database file inside the state directory.
 pub const DATABASE_FILE: &str = "state.db";
@@ -106,6 +109,51 @@ impl Store {
                 source,
             })?;
         Ok(Self { pool, path })
+    }
+
+    /// A throw-away in-memory store with the same schema, for read-only views of a project
+    /// whose state directory does not exist yet.
+    pub async fn open_in_memory() -> Result<Self> {
+        let path = PathBuf::from(":memory:");
+        let options =
+            SqliteConnectOptions::from_str("sqlite::memory:").map_err(|source| Error::Open {
+                path: path.clone(),
+                source,
+            })?;
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .map_err(|source| Error::Open {
+                path: path.clone(),
+                source,
+            })?;
+        MIGRATIONS
+            .run(&pool)
+            .await
+            .map_err(|source| Error::Migrate {
+                path: path.clone(),
+                source,
+            })?;
+        Ok(Self { pool, path })
+    }
+
+    /// Opens the store only if its database exists; never creates anything.
+    pub async fn open_existing(state_dir: &Path) -> Result<Option<Self>> {
+        if state_dir.join(DATABASE_FILE).is_file() {
+            Self::open(state_dir).await.map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// A transaction that takes the write lock up front (`BEGIN IMMEDIATE`): a deferred one that
+    /// reads and then writes fails at once with SQLITE_BUSY_SNAPSHOT when another connection
+    /// wrote in between, which no busy timeout can wait out. On PostgreSQL this is plain `BEGIN`.
+    pub(crate) async fn write_transaction(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
     }
 
     pub fn path(&self) -> &Path {

@@ -19,6 +19,8 @@ pub struct ObjectRecord {
     pub observed_generation: Option<i64>,
     pub created_at: String,
     pub deleted_at: Option<String>,
+    /// Kind-specific observed status, as JSON.
+    pub status_json: Option<String>,
 }
 
 fn status_text(status: ConditionStatus) -> &'static str {
@@ -57,7 +59,7 @@ impl Store {
     /// changed digest bumps it (and the execution generation when the run fields changed), an
     /// unchanged one writes nothing. A tombstoned object that reappears is revived.
     pub async fn record_spec(&self, spec: &SpecSnapshot<'_>) -> Result<ObjectRecord> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_transaction().await?;
         let now = now();
         let existing = sqlx::query(
             "SELECT generation, spec_digest, execution_generation, execution_digest, deleted_at FROM objects WHERE kind = $1 AND name = $2",
@@ -153,7 +155,7 @@ impl Store {
 
     /// Removes an object and its conditions once its cleanup is done.
     pub async fn forget(&self, key: &ObjectKey) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_transaction().await?;
         for statement in [
             "DELETE FROM conditions WHERE kind = $1 AND name = $2",
             "DELETE FROM objects WHERE kind = $1 AND name = $2",
@@ -165,6 +167,16 @@ impl Store {
                 .await?;
         }
         tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn set_status_json(&self, key: &ObjectKey, status: Option<&str>) -> Result<()> {
+        sqlx::query("UPDATE objects SET status_json = $3 WHERE kind = $1 AND name = $2")
+            .bind(key.kind.as_str())
+            .bind(&key.name)
+            .bind(status)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 
@@ -181,7 +193,7 @@ impl Store {
     /// Sets one condition. `lastTransitionTime` moves only when the status changes; the
     /// given condition's own `last_transition_time` is ignored.
     pub async fn set_condition(&self, key: &ObjectKey, condition: &Condition) -> Result<Condition> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_transaction().await?;
         let previous = sqlx::query("SELECT status, last_transition_time FROM conditions WHERE kind = $1 AND name = $2 AND type = $3")
             .bind(key.kind.as_str())
             .bind(&key.name)
@@ -253,5 +265,6 @@ fn object_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<ObjectRecord> {
         observed_generation: row.try_get("observed_generation")?,
         created_at: row.try_get("created_at")?,
         deleted_at: row.try_get("deleted_at")?,
+        status_json: row.try_get("status_json")?,
     })
 }

@@ -164,3 +164,45 @@ async fn events_are_kept_per_object_in_order() {
         "plain events are not audited"
     );
 }
+
+#[tokio::test]
+async fn file_errors_are_replaced_by_each_scan_and_requests_are_taken_once() {
+    use roundtable_store::FileError;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).await.expect("open");
+    let error = |file: &str| FileError {
+        file: file.into(),
+        line: 3,
+        column: 1,
+        path: "spec".into(),
+        message: "bad".into(),
+    };
+    store
+        .replace_file_errors(&[error("a.yaml"), error("b.yaml")])
+        .await
+        .expect("replace");
+    store
+        .replace_file_errors(&[error("b.yaml")])
+        .await
+        .expect("replace");
+    let errors = store.file_errors().await.expect("read");
+    assert_eq!(
+        errors.iter().map(|e| e.file.as_str()).collect::<Vec<_>>(),
+        ["b.yaml"]
+    );
+
+    let key = ObjectKey::new(Kind::Adapter, "codex");
+    store.request_reconcile(&key).await.expect("request");
+    store.request_reconcile(&key).await.expect("request");
+    assert_eq!(
+        store.take_reconcile_requests().await.expect("take"),
+        [key.clone(), key]
+    );
+    assert!(
+        store
+            .take_reconcile_requests()
+            .await
+            .expect("take")
+            .is_empty()
+    );
+}

@@ -3,6 +3,7 @@
 
 mod cli;
 mod container;
+mod daemon;
 mod schemas;
 mod support;
 mod tidy;

@@ -1,11 +1,12 @@
-//! Reading a spec directory from disk: which files count, size limits, and handing their text to
-//! the `specs` crate.
+//! The spec source: reading a spec directory from disk (which files count, size limits), handing
+//! the text to the `specs` crate, and deciding which files load cleanly.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use roundtable_specs::parse::{file_error, parse_file};
 use roundtable_specs::yaml::MAX_FILE_BYTES;
-use roundtable_specs::{Object, ValidationError};
+use roundtable_specs::{Object, Severity, ValidationError, validate};
 
 /// Folders directly under the spec directory that never hold specs.
 const SKIPPED_FOLDERS: [&str; 3] = ["state", "admission", "contracts"];
@@ -120,4 +121,65 @@ pub fn load(dir: &Path) -> Loaded {
         loaded.errors.extend(parsed.errors);
     }
     loaded
+}
+
+/// A scan: the loaded objects, every finding, and which files carry errors.
+#[derive(Debug, Default)]
+pub struct Scan {
+    pub objects: Vec<Object>,
+    /// Parse errors and validation findings, by file and position.
+    pub findings: Vec<ValidationError>,
+    pub files: usize,
+    /// Files with at least one error: their objects are not accepted, and whatever they
+    /// declared before keeps its last valid spec.
+    pub broken_files: BTreeSet<String>,
+}
+
+impl Scan {
+    /// The objects of files that load cleanly.
+    pub fn accepted(&self) -> impl Iterator<Item = &Object> {
+        self.objects
+            .iter()
+            .filter(|object| !self.broken_files.contains(&*object.origin.file))
+    }
+
+    pub fn errors(&self) -> impl Iterator<Item = &ValidationError> {
+        self.findings
+            .iter()
+            .filter(|finding| finding.severity == Severity::Error)
+    }
+}
+
+/// Loads and validates the spec directory.
+pub fn scan(dir: &Path) -> Scan {
+    let loaded = load(dir);
+    let mut findings = loaded.errors;
+    findings.extend(validate(&loaded.objects));
+    findings.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
+    let broken_files = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .map(|f| f.file.clone())
+        .collect();
+    Scan {
+        objects: loaded.objects,
+        findings,
+        files: loaded.files,
+        broken_files,
+    }
+}
+
+/// The project root (the folder holding the spec directory), canonical.
+pub fn project_root(dir: &Path) -> PathBuf {
+    let canonical = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    canonical
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or(canonical)
+}
+
+/// The first 12 hex characters of the SHA-256 of the project root's canonical path.
+pub fn project_id(dir: &Path) -> String {
+    let root = project_root(dir);
+    roundtable_specs::digest::sha256_hex(root.as_os_str().as_encoded_bytes())[..12].to_owned()
 }

@@ -1,0 +1,138 @@
+//! The Adapter reconciler: the image exists in the engine (inspected, never pulled), its ID is
+//! recorded, and `Ready`/`Degraded` say why.
+
+use roundtable_specs::adapter::ResolvedAdapter;
+use roundtable_specs::output::{Condition, ConditionStatus};
+use serde::{Deserialize, Serialize};
+
+use crate::backend::{BackendError, ImageBackend};
+use crate::conditions::{DEGRADED, READY, desired, reason};
+
+/// An Adapter's kind-specific status.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdapterStatus {
+    /// The image ID the reference resolved to in the engine.
+    pub image_id: Option<String>,
+}
+
+/// What the engine says about the adapter's image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImageState {
+    /// Disabled adapters are not inspected.
+    NotInspected,
+    NotConfigured,
+    /// No image is set and none is needed: the agent is roundtable's own mounted binary
+    /// (the built-in `mock`), which runs in an empty image.
+    NotNeeded,
+    Missing,
+    Present {
+        id: String,
+    },
+}
+
+/// Reads the engine; writes nothing.
+pub async fn observe_image<I: ImageBackend>(
+    images: &I,
+    adapter: &ResolvedAdapter,
+) -> Result<ImageState, BackendError> {
+    if !adapter.enabled {
+        return Ok(ImageState::NotInspected);
+    }
+    let Some(image) = &adapter.image else {
+        let own_binary = adapter.command == roundtable_specs::builtins::IN_CONTAINER_BINARY;
+        return Ok(if own_binary {
+            ImageState::NotNeeded
+        } else {
+            ImageState::NotConfigured
+        });
+    };
+    Ok(match images.inspect_image(image.as_str()).await? {
+        Some(info) => ImageState::Present { id: info.id },
+        None => ImageState::Missing,
+    })
+}
+
+/// The conditions and status an Adapter should have; pure.
+pub fn desired_state(
+    adapter: &ResolvedAdapter,
+    image: &ImageState,
+    generation: i64,
+) -> (Vec<Condition>, AdapterStatus) {
+    use ConditionStatus::{False, True};
+    let reference = adapter
+        .image
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let (ready, image_id) = match image {
+        ImageState::NotInspected => (
+            desired(
+                READY,
+                False,
+                reason::DISABLED,
+                "the adapter is disabled (spec.enabled: false)",
+                generation,
+            ),
+            None,
+        ),
+        ImageState::NotConfigured => (
+            desired(
+                READY,
+                False,
+                reason::IMAGE_NOT_CONFIGURED,
+                "spec.image is not set; an image is required to execute",
+                generation,
+            ),
+            None,
+        ),
+        ImageState::NotNeeded => (
+            desired(
+                READY,
+                True,
+                reason::NO_IMAGE_NEEDED,
+                "the agent is roundtable's own binary; it runs in an empty image",
+                generation,
+            ),
+            None,
+        ),
+        ImageState::Missing => (
+            desired(
+                READY,
+                False,
+                reason::IMAGE_MISSING,
+                format!(
+                    "image {reference} is not in the engine; no registry is pulled from, so build or load it"
+                ),
+                generation,
+            ),
+            None,
+        ),
+        ImageState::Present { id } => (
+            desired(
+                READY,
+                True,
+                reason::IMAGE_RESOLVED,
+                format!("image {reference} resolved to {id}"),
+                generation,
+            ),
+            Some(id.clone()),
+        ),
+    };
+    let pinned = adapter
+        .image
+        .as_ref()
+        .is_some_and(|image| image.is_pinned());
+    let degraded = if matches!(image, ImageState::Present { .. }) && !pinned {
+        desired(
+            DEGRADED,
+            True,
+            reason::IMAGE_NOT_PINNED,
+            format!("image {reference} is a tag, which can move; pin a digest or an image ID"),
+            generation,
+        )
+    } else {
+        desired(DEGRADED, False, reason::AS_EXPECTED, "", generation)
+    };
+    (vec![ready, degraded], AdapterStatus { image_id })
+}

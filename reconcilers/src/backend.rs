@@ -1,0 +1,159 @@
+//! The backends reconcilers drive: every external side effect goes through one of these traits,
+//! so fakes can test reconcile logic without Docker or SQLite.
+
+use std::future::Future;
+
+use roundtable_specs::ObjectKey;
+use roundtable_specs::output::Condition;
+use roundtable_store::{NewEvent, ObjectRecord, Severity, Store};
+
+/// What can go wrong in a backend.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error(transparent)]
+    Store(#[from] roundtable_store::Error),
+    #[error("container engine: {0}")]
+    Engine(String),
+}
+
+/// One write a reconciler makes to the state store.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// Set a condition; its `lastTransitionTime` is decided by the store.
+    SetCondition(Condition),
+    /// Record kind-specific observed status, as JSON.
+    RecordStatus(Option<String>),
+    ObserveGeneration(i64),
+    /// The object is gone and cleaned up: forget it.
+    Forget,
+}
+
+/// The state store as reconcilers see it.
+pub trait StatusBackend: Send + Sync + 'static {
+    fn object(
+        &self,
+        key: &ObjectKey,
+    ) -> impl Future<Output = Result<Option<ObjectRecord>, BackendError>> + Send;
+    fn conditions(
+        &self,
+        key: &ObjectKey,
+    ) -> impl Future<Output = Result<Vec<Condition>, BackendError>> + Send;
+    fn apply(
+        &self,
+        key: &ObjectKey,
+        change: &Change,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send;
+}
+
+/// What the engine knows about an image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageInfo {
+    /// The full image ID, `sha256:…`.
+    pub id: String,
+}
+
+/// The container engine's images.
+pub trait ImageBackend: Send + Sync + 'static {
+    /// `None` when the engine does not have the image (no pull is ever attempted).
+    fn inspect_image(
+        &self,
+        reference: &str,
+    ) -> impl Future<Output = Result<Option<ImageInfo>, BackendError>> + Send;
+}
+
+/// An event or audited record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditEvent {
+    pub object: ObjectKey,
+    pub warning: bool,
+    pub reason: String,
+    pub message: String,
+}
+
+/// Every event and audited record goes through this one trait; the HMAC chain will replace
+/// the implementation, nothing else.
+pub trait AuditSink: Send + Sync + 'static {
+    fn record(&self, event: AuditEvent) -> impl Future<Output = Result<(), BackendError>> + Send;
+}
+
+// === impl for the real state store ===
+
+impl StatusBackend for Store {
+    async fn object(&self, key: &ObjectKey) -> Result<Option<ObjectRecord>, BackendError> {
+        Ok(Store::object(self, key).await?)
+    }
+
+    async fn conditions(&self, key: &ObjectKey) -> Result<Vec<Condition>, BackendError> {
+        Ok(Store::conditions(self, key).await?)
+    }
+
+    async fn apply(&self, key: &ObjectKey, change: &Change) -> Result<(), BackendError> {
+        match change {
+            Change::SetCondition(condition) => {
+                self.set_condition(key, condition).await?;
+            }
+            Change::RecordStatus(status) => self.set_status_json(key, status.as_deref()).await?,
+            Change::ObserveGeneration(generation) => {
+                self.set_observed_generation(key, *generation).await?
+            }
+            Change::Forget => self.forget(key).await?,
+        }
+        Ok(())
+    }
+}
+
+impl AuditSink for Store {
+    async fn record(&self, event: AuditEvent) -> Result<(), BackendError> {
+        let severity = if event.warning {
+            Severity::Warning
+        } else {
+            Severity::Normal
+        };
+        let new = NewEvent {
+            object: &event.object,
+            severity,
+            reason: &event.reason,
+            message: &event.message,
+            record: None,
+        };
+        self.append_event(&new).await?;
+        Ok(())
+    }
+}
+
+// === impl for the real engine ===
+
+/// Images through the engine's API, or the reason there is no engine.
+#[derive(Debug, Clone)]
+pub struct EngineImages {
+    engine: Result<roundtable_sandbox::Engine, String>,
+}
+
+impl EngineImages {
+    pub fn connected(engine: roundtable_sandbox::Engine) -> Self {
+        Self { engine: Ok(engine) }
+    }
+
+    /// Every inspection fails (transiently) with `reason`, so reconciles back off and retry.
+    pub fn unavailable(reason: impl Into<String>) -> Self {
+        Self {
+            engine: Err(reason.into()),
+        }
+    }
+}
+
+impl ImageBackend for EngineImages {
+    async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>, BackendError> {
+        let engine = self
+            .engine
+            .as_ref()
+            .map_err(|reason| BackendError::Engine(reason.clone()))?;
+        match engine.docker().inspect_image(reference).await {
+            Ok(image) => Ok(image.id.map(|id| ImageInfo { id })),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Ok(None),
+            Err(error) => Err(BackendError::Engine(error.to_string())),
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! Condition types and reasons (CamelCase constants), and how conditions become health.
+
+use roundtable_specs::output::{Condition, ConditionStatus, Health};
+
+pub const READY: &str = "Ready";
+pub const DEGRADED: &str = "Degraded";
+pub const STALLED: &str = "Stalled";
+
+pub mod reason {
+    pub const IMAGE_RESOLVED: &str = "ImageResolved";
+    pub const IMAGE_MISSING: &str = "ImageMissing";
+    pub const IMAGE_NOT_CONFIGURED: &str = "ImageNotConfigured";
+    pub const IMAGE_NOT_PINNED: &str = "ImageNotPinned";
+    pub const NO_IMAGE_NEEDED: &str = "NoImageNeeded";
+    pub const AS_EXPECTED: &str = "AsExpected";
+    pub const DISABLED: &str = "Disabled";
+    pub const NOT_RECONCILED_YET: &str = "NotReconciledYet";
+    pub const RECONCILED: &str = "Reconciled";
+    pub const ERROR_BUDGET_EXHAUSTED: &str = "ErrorBudgetExhausted";
+    pub const PERMANENT_ERROR: &str = "PermanentError";
+}
+
+/// A condition as a reconciler wants it; the store fills in `lastTransitionTime`.
+pub fn desired(
+    type_: &str,
+    status: ConditionStatus,
+    reason: &str,
+    message: impl Into<String>,
+    generation: i64,
+) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status,
+        reason: reason.into(),
+        message: message.into(),
+        last_transition_time: String::new(),
+        observed_generation: generation,
+    }
+}
+
+/// Whether `current` already says what `wanted` says (the transition time aside).
+pub fn same(current: &Condition, wanted: &Condition) -> bool {
+    current.type_ == wanted.type_
+        && current.status == wanted.status
+        && current.reason == wanted.reason
+        && current.message == wanted.message
+        && current.observed_generation == wanted.observed_generation
+}
+
+pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+fn is(conditions: &[Condition], type_: &str, status: ConditionStatus) -> bool {
+    find(conditions, type_).is_some_and(|c| c.status == status)
+}
+
+/// Health from conditions, with the message an operator should read first.
+pub fn health(conditions: &[Condition]) -> (Health, String) {
+    let message = |type_: &str| {
+        find(conditions, type_)
+            .map(|c| c.message.clone())
+            .unwrap_or_default()
+    };
+    if is(conditions, STALLED, ConditionStatus::True) {
+        return (Health::Stalled, message(STALLED));
+    }
+    match find(conditions, READY).map(|c| c.status) {
+        Some(ConditionStatus::True) if is(conditions, DEGRADED, ConditionStatus::True) => {
+            (Health::Degraded, message(DEGRADED))
+        }
+        Some(ConditionStatus::True) => (Health::Healthy, message(READY)),
+        Some(ConditionStatus::False) => (Health::Unhealthy, message(READY)),
+        Some(ConditionStatus::Unknown) => (Health::Unknown, message(READY)),
+        None => (Health::Unknown, "not reconciled yet".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn health_reads_stalled_then_ready_then_degraded() {
+        let ready = desired(READY, ConditionStatus::True, "ImageResolved", "ok", 1);
+        let degraded = desired(DEGRADED, ConditionStatus::True, "ImageNotPinned", "tag", 1);
+        let stalled = desired(
+            STALLED,
+            ConditionStatus::True,
+            "ErrorBudgetExhausted",
+            "gave up",
+            1,
+        );
+        assert_eq!(health(std::slice::from_ref(&ready)).0, Health::Healthy);
+        assert_eq!(
+            health(&[ready.clone(), degraded.clone()]),
+            (Health::Degraded, "tag".into())
+        );
+        assert_eq!(health(&[ready, degraded, stalled]).0, Health::Stalled);
+        assert_eq!(health(&[]).0, Health::Unknown);
+    }
+}

@@ -1,0 +1,182 @@
+//! `roundtable start`: the first scan, then the controller fed by file-watch hints, a jittered
+//! resync and operators' reconcile requests, until shutdown.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use roundtable_controller::runner::Summary;
+use roundtable_controller::watch::{self, Hint};
+use roundtable_controller::{Config, Controller, Handle, Trigger};
+use roundtable_specs::ObjectKey;
+use roundtable_store::Store;
+
+use crate::backend::{BackendError, EngineImages};
+use crate::desired::{SyncOutcome, sync};
+use crate::dispatch::ObjectReconciler;
+use crate::source::scan;
+
+/// How the daemon runs.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    pub dir: PathBuf,
+    pub state_dir: PathBuf,
+    pub controller: Config,
+    /// The full rescan and reconcile-everything period, jittered by ±10 %.
+    pub resync: Duration,
+    /// Quiet time that ends a burst of file events.
+    pub watch_debounce: Duration,
+    /// How often reconcile requests from the CLI are picked up.
+    pub request_poll: Duration,
+}
+
+impl DaemonConfig {
+    pub fn new(dir: PathBuf, state_dir: PathBuf) -> Self {
+        Self {
+            dir,
+            state_dir,
+            controller: Config::default(),
+            resync: Duration::from_secs(600),
+            watch_debounce: Duration::from_millis(100),
+            request_poll: Duration::from_millis(250),
+        }
+    }
+}
+
+/// What can stop the daemon from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    #[error(transparent)]
+    Store(#[from] roundtable_store::Error),
+    #[error(transparent)]
+    Watch(#[from] watch::WatchError),
+}
+
+fn jittered(period: Duration) -> Duration {
+    period.mul_f64(0.9 + 0.2 * fastrand::f64())
+}
+
+/// Scans, merges into the store, and tells the controller what moved. With `resync`, every
+/// live object is queued too (level-triggered: the periodic resync is the guarantee).
+async fn rescan(
+    config: &DaemonConfig,
+    store: &Store,
+    handle: &Handle<ObjectKey>,
+    resync: bool,
+) -> Result<SyncOutcome, BackendError> {
+    let dir = config.dir.clone();
+    let scanned = tokio::task::spawn_blocking(move || scan(&dir))
+        .await
+        .map_err(|error| BackendError::Engine(format!("scan task failed: {error}")))?;
+    let outcome = sync(store, store, &scanned).await?;
+    for key in outcome.changed.iter().chain(&outcome.removed) {
+        handle.trigger(Trigger::SpecChanged(key.clone()));
+    }
+    if resync {
+        for key in &outcome.live {
+            handle.trigger(Trigger::Resync(key.clone()));
+        }
+    }
+    tracing::info!(
+        changed = outcome.changed.len(),
+        removed = outcome.removed.len(),
+        kept = outcome.kept.len(),
+        live = outcome.live.len(),
+        errors = scanned.errors().count(),
+        "scanned specs"
+    );
+    Ok(outcome)
+}
+
+/// Runs until `shutdown` resolves; then stops intake and waits for in-flight reconciles.
+pub async fn run(
+    config: DaemonConfig,
+    store: Store,
+    shutdown: impl Future<Output = ()>,
+) -> Result<Summary, DaemonError> {
+    let images = match roundtable_sandbox::Engine::connect().await {
+        Ok(engine) => {
+            tracing::info!(endpoint = engine.endpoint(), api = %engine.api_version(), "connected to the container engine");
+            EngineImages::connected(engine)
+        }
+        Err(error) => {
+            tracing::warn!(%error, "no container engine: Adapter reconciles will fail and retry");
+            EngineImages::unavailable(error.to_string())
+        }
+    };
+    let mut reconciler = ObjectReconciler::new(store.clone(), images, store.clone());
+    reconciler.error_budget = config.controller.error_budget;
+    let (controller, handle) = Controller::new(Arc::new(reconciler), config.controller);
+
+    // Nothing reconciles before the first scan completes; then everything is looked at once,
+    // including tombstones a previous run left behind.
+    rescan(&config, &store, &handle, true).await?;
+    for record in store.objects().await? {
+        if record.deleted_at.is_some() {
+            handle.trigger(Trigger::SpecChanged(record.key));
+        }
+    }
+    let (stop_controller, controller_stopped) = tokio::sync::oneshot::channel::<()>();
+    let controller_task = tokio::spawn(controller.run(async move {
+        let _ = controller_stopped.await;
+    }));
+
+    let state_dir = config
+        .state_dir
+        .canonicalize()
+        .unwrap_or_else(|_| config.state_dir.clone());
+    let (_watcher, mut hints) = watch::watch(
+        &config.dir,
+        vec![config.state_dir.clone(), state_dir],
+        config.watch_debounce,
+    )?;
+    let mut resync_at = tokio::time::Instant::now() + jittered(config.resync);
+    let mut requests = tokio::time::interval(config.request_poll);
+    requests.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tracing::info!(dir = %config.dir.display(), "roundtable is running");
+    let mut watching = true;
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            hint = hints.recv(), if watching => match hint {
+                Some(hint) => {
+                    if let Err(error) = rescan(&config, &store, &handle, hint == Hint::Rescan).await {
+                        tracing::error!(%error, "rescan failed");
+                    }
+                }
+                None => {
+                    tracing::warn!("the file watcher stopped; relying on the periodic resync");
+                    watching = false;
+                }
+            },
+            () = tokio::time::sleep_until(resync_at) => {
+                resync_at = tokio::time::Instant::now() + jittered(config.resync);
+                if let Err(error) = rescan(&config, &store, &handle, true).await {
+                    tracing::error!(%error, "resync failed");
+                }
+            }
+            _ = requests.tick() => match store.take_reconcile_requests().await {
+                Ok(keys) => for key in keys {
+                    tracing::info!(%key, "reconcile requested");
+                    handle.trigger(Trigger::Requested(key));
+                },
+                Err(error) => tracing::error!(%error, "cannot read reconcile requests"),
+            },
+        }
+    }
+    tracing::info!("shutting down: no new work, waiting for in-flight reconciles");
+    let _ = stop_controller.send(());
+    drop(handle);
+    let summary = controller_task.await.unwrap_or_default();
+    tracing::info!(
+        reconciles = summary.reconciles,
+        failures = summary.failures,
+        abandoned = summary.abandoned,
+        "stopped"
+    );
+    Ok(summary)
+}

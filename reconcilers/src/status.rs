@@ -1,0 +1,294 @@
+//! `status` and `plan`: drift computed from the specs on disk, the state store and observation,
+//! without acting. They work with or without a running daemon.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use roundtable_specs::output::{ConditionStatus, Health, ObjectStatus, PlannedChange, SyncStatus};
+use roundtable_specs::{Kind, ObjectKey};
+use roundtable_store::{ObjectRecord, Store};
+
+use crate::backend::{AuditSink, BackendError, Change, ImageBackend, StatusBackend};
+use crate::conditions::{self, READY};
+use crate::desired::{Desired, declared};
+use crate::dispatch::ObjectReconciler;
+use crate::source::Scan;
+
+/// A labelled engine resource (container or volume) of this project.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leftover {
+    /// `Container` or `Volume`.
+    pub kind: String,
+    pub name: String,
+    /// The `roundtable.dev/assignment` label, if any.
+    pub assignment: Option<String>,
+}
+
+/// Every row of `status`: objects (declared or remembered), files that do not load, leftovers.
+pub async fn status(
+    store: &Store,
+    scan: &Scan,
+    leftovers: &[Leftover],
+) -> Result<Vec<ObjectStatus>, BackendError> {
+    let declared = declared(scan);
+    let records: BTreeMap<ObjectKey, ObjectRecord> = store
+        .objects()
+        .await?
+        .into_iter()
+        .map(|r| (r.key.clone(), r))
+        .collect();
+    let keys: BTreeSet<ObjectKey> = declared.keys().chain(records.keys()).cloned().collect();
+    let mut rows = Vec::new();
+    for key in keys {
+        let record = records.get(&key);
+        let conditions = match record {
+            Some(_) => store.conditions(&key).await?,
+            None => Vec::new(),
+        };
+        let (health, health_message) = conditions::health(&conditions);
+        let ready_unknown = conditions::find(&conditions, READY)
+            .is_some_and(|c| c.status == ConditionStatus::Unknown);
+        let mut row = ObjectStatus {
+            kind: key.kind.to_string(),
+            name: key.name.clone(),
+            generation: record.map(|r| r.generation),
+            observed_generation: record.and_then(|r| r.observed_generation),
+            sync: SyncStatus::Synced,
+            health,
+            created_at: record.map(|r| r.created_at.clone()),
+            message: health_message,
+            conditions: conditions.clone(),
+        };
+        match (declared.get(&key), record) {
+            (Some(_), None) => {
+                row.generation = Some(1);
+                row.sync = SyncStatus::OutOfSync;
+                row.message = "new: not recorded yet".into();
+            }
+            (Some(object), Some(record))
+                if record.deleted_at.is_some() || object.digest() != record.spec_digest =>
+            {
+                row.generation = Some(record.generation + 1);
+                row.sync = SyncStatus::OutOfSync;
+                row.message = format!(
+                    "spec changed: generation {} not recorded yet",
+                    record.generation + 1
+                );
+            }
+            (None, Some(record)) if record.deleted_at.is_some() => {
+                row.sync = SyncStatus::OutOfSync;
+                row.health = Health::None;
+                row.message = "removed: cleanup pending".into();
+            }
+            (None, Some(record)) if !scan.broken_files.contains(&record.source_file) => {
+                row.sync = SyncStatus::OutOfSync;
+                row.health = Health::None;
+                row.message = format!("removed from {}: cleanup pending", record.source_file);
+            }
+            (_, Some(record)) => {
+                row.sync = if record.observed_generation != Some(record.generation) {
+                    SyncStatus::OutOfSync
+                } else if ready_unknown || conditions.is_empty() {
+                    SyncStatus::Unknown
+                } else {
+                    SyncStatus::Synced
+                };
+                if scan.broken_files.contains(&record.source_file) && !declared.contains_key(&key) {
+                    row.message = format!(
+                        "{} does not load; keeping the last valid spec. {}",
+                        record.source_file, row.message
+                    );
+                }
+            }
+            (None, None) => continue,
+        }
+        rows.push(row);
+    }
+    let mut files: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for error in scan.errors() {
+        let position = format!("{}:{}: ", error.line, error.column);
+        let path = if error.path.is_empty() {
+            String::new()
+        } else {
+            format!("{}: ", error.path)
+        };
+        files
+            .entry(&error.file)
+            .or_default()
+            .push(format!("{position}{path}{}", error.message));
+    }
+    for (file, errors) in files {
+        let more = if errors.len() > 1 {
+            format!(" (+{} more)", errors.len() - 1)
+        } else {
+            String::new()
+        };
+        rows.push(ObjectStatus {
+            kind: "File".into(),
+            name: file.to_owned(),
+            generation: None,
+            observed_generation: None,
+            sync: SyncStatus::Error,
+            health: Health::None,
+            created_at: None,
+            message: format!("{}{more}", errors[0]),
+            conditions: Vec::new(),
+        });
+    }
+    let assignments: BTreeSet<&str> = declared
+        .keys()
+        .filter(|k| k.kind == Kind::Assignment)
+        .map(|k| k.name.as_str())
+        .collect();
+    for leftover in leftovers {
+        let owned = leftover
+            .assignment
+            .as_deref()
+            .is_some_and(|name| assignments.contains(name));
+        if !owned {
+            rows.push(ObjectStatus {
+                kind: leftover.kind.clone(),
+                name: leftover.name.clone(),
+                generation: None,
+                observed_generation: None,
+                sync: SyncStatus::OutOfSync,
+                health: Health::None,
+                created_at: None,
+                message: "requires pruning: labelled for this project, but no spec owns it".into(),
+                conditions: Vec::new(),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// `status --exit-code`: 0 in sync, 2 drift (OutOfSync or Unknown), 1 error; error outranks drift.
+pub fn exit_code(rows: &[ObjectStatus]) -> u8 {
+    if rows.iter().any(|r| r.sync == SyncStatus::Error) {
+        1
+    } else if rows
+        .iter()
+        .any(|r| matches!(r.sync, SyncStatus::OutOfSync | SyncStatus::Unknown))
+    {
+        2
+    } else {
+        0
+    }
+}
+
+fn describe_change(change: &Change) -> String {
+    match change {
+        Change::SetCondition(condition) => {
+            let status = match condition.status {
+                ConditionStatus::True => "True",
+                ConditionStatus::False => "False",
+                ConditionStatus::Unknown => "Unknown",
+            };
+            format!(
+                "condition {} = {status} ({})",
+                condition.type_, condition.reason
+            )
+        }
+        Change::RecordStatus(status) => {
+            format!("record status {}", status.as_deref().unwrap_or("null"))
+        }
+        Change::ObserveGeneration(generation) => format!("observe generation {generation}"),
+        Change::Forget => "clean up and forget".into(),
+    }
+}
+
+/// `plan`: what reconciling now would change, terraform style, without changing anything.
+pub async fn plan<S: StatusBackend, I: ImageBackend, A: AuditSink>(
+    store: &Store,
+    reconciler: &ObjectReconciler<S, I, A>,
+    scan: &Scan,
+) -> Result<Vec<PlannedChange>, BackendError> {
+    let declared = declared(scan);
+    let records: BTreeMap<ObjectKey, ObjectRecord> = store
+        .objects()
+        .await?
+        .into_iter()
+        .map(|r| (r.key.clone(), r))
+        .collect();
+    let mut lines = Vec::new();
+    let mut push = |op: &str, key: &ObjectKey, summary: String| {
+        lines.push(PlannedChange {
+            op: op.into(),
+            object: key.to_string(),
+            summary,
+        });
+    };
+    for (key, object) in &declared {
+        let record = records.get(key);
+        let generation = match record {
+            None => {
+                push("+", key, "create at generation 1".into());
+                1
+            }
+            Some(record) if record.deleted_at.is_some() => {
+                push(
+                    "+",
+                    key,
+                    format!(
+                        "declared again: revive at generation {}",
+                        record.generation + 1
+                    ),
+                );
+                record.generation + 1
+            }
+            Some(record) if object.digest() != record.spec_digest => {
+                let replaced = key.kind == Kind::Assignment
+                    && object.execution_digest() != record.execution_digest;
+                if replaced {
+                    push(
+                        "-/+",
+                        key,
+                        "run fields changed: a new execution replaces the current one".into(),
+                    );
+                } else {
+                    push(
+                        "~",
+                        key,
+                        format!(
+                            "spec changed: generation {} → {}",
+                            record.generation,
+                            record.generation + 1
+                        ),
+                    );
+                }
+                record.generation + 1
+            }
+            Some(record) => record.generation,
+        };
+        let desired = Desired {
+            key: key.clone(),
+            generation,
+            metadata: object.metadata.clone(),
+            spec: object.spec.clone(),
+        };
+        match reconciler.observe(&desired).await {
+            Ok(observed) => {
+                for change in ObjectReconciler::<S, I, A>::plan(&desired, &observed) {
+                    push("~", key, describe_change(&change));
+                }
+            }
+            Err(error) => push("?", key, format!("cannot observe: {error}")),
+        }
+    }
+    for (key, record) in &records {
+        if declared.contains_key(key) {
+            continue;
+        }
+        if record.deleted_at.is_none() && scan.broken_files.contains(&record.source_file) {
+            continue;
+        }
+        push(
+            "-",
+            key,
+            format!(
+                "no longer declared (was in {}): clean up and forget",
+                record.source_file
+            ),
+        );
+    }
+    Ok(lines)
+}

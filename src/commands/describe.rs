@@ -1,0 +1,126 @@
+//! `roundtable describe KIND/NAME`: conditions, the stored spec and recent events.
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use roundtable_reconcilers::source::scan;
+use roundtable_reconcilers::status::status;
+use roundtable_specs::output::{DescribeItem, EventItem};
+use roundtable_specs::{List, ObjectKey};
+
+use crate::cli::{Format, Global};
+use crate::commands::state::open_for_reading;
+use crate::commands::status::{health_text, sync_text};
+use crate::render;
+
+const RECENT_EVENTS: i64 = 20;
+
+pub fn parse_key(text: &str) -> anyhow::Result<ObjectKey> {
+    ObjectKey::parse(text).with_context(|| {
+        format!("{text:?} is not KIND/NAME (kinds: Adapter, Assignment, AdmissionPolicy)")
+    })
+}
+
+pub async fn run(global: &Global, object: &str, format: Format) -> anyhow::Result<ExitCode> {
+    let key = parse_key(object)?;
+    let store = open_for_reading(global).await?;
+    let dir = global.dir.clone();
+    let scanned = tokio::task::spawn_blocking(move || scan(&dir)).await?;
+    let rows = status(&store, &scanned, &[]).await?;
+    let Some(row) = rows
+        .into_iter()
+        .find(|r| r.kind == key.kind.as_str() && r.name == key.name)
+    else {
+        eprintln!("error: {key} is neither declared nor recorded");
+        return Ok(ExitCode::from(1));
+    };
+    let record = store.object(&key).await?;
+    let events: Vec<EventItem> = store
+        .events(&key, RECENT_EVENTS)
+        .await?
+        .into_iter()
+        .map(|e| EventItem {
+            at: e.at,
+            object: e.object,
+            type_: e.severity,
+            reason: e.reason,
+            message: e.message,
+        })
+        .collect();
+    let item = DescribeItem {
+        status: row,
+        source_file: record.as_ref().map(|r| r.source_file.clone()),
+        spec: record
+            .as_ref()
+            .and_then(|r| serde_json::from_str(&r.spec_json).ok()),
+        observed: record
+            .as_ref()
+            .and_then(|r| r.status_json.as_deref())
+            .and_then(|s| serde_json::from_str(s).ok()),
+        events,
+    };
+    match format {
+        Format::Json => print!("{}", render::json(&List::of(vec![item]))?),
+        Format::Text => print!("{}", render::sanitize_block(&text(&item))),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn text(item: &DescribeItem) -> String {
+    let status = &item.status;
+    let number = |n: Option<i64>| n.map_or_else(|| "-".into(), |n| n.to_string());
+    let mut out = format!(
+        "Kind:        {}\nName:        {}\nSource:      {}\nGeneration:  {} (observed {})\nSync:        {}\nHealth:      {}\nMessage:     {}\n",
+        status.kind,
+        status.name,
+        item.source_file.as_deref().unwrap_or("-"),
+        number(status.generation),
+        number(status.observed_generation),
+        sync_text(status.sync),
+        health_text(status.health),
+        status.message,
+    );
+    if let Some(observed) = &item.observed {
+        out.push_str(&format!("Observed:    {observed}\n"));
+    }
+    out.push_str("\nConditions:\n");
+    let conditions: Vec<Vec<String>> = status
+        .conditions
+        .iter()
+        .map(|c| {
+            vec![
+                c.type_.clone(),
+                format!("{:?}", c.status),
+                c.reason.clone(),
+                c.last_transition_time.clone(),
+                c.message.clone(),
+            ]
+        })
+        .collect();
+    out.push_str(&indent(&render::table(
+        &["TYPE", "STATUS", "REASON", "LAST TRANSITION", "MESSAGE"],
+        &conditions,
+    )));
+    out.push_str("\nEvents:\n");
+    let events: Vec<Vec<String>> = item
+        .events
+        .iter()
+        .map(|e| {
+            vec![
+                e.at.clone(),
+                e.type_.clone(),
+                e.reason.clone(),
+                e.message.clone(),
+            ]
+        })
+        .collect();
+    out.push_str(&indent(&render::table(
+        &["AT", "TYPE", "REASON", "MESSAGE"],
+        &events,
+    )));
+    out
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|line| format!("  {line}\n")).collect()
+}

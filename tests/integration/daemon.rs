@@ -1,0 +1,215 @@
+//! The daemon end to end with the real binary: edits converge, a broken file keeps its objects,
+//! a removed spec is cleaned up, `status --exit-code` follows, one daemon per state directory.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{binary, roundtable, spec_tree, stderr, stdout};
+
+const MOCK: &str = "apiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata: {name: mock}\nspec:\n  timeout: 5m\n";
+
+/// A running `roundtable start`, stopped with SIGTERM (then killed) when dropped.
+struct Daemon(Child);
+
+impl Daemon {
+    fn start(project: &Path) -> Daemon {
+        let child = Command::new(binary())
+            .args(["start", "--resync", "1m"])
+            .current_dir(project)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the daemon");
+        Daemon(child)
+    }
+
+    /// Sends SIGTERM and waits for a clean exit.
+    fn stop(mut self) -> std::process::ExitStatus {
+        let pid = self.0.id().to_string();
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill -TERM");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.0.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the daemon did not stop within 20 s of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn status_json(project: &Path) -> Value {
+    let out = roundtable(project, &["status", "--format", "json"]);
+    serde_json::from_str(&stdout(&out))
+        .unwrap_or_else(|e| panic!("status is not JSON ({e}): {}{}", stdout(&out), stderr(&out)))
+}
+
+fn row<'a>(status: &'a Value, kind: &str, name: &str) -> Option<&'a Value> {
+    status["items"]
+        .as_array()?
+        .iter()
+        .find(|r| r["kind"] == kind && r["name"] == name)
+}
+
+/// Polls `status` until `check` holds, failing with the last status after 15 s.
+fn wait_for(project: &Path, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let status = status_json(project);
+        if check(&status) {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; last status: {status:#}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn exit_code(project: &Path) -> Option<i32> {
+    roundtable(project, &["status", "--exit-code"])
+        .status
+        .code()
+}
+
+#[test]
+fn the_daemon_converges_edits_keeps_broken_files_and_cleans_up() {
+    let project = spec_tree(&[(".roundtable/adapters.yaml", MOCK)]);
+    let root = project.path();
+    assert_eq!(
+        exit_code(root),
+        Some(2),
+        "new objects are drift before the daemon runs"
+    );
+    assert!(
+        !root.join(".roundtable/state").exists(),
+        "status creates nothing"
+    );
+
+    let daemon = Daemon::start(root);
+    wait_for(root, "the first convergence", |s| {
+        row(s, "Adapter", "mock")
+            .is_some_and(|r| r["sync"] == "Synced" && r["observedGeneration"] == 1)
+    });
+    assert_eq!(exit_code(root), Some(0));
+
+    let second = roundtable(root, &["start"]);
+    assert_eq!(second.status.code(), Some(1));
+    assert!(
+        stderr(&second).contains("another roundtable daemon holds"),
+        "{}",
+        stderr(&second)
+    );
+    assert!(
+        stderr(&second).contains(&format!("pid {}", daemon.0.id())),
+        "{}",
+        stderr(&second)
+    );
+
+    // An edit: the new generation is observed.
+    std::fs::write(
+        root.join(".roundtable/adapters.yaml"),
+        MOCK.replace("5m", "7m"),
+    )
+    .expect("edit");
+    wait_for(root, "generation 2 observed", |s| {
+        row(s, "Adapter", "mock").is_some_and(|r| {
+            r["generation"] == 2 && r["observedGeneration"] == 2 && r["sync"] == "Synced"
+        })
+    });
+
+    // A broken file: the object keeps its last valid spec and the error shows.
+    std::fs::write(
+        root.join(".roundtable/adapters.yaml"),
+        format!("{MOCK}  bogus: [\n"),
+    )
+    .expect("break");
+    let status = wait_for(root, "the file error", |s| {
+        row(s, "File", ".roundtable/adapters.yaml").is_some()
+    });
+    let kept = row(&status, "Adapter", "mock").expect("the object is kept");
+    assert_eq!(kept["generation"], 2);
+    assert!(
+        kept["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("keeping the last valid spec")),
+        "{kept:#}"
+    );
+    assert_eq!(exit_code(root), Some(1), "an error outranks drift");
+
+    // Removed: cleanup, then forgotten.
+    std::fs::remove_file(root.join(".roundtable/adapters.yaml")).expect("remove");
+    wait_for(root, "the cleanup", |s| {
+        s["items"].as_array().is_some_and(|items| items.is_empty())
+    });
+    assert_eq!(exit_code(root), Some(0));
+    let describe = roundtable(root, &["describe", "Adapter/mock"]);
+    assert_eq!(describe.status.code(), Some(1), "forgotten after cleanup");
+
+    assert!(daemon.stop().success(), "SIGTERM stops the daemon cleanly");
+}
+
+#[test]
+fn plan_describe_and_reconcile_without_a_daemon() {
+    let project = spec_tree(&[(".roundtable/adapters.yaml", MOCK)]);
+    let root = project.path();
+    let plan = roundtable(root, &["plan"]);
+    assert!(plan.status.success(), "{}", stderr(&plan));
+    let shown = stdout(&plan);
+    assert!(
+        shown.contains("+ Adapter/mock: create at generation 1"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("~ Adapter/mock: condition Ready = True (NoImageNeeded)"),
+        "{shown}"
+    );
+
+    let reconciled = roundtable(root, &["reconcile", "adapter/mock"]);
+    assert!(reconciled.status.success(), "{}", stderr(&reconciled));
+    let plan = roundtable(root, &["plan"]);
+    assert!(
+        stdout(&plan).contains("No changes."),
+        "converged, then the plan is empty: {}",
+        stdout(&plan)
+    );
+
+    let describe = roundtable(root, &["describe", "Adapter/mock"]);
+    let shown = stdout(&describe);
+    assert!(shown.contains("Generation:  1 (observed 1)"), "{shown}");
+    assert!(shown.contains("NoImageNeeded"), "{shown}");
+    assert!(shown.contains("SpecChanged"), "events are listed: {shown}");
+    let as_json = roundtable(root, &["describe", "Adapter/mock", "--format", "json"]);
+    let list: Value = serde_json::from_str(&stdout(&as_json)).expect("json");
+    assert_eq!(list["kind"], "DescribeList");
+    assert_eq!(list["items"][0]["status"]["health"], "Healthy");
+
+    assert_eq!(
+        roundtable(root, &["describe", "Widget/x"]).status.code(),
+        Some(1)
+    );
+    assert_eq!(
+        roundtable(root, &["reconcile", "Adapter/nothing"])
+            .status
+            .code(),
+        Some(1)
+    );
+}
