@@ -5,11 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "roundtable",
-    version,
-    about = "Runs AI coding-agent CLIs safely and declaratively"
-)]
+#[command(name = "roundtable", version, about = "Runs AI coding-agent CLIs safely and declaratively")]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
@@ -20,12 +16,7 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct Global {
     /// The spec directory.
-    #[arg(
-        long,
-        global = true,
-        default_value = ".roundtable",
-        env = "ROUNDTABLE_DIR"
-    )]
+    #[arg(long, global = true, default_value = ".roundtable", env = "ROUNDTABLE_DIR")]
     pub dir: PathBuf,
     /// The state directory (default: <dir>/state); created with a .gitignore when needed.
     #[arg(long, global = true, env = "ROUNDTABLE_STATE_DIR")]
@@ -37,9 +28,7 @@ pub struct Global {
 
 impl Global {
     pub fn state_dir(&self) -> PathBuf {
-        self.state_dir
-            .clone()
-            .unwrap_or_else(|| self.dir.join("state"))
+        self.state_dir.clone().unwrap_or_else(|| self.dir.join("state"))
     }
 }
 

@@ -17,9 +17,7 @@ const EXIT_USAGE: u8 = 64;
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
@@ -34,17 +32,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Schema { out } => commands::schema::run(out.as_deref()),
         Command::Doctor(args) => commands::doctor::run(args.format).await,
         Command::Start(args) => commands::start::run(global, args).await,
-        Command::Status { format, exit_code } => {
-            commands::status::run(global, format.format, *exit_code).await
-        }
+        Command::Status { format, exit_code } => commands::status::run(global, format.format, *exit_code).await,
         Command::Plan(args) => commands::plan::run(global, args.format).await,
-        Command::Describe { object, format } => {
-            commands::describe::run(global, object, format.format).await
-        }
+        Command::Describe { object, format } => commands::describe::run(global, object, format.format).await,
         Command::Reconcile { object } => commands::reconcile::run(global, object).await,
-        Command::Adapters(AdaptersCommand::List(args)) => {
-            commands::adapters::list(global, args.format)
-        }
+        Command::Adapters(AdaptersCommand::List(args)) => commands::adapters::list(global, args.format),
         Command::Sandbox(SandboxCommand::Init) => {
             roundtable_sandbox::init::run().await?;
             Ok(ExitCode::SUCCESS)
@@ -64,10 +56,7 @@ fn main() -> ExitCode {
         }
     };
     init_logging(cli.global.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the async runtime: {error}");

@@ -20,22 +20,15 @@ pub fn sanitize(text: &str) -> String {
 
 /// Like [`sanitize`], but keeps line breaks and tabs of a multi-line block.
 pub fn sanitize_block(text: &str) -> String {
-    text.split('\n')
-        .map(|line| sanitize(&line.replace('\t', "    ")))
-        .collect::<Vec<_>>()
-        .join("\n")
+    text.split('\n').map(|line| sanitize(&line.replace('\t', "    "))).collect::<Vec<_>>().join("\n")
 }
 
 /// How long ago an RFC 3339 time was, kubectl style: `45s`, `12m`, `3h`, `5d`.
 pub fn age(rfc3339: &str) -> String {
-    let Ok(then) =
-        time::OffsetDateTime::parse(rfc3339, &time::format_description::well_known::Rfc3339)
-    else {
+    let Ok(then) = time::OffsetDateTime::parse(rfc3339, &time::format_description::well_known::Rfc3339) else {
         return "-".into();
     };
-    let seconds = (time::OffsetDateTime::now_utc() - then)
-        .whole_seconds()
-        .max(0);
+    let seconds = (time::OffsetDateTime::now_utc() - then).whole_seconds().max(0);
     match seconds {
         s if s < 120 => format!("{s}s"),
         s if s < 7200 => format!("{}m", s / 60),
@@ -46,10 +39,7 @@ pub fn age(rfc3339: &str) -> String {
 
 /// A `kubectl get`-style table: upper-case headers, columns padded to their widest cell.
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let rows: Vec<Vec<String>> = rows
-        .iter()
-        .map(|row| row.iter().map(|cell| sanitize(cell)).collect())
-        .collect();
+    let rows: Vec<Vec<String>> = rows.iter().map(|row| row.iter().map(|cell| sanitize(cell)).collect()).collect();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in &rows {
         for (i, cell) in row.iter().enumerate() {
@@ -97,13 +87,7 @@ mod tests {
 
     #[test]
     fn tables_align_columns() {
-        let text = table(
-            &["NAME", "X"],
-            &[
-                vec!["a".into(), "1".into()],
-                vec!["long".into(), "2".into()],
-            ],
-        );
+        let text = table(&["NAME", "X"], &[vec!["a".into(), "1".into()], vec!["long".into(), "2".into()]]);
         assert_eq!(text, "NAME   X\na      1\nlong   2\n");
     }
 }

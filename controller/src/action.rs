@@ -11,16 +11,12 @@ pub struct Action {
 impl Action {
     /// Reconcile again after `duration`, even if nothing changes.
     pub const fn requeue(duration: Duration) -> Self {
-        Self {
-            requeue_after: Some(duration),
-        }
+        Self { requeue_after: Some(duration) }
     }
 
     /// Do nothing until the spec changes, a resync comes, or someone asks.
     pub const fn await_change() -> Self {
-        Self {
-            requeue_after: None,
-        }
+        Self { requeue_after: None }
     }
 
     pub const fn requeue_after(&self) -> Option<Duration> {

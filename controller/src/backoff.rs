@@ -17,12 +17,7 @@ pub struct BackoffConfig {
 
 impl Default for BackoffConfig {
     fn default() -> Self {
-        Self {
-            min: Duration::from_secs(1),
-            max: Duration::from_secs(300),
-            factor: 2.0,
-            jitter: 0.2,
-        }
+        Self { min: Duration::from_secs(1), max: Duration::from_secs(300), factor: 2.0, jitter: 0.2 }
     }
 }
 
@@ -36,11 +31,7 @@ pub struct KeyBackoff {
 
 impl KeyBackoff {
     pub fn new(config: BackoffConfig) -> Self {
-        Self {
-            config,
-            sequence: Self::sequence(config),
-            failures: 0,
-        }
+        Self { config, sequence: Self::sequence(config), failures: 0 }
     }
 
     fn sequence(config: BackoffConfig) -> ExponentialBackoff {
@@ -83,18 +74,12 @@ mod tests {
         for seconds in expected {
             let delay = backoff.next_delay().as_secs_f64();
             let base = seconds as f64;
-            assert!(
-                delay >= base * 0.8 - 1e-9 && delay <= base * 1.2 + 1e-9,
-                "{delay} not within ±20 % of {base}"
-            );
+            assert!(delay >= base * 0.8 - 1e-9 && delay <= base * 1.2 + 1e-9, "{delay} not within ±20 % of {base}");
         }
         assert_eq!(backoff.failures(), expected.len() as u32);
         backoff.reset();
         assert_eq!(backoff.failures(), 0);
         let first = backoff.next_delay().as_secs_f64();
-        assert!(
-            (0.8..=1.2).contains(&first),
-            "after a reset the delay starts over: {first}"
-        );
+        assert!((0.8..=1.2).contains(&first), "after a reset the delay starts over: {first}");
     }
 }

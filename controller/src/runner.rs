@@ -41,12 +41,7 @@ pub trait Reconciler<K>: Send + Sync + 'static {
     fn reconcile(&self, key: &K) -> impl Future<Output = Result<Action, Self::Error>> + Send;
 
     /// Told about every failed (or panicked) reconcile, and what happens next.
-    fn on_failure(
-        &self,
-        key: &K,
-        message: &str,
-        outcome: ErrorOutcome,
-    ) -> impl Future<Output = ()> + Send;
+    fn on_failure(&self, key: &K, message: &str, outcome: ErrorOutcome) -> impl Future<Output = ()> + Send;
 }
 
 /// Why a key should be reconciled.
@@ -93,9 +88,7 @@ pub struct Handle<K> {
 
 impl<K> Clone for Handle<K> {
     fn clone(&self) -> Self {
-        Self {
-            sender: self.sender.clone(),
-        }
+        Self { sender: self.sender.clone() }
     }
 }
 
@@ -141,13 +134,7 @@ where
 {
     pub fn new(reconciler: Arc<R>, config: Config) -> (Self, Handle<K>) {
         let (sender, receiver) = mpsc::unbounded_channel();
-        let controller = Self {
-            reconciler,
-            config,
-            receiver,
-            scheduler: Scheduler::default(),
-            keys: HashMap::new(),
-        };
+        let controller = Self { reconciler, config, receiver, scheduler: Scheduler::default(), keys: HashMap::new() };
         (controller, Handle { sender })
     }
 
@@ -214,11 +201,7 @@ where
                 if let Some(delay) = retry_in {
                     self.scheduler.schedule(key.clone(), now + delay);
                 }
-                let outcome = ErrorOutcome {
-                    attempt,
-                    retry_in,
-                    stalled,
-                };
+                let outcome = ErrorOutcome { attempt, retry_in, stalled };
                 tracing::warn!(key = ?key, attempt, stalled, retry_in = ?retry_in, error = %message, "reconcile failed");
                 self.reconciler.on_failure(&key, &message, outcome).await;
             }
@@ -252,10 +235,7 @@ where
                 task_keys.insert(handle.id(), key.clone());
                 running.insert(key);
             }
-            let deadline = self
-                .scheduler
-                .next_deadline()
-                .filter(|_| running.len() < self.config.concurrency);
+            let deadline = self.scheduler.next_deadline().filter(|_| running.len() < self.config.concurrency);
             tokio::select! {
                 () = &mut shutdown => break,
                 trigger = self.receiver.recv() => match trigger {

@@ -18,12 +18,7 @@ pub struct Scheduler<K> {
 
 impl<K: Clone + Eq + Hash + Ord> Default for Scheduler<K> {
     fn default() -> Self {
-        Self {
-            deadlines: HashMap::new(),
-            queue: BTreeSet::new(),
-            sequence: 0,
-            sequence_of: HashMap::new(),
-        }
+        Self { deadlines: HashMap::new(), queue: BTreeSet::new(), sequence: 0, sequence_of: HashMap::new() }
     }
 }
 
@@ -45,9 +40,7 @@ impl<K: Clone + Eq + Hash + Ord> Scheduler<K> {
 
     /// Drops a queued key.
     pub fn cancel(&mut self, key: &K) {
-        if let (Some(at), Some(sequence)) =
-            (self.deadlines.remove(key), self.sequence_of.remove(key))
-        {
+        if let (Some(at), Some(sequence)) = (self.deadlines.remove(key), self.sequence_of.remove(key)) {
             self.queue.remove(&(at, sequence, key.clone()));
         }
     }

@@ -51,12 +51,7 @@ pub fn watch(
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<Event>| {
         let hint = match event {
             Ok(event) if event.need_rescan() => Some(Hint::Rescan),
-            Ok(event)
-                if event.paths.iter().all(|p| ignored(p, &canonical_ignored))
-                    && !event.paths.is_empty() =>
-            {
-                None
-            }
+            Ok(event) if event.paths.iter().all(|p| ignored(p, &canonical_ignored)) && !event.paths.is_empty() => None,
             Ok(_) => Some(Hint::Changed),
             Err(_) => Some(Hint::Rescan),
         };
@@ -64,16 +59,8 @@ pub fn watch(
             let _ = raw_tx.send(hint);
         }
     })
-    .map_err(|source| WatchError {
-        path: dir.to_owned(),
-        source,
-    })?;
-    watcher
-        .watch(dir, RecursiveMode::Recursive)
-        .map_err(|source| WatchError {
-            path: dir.to_owned(),
-            source,
-        })?;
+    .map_err(|source| WatchError { path: dir.to_owned(), source })?;
+    watcher.watch(dir, RecursiveMode::Recursive).map_err(|source| WatchError { path: dir.to_owned(), source })?;
 
     let (tx, rx) = mpsc::channel(16);
     tokio::spawn(async move {

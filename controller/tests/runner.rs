@@ -6,9 +6,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use roundtable_controller::{
-    Action, Config, Controller, ErrorOutcome, ReconcileError, Reconciler, Trigger,
-};
+use roundtable_controller::{Action, Config, Controller, ErrorOutcome, ReconcileError, Reconciler, Trigger};
 use tokio::time::Instant;
 
 #[derive(Debug, thiserror::Error)]
@@ -46,10 +44,7 @@ struct Fake {
 
 impl Fake {
     fn with_work(work: Duration) -> Arc<Self> {
-        Arc::new(Self {
-            work,
-            ..Self::default()
-        })
+        Arc::new(Self { work, ..Self::default() })
     }
 
     fn set(&self, key: &'static str, behaviour: Behaviour) {
@@ -57,23 +52,11 @@ impl Fake {
     }
 
     fn runs_of(&self, key: &str) -> Vec<Instant> {
-        self.runs
-            .lock()
-            .expect("lock")
-            .iter()
-            .filter(|(k, _)| *k == key)
-            .map(|(_, at)| *at)
-            .collect()
+        self.runs.lock().expect("lock").iter().filter(|(k, _)| *k == key).map(|(_, at)| *at).collect()
     }
 
     fn outcomes_of(&self, key: &str) -> Vec<ErrorOutcome> {
-        self.failures
-            .lock()
-            .expect("lock")
-            .iter()
-            .filter(|(k, _)| *k == key)
-            .map(|(_, o)| *o)
-            .collect()
+        self.failures.lock().expect("lock").iter().filter(|(k, _)| *k == key).map(|(_, o)| *o).collect()
     }
 }
 
@@ -94,19 +77,8 @@ impl Reconciler<&'static str> for Fake {
             *max_total = (*max_total).max(total);
         }
         tokio::time::sleep(self.work).await;
-        *self
-            .running
-            .lock()
-            .expect("lock")
-            .get_mut(key)
-            .expect("running") -= 1;
-        let behaviour = self
-            .behaviour
-            .lock()
-            .expect("lock")
-            .get(key)
-            .copied()
-            .unwrap_or_default();
+        *self.running.lock().expect("lock").get_mut(key).expect("running") -= 1;
+        let behaviour = self.behaviour.lock().expect("lock").get(key).copied().unwrap_or_default();
         match behaviour {
             Behaviour::Succeed => Ok(Action::await_change()),
             Behaviour::Fail => Err(FakeError { permanent: false }),
@@ -144,13 +116,7 @@ async fn settle(duration: Duration) {
 #[tokio::test(start_paused = true)]
 async fn a_hundred_events_on_one_key_reconcile_once() {
     let fake = Fake::with_work(Duration::from_millis(10));
-    let (handle, _stop, _task) = spawn(
-        &fake,
-        Config {
-            debounce: Duration::from_millis(100),
-            ..Config::default()
-        },
-    );
+    let (handle, _stop, _task) = spawn(&fake, Config { debounce: Duration::from_millis(100), ..Config::default() });
     for _ in 0..100 {
         handle.trigger(Trigger::SpecChanged("adapter/a"));
     }
@@ -161,13 +127,7 @@ async fn a_hundred_events_on_one_key_reconcile_once() {
 #[tokio::test(start_paused = true)]
 async fn one_key_never_runs_twice_at_once_and_concurrency_is_bounded() {
     let fake = Fake::with_work(Duration::from_secs(1));
-    let (handle, _stop, _task) = spawn(
-        &fake,
-        Config {
-            concurrency: 4,
-            ..Config::default()
-        },
-    );
+    let (handle, _stop, _task) = spawn(&fake, Config { concurrency: 4, ..Config::default() });
     let keys = ["k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8"];
     for key in keys {
         handle.trigger(Trigger::SpecChanged(key));
@@ -180,11 +140,7 @@ async fn one_key_never_runs_twice_at_once_and_concurrency_is_bounded() {
     settle(Duration::from_secs(10)).await;
     assert_eq!(*fake.max_per_key.lock().expect("lock"), 1);
     assert_eq!(*fake.max_total.lock().expect("lock"), 4);
-    assert_eq!(
-        fake.runs_of("k1").len(),
-        2,
-        "one rerun for the burst that came while running"
-    );
+    assert_eq!(fake.runs_of("k1").len(), 2, "one rerun for the burst that came while running");
     for key in &keys[1..] {
         assert_eq!(fake.runs_of(key).len(), 1, "{key}");
     }
@@ -198,17 +154,11 @@ async fn failures_back_off_exponentially_and_success_resets() {
     handle.trigger(Trigger::SpecChanged("x"));
     settle(Duration::from_secs(40)).await;
     let runs = fake.runs_of("x");
-    let gaps: Vec<f64> = runs
-        .windows(2)
-        .map(|w| (w[1] - w[0]).as_secs_f64())
-        .collect();
+    let gaps: Vec<f64> = runs.windows(2).map(|w| (w[1] - w[0]).as_secs_f64()).collect();
     assert!(gaps.len() >= 4, "{gaps:?}");
     for (i, gap) in gaps.iter().take(4).enumerate() {
         let base = f64::from(1u32 << i);
-        assert!(
-            *gap >= base * 0.8 - 0.01 && *gap <= base * 1.2 + 0.01,
-            "gap {i} = {gap}, expected about {base}"
-        );
+        assert!(*gap >= base * 0.8 - 0.01 && *gap <= base * 1.2 + 0.01, "gap {i} = {gap}, expected about {base}");
     }
     // A success resets the backoff: the next failure waits about a second again.
     fake.set("x", Behaviour::Succeed);
@@ -218,11 +168,7 @@ async fn failures_back_off_exponentially_and_success_resets() {
     handle.trigger(Trigger::Resync("x"));
     settle(Duration::from_millis(1300)).await;
     let after = fake.runs_of("x");
-    assert_eq!(
-        after.len(),
-        before + 2,
-        "failed once, retried after about 1 s"
-    );
+    assert_eq!(after.len(), before + 2, "failed once, retried after about 1 s");
     let outcomes = fake.outcomes_of("x");
     let first_after_reset = outcomes[outcomes.len() - 2];
     assert_eq!(first_after_reset.attempt, 1, "{outcomes:?}");
@@ -239,10 +185,7 @@ async fn the_error_budget_stalls_until_the_spec_changes() {
     settle(Duration::from_secs(3600)).await;
     assert_eq!(fake.runs_of("x").len(), 10, "exactly the budget");
     let last = *fake.outcomes_of("x").last().expect("outcomes");
-    assert_eq!(
-        (last.attempt, last.stalled, last.retry_in),
-        (10, true, None)
-    );
+    assert_eq!((last.attempt, last.stalled, last.retry_in), (10, true, None));
     // A resync does not retry a stalled key.
     handle.trigger(Trigger::Resync("x"));
     settle(Duration::from_secs(60)).await;
@@ -303,23 +246,13 @@ async fn requeue_runs_again_after_its_delay() {
     tokio::spawn(controller.run(std::future::pending()));
     handle.trigger(Trigger::SpecChanged(7));
     settle(Duration::from_secs(95)).await;
-    assert_eq!(
-        reconciler.0.lock().expect("lock").len(),
-        4,
-        "at 0, 30, 60 and 90 s"
-    );
+    assert_eq!(reconciler.0.lock().expect("lock").len(), 4, "at 0, 30, 60 and 90 s");
 }
 
 #[tokio::test(start_paused = true)]
 async fn shutdown_waits_for_in_flight_work_up_to_the_grace() {
     let fake = Fake::with_work(Duration::from_secs(5));
-    let (handle, stop, task) = spawn(
-        &fake,
-        Config {
-            grace: Duration::from_secs(10),
-            ..Config::default()
-        },
-    );
+    let (handle, stop, task) = spawn(&fake, Config { grace: Duration::from_secs(10), ..Config::default() });
     handle.trigger(Trigger::SpecChanged("x"));
     settle(Duration::from_millis(100)).await;
     let _ = stop.send(());
@@ -327,13 +260,7 @@ async fn shutdown_waits_for_in_flight_work_up_to_the_grace() {
     assert_eq!((summary.reconciles, summary.abandoned), (1, 0));
 
     let slow = Fake::with_work(Duration::from_secs(60));
-    let (handle, stop, task) = spawn(
-        &slow,
-        Config {
-            grace: Duration::from_secs(10),
-            ..Config::default()
-        },
-    );
+    let (handle, stop, task) = spawn(&slow, Config { grace: Duration::from_secs(10), ..Config::default() });
     handle.trigger(Trigger::SpecChanged("x"));
     settle(Duration::from_millis(100)).await;
     let _ = stop.send(());

@@ -32,20 +32,13 @@ pub enum ImageState {
 }
 
 /// Reads the engine; writes nothing.
-pub async fn observe_image<I: ImageBackend>(
-    images: &I,
-    adapter: &ResolvedAdapter,
-) -> Result<ImageState, BackendError> {
+pub async fn observe_image<I: ImageBackend>(images: &I, adapter: &ResolvedAdapter) -> Result<ImageState, BackendError> {
     if !adapter.enabled {
         return Ok(ImageState::NotInspected);
     }
     let Some(image) = &adapter.image else {
         let own_binary = adapter.command == roundtable_specs::builtins::IN_CONTAINER_BINARY;
-        return Ok(if own_binary {
-            ImageState::NotNeeded
-        } else {
-            ImageState::NotConfigured
-        });
+        return Ok(if own_binary { ImageState::NotNeeded } else { ImageState::NotConfigured });
     };
     Ok(match images.inspect_image(image.as_str()).await? {
         Some(info) => ImageState::Present { id: info.id },
@@ -60,22 +53,11 @@ pub fn desired_state(
     generation: i64,
 ) -> (Vec<Condition>, AdapterStatus) {
     use ConditionStatus::{False, True};
-    let reference = adapter
-        .image
-        .as_ref()
-        .map(ToString::to_string)
-        .unwrap_or_default();
+    let reference = adapter.image.as_ref().map(ToString::to_string).unwrap_or_default();
     let (ready, image_id) = match image {
-        ImageState::NotInspected => (
-            desired(
-                READY,
-                False,
-                reason::DISABLED,
-                "the adapter is disabled (spec.enabled: false)",
-                generation,
-            ),
-            None,
-        ),
+        ImageState::NotInspected => {
+            (desired(READY, False, reason::DISABLED, "the adapter is disabled (spec.enabled: false)", generation), None)
+        }
         ImageState::NotConfigured => (
             desired(
                 READY,
@@ -101,28 +83,17 @@ pub fn desired_state(
                 READY,
                 False,
                 reason::IMAGE_MISSING,
-                format!(
-                    "image {reference} is not in the engine; no registry is pulled from, so build or load it"
-                ),
+                format!("image {reference} is not in the engine; no registry is pulled from, so build or load it"),
                 generation,
             ),
             None,
         ),
         ImageState::Present { id } => (
-            desired(
-                READY,
-                True,
-                reason::IMAGE_RESOLVED,
-                format!("image {reference} resolved to {id}"),
-                generation,
-            ),
+            desired(READY, True, reason::IMAGE_RESOLVED, format!("image {reference} resolved to {id}"), generation),
             Some(id.clone()),
         ),
     };
-    let pinned = adapter
-        .image
-        .as_ref()
-        .is_some_and(|image| image.is_pinned());
+    let pinned = adapter.image.as_ref().is_some_and(|image| image.is_pinned());
     let degraded = if matches!(image, ImageState::Present { .. }) && !pinned {
         desired(
             DEGRADED,

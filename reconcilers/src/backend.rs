@@ -30,19 +30,9 @@ pub enum Change {
 
 /// The state store as reconcilers see it.
 pub trait StatusBackend: Send + Sync + 'static {
-    fn object(
-        &self,
-        key: &ObjectKey,
-    ) -> impl Future<Output = Result<Option<ObjectRecord>, BackendError>> + Send;
-    fn conditions(
-        &self,
-        key: &ObjectKey,
-    ) -> impl Future<Output = Result<Vec<Condition>, BackendError>> + Send;
-    fn apply(
-        &self,
-        key: &ObjectKey,
-        change: &Change,
-    ) -> impl Future<Output = Result<(), BackendError>> + Send;
+    fn object(&self, key: &ObjectKey) -> impl Future<Output = Result<Option<ObjectRecord>, BackendError>> + Send;
+    fn conditions(&self, key: &ObjectKey) -> impl Future<Output = Result<Vec<Condition>, BackendError>> + Send;
+    fn apply(&self, key: &ObjectKey, change: &Change) -> impl Future<Output = Result<(), BackendError>> + Send;
 }
 
 /// What the engine knows about an image.
@@ -55,10 +45,7 @@ pub struct ImageInfo {
 /// The container engine's images.
 pub trait ImageBackend: Send + Sync + 'static {
     /// `None` when the engine does not have the image (no pull is ever attempted).
-    fn inspect_image(
-        &self,
-        reference: &str,
-    ) -> impl Future<Output = Result<Option<ImageInfo>, BackendError>> + Send;
+    fn inspect_image(&self, reference: &str) -> impl Future<Output = Result<Option<ImageInfo>, BackendError>> + Send;
 }
 
 /// An event or audited record.
@@ -74,6 +61,16 @@ pub struct AuditEvent {
 /// the implementation, nothing else.
 pub trait AuditSink: Send + Sync + 'static {
     fn record(&self, event: AuditEvent) -> impl Future<Output = Result<(), BackendError>> + Send;
+
+    /// Records several events; sinks that can batch them override this.
+    fn record_all(&self, events: Vec<AuditEvent>) -> impl Future<Output = Result<(), BackendError>> + Send {
+        async move {
+            for event in events {
+                self.record(event).await?;
+            }
+            Ok(())
+        }
+    }
 }
 
 // === impl for the real state store ===
@@ -93,9 +90,7 @@ impl StatusBackend for Store {
                 self.set_condition(key, condition).await?;
             }
             Change::RecordStatus(status) => self.set_status_json(key, status.as_deref()).await?,
-            Change::ObserveGeneration(generation) => {
-                self.set_observed_generation(key, *generation).await?
-            }
+            Change::ObserveGeneration(generation) => self.set_observed_generation(key, *generation).await?,
             Change::Forget => self.forget(key).await?,
         }
         Ok(())
@@ -104,19 +99,25 @@ impl StatusBackend for Store {
 
 impl AuditSink for Store {
     async fn record(&self, event: AuditEvent) -> Result<(), BackendError> {
-        let severity = if event.warning {
-            Severity::Warning
-        } else {
-            Severity::Normal
-        };
-        let new = NewEvent {
-            object: &event.object,
-            severity,
-            reason: &event.reason,
-            message: &event.message,
-            record: None,
-        };
+        let severity = if event.warning { Severity::Warning } else { Severity::Normal };
+        let new =
+            NewEvent { object: &event.object, severity, reason: &event.reason, message: &event.message, record: None };
         self.append_event(&new).await?;
+        Ok(())
+    }
+
+    async fn record_all(&self, events: Vec<AuditEvent>) -> Result<(), BackendError> {
+        let rows: Vec<NewEvent<'_>> = events
+            .iter()
+            .map(|event| NewEvent {
+                object: &event.object,
+                severity: if event.warning { Severity::Warning } else { Severity::Normal },
+                reason: &event.reason,
+                message: &event.message,
+                record: None,
+            })
+            .collect();
+        self.append_events(&rows).await?;
         Ok(())
     }
 }
@@ -136,23 +137,16 @@ impl EngineImages {
 
     /// Every inspection fails (transiently) with `reason`, so reconciles back off and retry.
     pub fn unavailable(reason: impl Into<String>) -> Self {
-        Self {
-            engine: Err(reason.into()),
-        }
+        Self { engine: Err(reason.into()) }
     }
 }
 
 impl ImageBackend for EngineImages {
     async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>, BackendError> {
-        let engine = self
-            .engine
-            .as_ref()
-            .map_err(|reason| BackendError::Engine(reason.clone()))?;
+        let engine = self.engine.as_ref().map_err(|reason| BackendError::Engine(reason.clone()))?;
         match engine.docker().inspect_image(reference).await {
             Ok(image) => Ok(image.id.map(|id| ImageInfo { id })),
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 404, ..
-            }) => Ok(None),
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(None),
             Err(error) => Err(BackendError::Engine(error.to_string())),
         }
     }

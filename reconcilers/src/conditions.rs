@@ -57,11 +57,7 @@ fn is(conditions: &[Condition], type_: &str, status: ConditionStatus) -> bool {
 
 /// Health from conditions, with the message an operator should read first.
 pub fn health(conditions: &[Condition]) -> (Health, String) {
-    let message = |type_: &str| {
-        find(conditions, type_)
-            .map(|c| c.message.clone())
-            .unwrap_or_default()
-    };
+    let message = |type_: &str| find(conditions, type_).map(|c| c.message.clone()).unwrap_or_default();
     if is(conditions, STALLED, ConditionStatus::True) {
         return (Health::Stalled, message(STALLED));
     }
@@ -84,18 +80,9 @@ mod tests {
     fn health_reads_stalled_then_ready_then_degraded() {
         let ready = desired(READY, ConditionStatus::True, "ImageResolved", "ok", 1);
         let degraded = desired(DEGRADED, ConditionStatus::True, "ImageNotPinned", "tag", 1);
-        let stalled = desired(
-            STALLED,
-            ConditionStatus::True,
-            "ErrorBudgetExhausted",
-            "gave up",
-            1,
-        );
+        let stalled = desired(STALLED, ConditionStatus::True, "ErrorBudgetExhausted", "gave up", 1);
         assert_eq!(health(std::slice::from_ref(&ready)).0, Health::Healthy);
-        assert_eq!(
-            health(&[ready.clone(), degraded.clone()]),
-            (Health::Degraded, "tag".into())
-        );
+        assert_eq!(health(&[ready.clone(), degraded.clone()]), (Health::Degraded, "tag".into()));
         assert_eq!(health(&[ready, degraded, stalled]).0, Health::Stalled);
         assert_eq!(health(&[]).0, Health::Unknown);
     }

@@ -3,19 +3,19 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use roundtable_controller::runner::Summary;
 use roundtable_controller::watch::{self, Hint};
-use roundtable_controller::{Config, Controller, Handle, Trigger};
+use roundtable_controller::{Config, Controller, Handle, Reconciler, Trigger};
 use roundtable_specs::ObjectKey;
 use roundtable_store::Store;
 
 use crate::backend::{BackendError, EngineImages};
 use crate::desired::{SyncOutcome, sync};
 use crate::dispatch::ObjectReconciler;
-use crate::source::scan;
+use crate::source::{ScanCache, scan_cached};
 
 /// How the daemon runs.
 #[derive(Debug, Clone)]
@@ -39,7 +39,7 @@ impl DaemonConfig {
             controller: Config::default(),
             resync: Duration::from_secs(600),
             watch_debounce: Duration::from_millis(100),
-            request_poll: Duration::from_millis(250),
+            request_poll: Duration::from_secs(1),
         }
     }
 }
@@ -63,14 +63,19 @@ fn jittered(period: Duration) -> Duration {
 /// live object is queued too (level-triggered: the periodic resync is the guarantee).
 async fn rescan(
     config: &DaemonConfig,
+    cache: &Arc<Mutex<ScanCache>>,
     store: &Store,
     handle: &Handle<ObjectKey>,
     resync: bool,
 ) -> Result<SyncOutcome, BackendError> {
     let dir = config.dir.clone();
-    let scanned = tokio::task::spawn_blocking(move || scan(&dir))
-        .await
-        .map_err(|error| BackendError::Engine(format!("scan task failed: {error}")))?;
+    let cache = cache.clone();
+    let scanned = tokio::task::spawn_blocking(move || {
+        let mut cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        scan_cached(&dir, &mut cache)
+    })
+    .await
+    .map_err(|error| BackendError::Engine(format!("scan task failed: {error}")))?;
     let outcome = sync(store, store, &scanned).await?;
     for key in outcome.changed.iter().chain(&outcome.removed) {
         handle.trigger(Trigger::SpecChanged(key.clone()));
@@ -109,11 +114,22 @@ pub async fn run(
     };
     let mut reconciler = ObjectReconciler::new(store.clone(), images, store.clone());
     reconciler.error_budget = config.controller.error_budget;
-    let (controller, handle) = Controller::new(Arc::new(reconciler), config.controller);
+    run_with(config, store, Arc::new(reconciler), shutdown).await
+}
+
+/// The daemon loop around any reconciler (benchmarks use a no-op one).
+pub async fn run_with<R: Reconciler<ObjectKey>>(
+    config: DaemonConfig,
+    store: Store,
+    reconciler: Arc<R>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<Summary, DaemonError> {
+    let (controller, handle) = Controller::new(reconciler, config.controller);
+    let cache = Arc::new(Mutex::new(ScanCache::default()));
 
     // Nothing reconciles before the first scan completes; then everything is looked at once,
     // including tombstones a previous run left behind.
-    rescan(&config, &store, &handle, true).await?;
+    rescan(&config, &cache, &store, &handle, true).await?;
     for record in store.objects().await? {
         if record.deleted_at.is_some() {
             handle.trigger(Trigger::SpecChanged(record.key));
@@ -124,15 +140,9 @@ pub async fn run(
         let _ = controller_stopped.await;
     }));
 
-    let state_dir = config
-        .state_dir
-        .canonicalize()
-        .unwrap_or_else(|_| config.state_dir.clone());
-    let (_watcher, mut hints) = watch::watch(
-        &config.dir,
-        vec![config.state_dir.clone(), state_dir],
-        config.watch_debounce,
-    )?;
+    let state_dir = config.state_dir.canonicalize().unwrap_or_else(|_| config.state_dir.clone());
+    let (_watcher, mut hints) =
+        watch::watch(&config.dir, vec![config.state_dir.clone(), state_dir], config.watch_debounce)?;
     let mut resync_at = tokio::time::Instant::now() + jittered(config.resync);
     let mut requests = tokio::time::interval(config.request_poll);
     requests.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -144,7 +154,7 @@ pub async fn run(
             () = &mut shutdown => break,
             hint = hints.recv(), if watching => match hint {
                 Some(hint) => {
-                    if let Err(error) = rescan(&config, &store, &handle, hint == Hint::Rescan).await {
+                    if let Err(error) = rescan(&config, &cache, &store, &handle, hint == Hint::Rescan).await {
                         tracing::error!(%error, "rescan failed");
                     }
                 }
@@ -155,7 +165,7 @@ pub async fn run(
             },
             () = tokio::time::sleep_until(resync_at) => {
                 resync_at = tokio::time::Instant::now() + jittered(config.resync);
-                if let Err(error) = rescan(&config, &store, &handle, true).await {
+                if let Err(error) = rescan(&config, &cache, &store, &handle, true).await {
                     tracing::error!(%error, "resync failed");
                 }
             }

@@ -8,10 +8,10 @@ use roundtable_specs::adapter::AdapterSpec;
 use roundtable_specs::digest::{run_digest, spec_digest};
 use roundtable_specs::parse::Spec;
 use roundtable_specs::{Kind, ObjectKey, ObjectMeta, builtins};
-use roundtable_store::{FileError, ObjectRecord, SpecSnapshot, Store};
+use roundtable_store::{FileError, IndexEntry, ObjectRecord, SpecSnapshot, Store};
 
 use crate::backend::{AuditEvent, AuditSink, BackendError};
-use crate::source::Scan;
+use crate::source::{ObjectDigests, Scan};
 
 /// An object as reconcilers see it: key, generation and spec.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,16 +25,9 @@ pub struct Desired {
 impl Desired {
     /// The stored last valid spec of a record.
     pub fn from_record(record: &ObjectRecord) -> Result<Self, String> {
-        let (metadata, spec) =
-            roundtable_specs::resource::from_json(&record.spec_json).map_err(|error| {
-                format!("stored spec of {} does not read back: {error}", record.key)
-            })?;
-        Ok(Self {
-            key: record.key.clone(),
-            generation: record.generation,
-            metadata,
-            spec,
-        })
+        let (metadata, spec) = roundtable_specs::resource::from_json(&record.spec_json)
+            .map_err(|error| format!("stored spec of {} does not read back: {error}", record.key))?;
+        Ok(Self { key: record.key.clone(), generation: record.generation, metadata, spec })
     }
 }
 
@@ -47,15 +40,16 @@ pub struct Declared {
     pub spec: Spec,
     /// The declaring file, or how a built-in came to be referenced.
     pub source: String,
+    pub digests: ObjectDigests,
 }
 
 impl Declared {
-    pub fn digest(&self) -> String {
-        spec_digest(&self.metadata, &self.spec)
+    pub fn digest(&self) -> &str {
+        &self.digests.spec
     }
 
-    pub fn execution_digest(&self) -> Option<String> {
-        run_digest(&self.spec)
+    pub fn execution_digest(&self) -> Option<&str> {
+        self.digests.execution.as_deref()
     }
 }
 
@@ -63,12 +57,13 @@ impl Declared {
 /// Adapters that Assignments reference without declaring.
 pub fn declared(scan: &Scan) -> BTreeMap<ObjectKey, Declared> {
     let mut map = BTreeMap::new();
-    for object in scan.accepted() {
+    for (object, digests) in scan.accepted_with_digests() {
         map.entry(object.key()).or_insert_with(|| Declared {
             key: object.key(),
             metadata: object.metadata.clone(),
             spec: object.spec.clone(),
             source: object.origin.file.to_string(),
+            digests: digests.clone(),
         });
     }
     let references: Vec<(String, String)> = scan
@@ -84,19 +79,11 @@ pub fn declared(scan: &Scan) -> BTreeMap<ObjectKey, Declared> {
         if map.contains_key(&key) || builtins::template(&adapter).is_none() {
             continue;
         }
-        map.insert(
-            key.clone(),
-            Declared {
-                key,
-                metadata: ObjectMeta {
-                    name: adapter,
-                    labels: Default::default(),
-                    annotations: Default::default(),
-                },
-                spec: Spec::Adapter(AdapterSpec::default()),
-                source: format!("built-in, referenced by Assignment/{assignment}"),
-            },
-        );
+        let metadata = ObjectMeta { name: adapter, labels: Default::default(), annotations: Default::default() };
+        let spec = Spec::Adapter(AdapterSpec::default());
+        let digests = ObjectDigests { spec: spec_digest(&metadata, &spec), execution: run_digest(&spec) };
+        let source = format!("built-in, referenced by Assignment/{assignment}");
+        map.insert(key.clone(), Declared { key, metadata, spec, source, digests });
     }
     map
 }
@@ -115,11 +102,7 @@ pub struct SyncOutcome {
 }
 
 /// Merges a scan into the store.
-pub async fn sync<A: AuditSink>(
-    store: &Store,
-    audit: &A,
-    scan: &Scan,
-) -> Result<SyncOutcome, BackendError> {
+pub async fn sync<A: AuditSink>(store: &Store, audit: &A, scan: &Scan) -> Result<SyncOutcome, BackendError> {
     let file_errors: Vec<FileError> = scan
         .errors()
         .map(|e| FileError {
@@ -132,52 +115,45 @@ pub async fn sync<A: AuditSink>(
         .collect();
     store.replace_file_errors(&file_errors).await?;
 
-    let before: BTreeMap<ObjectKey, ObjectRecord> = store
-        .objects()
-        .await?
-        .into_iter()
-        .map(|record| (record.key.clone(), record))
-        .collect();
+    let before: BTreeMap<ObjectKey, IndexEntry> =
+        store.object_index().await?.into_iter().map(|entry| (entry.key.clone(), entry)).collect();
     let mut outcome = SyncOutcome::default();
     let declared = declared(scan);
+    // Only what differs from the store is written, all in one transaction.
+    let mut pending = Vec::new();
     for (key, object) in &declared {
-        let spec_json =
-            roundtable_specs::resource::to_value(&object.metadata, &object.spec).to_string();
-        let digest = object.digest();
-        let execution = object.execution_digest();
-        let snapshot = SpecSnapshot {
-            key,
-            spec_digest: &digest,
-            execution_digest: execution.as_deref(),
-            spec_json: &spec_json,
-            source_file: &object.source,
-        };
-        let after = store.record_spec(&snapshot).await?;
-        let moved = match before.get(key) {
-            None => true,
-            Some(previous) => {
-                previous.generation != after.generation || previous.deleted_at.is_some()
-            }
-        };
-        if moved {
-            let message = format!(
-                "spec recorded at generation {} from {}",
-                after.generation, object.source
-            );
-            audit
-                .record(AuditEvent {
-                    object: key.clone(),
-                    warning: false,
-                    reason: "SpecChanged".into(),
-                    message,
-                })
-                .await?;
-            outcome.changed.push(key.clone());
-        }
         outcome.live.push(key.clone());
+        let unchanged = before.get(key).is_some_and(|r| r.spec_digest == object.digest() && !r.deleted);
+        if !unchanged {
+            let spec_json = roundtable_specs::resource::to_value(&object.metadata, &object.spec).to_string();
+            pending.push((key, object, spec_json));
+        }
+    }
+    let snapshots: Vec<SpecSnapshot<'_>> = pending
+        .iter()
+        .map(|(key, object, spec_json)| SpecSnapshot {
+            key,
+            spec_digest: object.digest(),
+            execution_digest: object.execution_digest(),
+            spec_json,
+            source_file: &object.source,
+        })
+        .collect();
+    let mut events = Vec::new();
+    for (recorded, (_, object, ..)) in store.record_specs(&snapshots).await?.into_iter().zip(&pending) {
+        if recorded.moved {
+            let message = format!("spec recorded at generation {} from {}", recorded.generation, object.source);
+            events.push(AuditEvent {
+                object: recorded.key.clone(),
+                warning: false,
+                reason: "SpecChanged".into(),
+                message,
+            });
+            outcome.changed.push(recorded.key);
+        }
     }
     for (key, record) in &before {
-        if declared.contains_key(key) || record.deleted_at.is_some() {
+        if declared.contains_key(key) || record.deleted {
             continue;
         }
         if scan.broken_files.contains(&record.source_file) {
@@ -186,20 +162,13 @@ pub async fn sync<A: AuditSink>(
             continue;
         }
         if store.tombstone(key).await? {
-            let message = format!(
-                "no longer declared (was in {}); cleaning up",
-                record.source_file
-            );
-            audit
-                .record(AuditEvent {
-                    object: key.clone(),
-                    warning: false,
-                    reason: "SpecRemoved".into(),
-                    message,
-                })
-                .await?;
+            let message = format!("no longer declared (was in {}); cleaning up", record.source_file);
+            events.push(AuditEvent { object: key.clone(), warning: false, reason: "SpecRemoved".into(), message });
             outcome.removed.push(key.clone());
         }
+    }
+    if !events.is_empty() {
+        audit.record_all(events).await?;
     }
     Ok(outcome)
 }

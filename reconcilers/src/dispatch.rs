@@ -52,12 +52,7 @@ pub struct ObjectReconciler<S, I, A> {
 
 impl<S: StatusBackend, I: ImageBackend, A: AuditSink> ObjectReconciler<S, I, A> {
     pub fn new(status: S, images: I, audit: A) -> Self {
-        Self {
-            status,
-            images,
-            audit,
-            error_budget: 10,
-        }
+        Self { status, images, audit, error_budget: 10 }
     }
 
     /// Reads the store and the engine for `desired`; writes nothing.
@@ -65,8 +60,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink> ObjectReconciler<S, I, A> 
         let record = self.status.object(&desired.key).await?;
         let image = match &desired.spec {
             Spec::Adapter(spec) => {
-                let adapter =
-                    roundtable_specs::catalog::resolve_declared(&desired.metadata.name, spec);
+                let adapter = roundtable_specs::catalog::resolve_declared(&desired.metadata.name, spec);
                 Some(observe_image(&self.images, &adapter).await?)
             }
             _ => None,
@@ -84,8 +78,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink> ObjectReconciler<S, I, A> 
         let generation = desired.generation;
         let (wanted, status_json) = match (&desired.spec, &observed.image) {
             (Spec::Adapter(spec), Some(image)) => {
-                let adapter =
-                    roundtable_specs::catalog::resolve_declared(&desired.metadata.name, spec);
+                let adapter = roundtable_specs::catalog::resolve_declared(&desired.metadata.name, spec);
                 let (conditions, status) = desired_state(&adapter, image, generation);
                 (conditions, serde_json::to_string(&status).ok())
             }
@@ -114,14 +107,11 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink> ObjectReconciler<S, I, A> 
         let mut changes: Vec<Change> = wanted
             .into_iter()
             .filter(|want| {
-                !conditions::find(&observed.conditions, &want.type_)
-                    .is_some_and(|have| conditions::same(have, want))
+                !conditions::find(&observed.conditions, &want.type_).is_some_and(|have| conditions::same(have, want))
             })
             .map(Change::SetCondition)
             .collect();
-        if conditions::find(&observed.conditions, STALLED)
-            .is_some_and(|c| c.status == ConditionStatus::True)
-        {
+        if conditions::find(&observed.conditions, STALLED).is_some_and(|c| c.status == ConditionStatus::True) {
             changes.push(Change::SetCondition(conditions::desired(
                 STALLED,
                 ConditionStatus::False,
@@ -153,12 +143,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink> ObjectReconciler<S, I, A> 
         Ok(Some(Self::plan(&desired, &observed)))
     }
 
-    async fn apply(
-        &self,
-        key: &ObjectKey,
-        changes: &[Change],
-        before: &[Condition],
-    ) -> Result<(), Error> {
+    async fn apply(&self, key: &ObjectKey, changes: &[Change], before: &[Condition]) -> Result<(), Error> {
         for change in changes {
             self.status.apply(key, change).await?;
             // Ready transitions are events an operator wants to see.
@@ -180,9 +165,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink> ObjectReconciler<S, I, A> 
     }
 }
 
-impl<S: StatusBackend, I: ImageBackend, A: AuditSink> Reconciler<ObjectKey>
-    for ObjectReconciler<S, I, A>
-{
+impl<S: StatusBackend, I: ImageBackend, A: AuditSink> Reconciler<ObjectKey> for ObjectReconciler<S, I, A> {
     type Error = Error;
 
     async fn reconcile(&self, key: &ObjectKey) -> Result<Action, Error> {
@@ -205,13 +188,8 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink> Reconciler<ObjectKey>
         let observed = self.observe(&desired).await?;
         let changes = Self::plan(&desired, &observed);
         self.apply(key, &changes, &observed.conditions).await?;
-        let recheck =
-            key.kind == Kind::Adapter && matches!(observed.image, Some(ImageState::Missing));
-        Ok(if recheck {
-            Action::requeue(MISSING_IMAGE_RECHECK)
-        } else {
-            Action::await_change()
-        })
+        let recheck = key.kind == Kind::Adapter && matches!(observed.image, Some(ImageState::Missing));
+        Ok(if recheck { Action::requeue(MISSING_IMAGE_RECHECK) } else { Action::await_change() })
     }
 
     async fn on_failure(&self, key: &ObjectKey, message: &str, outcome: ErrorOutcome) {
@@ -220,11 +198,9 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink> Reconciler<ObjectKey>
             _ => 0,
         };
         let summary = match outcome.retry_in {
-            Some(delay) => format!(
-                "attempt {} failed, retrying in {:.1} s: {message}",
-                outcome.attempt,
-                delay.as_secs_f64()
-            ),
+            Some(delay) => {
+                format!("attempt {} failed, retrying in {:.1} s: {message}", outcome.attempt, delay.as_secs_f64())
+            }
             None => format!(
                 "attempt {} failed; no retries until the spec changes or `roundtable reconcile {key}`: {message}",
                 outcome.attempt
@@ -236,23 +212,13 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink> Reconciler<ObjectKey>
             } else {
                 reason::PERMANENT_ERROR
             };
-            let stalled = conditions::desired(
-                STALLED,
-                ConditionStatus::True,
-                why,
-                summary.clone(),
-                generation,
-            );
+            let stalled = conditions::desired(STALLED, ConditionStatus::True, why, summary.clone(), generation);
             if let Err(error) = self.status.apply(key, &Change::SetCondition(stalled)).await {
                 tracing::error!(%key, %error, "cannot record the Stalled condition");
             }
         }
-        let event = AuditEvent {
-            object: key.clone(),
-            warning: true,
-            reason: "ReconcileFailed".into(),
-            message: summary,
-        };
+        let event =
+            AuditEvent { object: key.clone(), warning: true, reason: "ReconcileFailed".into(), message: summary };
         if let Err(error) = self.audit.record(event).await {
             tracing::error!(%key, %error, "cannot record the failure event");
         }

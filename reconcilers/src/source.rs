@@ -1,9 +1,10 @@
 //! The spec source: reading a spec directory from disk (which files count, size limits), handing
 //! the text to the `specs` crate, and deciding which files load cleanly.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
+use roundtable_specs::digest::{execution_digest, object_digest};
 use roundtable_specs::parse::{file_error, parse_file};
 use roundtable_specs::yaml::MAX_FILE_BYTES;
 use roundtable_specs::{Object, Severity, ValidationError, validate};
@@ -20,10 +21,7 @@ pub struct Loaded {
 }
 
 fn is_spec_file(path: &Path) -> bool {
-    matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("yaml" | "yml")
-    )
+    matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
 }
 
 /// Every spec file under `dir`, sorted, skipping `state/`, `admission/` and `contracts/` at the top
@@ -35,10 +33,7 @@ fn spec_files(dir: &Path, errors: &mut Vec<ValidationError>) -> Vec<PathBuf> {
         let entries = match std::fs::read_dir(&folder) {
             Ok(entries) => entries,
             Err(error) => {
-                errors.push(file_error(
-                    &folder.display().to_string(),
-                    format!("cannot read folder: {error}"),
-                ));
+                errors.push(file_error(&folder.display().to_string(), format!("cannot read folder: {error}")));
                 continue;
             }
         };
@@ -48,11 +43,8 @@ fn spec_files(dir: &Path, errors: &mut Vec<ValidationError>) -> Vec<PathBuf> {
                 continue;
             };
             if file_type.is_dir() {
-                let top_level_skip = folder == dir
-                    && entry
-                        .file_name()
-                        .to_str()
-                        .is_some_and(|name| SKIPPED_FOLDERS.contains(&name));
+                let top_level_skip =
+                    folder == dir && entry.file_name().to_str().is_some_and(|name| SKIPPED_FOLDERS.contains(&name));
                 if !top_level_skip {
                     pending.push(path);
                 }
@@ -65,68 +57,109 @@ fn spec_files(dir: &Path, errors: &mut Vec<ValidationError>) -> Vec<PathBuf> {
     files
 }
 
-/// Reads and parses every spec file under `dir`. A missing directory is an error, not an
-/// empty project.
-pub fn load(dir: &Path) -> Loaded {
+/// One file's objects with their digests (spec, run fields), as parsed from its content.
+#[derive(Debug, Clone)]
+struct ParsedEntry {
+    content_hash: String,
+    objects: Vec<Object>,
+    errors: Vec<ValidationError>,
+    digests: Vec<ObjectDigests>,
+}
+
+/// The whole-spec digest and the run-fields digest of an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectDigests {
+    pub spec: String,
+    pub execution: Option<String>,
+}
+
+/// Parsed files by path and content hash, so a rescan parses only what changed.
+#[derive(Debug, Default)]
+pub struct ScanCache {
+    files: HashMap<PathBuf, ParsedEntry>,
+}
+
+fn read_file(path: &Path, shown: &str, errors: &mut Vec<ValidationError>) -> Option<String> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.len() > MAX_FILE_BYTES as u64 => {
+            errors.push(file_error(
+                shown,
+                format!("file is {} bytes; spec files are limited to {MAX_FILE_BYTES} bytes", meta.len()),
+            ));
+            return None;
+        }
+        Ok(_) => {}
+        Err(error) => {
+            errors.push(file_error(shown, format!("cannot read: {error}")));
+            return None;
+        }
+    }
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            errors.push(file_error(shown, format!("cannot read: {error}")));
+            return None;
+        }
+    };
+    match String::from_utf8(bytes) {
+        Ok(text) => Some(text),
+        Err(_) => {
+            errors.push(file_error(shown, "not valid UTF-8"));
+            None
+        }
+    }
+}
+
+fn load_with(dir: &Path, cache: &mut ScanCache) -> (Loaded, Vec<ObjectDigests>) {
     let mut loaded = Loaded::default();
+    let mut digests = Vec::new();
     if !dir.is_dir() {
         loaded.errors.push(file_error(
             &dir.display().to_string(),
             "spec directory not found (run `roundtable init`, or pass --dir)",
         ));
-        return loaded;
+        return (loaded, digests);
     }
+    let mut next_cache = HashMap::new();
     for path in spec_files(dir, &mut loaded.errors) {
         loaded.files += 1;
         let shown = path.display().to_string();
-        let relative = path
-            .strip_prefix(dir)
-            .unwrap_or(&path)
-            .to_string_lossy()
-            .into_owned();
-        match std::fs::metadata(&path) {
-            Ok(meta) if meta.len() > MAX_FILE_BYTES as u64 => {
-                loaded.errors.push(file_error(
-                    &shown,
-                    format!(
-                        "file is {} bytes; spec files are limited to {MAX_FILE_BYTES} bytes",
-                        meta.len()
-                    ),
-                ));
-                continue;
-            }
-            Ok(_) => {}
-            Err(error) => {
-                loaded
-                    .errors
-                    .push(file_error(&shown, format!("cannot read: {error}")));
-                continue;
-            }
-        }
-        let bytes = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(error) => {
-                loaded
-                    .errors
-                    .push(file_error(&shown, format!("cannot read: {error}")));
-                continue;
+        let Some(text) = read_file(&path, &shown, &mut loaded.errors) else { continue };
+        let content_hash = roundtable_specs::digest::sha256_hex(text.as_bytes());
+        let entry = match cache.files.remove(&path) {
+            Some(entry) if entry.content_hash == content_hash => entry,
+            _ => {
+                let relative = path.strip_prefix(dir).unwrap_or(&path).to_string_lossy().into_owned();
+                let parsed = parse_file(&shown, &relative, &text);
+                let digests = parsed
+                    .objects
+                    .iter()
+                    .map(|object| ObjectDigests { spec: object_digest(object), execution: execution_digest(object) })
+                    .collect();
+                ParsedEntry { content_hash, objects: parsed.objects, errors: parsed.errors, digests }
             }
         };
-        let Ok(text) = String::from_utf8(bytes) else {
-            loaded.errors.push(file_error(&shown, "not valid UTF-8"));
-            continue;
-        };
-        let parsed = parse_file(&shown, &relative, &text);
-        loaded.objects.extend(parsed.objects);
-        loaded.errors.extend(parsed.errors);
+        loaded.objects.extend(entry.objects.iter().cloned());
+        loaded.errors.extend(entry.errors.iter().cloned());
+        digests.extend(entry.digests.iter().cloned());
+        next_cache.insert(path, entry);
     }
-    loaded
+    cache.files = next_cache;
+    (loaded, digests)
+}
+
+/// Reads and parses every spec file under `dir`. A missing directory is an error, not an
+/// empty project.
+pub fn load(dir: &Path) -> Loaded {
+    load_with(dir, &mut ScanCache::default()).0
 }
 
 /// A scan: the loaded objects, every finding, and which files carry errors.
 #[derive(Debug, Default)]
 pub struct Scan {
     pub objects: Vec<Object>,
+    /// The digests of `objects`, index for index.
+    pub digests: Vec<ObjectDigests>,
     /// Parse errors and validation findings, by file and position.
     pub findings: Vec<ValidationError>,
     pub files: usize,
@@ -138,44 +171,38 @@ pub struct Scan {
 impl Scan {
     /// The objects of files that load cleanly.
     pub fn accepted(&self) -> impl Iterator<Item = &Object> {
-        self.objects
-            .iter()
-            .filter(|object| !self.broken_files.contains(&*object.origin.file))
+        self.accepted_with_digests().map(|(object, _)| object)
+    }
+
+    /// Accepted objects with their digests.
+    pub fn accepted_with_digests(&self) -> impl Iterator<Item = (&Object, &ObjectDigests)> {
+        self.objects.iter().zip(&self.digests).filter(|(object, _)| !self.broken_files.contains(&*object.origin.file))
     }
 
     pub fn errors(&self) -> impl Iterator<Item = &ValidationError> {
-        self.findings
-            .iter()
-            .filter(|finding| finding.severity == Severity::Error)
+        self.findings.iter().filter(|finding| finding.severity == Severity::Error)
     }
 }
 
 /// Loads and validates the spec directory.
 pub fn scan(dir: &Path) -> Scan {
-    let loaded = load(dir);
+    scan_cached(dir, &mut ScanCache::default())
+}
+
+/// [`scan`], parsing only the files whose content changed since the cache saw them.
+pub fn scan_cached(dir: &Path, cache: &mut ScanCache) -> Scan {
+    let (loaded, digests) = load_with(dir, cache);
     let mut findings = loaded.errors;
     findings.extend(validate(&loaded.objects));
     findings.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
-    let broken_files = findings
-        .iter()
-        .filter(|f| f.severity == Severity::Error)
-        .map(|f| f.file.clone())
-        .collect();
-    Scan {
-        objects: loaded.objects,
-        findings,
-        files: loaded.files,
-        broken_files,
-    }
+    let broken_files = findings.iter().filter(|f| f.severity == Severity::Error).map(|f| f.file.clone()).collect();
+    Scan { objects: loaded.objects, digests, findings, files: loaded.files, broken_files }
 }
 
 /// The project root (the folder holding the spec directory), canonical.
 pub fn project_root(dir: &Path) -> PathBuf {
     let canonical = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-    canonical
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or(canonical)
+    canonical.parent().map(Path::to_path_buf).unwrap_or(canonical)
 }
 
 /// The first 12 hex characters of the SHA-256 of the project root's canonical path.

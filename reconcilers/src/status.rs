@@ -24,18 +24,10 @@ pub struct Leftover {
 }
 
 /// Every row of `status`: objects (declared or remembered), files that do not load, leftovers.
-pub async fn status(
-    store: &Store,
-    scan: &Scan,
-    leftovers: &[Leftover],
-) -> Result<Vec<ObjectStatus>, BackendError> {
+pub async fn status(store: &Store, scan: &Scan, leftovers: &[Leftover]) -> Result<Vec<ObjectStatus>, BackendError> {
     let declared = declared(scan);
-    let records: BTreeMap<ObjectKey, ObjectRecord> = store
-        .objects()
-        .await?
-        .into_iter()
-        .map(|r| (r.key.clone(), r))
-        .collect();
+    let records: BTreeMap<ObjectKey, ObjectRecord> =
+        store.objects().await?.into_iter().map(|r| (r.key.clone(), r)).collect();
     let keys: BTreeSet<ObjectKey> = declared.keys().chain(records.keys()).cloned().collect();
     let mut rows = Vec::new();
     for key in keys {
@@ -45,8 +37,7 @@ pub async fn status(
             None => Vec::new(),
         };
         let (health, health_message) = conditions::health(&conditions);
-        let ready_unknown = conditions::find(&conditions, READY)
-            .is_some_and(|c| c.status == ConditionStatus::Unknown);
+        let ready_unknown = conditions::find(&conditions, READY).is_some_and(|c| c.status == ConditionStatus::Unknown);
         let mut row = ObjectStatus {
             kind: key.kind.to_string(),
             name: key.name.clone(),
@@ -64,15 +55,10 @@ pub async fn status(
                 row.sync = SyncStatus::OutOfSync;
                 row.message = "new: not recorded yet".into();
             }
-            (Some(object), Some(record))
-                if record.deleted_at.is_some() || object.digest() != record.spec_digest =>
-            {
+            (Some(object), Some(record)) if record.deleted_at.is_some() || object.digest() != record.spec_digest => {
                 row.generation = Some(record.generation + 1);
                 row.sync = SyncStatus::OutOfSync;
-                row.message = format!(
-                    "spec changed: generation {} not recorded yet",
-                    record.generation + 1
-                );
+                row.message = format!("spec changed: generation {} not recorded yet", record.generation + 1);
             }
             (None, Some(record)) if record.deleted_at.is_some() => {
                 row.sync = SyncStatus::OutOfSync;
@@ -93,10 +79,8 @@ pub async fn status(
                     SyncStatus::Synced
                 };
                 if scan.broken_files.contains(&record.source_file) && !declared.contains_key(&key) {
-                    row.message = format!(
-                        "{} does not load; keeping the last valid spec. {}",
-                        record.source_file, row.message
-                    );
+                    row.message =
+                        format!("{} does not load; keeping the last valid spec. {}", record.source_file, row.message);
                 }
             }
             (None, None) => continue,
@@ -106,22 +90,11 @@ pub async fn status(
     let mut files: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for error in scan.errors() {
         let position = format!("{}:{}: ", error.line, error.column);
-        let path = if error.path.is_empty() {
-            String::new()
-        } else {
-            format!("{}: ", error.path)
-        };
-        files
-            .entry(&error.file)
-            .or_default()
-            .push(format!("{position}{path}{}", error.message));
+        let path = if error.path.is_empty() { String::new() } else { format!("{}: ", error.path) };
+        files.entry(&error.file).or_default().push(format!("{position}{path}{}", error.message));
     }
     for (file, errors) in files {
-        let more = if errors.len() > 1 {
-            format!(" (+{} more)", errors.len() - 1)
-        } else {
-            String::new()
-        };
+        let more = if errors.len() > 1 { format!(" (+{} more)", errors.len() - 1) } else { String::new() };
         rows.push(ObjectStatus {
             kind: "File".into(),
             name: file.to_owned(),
@@ -134,16 +107,10 @@ pub async fn status(
             conditions: Vec::new(),
         });
     }
-    let assignments: BTreeSet<&str> = declared
-        .keys()
-        .filter(|k| k.kind == Kind::Assignment)
-        .map(|k| k.name.as_str())
-        .collect();
+    let assignments: BTreeSet<&str> =
+        declared.keys().filter(|k| k.kind == Kind::Assignment).map(|k| k.name.as_str()).collect();
     for leftover in leftovers {
-        let owned = leftover
-            .assignment
-            .as_deref()
-            .is_some_and(|name| assignments.contains(name));
+        let owned = leftover.assignment.as_deref().is_some_and(|name| assignments.contains(name));
         if !owned {
             rows.push(ObjectStatus {
                 kind: leftover.kind.clone(),
@@ -165,10 +132,7 @@ pub async fn status(
 pub fn exit_code(rows: &[ObjectStatus]) -> u8 {
     if rows.iter().any(|r| r.sync == SyncStatus::Error) {
         1
-    } else if rows
-        .iter()
-        .any(|r| matches!(r.sync, SyncStatus::OutOfSync | SyncStatus::Unknown))
-    {
+    } else if rows.iter().any(|r| matches!(r.sync, SyncStatus::OutOfSync | SyncStatus::Unknown)) {
         2
     } else {
         0
@@ -183,10 +147,7 @@ fn describe_change(change: &Change) -> String {
                 ConditionStatus::False => "False",
                 ConditionStatus::Unknown => "Unknown",
             };
-            format!(
-                "condition {} = {status} ({})",
-                condition.type_, condition.reason
-            )
+            format!("condition {} = {status} ({})", condition.type_, condition.reason)
         }
         Change::RecordStatus(status) => {
             format!("record status {}", status.as_deref().unwrap_or("null"))
@@ -203,19 +164,11 @@ pub async fn plan<S: StatusBackend, I: ImageBackend, A: AuditSink>(
     scan: &Scan,
 ) -> Result<Vec<PlannedChange>, BackendError> {
     let declared = declared(scan);
-    let records: BTreeMap<ObjectKey, ObjectRecord> = store
-        .objects()
-        .await?
-        .into_iter()
-        .map(|r| (r.key.clone(), r))
-        .collect();
+    let records: BTreeMap<ObjectKey, ObjectRecord> =
+        store.objects().await?.into_iter().map(|r| (r.key.clone(), r)).collect();
     let mut lines = Vec::new();
     let mut push = |op: &str, key: &ObjectKey, summary: String| {
-        lines.push(PlannedChange {
-            op: op.into(),
-            object: key.to_string(),
-            summary,
-        });
+        lines.push(PlannedChange { op: op.into(), object: key.to_string(), summary });
     };
     for (key, object) in &declared {
         let record = records.get(key);
@@ -225,46 +178,27 @@ pub async fn plan<S: StatusBackend, I: ImageBackend, A: AuditSink>(
                 1
             }
             Some(record) if record.deleted_at.is_some() => {
-                push(
-                    "+",
-                    key,
-                    format!(
-                        "declared again: revive at generation {}",
-                        record.generation + 1
-                    ),
-                );
+                push("+", key, format!("declared again: revive at generation {}", record.generation + 1));
                 record.generation + 1
             }
             Some(record) if object.digest() != record.spec_digest => {
-                let replaced = key.kind == Kind::Assignment
-                    && object.execution_digest() != record.execution_digest;
+                let replaced =
+                    key.kind == Kind::Assignment && object.execution_digest() != record.execution_digest.as_deref();
                 if replaced {
-                    push(
-                        "-/+",
-                        key,
-                        "run fields changed: a new execution replaces the current one".into(),
-                    );
+                    push("-/+", key, "run fields changed: a new execution replaces the current one".into());
                 } else {
                     push(
                         "~",
                         key,
-                        format!(
-                            "spec changed: generation {} → {}",
-                            record.generation,
-                            record.generation + 1
-                        ),
+                        format!("spec changed: generation {} → {}", record.generation, record.generation + 1),
                     );
                 }
                 record.generation + 1
             }
             Some(record) => record.generation,
         };
-        let desired = Desired {
-            key: key.clone(),
-            generation,
-            metadata: object.metadata.clone(),
-            spec: object.spec.clone(),
-        };
+        let desired =
+            Desired { key: key.clone(), generation, metadata: object.metadata.clone(), spec: object.spec.clone() };
         match reconciler.observe(&desired).await {
             Ok(observed) => {
                 for change in ObjectReconciler::<S, I, A>::plan(&desired, &observed) {
@@ -281,14 +215,7 @@ pub async fn plan<S: StatusBackend, I: ImageBackend, A: AuditSink>(
         if record.deleted_at.is_none() && scan.broken_files.contains(&record.source_file) {
             continue;
         }
-        push(
-            "-",
-            key,
-            format!(
-                "no longer declared (was in {}): clean up and forget",
-                record.source_file
-            ),
-        );
+        push("-", key, format!("no longer declared (was in {}): clean up and forget", record.source_file));
     }
     Ok(lines)
 }

@@ -34,18 +34,14 @@ impl FakeStatus {
             spec_digest: "d".into(),
             execution_generation: None,
             execution_digest: None,
-            spec_json: roundtable_specs::resource::to_value(&desired.metadata, &desired.spec)
-                .to_string(),
+            spec_json: roundtable_specs::resource::to_value(&desired.metadata, &desired.spec).to_string(),
             source_file: "a.yaml".into(),
             observed_generation: None,
             created_at: "2026-01-01T00:00:00Z".into(),
             deleted_at: None,
             status_json: None,
         };
-        self.objects
-            .lock()
-            .expect("lock")
-            .insert(desired.key.clone(), record);
+        self.objects.lock().expect("lock").insert(desired.key.clone(), record);
     }
 }
 
@@ -55,13 +51,7 @@ impl StatusBackend for FakeStatus {
     }
 
     async fn conditions(&self, key: &ObjectKey) -> Result<Vec<Condition>, BackendError> {
-        Ok(self
-            .conditions
-            .lock()
-            .expect("lock")
-            .get(key)
-            .cloned()
-            .unwrap_or_default())
+        Ok(self.conditions.lock().expect("lock").get(key).cloned().unwrap_or_default())
     }
 
     async fn apply(&self, key: &ObjectKey, change: &Change) -> Result<(), BackendError> {
@@ -99,12 +89,7 @@ struct FakeImages {
 
 impl ImageBackend for FakeImages {
     async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>, BackendError> {
-        Ok(self
-            .present
-            .lock()
-            .expect("lock")
-            .get(reference)
-            .map(|id| ImageInfo { id: id.clone() }))
+        Ok(self.present.lock().expect("lock").get(reference).map(|id| ImageInfo { id: id.clone() }))
     }
 }
 
@@ -125,19 +110,11 @@ fn adapter_desired(image: &str) -> Desired {
     let parsed = roundtable_specs::parse_file("a.yaml", "a.yaml", &text);
     assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
     let object = &parsed.objects[0];
-    Desired {
-        key: object.key(),
-        generation: 1,
-        metadata: object.metadata.clone(),
-        spec: object.spec.clone(),
-    }
+    Desired { key: object.key(), generation: 1, metadata: object.metadata.clone(), spec: object.spec.clone() }
 }
 
 fn condition<'a>(conditions: &'a [Condition], type_: &str) -> &'a Condition {
-    conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .unwrap_or_else(|| panic!("no {type_} in {conditions:?}"))
+    conditions.iter().find(|c| c.type_ == type_).unwrap_or_else(|| panic!("no {type_} in {conditions:?}"))
 }
 
 // === reconcile logic ===
@@ -146,137 +123,63 @@ fn condition<'a>(conditions: &'a [Condition], type_: &str) -> &'a Condition {
 async fn adapter_converges_then_plans_nothing_and_writes_nothing() {
     let digest = format!("sha256:{}", "b".repeat(64));
     let desired = adapter_desired(&format!("registry.example/agent@{digest}"));
-    let reconciler = ObjectReconciler::new(
-        FakeStatus::default(),
-        FakeImages::default(),
-        FakeAudit::default(),
-    );
+    let reconciler = ObjectReconciler::new(FakeStatus::default(), FakeImages::default(), FakeAudit::default());
     reconciler.status.insert(&desired);
-    reconciler.images.present.lock().expect("lock").insert(
-        format!("registry.example/agent@{digest}"),
-        "sha256:1d".into(),
-    );
-
-    reconciler.reconcile(&desired.key).await.expect("reconcile");
-    let conditions = reconciler
-        .status
-        .conditions(&desired.key)
-        .await
-        .expect("conditions");
-    assert_eq!(
-        condition(&conditions, "Ready").status,
-        ConditionStatus::True
-    );
-    assert_eq!(condition(&conditions, "Ready").reason, "ImageResolved");
-    assert_eq!(
-        condition(&conditions, "Degraded").status,
-        ConditionStatus::False
-    );
-    let record = reconciler
-        .status
-        .object(&desired.key)
-        .await
-        .expect("object")
-        .expect("record");
-    assert_eq!(
-        record.status_json.as_deref(),
-        Some("{\"imageId\":\"sha256:1d\"}")
-    );
-    assert_eq!(record.observed_generation, Some(1));
-
-    let observed = reconciler.observe(&desired).await.expect("observe");
-    assert!(
-        ObjectReconciler::<FakeStatus, FakeImages, FakeAudit>::plan(&desired, &observed).is_empty()
-    );
-    let writes = reconciler.status.writes.load(Ordering::SeqCst);
-    reconciler
-        .reconcile(&desired.key)
-        .await
-        .expect("reconcile again");
-    assert_eq!(
-        reconciler.status.writes.load(Ordering::SeqCst),
-        writes,
-        "a converged object writes nothing"
-    );
-}
-
-#[tokio::test(start_paused = true)]
-async fn adapter_reasons_for_missing_unpinned_and_disabled_images() {
-    let reconciler = ObjectReconciler::new(
-        FakeStatus::default(),
-        FakeImages::default(),
-        FakeAudit::default(),
-    );
-    let missing = adapter_desired("agent:v1");
-    reconciler.status.insert(&missing);
-    let action = reconciler.reconcile(&missing.key).await.expect("reconcile");
-    assert!(
-        action.requeue_after().is_some(),
-        "a missing image is looked at again"
-    );
-    let conditions = reconciler
-        .status
-        .conditions(&missing.key)
-        .await
-        .expect("conditions");
-    assert_eq!(
-        (
-            condition(&conditions, "Ready").status,
-            condition(&conditions, "Ready").reason.as_str()
-        ),
-        (ConditionStatus::False, "ImageMissing")
-    );
-    let events = reconciler.audit.0.lock().expect("lock").clone();
-    assert!(
-        events
-            .iter()
-            .any(|e| e.reason == "ImageMissing" && e.warning),
-        "{events:?}"
-    );
-
     reconciler
         .images
         .present
         .lock()
         .expect("lock")
-        .insert("agent:v1".into(), "sha256:aa".into());
-    reconciler.reconcile(&missing.key).await.expect("reconcile");
-    let conditions = reconciler
-        .status
-        .conditions(&missing.key)
-        .await
-        .expect("conditions");
+        .insert(format!("registry.example/agent@{digest}"), "sha256:1d".into());
+
+    reconciler.reconcile(&desired.key).await.expect("reconcile");
+    let conditions = reconciler.status.conditions(&desired.key).await.expect("conditions");
+    assert_eq!(condition(&conditions, "Ready").status, ConditionStatus::True);
+    assert_eq!(condition(&conditions, "Ready").reason, "ImageResolved");
+    assert_eq!(condition(&conditions, "Degraded").status, ConditionStatus::False);
+    let record = reconciler.status.object(&desired.key).await.expect("object").expect("record");
+    assert_eq!(record.status_json.as_deref(), Some("{\"imageId\":\"sha256:1d\"}"));
+    assert_eq!(record.observed_generation, Some(1));
+
+    let observed = reconciler.observe(&desired).await.expect("observe");
+    assert!(ObjectReconciler::<FakeStatus, FakeImages, FakeAudit>::plan(&desired, &observed).is_empty());
+    let writes = reconciler.status.writes.load(Ordering::SeqCst);
+    reconciler.reconcile(&desired.key).await.expect("reconcile again");
+    assert_eq!(reconciler.status.writes.load(Ordering::SeqCst), writes, "a converged object writes nothing");
+}
+
+#[tokio::test(start_paused = true)]
+async fn adapter_reasons_for_missing_unpinned_and_disabled_images() {
+    let reconciler = ObjectReconciler::new(FakeStatus::default(), FakeImages::default(), FakeAudit::default());
+    let missing = adapter_desired("agent:v1");
+    reconciler.status.insert(&missing);
+    let action = reconciler.reconcile(&missing.key).await.expect("reconcile");
+    assert!(action.requeue_after().is_some(), "a missing image is looked at again");
+    let conditions = reconciler.status.conditions(&missing.key).await.expect("conditions");
     assert_eq!(
-        condition(&conditions, "Ready").status,
-        ConditionStatus::True
+        (condition(&conditions, "Ready").status, condition(&conditions, "Ready").reason.as_str()),
+        (ConditionStatus::False, "ImageMissing")
     );
+    let events = reconciler.audit.0.lock().expect("lock").clone();
+    assert!(events.iter().any(|e| e.reason == "ImageMissing" && e.warning), "{events:?}");
+
+    reconciler.images.present.lock().expect("lock").insert("agent:v1".into(), "sha256:aa".into());
+    reconciler.reconcile(&missing.key).await.expect("reconcile");
+    let conditions = reconciler.status.conditions(&missing.key).await.expect("conditions");
+    assert_eq!(condition(&conditions, "Ready").status, ConditionStatus::True);
     assert_eq!(
-        (
-            condition(&conditions, "Degraded").status,
-            condition(&conditions, "Degraded").reason.as_str()
-        ),
+        (condition(&conditions, "Degraded").status, condition(&conditions, "Degraded").reason.as_str()),
         (ConditionStatus::True, "ImageNotPinned")
     );
 
     let text = "apiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata: {name: off}\nspec: {image: 'agent:v1', enabled: false}\n";
     let parsed = roundtable_specs::parse_file("b.yaml", "b.yaml", text);
     let object = &parsed.objects[0];
-    let disabled = Desired {
-        key: object.key(),
-        generation: 3,
-        metadata: object.metadata.clone(),
-        spec: object.spec.clone(),
-    };
+    let disabled =
+        Desired { key: object.key(), generation: 3, metadata: object.metadata.clone(), spec: object.spec.clone() };
     reconciler.status.insert(&disabled);
-    reconciler
-        .reconcile(&disabled.key)
-        .await
-        .expect("reconcile");
-    let conditions = reconciler
-        .status
-        .conditions(&disabled.key)
-        .await
-        .expect("conditions");
+    reconciler.reconcile(&disabled.key).await.expect("reconcile");
+    let conditions = reconciler.status.conditions(&disabled.key).await.expect("conditions");
     assert_eq!(condition(&conditions, "Ready").reason, "Disabled");
     assert_eq!(condition(&conditions, "Ready").observed_generation, 3);
 }
@@ -284,47 +187,18 @@ async fn adapter_reasons_for_missing_unpinned_and_disabled_images() {
 #[tokio::test(start_paused = true)]
 async fn stalls_are_recorded_and_cleared_by_the_next_success() {
     use roundtable_controller::ErrorOutcome;
-    let reconciler = ObjectReconciler::new(
-        FakeStatus::default(),
-        FakeImages::default(),
-        FakeAudit::default(),
-    );
+    let reconciler = ObjectReconciler::new(FakeStatus::default(), FakeImages::default(), FakeAudit::default());
     let desired = adapter_desired("agent:v1");
     reconciler.status.insert(&desired);
     reconciler
-        .on_failure(
-            &desired.key,
-            "engine down",
-            ErrorOutcome {
-                attempt: 10,
-                retry_in: None,
-                stalled: true,
-            },
-        )
+        .on_failure(&desired.key, "engine down", ErrorOutcome { attempt: 10, retry_in: None, stalled: true })
         .await;
-    let conditions = reconciler
-        .status
-        .conditions(&desired.key)
-        .await
-        .expect("conditions");
-    assert_eq!(
-        condition(&conditions, "Stalled").reason,
-        "ErrorBudgetExhausted"
-    );
-    assert_eq!(
-        roundtable_reconcilers::conditions::health(&conditions).0,
-        Health::Stalled
-    );
+    let conditions = reconciler.status.conditions(&desired.key).await.expect("conditions");
+    assert_eq!(condition(&conditions, "Stalled").reason, "ErrorBudgetExhausted");
+    assert_eq!(roundtable_reconcilers::conditions::health(&conditions).0, Health::Stalled);
     reconciler.reconcile(&desired.key).await.expect("reconcile");
-    let conditions = reconciler
-        .status
-        .conditions(&desired.key)
-        .await
-        .expect("conditions");
-    assert_eq!(
-        condition(&conditions, "Stalled").status,
-        ConditionStatus::False
-    );
+    let conditions = reconciler.status.conditions(&desired.key).await.expect("conditions");
+    assert_eq!(condition(&conditions, "Stalled").status, ConditionStatus::False);
 }
 
 // === the spec source against real files and a real store ===
@@ -350,55 +224,27 @@ async fn generations_follow_spec_and_run_field_changes() {
     let key = ObjectKey::new(Kind::Assignment, "fix");
 
     write(specs.path(), "a.yaml", &assignment("fix", "one", ""));
-    let first = sync(&store, &audit, &scan(specs.path()))
-        .await
-        .expect("sync");
+    let first = sync(&store, &audit, &scan(specs.path())).await.expect("sync");
     // The referenced built-in becomes an object too.
-    assert_eq!(
-        first.changed,
-        [ObjectKey::new(Kind::Adapter, "mock"), key.clone()]
-    );
+    assert_eq!(first.changed, [ObjectKey::new(Kind::Adapter, "mock"), key.clone()]);
     let record = store.object(&key).await.expect("read").expect("record");
-    assert_eq!(
-        (record.generation, record.execution_generation),
-        (1, Some(1))
-    );
+    assert_eq!((record.generation, record.execution_generation), (1, Some(1)));
 
     // Unchanged: nothing moves.
-    let again = sync(&store, &audit, &scan(specs.path()))
-        .await
-        .expect("sync");
+    let again = sync(&store, &audit, &scan(specs.path())).await.expect("sync");
     assert!(again.changed.is_empty());
 
     // A label is not a run field.
-    write(
-        specs.path(),
-        "a.yaml",
-        &assignment("fix", "one", "  labels: {team: docs}\n"),
-    );
-    sync(&store, &audit, &scan(specs.path()))
-        .await
-        .expect("sync");
+    write(specs.path(), "a.yaml", &assignment("fix", "one", "  labels: {team: docs}\n"));
+    sync(&store, &audit, &scan(specs.path())).await.expect("sync");
     let record = store.object(&key).await.expect("read").expect("record");
-    assert_eq!(
-        (record.generation, record.execution_generation),
-        (2, Some(1))
-    );
+    assert_eq!((record.generation, record.execution_generation), (2, Some(1)));
 
     // The prompt is.
-    write(
-        specs.path(),
-        "a.yaml",
-        &assignment("fix", "two", "  labels: {team: docs}\n"),
-    );
-    sync(&store, &audit, &scan(specs.path()))
-        .await
-        .expect("sync");
+    write(specs.path(), "a.yaml", &assignment("fix", "two", "  labels: {team: docs}\n"));
+    sync(&store, &audit, &scan(specs.path())).await.expect("sync");
     let record = store.object(&key).await.expect("read").expect("record");
-    assert_eq!(
-        (record.generation, record.execution_generation),
-        (3, Some(2))
-    );
+    assert_eq!((record.generation, record.execution_generation), (3, Some(2)));
 }
 
 #[tokio::test]
@@ -408,19 +254,11 @@ async fn a_broken_file_keeps_its_objects_then_removal_cleans_up() {
     let store = Store::open(state.path()).await.expect("store");
     let reconciler = ObjectReconciler::new(store.clone(), FakeImages::default(), store.clone());
     let key = ObjectKey::new(Kind::Adapter, "mine");
-    let adapter =
-        format!("{API}\nkind: Adapter\nmetadata: {{name: mine}}\nspec: {{image: 'agent:v1'}}\n");
+    let adapter = format!("{API}\nkind: Adapter\nmetadata: {{name: mine}}\nspec: {{image: 'agent:v1'}}\n");
     write(specs.path(), "a.yaml", &adapter);
-    sync(&store, &store, &scan(specs.path()))
-        .await
-        .expect("sync");
+    sync(&store, &store, &scan(specs.path())).await.expect("sync");
     reconciler.reconcile(&key).await.expect("reconcile");
-    let spec_before = store
-        .object(&key)
-        .await
-        .expect("read")
-        .expect("record")
-        .spec_json;
+    let spec_before = store.object(&key).await.expect("read").expect("record").spec_json;
 
     // The file stops parsing: the object stays at its last valid spec, and the error shows.
     write(specs.path(), "a.yaml", &format!("{adapter}  bogus: [\n"));
@@ -428,24 +266,13 @@ async fn a_broken_file_keeps_its_objects_then_removal_cleans_up() {
     let outcome = sync(&store, &store, &broken).await.expect("sync");
     assert_eq!(outcome.kept, std::slice::from_ref(&key));
     assert!(outcome.removed.is_empty());
-    let record = store
-        .object(&key)
-        .await
-        .expect("read")
-        .expect("still there");
+    let record = store.object(&key).await.expect("read").expect("still there");
     assert_eq!((record.spec_json, record.deleted_at), (spec_before, None));
     let rows = status(&store, &broken, &[]).await.expect("status");
     let file_row = rows.iter().find(|r| r.kind == "File").expect("file row");
     assert_eq!(file_row.sync, SyncStatus::Error);
-    let object_row = rows
-        .iter()
-        .find(|r| r.kind == "Adapter")
-        .expect("object row");
-    assert!(
-        object_row.message.contains("keeping the last valid spec"),
-        "{}",
-        object_row.message
-    );
+    let object_row = rows.iter().find(|r| r.kind == "Adapter").expect("object row");
+    assert!(object_row.message.contains("keeping the last valid spec"), "{}", object_row.message);
     assert_eq!(exit_code(&rows), 1, "an error outranks drift");
     assert_eq!(store.file_errors().await.expect("errors").len(), 1);
 
@@ -459,12 +286,7 @@ async fn a_broken_file_keeps_its_objects_then_removal_cleans_up() {
     assert_eq!(planned[0].op, "-");
     reconciler.reconcile(&key).await.expect("cleanup");
     assert!(store.object(&key).await.expect("read").is_none());
-    assert!(
-        plan(&store, &reconciler, &gone)
-            .await
-            .expect("plan")
-            .is_empty()
-    );
+    assert!(plan(&store, &reconciler, &gone).await.expect("plan").is_empty());
     assert!(store.file_errors().await.expect("errors").is_empty());
 }
 
@@ -475,11 +297,7 @@ async fn status_and_plan_report_drift_then_convergence() {
     let store = Store::open(state.path()).await.expect("store");
     let images = FakeImages::default();
     let id = format!("sha256:{}", "c".repeat(64));
-    images
-        .present
-        .lock()
-        .expect("lock")
-        .insert(id.clone(), id.clone());
+    images.present.lock().expect("lock").insert(id.clone(), id.clone());
     let reconciler = ObjectReconciler::new(store.clone(), images, store.clone());
     write(
         specs.path(),
@@ -489,10 +307,7 @@ async fn status_and_plan_report_drift_then_convergence() {
     let current = scan(specs.path());
 
     let rows = status(&store, &current, &[]).await.expect("status");
-    assert_eq!(
-        (rows[0].sync, rows[0].generation),
-        (SyncStatus::OutOfSync, Some(1))
-    );
+    assert_eq!((rows[0].sync, rows[0].generation), (SyncStatus::OutOfSync, Some(1)));
     assert_eq!(exit_code(&rows), 2);
     let planned = plan(&store, &reconciler, &current).await.expect("plan");
     assert_eq!(planned[0].op, "+");
@@ -506,10 +321,5 @@ async fn status_and_plan_report_drift_then_convergence() {
         (SyncStatus::Synced, Health::Healthy, Some(1))
     );
     assert_eq!(exit_code(&rows), 0);
-    assert!(
-        plan(&store, &reconciler, &current)
-            .await
-            .expect("plan")
-            .is_empty()
-    );
+    assert!(plan(&store, &reconciler, &current).await.expect("plan").is_empty());
 }

@@ -59,10 +59,7 @@ pub fn endpoint() -> Result<String, EngineError> {
             return Ok(format!("unix://{candidate}"));
         }
     }
-    Err(EngineError::NoSocket {
-        docker: DOCKER_SOCKET.into(),
-        podman,
-    })
+    Err(EngineError::NoSocket { docker: DOCKER_SOCKET.into(), podman })
 }
 
 impl Engine {
@@ -70,19 +67,12 @@ impl Engine {
     pub async fn connect() -> Result<Self, EngineError> {
         let endpoint = endpoint()?;
         let docker = Docker::connect_with_host(&endpoint)
-            .map_err(|source| EngineError::Connect {
-                endpoint: endpoint.clone(),
-                source,
-            })?
+            .map_err(|source| EngineError::Connect { endpoint: endpoint.clone(), source })?
             .with_timeout(std::time::Duration::from_secs(REQUEST_TIMEOUT_SECS));
-        let docker =
-            docker
-                .negotiate_version()
-                .await
-                .map_err(|source| EngineError::Unreachable {
-                    endpoint: endpoint.clone(),
-                    source,
-                })?;
+        let docker = docker
+            .negotiate_version()
+            .await
+            .map_err(|source| EngineError::Unreachable { endpoint: endpoint.clone(), source })?;
         Ok(Self { docker, endpoint })
     }
 
@@ -118,11 +108,7 @@ impl Engine {
         }
         match self.docker.info().await {
             Ok(info) => {
-                report.cgroup_version = info
-                    .cgroup_version
-                    .as_ref()
-                    .map(ToString::to_string)
-                    .filter(|v| !v.is_empty());
+                report.cgroup_version = info.cgroup_version.as_ref().map(ToString::to_string).filter(|v| !v.is_empty());
                 report.storage_driver = info.driver.clone();
                 report.features = hardening_features(&info);
             }
@@ -157,53 +143,22 @@ pub fn unreachable_report(error: &EngineError) -> DoctorReport {
 }
 
 fn feature(name: &str, available: bool, detail: impl Into<String>) -> FeatureCheck {
-    FeatureCheck {
-        name: name.into(),
-        available,
-        detail: detail.into(),
-    }
+    FeatureCheck { name: name.into(), available, detail: detail.into() }
 }
 
 /// The features the hardened profile needs, as the engine reports them.
 pub fn hardening_features(info: &SystemInfo) -> Vec<FeatureCheck> {
     let security = info.security_options.clone().unwrap_or_default();
-    let has_security = |name: &str| {
-        security
-            .iter()
-            .any(|option| option == name || option.starts_with(&format!("name={name}")))
-    };
+    let has_security =
+        |name: &str| security.iter().any(|option| option == name || option.starts_with(&format!("name={name}")));
     let flag = |value: Option<bool>| value.unwrap_or(false);
-    let volume_plugins = info
-        .plugins
-        .as_ref()
-        .and_then(|p| p.volume.clone())
-        .unwrap_or_default();
-    let cgroup = info
-        .cgroup_version
-        .as_ref()
-        .map(ToString::to_string)
-        .unwrap_or_default();
+    let volume_plugins = info.plugins.as_ref().and_then(|p| p.volume.clone()).unwrap_or_default();
+    let cgroup = info.cgroup_version.as_ref().map(ToString::to_string).unwrap_or_default();
     vec![
-        feature(
-            "seccomp",
-            has_security("seccomp"),
-            "default seccomp profile applied to every container",
-        ),
-        feature(
-            "memoryLimit",
-            flag(info.memory_limit),
-            "memory cgroup limits",
-        ),
-        feature(
-            "swapLimit",
-            flag(info.swap_limit),
-            "memory+swap limits, so no swap beyond memory",
-        ),
-        feature(
-            "pidsLimit",
-            flag(info.pids_limit),
-            "pids cgroup limit (fork bombs)",
-        ),
+        feature("seccomp", has_security("seccomp"), "default seccomp profile applied to every container"),
+        feature("memoryLimit", flag(info.memory_limit), "memory cgroup limits"),
+        feature("swapLimit", flag(info.swap_limit), "memory+swap limits, so no swap beyond memory"),
+        feature("pidsLimit", flag(info.pids_limit), "pids cgroup limit (fork bombs)"),
         feature("cpuQuota", flag(info.cpu_cfs_quota), "CPU quota (NanoCpus)"),
         feature(
             "tmpfsVolumes",
@@ -218,16 +173,8 @@ pub fn hardening_features(info: &SystemInfo) -> Vec<FeatureCheck> {
                 if cgroup.is_empty() { "?" } else { &cgroup }
             ),
         ),
-        feature(
-            "rootless",
-            has_security("rootless"),
-            "engine runs rootless (informational)",
-        ),
-        feature(
-            "userns",
-            has_security("userns"),
-            "user namespace remapping (informational)",
-        ),
+        feature("rootless", has_security("rootless"), "engine runs rootless (informational)"),
+        feature("userns", has_security("userns"), "user namespace remapping (informational)"),
     ]
 }
 
@@ -247,43 +194,24 @@ impl Engine {
         use bollard::query_parameters::{ListContainersOptionsBuilder, ListVolumesOptionsBuilder};
         let managed = format!("{MANAGED_BY}=roundtable");
         let owned = format!("{PROJECT}={project}");
-        let filters =
-            std::collections::HashMap::from([("label", vec![managed.as_str(), owned.as_str()])]);
+        let filters = std::collections::HashMap::from([("label", vec![managed.as_str(), owned.as_str()])]);
         let mut found = Vec::new();
         let containers = self
             .docker
-            .list_containers(Some(
-                ListContainersOptionsBuilder::default()
-                    .all(true)
-                    .filters(&filters)
-                    .build(),
-            ))
+            .list_containers(Some(ListContainersOptionsBuilder::default().all(true).filters(&filters).build()))
             .await?;
         for container in containers {
-            let name = container
-                .names
-                .and_then(|n| n.into_iter().next())
-                .unwrap_or_default();
+            let name = container.names.and_then(|n| n.into_iter().next()).unwrap_or_default();
             found.push(Labelled {
                 kind: "Container",
                 name: name.trim_start_matches('/').to_owned(),
                 labels: container.labels.unwrap_or_default(),
             });
         }
-        let volumes = self
-            .docker
-            .list_volumes(Some(
-                ListVolumesOptionsBuilder::default()
-                    .filters(&filters)
-                    .build(),
-            ))
-            .await?;
+        let volumes =
+            self.docker.list_volumes(Some(ListVolumesOptionsBuilder::default().filters(&filters).build())).await?;
         for volume in volumes.volumes.unwrap_or_default() {
-            found.push(Labelled {
-                kind: "Volume",
-                name: volume.name,
-                labels: volume.labels,
-            });
+            found.push(Labelled { kind: "Volume", name: volume.name, labels: volume.labels });
         }
         Ok(found)
     }

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use bollard::models::{
-    ContainerCreateBody, HostConfig, Mount, MountType, MountVolumeOptions,
-    MountVolumeOptionsDriverConfig, VolumeCreateRequest,
+    ContainerCreateBody, HostConfig, Mount, MountType, MountVolumeOptions, MountVolumeOptionsDriverConfig,
+    VolumeCreateRequest,
 };
 
 /// Where things appear inside every agent container.
@@ -24,21 +24,14 @@ pub const AGENT_UID: u32 = 1000;
 
 /// A named tmpfs volume: the archive API can copy into and out of it (it cannot see `--tmpfs`
 /// mounts), and its data lives only while a running container mounts it.
-pub fn tmpfs_volume(
-    name: &str,
-    size_bytes: u64,
-    labels: HashMap<String, String>,
-) -> VolumeCreateRequest {
+pub fn tmpfs_volume(name: &str, size_bytes: u64, labels: HashMap<String, String>) -> VolumeCreateRequest {
     VolumeCreateRequest {
         name: Some(name.to_owned()),
         driver: Some("local".into()),
         driver_opts: Some(HashMap::from([
             ("type".to_owned(), "tmpfs".to_owned()),
             ("device".to_owned(), "tmpfs".to_owned()),
-            (
-                "o".to_owned(),
-                format!("size={size_bytes},uid={AGENT_UID},gid={AGENT_UID},mode=0755,nosuid,nodev"),
-            ),
+            ("o".to_owned(), format!("size={size_bytes},uid={AGENT_UID},gid={AGENT_UID},mode=0755,nosuid,nodev")),
         ])),
         labels: Some(labels),
         ..VolumeCreateRequest::default()
@@ -85,10 +78,7 @@ fn volume(name: &str, target: &str) -> Mount {
         read_only: Some(false),
         volume_options: Some(MountVolumeOptions {
             no_copy: Some(true),
-            driver_config: Some(MountVolumeOptionsDriverConfig {
-                name: Some("local".into()),
-                options: None,
-            }),
+            driver_config: Some(MountVolumeOptionsDriverConfig { name: Some("local".into()), options: None }),
             ..MountVolumeOptions::default()
         }),
         ..Mount::default()
@@ -116,11 +106,7 @@ impl SandboxSpec {
         ContainerCreateBody {
             image: Some(self.image.clone()),
             user: Some(format!("{AGENT_UID}:{AGENT_UID}")),
-            cmd: Some(vec![
-                paths::BINARY.to_owned(),
-                "sandbox".into(),
-                "init".into(),
-            ]),
+            cmd: Some(vec![paths::BINARY.to_owned(), "sandbox".into(), "init".into()]),
             entrypoint: Some(vec![]),
             env: Some(vec![]),
             working_dir: Some(paths::WORKSPACE.to_owned()),
@@ -173,44 +159,20 @@ mod tests {
         let host = body.host_config.expect("host config");
         assert_eq!(body.user.as_deref(), Some("1000:1000"));
         assert_eq!(host.cap_drop, Some(vec!["ALL".to_owned()]));
-        assert_eq!(
-            host.security_opt,
-            Some(vec!["no-new-privileges".to_owned()])
-        );
+        assert_eq!(host.security_opt, Some(vec!["no-new-privileges".to_owned()]));
         assert_eq!(host.readonly_rootfs, Some(true));
         assert_eq!(host.network_mode.as_deref(), Some("none"));
         assert_eq!(host.memory, host.memory_swap, "no swap beyond memory");
-        assert_eq!(
-            (host.pids_limit, host.nano_cpus),
-            (Some(256), Some(2_000_000_000))
-        );
+        assert_eq!((host.pids_limit, host.nano_cpus), (Some(256), Some(2_000_000_000)));
         assert_eq!(host.privileged, Some(false));
-        assert_eq!(
-            body.cmd,
-            Some(vec![
-                paths::BINARY.to_owned(),
-                "sandbox".into(),
-                "init".into()
-            ])
-        );
+        assert_eq!(body.cmd, Some(vec![paths::BINARY.to_owned(), "sandbox".into(), "init".into()]));
         let mounts = host.mounts.expect("mounts");
-        let read_only: Vec<(&str, bool)> = mounts
-            .iter()
-            .map(|m| {
-                (
-                    m.target.as_deref().unwrap_or_default(),
-                    m.read_only.unwrap_or(false),
-                )
-            })
-            .collect();
+        let read_only: Vec<(&str, bool)> =
+            mounts.iter().map(|m| (m.target.as_deref().unwrap_or_default(), m.read_only.unwrap_or(false))).collect();
         assert!(read_only.contains(&(paths::SOURCE, true)));
         assert!(read_only.contains(&(paths::BINARY, true)));
         assert!(read_only.contains(&(paths::WORKSPACE, false)));
-        assert!(
-            mounts
-                .iter()
-                .all(|m| m.source.as_deref() != Some("/var/run/docker.sock"))
-        );
+        assert!(mounts.iter().all(|m| m.source.as_deref() != Some("/var/run/docker.sock")));
     }
 
     #[test]
@@ -219,9 +181,6 @@ mod tests {
         let options = volume.driver_opts.expect("options");
         assert_eq!(options.get("type").map(String::as_str), Some("tmpfs"));
         let mount_options = options.get("o").expect("o");
-        assert!(
-            mount_options.contains("size=1073741824") && mount_options.contains("uid=1000"),
-            "{mount_options}"
-        );
+        assert!(mount_options.contains("size=1073741824") && mount_options.contains("uid=1000"), "{mount_options}");
     }
 }

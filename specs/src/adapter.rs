@@ -116,9 +116,7 @@ pub mod limits {
 }
 
 /// Routing capabilities an Assignment may require and an Adapter may offer.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Capability {
     Mcp,
@@ -183,31 +181,17 @@ impl AdapterSpec {
             command: self.command.clone().or_else(|| base.command.clone()),
             args: self.args.clone().or_else(|| base.args.clone()),
             supports_resume: self.supports_resume.or(base.supports_resume),
-            resume_pattern: self
-                .resume_pattern
-                .clone()
-                .or_else(|| base.resume_pattern.clone()),
+            resume_pattern: self.resume_pattern.clone().or_else(|| base.resume_pattern.clone()),
             supports_mcp: self.supports_mcp.or(base.supports_mcp),
-            supports_readonly_workspace: self
-                .supports_readonly_workspace
-                .or(base.supports_readonly_workspace),
+            supports_readonly_workspace: self.supports_readonly_workspace.or(base.supports_readonly_workspace),
             captures_session_id: self.captures_session_id.or(base.captures_session_id),
-            provider_hosts: self
-                .provider_hosts
-                .clone()
-                .or_else(|| base.provider_hosts.clone()),
-            credential_env: self
-                .credential_env
-                .clone()
-                .or_else(|| base.credential_env.clone()),
+            provider_hosts: self.provider_hosts.clone().or_else(|| base.provider_hosts.clone()),
+            credential_env: self.credential_env.clone().or_else(|| base.credential_env.clone()),
             egress: self.egress.clone().or_else(|| base.egress.clone()),
             resources,
             output_limit: self.output_limit.or(base.output_limit),
             timeout: self.timeout.or(base.timeout),
-            min_version: self
-                .min_version
-                .clone()
-                .or_else(|| base.min_version.clone()),
+            min_version: self.min_version.clone().or_else(|| base.min_version.clone()),
             contract: self.contract.clone().or_else(|| base.contract.clone()),
             enabled: self.enabled.or(base.enabled),
         }
@@ -217,11 +201,7 @@ impl AdapterSpec {
     pub fn resolve(&self, name: &str) -> ResolvedAdapter {
         use limits::*;
         let resources = self.resources.clone().unwrap_or_default();
-        let command = self
-            .command
-            .clone()
-            .filter(|c| !c.is_empty())
-            .unwrap_or_else(|| name.to_owned());
+        let command = self.command.clone().filter(|c| !c.is_empty()).unwrap_or_else(|| name.to_owned());
         ResolvedAdapter {
             name: name.to_owned(),
             image: self.image.clone(),
@@ -292,10 +272,7 @@ mod tests {
         };
         let spec = AdapterSpec {
             supports_mcp: Some(false),
-            resources: Some(ResourcesSpec {
-                pids: Some(50),
-                ..Default::default()
-            }),
+            resources: Some(ResourcesSpec { pids: Some(50), ..Default::default() }),
             ..Default::default()
         };
         let merged = spec.over(&base).resolve("codex");
@@ -308,10 +285,7 @@ mod tests {
 
     #[test]
     fn empty_command_means_the_adapter_name() {
-        let spec = AdapterSpec {
-            command: Some(String::new()),
-            ..Default::default()
-        };
+        let spec = AdapterSpec { command: Some(String::new()), ..Default::default() };
         assert_eq!(spec.resolve("my-cli").command, "my-cli");
     }
 

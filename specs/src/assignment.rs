@@ -81,10 +81,7 @@ impl Source {
 
 impl Default for Source {
     fn default() -> Self {
-        Self {
-            repo: Self::default_repo(),
-            revision: Self::default_revision(),
-        }
+        Self { repo: Self::default_repo(), revision: Self::default_revision() }
     }
 }
 

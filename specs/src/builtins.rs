@@ -38,18 +38,10 @@ fn provider(command: &str, resume: &str, host: &str, credential: &str) -> Adapte
 /// The template named exactly `name`, if it is a built-in.
 pub fn template(name: &str) -> Option<AdapterSpec> {
     let spec = match name {
-        "codex" => provider(
-            "codex",
-            "codex exec resume {{external_session_id}}",
-            "api.openai.com",
-            "CODEX_API_KEY",
-        ),
-        "claude" => provider(
-            "claude",
-            "claude -p --resume {{external_session_id}}",
-            "api.anthropic.com",
-            "ANTHROPIC_API_KEY",
-        ),
+        "codex" => provider("codex", "codex exec resume {{external_session_id}}", "api.openai.com", "CODEX_API_KEY"),
+        "claude" => {
+            provider("claude", "claude -p --resume {{external_session_id}}", "api.anthropic.com", "ANTHROPIC_API_KEY")
+        }
         "gemini" => provider(
             "gemini",
             "gemini --resume {{external_session_id}}",
@@ -104,10 +96,7 @@ mod tests {
     #[test]
     fn generic_runs_its_prompt_as_a_shell_script() {
         let generic = template("generic").expect("builtin").resolve("generic");
-        assert_eq!(
-            (generic.command.as_str(), generic.args.as_slice()),
-            ("sh", &["-c".to_owned()][..])
-        );
+        assert_eq!((generic.command.as_str(), generic.args.as_slice()), ("sh", &["-c".to_owned()][..]));
         assert!(generic.provider_hosts.is_empty());
     }
 
@@ -116,10 +105,7 @@ mod tests {
         let codex = template("codex").expect("builtin").resolve("codex");
         let caps = codex.capabilities();
         assert!(caps.contains(&Capability::Mcp) && caps.contains(&Capability::Egress));
-        assert!(
-            !caps.contains(&Capability::Resume),
-            "provider homes are disposable"
-        );
+        assert!(!caps.contains(&Capability::Resume), "provider homes are disposable");
         assert_eq!(codex.provider_hosts[0].as_str(), "api.openai.com");
     }
 }

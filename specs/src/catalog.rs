@@ -32,11 +32,7 @@ impl Catalog {
             if let Some(template) = builtins::template(name) {
                 entries.insert(
                     name.to_owned(),
-                    CatalogEntry {
-                        builtin: true,
-                        origin: None,
-                        resolved: template.resolve(name),
-                    },
+                    CatalogEntry { builtin: true, origin: None, resolved: template.resolve(name) },
                 );
             }
         }
@@ -45,16 +41,11 @@ impl Catalog {
                 continue;
             };
             let name = &object.metadata.name;
-            if entries
-                .get(name)
-                .is_some_and(|entry: &CatalogEntry| entry.origin.is_some())
-            {
+            if entries.get(name).is_some_and(|entry: &CatalogEntry| entry.origin.is_some()) {
                 continue;
             }
             let template = builtins::template(name);
-            let merged = template
-                .as_ref()
-                .map_or_else(|| spec.clone(), |base| spec.over(base));
+            let merged = template.as_ref().map_or_else(|| spec.clone(), |base| spec.over(base));
             entries.insert(
                 name.clone(),
                 CatalogEntry {
@@ -89,23 +80,12 @@ impl Catalog {
                     declared_in: entry.origin.as_ref().map(Origin::describe),
                     enabled: adapter.enabled,
                     image: adapter.image.as_ref().map(ToString::to_string),
-                    pinned: adapter
-                        .image
-                        .as_ref()
-                        .is_some_and(|image| image.is_pinned()),
+                    pinned: adapter.image.as_ref().is_some_and(|image| image.is_pinned()),
                     command: adapter.command.clone(),
                     args: adapter.args.clone(),
                     capabilities: adapter.capabilities().into_iter().collect(),
-                    provider_hosts: adapter
-                        .provider_hosts
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect(),
-                    credential_env: adapter
-                        .credential_env
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect(),
+                    provider_hosts: adapter.provider_hosts.iter().map(ToString::to_string).collect(),
+                    credential_env: adapter.credential_env.iter().map(ToString::to_string).collect(),
                     resources: adapter.resources.clone(),
                     output_limit: adapter.output_limit.to_string(),
                     timeout: adapter.timeout.to_string(),
@@ -117,7 +97,5 @@ impl Catalog {
 
 /// The template for `name` merged with `spec`, as the reconcilers will run it.
 pub fn resolve_declared(name: &str, spec: &AdapterSpec) -> ResolvedAdapter {
-    builtins::template(name)
-        .map_or_else(|| spec.clone(), |base| spec.over(&base))
-        .resolve(name)
+    builtins::template(name).map_or_else(|| spec.clone(), |base| spec.over(&base)).resolve(name)
 }

@@ -8,22 +8,14 @@ use crate::parse::{Object, Spec};
 
 /// Lowercase hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    Sha256::digest(bytes).iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// Lowercase hex SHA-256 of the canonical JSON of `value`.
 pub fn canonical_digest<T: Serialize>(value: &T) -> String {
     // serde_json's Value keeps object keys sorted, which makes the text canonical.
-    let canonical = serde_json::to_value(value)
-        .and_then(|v| serde_json::to_vec(&v))
-        .unwrap_or_default();
-    Sha256::digest(&canonical)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    let canonical = serde_json::to_value(value).and_then(|v| serde_json::to_vec(&v)).unwrap_or_default();
+    Sha256::digest(&canonical).iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// The digest of everything an object declares: a change of any field changes it.
@@ -71,10 +63,6 @@ mod tests {
         assert_eq!(execution_digest(&base), execution_digest(&labelled));
         let digest = object_digest(&base);
         assert_eq!(digest.len(), 64);
-        assert_eq!(
-            digest,
-            object_digest(&assignment("")),
-            "digests are deterministic"
-        );
+        assert_eq!(digest, object_digest(&assignment("")), "digests are deterministic");
     }
 }

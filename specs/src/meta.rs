@@ -10,9 +10,7 @@ use serde::{Deserialize, Serialize};
 pub const API_VERSION: &str = "roundtable.dev/v1alpha1";
 
 /// The resource kinds Roundtable reconciles.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum Kind {
     Adapter,
     Assignment,
@@ -62,18 +60,13 @@ pub struct ObjectKey {
 
 impl ObjectKey {
     pub fn new(kind: Kind, name: impl Into<String>) -> Self {
-        Self {
-            kind,
-            name: name.into(),
-        }
+        Self { kind, name: name.into() }
     }
 
     /// Parses `Kind/name`; the kind is matched case-insensitively, the name exactly.
     pub fn parse(text: &str) -> Option<Self> {
         let (kind, name) = text.split_once('/')?;
-        let kind = Kind::ALL
-            .into_iter()
-            .find(|k| k.as_str().eq_ignore_ascii_case(kind))?;
+        let kind = Kind::ALL.into_iter().find(|k| k.as_str().eq_ignore_ascii_case(kind))?;
         (!name.is_empty()).then(|| Self::new(kind, name))
     }
 }
@@ -93,10 +86,7 @@ mod tests {
         let key = ObjectKey::parse("assignment/fix-typo").expect("parses");
         assert_eq!(key, ObjectKey::new(Kind::Assignment, "fix-typo"));
         assert_eq!(key.to_string(), "Assignment/fix-typo");
-        assert_eq!(
-            ObjectKey::parse("Adapter/Qwen CLI").map(|k| k.name),
-            Some("Qwen CLI".into())
-        );
+        assert_eq!(ObjectKey::parse("Adapter/Qwen CLI").map(|k| k.name), Some("Qwen CLI".into()));
         assert!(ObjectKey::parse("Widget/x").is_none());
         assert!(ObjectKey::parse("Adapter/").is_none());
     }

@@ -20,11 +20,8 @@ pub const MAX_NAME_LEN: usize = 63;
 pub fn check_object_name(name: &str) -> Result<(), NameError> {
     let bytes = name.as_bytes();
     let edges_ok = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-    let body_ok = bytes
-        .iter()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-');
-    if name.len() > MAX_NAME_LEN || !body_ok || !edges_ok(bytes.first()) || !edges_ok(bytes.last())
-    {
+    let body_ok = bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-');
+    if name.len() > MAX_NAME_LEN || !body_ok || !edges_ok(bytes.first()) || !edges_ok(bytes.last()) {
         return Err(NameError(format!(
             "invalid name {name:?}: use lowercase letters, digits and '-', start and end with a letter or digit, at most {MAX_NAME_LEN} characters"
         )));
@@ -35,19 +32,13 @@ pub fn check_object_name(name: &str) -> Result<(), NameError> {
 /// Checks an Adapter name, which may be a display name (`Qwen CLI`) as long as its slug is usable.
 pub fn check_adapter_name(name: &str) -> Result<(), NameError> {
     if name.is_empty() || name.chars().count() > MAX_NAME_LEN {
-        return Err(NameError(format!(
-            "invalid adapter name {name:?}: 1 to {MAX_NAME_LEN} characters"
-        )));
+        return Err(NameError(format!("invalid adapter name {name:?}: 1 to {MAX_NAME_LEN} characters")));
     }
     if name.chars().any(char::is_control) {
-        return Err(NameError(format!(
-            "invalid adapter name {name:?}: control characters are not allowed"
-        )));
+        return Err(NameError(format!("invalid adapter name {name:?}: control characters are not allowed")));
     }
     if slug(name).is_empty() {
-        return Err(NameError(format!(
-            "invalid adapter name {name:?}: it must contain a letter or digit"
-        )));
+        return Err(NameError(format!("invalid adapter name {name:?}: it must contain a letter or digit")));
     }
     Ok(())
 }
@@ -149,19 +140,12 @@ impl FromStr for HostName {
                 && label.len() <= 63
                 && !label.starts_with('-')
                 && !label.ends_with('-')
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+                && label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
             if !valid {
-                return refuse(
-                    "each label is 1 to 63 of a-z, 0-9 and '-', not starting or ending with '-'",
-                );
+                return refuse("each label is 1 to 63 of a-z, 0-9 and '-', not starting or ending with '-'");
             }
         }
-        if labels
-            .last()
-            .is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit()))
-        {
+        if labels.last().is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit())) {
             return refuse("IP literals are not allowed; give an exact DNS name");
         }
         if labels.last() == Some(&"localhost") {
@@ -195,13 +179,8 @@ impl FromStr for EnvVarName {
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let mut bytes = text.bytes();
-        let first_ok = bytes
-            .next()
-            .is_some_and(|b| b.is_ascii_uppercase() || b == b'_');
-        if !first_ok
-            || !bytes.all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
-            || text.len() > 128
-        {
+        let first_ok = bytes.next().is_some_and(|b| b.is_ascii_uppercase() || b == b'_');
+        if !first_ok || !bytes.all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_') || text.len() > 128 {
             return Err(NameError(format!(
                 "invalid environment variable name {text:?}: use A-Z, 0-9 and '_', not starting with a digit"
             )));
@@ -235,23 +214,15 @@ impl ImageRef {
 }
 
 fn is_sha256_digest(text: &str) -> bool {
-    text.strip_prefix("sha256:").is_some_and(|hex| {
-        hex.len() == 64
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
+    text.strip_prefix("sha256:")
+        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
 }
 
 impl FromStr for ImageRef {
     type Err = NameError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let refuse = |why: &str| {
-            Err(NameError(format!(
-                "invalid image reference {text:?}: {why}"
-            )))
-        };
+        let refuse = |why: &str| Err(NameError(format!("invalid image reference {text:?}: {why}")));
         if text.starts_with("sha256:") {
             return if is_sha256_digest(text) {
                 Ok(Self(text.to_owned()))
@@ -271,46 +242,34 @@ impl FromStr for ImageRef {
         // A colon after the last slash separates the tag; one before it belongs to a registry port.
         let last_slash = name_and_tag.rfind('/').map_or(0, |i| i + 1);
         let (name, tag) = match name_and_tag[last_slash..].rfind(':') {
-            Some(i) => (
-                &name_and_tag[..last_slash + i],
-                Some(&name_and_tag[last_slash + i + 1..]),
-            ),
+            Some(i) => (&name_and_tag[..last_slash + i], Some(&name_and_tag[last_slash + i + 1..])),
             None => (name_and_tag, None),
         };
         if let Some(tag) = tag {
             let tag_ok = !tag.is_empty()
                 && tag.len() <= 128
                 && !tag.starts_with(['.', '-'])
-                && tag
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+                && tag.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
             if !tag_ok {
                 return refuse("a tag is 1 to 128 of letters, digits, '.', '_' and '-'");
             }
         }
         let mut components: Vec<&str> = name.split('/').collect();
-        let registry_like = components.len() > 1 && components[0].contains(['.', ':'])
-            || components[0] == "localhost";
+        let registry_like = components.len() > 1 && components[0].contains(['.', ':']) || components[0] == "localhost";
         if registry_like {
             let registry = components.remove(0);
-            let registry_ok = registry
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b".-:".contains(&b));
+            let registry_ok = registry.bytes().all(|b| b.is_ascii_alphanumeric() || b".-:".contains(&b));
             if !registry_ok {
                 return refuse("the registry host is not a host name with an optional port");
             }
         }
         for component in &components {
             let ok = !component.is_empty()
-                && component
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
+                && component.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
                 && component.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
                 && component.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit());
             if !ok {
-                return refuse(
-                    "repository path components are lowercase letters, digits and separators",
-                );
+                return refuse("repository path components are lowercase letters, digits and separators");
             }
         }
         Ok(Self(text.to_owned()))
@@ -344,15 +303,10 @@ impl FromStr for Cidr {
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let net: ipnet::IpNet = text.parse().map_err(|_| {
-            NameError(format!(
-                "invalid CIDR {text:?}: expected an address and prefix length like 10.0.0.0/8"
-            ))
+            NameError(format!("invalid CIDR {text:?}: expected an address and prefix length like 10.0.0.0/8"))
         })?;
         if net.trunc() != net {
-            return Err(NameError(format!(
-                "invalid CIDR {text:?}: host bits are set; did you mean {}?",
-                net.trunc()
-            )));
+            return Err(NameError(format!("invalid CIDR {text:?}: host bits are set; did you mean {}?", net.trunc())));
         }
         Ok(Self(net))
     }
@@ -372,9 +326,7 @@ impl Serialize for Cidr {
 
 impl<'de> Deserialize<'de> for Cidr {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        String::deserialize(deserializer)?
-            .parse()
-            .map_err(serde::de::Error::custom)
+        String::deserialize(deserializer)?.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -408,14 +360,10 @@ impl FromStr for VersionFloor {
         let core = text.split(['-', '+']).next().unwrap_or_default();
         let parts: Vec<&str> = core.split('.').collect();
         let ok = (1..=3).contains(&parts.len())
-            && parts
-                .iter()
-                .all(|p| !p.is_empty() && p.len() <= 9 && p.bytes().all(|b| b.is_ascii_digit()))
+            && parts.iter().all(|p| !p.is_empty() && p.len() <= 9 && p.bytes().all(|b| b.is_ascii_digit()))
             && text.len() <= 64;
         if !ok {
-            return Err(NameError(format!(
-                "invalid version {text:?}: expected a version like 0.50.0"
-            )));
+            return Err(NameError(format!("invalid version {text:?}: expected a version like 0.50.0")));
         }
         Ok(Self(text.to_owned()))
     }
@@ -457,11 +405,7 @@ mod tests {
 
     #[test]
     fn hosts_are_exact_canonical_names() {
-        for ok in [
-            "api.openai.com",
-            "generativelanguage.googleapis.com",
-            "a-b.example",
-        ] {
+        for ok in ["api.openai.com", "generativelanguage.googleapis.com", "a-b.example"] {
             assert!(ok.parse::<HostName>().is_ok(), "{ok}");
         }
         for bad in [
@@ -500,11 +444,7 @@ mod tests {
             ("busybox", true, false),
             ("roundtable-test/agent:v1", true, false),
             ("registry.example:5000/codex-agent:1.0", true, false),
-            (
-                &*format!("registry.example/codex-agent@{digest}"),
-                true,
-                true,
-            ),
+            (&*format!("registry.example/codex-agent@{digest}"), true, true),
             (&*digest, true, true),
             ("localhost/x", true, false),
             ("sha256:abc", false, false),

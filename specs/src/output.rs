@@ -32,21 +32,14 @@ pub struct ListMeta {
 
 impl<T: ListItem> List<T> {
     pub fn of(items: Vec<T>) -> Self {
-        Self {
-            api_version: API_VERSION.into(),
-            kind: T::LIST_KIND.into(),
-            metadata: ListMeta::default(),
-            items,
-        }
+        Self { api_version: API_VERSION.into(), kind: T::LIST_KIND.into(), metadata: ListMeta::default(), items }
     }
 }
 
 // === validation ===
 
 /// How bad a finding is: errors make `validate` exit 1; warnings are shown but pass.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Severity {
     Error,

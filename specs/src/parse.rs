@@ -58,11 +58,7 @@ pub struct Origin {
 
 impl Origin {
     fn document(&self) -> Document<'_> {
-        Document {
-            text: &self.text[self.start..self.end],
-            offset: self.start,
-            first_line: self.first_line,
-        }
+        Document { text: &self.text[self.start..self.end], offset: self.start, first_line: self.first_line }
     }
 
     /// The path as written in the file: `spec.providerHosts` is `adapters.<name>.provider_hosts`
@@ -79,10 +75,7 @@ impl Origin {
         };
         for segment in rest {
             written = match segment {
-                Segment::Key(key)
-                    if key == "name"
-                        && segments.first() == Some(&Segment::Key("metadata".into())) =>
-                {
+                Segment::Key(key) if key == "name" && segments.first() == Some(&Segment::Key("metadata".into())) => {
                     written
                 }
                 Segment::Key(key) => written.key(&camel_to_snake(key)),
@@ -103,12 +96,7 @@ impl Origin {
     }
 
     /// A finding about the field at `path` of this object.
-    pub fn finding(
-        &self,
-        path: &FieldPath,
-        severity: Severity,
-        message: impl Into<String>,
-    ) -> ValidationError {
+    pub fn finding(&self, path: &FieldPath, severity: Severity, message: impl Into<String>) -> ValidationError {
         let position = self.position(path);
         ValidationError {
             file: self.file.to_string(),
@@ -176,11 +164,7 @@ pub fn parse_file(file: &str, relative_path: &str, text: &str) -> ParsedFile {
     if text.len() > yaml::MAX_FILE_BYTES {
         parsed.errors.push(file_error(
             file,
-            format!(
-                "file is {} bytes; spec files are limited to {} bytes",
-                text.len(),
-                yaml::MAX_FILE_BYTES
-            ),
+            format!("file is {} bytes; spec files are limited to {} bytes", text.len(), yaml::MAX_FILE_BYTES),
         ));
         return parsed;
     }
@@ -195,12 +179,7 @@ pub fn parse_file(file: &str, relative_path: &str, text: &str) -> ParsedFile {
             first_line: document.first_line,
             legacy_name: None,
         };
-        read_document(
-            &document,
-            origin,
-            legacy::is_legacy_path(relative_path),
-            &mut parsed,
-        );
+        read_document(&document, origin, legacy::is_legacy_path(relative_path), &mut parsed);
     }
     parsed
 }
@@ -216,12 +195,7 @@ fn problem_to_error(file: &str, problem: yaml::YamlProblem, prefix: &str) -> Val
     }
 }
 
-fn read_document(
-    document: &Document<'_>,
-    origin: Origin,
-    legacy_file: bool,
-    parsed: &mut ParsedFile,
-) {
+fn read_document(document: &Document<'_>, origin: Origin, legacy_file: bool, parsed: &mut ParsedFile) {
     let header = match document.deserialize::<Header>() {
         Ok(header) => header,
         Err(problem) => {
@@ -230,9 +204,7 @@ fn read_document(
             } else {
                 ""
             };
-            parsed
-                .errors
-                .push(problem_to_error(&origin.file, problem, prefix));
+            parsed.errors.push(problem_to_error(&origin.file, problem, prefix));
             return;
         }
     };
@@ -241,10 +213,7 @@ fn read_document(
         return;
     }
     let Some(api_version) = header.api_version else {
-        parsed.errors.push(origin.error(
-            &FieldPath::root(),
-            format!("missing apiVersion (expected {API_VERSION})"),
-        ));
+        parsed.errors.push(origin.error(&FieldPath::root(), format!("missing apiVersion (expected {API_VERSION})")));
         return;
     };
     if api_version != API_VERSION {
@@ -255,10 +224,7 @@ fn read_document(
         return;
     }
     let Some(kind_text) = header.kind else {
-        parsed.errors.push(origin.error(
-            &FieldPath::root(),
-            "missing kind (Adapter, Assignment or AdmissionPolicy)",
-        ));
+        parsed.errors.push(origin.error(&FieldPath::root(), "missing kind (Adapter, Assignment or AdmissionPolicy)"));
         return;
     };
     let Some(kind) = Kind::parse(&kind_text) else {
@@ -269,25 +235,17 @@ fn read_document(
         return;
     };
     let typed = match kind {
-        Kind::Adapter => document
-            .deserialize::<resource::Adapter>()
-            .map(|r| (r.metadata, Spec::Adapter(r.spec))),
-        Kind::Assignment => document
-            .deserialize::<resource::Assignment>()
-            .map(|r| (r.metadata, Spec::Assignment(r.spec))),
-        Kind::AdmissionPolicy => document
-            .deserialize::<resource::AdmissionPolicy>()
-            .map(|r| (r.metadata, Spec::AdmissionPolicy(r.spec))),
+        Kind::Adapter => document.deserialize::<resource::Adapter>().map(|r| (r.metadata, Spec::Adapter(r.spec))),
+        Kind::Assignment => {
+            document.deserialize::<resource::Assignment>().map(|r| (r.metadata, Spec::Assignment(r.spec)))
+        }
+        Kind::AdmissionPolicy => {
+            document.deserialize::<resource::AdmissionPolicy>().map(|r| (r.metadata, Spec::AdmissionPolicy(r.spec)))
+        }
     };
     match typed {
-        Ok((metadata, spec)) => parsed.objects.push(Object {
-            metadata,
-            spec,
-            origin,
-        }),
-        Err(problem) => parsed
-            .errors
-            .push(problem_to_error(&origin.file, problem, "")),
+        Ok((metadata, spec)) => parsed.objects.push(Object { metadata, spec, origin }),
+        Err(problem) => parsed.errors.push(problem_to_error(&origin.file, problem, "")),
     }
 }
 
@@ -295,29 +253,14 @@ fn read_legacy(document: &Document<'_>, origin: Origin, parsed: &mut ParsedFile)
     let config = match document.deserialize::<LegacyConfig>() {
         Ok(config) => config,
         Err(problem) => {
-            parsed.errors.push(problem_to_error(
-                &origin.file,
-                problem,
-                "legacy config.yaml: ",
-            ));
+            parsed.errors.push(problem_to_error(&origin.file, problem, "legacy config.yaml: "));
             return;
         }
     };
     for (name, entry) in config.adapters {
-        let metadata = ObjectMeta {
-            name: name.clone(),
-            labels: Default::default(),
-            annotations: Default::default(),
-        };
-        let origin = Origin {
-            legacy_name: Some(name),
-            ..origin.clone()
-        };
-        parsed.objects.push(Object {
-            metadata,
-            spec: Spec::Adapter(entry.into()),
-            origin,
-        });
+        let metadata = ObjectMeta { name: name.clone(), labels: Default::default(), annotations: Default::default() };
+        let origin = Origin { legacy_name: Some(name), ..origin.clone() };
+        parsed.objects.push(Object { metadata, spec: Spec::Adapter(entry.into()), origin });
     }
 }
 
@@ -325,7 +268,8 @@ fn read_legacy(document: &Document<'_>, origin: Origin, parsed: &mut ParsedFile)
 mod tests {
     use super::*;
 
-    const ADAPTER: &str = "apiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata: {name: codex}\nspec:\n  image: busybox\n";
+    const ADAPTER: &str =
+        "apiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata: {name: codex}\nspec:\n  image: busybox\n";
 
     #[test]
     fn reads_every_document_of_a_file() {
@@ -342,40 +286,17 @@ mod tests {
     #[test]
     fn header_problems_name_the_field() {
         let cases = [
-            (
-                "kind: Adapter\nmetadata: {name: a}\nspec: {}\n",
-                "",
-                "missing apiVersion",
-            ),
-            (
-                "apiVersion: v1\nkind: Adapter\n",
-                "apiVersion",
-                "unsupported apiVersion",
-            ),
-            (
-                "apiVersion: roundtable.dev/v1alpha1\nmetadata: {name: a}\n",
-                "",
-                "missing kind",
-            ),
-            (
-                "apiVersion: roundtable.dev/v1alpha1\nkind: Widget\n",
-                "kind",
-                "unknown kind",
-            ),
+            ("kind: Adapter\nmetadata: {name: a}\nspec: {}\n", "", "missing apiVersion"),
+            ("apiVersion: v1\nkind: Adapter\n", "apiVersion", "unsupported apiVersion"),
+            ("apiVersion: roundtable.dev/v1alpha1\nmetadata: {name: a}\n", "", "missing kind"),
+            ("apiVersion: roundtable.dev/v1alpha1\nkind: Widget\n", "kind", "unknown kind"),
             ("- a\n- b\n", "", "a resource is a mapping"),
         ];
         for (text, path, message) in cases {
             let parsed = parse_file("f.yaml", "f.yaml", text);
-            let error = parsed
-                .errors
-                .first()
-                .unwrap_or_else(|| panic!("no error for {text:?}"));
+            let error = parsed.errors.first().unwrap_or_else(|| panic!("no error for {text:?}"));
             assert_eq!(error.path, path, "{text:?}");
-            assert!(
-                error.message.starts_with(message),
-                "{text:?}: {}",
-                error.message
-            );
+            assert!(error.message.starts_with(message), "{text:?}: {}", error.message);
         }
     }
 
@@ -393,14 +314,13 @@ mod tests {
 
     #[test]
     fn legacy_config_yields_adapters_with_written_paths() {
-        let text = "adapters:\n  qwen:\n    image: busybox\n    command: qwen\n    provider_hosts: [api.qwen.example]\n";
+        let text =
+            "adapters:\n  qwen:\n    image: busybox\n    command: qwen\n    provider_hosts: [api.qwen.example]\n";
         let parsed = parse_file("config.yaml", "config.yaml", text);
         assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
         let object = &parsed.objects[0];
         assert_eq!(object.metadata.name, "qwen");
-        let finding = object
-            .origin
-            .error(&FieldPath::parse("spec.providerHosts[0]"), "x");
+        let finding = object.origin.error(&FieldPath::parse("spec.providerHosts[0]"), "x");
         assert_eq!(finding.path, "adapters.qwen.provider_hosts[0]");
         assert_eq!(finding.line, 5);
     }
@@ -416,11 +336,7 @@ mod tests {
 
     #[test]
     fn legacy_format_is_only_read_from_config_yaml() {
-        let parsed = parse_file(
-            "other.yaml",
-            "other.yaml",
-            "adapters:\n  qwen: {image: busybox}\n",
-        );
+        let parsed = parse_file("other.yaml", "other.yaml", "adapters:\n  qwen: {image: busybox}\n");
         assert!(parsed.objects.is_empty());
         assert!(parsed.errors[0].message.contains("missing apiVersion"));
     }

@@ -18,9 +18,7 @@ pub enum ResumeError {
     UnterminatedQuote(&'static str),
     #[error("a trailing backslash escapes nothing")]
     TrailingBackslash,
-    #[error(
-        "{0:?} is shell syntax, but no shell runs resume patterns; quote it if it is meant literally"
-    )]
+    #[error("{0:?} is shell syntax, but no shell runs resume patterns; quote it if it is meant literally")]
     ShellSyntax(char),
     #[error("the pattern is empty")]
     Empty,
@@ -63,14 +61,8 @@ impl FromStr for ExternalSessionId {
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let ok = (1..=128).contains(&text.len())
-            && text
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        if ok {
-            Ok(Self(text.to_owned()))
-        } else {
-            Err(ResumeError::InvalidSessionId(text.to_owned()))
-        }
+            && text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if ok { Ok(Self(text.to_owned())) } else { Err(ResumeError::InvalidSessionId(text.to_owned())) }
     }
 }
 
@@ -182,10 +174,7 @@ impl FromStr for ResumePattern {
         if args.first() == Some(&Arg::SessionId) {
             return Err(ResumeError::PlaceholderAsCommand);
         }
-        Ok(Self {
-            source: text.to_owned(),
-            args,
-        })
+        Ok(Self { source: text.to_owned(), args })
     }
 }
 
@@ -204,8 +193,7 @@ impl Serialize for ResumePattern {
 impl<'de> Deserialize<'de> for ResumePattern {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = String::deserialize(deserializer)?;
-        text.parse()
-            .map_err(|e| serde::de::Error::custom(format!("invalid resume pattern: {e}")))
+        text.parse().map_err(|e| serde::de::Error::custom(format!("invalid resume pattern: {e}")))
     }
 }
 
@@ -233,32 +221,20 @@ mod tests {
 
     #[test]
     fn renders_the_id_as_one_argument() {
-        let pattern: ResumePattern = "codex exec resume {{external_session_id}}"
-            .parse()
-            .expect("valid");
-        assert_eq!(
-            pattern.render(&session("abc-123")),
-            ["codex", "exec", "resume", "abc-123"]
-        );
+        let pattern: ResumePattern = "codex exec resume {{external_session_id}}".parse().expect("valid");
+        assert_eq!(pattern.render(&session("abc-123")), ["codex", "exec", "resume", "abc-123"]);
     }
 
     #[test]
     fn quoting_keeps_spaces_inside_one_argument() {
         let pattern: ResumePattern =
-            r#"my-cli --note 'two words' "say \"hi\"" a\ b {{external_session_id}}"#
-                .parse()
-                .expect("valid");
-        assert_eq!(
-            pattern.render(&session("x")),
-            ["my-cli", "--note", "two words", r#"say "hi""#, "a b", "x"]
-        );
+            r#"my-cli --note 'two words' "say \"hi\"" a\ b {{external_session_id}}"#.parse().expect("valid");
+        assert_eq!(pattern.render(&session("x")), ["my-cli", "--note", "two words", r#"say "hi""#, "a b", "x"]);
     }
 
     #[test]
     fn quoted_placeholder_is_still_whole() {
-        let pattern: ResumePattern = "cli --resume '{{external_session_id}}'"
-            .parse()
-            .expect("valid");
+        let pattern: ResumePattern = "cli --resume '{{external_session_id}}'".parse().expect("valid");
         assert_eq!(pattern.render(&session("s1")), ["cli", "--resume", "s1"]);
     }
 
@@ -266,30 +242,12 @@ mod tests {
     fn refuses_broken_patterns() {
         let cases: [(&str, ResumeError); 8] = [
             ("codex resume", ResumeError::PlaceholderCount(0)),
-            (
-                "c {{external_session_id}} {{external_session_id}}",
-                ResumeError::PlaceholderCount(2),
-            ),
-            (
-                "c --id={{external_session_id}}",
-                ResumeError::PlaceholderNotWhole("--id={{external_session_id}}".into()),
-            ),
-            (
-                "{{external_session_id}} go",
-                ResumeError::PlaceholderAsCommand,
-            ),
-            (
-                "c 'open {{external_session_id}}",
-                ResumeError::UnterminatedQuote("single"),
-            ),
-            (
-                "c {{external_session_id}}; rm -rf /",
-                ResumeError::ShellSyntax(';'),
-            ),
-            (
-                "c $(id) {{external_session_id}}",
-                ResumeError::ShellSyntax('$'),
-            ),
+            ("c {{external_session_id}} {{external_session_id}}", ResumeError::PlaceholderCount(2)),
+            ("c --id={{external_session_id}}", ResumeError::PlaceholderNotWhole("--id={{external_session_id}}".into())),
+            ("{{external_session_id}} go", ResumeError::PlaceholderAsCommand),
+            ("c 'open {{external_session_id}}", ResumeError::UnterminatedQuote("single")),
+            ("c {{external_session_id}}; rm -rf /", ResumeError::ShellSyntax(';')),
+            ("c $(id) {{external_session_id}}", ResumeError::ShellSyntax('$')),
             ("", ResumeError::Empty),
         ];
         for (text, expected) in cases {

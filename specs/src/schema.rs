@@ -4,8 +4,7 @@
 use schemars::{JsonSchema, generate::SchemaSettings};
 
 use crate::output::{
-    AdapterItem, DescribeItem, DoctorReport, EventItem, List, ObjectStatus, PlannedChange,
-    ValidationError,
+    AdapterItem, DescribeItem, DoctorReport, EventItem, List, ObjectStatus, PlannedChange, ValidationError,
 };
 use crate::resource::{Adapter, AdmissionPolicy, AnyResource, Assignment};
 
@@ -28,10 +27,7 @@ pub fn all() -> Vec<(String, String)> {
         render::<Assignment>("assignment.json", "Assignment"),
         render::<AdmissionPolicy>("admission-policy.json", "AdmissionPolicy"),
         render::<AnyResource>("roundtable.json", "Roundtable resource (any kind)"),
-        render::<List<ValidationError>>(
-            "outputs/validation-error-list.json",
-            "ValidationErrorList",
-        ),
+        render::<List<ValidationError>>("outputs/validation-error-list.json", "ValidationErrorList"),
         render::<List<AdapterItem>>("outputs/adapter-list.json", "AdapterList"),
         render::<List<DoctorReport>>("outputs/doctor-report-list.json", "DoctorReportList"),
         render::<List<ObjectStatus>>("outputs/object-status-list.json", "ObjectStatusList"),

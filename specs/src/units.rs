@@ -30,11 +30,7 @@ impl FromStr for Duration {
     type Err = UnitError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let invalid = || {
-            UnitError(format!(
-                "invalid duration {text:?}: expected forms like 30s, 20m, 24h or 1h30m"
-            ))
-        };
+        let invalid = || UnitError(format!("invalid duration {text:?}: expected forms like 30s, 20m, 24h or 1h30m"));
         if text.is_empty() {
             return Err(invalid());
         }
@@ -71,13 +67,7 @@ impl fmt::Display for Duration {
         if millis == 0 {
             return f.write_str("0s");
         }
-        for (unit, size) in [
-            ("d", 86_400_000),
-            ("h", 3_600_000),
-            ("m", 60_000),
-            ("s", 1_000),
-            ("ms", 1),
-        ] {
+        for (unit, size) in [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1)] {
             if millis >= size {
                 write!(f, "{}{unit}", millis / size)?;
                 millis %= size;
@@ -119,10 +109,7 @@ impl FromStr for Quantity {
                 "invalid quantity {text:?}: expected bytes or a number with Ki, Mi, Gi, Ti, k, M, G or T (like 512Mi)"
             ))
         };
-        let number_len = text
-            .bytes()
-            .take_while(|b| b.is_ascii_digit() || *b == b'.')
-            .count();
+        let number_len = text.bytes().take_while(|b| b.is_ascii_digit() || *b == b'.').count();
         let (number, suffix) = text.split_at(number_len);
         let multiplier: u64 = match suffix {
             "" => 1,
@@ -142,16 +129,10 @@ impl FromStr for Quantity {
         }
         let whole: u128 = whole.parse().map_err(|_| invalid())?;
         let scale = 10u128.pow(fraction.len() as u32);
-        let fraction: u128 = if fraction.is_empty() {
-            0
-        } else {
-            fraction.parse().map_err(|_| invalid())?
-        };
+        let fraction: u128 = if fraction.is_empty() { 0 } else { fraction.parse().map_err(|_| invalid())? };
         let scaled = (whole * scale + fraction) * u128::from(multiplier);
         if !scaled.is_multiple_of(scale) {
-            return Err(UnitError(format!(
-                "invalid quantity {text:?}: not a whole number of bytes"
-            )));
+            return Err(UnitError(format!("invalid quantity {text:?}: not a whole number of bytes")));
         }
         let bytes = u64::try_from(scaled / scale).map_err(|_| invalid())?;
         Ok(Self(bytes))
@@ -194,25 +175,17 @@ impl FromStr for Cpus {
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let invalid = || {
-            UnitError(format!(
-                "invalid CPU count {text:?}: expected a number like 2 or 0.5, or millicores like 500m"
-            ))
+            UnitError(format!("invalid CPU count {text:?}: expected a number like 2 or 0.5, or millicores like 500m"))
         };
         if let Some(millis) = text.strip_suffix('m') {
-            if millis.is_empty() || millis.len() > 7 || !millis.bytes().all(|b| b.is_ascii_digit())
-            {
+            if millis.is_empty() || millis.len() > 7 || !millis.bytes().all(|b| b.is_ascii_digit()) {
                 return Err(invalid());
             }
             return millis.parse().map(Self).map_err(|_| invalid());
         }
         let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
         let digits_only = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-        if whole.is_empty()
-            || whole.len() > 4
-            || fraction.len() > 3
-            || !digits_only(whole)
-            || !digits_only(fraction)
-        {
+        if whole.is_empty() || whole.len() > 4 || fraction.len() > 3 || !digits_only(whole) || !digits_only(fraction) {
             return Err(invalid());
         }
         let whole: u32 = whole.parse().map_err(|_| invalid())?;
@@ -224,11 +197,7 @@ impl FromStr for Cpus {
 
 impl fmt::Display for Cpus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_multiple_of(1000) {
-            write!(f, "{}", self.0 / 1000)
-        } else {
-            write!(f, "{}m", self.0)
-        }
+        if self.0.is_multiple_of(1000) { write!(f, "{}", self.0 / 1000) } else { write!(f, "{}m", self.0) }
     }
 }
 
@@ -330,21 +299,8 @@ mod tests {
 
     #[test]
     fn durations_reject_what_they_do_not_understand() {
-        for text in [
-            "",
-            "30",
-            "s",
-            "1.5h",
-            "-5s",
-            "5 s",
-            "5sec",
-            "1w",
-            "99999999999999999h",
-        ] {
-            assert!(
-                text.parse::<Duration>().is_err(),
-                "{text:?} should not parse"
-            );
+        for text in ["", "30", "s", "1.5h", "-5s", "5 s", "5sec", "1w", "99999999999999999h"] {
+            assert!(text.parse::<Duration>().is_err(), "{text:?} should not parse");
         }
     }
 
@@ -358,11 +314,7 @@ mod tests {
             ("4096", 4096),
             ("1M", 1_000_000),
         ] {
-            assert_eq!(
-                text.parse::<Quantity>().expect(text).bytes(),
-                bytes,
-                "{text}"
-            );
+            assert_eq!(text.parse::<Quantity>().expect(text).bytes(), bytes, "{text}");
         }
         assert_eq!(Quantity::gibibytes(2).to_string(), "2Gi");
         assert_eq!(Quantity::from_bytes(1500).to_string(), "1500");
@@ -371,10 +323,7 @@ mod tests {
     #[test]
     fn quantities_reject_nonsense() {
         for text in ["", "Mi", "2GB", "1.2.3Gi", "-1Gi", "0.5", "1e9", "2 Gi"] {
-            assert!(
-                text.parse::<Quantity>().is_err(),
-                "{text:?} should not parse"
-            );
+            assert!(text.parse::<Quantity>().is_err(), "{text:?} should not parse");
         }
     }
 

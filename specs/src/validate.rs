@@ -62,10 +62,7 @@ fn check_cap<T: PartialOrd + std::fmt::Display>(
         if value <= zero {
             out.push(origin.error(&path(field), format!("must be greater than {zero}")));
         } else if value > cap {
-            out.push(origin.error(
-                &path(field),
-                format!("{value} exceeds the hard cap of {cap}"),
-            ));
+            out.push(origin.error(&path(field), format!("{value} exceeds the hard cap of {cap}")));
         }
     }
 }
@@ -74,54 +71,12 @@ fn check_adapter(spec: &AdapterSpec, origin: &Origin, out: &mut Vec<ValidationEr
     use crate::units::{Cpus, Quantity};
     let resources = spec.resources.clone().unwrap_or_default();
     let zero = Quantity::from_bytes(0);
-    check_cap(
-        resources.memory,
-        Quantity::mebibytes(6),
-        limits::MAX_MEMORY,
-        "spec.resources.memory",
-        origin,
-        out,
-    );
-    check_cap(
-        resources.cpus,
-        Cpus::whole(0),
-        limits::MAX_CPUS,
-        "spec.resources.cpus",
-        origin,
-        out,
-    );
-    check_cap(
-        resources.pids,
-        0,
-        limits::MAX_PIDS,
-        "spec.resources.pids",
-        origin,
-        out,
-    );
-    check_cap(
-        resources.workspace_size,
-        zero,
-        limits::MAX_WORKSPACE,
-        "spec.resources.workspaceSize",
-        origin,
-        out,
-    );
-    check_cap(
-        resources.tmp_size,
-        zero,
-        limits::MAX_TMP,
-        "spec.resources.tmpSize",
-        origin,
-        out,
-    );
-    check_cap(
-        spec.output_limit,
-        zero,
-        limits::MAX_OUTPUT_LIMIT,
-        "spec.outputLimit",
-        origin,
-        out,
-    );
+    check_cap(resources.memory, Quantity::mebibytes(6), limits::MAX_MEMORY, "spec.resources.memory", origin, out);
+    check_cap(resources.cpus, Cpus::whole(0), limits::MAX_CPUS, "spec.resources.cpus", origin, out);
+    check_cap(resources.pids, 0, limits::MAX_PIDS, "spec.resources.pids", origin, out);
+    check_cap(resources.workspace_size, zero, limits::MAX_WORKSPACE, "spec.resources.workspaceSize", origin, out);
+    check_cap(resources.tmp_size, zero, limits::MAX_TMP, "spec.resources.tmpSize", origin, out);
+    check_cap(spec.output_limit, zero, limits::MAX_OUTPUT_LIMIT, "spec.outputLimit", origin, out);
     if let Some(timeout) = spec.timeout
         && timeout.as_std().is_zero()
     {
@@ -134,17 +89,11 @@ fn check_adapter(spec: &AdapterSpec, origin: &Origin, out: &mut Vec<ValidationEr
     }
     for (i, arg) in spec.args.iter().flatten().enumerate() {
         if arg.contains('\0') {
-            out.push(origin.error(
-                &path("spec.args").index(i),
-                "NUL bytes cannot be passed as arguments",
-            ));
+            out.push(origin.error(&path("spec.args").index(i), "NUL bytes cannot be passed as arguments"));
         }
     }
     if spec.supports_resume == Some(true) && spec.resume_pattern.is_none() {
-        out.push(origin.error(
-            &path("spec.supportsResume"),
-            "supportsResume needs a resumePattern",
-        ));
+        out.push(origin.error(&path("spec.supportsResume"), "supportsResume needs a resumePattern"));
     }
     if let Some(contract) = &spec.contract {
         let plain = !contract.is_empty()
@@ -158,29 +107,9 @@ fn check_adapter(spec: &AdapterSpec, origin: &Origin, out: &mut Vec<ValidationEr
             ));
         }
     }
-    report_duplicates(
-        spec.provider_hosts
-            .iter()
-            .flatten()
-            .map(ToString::to_string),
-        "spec.providerHosts",
-        origin,
-        out,
-    );
-    report_duplicates(
-        spec.credential_env
-            .iter()
-            .flatten()
-            .map(ToString::to_string),
-        "spec.credentialEnv",
-        origin,
-        out,
-    );
-    let cidrs = spec
-        .egress
-        .iter()
-        .flat_map(|e| e.allow_cidrs.iter())
-        .map(ToString::to_string);
+    report_duplicates(spec.provider_hosts.iter().flatten().map(ToString::to_string), "spec.providerHosts", origin, out);
+    report_duplicates(spec.credential_env.iter().flatten().map(ToString::to_string), "spec.credentialEnv", origin, out);
+    let cidrs = spec.egress.iter().flat_map(|e| e.allow_cidrs.iter()).map(ToString::to_string);
     report_duplicates(cidrs, "spec.egress.allowCidrs", origin, out);
 }
 
@@ -212,10 +141,7 @@ fn readable_path_problem(entry: &str) -> Option<&'static str> {
     if entry.contains('\\') {
         return Some("use '/' as the separator");
     }
-    let components: Vec<&str> = entry
-        .split('/')
-        .filter(|c| !c.is_empty() && *c != ".")
-        .collect();
+    let components: Vec<&str> = entry.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
     if components.contains(&"..") {
         return Some("'..' is not allowed; paths stay inside the repository");
     }
@@ -234,10 +160,7 @@ fn check_assignment(spec: &AssignmentSpec, origin: &Origin, out: &mut Vec<Valida
     }
     for (i, entry) in spec.readable_paths.iter().enumerate() {
         if let Some(problem) = readable_path_problem(entry) {
-            out.push(origin.error(
-                &path("spec.readablePaths").index(i),
-                format!("{entry:?}: {problem}"),
-            ));
+            out.push(origin.error(&path("spec.readablePaths").index(i), format!("{entry:?}: {problem}")));
         }
     }
     if spec.task.id.trim().is_empty() {
@@ -247,11 +170,7 @@ fn check_assignment(spec: &AssignmentSpec, origin: &Origin, out: &mut Vec<Valida
         out.push(origin.error(&path("spec.task.prompt"), "must not be empty"));
     }
     let revision = &spec.source.revision;
-    if revision.is_empty()
-        || revision.starts_with('-')
-        || revision
-            .chars()
-            .any(|c| c.is_whitespace() || c.is_control())
+    if revision.is_empty() || revision.starts_with('-') || revision.chars().any(|c| c.is_whitespace() || c.is_control())
     {
         out.push(origin.error(
             &path("spec.source.revision"),
@@ -260,18 +179,12 @@ fn check_assignment(spec: &AssignmentSpec, origin: &Origin, out: &mut Vec<Valida
     }
     let repo = &spec.source.repo;
     if repo.is_empty() || repo.starts_with('/') || has_control(repo) {
-        out.push(origin.error(
-            &path("spec.source.repo"),
-            "must be a path relative to the project root",
-        ));
+        out.push(origin.error(&path("spec.source.repo"), "must be a path relative to the project root"));
     }
     if let Some(model) = &spec.model
         && (model.trim().is_empty() || has_control(model))
     {
-        out.push(origin.error(
-            &path("spec.model"),
-            "must be a non-empty name without control characters",
-        ));
+        out.push(origin.error(&path("spec.model"), "must be a non-empty name without control characters"));
     }
     if spec.retries > MAX_RETRIES {
         out.push(origin.error(&path("spec.retries"), format!("at most {MAX_RETRIES}")));
@@ -296,11 +209,7 @@ fn check_across(objects: &[Object], out: &mut Vec<ValidationError>) {
         match first_seen.get(&object.key()) {
             Some(first) => out.push(object.origin.error(
                 &path("metadata.name"),
-                format!(
-                    "{} is declared twice; first at {}",
-                    object.key(),
-                    first.origin.describe()
-                ),
+                format!("{} is declared twice; first at {}", object.key(), first.origin.describe()),
             )),
             None => {
                 first_seen.insert(object.key(), object);
@@ -309,10 +218,8 @@ fn check_across(objects: &[Object], out: &mut Vec<ValidationError>) {
     }
 
     // Adapter names whose slugs collide (receipts and contracts are stored by slug).
-    let mut slugs: BTreeMap<String, String> = builtins::BUILTIN_NAMES
-        .iter()
-        .map(|name| (slug(name), format!("built-in adapter {name}")))
-        .collect();
+    let mut slugs: BTreeMap<String, String> =
+        builtins::BUILTIN_NAMES.iter().map(|name| (slug(name), format!("built-in adapter {name}"))).collect();
     let mut declared_names = BTreeSet::new();
     for object in objects.iter().filter(|o| o.kind() == Kind::Adapter) {
         let name = &object.metadata.name;
@@ -321,35 +228,22 @@ fn check_across(objects: &[Object], out: &mut Vec<ValidationError>) {
         }
         let object_slug = slug(name);
         match slugs.get(&object_slug) {
-            Some(owner) if owner != &format!("built-in adapter {name}") => {
-                out.push(object.origin.error(
-                    &path("metadata.name"),
-                    format!(
-                        "adapter {name:?} has slug {object_slug:?}, which {owner} already uses"
-                    ),
-                ))
-            }
+            Some(owner) if owner != &format!("built-in adapter {name}") => out.push(object.origin.error(
+                &path("metadata.name"),
+                format!("adapter {name:?} has slug {object_slug:?}, which {owner} already uses"),
+            )),
             Some(_) => {}
             None => {
-                slugs.insert(
-                    object_slug,
-                    format!("adapter {name:?} at {}", object.origin.describe()),
-                );
+                slugs.insert(object_slug, format!("adapter {name:?} at {}", object.origin.describe()));
             }
         }
     }
 
-    let policies: Vec<&Object> = objects
-        .iter()
-        .filter(|o| o.kind() == Kind::AdmissionPolicy)
-        .collect();
+    let policies: Vec<&Object> = objects.iter().filter(|o| o.kind() == Kind::AdmissionPolicy).collect();
     for extra in policies.iter().skip(1) {
         out.push(extra.origin.error(
             &path("metadata.name"),
-            format!(
-                "only one AdmissionPolicy is allowed; the first is at {}",
-                policies[0].origin.describe()
-            ),
+            format!("only one AdmissionPolicy is allowed; the first is at {}", policies[0].origin.describe()),
         ));
     }
     let policy = policies.first().and_then(|p| match &p.spec {
@@ -361,33 +255,20 @@ fn check_across(objects: &[Object], out: &mut Vec<ValidationError>) {
     for object in objects {
         match &object.spec {
             Spec::Assignment(spec) => check_assignment_routing(spec, &object.origin, &catalog, out),
-            Spec::Adapter(spec) => check_image_pinning(
-                &object.metadata.name,
-                spec,
-                &object.origin,
-                policy.map(|(_, p)| p),
-                out,
-            ),
+            Spec::Adapter(spec) => {
+                check_image_pinning(&object.metadata.name, spec, &object.origin, policy.map(|(_, p)| p), out)
+            }
             Spec::AdmissionPolicy(spec) => check_policy_names(spec, &object.origin, &catalog, out),
         }
     }
 }
 
-fn check_assignment_routing(
-    spec: &AssignmentSpec,
-    origin: &Origin,
-    catalog: &Catalog,
-    out: &mut Vec<ValidationError>,
-) {
+fn check_assignment_routing(spec: &AssignmentSpec, origin: &Origin, catalog: &Catalog, out: &mut Vec<ValidationError>) {
     let Some(entry) = catalog.get(&spec.adapter) else {
         let names: Vec<&str> = catalog.iter().map(|(name, _)| name.as_str()).collect();
         out.push(origin.error(
             &path("spec.adapter"),
-            format!(
-                "unknown adapter {:?}; known adapters: {}",
-                spec.adapter,
-                names.join(", ")
-            ),
+            format!("unknown adapter {:?}; known adapters: {}", spec.adapter, names.join(", ")),
         ));
         return;
     };
@@ -396,11 +277,7 @@ fn check_assignment_routing(
         if !offered.contains(capability) {
             out.push(origin.error(
                 &path("spec.requires").index(i),
-                format!(
-                    "adapter {:?} does not offer {}",
-                    spec.adapter,
-                    capability.as_str()
-                ),
+                format!("adapter {:?} does not offer {}", spec.adapter, capability.as_str()),
             ));
         }
     }
@@ -419,16 +296,8 @@ fn check_image_pinning(
         return;
     }
     let require_digest = policy.is_some_and(|p| p.require_digest);
-    let severity = if require_digest {
-        Severity::Error
-    } else {
-        Severity::Warning
-    };
-    let why = if require_digest {
-        "the AdmissionPolicy sets requireDigest"
-    } else {
-        "tags can move"
-    };
+    let severity = if require_digest { Severity::Error } else { Severity::Warning };
+    let why = if require_digest { "the AdmissionPolicy sets requireDigest" } else { "tags can move" };
     out.push(origin.finding(
         &path("spec.image"),
         severity,
@@ -436,26 +305,15 @@ fn check_image_pinning(
     ));
 }
 
-fn check_policy_names(
-    spec: &AdmissionPolicySpec,
-    origin: &Origin,
-    catalog: &Catalog,
-    out: &mut Vec<ValidationError>,
-) {
+fn check_policy_names(spec: &AdmissionPolicySpec, origin: &Origin, catalog: &Catalog, out: &mut Vec<ValidationError>) {
     for (i, name) in spec.exempt.iter().enumerate() {
         if catalog.get(name).is_none() {
-            out.push(origin.error(
-                &path("spec.exempt").index(i),
-                format!("unknown adapter {name:?}"),
-            ));
+            out.push(origin.error(&path("spec.exempt").index(i), format!("unknown adapter {name:?}")));
         }
     }
     for name in spec.min_versions.keys() {
         if catalog.get(name).is_none() {
-            out.push(origin.error(
-                &path("spec.minVersions").key(name),
-                format!("unknown adapter {name:?}"),
-            ));
+            out.push(origin.error(&path("spec.minVersions").key(name), format!("unknown adapter {name:?}")));
         }
     }
 }
@@ -479,104 +337,50 @@ mod tests {
     }
 
     fn adapter(name: &str, spec: &str) -> String {
-        format!(
-            "apiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata:\n  name: {name}\nspec:\n{spec}"
-        )
+        format!("apiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata:\n  name: {name}\nspec:\n{spec}")
     }
 
     fn assignment(name: &str, spec: &str) -> String {
-        format!(
-            "apiVersion: roundtable.dev/v1alpha1\nkind: Assignment\nmetadata:\n  name: {name}\nspec:\n{spec}"
-        )
+        format!("apiVersion: roundtable.dev/v1alpha1\nkind: Assignment\nmetadata:\n  name: {name}\nspec:\n{spec}")
     }
 
-    const GOOD_ASSIGNMENT: &str = "  adapter: generic\n  task: {id: T-1, prompt: fix it}\n  readablePaths: [README.md, docs/]\n";
+    const GOOD_ASSIGNMENT: &str =
+        "  adapter: generic\n  task: {id: T-1, prompt: fix it}\n  readablePaths: [README.md, docs/]\n";
 
     fn policy(spec: &str) -> String {
-        format!(
-            "apiVersion: roundtable.dev/v1alpha1\nkind: AdmissionPolicy\nmetadata:\n  name: default\nspec:\n{spec}"
-        )
+        format!("apiVersion: roundtable.dev/v1alpha1\nkind: AdmissionPolicy\nmetadata:\n  name: default\nspec:\n{spec}")
     }
 
     /// Asserts exactly one error, at `path`, whose message contains `needle`.
     fn assert_one(found: &[ValidationError], path: &str, needle: &str) {
-        let errors: Vec<_> = found
-            .iter()
-            .filter(|f| f.severity == Severity::Error)
-            .collect();
-        assert_eq!(
-            errors.len(),
-            1,
-            "expected one error at {path}, got {found:#?}"
-        );
+        let errors: Vec<_> = found.iter().filter(|f| f.severity == Severity::Error).collect();
+        assert_eq!(errors.len(), 1, "expected one error at {path}, got {found:#?}");
         assert_eq!(errors[0].path, path, "{found:#?}");
-        assert!(
-            errors[0].message.contains(needle),
-            "{:?} lacks {needle:?}",
-            errors[0].message
-        );
+        assert!(errors[0].message.contains(needle), "{:?} lacks {needle:?}", errors[0].message);
         assert!(errors[0].line > 0 && errors[0].column > 0, "{found:#?}");
     }
 
     fn assert_clean(found: &[ValidationError]) {
-        assert!(
-            found.iter().all(|f| f.severity == Severity::Warning),
-            "{found:#?}"
-        );
+        assert!(found.iter().all(|f| f.severity == Severity::Warning), "{found:#?}");
     }
 
     #[test]
     fn adapter_field_rules_fail_and_pass() {
         let cases: &[(&str, &str, &str, &str)] = &[
             // (failing spec, its path, message part, passing spec)
-            (
-                "  resources: {memory: 17Gi}\n",
-                "spec.resources.memory",
-                "hard cap",
-                "  resources: {memory: 16Gi}\n",
-            ),
-            (
-                "  resources: {cpus: 9}\n",
-                "spec.resources.cpus",
-                "hard cap",
-                "  resources: {cpus: 0.5}\n",
-            ),
-            (
-                "  resources: {pids: 5000}\n",
-                "spec.resources.pids",
-                "hard cap",
-                "  resources: {pids: 4096}\n",
-            ),
-            (
-                "  resources: {pids: 0}\n",
-                "spec.resources.pids",
-                "greater than",
-                "  resources: {pids: 1}\n",
-            ),
+            ("  resources: {memory: 17Gi}\n", "spec.resources.memory", "hard cap", "  resources: {memory: 16Gi}\n"),
+            ("  resources: {cpus: 9}\n", "spec.resources.cpus", "hard cap", "  resources: {cpus: 0.5}\n"),
+            ("  resources: {pids: 5000}\n", "spec.resources.pids", "hard cap", "  resources: {pids: 4096}\n"),
+            ("  resources: {pids: 0}\n", "spec.resources.pids", "greater than", "  resources: {pids: 1}\n"),
             (
                 "  resources: {workspaceSize: 17Gi}\n",
                 "spec.resources.workspaceSize",
                 "hard cap",
                 "  resources: {workspaceSize: 2Gi}\n",
             ),
-            (
-                "  resources: {tmpSize: 5Gi}\n",
-                "spec.resources.tmpSize",
-                "hard cap",
-                "  resources: {tmpSize: 4Gi}\n",
-            ),
-            (
-                "  outputLimit: 17Mi\n",
-                "spec.outputLimit",
-                "hard cap",
-                "  outputLimit: 16Mi\n",
-            ),
-            (
-                "  timeout: 30 minutes\n",
-                "spec.timeout",
-                "invalid duration",
-                "  timeout: 30m\n",
-            ),
+            ("  resources: {tmpSize: 5Gi}\n", "spec.resources.tmpSize", "hard cap", "  resources: {tmpSize: 4Gi}\n"),
+            ("  outputLimit: 17Mi\n", "spec.outputLimit", "hard cap", "  outputLimit: 16Mi\n"),
+            ("  timeout: 30 minutes\n", "spec.timeout", "invalid duration", "  timeout: 30m\n"),
             (
                 "  providerHosts: ['*.openai.com']\n",
                 "spec.providerHosts[0]",
@@ -631,18 +435,8 @@ mod tests {
                 "resumePattern",
                 "  supportsResume: true\n  resumePattern: x r {{external_session_id}}\n",
             ),
-            (
-                "  contract: ../x.yaml\n",
-                "spec.contract",
-                "file name",
-                "  contract: mine.yaml\n",
-            ),
-            (
-                "  minVersion: latest\n",
-                "spec.minVersion",
-                "invalid version",
-                "  minVersion: 1.2.3\n",
-            ),
+            ("  contract: ../x.yaml\n", "spec.contract", "file name", "  contract: mine.yaml\n"),
+            ("  minVersion: latest\n", "spec.minVersion", "invalid version", "  minVersion: 1.2.3\n"),
             (
                 "  imgae: busybox\n",
                 "spec.imgae",
@@ -651,11 +445,7 @@ mod tests {
             ),
         ];
         for (bad, path, needle, good) in cases {
-            assert_one(
-                &findings(&[("a.yaml", &adapter("mine", bad))]),
-                path,
-                needle,
-            );
+            assert_one(&findings(&[("a.yaml", &adapter("mine", bad))]), path, needle);
             assert_clean(&findings(&[("a.yaml", &adapter("mine", good))]));
         }
     }
@@ -664,36 +454,21 @@ mod tests {
     fn assignment_field_rules_fail_and_pass() {
         let base = "  adapter: generic\n  task: {id: T-1, prompt: fix it}\n";
         let cases: &[(&str, &str, &str, &str)] = &[
-            (
-                "  readablePaths: []\n",
-                "spec.readablePaths",
-                "fails closed",
-                "  readablePaths: [README.md]\n",
-            ),
+            ("  readablePaths: []\n", "spec.readablePaths", "fails closed", "  readablePaths: [README.md]\n"),
             (
                 "  readablePaths: [/etc/passwd]\n",
                 "spec.readablePaths[0]",
                 "relative",
                 "  readablePaths: [etc/passwd]\n",
             ),
-            (
-                "  readablePaths: [docs/../../x]\n",
-                "spec.readablePaths[0]",
-                "'..'",
-                "  readablePaths: [docs/x]\n",
-            ),
+            ("  readablePaths: [docs/../../x]\n", "spec.readablePaths[0]", "'..'", "  readablePaths: [docs/x]\n"),
             (
                 "  readablePaths: [src, .git/config]\n",
                 "spec.readablePaths[1]",
                 ".git",
                 "  readablePaths: [src, .github]\n",
             ),
-            (
-                "  readablePaths: ['']\n",
-                "spec.readablePaths[0]",
-                "empty path",
-                "  readablePaths: [.]\n",
-            ),
+            ("  readablePaths: ['']\n", "spec.readablePaths[0]", "empty path", "  readablePaths: [.]\n"),
             (
                 "  readablePaths: [a]\n  retries: 11\n",
                 "spec.retries",
@@ -726,39 +501,19 @@ mod tests {
             ),
         ];
         for (bad, path, needle, good) in cases {
-            assert_one(
-                &findings(&[("a.yaml", &assignment("fix", &format!("{base}{bad}")))]),
-                path,
-                needle,
-            );
-            assert_clean(&findings(&[(
-                "a.yaml",
-                &assignment("fix", &format!("{base}{good}")),
-            )]));
+            assert_one(&findings(&[("a.yaml", &assignment("fix", &format!("{base}{bad}")))]), path, needle);
+            assert_clean(&findings(&[("a.yaml", &assignment("fix", &format!("{base}{good}")))]));
         }
         // A missing required field names its parent.
-        let missing = findings(&[(
-            "a.yaml",
-            &assignment("fix", "  adapter: generic\n  task: {id: T-1, prompt: x}\n"),
-        )]);
+        let missing = findings(&[("a.yaml", &assignment("fix", "  adapter: generic\n  task: {id: T-1, prompt: x}\n"))]);
         assert!(missing[0].message.contains("readablePaths"), "{missing:#?}");
     }
 
     #[test]
     fn names_follow_their_kind() {
-        assert_one(
-            &findings(&[("a.yaml", &assignment("Fix_It", GOOD_ASSIGNMENT))]),
-            "metadata.name",
-            "invalid name",
-        );
-        assert_clean(&findings(&[(
-            "a.yaml",
-            &assignment("fix-it", GOOD_ASSIGNMENT),
-        )]));
-        assert_clean(&findings(&[(
-            "a.yaml",
-            &adapter("'Qwen CLI'", "  command: qwen\n"),
-        )]));
+        assert_one(&findings(&[("a.yaml", &assignment("Fix_It", GOOD_ASSIGNMENT))]), "metadata.name", "invalid name");
+        assert_clean(&findings(&[("a.yaml", &assignment("fix-it", GOOD_ASSIGNMENT))]));
+        assert_clean(&findings(&[("a.yaml", &adapter("'Qwen CLI'", "  command: qwen\n"))]));
     }
 
     #[test]
@@ -788,59 +543,28 @@ mod tests {
             "metadata.name",
             "built-in adapter codex",
         );
-        assert_clean(&findings(&[(
-            "a.yaml",
-            &adapter("codex", "  command: q\n"),
-        )]));
+        assert_clean(&findings(&[("a.yaml", &adapter("codex", "  command: q\n"))]));
     }
 
     #[test]
     fn assignments_name_known_adapters_exactly() {
-        let unknown = assignment(
-            "fix",
-            "  adapter: Codex\n  task: {id: T, prompt: p}\n  readablePaths: [a]\n",
-        );
-        assert_one(
-            &findings(&[("a.yaml", &unknown)]),
-            "spec.adapter",
-            "unknown adapter \"Codex\"",
-        );
-        let custom = assignment(
-            "fix",
-            "  adapter: qwen\n  task: {id: T, prompt: p}\n  readablePaths: [a]\n",
-        );
-        assert_one(
-            &findings(&[("a.yaml", &custom)]),
-            "spec.adapter",
-            "unknown adapter",
-        );
-        assert_clean(&findings(&[
-            ("a.yaml", &custom),
-            ("b.yaml", &adapter("qwen", "  command: qwen\n")),
-        ]));
+        let unknown = assignment("fix", "  adapter: Codex\n  task: {id: T, prompt: p}\n  readablePaths: [a]\n");
+        assert_one(&findings(&[("a.yaml", &unknown)]), "spec.adapter", "unknown adapter \"Codex\"");
+        let custom = assignment("fix", "  adapter: qwen\n  task: {id: T, prompt: p}\n  readablePaths: [a]\n");
+        assert_one(&findings(&[("a.yaml", &custom)]), "spec.adapter", "unknown adapter");
+        assert_clean(&findings(&[("a.yaml", &custom), ("b.yaml", &adapter("qwen", "  command: qwen\n"))]));
     }
 
     #[test]
     fn at_most_one_admission_policy() {
         let found = findings(&[
             ("a.yaml", &policy("  mode: warn\n")),
-            (
-                "b.yaml",
-                &policy("  mode: enforce\n").replace("default", "other"),
-            ),
+            ("b.yaml", &policy("  mode: enforce\n").replace("default", "other")),
         ]);
         assert_one(&found, "metadata.name", "only one AdmissionPolicy");
         assert_clean(&findings(&[("a.yaml", &policy("  mode: warn\n"))]));
-        assert_one(
-            &findings(&[("a.yaml", &policy("  exempt: [nobody]\n"))]),
-            "spec.exempt[0]",
-            "unknown adapter",
-        );
-        assert_one(
-            &findings(&[("a.yaml", &policy("  mode: strict\n"))]),
-            "spec.mode",
-            "unknown variant",
-        );
+        assert_one(&findings(&[("a.yaml", &policy("  exempt: [nobody]\n"))]), "spec.exempt[0]", "unknown adapter");
+        assert_one(&findings(&[("a.yaml", &policy("  mode: strict\n"))]), "spec.mode", "unknown variant");
     }
 
     #[test]
@@ -850,10 +574,7 @@ mod tests {
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].severity, Severity::Warning);
         assert_one(
-            &findings(&[
-                ("a.yaml", &tagged),
-                ("p.yaml", &policy("  requireDigest: true\n")),
-            ]),
+            &findings(&[("a.yaml", &tagged), ("p.yaml", &policy("  requireDigest: true\n"))]),
             "spec.image",
             "requireDigest",
         );

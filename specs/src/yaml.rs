@@ -102,8 +102,7 @@ pub struct YamlProblem {
 }
 
 fn is_marker(line: &str, marker: &str) -> bool {
-    line.strip_prefix(marker)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r']))
+    line.strip_prefix(marker).is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r']))
 }
 
 fn is_blank_or_comment(line: &str) -> bool {
@@ -120,17 +119,9 @@ pub fn split_documents<'a>(text: &'a str) -> Vec<Document<'a>> {
     let mut start_line = 1usize;
     let mut has_content = false;
     let mut offset = 0usize;
-    let push = |from: usize,
-                to: usize,
-                first_line: usize,
-                content: bool,
-                documents: &mut Vec<Document<'a>>| {
+    let push = |from: usize, to: usize, first_line: usize, content: bool, documents: &mut Vec<Document<'a>>| {
         if content {
-            documents.push(Document {
-                text: &text[from..to],
-                offset: from,
-                first_line,
-            });
+            documents.push(Document { text: &text[from..to], offset: from, first_line });
         }
     };
     for (line_number, line) in (1usize..).zip(text.split_inclusive('\n')) {
@@ -142,13 +133,7 @@ pub fn split_documents<'a>(text: &'a str) -> Vec<Document<'a>> {
             let after_marker = bare[3..].trim_start();
             has_content = !after_marker.is_empty() && !after_marker.starts_with('#');
         } else if is_marker(bare, "...") {
-            push(
-                start,
-                offset + line.len(),
-                start_line,
-                has_content,
-                &mut documents,
-            );
+            push(start, offset + line.len(), start_line, has_content, &mut documents);
             start = offset + line.len();
             start_line = line_number + 1;
             has_content = false;
@@ -179,58 +164,41 @@ fn bare_message(error: &serde_saphyr::Error) -> String {
         message = after;
     }
     if let Some(at) = message.rfind(" at line ")
-        && message[at + 9..]
-            .bytes()
-            .all(|b| b.is_ascii_digit() || b == b',' || b == b' ' || b.is_ascii_lowercase())
+        && message[at + 9..].bytes().all(|b| b.is_ascii_digit() || b == b',' || b == b' ' || b.is_ascii_lowercase())
     {
         message = &message[..at];
     }
     if message.starts_with("budget breached") {
-        return format!(
-            "parse budget exceeded (an alias bomb or an oversized document): {message}"
-        );
+        return format!("parse budget exceeded (an alias bomb or an oversized document): {message}");
     }
     message.to_owned()
 }
 
 impl Document<'_> {
     fn file_position(&self, line_in_document: usize, column: usize) -> Position {
-        Position {
-            line: self.first_line + line_in_document.saturating_sub(1),
-            column: column.max(1),
-        }
+        Position { line: self.first_line + line_in_document.saturating_sub(1), column: column.max(1) }
     }
 
     /// Deserializes the document into `T`, reporting the field path and position of the first error.
     pub fn deserialize<T: DeserializeOwned>(&self) -> Result<T, YamlProblem> {
         // The path is captured on the way out; the library then adds the position to the error.
         let mut failed_at = FieldPath::root();
-        let outcome = serde_saphyr::with_deserializer_from_str_with_options(
-            self.text,
-            options(),
-            |deserializer| {
-                serde_path_to_error::deserialize::<_, T>(deserializer).map_err(|error| {
-                    failed_at = convert_path(error.path());
-                    error.into_inner()
-                })
-            },
-        );
+        let outcome = serde_saphyr::with_deserializer_from_str_with_options(self.text, options(), |deserializer| {
+            serde_path_to_error::deserialize::<_, T>(deserializer).map_err(|error| {
+                failed_at = convert_path(error.path());
+                error.into_inner()
+            })
+        });
         let error = match outcome {
             Ok(value) => return Ok(value),
             Err(error) => error,
         };
         let path = failed_at;
         let position = match error.location() {
-            Some(location) => {
-                self.file_position(location.line() as usize, location.column() as usize)
-            }
+            Some(location) => self.file_position(location.line() as usize, location.column() as usize),
             None => self.locate(&path),
         };
-        Err(YamlProblem {
-            position,
-            path,
-            message: bare_message(&error),
-        })
+        Err(YamlProblem { position, path, message: bare_message(&error) })
     }
 
     /// The position of the value at `path`, or of its nearest ancestor that exists.
@@ -296,8 +264,7 @@ impl SpanIndex {
         for item in Parser::new_from_str(text) {
             let Ok((event, span)) = item else { break };
             let position = (span.start.line(), span.start.col() + 1);
-            let starts_collection =
-                matches!(event, Event::SequenceStart(..) | Event::MappingStart(..));
+            let starts_collection = matches!(event, Event::SequenceStart(..) | Event::MappingStart(..));
             if matches!(event, Event::MappingEnd | Event::SequenceEnd) {
                 if let Some(frame) = stack.pop()
                     && frame.pushed
@@ -345,27 +312,17 @@ impl SpanIndex {
                 let pushed = segment.is_some();
                 path.extend(segment);
                 let slot = match event {
-                    Event::MappingStart(..) => Slot::Mapping {
-                        key: None,
-                        expecting_key: true,
-                    },
+                    Event::MappingStart(..) => Slot::Mapping { key: None, expecting_key: true },
                     _ => Slot::Sequence { next_index: 0 },
                 };
-                stack.push(Frame {
-                    slot,
-                    pushed,
-                    recording: recording && !is_key,
-                });
+                stack.push(Frame { slot, pushed, recording: recording && !is_key });
             }
         }
         Self { entries }
     }
 
     fn find(&self, path: &FieldPath) -> Option<(usize, usize)> {
-        self.entries
-            .iter()
-            .find(|(candidate, _)| candidate == path)
-            .map(|(_, position)| *position)
+        self.entries.iter().find(|(candidate, _)| candidate == path).map(|(_, position)| *position)
     }
 }
 
@@ -412,13 +369,7 @@ mod tests {
         let docs = split_documents(text);
         let problem = docs[1].deserialize::<Outer>().expect_err("invalid");
         assert_eq!(problem.path.to_string(), "spec.count");
-        assert_eq!(
-            problem.position,
-            Position {
-                line: 6,
-                column: 10
-            }
-        );
+        assert_eq!(problem.position, Position { line: 6, column: 10 });
         assert!(!problem.message.contains("line"), "{}", problem.message);
     }
 
@@ -435,22 +386,10 @@ mod tests {
     fn locates_nested_values_and_falls_back_to_ancestors() {
         let text = "spec:\n  count: 1\n  paths:\n    - a\n    - ../b\n";
         let doc = split_documents(text)[0];
-        assert_eq!(
-            doc.locate(&FieldPath::parse("spec.paths[1]")),
-            Position { line: 5, column: 7 }
-        );
-        assert_eq!(
-            doc.locate(&FieldPath::parse("spec.count")),
-            Position { line: 2, column: 3 }
-        );
-        assert_eq!(
-            doc.locate(&FieldPath::parse("spec.missing")),
-            Position { line: 1, column: 1 }
-        );
-        assert_eq!(
-            doc.locate(&FieldPath::parse("spec.paths[9]")),
-            Position { line: 3, column: 3 }
-        );
+        assert_eq!(doc.locate(&FieldPath::parse("spec.paths[1]")), Position { line: 5, column: 7 });
+        assert_eq!(doc.locate(&FieldPath::parse("spec.count")), Position { line: 2, column: 3 });
+        assert_eq!(doc.locate(&FieldPath::parse("spec.missing")), Position { line: 1, column: 1 });
+        assert_eq!(doc.locate(&FieldPath::parse("spec.paths[9]")), Position { line: 3, column: 3 });
     }
 
     #[test]
@@ -466,11 +405,7 @@ mod tests {
         let started = std::time::Instant::now();
         let outcome = doc.deserialize::<serde_json::Value>();
         let problem = outcome.expect_err("an alias bomb must not deserialize");
-        assert!(
-            problem.message.starts_with("parse budget exceeded"),
-            "{}",
-            problem.message
-        );
+        assert!(problem.message.starts_with("parse budget exceeded"), "{}", problem.message);
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
 }

@@ -10,18 +10,10 @@ use roundtable_reconcilers::source::load;
 
 pub fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
     // Without a spec directory there are only the built-ins.
-    let loaded = if global.dir.is_dir() {
-        load(&global.dir)
-    } else {
-        Default::default()
-    };
+    let loaded = if global.dir.is_dir() { load(&global.dir) } else { Default::default() };
     let catalog = Catalog::build(&loaded.objects);
     let items = catalog.items();
-    let errors: Vec<_> = loaded
-        .errors
-        .iter()
-        .filter(|e| e.severity == Severity::Error)
-        .collect();
+    let errors: Vec<_> = loaded.errors.iter().filter(|e| e.severity == Severity::Error).collect();
     for error in &errors {
         eprintln!("{}", render::sanitize(&error.to_string()));
     }
@@ -41,49 +33,19 @@ pub fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
                         Some(image) => format!("{image} (unpinned)"),
                         None => "-".into(),
                     };
-                    let capabilities: Vec<&str> =
-                        item.capabilities.iter().map(|c| c.as_str()).collect();
+                    let capabilities: Vec<&str> = item.capabilities.iter().map(|c| c.as_str()).collect();
                     vec![
                         item.name.clone(),
                         source,
-                        if item.enabled {
-                            "yes".into()
-                        } else {
-                            "no".into()
-                        },
+                        if item.enabled { "yes".into() } else { "no".into() },
                         image,
-                        if capabilities.is_empty() {
-                            "-".into()
-                        } else {
-                            capabilities.join(",")
-                        },
-                        if item.provider_hosts.is_empty() {
-                            "-".into()
-                        } else {
-                            item.provider_hosts.join(",")
-                        },
+                        if capabilities.is_empty() { "-".into() } else { capabilities.join(",") },
+                        if item.provider_hosts.is_empty() { "-".into() } else { item.provider_hosts.join(",") },
                     ]
                 })
                 .collect();
-            print!(
-                "{}",
-                render::table(
-                    &[
-                        "NAME",
-                        "SOURCE",
-                        "ENABLED",
-                        "IMAGE",
-                        "CAPABILITIES",
-                        "HOSTS"
-                    ],
-                    &rows
-                )
-            );
+            print!("{}", render::table(&["NAME", "SOURCE", "ENABLED", "IMAGE", "CAPABILITIES", "HOSTS"], &rows));
         }
     }
-    Ok(if errors.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(if errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

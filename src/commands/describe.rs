@@ -16,9 +16,8 @@ use crate::render;
 const RECENT_EVENTS: i64 = 20;
 
 pub fn parse_key(text: &str) -> anyhow::Result<ObjectKey> {
-    ObjectKey::parse(text).with_context(|| {
-        format!("{text:?} is not KIND/NAME (kinds: Adapter, Assignment, AdmissionPolicy)")
-    })
+    ObjectKey::parse(text)
+        .with_context(|| format!("{text:?} is not KIND/NAME (kinds: Adapter, Assignment, AdmissionPolicy)"))
 }
 
 pub async fn run(global: &Global, object: &str, format: Format) -> anyhow::Result<ExitCode> {
@@ -27,10 +26,7 @@ pub async fn run(global: &Global, object: &str, format: Format) -> anyhow::Resul
     let dir = global.dir.clone();
     let scanned = tokio::task::spawn_blocking(move || scan(&dir)).await?;
     let rows = status(&store, &scanned, &[]).await?;
-    let Some(row) = rows
-        .into_iter()
-        .find(|r| r.kind == key.kind.as_str() && r.name == key.name)
-    else {
+    let Some(row) = rows.into_iter().find(|r| r.kind == key.kind.as_str() && r.name == key.name) else {
         eprintln!("error: {key} is neither declared nor recorded");
         return Ok(ExitCode::from(1));
     };
@@ -39,24 +35,13 @@ pub async fn run(global: &Global, object: &str, format: Format) -> anyhow::Resul
         .events(&key, RECENT_EVENTS)
         .await?
         .into_iter()
-        .map(|e| EventItem {
-            at: e.at,
-            object: e.object,
-            type_: e.severity,
-            reason: e.reason,
-            message: e.message,
-        })
+        .map(|e| EventItem { at: e.at, object: e.object, type_: e.severity, reason: e.reason, message: e.message })
         .collect();
     let item = DescribeItem {
         status: row,
         source_file: record.as_ref().map(|r| r.source_file.clone()),
-        spec: record
-            .as_ref()
-            .and_then(|r| serde_json::from_str(&r.spec_json).ok()),
-        observed: record
-            .as_ref()
-            .and_then(|r| r.status_json.as_deref())
-            .and_then(|s| serde_json::from_str(s).ok()),
+        spec: record.as_ref().and_then(|r| serde_json::from_str(&r.spec_json).ok()),
+        observed: record.as_ref().and_then(|r| r.status_json.as_deref()).and_then(|s| serde_json::from_str(s).ok()),
         events,
     };
     match format {
@@ -97,27 +82,11 @@ fn text(item: &DescribeItem) -> String {
             ]
         })
         .collect();
-    out.push_str(&indent(&render::table(
-        &["TYPE", "STATUS", "REASON", "LAST TRANSITION", "MESSAGE"],
-        &conditions,
-    )));
+    out.push_str(&indent(&render::table(&["TYPE", "STATUS", "REASON", "LAST TRANSITION", "MESSAGE"], &conditions)));
     out.push_str("\nEvents:\n");
-    let events: Vec<Vec<String>> = item
-        .events
-        .iter()
-        .map(|e| {
-            vec![
-                e.at.clone(),
-                e.type_.clone(),
-                e.reason.clone(),
-                e.message.clone(),
-            ]
-        })
-        .collect();
-    out.push_str(&indent(&render::table(
-        &["AT", "TYPE", "REASON", "MESSAGE"],
-        &events,
-    )));
+    let events: Vec<Vec<String>> =
+        item.events.iter().map(|e| vec![e.at.clone(), e.type_.clone(), e.reason.clone(), e.message.clone()]).collect();
+    out.push_str(&indent(&render::table(&["AT", "TYPE", "REASON", "MESSAGE"], &events)));
     out
 }
 

@@ -14,21 +14,13 @@ pub async fn run(format: Format) -> anyhow::Result<ExitCode> {
         Ok(engine) => engine.report().await,
         Err(error) => unreachable_report(&error),
     };
-    let healthy = report.reachable
-        && report
-            .features
-            .iter()
-            .filter(|f| is_required(&f.name))
-            .all(|f| f.available);
+    let healthy = report.reachable && report.features.iter().filter(|f| is_required(&f.name)).all(|f| f.available);
     match format {
         Format::Json => print!("{}", render::json(&List::of(vec![report]))?),
         Format::Text => {
             let or_dash = |value: &Option<String>| value.clone().unwrap_or_else(|| "-".into());
             println!("endpoint:        {}", report.endpoint);
-            println!(
-                "reachable:       {}",
-                if report.reachable { "yes" } else { "no" }
-            );
+            println!("reachable:       {}", if report.reachable { "yes" } else { "no" });
             if let Some(error) = &report.error {
                 println!("error:           {}", render::sanitize(error));
             }
@@ -49,18 +41,11 @@ pub async fn run(format: Format) -> anyhow::Result<ExitCode> {
                         vec![f.name.clone(), state.into(), f.detail.clone()]
                     })
                     .collect();
-                print!(
-                    "\n{}",
-                    render::table(&["FEATURE", "AVAILABLE", "DETAIL"], &rows)
-                );
+                print!("\n{}", render::table(&["FEATURE", "AVAILABLE", "DETAIL"], &rows));
             }
         }
     }
-    Ok(if healthy {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 /// Informational features do not make the engine unfit.

@@ -53,11 +53,8 @@ spec:
 "#;
 
 /// The files `init` writes, relative to the spec directory.
-pub const SCAFFOLD: [(&str, &str); 3] = [
-    ("adapters.yaml", ADAPTERS),
-    ("assignments.yaml", ASSIGNMENTS),
-    ("policy.yaml", POLICY),
-];
+pub const SCAFFOLD: [(&str, &str); 3] =
+    [("adapters.yaml", ADAPTERS), ("assignments.yaml", ASSIGNMENTS), ("policy.yaml", POLICY)];
 
 pub async fn run(dir: &Path, state_dir: &Path) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -71,14 +68,8 @@ pub async fn run(dir: &Path, state_dir: &Path) -> anyhow::Result<ExitCode> {
         println!("created  {}", path.display());
     }
     let store = roundtable_store::Store::open(state_dir).await?;
-    println!(
-        "state    {} (migrated; ignored by git)",
-        store.path().display()
-    );
+    println!("state    {} (migrated; ignored by git)", store.path().display());
     store.close().await;
-    println!(
-        "next: edit the files, then run `roundtable validate --dir {}`",
-        dir.display()
-    );
+    println!("next: edit the files, then run `roundtable validate --dir {}`", dir.display());
     Ok(ExitCode::SUCCESS)
 }

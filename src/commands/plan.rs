@@ -43,15 +43,9 @@ pub async fn run(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
                 );
             }
             if errors > 0 {
-                println!(
-                    "{errors} errors keep files from loading; their objects keep their last valid spec."
-                );
+                println!("{errors} errors keep files from loading; their objects keep their last valid spec.");
             }
         }
     }
-    Ok(if errors > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(if errors > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }

@@ -33,9 +33,8 @@ pub async fn run(global: &Global, object: &str) -> anyhow::Result<ExitCode> {
     let reconciler = ObjectReconciler::new(store.clone(), engine_images().await, store.clone());
     match reconciler.reconcile(&key).await {
         Ok(action) => {
-            let next = action.requeue_after().map_or_else(String::new, |d| {
-                format!("; look again in {} s", d.as_secs())
-            });
+            let next =
+                action.requeue_after().map_or_else(String::new, |d| format!("; look again in {} s", d.as_secs()));
             println!("reconciled {key} (no daemon running){next}");
             Ok(ExitCode::SUCCESS)
         }

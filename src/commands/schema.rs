@@ -8,18 +8,14 @@ use anyhow::Context as _;
 pub fn run(out: Option<&Path>) -> anyhow::Result<ExitCode> {
     let schemas = roundtable_specs::schema::all();
     let Some(out) = out else {
-        let combined = schemas
-            .iter()
-            .find(|(name, _)| name == "roundtable.json")
-            .map(|(_, text)| text.as_str());
+        let combined = schemas.iter().find(|(name, _)| name == "roundtable.json").map(|(_, text)| text.as_str());
         print!("{}", combined.unwrap_or_default());
         return Ok(ExitCode::SUCCESS);
     };
     for (name, text) in &schemas {
         let path = out.join(name);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("cannot create {}", parent.display()))?;
+            std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
         }
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     }

@@ -11,20 +11,12 @@ use crate::cli::{Global, StartArgs};
 
 pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> {
     if !global.dir.is_dir() {
-        anyhow::bail!(
-            "spec directory {} not found (run `roundtable init`, or pass --dir)",
-            global.dir.display()
-        );
+        anyhow::bail!("spec directory {} not found (run `roundtable init`, or pass --dir)", global.dir.display());
     }
     let state_dir = global.state_dir();
     roundtable_store::prepare_state_dir(&state_dir)?;
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let holder = format!(
-        "pid {} on {} since {}",
-        std::process::id(),
-        host.trim(),
-        time_now()
-    );
+    let holder = format!("pid {} on {} since {}", std::process::id(), host.trim(), time_now());
     let _lock = roundtable_store::lock::acquire(&state_dir, &holder)?;
     let store = Store::open(&state_dir).await?;
 
@@ -40,11 +32,7 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
             _ = terminate.recv() => {}
         }
     };
-    eprintln!(
-        "roundtable: watching {} (state in {})",
-        global.dir.display(),
-        global.state_dir().display()
-    );
+    eprintln!("roundtable: watching {} (state in {})", global.dir.display(), global.state_dir().display());
     let summary = daemon::run(config, store.clone(), shutdown).await?;
     store.close().await;
     eprintln!(
@@ -55,7 +43,5 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
 }
 
 fn time_now() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
+    time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
 }

@@ -33,11 +33,7 @@ async fn leftovers(global: &Global) -> Vec<Leftover> {
     }
 }
 
-pub async fn run(
-    global: &Global,
-    format: Format,
-    with_exit_code: bool,
-) -> anyhow::Result<ExitCode> {
+pub async fn run(global: &Global, format: Format, with_exit_code: bool) -> anyhow::Result<ExitCode> {
     let store = open_for_reading(global).await?;
     let dir = global.dir.clone();
     let scanned = tokio::task::spawn_blocking(move || scan(&dir)).await?;
@@ -56,31 +52,16 @@ pub async fn run(
                         number(row.observed_generation),
                         sync_text(row.sync).into(),
                         health_text(row.health).into(),
-                        row.created_at
-                            .as_deref()
-                            .map_or_else(|| "-".into(), render::age),
+                        row.created_at.as_deref().map_or_else(|| "-".into(), render::age),
                         row.message.clone(),
                     ]
                 })
                 .collect();
-            let headers = [
-                "KIND",
-                "NAME",
-                "GENERATION",
-                "OBSERVED",
-                "SYNC",
-                "HEALTH",
-                "AGE",
-                "MESSAGE",
-            ];
+            let headers = ["KIND", "NAME", "GENERATION", "OBSERVED", "SYNC", "HEALTH", "AGE", "MESSAGE"];
             print!("{}", render::table(&headers, &table));
         }
     }
-    Ok(if with_exit_code {
-        ExitCode::from(exit_code(&rows))
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(if with_exit_code { ExitCode::from(exit_code(&rows)) } else { ExitCode::SUCCESS })
 }
 
 pub fn sync_text(sync: SyncStatus) -> &'static str {

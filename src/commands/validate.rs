@@ -19,22 +19,11 @@ pub fn run(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
             }
             let warnings = scanned.findings.len() - errors;
             if errors == 0 {
-                println!(
-                    "valid: {} objects in {} files ({warnings} warnings)",
-                    scanned.objects.len(),
-                    scanned.files
-                );
+                println!("valid: {} objects in {} files ({warnings} warnings)", scanned.objects.len(), scanned.files);
             } else {
-                println!(
-                    "invalid: {errors} errors, {warnings} warnings in {} files",
-                    scanned.files
-                );
+                println!("invalid: {errors} errors, {warnings} warnings in {} files", scanned.files);
             }
         }
     }
-    Ok(if errors == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(if errors == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

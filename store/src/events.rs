@@ -21,6 +21,9 @@ impl Severity {
     }
 }
 
+/// Rows per multi-row INSERT (7 binds each).
+const EVENT_CHUNK: usize = 300;
+
 /// An event to append.
 #[derive(Debug, Clone)]
 pub struct NewEvent<'a> {
@@ -64,6 +67,28 @@ impl Store {
         Ok(row.try_get("id")?)
     }
 
+    /// Appends many plain events in one transaction.
+    pub async fn append_events(&self, events: &[NewEvent<'_>]) -> Result<()> {
+        let mut tx = self.write_transaction().await?;
+        let at = now();
+        for chunk in events.chunks(EVENT_CHUNK) {
+            let mut insert =
+                sqlx::QueryBuilder::new("INSERT INTO events (at, kind, name, severity, reason, message, record) ");
+            insert.push_values(chunk, |mut row, event| {
+                row.push_bind(at.as_str())
+                    .push_bind(event.object.kind.as_str())
+                    .push_bind(event.object.name.as_str())
+                    .push_bind(event.severity.as_str())
+                    .push_bind(event.reason)
+                    .push_bind(event.message)
+                    .push_bind(event.record);
+            });
+            insert.build().execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// The most recent `limit` events of an object, oldest first.
     pub async fn events(&self, object: &ObjectKey, limit: i64) -> Result<Vec<EventRecord>> {
         let rows = sqlx::query(
@@ -79,11 +104,7 @@ impl Store {
                 Ok(EventRecord {
                     id: row.try_get("id")?,
                     at: row.try_get("at")?,
-                    object: format!(
-                        "{}/{}",
-                        row.try_get::<String, _>("kind")?,
-                        row.try_get::<String, _>("name")?
-                    ),
+                    object: format!("{}/{}", row.try_get::<String, _>("kind")?, row.try_get::<String, _>("name")?),
                     severity: row.try_get("severity")?,
                     reason: row.try_get("reason")?,
                     message: row.try_get("message")?,

@@ -10,12 +10,10 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
 pub use events::{EventRecord, NewEvent, Severity};
-pub use objects::{ObjectRecord, SpecSnapshot};
+pub use objects::{IndexEntry, ObjectRecord, Recorded, SpecSnapshot};
 pub use scan::FileError;
 
 /// The database file inside the state directory.
@@ -61,18 +59,11 @@ pub struct Store {
 
 /// Creates the state directory, with a `.gitignore` that keeps it out of commits.
 pub fn prepare_state_dir(state_dir: &Path) -> Result<()> {
-    let fail = |source| Error::StateDir {
-        path: state_dir.to_owned(),
-        source,
-    };
+    let fail = |source| Error::StateDir { path: state_dir.to_owned(), source };
     std::fs::create_dir_all(state_dir).map_err(fail)?;
     let ignore = state_dir.join(".gitignore");
     if !ignore.exists() {
-        std::fs::write(
-            &ignore,
-            "# Roundtable's runtime state; never commit it.\n*\n",
-        )
-        .map_err(fail)?;
+        std::fs::write(&ignore, "# Roundtable's runtime state; never commit it.\n*\n").map_err(fail)?;
     }
     Ok(())
 }
@@ -83,10 +74,7 @@ impl Store {
         prepare_state_dir(state_dir)?;
         let path = state_dir.join(DATABASE_FILE);
         let options = SqliteConnectOptions::from_str("sqlite://")
-            .map_err(|source| Error::Open {
-                path: path.clone(),
-                source,
-            })?
+            .map_err(|source| Error::Open { path: path.clone(), source })?
             .filename(&path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
@@ -97,17 +85,8 @@ impl Store {
             .max_connections(4)
             .connect_with(options)
             .await
-            .map_err(|source| Error::Open {
-                path: path.clone(),
-                source,
-            })?;
-        MIGRATIONS
-            .run(&pool)
-            .await
-            .map_err(|source| Error::Migrate {
-                path: path.clone(),
-                source,
-            })?;
+            .map_err(|source| Error::Open { path: path.clone(), source })?;
+        MIGRATIONS.run(&pool).await.map_err(|source| Error::Migrate { path: path.clone(), source })?;
         Ok(Self { pool, path })
     }
 
@@ -115,44 +94,26 @@ impl Store {
     /// whose state directory does not exist yet.
     pub async fn open_in_memory() -> Result<Self> {
         let path = PathBuf::from(":memory:");
-        let options =
-            SqliteConnectOptions::from_str("sqlite::memory:").map_err(|source| Error::Open {
-                path: path.clone(),
-                source,
-            })?;
+        let options = SqliteConnectOptions::from_str("sqlite::memory:")
+            .map_err(|source| Error::Open { path: path.clone(), source })?;
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
             .connect_with(options)
             .await
-            .map_err(|source| Error::Open {
-                path: path.clone(),
-                source,
-            })?;
-        MIGRATIONS
-            .run(&pool)
-            .await
-            .map_err(|source| Error::Migrate {
-                path: path.clone(),
-                source,
-            })?;
+            .map_err(|source| Error::Open { path: path.clone(), source })?;
+        MIGRATIONS.run(&pool).await.map_err(|source| Error::Migrate { path: path.clone(), source })?;
         Ok(Self { pool, path })
     }
 
     /// Opens the store only if its database exists; never creates anything.
     pub async fn open_existing(state_dir: &Path) -> Result<Option<Self>> {
-        if state_dir.join(DATABASE_FILE).is_file() {
-            Self::open(state_dir).await.map(Some)
-        } else {
-            Ok(None)
-        }
+        if state_dir.join(DATABASE_FILE).is_file() { Self::open(state_dir).await.map(Some) } else { Ok(None) }
     }
 
     /// A transaction that takes the write lock up front (`BEGIN IMMEDIATE`): a deferred one that
     /// reads and then writes fails at once with SQLITE_BUSY_SNAPSHOT when another connection
     /// wrote in between, which no busy timeout can wait out. On PostgreSQL this is plain `BEGIN`.
-    pub(crate) async fn write_transaction(
-        &self,
-    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+    pub(crate) async fn write_transaction(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
     }
 

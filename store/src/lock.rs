@@ -36,23 +36,14 @@ fn open(path: &Path) -> Result<File, LockError> {
         .create(true)
         .truncate(false)
         .open(path)
-        .map_err(|source| LockError::Io {
-            path: path.to_owned(),
-            source,
-        })
+        .map_err(|source| LockError::Io { path: path.to_owned(), source })
 }
 
 fn read_holder(file: &mut File) -> String {
     let mut text = String::new();
-    let _ = file
-        .seek(SeekFrom::Start(0))
-        .and_then(|_| file.read_to_string(&mut text));
+    let _ = file.seek(SeekFrom::Start(0)).and_then(|_| file.read_to_string(&mut text));
     let text = text.trim();
-    if text.is_empty() {
-        "holder unknown".into()
-    } else {
-        text.to_owned()
-    }
+    if text.is_empty() { "holder unknown".into() } else { text.to_owned() }
 }
 
 /// Takes the lock and records `holder` (pid, host, start time) in it.
@@ -60,19 +51,12 @@ pub fn acquire(state_dir: &Path, holder: &str) -> Result<DaemonLock, LockError> 
     let path = state_dir.join(LOCK_FILE);
     let mut file = open(&path)?;
     if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
-        return Err(LockError::Held {
-            holder: read_holder(&mut file),
-            path,
-        });
+        return Err(LockError::Held { holder: read_holder(&mut file), path });
     }
-    let io = |source| LockError::Io {
-        path: path.clone(),
-        source,
-    };
+    let io = |source| LockError::Io { path: path.clone(), source };
     file.set_len(0).map_err(io)?;
     file.seek(SeekFrom::Start(0)).map_err(io)?;
-    file.write_all(format!("{holder}\n").as_bytes())
-        .map_err(io)?;
+    file.write_all(format!("{holder}\n").as_bytes()).map_err(io)?;
     file.flush().map_err(io)?;
     Ok(DaemonLock { _file: file })
 }

@@ -1,5 +1,7 @@
 //! Objects, their generations, conditions and tombstones.
 
+use std::collections::HashMap;
+
 use roundtable_specs::output::{Condition, ConditionStatus};
 use roundtable_specs::{Kind, ObjectKey};
 use sqlx::Row;
@@ -59,70 +61,67 @@ impl Store {
     /// changed digest bumps it (and the execution generation when the run fields changed), an
     /// unchanged one writes nothing. A tombstoned object that reappears is revived.
     pub async fn record_spec(&self, spec: &SpecSnapshot<'_>) -> Result<ObjectRecord> {
+        self.record_specs(std::slice::from_ref(spec)).await?;
+        self.object(spec.key).await?.ok_or_else(|| Error::Corrupt(format!("{} vanished after writing", spec.key)))
+    }
+
+    /// [`Store::record_spec`] for many objects in one transaction.
+    pub async fn record_specs(&self, specs: &[SpecSnapshot<'_>]) -> Result<Vec<Recorded>> {
         let mut tx = self.write_transaction().await?;
         let now = now();
-        let existing = sqlx::query(
-            "SELECT generation, spec_digest, execution_generation, execution_digest, deleted_at FROM objects WHERE kind = $1 AND name = $2",
-        )
-        .bind(spec.key.kind.as_str())
-        .bind(&spec.key.name)
-        .fetch_optional(&mut *tx)
-        .await?;
-        match existing {
-            None => {
-                sqlx::query(
-                    "INSERT INTO objects (kind, name, generation, spec_digest, execution_digest, execution_generation, spec_json, source_file, created_at, updated_at) VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $8, $8)",
-                )
-                .bind(spec.key.kind.as_str())
-                .bind(&spec.key.name)
-                .bind(spec.spec_digest)
-                .bind(spec.execution_digest)
-                .bind(spec.execution_digest.map(|_| 1i64))
-                .bind(spec.spec_json)
-                .bind(spec.source_file)
-                .bind(&now)
-                .execute(&mut *tx)
-                .await?;
+        // One read for a large batch (a first scan), one per key for a small one (an edit).
+        let mut existing: HashMap<(String, String), Existing> = HashMap::new();
+        if specs.len() > BULK_THRESHOLD {
+            let rows = sqlx::query(EXISTING_COLUMNS).fetch_all(&mut *tx).await?;
+            for row in &rows {
+                existing.insert((row.try_get("kind")?, row.try_get("name")?), Existing::from_row(row)?);
             }
-            Some(row) => {
-                let generation: i64 = row.try_get("generation")?;
-                let digest: String = row.try_get("spec_digest")?;
-                let execution_generation: Option<i64> = row.try_get("execution_generation")?;
-                let execution_digest: Option<String> = row.try_get("execution_digest")?;
-                let deleted_at: Option<String> = row.try_get("deleted_at")?;
-                if digest != spec.spec_digest || deleted_at.is_some() {
-                    let next_execution = if execution_digest.as_deref() == spec.execution_digest {
-                        execution_generation
-                    } else {
-                        spec.execution_digest
-                            .map(|_| execution_generation.unwrap_or(0) + 1)
-                    };
-                    let next_generation = if digest == spec.spec_digest {
-                        generation
-                    } else {
-                        generation + 1
-                    };
-                    sqlx::query(
-                        "UPDATE objects SET generation = $3, spec_digest = $4, execution_digest = $5, execution_generation = $6, spec_json = $7, source_file = $8, updated_at = $9, deleted_at = NULL WHERE kind = $1 AND name = $2",
-                    )
+        } else {
+            for spec in specs {
+                let row = sqlx::query(EXISTING_ONE)
                     .bind(spec.key.kind.as_str())
                     .bind(&spec.key.name)
-                    .bind(next_generation)
-                    .bind(spec.spec_digest)
-                    .bind(spec.execution_digest)
-                    .bind(next_execution)
-                    .bind(spec.spec_json)
-                    .bind(spec.source_file)
-                    .bind(&now)
-                    .execute(&mut *tx)
+                    .fetch_optional(&mut *tx)
                     .await?;
+                if let Some(row) = row {
+                    existing
+                        .insert((spec.key.kind.as_str().to_owned(), spec.key.name.clone()), Existing::from_row(&row)?);
                 }
             }
         }
+        let mut recorded = Vec::with_capacity(specs.len());
+        let mut inserts = Vec::new();
+        for spec in specs {
+            let previous = existing.get(&(spec.key.kind.as_str().to_owned(), spec.key.name.clone()));
+            match previous {
+                None => {
+                    let execution_generation = spec.execution_digest.map(|_| 1i64);
+                    inserts.push(spec);
+                    recorded.push(Recorded { key: spec.key.clone(), generation: 1, execution_generation, moved: true });
+                }
+                Some(previous) => recorded.push(update_one(&mut tx, previous, spec, &now).await?),
+            }
+        }
+        for chunk in inserts.chunks(INSERT_CHUNK) {
+            let mut insert = sqlx::QueryBuilder::new(
+                "INSERT INTO objects (kind, name, generation, spec_digest, execution_digest, execution_generation, spec_json, source_file, created_at, updated_at) ",
+            );
+            insert.push_values(chunk, |mut row, spec| {
+                row.push_bind(spec.key.kind.as_str())
+                    .push_bind(spec.key.name.as_str())
+                    .push_bind(1i64)
+                    .push_bind(spec.spec_digest)
+                    .push_bind(spec.execution_digest)
+                    .push_bind(spec.execution_digest.map(|_| 1i64))
+                    .push_bind(spec.spec_json)
+                    .push_bind(spec.source_file)
+                    .push_bind(now.as_str())
+                    .push_bind(now.as_str());
+            });
+            insert.build().execute(&mut *tx).await?;
+        }
         tx.commit().await?;
-        self.object(spec.key)
-            .await?
-            .ok_or_else(|| Error::Corrupt(format!("{} vanished after writing", spec.key)))
+        Ok(recorded)
     }
 
     pub async fn object(&self, key: &ObjectKey) -> Result<Option<ObjectRecord>> {
@@ -134,22 +133,43 @@ impl Store {
         row.map(|row| object_from_row(&row)).transpose()
     }
 
-    /// Every object, live and tombstoned, ordered by kind and name.
-    pub async fn objects(&self) -> Result<Vec<ObjectRecord>> {
-        let rows = sqlx::query("SELECT * FROM objects ORDER BY kind, name")
+    /// What a scan compares against: every object's key, digest, file and tombstone, without
+    /// the stored specs.
+    pub async fn object_index(&self) -> Result<Vec<IndexEntry>> {
+        let rows = sqlx::query("SELECT kind, name, generation, spec_digest, source_file, deleted_at FROM objects")
             .fetch_all(&self.pool)
             .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(IndexEntry {
+                    key: ObjectKey::new(
+                        parse_kind(&row.try_get::<String, _>("kind")?)?,
+                        row.try_get::<String, _>("name")?,
+                    ),
+                    generation: row.try_get("generation")?,
+                    spec_digest: row.try_get("spec_digest")?,
+                    source_file: row.try_get("source_file")?,
+                    deleted: row.try_get::<Option<String>, _>("deleted_at")?.is_some(),
+                })
+            })
+            .collect()
+    }
+
+    /// Every object, live and tombstoned, ordered by kind and name.
+    pub async fn objects(&self) -> Result<Vec<ObjectRecord>> {
+        let rows = sqlx::query("SELECT * FROM objects ORDER BY kind, name").fetch_all(&self.pool).await?;
         rows.iter().map(object_from_row).collect()
     }
 
     /// Marks an object whose spec disappeared; its cleanup reconcile will [`Store::forget`] it.
     pub async fn tombstone(&self, key: &ObjectKey) -> Result<bool> {
-        let done = sqlx::query("UPDATE objects SET deleted_at = $3 WHERE kind = $1 AND name = $2 AND deleted_at IS NULL")
-            .bind(key.kind.as_str())
-            .bind(&key.name)
-            .bind(now())
-            .execute(&self.pool)
-            .await?;
+        let done =
+            sqlx::query("UPDATE objects SET deleted_at = $3 WHERE kind = $1 AND name = $2 AND deleted_at IS NULL")
+                .bind(key.kind.as_str())
+                .bind(&key.name)
+                .bind(now())
+                .execute(&self.pool)
+                .await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -160,11 +180,7 @@ impl Store {
             "DELETE FROM conditions WHERE kind = $1 AND name = $2",
             "DELETE FROM objects WHERE kind = $1 AND name = $2",
         ] {
-            sqlx::query(statement)
-                .bind(key.kind.as_str())
-                .bind(&key.name)
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(statement).bind(key.kind.as_str()).bind(&key.name).execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -194,17 +210,17 @@ impl Store {
     /// given condition's own `last_transition_time` is ignored.
     pub async fn set_condition(&self, key: &ObjectKey, condition: &Condition) -> Result<Condition> {
         let mut tx = self.write_transaction().await?;
-        let previous = sqlx::query("SELECT status, last_transition_time FROM conditions WHERE kind = $1 AND name = $2 AND type = $3")
-            .bind(key.kind.as_str())
-            .bind(&key.name)
-            .bind(&condition.type_)
-            .fetch_optional(&mut *tx)
-            .await?;
+        let previous = sqlx::query(
+            "SELECT status, last_transition_time FROM conditions WHERE kind = $1 AND name = $2 AND type = $3",
+        )
+        .bind(key.kind.as_str())
+        .bind(&key.name)
+        .bind(&condition.type_)
+        .fetch_optional(&mut *tx)
+        .await?;
         let status = status_text(condition.status);
         let transition = match previous {
-            Some(row) if row.try_get::<String, _>("status")? == status => {
-                row.try_get("last_transition_time")?
-            }
+            Some(row) if row.try_get::<String, _>("status")? == status => row.try_get("last_transition_time")?,
             _ => now(),
         };
         sqlx::query(
@@ -222,19 +238,15 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(Condition {
-            last_transition_time: transition,
-            ..condition.clone()
-        })
+        Ok(Condition { last_transition_time: transition, ..condition.clone() })
     }
 
     pub async fn conditions(&self, key: &ObjectKey) -> Result<Vec<Condition>> {
-        let rows =
-            sqlx::query("SELECT * FROM conditions WHERE kind = $1 AND name = $2 ORDER BY type")
-                .bind(key.kind.as_str())
-                .bind(&key.name)
-                .fetch_all(&self.pool)
-                .await?;
+        let rows = sqlx::query("SELECT * FROM conditions WHERE kind = $1 AND name = $2 ORDER BY type")
+            .bind(key.kind.as_str())
+            .bind(&key.name)
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter()
             .map(|row| {
                 Ok(Condition {
@@ -250,12 +262,101 @@ impl Store {
     }
 }
 
+/// One row of [`Store::object_index`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexEntry {
+    pub key: ObjectKey,
+    pub generation: i64,
+    pub spec_digest: String,
+    pub source_file: String,
+    pub deleted: bool,
+}
+
+/// What recording one spec did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    pub key: ObjectKey,
+    pub generation: i64,
+    pub execution_generation: Option<i64>,
+    /// Created, changed or revived.
+    pub moved: bool,
+}
+
+/// Batches larger than this read every row's state once instead of one row per key.
+const BULK_THRESHOLD: usize = 64;
+/// Rows per multi-row INSERT (10 binds each, well under SQLite's limit).
+const INSERT_CHUNK: usize = 200;
+const EXISTING_COLUMNS: &str =
+    "SELECT kind, name, generation, spec_digest, execution_generation, execution_digest, deleted_at FROM objects";
+const EXISTING_ONE: &str = "SELECT kind, name, generation, spec_digest, execution_generation, execution_digest, deleted_at FROM objects WHERE kind = $1 AND name = $2";
+
+/// The columns that decide how a recorded spec changes.
+struct Existing {
+    generation: i64,
+    spec_digest: String,
+    execution_generation: Option<i64>,
+    execution_digest: Option<String>,
+    deleted: bool,
+}
+
+impl Existing {
+    fn from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Self> {
+        Ok(Self {
+            generation: row.try_get("generation")?,
+            spec_digest: row.try_get("spec_digest")?,
+            execution_generation: row.try_get("execution_generation")?,
+            execution_digest: row.try_get("execution_digest")?,
+            deleted: row.try_get::<Option<String>, _>("deleted_at")?.is_some(),
+        })
+    }
+}
+
+async fn update_one(
+    tx: &mut sqlx::SqliteConnection,
+    previous: &Existing,
+    spec: &SpecSnapshot<'_>,
+    now: &str,
+) -> Result<Recorded> {
+    if previous.spec_digest == spec.spec_digest && !previous.deleted {
+        return Ok(Recorded {
+            key: spec.key.clone(),
+            generation: previous.generation,
+            execution_generation: previous.execution_generation,
+            moved: false,
+        });
+    }
+    let next_execution = if previous.execution_digest.as_deref() == spec.execution_digest {
+        previous.execution_generation
+    } else {
+        spec.execution_digest.map(|_| previous.execution_generation.unwrap_or(0) + 1)
+    };
+    let next_generation =
+        if previous.spec_digest == spec.spec_digest { previous.generation } else { previous.generation + 1 };
+    sqlx::query(
+        "UPDATE objects SET generation = $3, spec_digest = $4, execution_digest = $5, execution_generation = $6, spec_json = $7, source_file = $8, updated_at = $9, deleted_at = NULL WHERE kind = $1 AND name = $2",
+    )
+    .bind(spec.key.kind.as_str())
+    .bind(&spec.key.name)
+    .bind(next_generation)
+    .bind(spec.spec_digest)
+    .bind(spec.execution_digest)
+    .bind(next_execution)
+    .bind(spec.spec_json)
+    .bind(spec.source_file)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    Ok(Recorded {
+        key: spec.key.clone(),
+        generation: next_generation,
+        execution_generation: next_execution,
+        moved: true,
+    })
+}
+
 fn object_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<ObjectRecord> {
     Ok(ObjectRecord {
-        key: ObjectKey::new(
-            parse_kind(&row.try_get::<String, _>("kind")?)?,
-            row.try_get::<String, _>("name")?,
-        ),
+        key: ObjectKey::new(parse_kind(&row.try_get::<String, _>("kind")?)?, row.try_get::<String, _>("name")?),
         generation: row.try_get("generation")?,
         spec_digest: row.try_get("spec_digest")?,
         execution_generation: row.try_get("execution_generation")?,

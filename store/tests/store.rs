@@ -4,18 +4,8 @@ use roundtable_specs::output::{Condition, ConditionStatus};
 use roundtable_specs::{Kind, ObjectKey};
 use roundtable_store::{NewEvent, Severity, SpecSnapshot, Store};
 
-fn snapshot<'a>(
-    key: &'a ObjectKey,
-    digest: &'a str,
-    execution: Option<&'a str>,
-) -> SpecSnapshot<'a> {
-    SpecSnapshot {
-        key,
-        spec_digest: digest,
-        execution_digest: execution,
-        spec_json: "{}",
-        source_file: "a.yaml",
-    }
+fn snapshot<'a>(key: &'a ObjectKey, digest: &'a str, execution: Option<&'a str>) -> SpecSnapshot<'a> {
+    SpecSnapshot { key, spec_digest: digest, execution_digest: execution, spec_json: "{}", source_file: "a.yaml" }
 }
 
 #[tokio::test]
@@ -36,28 +26,13 @@ async fn generations_follow_digests_and_run_fields() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path()).await.expect("open");
     let key = ObjectKey::new(Kind::Assignment, "fix");
-    let first = store
-        .record_spec(&snapshot(&key, "d1", Some("r1")))
-        .await
-        .expect("record");
+    let first = store.record_spec(&snapshot(&key, "d1", Some("r1"))).await.expect("record");
     assert_eq!((first.generation, first.execution_generation), (1, Some(1)));
-    let same = store
-        .record_spec(&snapshot(&key, "d1", Some("r1")))
-        .await
-        .expect("record");
+    let same = store.record_spec(&snapshot(&key, "d1", Some("r1"))).await.expect("record");
     assert_eq!((same.generation, same.execution_generation), (1, Some(1)));
-    let relabelled = store
-        .record_spec(&snapshot(&key, "d2", Some("r1")))
-        .await
-        .expect("record");
-    assert_eq!(
-        (relabelled.generation, relabelled.execution_generation),
-        (2, Some(1))
-    );
-    let rerun = store
-        .record_spec(&snapshot(&key, "d3", Some("r2")))
-        .await
-        .expect("record");
+    let relabelled = store.record_spec(&snapshot(&key, "d2", Some("r1"))).await.expect("record");
+    assert_eq!((relabelled.generation, relabelled.execution_generation), (2, Some(1)));
+    let rerun = store.record_spec(&snapshot(&key, "d3", Some("r2"))).await.expect("record");
     assert_eq!((rerun.generation, rerun.execution_generation), (3, Some(2)));
 }
 
@@ -66,29 +41,11 @@ async fn tombstones_are_revived_or_forgotten() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path()).await.expect("open");
     let key = ObjectKey::new(Kind::Adapter, "codex");
-    store
-        .record_spec(&snapshot(&key, "d1", None))
-        .await
-        .expect("record");
+    store.record_spec(&snapshot(&key, "d1", None)).await.expect("record");
     assert!(store.tombstone(&key).await.expect("tombstone"));
-    assert!(
-        !store
-            .tombstone(&key)
-            .await
-            .expect("second tombstone is a no-op")
-    );
-    assert!(
-        store
-            .object(&key)
-            .await
-            .expect("read")
-            .and_then(|o| o.deleted_at)
-            .is_some()
-    );
-    let revived = store
-        .record_spec(&snapshot(&key, "d1", None))
-        .await
-        .expect("revive");
+    assert!(!store.tombstone(&key).await.expect("second tombstone is a no-op"));
+    assert!(store.object(&key).await.expect("read").and_then(|o| o.deleted_at).is_some());
+    let revived = store.record_spec(&snapshot(&key, "d1", None)).await.expect("revive");
     assert_eq!((revived.deleted_at, revived.generation), (None, 1));
     store.tombstone(&key).await.expect("tombstone");
     store.forget(&key).await.expect("forget");
@@ -108,27 +65,16 @@ async fn condition_transition_time_moves_only_with_status() {
         last_transition_time: String::new(),
         observed_generation: 1,
     };
-    let first = store
-        .set_condition(&key, &condition(ConditionStatus::False, "ImageMissing"))
-        .await
-        .expect("set");
+    let first = store.set_condition(&key, &condition(ConditionStatus::False, "ImageMissing")).await.expect("set");
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    let same_status = store
-        .set_condition(&key, &condition(ConditionStatus::False, "ImageNotPinned"))
-        .await
-        .expect("set");
+    let same_status =
+        store.set_condition(&key, &condition(ConditionStatus::False, "ImageNotPinned")).await.expect("set");
     assert_eq!(first.last_transition_time, same_status.last_transition_time);
-    let flipped = store
-        .set_condition(&key, &condition(ConditionStatus::True, "Ready"))
-        .await
-        .expect("set");
+    let flipped = store.set_condition(&key, &condition(ConditionStatus::True, "Ready")).await.expect("set");
     assert_ne!(first.last_transition_time, flipped.last_transition_time);
     let stored = store.conditions(&key).await.expect("read");
     assert_eq!(stored.len(), 1);
-    assert_eq!(
-        (stored[0].status, stored[0].reason.as_str()),
-        (ConditionStatus::True, "Ready")
-    );
+    assert_eq!((stored[0].status, stored[0].reason.as_str()), (ConditionStatus::True, "Ready"));
 }
 
 #[tokio::test]
@@ -139,30 +85,16 @@ async fn events_are_kept_per_object_in_order() {
     let other = ObjectKey::new(Kind::Adapter, "claude");
     for i in 0..5 {
         let message = format!("event {i}");
-        let event = NewEvent {
-            object: &key,
-            severity: Severity::Normal,
-            reason: "Tick",
-            message: &message,
-            record: None,
-        };
+        let event =
+            NewEvent { object: &key, severity: Severity::Normal, reason: "Tick", message: &message, record: None };
         store.append_event(&event).await.expect("append");
     }
-    let noise = NewEvent {
-        object: &other,
-        severity: Severity::Warning,
-        reason: "X",
-        message: "x",
-        record: None,
-    };
+    let noise = NewEvent { object: &other, severity: Severity::Warning, reason: "X", message: "x", record: None };
     store.append_event(&noise).await.expect("append");
     let recent = store.events(&key, 3).await.expect("read");
     let messages: Vec<&str> = recent.iter().map(|e| e.message.as_str()).collect();
     assert_eq!(messages, ["event 2", "event 3", "event 4"]);
-    assert!(
-        recent.iter().all(|e| e.seq.is_none()),
-        "plain events are not audited"
-    );
+    assert!(recent.iter().all(|e| e.seq.is_none()), "plain events are not audited");
 }
 
 #[tokio::test]
@@ -170,39 +102,38 @@ async fn file_errors_are_replaced_by_each_scan_and_requests_are_taken_once() {
     use roundtable_store::FileError;
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path()).await.expect("open");
-    let error = |file: &str| FileError {
-        file: file.into(),
-        line: 3,
-        column: 1,
-        path: "spec".into(),
-        message: "bad".into(),
-    };
-    store
-        .replace_file_errors(&[error("a.yaml"), error("b.yaml")])
-        .await
-        .expect("replace");
-    store
-        .replace_file_errors(&[error("b.yaml")])
-        .await
-        .expect("replace");
+    let error =
+        |file: &str| FileError { file: file.into(), line: 3, column: 1, path: "spec".into(), message: "bad".into() };
+    store.replace_file_errors(&[error("a.yaml"), error("b.yaml")]).await.expect("replace");
+    store.replace_file_errors(&[error("b.yaml")]).await.expect("replace");
     let errors = store.file_errors().await.expect("read");
-    assert_eq!(
-        errors.iter().map(|e| e.file.as_str()).collect::<Vec<_>>(),
-        ["b.yaml"]
-    );
+    assert_eq!(errors.iter().map(|e| e.file.as_str()).collect::<Vec<_>>(), ["b.yaml"]);
 
     let key = ObjectKey::new(Kind::Adapter, "codex");
     store.request_reconcile(&key).await.expect("request");
     store.request_reconcile(&key).await.expect("request");
-    assert_eq!(
-        store.take_reconcile_requests().await.expect("take"),
-        [key.clone(), key]
-    );
-    assert!(
-        store
-            .take_reconcile_requests()
-            .await
-            .expect("take")
-            .is_empty()
-    );
+    assert_eq!(store.take_reconcile_requests().await.expect("take"), [key.clone(), key]);
+    assert!(store.take_reconcile_requests().await.expect("take").is_empty());
+}
+
+#[tokio::test]
+async fn large_batches_record_the_same_generations_as_small_ones() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).await.expect("open");
+    let keys: Vec<ObjectKey> = (0..150).map(|i| ObjectKey::new(Kind::Assignment, format!("a{i}"))).collect();
+    let first: Vec<SpecSnapshot> = keys.iter().map(|k| snapshot(k, "d1", Some("r1"))).collect();
+    let recorded = store.record_specs(&first).await.expect("bulk insert");
+    assert!(recorded.iter().all(|r| r.moved && r.generation == 1));
+    let mut second: Vec<SpecSnapshot> = keys.iter().map(|k| snapshot(k, "d1", Some("r1"))).collect();
+    second[7] = snapshot(&keys[7], "d2", Some("r2"));
+    let recorded = store.record_specs(&second).await.expect("bulk update");
+    assert_eq!(recorded.iter().filter(|r| r.moved).count(), 1);
+    assert_eq!((recorded[7].generation, recorded[7].execution_generation), (2, Some(2)));
+    assert_eq!(store.object_index().await.expect("index").len(), 150);
+    let events: Vec<NewEvent> = keys
+        .iter()
+        .map(|k| NewEvent { object: k, severity: Severity::Normal, reason: "R", message: "m", record: None })
+        .collect();
+    store.append_events(&events).await.expect("batch events");
+    assert_eq!(store.events(&keys[149], 10).await.expect("read").len(), 1);
 }

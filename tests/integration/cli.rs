@@ -9,10 +9,7 @@ const API: &str = "apiVersion: roundtable.dev/v1alpha1";
 /// The `name` of every item of a list envelope, in order.
 fn item_names(list: &Value) -> Vec<&str> {
     let items = list["items"].as_array().expect("items");
-    items
-        .iter()
-        .filter_map(|item| item["name"].as_str())
-        .collect()
+    items.iter().filter_map(|item| item["name"].as_str()).collect()
 }
 
 fn json(text: &str) -> Value {
@@ -22,26 +19,20 @@ fn json(text: &str) -> Value {
 #[test]
 fn quickstart_specs_validate() {
     let root = repo_root();
-    let out = roundtable(
-        &root,
-        &["validate", "--dir", "examples/quickstart/.roundtable"],
-    );
+    let out = roundtable(&root, &["validate", "--dir", "examples/quickstart/.roundtable"]);
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     let shown = stdout(&out);
+    assert!(shown.contains("valid: 4 objects in 3 files (1 warnings)"), "{shown}");
     assert!(
-        shown.contains("valid: 4 objects in 3 files (1 warnings)"),
+        shown.contains("adapters.yaml:9:3: warning: spec.image: image roundtable-test/agent:latest is not pinned"),
         "{shown}"
     );
-    assert!(shown.contains("adapters.yaml:9:3: warning: spec.image: image roundtable-test/agent:latest is not pinned"), "{shown}");
 }
 
 #[test]
 fn broken_files_are_positioned_in_text_and_json() {
     let tree = spec_tree(&[
-        (
-            "ok.yaml",
-            &format!("{API}\nkind: Adapter\nmetadata: {{name: mine}}\nspec: {{command: mine}}\n"),
-        ),
+        ("ok.yaml", &format!("{API}\nkind: Adapter\nmetadata: {{name: mine}}\nspec: {{command: mine}}\n")),
         (
             "nested/bad.yaml",
             &format!(
@@ -56,20 +47,12 @@ fn broken_files_are_positioned_in_text_and_json() {
     let text = roundtable(tree.path(), &["validate", "--dir", dir]);
     assert_eq!(text.status.code(), Some(1), "{}", stdout(&text));
     let shown = stdout(&text);
+    assert!(shown.contains("nested/bad.yaml:9:7: spec.readablePaths[1]: \"../secrets\""), "{shown}");
     assert!(
-        shown.contains("nested/bad.yaml:9:7: spec.readablePaths[1]: \"../secrets\""),
+        shown.contains("nested/bad.yaml:16:5: spec.resources.memory: 64Gi exceeds the hard cap of 16Gi"),
         "{shown}"
     );
-    assert!(
-        shown.contains(
-            "nested/bad.yaml:16:5: spec.resources.memory: 64Gi exceeds the hard cap of 16Gi"
-        ),
-        "{shown}"
-    );
-    assert!(
-        !shown.contains("ignored.yaml"),
-        "state/ and contracts/ are skipped: {shown}"
-    );
+    assert!(!shown.contains("ignored.yaml"), "state/ and contracts/ are skipped: {shown}");
 
     let as_json = roundtable(tree.path(), &["validate", "--dir", dir, "--format", "json"]);
     assert_eq!(as_json.status.code(), Some(1));
@@ -78,35 +61,22 @@ fn broken_files_are_positioned_in_text_and_json() {
     let items = list["items"].as_array().expect("items");
     assert_eq!(items.len(), 2, "{list:#}");
     let first = &items[0];
-    assert!(
-        first["file"]
-            .as_str()
-            .expect("file")
-            .ends_with("nested/bad.yaml")
-    );
-    assert_eq!(
-        (first["line"].as_u64(), first["column"].as_u64()),
-        (Some(9), Some(7))
-    );
+    assert!(first["file"].as_str().expect("file").ends_with("nested/bad.yaml"));
+    assert_eq!((first["line"].as_u64(), first["column"].as_u64()), (Some(9), Some(7)));
     assert_eq!(first["path"], "spec.readablePaths[1]");
     assert_eq!(first["severity"], "error");
 }
 
 #[test]
 fn syntax_errors_name_file_line_and_column() {
-    let tree = spec_tree(&[(
-        "a.yaml",
-        &format!("{API}\nkind: Adapter\nmetadata: {{name: x}}\nspec:\n  image: [unclosed\n"),
-    )]);
+    let tree =
+        spec_tree(&[("a.yaml", &format!("{API}\nkind: Adapter\nmetadata: {{name: x}}\nspec:\n  image: [unclosed\n"))]);
     let out = roundtable(tree.path(), &["validate", "--dir", "."]);
     assert_eq!(out.status.code(), Some(1));
     let shown = stdout(&out);
     assert!(shown.starts_with("./a.yaml:"), "{shown}");
     let position: Vec<&str> = shown.split(':').take(3).collect();
-    assert!(
-        position[1].parse::<u32>().is_ok() && position[2].parse::<u32>().is_ok(),
-        "{shown}"
-    );
+    assert!(position[1].parse::<u32>().is_ok() && position[2].parse::<u32>().is_ok(), "{shown}");
 }
 
 #[test]
@@ -127,10 +97,7 @@ fn missing_spec_directory_is_an_error() {
     let out = roundtable(tree.path(), &["validate", "--dir", "nowhere"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stdout(&out).contains("spec directory not found"));
-    assert!(
-        !tree.path().join("nowhere").exists(),
-        "validate creates nothing"
-    );
+    assert!(!tree.path().join("nowhere").exists(), "validate creates nothing");
 }
 
 #[test]
@@ -142,40 +109,19 @@ fn adapters_list_shows_builtins_and_merges_overrides_field_by_field() {
             "a".repeat(64)
         ),
     )]);
-    let out = roundtable(
-        tree.path(),
-        &["adapters", "list", "--format", "json", "--dir", "."],
-    );
+    let out = roundtable(tree.path(), &["adapters", "list", "--format", "json", "--dir", "."]);
     assert!(out.status.success(), "{}", stderr(&out));
     let list = json(&stdout(&out));
     assert_eq!(list["kind"], "AdapterList");
     let names = item_names(&list);
-    assert_eq!(
-        names,
-        [
-            "Qwen CLI", "claude", "codex", "gemini", "generic", "mock", "opencode"
-        ]
-    );
-    let item = |name: &str| {
-        list["items"]
-            .as_array()
-            .expect("items")
-            .iter()
-            .find(|i| i["name"] == name)
-            .cloned()
-            .expect(name)
-    };
+    assert_eq!(names, ["Qwen CLI", "claude", "codex", "gemini", "generic", "mock", "opencode"]);
+    let item =
+        |name: &str| list["items"].as_array().expect("items").iter().find(|i| i["name"] == name).cloned().expect(name);
     let codex = item("codex");
     assert_eq!(codex["pinned"], true);
     assert_eq!(codex["resources"]["pids"], 64, "the override wins");
-    assert_eq!(
-        codex["resources"]["memory"], "2Gi",
-        "the rest keeps the defaults"
-    );
-    assert_eq!(
-        codex["providerHosts"][0], "api.openai.com",
-        "the template's hosts survive"
-    );
+    assert_eq!(codex["resources"]["memory"], "2Gi", "the rest keeps the defaults");
+    assert_eq!(codex["providerHosts"][0], "api.openai.com", "the template's hosts survive");
     assert_eq!(codex["command"], "codex");
     let qwen = item("Qwen CLI");
     assert_eq!(qwen["slug"], "qwen-cli");
@@ -190,10 +136,7 @@ fn adapters_list_without_specs_shows_the_six_builtins() {
     assert!(out.status.success(), "{}", stderr(&out));
     let list = json(&stdout(&out));
     let names = item_names(&list);
-    assert_eq!(
-        names,
-        ["claude", "codex", "gemini", "generic", "mock", "opencode"]
-    );
+    assert_eq!(names, ["claude", "codex", "gemini", "generic", "mock", "opencode"]);
     let text = roundtable(tree.path(), &["adapters", "list"]);
     assert!(stdout(&text).starts_with("NAME"), "{}", stdout(&text));
 }
@@ -208,11 +151,7 @@ fn an_unknown_adapter_is_an_error_never_generic() {
     )]);
     let out = roundtable(tree.path(), &["validate", "--dir", "."]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stdout(&out).contains("spec.adapter: unknown adapter \"Generic\""),
-        "{}",
-        stdout(&out)
-    );
+    assert!(stdout(&out).contains("spec.adapter: unknown adapter \"Generic\""), "{}", stdout(&out));
 }
 
 #[test]
@@ -225,10 +164,7 @@ fn init_scaffolds_a_valid_project_and_keeps_existing_files() {
     std::fs::write(spec_dir.join("policy.yaml"), "# mine\n").expect("write");
     let second = roundtable(tree.path(), &["init"]);
     assert!(stdout(&second).contains("kept"), "{}", stdout(&second));
-    assert_eq!(
-        std::fs::read_to_string(spec_dir.join("policy.yaml")).expect("read"),
-        "# mine\n"
-    );
+    assert_eq!(std::fs::read_to_string(spec_dir.join("policy.yaml")).expect("read"), "# mine\n");
     let valid = roundtable(tree.path(), &["validate"]);
     assert!(valid.status.success(), "{}", stdout(&valid));
 }
@@ -236,15 +172,7 @@ fn init_scaffolds_a_valid_project_and_keeps_existing_files() {
 #[test]
 fn usage_errors_exit_64() {
     let tree = spec_tree(&[]);
-    assert_eq!(
-        roundtable(tree.path(), &["frobnicate"]).status.code(),
-        Some(64)
-    );
-    assert_eq!(
-        roundtable(tree.path(), &["validate", "--format", "yaml"])
-            .status
-            .code(),
-        Some(64)
-    );
+    assert_eq!(roundtable(tree.path(), &["frobnicate"]).status.code(), Some(64));
+    assert_eq!(roundtable(tree.path(), &["validate", "--format", "yaml"]).status.code(), Some(64));
     assert_eq!(roundtable(tree.path(), &["--help"]).status.code(), Some(0));
 }

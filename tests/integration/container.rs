@@ -16,25 +16,11 @@ use roundtable_sandbox::Engine;
 use roundtable_sandbox::labels::{Ownership, Purpose};
 use roundtable_sandbox::profile::{SandboxSpec, paths, tmpfs_volume};
 
-use crate::support::{binary, containers_required, ensure_test_images};
+use crate::support::{binary, engine_or_skip, ensure_test_images};
 
 const IMAGE: &str = "roundtable-test/agent:latest";
 const MEMORY: u64 = 96 << 20;
 const PIDS: u32 = 64;
-
-/// The engine, or `None` (skip) when there is none and the run does not require one.
-async fn engine_or_skip() -> Option<Engine> {
-    match Engine::connect().await {
-        Ok(engine) => Some(engine),
-        Err(error) if containers_required() => {
-            panic!("ROUNDTABLE_REQUIRE_CONTAINER_TESTS=1 but no engine: {error}")
-        }
-        Err(error) => {
-            eprintln!("skipping container test: {error}");
-            None
-        }
-    }
-}
 
 struct Exec {
     code: i64,
@@ -59,10 +45,8 @@ async fn exec(docker: &Docker, container: &str, cmd: &[&str]) -> Exec {
         .expect("create exec");
     let mut stdout = String::new();
     let mut stderr = String::new();
-    if let StartExecResults::Attached { mut output, .. } = docker
-        .start_exec(&created.id, None)
-        .await
-        .expect("start exec")
+    if let StartExecResults::Attached { mut output, .. } =
+        docker.start_exec(&created.id, None).await.expect("start exec")
     {
         while let Some(chunk) = output.next().await {
             match chunk {
@@ -77,17 +61,8 @@ async fn exec(docker: &Docker, container: &str, cmd: &[&str]) -> Exec {
             }
         }
     }
-    let code = docker
-        .inspect_exec(&created.id)
-        .await
-        .expect("inspect exec")
-        .exit_code
-        .unwrap_or(-1);
-    Exec {
-        code,
-        stdout,
-        stderr,
-    }
+    let code = docker.inspect_exec(&created.id).await.expect("inspect exec").exit_code.unwrap_or(-1);
+    Exec { code, stdout, stderr }
 }
 
 async fn sh(docker: &Docker, container: &str, script: &str) -> Exec {
@@ -117,10 +92,7 @@ impl Sandbox {
         .labels();
         let volumes = [format!("{unique}-workspace"), format!("{unique}-tmp")];
         for (name, size) in volumes.iter().zip([32u64 << 20, 16 << 20]) {
-            docker
-                .create_volume(tmpfs_volume(name, size, labels.clone()))
-                .await
-                .expect("create volume");
+            docker.create_volume(tmpfs_volume(name, size, labels.clone())).await.expect("create volume");
         }
         let source = tempfile::tempdir().expect("tempdir");
         std::fs::write(source.path().join("README.md"), "# source\n").expect("write");
@@ -137,49 +109,25 @@ impl Sandbox {
             task_file: None,
             socket_dir: None,
         };
-        let options = CreateContainerOptionsBuilder::default()
-            .name(&unique)
-            .build();
-        let created = docker
-            .create_container(Some(options), spec.container_body())
-            .await
-            .expect("create container");
-        docker
-            .start_container(&created.id, None)
-            .await
-            .expect("start PID 1");
-        Sandbox {
-            docker,
-            id: created.id,
-            volumes,
-            _source: source,
-        }
+        let options = CreateContainerOptionsBuilder::default().name(&unique).build();
+        let created = docker.create_container(Some(options), spec.container_body()).await.expect("create container");
+        docker.start_container(&created.id, None).await.expect("start PID 1");
+        Sandbox { docker, id: created.id, volumes, _source: source }
     }
 
     async fn remove(self) {
-        let options = RemoveContainerOptionsBuilder::default()
-            .force(true)
-            .v(true)
-            .build();
-        self.docker
-            .remove_container(&self.id, Some(options))
-            .await
-            .expect("remove container");
+        let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
+        self.docker.remove_container(&self.id, Some(options)).await.expect("remove container");
         for volume in &self.volumes {
             let options = RemoveVolumeOptionsBuilder::default().force(true).build();
-            self.docker
-                .remove_volume(volume, Some(options))
-                .await
-                .expect("remove volume");
+            self.docker.remove_volume(volume, Some(options)).await.expect("remove volume");
         }
     }
 }
 
 fn rand_suffix() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     format!("{nanos:x}")
 }
 
@@ -200,28 +148,19 @@ fn one_file_tar(name: &str, contents: &[u8]) -> Vec<u8> {
     header.set_uid(1000);
     header.set_gid(1000);
     header.set_mtime(0);
-    builder
-        .append_data(&mut header, name, contents)
-        .expect("append");
+    builder.append_data(&mut header, name, contents).expect("append");
     builder.into_inner().expect("finish tar")
 }
 
 async fn download_file(docker: &Docker, container: &str, path: &str) -> Vec<u8> {
-    let options = DownloadFromContainerOptionsBuilder::default()
-        .path(path)
-        .build();
+    let options = DownloadFromContainerOptionsBuilder::default().path(path).build();
     let mut stream = docker.download_from_container(container, Some(options));
     let mut archive = Vec::new();
     while let Some(chunk) = stream.next().await {
         archive.extend_from_slice(&chunk.expect("download chunk"));
     }
     let mut reader = tar::Archive::new(archive.as_slice());
-    let mut entry = reader
-        .entries()
-        .expect("entries")
-        .next()
-        .expect("one entry")
-        .expect("entry");
+    let mut entry = reader.entries().expect("entries").next().expect("one entry").expect("entry");
     let mut contents = Vec::new();
     std::io::Read::read_to_end(&mut entry, &mut contents).expect("read entry");
     contents
@@ -233,78 +172,47 @@ async fn hardened_lifecycle_is_proven_from_inside() {
         return;
     };
     let report = engine.report().await;
-    for feature in report
-        .features
-        .iter()
-        .filter(|f| !matches!(f.name.as_str(), "rootless" | "userns"))
-    {
-        assert!(
-            feature.available,
-            "the engine lacks {}: {}",
-            feature.name, feature.detail
-        );
+    for feature in report.features.iter().filter(|f| !matches!(f.name.as_str(), "rootless" | "userns")) {
+        assert!(feature.available, "the engine lacks {}: {}", feature.name, feature.detail);
     }
     let sandbox = Sandbox::launch(&engine, MEMORY).await;
     let (docker, id) = (&sandbox.docker, sandbox.id.as_str());
 
     // PID 1 is our own binary, mounted read-only.
     let pid1 = sh(docker, id, "tr '\\0' ' ' < /proc/1/cmdline").await;
-    assert_eq!(
-        pid1.stdout.trim(),
-        "/roundtable/bin/roundtable sandbox init",
-        "{}",
-        pid1.stderr
-    );
+    assert_eq!(pid1.stdout.trim(), "/roundtable/bin/roundtable sandbox init", "{}", pid1.stderr);
 
     // Upload into both tmpfs volumes through the archive API (it cannot see --tmpfs mounts).
     for target in [paths::WORKSPACE, paths::TMP] {
-        let options = UploadToContainerOptionsBuilder::default()
-            .path(target)
-            .build();
+        let options = UploadToContainerOptionsBuilder::default().path(target).build();
         let archive = one_file_tar("seed.txt", format!("seeded into {target}\n").as_bytes());
-        docker
-            .upload_to_container(id, Some(options), bollard::body_full(archive.into()))
-            .await
-            .expect("upload");
+        docker.upload_to_container(id, Some(options), bollard::body_full(archive.into())).await.expect("upload");
     }
 
     let status = sh(docker, id, "cat /proc/self/status").await.stdout;
-    assert_eq!(
-        status_field(&status, "Uid").split_whitespace().next(),
-        Some("1000")
-    );
-    assert_eq!(
-        status_field(&status, "Gid").split_whitespace().next(),
-        Some("1000")
-    );
+    assert_eq!(status_field(&status, "Uid").split_whitespace().next(), Some("1000"));
+    assert_eq!(status_field(&status, "Gid").split_whitespace().next(), Some("1000"));
     assert_eq!(status_field(&status, "CapEff"), "0000000000000000");
     assert_eq!(status_field(&status, "CapBnd"), "0000000000000000");
     assert_eq!(status_field(&status, "NoNewPrivs"), "1");
     assert_eq!(status_field(&status, "Seccomp"), "2");
 
     let interfaces = sh(docker, id, "ls /sys/class/net").await.stdout;
-    assert_eq!(
-        interfaces.split_whitespace().collect::<Vec<_>>(),
-        ["lo"],
-        "only loopback"
-    );
+    assert_eq!(interfaces.split_whitespace().collect::<Vec<_>>(), ["lo"], "only loopback");
 
     // The limits as the kernel sees them, cgroup v1 or v2.
-    let memory = sh(docker, id, "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes").await;
-    assert_eq!(
-        memory.stdout.trim(),
-        MEMORY.to_string(),
-        "{}",
-        memory.stderr
-    );
-    let pids = sh(
+    let memory =
+        sh(docker, id, "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes")
+            .await;
+    assert_eq!(memory.stdout.trim(), MEMORY.to_string(), "{}", memory.stderr);
+    let pids = sh(docker, id, "cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max").await;
+    assert_eq!(pids.stdout.trim(), PIDS.to_string(), "{}", pids.stderr);
+    let swap = sh(
         docker,
         id,
-        "cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max",
+        "cat /sys/fs/cgroup/memory.swap.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.memsw.limit_in_bytes",
     )
     .await;
-    assert_eq!(pids.stdout.trim(), PIDS.to_string(), "{}", pids.stderr);
-    let swap = sh(docker, id, "cat /sys/fs/cgroup/memory.swap.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.memsw.limit_in_bytes").await;
     assert!(
         swap.stdout.trim() == "0" || swap.stdout.trim() == MEMORY.to_string(),
         "no swap beyond memory: {}",
@@ -320,55 +228,19 @@ async fn hardened_lifecycle_is_proven_from_inside() {
             .unwrap_or_else(|| panic!("{target} is not mounted:\n{mounts}"))
             .to_owned()
     };
-    assert!(
-        mount_options("/")
-            .split_whitespace()
-            .nth(5)
-            .is_some_and(|o| o.split(',').any(|x| x == "ro"))
-    );
-    assert!(
-        mount_options(paths::SOURCE)
-            .split_whitespace()
-            .nth(5)
-            .is_some_and(|o| o.split(',').any(|x| x == "ro"))
-    );
-    assert!(
-        mount_options(paths::BINARY)
-            .split_whitespace()
-            .nth(5)
-            .is_some_and(|o| o.split(',').any(|x| x == "ro"))
-    );
+    assert!(mount_options("/").split_whitespace().nth(5).is_some_and(|o| o.split(',').any(|x| x == "ro")));
+    assert!(mount_options(paths::SOURCE).split_whitespace().nth(5).is_some_and(|o| o.split(',').any(|x| x == "ro")));
+    assert!(mount_options(paths::BINARY).split_whitespace().nth(5).is_some_and(|o| o.split(',').any(|x| x == "ro")));
     for volume in [paths::WORKSPACE, paths::TMP] {
         let line = mount_options(volume);
-        assert!(
-            line.contains(" - tmpfs ") && line.contains("uid=1000"),
-            "{line}"
-        );
+        assert!(line.contains(" - tmpfs ") && line.contains("uid=1000"), "{line}");
     }
-    assert!(
-        !mounts.contains("docker.sock"),
-        "the engine socket is never mounted"
-    );
+    assert!(!mounts.contains("docker.sock"), "the engine socket is never mounted");
 
-    let denied = sh(
-        docker,
-        id,
-        "touch /x; touch /roundtable/source/x; touch /roundtable/bin/x; echo done",
-    )
-    .await;
-    assert_eq!(
-        denied.stderr.matches("Read-only file system").count(),
-        3,
-        "{}",
-        denied.stderr
-    );
+    let denied = sh(docker, id, "touch /x; touch /roundtable/source/x; touch /roundtable/bin/x; echo done").await;
+    assert_eq!(denied.stderr.matches("Read-only file system").count(), 3, "{}", denied.stderr);
     let allowed = sh(docker, id, "echo agent > /roundtable/workspace/out.txt && echo tmp > /tmp/out.txt && stat -c %u /roundtable/workspace/seed.txt").await;
-    assert_eq!(
-        (allowed.code, allowed.stdout.trim()),
-        (0, "1000"),
-        "{}",
-        allowed.stderr
-    );
+    assert_eq!((allowed.code, allowed.stdout.trim()), (0, "1000"), "{}", allowed.stderr);
     let source = sh(docker, id, "cat /roundtable/source/README.md").await;
     assert_eq!(source.stdout, "# source\n");
 
@@ -378,40 +250,22 @@ async fn hardened_lifecycle_is_proven_from_inside() {
 
     // Pause (as before export), prove it, resume.
     docker.pause_container(id).await.expect("pause");
-    let state = docker
-        .inspect_container(id, None)
-        .await
-        .expect("inspect")
-        .state
-        .expect("state");
+    let state = docker.inspect_container(id, None).await.expect("inspect").state.expect("state");
     assert_eq!(state.paused, Some(true));
     // The archive API still reads a paused container's volumes.
-    assert_eq!(
-        download_file(docker, id, "/roundtable/workspace/fake-agent.txt").await,
-        b"hello from the test\n"
-    );
+    assert_eq!(download_file(docker, id, "/roundtable/workspace/fake-agent.txt").await, b"hello from the test\n");
     docker.unpause_container(id).await.expect("unpause");
 
     for (path, expected) in [
-        (
-            "/roundtable/workspace/seed.txt",
-            "seeded into /roundtable/workspace\n",
-        ),
+        ("/roundtable/workspace/seed.txt", "seeded into /roundtable/workspace\n"),
         ("/tmp/seed.txt", "seeded into /tmp\n"),
         ("/roundtable/workspace/out.txt", "agent\n"),
         ("/tmp/out.txt", "tmp\n"),
     ] {
-        assert_eq!(
-            String::from_utf8(download_file(docker, id, path).await).expect("utf-8"),
-            expected,
-            "{path}"
-        );
+        assert_eq!(String::from_utf8(download_file(docker, id, path).await).expect("utf-8"), expected, "{path}");
     }
 
-    docker
-        .kill_container(id, None::<bollard::query_parameters::KillContainerOptions>)
-        .await
-        .expect("kill");
+    docker.kill_container(id, None::<bollard::query_parameters::KillContainerOptions>).await.expect("kill");
     sandbox.remove().await;
 }
 
@@ -435,10 +289,7 @@ async fn oom_kills_are_observed_through_engine_events() {
         .expect("event stream open")
         .expect("event");
     assert_eq!(event.action.as_deref(), Some("oom"));
-    let hog = tokio::time::timeout(Duration::from_secs(30), hog)
-        .await
-        .expect("hog ends")
-        .expect("join");
+    let hog = tokio::time::timeout(Duration::from_secs(30), hog).await.expect("hog ends").expect("join");
     assert_eq!(hog.code, 137, "killed by SIGKILL: {}", hog.stderr);
     sandbox.remove().await;
 }

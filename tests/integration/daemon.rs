@@ -30,19 +30,13 @@ impl Daemon {
     /// Sends SIGTERM and waits for a clean exit.
     fn stop(mut self) -> std::process::ExitStatus {
         let pid = self.0.id().to_string();
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("kill -TERM");
+        Command::new("kill").args(["-TERM", &pid]).status().expect("kill -TERM");
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Some(status) = self.0.try_wait().expect("wait") {
                 return status;
             }
-            assert!(
-                Instant::now() < deadline,
-                "the daemon did not stop within 20 s of SIGTERM"
-            );
+            assert!(Instant::now() < deadline, "the daemon did not stop within 20 s of SIGTERM");
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -62,10 +56,7 @@ fn status_json(project: &Path) -> Value {
 }
 
 fn row<'a>(status: &'a Value, kind: &str, name: &str) -> Option<&'a Value> {
-    status["items"]
-        .as_array()?
-        .iter()
-        .find(|r| r["kind"] == kind && r["name"] == name)
+    status["items"].as_array()?.iter().find(|r| r["kind"] == kind && r["name"] == name)
 }
 
 /// Polls `status` until `check` holds, failing with the last status after 15 s.
@@ -76,90 +67,51 @@ fn wait_for(project: &Path, what: &str, check: impl Fn(&Value) -> bool) -> Value
         if check(&status) {
             return status;
         }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}; last status: {status:#}"
-        );
+        assert!(Instant::now() < deadline, "timed out waiting for {what}; last status: {status:#}");
         std::thread::sleep(Duration::from_millis(100));
     }
 }
 
 fn exit_code(project: &Path) -> Option<i32> {
-    roundtable(project, &["status", "--exit-code"])
-        .status
-        .code()
+    roundtable(project, &["status", "--exit-code"]).status.code()
 }
 
 #[test]
 fn the_daemon_converges_edits_keeps_broken_files_and_cleans_up() {
     let project = spec_tree(&[(".roundtable/adapters.yaml", MOCK)]);
     let root = project.path();
-    assert_eq!(
-        exit_code(root),
-        Some(2),
-        "new objects are drift before the daemon runs"
-    );
-    assert!(
-        !root.join(".roundtable/state").exists(),
-        "status creates nothing"
-    );
+    assert_eq!(exit_code(root), Some(2), "new objects are drift before the daemon runs");
+    assert!(!root.join(".roundtable/state").exists(), "status creates nothing");
 
     let daemon = Daemon::start(root);
     wait_for(root, "the first convergence", |s| {
-        row(s, "Adapter", "mock")
-            .is_some_and(|r| r["sync"] == "Synced" && r["observedGeneration"] == 1)
+        row(s, "Adapter", "mock").is_some_and(|r| r["sync"] == "Synced" && r["observedGeneration"] == 1)
     });
     assert_eq!(exit_code(root), Some(0));
 
     let second = roundtable(root, &["start"]);
     assert_eq!(second.status.code(), Some(1));
-    assert!(
-        stderr(&second).contains("another roundtable daemon holds"),
-        "{}",
-        stderr(&second)
-    );
-    assert!(
-        stderr(&second).contains(&format!("pid {}", daemon.0.id())),
-        "{}",
-        stderr(&second)
-    );
+    assert!(stderr(&second).contains("another roundtable daemon holds"), "{}", stderr(&second));
+    assert!(stderr(&second).contains(&format!("pid {}", daemon.0.id())), "{}", stderr(&second));
 
     // An edit: the new generation is observed.
-    std::fs::write(
-        root.join(".roundtable/adapters.yaml"),
-        MOCK.replace("5m", "7m"),
-    )
-    .expect("edit");
+    std::fs::write(root.join(".roundtable/adapters.yaml"), MOCK.replace("5m", "7m")).expect("edit");
     wait_for(root, "generation 2 observed", |s| {
-        row(s, "Adapter", "mock").is_some_and(|r| {
-            r["generation"] == 2 && r["observedGeneration"] == 2 && r["sync"] == "Synced"
-        })
+        row(s, "Adapter", "mock")
+            .is_some_and(|r| r["generation"] == 2 && r["observedGeneration"] == 2 && r["sync"] == "Synced")
     });
 
     // A broken file: the object keeps its last valid spec and the error shows.
-    std::fs::write(
-        root.join(".roundtable/adapters.yaml"),
-        format!("{MOCK}  bogus: [\n"),
-    )
-    .expect("break");
-    let status = wait_for(root, "the file error", |s| {
-        row(s, "File", ".roundtable/adapters.yaml").is_some()
-    });
+    std::fs::write(root.join(".roundtable/adapters.yaml"), format!("{MOCK}  bogus: [\n")).expect("break");
+    let status = wait_for(root, "the file error", |s| row(s, "File", ".roundtable/adapters.yaml").is_some());
     let kept = row(&status, "Adapter", "mock").expect("the object is kept");
     assert_eq!(kept["generation"], 2);
-    assert!(
-        kept["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("keeping the last valid spec")),
-        "{kept:#}"
-    );
+    assert!(kept["message"].as_str().is_some_and(|m| m.contains("keeping the last valid spec")), "{kept:#}");
     assert_eq!(exit_code(root), Some(1), "an error outranks drift");
 
     // Removed: cleanup, then forgotten.
     std::fs::remove_file(root.join(".roundtable/adapters.yaml")).expect("remove");
-    wait_for(root, "the cleanup", |s| {
-        s["items"].as_array().is_some_and(|items| items.is_empty())
-    });
+    wait_for(root, "the cleanup", |s| s["items"].as_array().is_some_and(|items| items.is_empty()));
     assert_eq!(exit_code(root), Some(0));
     let describe = roundtable(root, &["describe", "Adapter/mock"]);
     assert_eq!(describe.status.code(), Some(1), "forgotten after cleanup");
@@ -174,23 +126,13 @@ fn plan_describe_and_reconcile_without_a_daemon() {
     let plan = roundtable(root, &["plan"]);
     assert!(plan.status.success(), "{}", stderr(&plan));
     let shown = stdout(&plan);
-    assert!(
-        shown.contains("+ Adapter/mock: create at generation 1"),
-        "{shown}"
-    );
-    assert!(
-        shown.contains("~ Adapter/mock: condition Ready = True (NoImageNeeded)"),
-        "{shown}"
-    );
+    assert!(shown.contains("+ Adapter/mock: create at generation 1"), "{shown}");
+    assert!(shown.contains("~ Adapter/mock: condition Ready = True (NoImageNeeded)"), "{shown}");
 
     let reconciled = roundtable(root, &["reconcile", "adapter/mock"]);
     assert!(reconciled.status.success(), "{}", stderr(&reconciled));
     let plan = roundtable(root, &["plan"]);
-    assert!(
-        stdout(&plan).contains("No changes."),
-        "converged, then the plan is empty: {}",
-        stdout(&plan)
-    );
+    assert!(stdout(&plan).contains("No changes."), "converged, then the plan is empty: {}", stdout(&plan));
 
     let describe = roundtable(root, &["describe", "Adapter/mock"]);
     let shown = stdout(&describe);
@@ -202,14 +144,31 @@ fn plan_describe_and_reconcile_without_a_daemon() {
     assert_eq!(list["kind"], "DescribeList");
     assert_eq!(list["items"][0]["status"]["health"], "Healthy");
 
-    assert_eq!(
-        roundtable(root, &["describe", "Widget/x"]).status.code(),
-        Some(1)
-    );
-    assert_eq!(
-        roundtable(root, &["reconcile", "Adapter/nothing"])
-            .status
-            .code(),
-        Some(1)
-    );
+    assert_eq!(roundtable(root, &["describe", "Widget/x"]).status.code(), Some(1));
+    assert_eq!(roundtable(root, &["reconcile", "Adapter/nothing"]).status.code(), Some(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labelled_leftovers_no_spec_owns_require_pruning() {
+    use roundtable_sandbox::labels::{Ownership, Purpose};
+    let Some(engine) = crate::support::engine_or_skip().await else { return };
+    let project = spec_tree(&[(".roundtable/adapters.yaml", MOCK)]);
+    let root = project.path();
+    let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
+    let name = format!("rt-leftover-{}", std::process::id());
+    let labels = Ownership {
+        project: project_id,
+        assignment: Some("long-gone".into()),
+        session: "s1".into(),
+        controller_run: "an-earlier-run".into(),
+        purpose: Purpose::Agent,
+    }
+    .labels();
+    let volume = roundtable_sandbox::profile::tmpfs_volume(&name, 1 << 20, labels);
+    engine.docker().create_volume(volume).await.expect("create a labelled volume");
+    let status = status_json(root);
+    let leftover = row(&status, "Volume", &name).map(|r| r["message"].as_str().unwrap_or_default().to_owned());
+    engine.docker().remove_volume(&name, None::<bollard::query_parameters::RemoveVolumeOptions>).await.expect("remove");
+    let message = leftover.unwrap_or_else(|| panic!("the labelled volume is not listed: {status:#}"));
+    assert!(message.starts_with("requires pruning"), "{message}");
 }

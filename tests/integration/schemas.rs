@@ -14,11 +14,7 @@ fn read_tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
             if path.is_dir() {
                 pending.push(path);
             } else {
-                let relative = path
-                    .strip_prefix(root)
-                    .expect("prefix")
-                    .to_string_lossy()
-                    .into_owned();
+                let relative = path.strip_prefix(root).expect("prefix").to_string_lossy().into_owned();
                 files.insert(relative, std::fs::read(&path).expect("read"));
             }
         }
@@ -35,11 +31,7 @@ fn checked_in_schemas_are_current() {
     let generated = read_tree(out.path());
     let checked_in = read_tree(&repo_root().join("schemas"));
     let names = |tree: &BTreeMap<String, Vec<u8>>| tree.keys().cloned().collect::<Vec<_>>();
-    assert_eq!(
-        names(&checked_in),
-        names(&generated),
-        "schemas/ has other files than the generator writes"
-    );
+    assert_eq!(names(&checked_in), names(&generated), "schemas/ has other files than the generator writes");
     for (name, bytes) in &generated {
         assert!(
             checked_in.get(name) == Some(bytes),
@@ -52,9 +44,6 @@ fn checked_in_schemas_are_current() {
 fn combined_schema_accepts_every_kind() {
     let text = std::fs::read_to_string(repo_root().join("schemas/roundtable.json")).expect("read");
     for kind in ["\"Adapter\"", "\"Assignment\"", "\"AdmissionPolicy\""] {
-        assert!(
-            text.contains(kind),
-            "{kind} missing from the combined schema"
-        );
+        assert!(text.contains(kind), "{kind} missing from the combined schema");
     }
 }

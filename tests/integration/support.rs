@@ -60,13 +60,21 @@ pub fn ensure_test_images() {
             .current_dir(repo_root())
             .status()
             .map_err(|e| e.to_string())?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(format!("tests/images/build.sh failed: {status}"))
-        }
+        if status.success() { Ok(()) } else { Err(format!("tests/images/build.sh failed: {status}")) }
     });
     if let Err(error) = outcome {
         panic!("{error}");
+    }
+}
+
+/// The engine, or `None` (skip) when there is none and the run does not require one.
+pub async fn engine_or_skip() -> Option<roundtable_sandbox::Engine> {
+    match roundtable_sandbox::Engine::connect().await {
+        Ok(engine) => Some(engine),
+        Err(error) if containers_required() => panic!("ROUNDTABLE_REQUIRE_CONTAINER_TESTS=1 but no engine: {error}"),
+        Err(error) => {
+            eprintln!("skipping container test: {error}");
+            None
+        }
     }
 }

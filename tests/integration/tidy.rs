@@ -28,18 +28,12 @@ fn every_rust_file_opens_with_a_module_doc_line() {
         .iter()
         .filter(|path| {
             let text = std::fs::read_to_string(path).expect("read");
-            let first = text
-                .lines()
-                .find(|line| !line.trim().is_empty())
-                .unwrap_or_default();
+            let first = text.lines().find(|line| !line.trim().is_empty()).unwrap_or_default();
             !first.starts_with("//!")
         })
         .map(|path| path.display().to_string())
         .collect();
-    assert!(
-        missing.is_empty(),
-        "these files do not open with `//!`: {missing:#?}"
-    );
+    assert!(missing.is_empty(), "these files do not open with `//!`: {missing:#?}");
 }
 
 /// Each package in Cargo.lock and the names of its dependencies.
@@ -93,31 +87,16 @@ fn specs_depends_on_no_async_network_or_docker_crate() {
         "rustls",
         "mio",
     ];
-    let found: Vec<&&str> = forbidden
-        .iter()
-        .filter(|name| seen.contains(**name))
-        .collect();
-    assert!(
-        found.is_empty(),
-        "specs (transitively) depends on {found:?}"
-    );
-    assert!(
-        seen.contains("serde-saphyr"),
-        "the walk found the specs crate's real dependencies"
-    );
+    let found: Vec<&&str> = forbidden.iter().filter(|name| seen.contains(**name)).collect();
+    assert!(found.is_empty(), "specs (transitively) depends on {found:?}");
+    assert!(seen.contains("serde-saphyr"), "the walk found the specs crate's real dependencies");
 }
 
 #[test]
 fn controller_layers_stay_apart() {
     let graph = lock_graph();
     let sandbox = graph.get("roundtable-sandbox").expect("sandbox in lock");
-    assert!(
-        !sandbox.iter().any(|dep| dep == "roundtable-store"),
-        "the sandbox does not reach into the state store"
-    );
+    assert!(!sandbox.iter().any(|dep| dep == "roundtable-store"), "the sandbox does not reach into the state store");
     let store = graph.get("roundtable-store").expect("store in lock");
-    assert!(
-        !store.iter().any(|dep| dep == "bollard"),
-        "the store does not talk to the engine"
-    );
+    assert!(!store.iter().any(|dep| dep == "bollard"), "the store does not talk to the engine");
 }

@@ -19,11 +19,7 @@ fn fake_agent(args: &[String]) -> ExitCode {
             .is_ok();
     }
     println!("{{\"type\":\"done\",\"agent\":\"fake-agent\",\"ok\":{ok}}}");
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
 fn memory_hog() -> ExitCode {
@@ -47,10 +43,7 @@ fn main() -> ExitCode {
         .unwrap_or_default()
         .to_owned();
     let (behaviour, rest) = if invoked_as == "agent-double" {
-        (
-            args.get(1).cloned().unwrap_or_default(),
-            args.get(2..).unwrap_or_default(),
-        )
+        (args.get(1).cloned().unwrap_or_default(), args.get(2..).unwrap_or_default())
     } else {
         (invoked_as, args.get(1..).unwrap_or_default())
     };

@@ -1,0 +1,185 @@
+//! Prints the reconcile engine's figures at 10,000 objects in 1,000 files: first scan + parse +
+//! diff, a resync with nothing changed, resident memory, and file edit → reconcile start latency
+//! with a no-op reconciler. Run: `cargo bench -p roundtable-reconcilers --bench reconcile`.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use roundtable_controller::{Action, ErrorOutcome, ReconcileError, Reconciler};
+use roundtable_reconcilers::daemon::{DaemonConfig, run_with};
+use roundtable_reconcilers::desired::sync;
+use roundtable_reconcilers::source::{ScanCache, scan_cached};
+use roundtable_specs::ObjectKey;
+use roundtable_store::Store;
+use tokio::sync::mpsc;
+
+const FILES: usize = 1000;
+const PER_FILE: usize = 10;
+const EDITS: usize = 60;
+
+fn write_file(dir: &Path, file: usize, timeout_minutes: usize) {
+    let mut docs = Vec::new();
+    for i in 0..PER_FILE {
+        let n = file * PER_FILE + i;
+        if i == 0 {
+            docs.push(format!(
+                "apiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata: {{name: agent-{n}}}\nspec:\n  image: sha256:{n:064x}\n  command: agent\n  timeout: {timeout_minutes}m\n  providerHosts: [api.example.com]\n  credentialEnv: [AGENT_KEY]\n"
+            ));
+        } else {
+            docs.push(format!(
+                "apiVersion: roundtable.dev/v1alpha1\nkind: Assignment\nmetadata:\n  name: task-{n}\n  labels: {{team: t{}}}\nspec:\n  adapter: agent-{}\n  task: {{id: T-{n}, title: Task {n}, prompt: Fix issue {n}.}}\n  readablePaths: [README.md, docs/]\n",
+                file % 7,
+                file * PER_FILE
+            ));
+        }
+    }
+    std::fs::write(dir.join(format!("specs-{file:04}.yaml")), docs.join("---\n")).expect("write");
+}
+
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    kib / 1024.0
+}
+
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or_default().split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// A reconciler that only reports when each key starts.
+struct NoOp(mpsc::UnboundedSender<(ObjectKey, Instant)>);
+
+#[derive(Debug, thiserror::Error)]
+#[error("never")]
+struct Never;
+impl ReconcileError for Never {}
+
+impl Reconciler<ObjectKey> for NoOp {
+    type Error = Never;
+    async fn reconcile(&self, key: &ObjectKey) -> Result<Action, Never> {
+        let _ = self.0.send((key.clone(), Instant::now()));
+        Ok(Action::await_change())
+    }
+    async fn on_failure(&self, _: &ObjectKey, _: &str, _: ErrorOutcome) {}
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index]
+}
+
+#[tokio::main]
+async fn main() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join(".roundtable");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    for file in 0..FILES {
+        write_file(&dir, file, 20);
+    }
+    let state = dir.join("state");
+    let store = Store::open(&state).await.expect("store");
+
+    let mut cache = ScanCache::default();
+    let started = Instant::now();
+    let first = scan_cached(&dir, &mut cache);
+    let scanned_at = started.elapsed();
+    let outcome = sync(&store, &store, &first).await.expect("sync");
+    let first_total = started.elapsed();
+    assert_eq!(outcome.changed.len(), FILES * PER_FILE);
+    println!("objects                                  {}", first.objects.len());
+    println!("first scan + parse + validate            {:8.1} ms", scanned_at.as_secs_f64() * 1e3);
+    println!("first scan + parse + diff + record       {:8.1} ms", first_total.as_secs_f64() * 1e3);
+
+    let cpu_before = cpu_seconds();
+    let started = Instant::now();
+    let again = scan_cached(&dir, &mut cache);
+    let unchanged = sync(&store, &store, &again).await.expect("sync");
+    let resync = started.elapsed();
+    assert!(unchanged.changed.is_empty());
+    println!("resync reuses parses of unchanged files (content hash)");
+    println!("resync, nothing changed (wall)           {:8.1} ms", resync.as_secs_f64() * 1e3);
+    println!("resync, nothing changed (CPU)            {:8.1} ms", (cpu_seconds() - cpu_before) * 1e3);
+    println!("peak resident memory after the scans     {:8.1} MiB", peak_rss_mib());
+    let started = Instant::now();
+    let loaded = roundtable_reconcilers::source::load(&dir);
+    let load_time = started.elapsed();
+    let started = Instant::now();
+    let findings = roundtable_specs::validate(&loaded.objects);
+    let validate_time = started.elapsed();
+    let started = Instant::now();
+    let declared = roundtable_reconcilers::desired::declared(&first);
+    let digests: usize = declared.values().map(|d| d.digest().len()).sum();
+    let digest_time = started.elapsed();
+    println!(
+        "  of which: read + parse {:.1} ms, validate {:.1} ms ({} findings), declare + digest {:.1} ms ({digests})",
+        load_time.as_secs_f64() * 1e3,
+        validate_time.as_secs_f64() * 1e3,
+        findings.len(),
+        digest_time.as_secs_f64() * 1e3
+    );
+
+    drop((first, again, cache));
+
+    // Edit → reconcile start, through the real daemon loop with a no-op reconciler.
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut config = DaemonConfig::new(dir.clone(), state.clone());
+    config.resync = Duration::from_secs(3600);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let daemon = tokio::spawn(run_with(config, store.clone(), Arc::new(NoOp(tx)), async move {
+        let _ = stopped.await;
+    }));
+    // The first pass reconciles everything once.
+    let mut seen = 0;
+    while seen < FILES * PER_FILE {
+        if tokio::time::timeout(Duration::from_secs(60), rx.recv()).await.ok().flatten().is_none() {
+            break;
+        }
+        seen += 1;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    while rx.try_recv().is_ok() {}
+    let mut latencies = Vec::new();
+    for edit in 0..EDITS {
+        let file = (edit * 37) % FILES;
+        let key = ObjectKey::new(roundtable_specs::Kind::Adapter, format!("agent-{}", file * PER_FILE));
+        let edited_at = Instant::now();
+        write_file(&dir, file, 21 + edit);
+        let deadline = edited_at + Duration::from_secs(10);
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(remaining, rx.recv()).await {
+                Ok(Some((started_key, at))) if started_key == key => {
+                    latencies.push((at - edited_at).as_secs_f64() * 1e3);
+                    break;
+                }
+                Ok(Some(_)) => continue,
+                _ => {
+                    println!("edit {edit}: no reconcile within 10 s");
+                    break;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    let _ = stop.send(());
+    let _ = daemon.await;
+    latencies.sort_by(f64::total_cmp);
+    if !latencies.is_empty() {
+        println!(
+            "edit → reconcile start, {} edits          p50 {:6.1} ms   p99 {:6.1} ms",
+            latencies.len(),
+            percentile(&latencies, 0.5),
+            percentile(&latencies, 0.99)
+        );
+    }
+    println!("peak resident memory overall             {:8.1} MiB", peak_rss_mib());
+}
