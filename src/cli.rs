@@ -107,6 +107,22 @@ pub enum AdaptersCommand {
 pub enum SandboxCommand {
     /// PID 1 of an agent container: reaps orphans and waits.
     Init,
+    /// Verify the hardening from inside a container; prints a JSON report, exits 1 on any mismatch.
+    Check {
+        #[arg(long, default_value_t = 1000)]
+        uid: u32,
+        #[arg(long, default_value_t = 1000)]
+        gid: u32,
+        /// Expected memory limit in bytes.
+        #[arg(long)]
+        memory: u64,
+        /// Expected pids limit.
+        #[arg(long)]
+        pids: u64,
+        /// Expected CPU limit in thousandths of a CPU.
+        #[arg(long)]
+        cpu_millis: u64,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -41,6 +41,21 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             roundtable_sandbox::init::run().await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Sandbox(SandboxCommand::Check { uid, gid, memory, pids, cpu_millis }) => {
+            let expected = roundtable_sandbox::check::Expected {
+                uid: *uid,
+                gid: *gid,
+                memory_bytes: *memory,
+                pids: *pids,
+                cpu_millis: *cpu_millis,
+            };
+            let report = roundtable_sandbox::check::run(&expected);
+            print!("{}", render::json(&report)?);
+            for failure in report.failures() {
+                eprintln!("sandbox check failed: {}: {}", failure.name, render::sanitize(&failure.detail));
+            }
+            Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
     }
 }
 

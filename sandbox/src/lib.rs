@@ -1,6 +1,7 @@
 //! Roundtable's container runtime: the engine connection and its capability report, the
 //! hardened container profile every agent runs under, and PID 1 inside those containers.
 
+pub mod check;
 pub mod engine;
 pub mod init;
 pub mod labels;

@@ -79,6 +79,15 @@ struct Sandbox {
 
 impl Sandbox {
     async fn launch(engine: &Engine, memory: u64) -> Sandbox {
+        Self::launch_with(engine, memory, |_| {}).await
+    }
+
+    /// Launches with the hardened profile changed by `loosen` (tests of the self-check's fail paths).
+    async fn launch_with(
+        engine: &Engine,
+        memory: u64,
+        loosen: impl FnOnce(&mut bollard::models::ContainerCreateBody),
+    ) -> Sandbox {
         ensure_test_images();
         let docker = engine.docker().clone();
         let unique = format!("rt-test-{}-{}", std::process::id(), rand_suffix());
@@ -110,7 +119,9 @@ impl Sandbox {
             socket_dir: None,
         };
         let options = CreateContainerOptionsBuilder::default().name(&unique).build();
-        let created = docker.create_container(Some(options), spec.container_body()).await.expect("create container");
+        let mut body = spec.container_body();
+        loosen(&mut body);
+        let created = docker.create_container(Some(options), body).await.expect("create container");
         docker.start_container(&created.id, None).await.expect("start PID 1");
         Sandbox { docker, id: created.id, volumes, _source: source }
     }
@@ -292,4 +303,86 @@ async fn oom_kills_are_observed_through_engine_events() {
     let hog = tokio::time::timeout(Duration::from_secs(30), hog).await.expect("hog ends").expect("join");
     assert_eq!(hog.code, 137, "killed by SIGKILL: {}", hog.stderr);
     sandbox.remove().await;
+}
+
+async fn self_check(sandbox: &Sandbox, memory: u64) -> (i64, String, String) {
+    let (memory, pids) = (memory.to_string(), PIDS.to_string());
+    let check = exec(
+        &sandbox.docker,
+        &sandbox.id,
+        &[
+            "/roundtable/bin/roundtable",
+            "sandbox",
+            "check",
+            "--memory",
+            &memory,
+            "--pids",
+            &pids,
+            "--cpu-millis",
+            "1000",
+        ],
+    )
+    .await;
+    (check.code, check.stdout, check.stderr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_self_check_passes_in_the_hardened_profile() {
+    let Some(engine) = engine_or_skip().await else { return };
+    let sandbox = Sandbox::launch(&engine, MEMORY).await;
+    let (code, report, stderr) = self_check(&sandbox, MEMORY).await;
+    sandbox.remove().await;
+    assert_eq!(code, 0, "{report}{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&report).expect("json report");
+    assert_eq!(report["ok"], true);
+    assert!(report["items"].as_array().is_some_and(|items| items.len() >= 20), "{report:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_self_check_names_each_missing_setting() {
+    let Some(engine) = engine_or_skip().await else { return };
+    type Loosen = fn(&mut bollard::models::ContainerCreateBody);
+    let cases: [(&str, Loosen, &[&str]); 5] = [
+        ("capabilities kept", |b| host(b).cap_drop = None, &["capbnd"]),
+        ("no-new-privileges missing", |b| host(b).security_opt = None, &["noNewPrivs"]),
+        ("writable root", |b| host(b).readonly_rootfs = Some(false), &["rootReadOnly"]),
+        (
+            "a network",
+            |b| {
+                host(b).network_mode = None;
+                b.network_disabled = None;
+            },
+            &["network"],
+        ),
+        (
+            "another memory limit",
+            |b| {
+                host(b).memory = Some(128 << 20);
+                host(b).memory_swap = Some(128 << 20);
+            },
+            &["memoryLimit", "noSwap"],
+        ),
+    ];
+    for (what, loosen, expected_failures) in cases {
+        let sandbox = Sandbox::launch_with(&engine, MEMORY, loosen).await;
+        let (code, report, stderr) = self_check(&sandbox, MEMORY).await;
+        sandbox.remove().await;
+        assert_eq!(code, 1, "{what}: the check must fail: {report}");
+        let report: serde_json::Value = serde_json::from_str(&report).expect("json report");
+        let failed: Vec<&str> = report["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .filter(|item| item["ok"] == false)
+            .filter_map(|item| item["name"].as_str())
+            .collect();
+        assert_eq!(failed, expected_failures, "{what}: {report:#}");
+        for name in expected_failures {
+            assert!(stderr.contains(&format!("sandbox check failed: {name}:")), "{what}: {stderr}");
+        }
+    }
+}
+
+fn host(body: &mut bollard::models::ContainerCreateBody) -> &mut bollard::models::HostConfig {
+    body.host_config.get_or_insert_with(Default::default)
 }

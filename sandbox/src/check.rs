@@ -1,0 +1,165 @@
+//! `roundtable sandbox check`: run inside an agent container before the agent, it verifies from
+//! the inside what the controller asked for (`docker inspect` only echoes the request). Any
+//! mismatch fails the execution closed, naming the item.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// What the controller asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expected {
+    pub uid: u32,
+    pub gid: u32,
+    pub memory_bytes: u64,
+    pub pids: u64,
+    /// Thousandths of a CPU.
+    pub cpu_millis: u64,
+}
+
+/// One verified item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckItem {
+    pub name: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// The whole self-check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckReport {
+    pub ok: bool,
+    pub items: Vec<CheckItem>,
+}
+
+impl CheckReport {
+    pub fn failures(&self) -> impl Iterator<Item = &CheckItem> {
+        self.items.iter().filter(|item| !item.ok)
+    }
+}
+
+fn status_field<'a>(status: &'a str, field: &str) -> Option<&'a str> {
+    status.lines().find_map(|line| line.strip_prefix(field)?.strip_prefix(':')).map(str::trim)
+}
+
+fn read(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok().map(|text| text.trim().to_owned())
+}
+
+/// The first readable file of `candidates` (cgroup v2 path first, then v1).
+fn read_first(candidates: &[&str]) -> Option<(String, String)> {
+    candidates.iter().find_map(|path| read(path).map(|value| (path.to_string(), value)))
+}
+
+/// Whether creating a file in `dir` fails (it must, for read-only places).
+fn write_denied(dir: &str) -> (bool, String) {
+    let probe = Path::new(dir).join(format!(".roundtable-write-probe-{}", std::process::id()));
+    match std::fs::write(&probe, b"x") {
+        Ok(()) => {
+            let _ = std::fs::remove_file(&probe);
+            (false, format!("{dir} is writable"))
+        }
+        Err(error) => (true, format!("{dir}: {error}")),
+    }
+}
+
+fn item(name: &str, ok: bool, detail: impl Into<String>) -> CheckItem {
+    CheckItem { name: name.into(), ok, detail: detail.into() }
+}
+
+/// The CPU limit in thousandths, from cgroup v2 `cpu.max` or v1 quota/period.
+fn cpu_limit_millis() -> Option<(u64, String)> {
+    if let Some(max) = read("/sys/fs/cgroup/cpu.max") {
+        let mut parts = max.split_whitespace();
+        let quota: u64 = parts.next()?.parse().ok()?;
+        let period: u64 = parts.next()?.parse().ok()?;
+        return Some((quota * 1000 / period.max(1), format!("cpu.max {max}")));
+    }
+    let quota: i64 = read("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")?.parse().ok()?;
+    let period: u64 = read("/sys/fs/cgroup/cpu/cpu.cfs_period_us")?.parse().ok()?;
+    let quota = u64::try_from(quota).ok()?;
+    Some((quota * 1000 / period.max(1), format!("cfs_quota_us {quota} / cfs_period_us {period}")))
+}
+
+/// Runs every check and reports each item.
+pub fn run(expected: &Expected) -> CheckReport {
+    let mut items = Vec::new();
+    let status = read("/proc/self/status").unwrap_or_default();
+    let first =
+        |field: &str| status_field(&status, field).and_then(|v| v.split_whitespace().next()).unwrap_or("?").to_owned();
+    let uid = first("Uid");
+    items.push(item("uid", uid == expected.uid.to_string(), format!("Uid {uid}")));
+    let gid = first("Gid");
+    items.push(item("gid", gid == expected.gid.to_string(), format!("Gid {gid}")));
+    for field in ["CapEff", "CapBnd", "CapPrm", "CapAmb"] {
+        let value = first(field);
+        let zero = value.chars().all(|c| c == '0') && !value.is_empty() && value != "?";
+        items.push(item(&field.to_lowercase(), zero, format!("{field} {value}")));
+    }
+    let nnp = first("NoNewPrivs");
+    items.push(item("noNewPrivs", nnp == "1", format!("NoNewPrivs {nnp}")));
+    let seccomp = first("Seccomp");
+    items.push(item("seccomp", seccomp == "2", format!("Seccomp {seccomp} (2 = filter)")));
+
+    let interfaces: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .map(|entries| entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    let only_lo = interfaces.iter().all(|name| name == "lo");
+    items.push(item("network", only_lo, format!("interfaces: {}", interfaces.join(", "))));
+
+    let memory = read_first(&["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]);
+    let memory_ok = memory.as_ref().is_some_and(|(_, v)| v.parse::<u64>().ok() == Some(expected.memory_bytes));
+    items.push(item(
+        "memoryLimit",
+        memory_ok,
+        memory.map_or("no memory limit file".into(), |(p, v)| format!("{p} = {v}, expected {}", expected.memory_bytes)),
+    ));
+    let swap = read_first(&["/sys/fs/cgroup/memory.swap.max", "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"]);
+    let swap_ok = swap.as_ref().is_some_and(|(path, v)| {
+        if path.ends_with("memory.swap.max") { v == "0" } else { v.parse::<u64>().ok() == Some(expected.memory_bytes) }
+    });
+    items.push(item("noSwap", swap_ok, swap.map_or("no swap limit file".into(), |(p, v)| format!("{p} = {v}"))));
+    let pids = read_first(&["/sys/fs/cgroup/pids.max", "/sys/fs/cgroup/pids/pids.max"]);
+    let pids_ok = pids.as_ref().is_some_and(|(_, v)| v.parse::<u64>().ok() == Some(expected.pids));
+    items.push(item(
+        "pidsLimit",
+        pids_ok,
+        pids.map_or("no pids limit file".into(), |(p, v)| format!("{p} = {v}, expected {}", expected.pids)),
+    ));
+    let cpu = cpu_limit_millis();
+    let cpu_ok = cpu.as_ref().is_some_and(|(millis, _)| *millis == expected.cpu_millis);
+    items.push(item(
+        "cpuLimit",
+        cpu_ok,
+        cpu.map_or("no CPU quota".into(), |(m, d)| format!("{d} = {m} millicpu, expected {}", expected.cpu_millis)),
+    ));
+
+    let mounts = read("/proc/self/mountinfo").unwrap_or_default();
+    let mount_of =
+        |target: &str| mounts.lines().find(|line| line.split_whitespace().nth(4) == Some(target)).map(str::to_owned);
+    let read_only = |line: &str| line.split_whitespace().nth(5).is_some_and(|o| o.split(',').any(|x| x == "ro"));
+    for (name, target, want_ro) in [
+        ("rootReadOnly", "/", true),
+        ("sourceReadOnly", "/roundtable/source", true),
+        ("binaryReadOnly", "/roundtable/bin/roundtable", true),
+        ("workspaceWritable", "/roundtable/workspace", false),
+        ("tmpWritable", "/tmp", false),
+    ] {
+        match mount_of(target) {
+            Some(line) => items.push(item(name, read_only(&line) == want_ro, line)),
+            None => items.push(item(name, false, format!("{target} is not a mount point"))),
+        }
+    }
+    let engine_socket = mounts.contains("docker.sock") || mounts.contains("podman.sock");
+    items.push(item(
+        "noEngineSocket",
+        !engine_socket,
+        if engine_socket { "an engine socket is mounted" } else { "none mounted" },
+    ));
+    for (name, dir) in [("rootWriteDenied", "/"), ("sourceWriteDenied", "/roundtable/source")] {
+        let (denied, detail) = write_denied(dir);
+        items.push(item(name, denied, detail));
+    }
+    let ok = items.iter().all(|i| i.ok);
+    CheckReport { ok, items }
+}
