@@ -3,8 +3,12 @@
 
 pub mod check;
 pub mod engine;
+pub mod extract;
+pub mod git;
 pub mod init;
 pub mod labels;
+pub mod patch;
 pub mod profile;
+pub mod provision;
 
 pub use engine::{Engine, EngineError};

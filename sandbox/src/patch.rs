@@ -1,0 +1,133 @@
+//! The proposal's patch: `git diff --binary` semantics between the provisioned source and the
+//! export (creates, deletes, renames, modes, binary files), built in a scratch git directory with
+//! no user configuration, external diff, textconv or in-tree attributes; and the check that the
+//! patch applied to the base commit reproduces the export byte for byte.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::git::{self, GitError};
+
+/// The tree git knows without storing it; in-tree `.gitattributes` are read from here instead.
+const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
+/// A patch and its statistics.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Patch {
+    pub text: Vec<u8>,
+    pub sha256: String,
+    pub files_changed: u64,
+    pub insertions: u64,
+    pub deletions: u64,
+    /// Every path the patch touches (both sides of a rename).
+    pub paths: Vec<String>,
+}
+
+impl Patch {
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+}
+
+fn scratch_git(scratch: &Path, args: &[&str], work_tree: Option<&Path>) -> Result<String, GitError> {
+    let git_dir = scratch.join("patch.git");
+    let mut full: Vec<String> = vec![format!("--git-dir={}", git_dir.display())];
+    if let Some(tree) = work_tree {
+        full.push(format!("--work-tree={}", tree.display()));
+    }
+    full.extend(args.iter().map(|a| (*a).to_owned()));
+    let refs: Vec<&str> = full.iter().map(String::as_str).collect();
+    let output = git::command(scratch)
+        .env("GIT_ATTR_SOURCE", EMPTY_TREE)
+        .env("GIT_INDEX_FILE", scratch.join("patch.index"))
+        .args(["-c", "core.excludesFile=/dev/null", "-c", "core.filemode=true", "-c", "core.symlinks=true"])
+        .args(&refs)
+        .output()
+        .map_err(|error| GitError { args: args.join(" "), code: None, stderr: error.to_string() })?;
+    if !output.status.success() {
+        return Err(GitError {
+            args: args.join(" "),
+            code: output.status.code(),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn tree_of(scratch: &Path, dir: &Path) -> Result<String, GitError> {
+    scratch_git(scratch, &["add", "--all", "--force", "."], Some(dir))?;
+    Ok(scratch_git(scratch, &["write-tree"], None)?.trim().to_owned())
+}
+
+/// The patch that turns `base` into `export`; `scratch` is an empty folder it may use.
+pub fn diff(scratch: &Path, base: &Path, export: &Path) -> Result<Patch, GitError> {
+    std::fs::create_dir_all(scratch).map_err(|error| GitError {
+        args: "mkdir".into(),
+        code: None,
+        stderr: error.to_string(),
+    })?;
+    scratch_git(scratch, &["init", "--quiet", "--bare", &scratch.join("patch.git").display().to_string()], None)?;
+    let before = tree_of(scratch, base)?;
+    let after = tree_of(scratch, export)?;
+    let common = ["--no-ext-diff", "--no-textconv", "--no-color", "--find-renames", "--full-index"];
+    let mut args = vec!["diff", "--binary"];
+    args.extend(common);
+    args.extend([before.as_str(), after.as_str()]);
+    let text = scratch_git(scratch, &args, None)?.into_bytes();
+    let mut args = vec!["diff", "--numstat", "-z"];
+    args.extend(common);
+    args.extend([before.as_str(), after.as_str()]);
+    let numstat = scratch_git(scratch, &args, None)?;
+    let (mut insertions, mut deletions, mut files_changed, mut paths) = (0, 0, 0, Vec::new());
+    // -z numstat: "ADD\tDEL\tPATH\0" or, for renames, "ADD\tDEL\t\0OLD\0NEW\0".
+    let mut fields = numstat.split('\0').peekable();
+    while let Some(record) = fields.next() {
+        let mut parts = record.splitn(3, '\t');
+        let (Some(added), Some(removed), Some(path)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        files_changed += 1;
+        insertions += added.parse::<u64>().unwrap_or(0);
+        deletions += removed.parse::<u64>().unwrap_or(0);
+        if path.is_empty() {
+            paths.extend(fields.next().map(str::to_owned));
+            paths.extend(fields.next().map(str::to_owned));
+        } else {
+            paths.push(path.to_owned());
+        }
+    }
+    let sha256 = roundtable_specs::digest::sha256_hex(&text);
+    Ok(Patch { text, sha256, files_changed, insertions, deletions, paths })
+}
+
+/// Checks that `patch` applies to `commit` of `repo` and that the result matches `export`
+/// byte for byte, modes included, within the patch's paths.
+pub fn verify(repo: &Path, commit: &str, patch: &Patch, export: &Path, scratch: &Path) -> Result<(), String> {
+    let checkout = scratch.join("verify");
+    let fail = |what: &str, error: &dyn std::fmt::Display| format!("{what}: {error}");
+    std::fs::create_dir_all(&checkout).map_err(|e| fail("mkdir", &e))?;
+    let archive = git::run(repo, &["archive", "--format=tar", commit]).map_err(|e| fail("git archive", &e))?;
+    tar::Archive::new(archive.stdout.as_slice()).unpack(&checkout).map_err(|e| fail("unpack", &e))?;
+    scratch_git(&checkout, &["init", "--quiet"], None).ok();
+    let patch_file = scratch.join("proposal.patch");
+    std::fs::write(&patch_file, &patch.text).map_err(|e| fail("write patch", &e))?;
+    let patch_arg = patch_file.display().to_string();
+    git::run(&checkout, &["apply", "--check", "--binary", &patch_arg]).map_err(|e| fail("git apply --check", &e))?;
+    git::run(&checkout, &["apply", "--binary", &patch_arg]).map_err(|e| fail("git apply", &e))?;
+    use std::os::unix::fs::PermissionsExt as _;
+    for path in &patch.paths {
+        let applied = checkout.join(path);
+        let exported = export.join(path);
+        match (std::fs::read(&applied), std::fs::read(&exported)) {
+            (Ok(a), Ok(b)) if a == b => {
+                let mode =
+                    |p: &Path| std::fs::metadata(p).map(|m| m.permissions().mode() & 0o111 != 0).unwrap_or(false);
+                if mode(&applied) != mode(&exported) {
+                    return Err(format!("{path}: the executable bit differs after applying"));
+                }
+            }
+            (Err(_), Err(_)) => {}
+            _ => return Err(format!("{path}: applying the patch does not reproduce the export")),
+        }
+    }
+    Ok(())
+}

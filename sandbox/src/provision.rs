@@ -1,0 +1,267 @@
+//! Provisioning: resolve the revision to a commit, export exactly the readable paths at that
+//! commit (never `.git`, symlinks or submodules), drop sensitive descendants, and record a
+//! manifest of every file provided.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use serde::{Deserialize, Serialize};
+
+use crate::git::{self, GitError};
+
+/// Why provisioning failed; every variant fails the execution closed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProvisionError {
+    #[error("{repo} is not the top of a git work tree{}", .top.as_ref().map(|t| format!(" (the top is {t})")).unwrap_or_default())]
+    NotWorkTreeTop { repo: PathBuf, top: Option<String> },
+    #[error("revision {revision:?} does not resolve to a commit in {repo}: {source}")]
+    Revision {
+        repo: PathBuf,
+        revision: String,
+        #[source]
+        source: GitError,
+    },
+    #[error("readablePaths entry {path:?} matches nothing at commit {commit}")]
+    PathNotFound { path: String, commit: String },
+    #[error("nothing to provide: every file under readablePaths was excluded; an empty scope fails closed")]
+    EmptyScope,
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error("cannot write the provisioned source at {path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("git printed something unexpected: {0}")]
+    Protocol(String),
+}
+
+/// One file given to the agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestEntry {
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+    pub executable: bool,
+}
+
+/// What was provided, and what was held back and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provisioned {
+    pub commit: String,
+    pub files: Vec<ManifestEntry>,
+    /// `(path, reason)` for everything under readablePaths that was not provided.
+    pub withheld: Vec<(String, String)>,
+}
+
+/// Names that are never provided, even under an allowed folder (matched case-insensitively
+/// against each path component; `*` is a wildcard at either end).
+const SENSITIVE_NAMES: [&str; 17] = [
+    ".env*",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "id_rsa*",
+    "id_ed25519*",
+    "id_ecdsa*",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    ".git-credentials",
+    "credentials*",
+    "kubeconfig*",
+    "*.kdbx",
+    "secrets.*",
+    ".git",
+];
+/// Folders whose whole contents are never provided.
+const SENSITIVE_FOLDERS: [&str; 3] = [".aws", ".ssh", ".gnupg"];
+
+fn matches(pattern: &str, name: &str) -> bool {
+    match (pattern.strip_prefix('*'), pattern.strip_suffix('*')) {
+        (Some(suffix), _) => name.ends_with(suffix),
+        (None, Some(prefix)) => name.starts_with(prefix),
+        (None, None) => name == pattern,
+    }
+}
+
+/// Why a repository path is sensitive, if it is.
+pub fn sensitive(path: &str) -> Option<String> {
+    let lower = path.to_lowercase();
+    let components: Vec<&str> = lower.split('/').collect();
+    let (file, folders) = components.split_last()?;
+    if let Some(folder) = folders.iter().find(|f| SENSITIVE_FOLDERS.contains(f) || **f == ".git") {
+        return Some(format!("inside a {folder}/ folder"));
+    }
+    if lower == ".docker/config.json" || lower.ends_with("/.docker/config.json") {
+        return Some("a Docker credentials file".into());
+    }
+    SENSITIVE_NAMES.iter().find(|pattern| matches(pattern, file)).map(|pattern| format!("matches {pattern}"))
+}
+
+/// Resolves `revision` in `repo` (which must be the top of a work tree) to a full commit ID.
+pub fn resolve(repo: &Path, revision: &str) -> Result<String, ProvisionError> {
+    let canonical = repo.canonicalize().map_err(|source| ProvisionError::Io { path: repo.to_owned(), source })?;
+    let top = git::text(&canonical, &["rev-parse", "--show-toplevel"]).ok();
+    let is_top = top.as_deref().map(Path::new).and_then(|t| t.canonicalize().ok()).is_some_and(|t| t == canonical);
+    if !is_top {
+        return Err(ProvisionError::NotWorkTreeTop { repo: repo.to_owned(), top });
+    }
+    let spec = format!("{revision}^{{commit}}");
+    git::text(&canonical, &["rev-parse", "--verify", "--quiet", "--end-of-options", &spec])
+        .map_err(|source| ProvisionError::Revision { repo: repo.to_owned(), revision: revision.to_owned(), source })
+}
+
+struct TreeEntry {
+    mode: String,
+    kind: String,
+    object: String,
+    path: String,
+}
+
+fn list_tree(repo: &Path, commit: &str, paths: &[String]) -> Result<Vec<TreeEntry>, ProvisionError> {
+    let mut args = vec!["ls-tree", "-r", "-z", "--full-tree", commit, "--"];
+    args.extend(paths.iter().map(String::as_str));
+    let output = git::run(repo, &args)?;
+    let mut entries = Vec::new();
+    for record in output.stdout.split(|b| *b == 0).filter(|r| !r.is_empty()) {
+        let record = String::from_utf8_lossy(record);
+        let (meta, path) = record.split_once('\t').ok_or_else(|| ProvisionError::Protocol(record.to_string()))?;
+        let mut fields = meta.split(' ');
+        let (Some(mode), Some(kind), Some(object)) = (fields.next(), fields.next(), fields.next()) else {
+            return Err(ProvisionError::Protocol(record.to_string()));
+        };
+        entries.push(TreeEntry { mode: mode.into(), kind: kind.into(), object: object.into(), path: path.into() });
+    }
+    Ok(entries)
+}
+
+/// Whether `entry` lies under the readable path `scope` (a file, or a folder with or without `/`).
+fn within(path: &str, scope: &str) -> bool {
+    let scope = scope.trim_end_matches('/').trim_start_matches("./");
+    scope.is_empty() || scope == "." || path == scope || path.starts_with(&format!("{scope}/"))
+}
+
+/// Exports `readable_paths` of `commit` into `dest` (created; must not exist).
+pub fn export(
+    repo: &Path,
+    commit: &str,
+    readable_paths: &[String],
+    dest: &Path,
+) -> Result<Provisioned, ProvisionError> {
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| ProvisionError::Io { path, source }
+    };
+    let entries = list_tree(repo, commit, readable_paths)?;
+    for scope in readable_paths {
+        if !entries.iter().any(|entry| within(&entry.path, scope)) {
+            return Err(ProvisionError::PathNotFound { path: scope.clone(), commit: commit.into() });
+        }
+    }
+    let mut withheld = Vec::new();
+    let mut wanted = Vec::new();
+    for entry in entries {
+        if let Some(why) = sensitive(&entry.path) {
+            withheld.push((entry.path, format!("sensitive: {why}")));
+        } else if entry.kind != "blob" {
+            withheld.push((entry.path, format!("a {} (submodules are not provided)", entry.kind)));
+        } else if entry.mode == "120000" {
+            withheld.push((entry.path, "a symbolic link (links are not provided)".into()));
+        } else {
+            wanted.push(entry);
+        }
+    }
+    if wanted.is_empty() {
+        return Err(ProvisionError::EmptyScope);
+    }
+    std::fs::create_dir_all(dest).map_err(io(dest))?;
+    std::fs::set_permissions(dest, std::fs::Permissions::from_mode(0o755)).map_err(io(dest))?;
+
+    // One `git cat-file --batch` for every blob.
+    let mut child = git::command(repo)
+        .args(["cat-file", "--batch"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(io(repo))?;
+    let mut stdin = child.stdin.take().ok_or_else(|| ProvisionError::Protocol("no stdin".into()))?;
+    let ids: String = wanted.iter().map(|e| format!("{}\n", e.object)).collect();
+    let writer = std::thread::spawn(move || stdin.write_all(ids.as_bytes()));
+    let mut reader = BufReader::new(child.stdout.take().ok_or_else(|| ProvisionError::Protocol("no stdout".into()))?);
+    let mut files = Vec::with_capacity(wanted.len());
+    for entry in &wanted {
+        let mut header = String::new();
+        reader.read_line(&mut header).map_err(io(repo))?;
+        let size: u64 = header
+            .split_whitespace()
+            .nth(2)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| ProvisionError::Protocol(header.trim().to_owned()))?;
+        let mut contents = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        (&mut reader).take(size).read_to_end(&mut contents).map_err(io(repo))?;
+        let mut newline = [0u8; 1];
+        reader.read_exact(&mut newline).map_err(io(repo))?;
+        let target = dest.join(&entry.path);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        std::fs::write(&target, &contents).map_err(io(&target))?;
+        let executable = entry.mode == "100755";
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(if executable { 0o755 } else { 0o644 }))
+            .map_err(io(&target))?;
+        files.push(ManifestEntry {
+            path: entry.path.clone(),
+            size,
+            sha256: roundtable_specs::digest::sha256_hex(&contents),
+            executable,
+        });
+    }
+    let _ = writer.join();
+    let _ = child.wait();
+    Ok(Provisioned { commit: commit.into(), files, withheld })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sensitive_names_and_folders() {
+        for path in [
+            ".env",
+            "config/.env.local",
+            "certs/server.pem",
+            "a/b/tls.KEY",
+            "keys/id_rsa.pub",
+            "home/.ssh/config",
+            "x/.aws/credentials",
+            ".docker/config.json",
+            "deploy/kubeconfig-prod",
+            "vault.kdbx",
+            "secrets.yaml",
+            "credentials.json",
+            ".npmrc",
+            "sub/.git/config",
+        ] {
+            assert!(sensitive(path).is_some(), "{path} should be withheld");
+        }
+        for path in ["README.md", "docs/environment.md", "src/keys.rs", "docker/config.json", "secretsauce.md"] {
+            assert_eq!(sensitive(path), None, "{path} should be provided");
+        }
+    }
+
+    #[test]
+    fn scopes_match_files_and_folders() {
+        assert!(within("docs/a.md", "docs/"));
+        assert!(within("docs/a.md", "docs"));
+        assert!(within("README.md", "README.md"));
+        assert!(!within("docsx/a.md", "docs"));
+        assert!(within("anything", "."));
+    }
+}
