@@ -89,12 +89,46 @@ pub enum Command {
         /// KIND/NAME, like Adapter/codex.
         object: String,
     },
+    /// Sessions: one per execution attempt.
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
+    /// Pending proposals: the patches agents produced; nothing applies them.
+    #[command(subcommand)]
+    Proposals(ProposalsCommand),
     /// Adapters: built-in templates and declared ones.
     #[command(subcommand)]
     Adapters(AdaptersCommand),
     /// Pieces that run inside agent containers or in tests.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// Every session, newest first.
+    List(FormatArg),
+    /// One session: phase, cause, exit code, outputs, manifest, self-check, rejected entries.
+    Show {
+        id: String,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// The captured stdout and stderr of a session.
+    Logs { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProposalsCommand {
+    /// Every proposal, newest first.
+    List(FormatArg),
+    /// One proposal and its patch.
+    Show {
+        id: String,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Writes the patch to stdout (for `git apply`).
+    Export { id: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -107,6 +141,11 @@ pub enum AdaptersCommand {
 pub enum SandboxCommand {
     /// PID 1 of an agent container: reaps orphans and waits.
     Init,
+    /// The built-in mock agent: writes the prompt to roundtable-mock.md, prints a transcript.
+    Mock {
+        #[arg(long, default_value = "/roundtable/task.json")]
+        brief: PathBuf,
+    },
     /// Verify the hardening from inside a container; prints a JSON report, exits 1 on any mismatch.
     Check {
         #[arg(long, default_value_t = 1000)]
@@ -136,4 +175,14 @@ pub struct StartArgs {
     /// How long shutdown waits for in-flight reconciles.
     #[arg(long, default_value = "30s")]
     pub grace: roundtable_specs::units::Duration,
+    /// Executions running at once; more wait in a queue (phase Queued).
+    #[arg(long, default_value_t = 4)]
+    pub max_executions: usize,
+    /// Where execution folders live (default: /var/lib/roundtable/executions/<project-id> as
+    /// root, else $XDG_STATE_HOME/roundtable/executions/<project-id>).
+    #[arg(long)]
+    pub execution_root: Option<PathBuf>,
+    /// A dotenv file (KEY=VALUE lines, mode 0600) with values for adapters' credentialEnv.
+    #[arg(long)]
+    pub secrets_file: Option<PathBuf>,
 }

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use clap::Parser as _;
 use clap::error::ErrorKind;
 
-use cli::{AdaptersCommand, Cli, Command, LogFormat, SandboxCommand};
+use cli::{AdaptersCommand, Cli, Command, LogFormat, ProposalsCommand, SandboxCommand, SessionsCommand};
 
 /// The exit code for usage errors (sysexits' EX_USAGE).
 const EXIT_USAGE: u8 = 64;
@@ -36,6 +36,27 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plan(args) => commands::plan::run(global, args.format).await,
         Command::Describe { object, format } => commands::describe::run(global, object, format.format).await,
         Command::Reconcile { object } => commands::reconcile::run(global, object).await,
+        Command::Sessions(SessionsCommand::List(args)) => {
+            commands::executions::sessions_list(global, args.format).await
+        }
+        Command::Sessions(SessionsCommand::Show { id, format }) => {
+            commands::executions::sessions_show(global, id, format.format).await
+        }
+        Command::Sessions(SessionsCommand::Logs { id }) => commands::executions::sessions_logs(global, id).await,
+        Command::Proposals(ProposalsCommand::List(args)) => {
+            commands::executions::proposals_list(global, args.format).await
+        }
+        Command::Proposals(ProposalsCommand::Show { id, format }) => {
+            commands::executions::proposals_show(global, id, format.format).await
+        }
+        Command::Proposals(ProposalsCommand::Export { id }) => commands::executions::proposals_export(global, id).await,
+        Command::Sandbox(SandboxCommand::Mock { brief }) => {
+            let workspace = std::env::current_dir()?;
+            for line in roundtable_sandbox::mock::run(brief, &workspace)? {
+                println!("{line}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Adapters(AdaptersCommand::List(args)) => commands::adapters::list(global, args.format),
         Command::Sandbox(SandboxCommand::Init) => {
             roundtable_sandbox::init::run().await?;

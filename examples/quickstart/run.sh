@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up and runs the quickstart: builds roundtable and the test images, creates the
-# quickstart repository (target/quickstart), then checks it the way an operator would.
+# quickstart repository (target/quickstart), runs the daemon until both Assignments end as
+# pending proposals, and shows them. Nothing is applied to the repository.
 # Usage: examples/quickstart/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -10,5 +11,21 @@ bash examples/quickstart/setup.sh target/quickstart
 bin=$PWD/target/x86_64-unknown-linux-gnu/debug/roundtable
 cd target/quickstart
 echo; echo "== roundtable validate"; "$bin" validate
-echo; echo "== roundtable adapters list"; "$bin" adapters list
-echo; echo "== roundtable doctor"; "$bin" doctor
+echo; echo "== roundtable plan"; "$bin" plan
+echo; echo "== roundtable start (until both Assignments have proposals)"
+"$bin" start --execution-root "$PWD/../quickstart-executions" &
+daemon=$!
+trap 'kill "$daemon" 2>/dev/null || true' EXIT
+for _ in $(seq 1 120); do
+  count=$("$bin" proposals list --format json | grep -c '"id"' || true)
+  [ "$count" -ge 2 ] && break
+  sleep 0.5
+done
+kill -TERM "$daemon"; wait "$daemon" || true
+trap - EXIT
+echo; echo "== roundtable status"; "$bin" status
+echo; echo "== roundtable sessions list"; "$bin" sessions list
+echo; echo "== roundtable proposals list"; "$bin" proposals list
+for id in $("$bin" proposals list --format json | sed -n 's/^      "id": "\(.*\)",$/\1/p'); do
+  echo; echo "== roundtable proposals show $id"; "$bin" proposals show "$id"
+done

@@ -134,7 +134,7 @@ async fn main() {
     let mut config = DaemonConfig::new(dir.clone(), state.clone());
     config.resync = Duration::from_secs(3600);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let daemon = tokio::spawn(run_with(config, store.clone(), Arc::new(NoOp(tx)), async move {
+    let daemon = tokio::spawn(run_with(config, store.clone(), Arc::new(NoOp(tx)), |_| {}, async move {
         let _ = stopped.await;
     }));
     // The first pass reconciles everything once.

@@ -5,7 +5,9 @@ use std::future::Future;
 
 use roundtable_specs::ObjectKey;
 use roundtable_specs::output::Condition;
-use roundtable_store::{NewEvent, ObjectRecord, Severity, Store};
+use roundtable_store::{NewEvent, ObjectRecord, ProposalRecord, SessionRecord, Severity, Store};
+
+use crate::execution::{ExecutionManager, ExecutionRequest};
 
 /// What can go wrong in a backend.
 #[derive(Debug, thiserror::Error)]
@@ -14,6 +16,8 @@ pub enum BackendError {
     Store(#[from] roundtable_store::Error),
     #[error("container engine: {0}")]
     Engine(String),
+    #[error("{0}")]
+    Execution(String),
 }
 
 /// One write a reconciler makes to the state store.
@@ -26,6 +30,14 @@ pub enum Change {
     ObserveGeneration(i64),
     /// The object is gone and cleaned up: forget it.
     Forget,
+    /// Start attempt `attempt` of the current execution generation (Assignments).
+    StartExecution {
+        attempt: i64,
+    },
+    /// Cancel the running execution (suspend, or the Assignment was removed).
+    CancelExecution,
+    /// A session of an earlier controller run that never finished.
+    InterruptSession(String),
 }
 
 /// The state store as reconcilers see it.
@@ -73,6 +85,88 @@ pub trait AuditSink: Send + Sync + 'static {
     }
 }
 
+/// Executions as the Assignment reconciler sees them.
+pub trait ExecutionBackend: Send + Sync + 'static {
+    /// The Assignment's sessions, newest first.
+    fn sessions(&self, assignment: &str) -> impl Future<Output = Result<Vec<SessionRecord>, BackendError>> + Send;
+    fn proposal(
+        &self,
+        assignment: &str,
+        execution_generation: i64,
+    ) -> impl Future<Output = Result<Option<ProposalRecord>, BackendError>> + Send;
+    /// Whether this process runs (or queues) an execution of the Assignment.
+    fn is_active(&self, assignment: &str) -> bool;
+    /// The current controller run, when this process can run executions.
+    fn controller_run(&self) -> Option<String>;
+    fn start(&self, request: ExecutionRequest) -> impl Future<Output = Result<(), BackendError>> + Send;
+    fn cancel(&self, assignment: &str);
+    fn interrupt(&self, session: &str) -> impl Future<Output = Result<(), BackendError>> + Send;
+}
+
+/// Read-only executions for `status` and `plan`: what the store recorded, nothing started.
+#[derive(Debug, Clone)]
+pub struct RecordedExecutions(pub Store);
+
+impl ExecutionBackend for RecordedExecutions {
+    async fn sessions(&self, assignment: &str) -> Result<Vec<SessionRecord>, BackendError> {
+        Ok(self.0.sessions(Some(assignment)).await?)
+    }
+
+    async fn proposal(&self, assignment: &str, generation: i64) -> Result<Option<ProposalRecord>, BackendError> {
+        Ok(self.0.proposal_for(assignment, generation).await?)
+    }
+
+    fn is_active(&self, _assignment: &str) -> bool {
+        false
+    }
+
+    fn controller_run(&self) -> Option<String> {
+        None
+    }
+
+    async fn start(&self, _request: ExecutionRequest) -> Result<(), BackendError> {
+        Err(BackendError::Execution("executions run only in the daemon (`roundtable start`)".into()))
+    }
+
+    fn cancel(&self, _assignment: &str) {}
+
+    async fn interrupt(&self, _session: &str) -> Result<(), BackendError> {
+        Err(BackendError::Execution("executions run only in the daemon (`roundtable start`)".into()))
+    }
+}
+
+impl ExecutionBackend for ExecutionManager {
+    async fn sessions(&self, assignment: &str) -> Result<Vec<SessionRecord>, BackendError> {
+        Ok(self.store().sessions(Some(assignment)).await?)
+    }
+
+    async fn proposal(&self, assignment: &str, generation: i64) -> Result<Option<ProposalRecord>, BackendError> {
+        Ok(self.store().proposal_for(assignment, generation).await?)
+    }
+
+    fn is_active(&self, assignment: &str) -> bool {
+        ExecutionManager::is_active(self, assignment)
+    }
+
+    fn controller_run(&self) -> Option<String> {
+        Some(self.config().controller_run.clone())
+    }
+
+    async fn start(&self, request: ExecutionRequest) -> Result<(), BackendError> {
+        ExecutionManager::start(self, request).await?;
+        Ok(())
+    }
+
+    fn cancel(&self, assignment: &str) {
+        ExecutionManager::cancel(self, assignment);
+    }
+
+    async fn interrupt(&self, session: &str) -> Result<(), BackendError> {
+        ExecutionManager::interrupt(self, session).await?;
+        Ok(())
+    }
+}
+
 // === impl for the real state store ===
 
 impl StatusBackend for Store {
@@ -92,6 +186,8 @@ impl StatusBackend for Store {
             Change::RecordStatus(status) => self.set_status_json(key, status.as_deref()).await?,
             Change::ObserveGeneration(generation) => self.set_observed_generation(key, *generation).await?,
             Change::Forget => self.forget(key).await?,
+            // Executions are not the store's to start; the dispatcher routes these.
+            Change::StartExecution { .. } | Change::CancelExecution | Change::InterruptSession(_) => {}
         }
         Ok(())
     }

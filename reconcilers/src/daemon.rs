@@ -15,6 +15,7 @@ use roundtable_store::Store;
 use crate::backend::{BackendError, EngineImages};
 use crate::desired::{SyncOutcome, sync};
 use crate::dispatch::ObjectReconciler;
+use crate::execution::{ExecutionConfig, ExecutionManager};
 use crate::source::{ScanCache, scan_cached};
 
 /// How the daemon runs.
@@ -97,24 +98,31 @@ async fn rescan(
 }
 
 /// Runs until `shutdown` resolves; then stops intake and waits for in-flight reconciles.
+/// Executions run through `executions` (its limit, queue and folders).
 pub async fn run(
     config: DaemonConfig,
     store: Store,
+    execution_config: ExecutionConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<Summary, DaemonError> {
-    let images = match roundtable_sandbox::Engine::connect().await {
+    let engine = match roundtable_sandbox::Engine::connect().await {
         Ok(engine) => {
             tracing::info!(endpoint = engine.endpoint(), api = %engine.api_version(), "connected to the container engine");
-            EngineImages::connected(engine)
+            Ok(engine)
         }
         Err(error) => {
-            tracing::warn!(%error, "no container engine: Adapter reconciles will fail and retry");
-            EngineImages::unavailable(error.to_string())
+            tracing::warn!(%error, "no container engine: Adapter reconciles and executions will fail and retry");
+            Err(error.to_string())
         }
     };
-    let mut reconciler = ObjectReconciler::new(store.clone(), images, store.clone());
+    let images = match &engine {
+        Ok(engine) => EngineImages::connected(engine.clone()),
+        Err(reason) => EngineImages::unavailable(reason.clone()),
+    };
+    let executions = ExecutionManager::new(store.clone(), engine, execution_config);
+    let mut reconciler = ObjectReconciler::with_executions(store.clone(), images, store.clone(), executions.clone());
     reconciler.error_budget = config.controller.error_budget;
-    run_with(config, store, Arc::new(reconciler), shutdown).await
+    run_with(config, store, Arc::new(reconciler), move |handle| executions.wake_with(handle), shutdown).await
 }
 
 /// The daemon loop around any reconciler (benchmarks use a no-op one).
@@ -122,9 +130,11 @@ pub async fn run_with<R: Reconciler<ObjectKey>>(
     config: DaemonConfig,
     store: Store,
     reconciler: Arc<R>,
+    with_handle: impl FnOnce(Handle<ObjectKey>),
     shutdown: impl Future<Output = ()>,
 ) -> Result<Summary, DaemonError> {
     let (controller, handle) = Controller::new(reconciler, config.controller);
+    with_handle(handle.clone());
     let cache = Arc::new(Mutex::new(ScanCache::default()));
 
     // Nothing reconciles before the first scan completes; then everything is looked at once,

@@ -18,6 +18,9 @@ use crate::source::{ObjectDigests, Scan};
 pub struct Desired {
     pub key: ObjectKey,
     pub generation: i64,
+    /// Assignments: the counter of run-field changes; one execution (and at most one proposal)
+    /// per execution generation.
+    pub execution_generation: Option<i64>,
     pub metadata: ObjectMeta,
     pub spec: Spec,
 }
@@ -27,7 +30,13 @@ impl Desired {
     pub fn from_record(record: &ObjectRecord) -> Result<Self, String> {
         let (metadata, spec) = roundtable_specs::resource::from_json(&record.spec_json)
             .map_err(|error| format!("stored spec of {} does not read back: {error}", record.key))?;
-        Ok(Self { key: record.key.clone(), generation: record.generation, metadata, spec })
+        Ok(Self {
+            key: record.key.clone(),
+            generation: record.generation,
+            execution_generation: record.execution_generation,
+            metadata,
+            spec,
+        })
     }
 }
 

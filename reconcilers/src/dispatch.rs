@@ -8,13 +8,22 @@ use roundtable_specs::output::{Condition, ConditionStatus};
 use roundtable_specs::parse::Spec;
 use roundtable_specs::{Kind, ObjectKey};
 
+use roundtable_specs::adapter::ResolvedAdapter;
+use roundtable_store::Store;
+
 use crate::adapter::{ImageState, desired_state, observe_image};
-use crate::backend::{AuditEvent, AuditSink, BackendError, Change, ImageBackend, StatusBackend};
+use crate::assignment::{AssignmentObserved, decide};
+use crate::backend::{
+    AuditEvent, AuditSink, BackendError, Change, ExecutionBackend, ImageBackend, RecordedExecutions, StatusBackend,
+};
 use crate::conditions::{self, READY, STALLED, reason};
 use crate::desired::Desired;
+use crate::execution::{ExecutionRequest, RUNNING_RECHECK};
 
 /// How often an Adapter whose image is missing is looked at again.
 const MISSING_IMAGE_RECHECK: Duration = Duration::from_secs(60);
+/// How often an Assignment whose adapter is not ready looks again.
+const ADAPTER_RECHECK: Duration = Duration::from_secs(5);
 
 /// What can go wrong reconciling one object.
 #[derive(Debug, thiserror::Error)]
@@ -38,21 +47,50 @@ pub struct Observed {
     pub status_json: Option<String>,
     pub observed_generation: Option<i64>,
     pub image: Option<ImageState>,
+    pub assignment: Option<AssignmentObserved>,
 }
 
 /// The per-object reconciler over its backends.
 #[derive(Debug, Clone)]
-pub struct ObjectReconciler<S, I, A> {
+pub struct ObjectReconciler<S, I, A, X = RecordedExecutions> {
     pub status: S,
     pub images: I,
     pub audit: A,
+    pub executions: X,
     /// The controller's error budget, to name why a key stalled.
     pub error_budget: u32,
 }
 
-impl<S: StatusBackend, I: ImageBackend, A: AuditSink> ObjectReconciler<S, I, A> {
-    pub fn new(status: S, images: I, audit: A) -> Self {
-        Self { status, images, audit, error_budget: 10 }
+impl<I: ImageBackend, A: AuditSink> ObjectReconciler<Store, I, A, RecordedExecutions> {
+    /// A reconciler over the state store that reads recorded executions but never starts one
+    /// (`status`, `plan`, in-process `reconcile`).
+    pub fn new(store: Store, images: I, audit: A) -> Self {
+        let executions = RecordedExecutions(store.clone());
+        Self { status: store, images, audit, executions, error_budget: 10 }
+    }
+}
+
+impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> ObjectReconciler<S, I, A, X> {
+    pub fn with_executions(status: S, images: I, audit: A, executions: X) -> Self {
+        Self { status, images, audit, executions, error_budget: 10 }
+    }
+
+    /// The resolved adapter an Assignment names, and whether it is ready to execute.
+    async fn adapter_for(&self, name: &str) -> Result<(Option<ResolvedAdapter>, Result<(), String>), Error> {
+        let key = ObjectKey::new(Kind::Adapter, name);
+        let Some(record) = self.status.object(&key).await? else {
+            return Ok((None, Err(format!("adapter {name:?} is not declared"))));
+        };
+        let desired = Desired::from_record(&record).map_err(Error::CorruptSpec)?;
+        let Spec::Adapter(spec) = &desired.spec else { return Ok((None, Err(format!("{key} is not an adapter")))) };
+        let adapter = roundtable_specs::catalog::resolve_declared(name, spec);
+        let conditions = self.status.conditions(&key).await?;
+        let ready = match conditions::find(&conditions, READY) {
+            Some(c) if c.status == ConditionStatus::True => Ok(()),
+            Some(c) => Err(format!("adapter {name}: {} ({})", c.message, c.reason)),
+            None => Err(format!("adapter {name} is not reconciled yet")),
+        };
+        Ok((Some(adapter), ready))
     }
 
     /// Reads the store and the engine for `desired`; writes nothing.
@@ -65,33 +103,51 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink> ObjectReconciler<S, I, A> 
             }
             _ => None,
         };
+        let assignment = match &desired.spec {
+            Spec::Assignment(spec) => {
+                let generation = desired.execution_generation.unwrap_or(1);
+                let mut sessions = self.executions.sessions(&desired.key.name).await?;
+                sessions.retain(|s| s.execution_generation == generation);
+                let (adapter, adapter_ready) = self.adapter_for(&spec.adapter).await?;
+                Some(AssignmentObserved {
+                    sessions,
+                    proposal: self.executions.proposal(&desired.key.name, generation).await?,
+                    active: self.executions.is_active(&desired.key.name),
+                    controller_run: self.executions.controller_run(),
+                    adapter,
+                    adapter_ready,
+                })
+            }
+            _ => None,
+        };
         Ok(Observed {
             conditions: self.status.conditions(&desired.key).await?,
             status_json: record.as_ref().and_then(|r| r.status_json.clone()),
             observed_generation: record.and_then(|r| r.observed_generation),
             image,
+            assignment,
         })
     }
 
     /// The changes that would make the store say what the world is; pure.
     pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
         let generation = desired.generation;
+        let mut executions = Vec::new();
         let (wanted, status_json) = match (&desired.spec, &observed.image) {
             (Spec::Adapter(spec), Some(image)) => {
                 let adapter = roundtable_specs::catalog::resolve_declared(&desired.metadata.name, spec);
                 let (conditions, status) = desired_state(&adapter, image, generation);
                 (conditions, serde_json::to_string(&status).ok())
             }
-            (Spec::Assignment(_), _) => (
-                vec![conditions::desired(
-                    READY,
-                    ConditionStatus::Unknown,
-                    reason::NOT_RECONCILED_YET,
-                    "Assignments are recorded but not executed yet: the execution manager is not built",
-                    generation,
-                )],
-                None,
-            ),
+            (Spec::Assignment(spec), _) => match &observed.assignment {
+                Some(found) => {
+                    let execution_generation = desired.execution_generation.unwrap_or(1);
+                    let (conditions, status, changes) = decide(spec, found, generation, execution_generation);
+                    executions = changes;
+                    (conditions, serde_json::to_string(&status).ok())
+                }
+                None => (Vec::new(), None),
+            },
             (Spec::AdmissionPolicy(_), _) => (
                 vec![conditions::desired(
                     READY,
@@ -126,6 +182,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink> ObjectReconciler<S, I, A> 
         if observed.observed_generation != Some(generation) {
             changes.push(Change::ObserveGeneration(generation));
         }
+        changes.extend(executions);
         changes
     }
 
@@ -143,8 +200,38 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink> ObjectReconciler<S, I, A> 
         Ok(Some(Self::plan(&desired, &observed)))
     }
 
-    async fn apply(&self, key: &ObjectKey, changes: &[Change], before: &[Condition]) -> Result<(), Error> {
+    async fn apply(&self, desired: &Desired, observed: &Observed, changes: &[Change]) -> Result<(), Error> {
+        let key = &desired.key;
+        let before = &observed.conditions;
         for change in changes {
+            match change {
+                Change::StartExecution { attempt } => {
+                    let (Spec::Assignment(spec), Some(found)) = (&desired.spec, &observed.assignment) else { continue };
+                    let Some(adapter) = found.adapter.clone() else { continue };
+                    let request = ExecutionRequest {
+                        assignment: key.name.clone(),
+                        execution_generation: desired.execution_generation.unwrap_or(1),
+                        attempt: *attempt,
+                        spec: spec.clone(),
+                        adapter,
+                    };
+                    self.executions.start(request).await?;
+                    let message = format!("execution attempt {attempt} queued");
+                    let event =
+                        AuditEvent { object: key.clone(), warning: false, reason: "ExecutionQueued".into(), message };
+                    self.audit.record(event).await?;
+                    continue;
+                }
+                Change::CancelExecution => {
+                    self.executions.cancel(&key.name);
+                    continue;
+                }
+                Change::InterruptSession(id) => {
+                    self.executions.interrupt(id).await?;
+                    continue;
+                }
+                _ => {}
+            }
             self.status.apply(key, change).await?;
             // Ready transitions are events an operator wants to see.
             if let Change::SetCondition(condition) = change
@@ -165,7 +252,9 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink> ObjectReconciler<S, I, A> 
     }
 }
 
-impl<S: StatusBackend, I: ImageBackend, A: AuditSink> Reconciler<ObjectKey> for ObjectReconciler<S, I, A> {
+impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Reconciler<ObjectKey>
+    for ObjectReconciler<S, I, A, X>
+{
     type Error = Error;
 
     async fn reconcile(&self, key: &ObjectKey) -> Result<Action, Error> {
@@ -173,7 +262,10 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink> Reconciler<ObjectKey> for 
             return Ok(Action::await_change());
         };
         if record.deleted_at.is_some() {
-            // Cleanup: later kinds release their resources here before the object is forgotten.
+            // Cleanup: a removed Assignment's execution is cancelled before it is forgotten.
+            if key.kind == Kind::Assignment {
+                self.executions.cancel(&key.name);
+            }
             self.status.apply(key, &Change::Forget).await?;
             let event = AuditEvent {
                 object: key.clone(),
@@ -187,9 +279,21 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink> Reconciler<ObjectKey> for 
         let desired = Desired::from_record(&record).map_err(Error::CorruptSpec)?;
         let observed = self.observe(&desired).await?;
         let changes = Self::plan(&desired, &observed);
-        self.apply(key, &changes, &observed.conditions).await?;
-        let recheck = key.kind == Kind::Adapter && matches!(observed.image, Some(ImageState::Missing));
-        Ok(if recheck { Action::requeue(MISSING_IMAGE_RECHECK) } else { Action::await_change() })
+        self.apply(&desired, &observed, &changes).await?;
+        let missing_image = key.kind == Kind::Adapter && matches!(observed.image, Some(ImageState::Missing));
+        let executing = observed.assignment.as_ref().is_some_and(|a| a.active)
+            || changes.iter().any(|c| matches!(c, Change::StartExecution { .. }));
+        // An Assignment waiting for its adapter looks again soon (adapters converge in seconds).
+        let waiting_for_adapter = observed.assignment.as_ref().is_some_and(|a| a.adapter_ready.is_err());
+        Ok(if waiting_for_adapter {
+            Action::requeue(ADAPTER_RECHECK)
+        } else if missing_image {
+            Action::requeue(MISSING_IMAGE_RECHECK)
+        } else if executing {
+            Action::requeue(RUNNING_RECHECK)
+        } else {
+            Action::await_change()
+        })
     }
 
     async fn on_failure(&self, key: &ObjectKey, message: &str, outcome: ErrorOutcome) {

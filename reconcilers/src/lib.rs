@@ -2,11 +2,13 @@
 //! computed from them without acting, and the backends they drive.
 
 pub mod adapter;
+pub mod assignment;
 pub mod backend;
 pub mod conditions;
 pub mod daemon;
 pub mod desired;
 pub mod dispatch;
+pub mod execution;
 pub mod source;
 pub mod status;
 

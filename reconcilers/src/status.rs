@@ -7,7 +7,7 @@ use roundtable_specs::output::{ConditionStatus, Health, ObjectStatus, PlannedCha
 use roundtable_specs::{Kind, ObjectKey};
 use roundtable_store::{ObjectRecord, Store};
 
-use crate::backend::{AuditSink, BackendError, Change, ImageBackend, StatusBackend};
+use crate::backend::{AuditSink, BackendError, Change, ExecutionBackend, ImageBackend, StatusBackend};
 use crate::conditions::{self, READY};
 use crate::desired::{Desired, declared};
 use crate::dispatch::ObjectReconciler;
@@ -37,7 +37,11 @@ pub async fn status(store: &Store, scan: &Scan, leftovers: &[Leftover]) -> Resul
             None => Vec::new(),
         };
         let (health, health_message) = conditions::health(&conditions);
-        let ready_unknown = conditions::find(&conditions, READY).is_some_and(|c| c.status == ConditionStatus::Unknown);
+        // Only a kind that is not reconciled yet is Unknown; Ready=Unknown while work runs is drift.
+        let ready_unknown = conditions::find(&conditions, READY).is_some_and(|c| {
+            c.status == ConditionStatus::Unknown && c.reason == conditions::reason::NOT_RECONCILED_YET
+        });
+        let progressing = conditions::find(&conditions, READY).is_some_and(|c| c.status == ConditionStatus::Unknown);
         let mut row = ObjectStatus {
             kind: key.kind.to_string(),
             name: key.name.clone(),
@@ -75,6 +79,8 @@ pub async fn status(store: &Store, scan: &Scan, leftovers: &[Leftover]) -> Resul
                     SyncStatus::OutOfSync
                 } else if ready_unknown || conditions.is_empty() {
                     SyncStatus::Unknown
+                } else if progressing {
+                    SyncStatus::OutOfSync
                 } else {
                     SyncStatus::Synced
                 };
@@ -154,13 +160,16 @@ fn describe_change(change: &Change) -> String {
         }
         Change::ObserveGeneration(generation) => format!("observe generation {generation}"),
         Change::Forget => "clean up and forget".into(),
+        Change::StartExecution { attempt } => format!("start execution attempt {attempt}"),
+        Change::CancelExecution => "cancel the running execution".into(),
+        Change::InterruptSession(id) => format!("mark session {id} Interrupted and remove what it left"),
     }
 }
 
 /// `plan`: what reconciling now would change, terraform style, without changing anything.
-pub async fn plan<S: StatusBackend, I: ImageBackend, A: AuditSink>(
+pub async fn plan<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend>(
     store: &Store,
-    reconciler: &ObjectReconciler<S, I, A>,
+    reconciler: &ObjectReconciler<S, I, A, X>,
     scan: &Scan,
 ) -> Result<Vec<PlannedChange>, BackendError> {
     let declared = declared(scan);
@@ -197,11 +206,22 @@ pub async fn plan<S: StatusBackend, I: ImageBackend, A: AuditSink>(
             }
             Some(record) => record.generation,
         };
-        let desired =
-            Desired { key: key.clone(), generation, metadata: object.metadata.clone(), spec: object.spec.clone() };
+        let desired = Desired {
+            key: key.clone(),
+            generation,
+            execution_generation: records
+                .get(key)
+                .and_then(|r| {
+                    let changed = object.execution_digest() != r.execution_digest.as_deref();
+                    r.execution_generation.map(|g| if changed { g + 1 } else { g })
+                })
+                .or(object.execution_digest().map(|_| 1)),
+            metadata: object.metadata.clone(),
+            spec: object.spec.clone(),
+        };
         match reconciler.observe(&desired).await {
             Ok(observed) => {
-                for change in ObjectReconciler::<S, I, A>::plan(&desired, &observed) {
+                for change in ObjectReconciler::<S, I, A, X>::plan(&desired, &observed) {
                     push("~", key, describe_change(&change));
                 }
             }

@@ -7,15 +7,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use roundtable_controller::Reconciler as _;
 use roundtable_reconcilers::ObjectReconciler;
+use roundtable_reconcilers::backend::ExecutionBackend;
 use roundtable_reconcilers::backend::{
     AuditEvent, AuditSink, BackendError, Change, ImageBackend, ImageInfo, StatusBackend,
 };
 use roundtable_reconcilers::desired::{Desired, sync};
+use roundtable_reconcilers::execution::ExecutionRequest;
 use roundtable_reconcilers::source::scan;
 use roundtable_reconcilers::status::{exit_code, plan, status};
 use roundtable_specs::output::{Condition, ConditionStatus, Health, SyncStatus};
 use roundtable_specs::{Kind, ObjectKey};
-use roundtable_store::{ObjectRecord, Store};
+use roundtable_store::{ObjectRecord, ProposalRecord, SessionRecord, Store};
 
 // === fakes ===
 
@@ -77,6 +79,7 @@ impl StatusBackend for FakeStatus {
                 self.objects.lock().expect("lock").remove(key);
                 self.conditions.lock().expect("lock").remove(key);
             }
+            Change::StartExecution { .. } | Change::CancelExecution | Change::InterruptSession(_) => {}
         }
         Ok(())
     }
@@ -91,6 +94,36 @@ impl ImageBackend for FakeImages {
     async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>, BackendError> {
         Ok(self.present.lock().expect("lock").get(reference).map(|id| ImageInfo { id: id.clone() }))
     }
+}
+
+/// Executions that never run: enough for the kinds these tests reconcile.
+#[derive(Default)]
+struct NoExecutions;
+
+impl ExecutionBackend for NoExecutions {
+    async fn sessions(&self, _: &str) -> Result<Vec<SessionRecord>, BackendError> {
+        Ok(Vec::new())
+    }
+    async fn proposal(&self, _: &str, _: i64) -> Result<Option<ProposalRecord>, BackendError> {
+        Ok(None)
+    }
+    fn is_active(&self, _: &str) -> bool {
+        false
+    }
+    fn controller_run(&self) -> Option<String> {
+        None
+    }
+    async fn start(&self, _: ExecutionRequest) -> Result<(), BackendError> {
+        Err(BackendError::Execution("not in these tests".into()))
+    }
+    fn cancel(&self, _: &str) {}
+    async fn interrupt(&self, _: &str) -> Result<(), BackendError> {
+        Ok(())
+    }
+}
+
+fn fake_reconciler() -> ObjectReconciler<FakeStatus, FakeImages, FakeAudit, NoExecutions> {
+    ObjectReconciler::with_executions(FakeStatus::default(), FakeImages::default(), FakeAudit::default(), NoExecutions)
 }
 
 #[derive(Default)]
@@ -110,7 +143,13 @@ fn adapter_desired(image: &str) -> Desired {
     let parsed = roundtable_specs::parse_file("a.yaml", "a.yaml", &text);
     assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
     let object = &parsed.objects[0];
-    Desired { key: object.key(), generation: 1, metadata: object.metadata.clone(), spec: object.spec.clone() }
+    Desired {
+        key: object.key(),
+        generation: 1,
+        execution_generation: None,
+        metadata: object.metadata.clone(),
+        spec: object.spec.clone(),
+    }
 }
 
 fn condition<'a>(conditions: &'a [Condition], type_: &str) -> &'a Condition {
@@ -123,7 +162,7 @@ fn condition<'a>(conditions: &'a [Condition], type_: &str) -> &'a Condition {
 async fn adapter_converges_then_plans_nothing_and_writes_nothing() {
     let digest = format!("sha256:{}", "b".repeat(64));
     let desired = adapter_desired(&format!("registry.example/agent@{digest}"));
-    let reconciler = ObjectReconciler::new(FakeStatus::default(), FakeImages::default(), FakeAudit::default());
+    let reconciler = fake_reconciler();
     reconciler.status.insert(&desired);
     reconciler
         .images
@@ -142,7 +181,7 @@ async fn adapter_converges_then_plans_nothing_and_writes_nothing() {
     assert_eq!(record.observed_generation, Some(1));
 
     let observed = reconciler.observe(&desired).await.expect("observe");
-    assert!(ObjectReconciler::<FakeStatus, FakeImages, FakeAudit>::plan(&desired, &observed).is_empty());
+    assert!(ObjectReconciler::<FakeStatus, FakeImages, FakeAudit, NoExecutions>::plan(&desired, &observed).is_empty());
     let writes = reconciler.status.writes.load(Ordering::SeqCst);
     reconciler.reconcile(&desired.key).await.expect("reconcile again");
     assert_eq!(reconciler.status.writes.load(Ordering::SeqCst), writes, "a converged object writes nothing");
@@ -150,7 +189,7 @@ async fn adapter_converges_then_plans_nothing_and_writes_nothing() {
 
 #[tokio::test(start_paused = true)]
 async fn adapter_reasons_for_missing_unpinned_and_disabled_images() {
-    let reconciler = ObjectReconciler::new(FakeStatus::default(), FakeImages::default(), FakeAudit::default());
+    let reconciler = fake_reconciler();
     let missing = adapter_desired("agent:v1");
     reconciler.status.insert(&missing);
     let action = reconciler.reconcile(&missing.key).await.expect("reconcile");
@@ -175,8 +214,13 @@ async fn adapter_reasons_for_missing_unpinned_and_disabled_images() {
     let text = "apiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata: {name: off}\nspec: {image: 'agent:v1', enabled: false}\n";
     let parsed = roundtable_specs::parse_file("b.yaml", "b.yaml", text);
     let object = &parsed.objects[0];
-    let disabled =
-        Desired { key: object.key(), generation: 3, metadata: object.metadata.clone(), spec: object.spec.clone() };
+    let disabled = Desired {
+        key: object.key(),
+        generation: 3,
+        execution_generation: None,
+        metadata: object.metadata.clone(),
+        spec: object.spec.clone(),
+    };
     reconciler.status.insert(&disabled);
     reconciler.reconcile(&disabled.key).await.expect("reconcile");
     let conditions = reconciler.status.conditions(&disabled.key).await.expect("conditions");
@@ -187,7 +231,7 @@ async fn adapter_reasons_for_missing_unpinned_and_disabled_images() {
 #[tokio::test(start_paused = true)]
 async fn stalls_are_recorded_and_cleared_by_the_next_success() {
     use roundtable_controller::ErrorOutcome;
-    let reconciler = ObjectReconciler::new(FakeStatus::default(), FakeImages::default(), FakeAudit::default());
+    let reconciler = fake_reconciler();
     let desired = adapter_desired("agent:v1");
     reconciler.status.insert(&desired);
     reconciler

@@ -19,6 +19,7 @@ pub struct Expected {
 
 /// One verified item.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct CheckItem {
     pub name: String,
     pub ok: bool,
@@ -27,6 +28,7 @@ pub struct CheckItem {
 
 /// The whole self-check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct CheckReport {
     pub ok: bool,
     pub items: Vec<CheckItem>,

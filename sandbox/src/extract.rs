@@ -19,6 +19,7 @@ pub struct Limits {
 
 /// An entry that was not extracted, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Rejected {
     /// The entry's name with control characters and invalid UTF-8 escaped.
     pub path: String,
@@ -27,6 +28,7 @@ pub struct Rejected {
 
 /// What an extraction did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Extracted {
     pub files: u64,
     pub bytes: u64,

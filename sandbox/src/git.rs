@@ -26,6 +26,8 @@ pub fn command(dir: &Path) -> Command {
         .env("GIT_LITERAL_PATHSPECS", "1")
         .env("HOME", "/nonexistent")
         .env("LC_ALL", "C")
+        // Never discover a repository above `dir` (an execution folder may sit inside one).
+        .env("GIT_CEILING_DIRECTORIES", dir.parent().unwrap_or(dir))
         .args(["-c", "core.quotepath=false", "-c", "core.autocrlf=false", "-c", "core.fsmonitor=false"])
         .arg("-c")
         .arg(format!("safe.directory={}", dir.display()))

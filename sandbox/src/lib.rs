@@ -7,8 +7,10 @@ pub mod extract;
 pub mod git;
 pub mod init;
 pub mod labels;
+pub mod mock;
 pub mod patch;
 pub mod profile;
 pub mod provision;
+pub mod runtime;
 
 pub use engine::{Engine, EngineError};

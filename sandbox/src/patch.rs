@@ -107,7 +107,8 @@ pub fn verify(repo: &Path, commit: &str, patch: &Patch, export: &Path, scratch: 
     std::fs::create_dir_all(&checkout).map_err(|e| fail("mkdir", &e))?;
     let archive = git::run(repo, &["archive", "--format=tar", commit]).map_err(|e| fail("git archive", &e))?;
     tar::Archive::new(archive.stdout.as_slice()).unpack(&checkout).map_err(|e| fail("unpack", &e))?;
-    scratch_git(&checkout, &["init", "--quiet"], None).ok();
+    // Its own repository, so `git apply` never resolves paths against an enclosing one.
+    git::run(&checkout, &["init", "--quiet"]).map_err(|e| fail("git init", &e))?;
     let patch_file = scratch.join("proposal.patch");
     std::fs::write(&patch_file, &patch.text).map_err(|e| fail("write patch", &e))?;
     let patch_arg = patch_file.display().to_string();

@@ -235,6 +235,76 @@ impl ListItem for DescribeItem {
     const LIST_KIND: &'static str = "DescribeList";
 }
 
+// === executions ===
+
+/// One session: an execution attempt of an Assignment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionItem {
+    pub id: String,
+    pub assignment: String,
+    pub execution_generation: i64,
+    pub attempt: i64,
+    pub adapter: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// `Queued`, `Running`, `Succeeded`, `Failed`, `Cancelled` or `Interrupted`.
+    pub phase: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_commit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout_bytes: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr_bytes: Option<i64>,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub controller_run: String,
+    pub created_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// Manifest, withheld files, self-check report, export outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<serde_json::Value>,
+}
+
+impl ListItem for SessionItem {
+    const LIST_KIND: &'static str = "SessionList";
+}
+
+/// A pending proposal: a patch nothing applies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProposalItem {
+    pub id: String,
+    pub assignment: String,
+    pub execution_generation: i64,
+    pub session: String,
+    pub adapter: String,
+    pub base_commit: String,
+    pub sha256: String,
+    pub files_changed: i64,
+    pub insertions: i64,
+    pub deletions: i64,
+    /// `outsideReadablePaths: …`, `protectedPath: …`, `packageScripts: …`.
+    pub flags: Vec<String>,
+    /// Always `pending`: Roundtable never applies a proposal.
+    pub state: String,
+    pub created_at: String,
+}
+
+impl ListItem for ProposalItem {
+    const LIST_KIND: &'static str = "ProposalList";
+}
+
 // === doctor ===
 
 /// Whether one hardening feature the sandbox relies on is available on the engine.

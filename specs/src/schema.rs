@@ -4,7 +4,8 @@
 use schemars::{JsonSchema, generate::SchemaSettings};
 
 use crate::output::{
-    AdapterItem, DescribeItem, DoctorReport, EventItem, List, ObjectStatus, PlannedChange, ValidationError,
+    AdapterItem, DescribeItem, DoctorReport, EventItem, List, ObjectStatus, PlannedChange, ProposalItem, SessionItem,
+    ValidationError,
 };
 use crate::resource::{Adapter, AdmissionPolicy, AnyResource, Assignment};
 
@@ -34,6 +35,8 @@ pub fn all() -> Vec<(String, String)> {
         render::<List<PlannedChange>>("outputs/planned-change-list.json", "PlannedChangeList"),
         render::<List<EventItem>>("outputs/event-list.json", "EventList"),
         render::<List<DescribeItem>>("outputs/describe-list.json", "DescribeList"),
+        render::<List<SessionItem>>("outputs/session-list.json", "SessionList"),
+        render::<List<ProposalItem>>("outputs/proposal-list.json", "ProposalList"),
     ]
 }
 

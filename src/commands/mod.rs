@@ -3,6 +3,7 @@
 pub mod adapters;
 pub mod describe;
 pub mod doctor;
+pub mod executions;
 pub mod init;
 pub mod plan;
 pub mod reconcile;

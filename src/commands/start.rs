@@ -3,7 +3,13 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::PathBuf;
+
 use roundtable_reconcilers::daemon::{self, DaemonConfig};
+use roundtable_reconcilers::execution::ExecutionConfig;
+use roundtable_reconcilers::source::{project_id, project_root};
 use roundtable_store::Store;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -33,13 +39,104 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
         }
     };
     eprintln!("roundtable: watching {} (state in {})", global.dir.display(), global.state_dir().display());
-    let summary = daemon::run(config, store.clone(), shutdown).await?;
+    let execution = execution_config(global, args)?;
+    eprintln!(
+        "roundtable: controller run {} (executions in {}, at most {} at once)",
+        execution.controller_run,
+        execution.execution_root.display(),
+        execution.max_executions
+    );
+    let summary = daemon::run(config, store.clone(), execution, shutdown).await?;
     store.close().await;
     eprintln!(
         "roundtable: stopped after {} reconciles ({} failed, {} abandoned at the grace period)",
         summary.reconciles, summary.failures, summary.abandoned
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where executions live, what they may use, and who this run is.
+fn execution_config(global: &Global, args: &StartArgs) -> anyhow::Result<ExecutionConfig> {
+    let project_id = project_id(&global.dir);
+    let execution_root = match &args.execution_root {
+        Some(root) => root.clone(),
+        None => default_execution_root()?.join(&project_id),
+    };
+    prepare_private_parent(&execution_root)?;
+    let proposals_dir = global.state_dir().join("proposals");
+    std::fs::create_dir_all(&proposals_dir).with_context(|| format!("cannot create {}", proposals_dir.display()))?;
+    std::fs::set_permissions(&proposals_dir, std::fs::Permissions::from_mode(0o700))?;
+    let mut secrets: HashMap<String, String> = std::env::vars().collect();
+    if let Some(file) = &args.secrets_file {
+        secrets.extend(read_secrets(file)?);
+    }
+    let run = format!("{:x}{:06x}", std::process::id(), fastrand_suffix());
+    Ok(ExecutionConfig {
+        max_executions: args.max_executions.max(1),
+        execution_root,
+        proposals_dir,
+        binary: std::env::current_exe().context("cannot find roundtable's own binary")?,
+        project_root: project_root(&global.dir),
+        project_id,
+        controller_run: run,
+        secrets,
+    })
+}
+
+fn fastrand_suffix() -> u32 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_micros()).unwrap_or(0)
+}
+
+/// `/var/lib/roundtable/executions` as root, else `$XDG_STATE_HOME/roundtable/executions`.
+fn default_execution_root() -> anyhow::Result<PathBuf> {
+    let is_root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
+        .unwrap_or(false);
+    if is_root {
+        return Ok(PathBuf::from("/var/lib/roundtable/executions"));
+    }
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state")))
+        .context("neither XDG_STATE_HOME nor HOME is set; pass --execution-root")?;
+    Ok(state.join("roundtable/executions"))
+}
+
+/// Creates `root` with a 0700 parent, so only the controller can reach execution folders.
+fn prepare_private_parent(root: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(root).with_context(|| format!("cannot create {}", root.display()))?;
+    if let Some(parent) = root.parent() {
+        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("cannot restrict {}", parent.display()))?;
+    }
+    // The agent (UID 1000) must traverse into its source; the parent keeps everyone else out.
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))?;
+    Ok(())
+}
+
+/// A dotenv file of `KEY=VALUE` lines, refused unless its mode is 0600.
+fn read_secrets(path: &std::path::Path) -> anyhow::Result<HashMap<String, String>> {
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode != 0o600 {
+        anyhow::bail!("{} has mode {mode:o}; a secrets file must be 0600", path.display());
+    }
+    let text = std::fs::read_to_string(path)?;
+    let mut secrets = HashMap::new();
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        let Some((key, value)) = line.split_once('=') else {
+            anyhow::bail!("{}:{}: expected KEY=VALUE", path.display(), number + 1);
+        };
+        let value = value.trim().trim_matches('"').trim_matches('\'');
+        secrets.insert(key.trim().to_owned(), value.to_owned());
+    }
+    Ok(secrets)
 }
 
 fn time_now() -> String {

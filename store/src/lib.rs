@@ -2,6 +2,7 @@
 //! under the state directory; statements are kept portable to PostgreSQL.
 
 mod events;
+mod executions;
 pub mod lock;
 mod objects;
 mod scan;
@@ -13,6 +14,7 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
 pub use events::{EventRecord, NewEvent, Severity};
+pub use executions::{ProposalRecord, SessionRecord};
 pub use objects::{IndexEntry, ObjectRecord, Recorded, SpecSnapshot};
 pub use scan::FileError;
 
@@ -86,6 +88,10 @@ impl Store {
             .connect_with(options)
             .await
             .map_err(|source| Error::Open { path: path.clone(), source })?;
+        // The daemon and the CLI may open a new database at the same moment; one migrates.
+        let _guard = lock::migration_guard(state_dir)
+            .await
+            .map_err(|source| Error::StateDir { path: state_dir.to_owned(), source })?;
         MIGRATIONS.run(&pool).await.map_err(|source| Error::Migrate { path: path.clone(), source })?;
         Ok(Self { pool, path })
     }

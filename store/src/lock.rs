@@ -61,6 +61,28 @@ pub fn acquire(state_dir: &Path, holder: &str) -> Result<DaemonLock, LockError> 
     Ok(DaemonLock { _file: file })
 }
 
+/// Held while migrations run; released on drop.
+#[derive(Debug)]
+pub struct MigrationGuard {
+    _file: File,
+}
+
+/// Waits (up to 30 s) for the exclusive migration lock of `state_dir`.
+pub async fn migration_guard(state_dir: &Path) -> std::io::Result<MigrationGuard> {
+    let path = state_dir.join("migrate.lock");
+    let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(MigrationGuard { _file: file }),
+            Err(_) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+}
+
 /// Who holds the lock, if anyone does (without taking it).
 pub fn holder(state_dir: &Path) -> Option<String> {
     let path = state_dir.join(LOCK_FILE);

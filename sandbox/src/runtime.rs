@@ -1,0 +1,441 @@
+//! One execution on the engine, in the lifecycle order tmpfs volumes require: create → start
+//! PID 1 → upload the workspace seed → self-check → run the agent (captured, capped, drained,
+//! timed) → pause → download and extract → force-remove the container and volumes. Nothing runs
+//! on the host; cleanup happens on every path.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, CreateImageOptionsBuilder, DownloadFromContainerOptionsBuilder,
+    EventsOptionsBuilder, KillContainerOptionsBuilder, RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder,
+    UploadToContainerOptionsBuilder,
+};
+use futures::StreamExt as _;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::Engine;
+use crate::check::{CheckReport, Expected};
+use crate::extract::{self, Extracted, Limits};
+use crate::profile::{AGENT_UID, SandboxSpec, paths, tmpfs_volume};
+
+/// The image that runs agents that need no files of their own (the built-in `mock`).
+pub const EMPTY_IMAGE: &str = "roundtable.dev/empty:v1";
+
+/// Everything one execution needs.
+#[derive(Debug, Clone)]
+pub struct ExecutionPlan {
+    /// Container and volume name prefix; unique per session.
+    pub name: String,
+    pub image: String,
+    pub labels: HashMap<String, String>,
+    pub memory_bytes: u64,
+    pub nano_cpus: u64,
+    pub pids: u32,
+    pub workspace_bytes: u64,
+    pub tmp_bytes: u64,
+    pub binary: PathBuf,
+    /// The provisioned source, also the workspace seed.
+    pub source_dir: PathBuf,
+    pub task_file: PathBuf,
+    pub socket_dir: Option<PathBuf>,
+    pub argv: Vec<String>,
+    /// `KEY=VALUE`, the agent's whole environment.
+    pub env: Vec<String>,
+    pub output_limit: u64,
+    pub timeout: Duration,
+    /// Where the workspace is extracted after the run.
+    pub export_dir: PathBuf,
+    /// Where the raw archive is spooled before extraction.
+    pub spool_file: PathBuf,
+    pub extract_limits: Limits,
+}
+
+/// How the agent's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Cause {
+    Exited,
+    TimedOut,
+    Cancelled,
+    OutOfMemory,
+    SelfCheckFailed,
+}
+
+/// One captured stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Captured {
+    pub bytes: Vec<u8>,
+    /// Everything the stream produced, kept or not.
+    pub total: u64,
+}
+
+impl Captured {
+    pub fn truncated(&self) -> bool {
+        self.total > self.bytes.len() as u64
+    }
+
+    fn push(&mut self, chunk: &[u8], cap: u64) {
+        self.total += chunk.len() as u64;
+        let room = usize::try_from(cap.saturating_sub(self.bytes.len() as u64)).unwrap_or(usize::MAX);
+        self.bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
+    }
+}
+
+/// What happened.
+#[derive(Debug, Clone)]
+pub struct ExecutionOutcome {
+    pub cause: Cause,
+    pub exit_code: Option<i64>,
+    pub stdout: Captured,
+    pub stderr: Captured,
+    pub self_check: Option<CheckReport>,
+    /// The container was paused before the workspace was exported.
+    pub paused_for_export: bool,
+    pub extracted: Option<Extracted>,
+}
+
+/// Why an execution could not be carried out at all.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("container engine: {step}: {source}")]
+    Engine {
+        step: &'static str,
+        #[source]
+        source: bollard::errors::Error,
+    },
+    #[error("{step}: {message}")]
+    Io { step: &'static str, message: String },
+    #[error("export: {0}")]
+    Extract(#[from] extract::ExtractError),
+}
+
+fn engine_error(step: &'static str) -> impl FnOnce(bollard::errors::Error) -> RuntimeError {
+    move |source| RuntimeError::Engine { step, source }
+}
+
+/// Imports the empty image once (no registry is ever pulled from).
+pub async fn ensure_empty_image(docker: &Docker) -> Result<(), RuntimeError> {
+    if docker.inspect_image(EMPTY_IMAGE).await.is_ok() {
+        return Ok(());
+    }
+    let (repo, tag) = EMPTY_IMAGE.split_once(':').unwrap_or((EMPTY_IMAGE, "latest"));
+    let options = CreateImageOptionsBuilder::default().from_src("-").repo(repo).tag(tag).build();
+    let empty_tar = vec![0u8; 1024];
+    let mut stream = docker.create_image(Some(options), Some(bollard::body_full(empty_tar.into())), None);
+    while let Some(progress) = stream.next().await {
+        progress.map_err(engine_error("import the empty image"))?;
+    }
+    Ok(())
+}
+
+/// A tar of `dir`'s contents (files owned by the agent) and of `/tmp/roundtable/`.
+fn seed_archive(dir: &std::path::Path) -> Result<Vec<u8>, RuntimeError> {
+    let io = |message: std::io::Error| RuntimeError::Io { step: "seed the workspace", message: message.to_string() };
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(folder) = pending.pop() {
+        let mut entries: Vec<_> = std::fs::read_dir(&folder).map_err(io)?.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let path = entry.path();
+            let relative = path.strip_prefix(dir).unwrap_or(&path);
+            let meta = entry.metadata().map_err(io)?;
+            let mut header = tar::Header::new_gnu();
+            header.set_uid(u64::from(AGENT_UID));
+            header.set_gid(u64::from(AGENT_UID));
+            header.set_mtime(0);
+            if meta.is_dir() {
+                header.set_entry_type(tar::EntryType::Directory);
+                header.set_mode(0o755);
+                header.set_size(0);
+                builder.append_data(&mut header, relative, std::io::empty()).map_err(io)?;
+                pending.push(path);
+            } else if meta.is_file() {
+                use std::os::unix::fs::PermissionsExt as _;
+                header.set_entry_type(tar::EntryType::Regular);
+                header.set_mode(if meta.permissions().mode() & 0o111 != 0 { 0o755 } else { 0o644 });
+                header.set_size(meta.len());
+                builder.append_data(&mut header, relative, std::fs::File::open(&path).map_err(io)?).map_err(io)?;
+            }
+        }
+    }
+    builder.into_inner().map_err(io)
+}
+
+/// `/tmp/roundtable/` root-owned 0755 with `home/` owned by the agent.
+fn tmp_archive() -> Result<Vec<u8>, RuntimeError> {
+    let io = |message: std::io::Error| RuntimeError::Io { step: "seed /tmp", message: message.to_string() };
+    let mut builder = tar::Builder::new(Vec::new());
+    for (path, owner) in [("roundtable", 0u64), ("roundtable/home", u64::from(AGENT_UID))] {
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Directory);
+        header.set_mode(0o755);
+        header.set_uid(owner);
+        header.set_gid(owner);
+        header.set_size(0);
+        header.set_mtime(0);
+        builder.append_data(&mut header, path, std::io::empty()).map_err(io)?;
+    }
+    builder.into_inner().map_err(io)
+}
+
+struct ExecResult {
+    exit_code: Option<i64>,
+    stdout: Captured,
+    stderr: Captured,
+    interrupted: Option<Cause>,
+}
+
+async fn run_exec(
+    docker: &Docker,
+    container: &str,
+    argv: Vec<String>,
+    env: Vec<String>,
+    cap: u64,
+    deadline: Option<Duration>,
+    cancel: &mut watch::Receiver<bool>,
+) -> Result<ExecResult, RuntimeError> {
+    let created = docker
+        .create_exec(
+            container,
+            CreateExecOptions {
+                cmd: Some(argv),
+                env: Some(env),
+                user: Some(format!("{AGENT_UID}:{AGENT_UID}")),
+                working_dir: Some(paths::WORKSPACE.to_owned()),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                ..CreateExecOptions::default()
+            },
+        )
+        .await
+        .map_err(engine_error("create the exec"))?;
+    let started = docker
+        .start_exec(
+            &created.id,
+            Some(StartExecOptions { output_capacity: Some(64 * 1024), ..StartExecOptions::default() }),
+        )
+        .await
+        .map_err(engine_error("start the exec"))?;
+    let mut result =
+        ExecResult { exit_code: None, stdout: Captured::default(), stderr: Captured::default(), interrupted: None };
+    if let StartExecResults::Attached { mut output, .. } = started {
+        let sleep = tokio::time::sleep(deadline.unwrap_or(Duration::from_secs(365 * 24 * 3600)));
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                chunk = output.next() => match chunk {
+                    Some(Ok(bollard::container::LogOutput::StdOut { message })) => result.stdout.push(&message, cap),
+                    Some(Ok(bollard::container::LogOutput::StdErr { message })) => result.stderr.push(&message, cap),
+                    Some(Ok(_)) => {}
+                    Some(Err(_)) | None => break,
+                },
+                () = &mut sleep => {
+                    result.interrupted = Some(Cause::TimedOut);
+                    break;
+                }
+                changed = cancel.changed() => {
+                    if changed.is_ok() && *cancel.borrow() {
+                        result.interrupted = Some(Cause::Cancelled);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    if result.interrupted.is_none() {
+        result.exit_code = docker.inspect_exec(&created.id).await.ok().and_then(|e| e.exit_code);
+    }
+    Ok(result)
+}
+
+/// The runtime for one session.
+pub struct Execution<'a> {
+    engine: &'a Engine,
+    plan: ExecutionPlan,
+    expected: Expected,
+}
+
+impl<'a> Execution<'a> {
+    pub fn new(engine: &'a Engine, plan: ExecutionPlan, expected: Expected) -> Self {
+        Self { engine, plan, expected }
+    }
+
+    fn volumes(&self) -> [String; 2] {
+        [format!("{}-workspace", self.plan.name), format!("{}-tmp", self.plan.name)]
+    }
+
+    /// Runs the whole lifecycle; the container and volumes are removed whatever happens.
+    pub async fn run(&self, cancel: watch::Receiver<bool>) -> Result<ExecutionOutcome, RuntimeError> {
+        let outcome = self.lifecycle(cancel).await;
+        self.cleanup().await;
+        outcome
+    }
+
+    /// Force-removes the container and its volumes; safe to call when they do not exist.
+    pub async fn cleanup(&self) {
+        let docker = self.engine.docker();
+        let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
+        let _ = docker.remove_container(&self.plan.name, Some(options)).await;
+        for volume in self.volumes() {
+            let _ =
+                docker.remove_volume(&volume, Some(RemoveVolumeOptionsBuilder::default().force(true).build())).await;
+        }
+    }
+
+    async fn lifecycle(&self, mut cancel: watch::Receiver<bool>) -> Result<ExecutionOutcome, RuntimeError> {
+        let docker = self.engine.docker();
+        let plan = &self.plan;
+        if plan.image == EMPTY_IMAGE {
+            ensure_empty_image(docker).await?;
+        }
+        let [workspace, tmp] = self.volumes();
+        docker
+            .create_volume(tmpfs_volume(&workspace, plan.workspace_bytes, plan.labels.clone()))
+            .await
+            .map_err(engine_error("create the workspace volume"))?;
+        docker
+            .create_volume(tmpfs_volume(&tmp, plan.tmp_bytes, plan.labels.clone()))
+            .await
+            .map_err(engine_error("create the /tmp volume"))?;
+        let spec = SandboxSpec {
+            image: plan.image.clone(),
+            labels: plan.labels.clone(),
+            memory_bytes: plan.memory_bytes,
+            nano_cpus: plan.nano_cpus,
+            pids: plan.pids,
+            workspace_volume: workspace,
+            tmp_volume: tmp,
+            binary: plan.binary.clone(),
+            source_dir: Some(plan.source_dir.clone()),
+            task_file: Some(plan.task_file.clone()),
+            socket_dir: plan.socket_dir.clone(),
+        };
+        let options = CreateContainerOptionsBuilder::default().name(&plan.name).build();
+        docker
+            .create_container(Some(options), spec.container_body())
+            .await
+            .map_err(engine_error("create the container"))?;
+        docker.start_container(&plan.name, None).await.map_err(engine_error("start PID 1"))?;
+
+        // Seed the workspace and /tmp/roundtable/ through the archive API (tmpfs volumes hold data
+        // only while a running container mounts them).
+        let seed = seed_archive(&plan.source_dir)?;
+        let upload = |path: &str| UploadToContainerOptionsBuilder::default().path(path).build();
+        docker
+            .upload_to_container(&plan.name, Some(upload(paths::WORKSPACE)), bollard::body_full(seed.into()))
+            .await
+            .map_err(engine_error("upload the workspace seed"))?;
+        docker
+            .upload_to_container(&plan.name, Some(upload(paths::TMP)), bollard::body_full(tmp_archive()?.into()))
+            .await
+            .map_err(engine_error("upload /tmp/roundtable"))?;
+
+        let mut outcome = ExecutionOutcome {
+            cause: Cause::Exited,
+            exit_code: None,
+            stdout: Captured::default(),
+            stderr: Captured::default(),
+            self_check: None,
+            paused_for_export: false,
+            extracted: None,
+        };
+
+        // The self-check, before the agent; any mismatch fails closed.
+        let e = &self.expected;
+        let check_argv = vec![
+            paths::BINARY.to_owned(),
+            "sandbox".into(),
+            "check".into(),
+            format!("--uid={}", e.uid),
+            format!("--gid={}", e.gid),
+            format!("--memory={}", e.memory_bytes),
+            format!("--pids={}", e.pids),
+            format!("--cpu-millis={}", e.cpu_millis),
+        ];
+        let check =
+            run_exec(docker, &plan.name, check_argv, Vec::new(), 1 << 20, Some(Duration::from_secs(60)), &mut cancel)
+                .await?;
+        let report: Option<CheckReport> = serde_json::from_slice(&check.stdout.bytes).ok();
+        let passed = check.exit_code == Some(0) && report.as_ref().is_some_and(|r| r.ok);
+        outcome.self_check = report;
+        if !passed {
+            outcome.cause = Cause::SelfCheckFailed;
+            outcome.stderr = check.stderr;
+            return Ok(outcome);
+        }
+
+        // Watch for the engine's OOM event from before the agent starts.
+        let filters = HashMap::from([("container", vec![plan.name.as_str()]), ("event", vec!["oom"])]);
+        let mut oom_events = docker.events(Some(EventsOptionsBuilder::default().filters(&filters).build()));
+        let agent = run_exec(
+            docker,
+            &plan.name,
+            plan.argv.clone(),
+            plan.env.clone(),
+            plan.output_limit,
+            Some(plan.timeout),
+            &mut cancel,
+        )
+        .await?;
+        outcome.stdout = agent.stdout;
+        outcome.stderr = agent.stderr;
+        outcome.exit_code = agent.exit_code;
+        if let Some(cause) = agent.interrupted {
+            // Timeout or cancel: pause first so nothing keeps running, then kill.
+            outcome.cause = cause;
+            let _ = docker.pause_container(&plan.name).await;
+            let _ = docker
+                .kill_container(&plan.name, Some(KillContainerOptionsBuilder::default().signal("KILL").build()))
+                .await;
+            return Ok(outcome);
+        }
+        if tokio::time::timeout(Duration::from_millis(300), oom_events.next())
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|e| e.is_ok())
+        {
+            outcome.cause = Cause::OutOfMemory;
+        }
+
+        // Pause so surviving children cannot race the export, then stream the workspace out.
+        docker.pause_container(&plan.name).await.map_err(engine_error("pause before export"))?;
+        outcome.paused_for_export = true;
+        let options = DownloadFromContainerOptionsBuilder::default().path(paths::WORKSPACE).build();
+        let mut stream = docker.download_from_container(&plan.name, Some(options));
+        let mut spool = tokio::fs::File::create(&plan.spool_file)
+            .await
+            .map_err(|e| RuntimeError::Io { step: "spool the export", message: e.to_string() })?;
+        let mut spooled = 0u64;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(engine_error("download the workspace"))?;
+            spooled += chunk.len() as u64;
+            // The archive carries headers too; allow some slack over the byte limit.
+            if spooled > plan.extract_limits.max_bytes.saturating_mul(2).saturating_add(1 << 20) {
+                return Err(extract::ExtractError::TooLarge { limit: plan.extract_limits.max_bytes }.into());
+            }
+            tokio::io::AsyncWriteExt::write_all(&mut spool, &chunk)
+                .await
+                .map_err(|e| RuntimeError::Io { step: "spool the export", message: e.to_string() })?;
+        }
+        drop(spool);
+        let (spool_file, export_dir, limits) = (plan.spool_file.clone(), plan.export_dir.clone(), plan.extract_limits);
+        let extracted = tokio::task::spawn_blocking(move || {
+            let file = std::fs::File::open(&spool_file)
+                .map_err(|e| RuntimeError::Io { step: "read the spooled export", message: e.to_string() })?;
+            let outcome = extract::extract(std::io::BufReader::new(file), &export_dir, limits)?;
+            let _ = std::fs::remove_file(&spool_file);
+            Ok::<_, RuntimeError>(outcome)
+        })
+        .await
+        .map_err(|e| RuntimeError::Io { step: "extract", message: e.to_string() })??;
+        outcome.extracted = Some(extracted);
+        Ok(outcome)
+    }
+}

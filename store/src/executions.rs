@@ -1,0 +1,203 @@
+//! Sessions (one per execution attempt) and pending proposals.
+
+use sqlx::Row;
+
+use crate::{Result, Store, now};
+
+/// A session as stored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionRecord {
+    pub id: String,
+    pub assignment: String,
+    pub execution_generation: i64,
+    pub attempt: i64,
+    pub controller_run: String,
+    pub adapter: String,
+    pub image: Option<String>,
+    pub phase: String,
+    pub cause: Option<String>,
+    pub exit_code: Option<i64>,
+    pub message: String,
+    pub base_commit: Option<String>,
+    pub exec_dir: Option<String>,
+    pub stdout_bytes: Option<i64>,
+    pub stderr_bytes: Option<i64>,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub external_session_id: Option<String>,
+    pub detail_json: Option<String>,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+}
+
+/// A proposal as stored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProposalRecord {
+    pub id: String,
+    pub session_id: String,
+    pub assignment: String,
+    pub execution_generation: i64,
+    pub base_commit: String,
+    pub adapter: String,
+    pub patch_path: String,
+    pub sha256: String,
+    pub files_changed: i64,
+    pub insertions: i64,
+    pub deletions: i64,
+    pub flags_json: String,
+    pub state: String,
+    pub created_at: String,
+}
+
+fn session_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<SessionRecord> {
+    Ok(SessionRecord {
+        id: row.try_get("id")?,
+        assignment: row.try_get("assignment")?,
+        execution_generation: row.try_get("execution_generation")?,
+        attempt: row.try_get("attempt")?,
+        controller_run: row.try_get("controller_run")?,
+        adapter: row.try_get("adapter")?,
+        image: row.try_get("image")?,
+        phase: row.try_get("phase")?,
+        cause: row.try_get("cause")?,
+        exit_code: row.try_get("exit_code")?,
+        message: row.try_get("message")?,
+        base_commit: row.try_get("base_commit")?,
+        exec_dir: row.try_get("exec_dir")?,
+        stdout_bytes: row.try_get("stdout_bytes")?,
+        stderr_bytes: row.try_get("stderr_bytes")?,
+        stdout_truncated: row.try_get::<Option<i64>, _>("stdout_truncated")?.unwrap_or(0) != 0,
+        stderr_truncated: row.try_get::<Option<i64>, _>("stderr_truncated")?.unwrap_or(0) != 0,
+        external_session_id: row.try_get("external_session_id")?,
+        detail_json: row.try_get("detail_json")?,
+        created_at: row.try_get("created_at")?,
+        started_at: row.try_get("started_at")?,
+        finished_at: row.try_get("finished_at")?,
+    })
+}
+
+fn proposal_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<ProposalRecord> {
+    Ok(ProposalRecord {
+        id: row.try_get("id")?,
+        session_id: row.try_get("session_id")?,
+        assignment: row.try_get("assignment")?,
+        execution_generation: row.try_get("execution_generation")?,
+        base_commit: row.try_get("base_commit")?,
+        adapter: row.try_get("adapter")?,
+        patch_path: row.try_get("patch_path")?,
+        sha256: row.try_get("sha256")?,
+        files_changed: row.try_get("files_changed")?,
+        insertions: row.try_get("insertions")?,
+        deletions: row.try_get("deletions")?,
+        flags_json: row.try_get("flags_json")?,
+        state: row.try_get("state")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+impl Store {
+    /// Inserts or replaces a session row.
+    pub async fn save_session(&self, session: &SessionRecord) -> Result<()> {
+        let created_at = if session.created_at.is_empty() { now() } else { session.created_at.clone() };
+        sqlx::query(
+            "INSERT INTO sessions (id, assignment, execution_generation, attempt, controller_run, adapter, image, phase, cause, exit_code, message, base_commit, exec_dir, stdout_bytes, stderr_bytes, stdout_truncated, stderr_truncated, external_session_id, detail_json, created_at, started_at, finished_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22) \
+             ON CONFLICT (id) DO UPDATE SET image = excluded.image, phase = excluded.phase, cause = excluded.cause, exit_code = excluded.exit_code, message = excluded.message, base_commit = excluded.base_commit, exec_dir = excluded.exec_dir, stdout_bytes = excluded.stdout_bytes, stderr_bytes = excluded.stderr_bytes, stdout_truncated = excluded.stdout_truncated, stderr_truncated = excluded.stderr_truncated, external_session_id = excluded.external_session_id, detail_json = excluded.detail_json, started_at = excluded.started_at, finished_at = excluded.finished_at",
+        )
+        .bind(&session.id)
+        .bind(&session.assignment)
+        .bind(session.execution_generation)
+        .bind(session.attempt)
+        .bind(&session.controller_run)
+        .bind(&session.adapter)
+        .bind(&session.image)
+        .bind(&session.phase)
+        .bind(&session.cause)
+        .bind(session.exit_code)
+        .bind(&session.message)
+        .bind(&session.base_commit)
+        .bind(&session.exec_dir)
+        .bind(session.stdout_bytes)
+        .bind(session.stderr_bytes)
+        .bind(i64::from(session.stdout_truncated))
+        .bind(i64::from(session.stderr_truncated))
+        .bind(&session.external_session_id)
+        .bind(&session.detail_json)
+        .bind(&created_at)
+        .bind(&session.started_at)
+        .bind(&session.finished_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn session(&self, id: &str) -> Result<Option<SessionRecord>> {
+        let row = sqlx::query("SELECT * FROM sessions WHERE id = $1").bind(id).fetch_optional(&self.pool).await?;
+        row.as_ref().map(session_from_row).transpose()
+    }
+
+    /// Sessions, newest first; all of them, or one Assignment's.
+    pub async fn sessions(&self, assignment: Option<&str>) -> Result<Vec<SessionRecord>> {
+        let rows = match assignment {
+            Some(name) => {
+                sqlx::query("SELECT * FROM sessions WHERE assignment = $1 ORDER BY created_at DESC, id DESC")
+                    .bind(name)
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+            None => {
+                sqlx::query("SELECT * FROM sessions ORDER BY created_at DESC, id DESC").fetch_all(&self.pool).await?
+            }
+        };
+        rows.iter().map(session_from_row).collect()
+    }
+
+    /// Records a proposal; false when the execution generation already has one.
+    pub async fn insert_proposal(&self, proposal: &ProposalRecord) -> Result<bool> {
+        let done = sqlx::query(
+            "INSERT INTO proposals (id, session_id, assignment, execution_generation, base_commit, adapter, patch_path, sha256, files_changed, insertions, deletions, flags_json, state, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (assignment, execution_generation) DO NOTHING",
+        )
+        .bind(&proposal.id)
+        .bind(&proposal.session_id)
+        .bind(&proposal.assignment)
+        .bind(proposal.execution_generation)
+        .bind(&proposal.base_commit)
+        .bind(&proposal.adapter)
+        .bind(&proposal.patch_path)
+        .bind(&proposal.sha256)
+        .bind(proposal.files_changed)
+        .bind(proposal.insertions)
+        .bind(proposal.deletions)
+        .bind(&proposal.flags_json)
+        .bind(&proposal.state)
+        .bind(if proposal.created_at.is_empty() { now() } else { proposal.created_at.clone() })
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    pub async fn proposals(&self) -> Result<Vec<ProposalRecord>> {
+        let rows =
+            sqlx::query("SELECT * FROM proposals ORDER BY created_at DESC, id DESC").fetch_all(&self.pool).await?;
+        rows.iter().map(proposal_from_row).collect()
+    }
+
+    /// A proposal by its ID or a unique prefix of it.
+    pub async fn proposal(&self, id: &str) -> Result<Option<ProposalRecord>> {
+        let pattern = format!("{id}%");
+        let rows =
+            sqlx::query("SELECT * FROM proposals WHERE id LIKE $1 LIMIT 2").bind(pattern).fetch_all(&self.pool).await?;
+        if rows.len() == 1 { proposal_from_row(&rows[0]).map(Some) } else { Ok(None) }
+    }
+
+    pub async fn proposal_for(&self, assignment: &str, execution_generation: i64) -> Result<Option<ProposalRecord>> {
+        let row = sqlx::query("SELECT * FROM proposals WHERE assignment = $1 AND execution_generation = $2")
+            .bind(assignment)
+            .bind(execution_generation)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(proposal_from_row).transpose()
+    }
+}
