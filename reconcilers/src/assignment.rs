@@ -99,7 +99,7 @@ pub fn decide(
         }
         Some("Queued") => {
             status.phase = "Queued".into();
-            ready(Unknown, "Queued", "waiting for an execution slot".into())
+            ready(Unknown, "Queued", format!("execution generation {execution_generation} queued for a slot"))
         }
         Some("Running") => {
             status.phase = "Running".into();
@@ -131,7 +131,7 @@ pub fn decide(
             Ok(()) => {
                 changes.push(Change::StartExecution { attempt: next_attempt });
                 status.phase = "Queued".into();
-                ready(Unknown, "Queued", format!("starting execution generation {execution_generation}"))
+                ready(Unknown, "Queued", format!("execution generation {execution_generation} queued for a slot"))
             }
         },
     };

@@ -254,6 +254,29 @@ async fn run_exec(
     Ok(result)
 }
 
+fn unix_seconds() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// Whether the engine reported an `oom` event for `container` since `since` (unix seconds).
+async fn oom_seen(docker: &Docker, container: &str, since: u64) -> bool {
+    let filters = HashMap::from([("container", vec![container]), ("event", vec!["oom"])]);
+    let (since, until) = (since.to_string(), (unix_seconds() + 1).to_string());
+    let options = EventsOptionsBuilder::default().filters(&filters).since(&since).until(&until).build();
+    let mut events = docker.events(Some(options));
+    // With `until` in the past-or-near, the engine replays and closes the stream.
+    let found = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(event) = events.next().await {
+            if event.is_ok_and(|e| e.action.as_deref() == Some("oom")) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    found.unwrap_or(false)
+}
+
 /// The runtime for one session.
 pub struct Execution<'a> {
     engine: &'a Engine,
@@ -370,9 +393,9 @@ impl<'a> Execution<'a> {
             return Ok(outcome);
         }
 
-        // Watch for the engine's OOM event from before the agent starts.
-        let filters = HashMap::from([("container", vec![plan.name.as_str()]), ("event", vec!["oom"])]);
-        let mut oom_events = docker.events(Some(EventsOptionsBuilder::default().filters(&filters).build()));
+        // The engine's OOM events are read afterwards for the agent's whole run (since → until),
+        // so none is missed by subscribing late.
+        let agent_started = unix_seconds();
         let agent = run_exec(
             docker,
             &plan.name,
@@ -395,12 +418,7 @@ impl<'a> Execution<'a> {
                 .await;
             return Ok(outcome);
         }
-        if tokio::time::timeout(Duration::from_millis(300), oom_events.next())
-            .await
-            .ok()
-            .flatten()
-            .is_some_and(|e| e.is_ok())
-        {
+        if oom_seen(docker, &plan.name, agent_started.saturating_sub(1)).await {
             outcome.cause = Cause::OutOfMemory;
         }
 

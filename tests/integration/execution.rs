@@ -1,0 +1,288 @@
+//! Executions end to end on the real engine: the daemon takes Assignments to sessions and
+//! pending proposals; patches apply to their base commit (binary file, deletion, rename, mode
+//! change); sensitive files never reach the container; failures, retries and timeouts are
+//! recorded; nothing is left behind.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{binary, ensure_test_images, roundtable, stderr, stdout};
+
+const API: &str = "apiVersion: roundtable.dev/v1alpha1";
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .expect("git");
+    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+fn write(root: &Path, path: &str, contents: &str) {
+    let full = root.join(path);
+    std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
+    std::fs::write(full, contents).expect("write");
+}
+
+fn assignment(name: &str, script: &str, extra: &str) -> String {
+    format!(
+        "{API}\nkind: Assignment\nmetadata: {{name: {name}}}\nspec:\n  adapter: generic\n  task:\n    id: {name}\n    prompt: |\n      {script}\n  source: {{repo: ., revision: main}}\n  readablePaths: [README.md, docs/]\n{extra}---\n"
+    )
+}
+
+/// A project repository with specs for every scenario, committed on `main`.
+fn project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write(root, "README.md", "# Project\n");
+    write(root, "docs/old.md", "a file that moves\nwith enough lines\nfor git to call it a rename\n");
+    write(root, "docs/remove.md", "going away\n");
+    write(root, "docs/run.sh", "#!/bin/sh\necho run\n");
+    write(root, "docs/.env.production", "API_TOKEN=must-not-leak\n");
+    write(root, "docs/certs/server.key", "-----BEGIN PRIVATE KEY-----\n");
+    write(root, "src/secret-plan.md", "outside the readable paths\n");
+    let mut specs = format!(
+        "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n  resources: {{memory: 256Mi, cpus: 1, pids: 64, workspaceSize: 64Mi, tmpSize: 32Mi}}\n---\n"
+    );
+    specs.push_str(&assignment(
+        "shapes",
+        "printf '\\000\\001\\002binary' > docs/logo.bin && rm docs/remove.md && mv docs/old.md docs/new.md && chmod +x docs/run.sh && echo 'Edited.' >> README.md",
+        "",
+    ));
+    specs.push_str(&assignment(
+        "listing",
+        "find /roundtable/source /roundtable/workspace /tmp -type f | sort > listing.txt; cat /roundtable/task.json > brief.json",
+        "",
+    ));
+    specs.push_str(&assignment("failing", "echo about to fail >&2; exit 3", "  retries: 1\n"));
+    specs.push_str(&assignment("slow", "sleep 60", "  timeout: 2s\n"));
+    specs.push_str(&assignment("chatty", "yes xxxxxxxxxxxxxxx | head -c 3000000; echo done >&2", ""));
+    specs.push_str(&assignment("hog", "memory-hog", ""));
+    write(root, ".roundtable/specs.yaml", &specs);
+    git(root, &["init", "-q", "-b", "main"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "base"]);
+    dir
+}
+
+fn json(out: &std::process::Output) -> Value {
+    serde_json::from_str(&stdout(out)).unwrap_or_else(|e| panic!("not JSON ({e}): {}{}", stdout(out), stderr(out)))
+}
+
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn assignments_become_sessions_and_pending_proposals() {
+    let Some(engine) = crate::support::engine_or_skip().await else { return };
+    ensure_test_images();
+    let project = project();
+    let root = project.path();
+    let executions = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon(
+        Command::new(binary())
+            .args(["start", "--max-executions", "2", "--execution-root"])
+            .arg(executions.path())
+            .current_dir(root)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start"),
+    );
+
+    // Wait until every Assignment has finished: shapes and listing succeed, failing fails twice
+    // (one retry), slow times out.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let sessions = loop {
+        let sessions = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
+        let items = sessions["items"].as_array().cloned().unwrap_or_default();
+        let finished = |name: &str, phase: &str, count: usize| {
+            items.iter().filter(|s| s["assignment"] == name && s["phase"] == phase).count() >= count
+        };
+        if finished("shapes", "Succeeded", 1)
+            && finished("listing", "Succeeded", 1)
+            && finished("failing", "Failed", 2)
+            && finished("slow", "Failed", 1)
+            && finished("chatty", "Succeeded", 1)
+            && finished("hog", "Failed", 1)
+        {
+            break items;
+        }
+        assert!(Instant::now() < deadline, "executions did not finish: {sessions:#}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    drop(daemon);
+
+    // Failures, retries and the timeout are recorded with their causes.
+    let failing: Vec<&Value> = sessions.iter().filter(|s| s["assignment"] == "failing").collect();
+    assert_eq!(failing.len(), 2, "retries: 1 means two attempts");
+    assert!(failing.iter().all(|s| s["exitCode"] == 3 && s["cause"] == "exited"), "{failing:#?}");
+    let slow = sessions.iter().find(|s| s["assignment"] == "slow").expect("slow");
+    assert_eq!(slow["cause"], "timedOut", "{slow:#}");
+    let hog = sessions.iter().find(|s| s["assignment"] == "hog").expect("hog");
+    assert_eq!(hog["cause"], "outOfMemory", "the engine's oom event, not a plain exit: {hog:#}");
+    let chatty = sessions.iter().find(|s| s["assignment"] == "chatty").expect("chatty");
+    assert_eq!(
+        (chatty["stdoutBytes"].as_i64(), chatty["stdoutTruncated"].as_bool()),
+        (Some(3_000_000), Some(true)),
+        "{chatty:#}"
+    );
+    assert_eq!(chatty["stderrTruncated"], false);
+    let captured = roundtable(root, &["sessions", "logs", chatty["id"].as_str().expect("id")]);
+    assert!(stdout(&captured).contains("(truncated at the capture limit)"));
+    assert!(captured.stdout.len() < 1_100_000, "capped at 1 MiB: {}", captured.stdout.len());
+    let logs = roundtable(root, &["sessions", "logs", failing[0]["id"].as_str().expect("id")]);
+    assert!(stdout(&logs).contains("about to fail"), "{}", stdout(&logs));
+
+    // The self-check passed before each agent, and the export happened while paused.
+    let shapes = sessions.iter().find(|s| s["assignment"] == "shapes").expect("shapes");
+    assert_eq!(shapes["detail"]["selfCheck"]["ok"], true, "{shapes:#}");
+    assert_eq!(shapes["detail"]["pausedForExport"], true);
+
+    // Exactly the proposals of the succeeded sessions.
+    let proposals = json(&roundtable(root, &["proposals", "list", "--format", "json"]));
+    let items = proposals["items"].as_array().expect("items");
+    assert_eq!(items.len(), 2, "{proposals:#}");
+    assert!(items.iter().all(|p| p["assignment"] == "shapes" || p["assignment"] == "listing"));
+    let proposal = |name: &str| items.iter().find(|p| p["assignment"] == name).cloned().expect(name);
+
+    // The shapes patch applies to its base commit and reproduces the agent's tree.
+    let shapes_proposal = proposal("shapes");
+    assert!(
+        shapes_proposal["flags"]
+            .as_array()
+            .is_some_and(|f| f.iter().all(|f| !f.as_str().unwrap_or("").starts_with("protected")))
+    );
+    let patch = roundtable(root, &["proposals", "export", shapes_proposal["id"].as_str().expect("id")]);
+    assert!(patch.status.success());
+    let checkout = tempfile::tempdir().expect("tempdir");
+    git(checkout.path(), &["clone", "-q", root.to_str().expect("utf-8"), "."]);
+    git(checkout.path(), &["checkout", "-q", shapes_proposal["baseCommit"].as_str().expect("base")]);
+    let patch_file = checkout.path().join("../shapes.patch");
+    std::fs::write(&patch_file, &patch.stdout).expect("write patch");
+    let patch_arg = patch_file.to_str().expect("utf-8");
+    git(checkout.path(), &["apply", "--check", patch_arg]);
+    git(checkout.path(), &["apply", patch_arg]);
+    let applied = checkout.path();
+    assert_eq!(std::fs::read(applied.join("docs/logo.bin")).expect("binary"), b"\x00\x01\x02binary");
+    assert!(!applied.join("docs/remove.md").exists() && !applied.join("docs/old.md").exists());
+    assert!(std::fs::read_to_string(applied.join("docs/new.md")).expect("renamed").contains("rename"));
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(applied.join("docs/run.sh")).expect("run.sh").permissions().mode();
+    assert_eq!(mode & 0o111, 0o111, "the mode change applies");
+    assert_eq!(std::fs::read_to_string(applied.join("README.md")).expect("readme"), "# Project\nEdited.\n");
+    let shown = stdout(&roundtable(root, &["proposals", "show", shapes_proposal["id"].as_str().expect("id")]));
+    assert!(shown.contains("rename from docs/old.md") && shown.contains("GIT binary patch"), "{shown}");
+
+    // What the agent could see: exactly the manifest, never a sensitive file.
+    let listing_patch =
+        stdout(&roundtable(root, &["proposals", "export", proposal("listing")["id"].as_str().expect("id")]));
+    for secret in [".env.production", "server.key", "secret-plan.md", "/.git/"] {
+        assert!(!listing_patch.contains(secret), "{secret} reached the container:\n{listing_patch}");
+    }
+    for provided in
+        ["/roundtable/source/README.md", "/roundtable/source/docs/old.md", "/roundtable/workspace/docs/run.sh"]
+    {
+        assert!(listing_patch.contains(provided), "{provided} missing:\n{listing_patch}");
+    }
+    let listing_session = sessions.iter().find(|s| s["assignment"] == "listing").expect("listing");
+    let manifest: Vec<&str> = listing_session["detail"]["manifest"]
+        .as_array()
+        .expect("manifest")
+        .iter()
+        .filter_map(|f| f["path"].as_str())
+        .collect();
+    assert_eq!(manifest, ["README.md", "docs/old.md", "docs/remove.md", "docs/run.sh"]);
+
+    // Status reflects how each ended; nothing labelled is left in the engine.
+    let status = json(&roundtable(root, &["status", "--format", "json"]));
+    let row = |name: &str| status["items"].as_array().and_then(|rows| rows.iter().find(|r| r["name"] == name).cloned());
+    assert_eq!(row("shapes").expect("shapes")["health"], "Healthy");
+    assert_eq!(row("failing").expect("failing")["health"], "Unhealthy");
+    let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
+    let leftovers = engine.labelled(&project_id).await.expect("list");
+    assert!(leftovers.is_empty(), "labelled resources left behind: {leftovers:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_assignments_queue_behind_four_slots_and_each_runs_once() {
+    let Some(_engine) = crate::support::engine_or_skip().await else { return };
+    ensure_test_images();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write(root, "README.md", "# Project\n");
+    let mut specs = format!(
+        "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n  resources: {{memory: 128Mi, cpus: 0.5, pids: 32, workspaceSize: 16Mi, tmpSize: 16Mi}}\n---\n"
+    );
+    for i in 0..20 {
+        specs.push_str(&format!(
+            "{API}\nkind: Assignment\nmetadata: {{name: task-{i}}}\nspec:\n  adapter: generic\n  task: {{id: T-{i}, prompt: 'sleep 1; echo {i} > out-{i}.txt'}}\n  readablePaths: [README.md]\n---\n"
+        ));
+    }
+    write(root, ".roundtable/specs.yaml", &specs);
+    git(root, &["init", "-q", "-b", "main"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "base"]);
+    let executions = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon(
+        Command::new(binary())
+            .args(["start", "--max-executions", "4", "--execution-root"])
+            .arg(executions.path())
+            .current_dir(root)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let mut saw_queued = false;
+    let mut saw_queued_session = false;
+    let mut max_running = 0;
+    loop {
+        let status = json(&roundtable(root, &["status", "--format", "json"]));
+        let rows = status["items"].as_array().cloned().unwrap_or_default();
+        saw_queued |= rows.iter().any(|r| {
+            r["kind"] == "Assignment"
+                && r["conditions"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["reason"] == "Queued"))
+        });
+        let sessions = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
+        let items = sessions["items"].as_array().cloned().unwrap_or_default();
+        let queued_sessions = items.iter().any(|s| s["phase"] == "Queued");
+        max_running = max_running.max(items.iter().filter(|s| s["phase"] == "Running").count());
+        saw_queued_session |= queued_sessions;
+        // The Adapter stays reconciled and healthy meanwhile.
+        let adapter = rows.iter().find(|r| r["kind"] == "Adapter").cloned().unwrap_or_default();
+        assert_ne!(adapter["health"], "Stalled", "{adapter:#}");
+        if items.iter().filter(|s| s["phase"] == "Succeeded").count() == 20 {
+            assert_eq!(items.len(), 20, "each execution generation runs exactly once");
+            break;
+        }
+        assert!(Instant::now() < deadline, "not all 20 finished: {sessions:#}");
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    drop(daemon);
+    assert!(saw_queued, "status showed no Assignment waiting for a slot");
+    assert!(saw_queued_session, "no session was ever Queued");
+    assert!(max_running <= 4, "{max_running} ran at once with --max-executions 4");
+    let proposals = json(&roundtable(root, &["proposals", "list", "--format", "json"]));
+    assert_eq!(proposals["items"].as_array().map(Vec::len), Some(20), "one proposal per Assignment");
+}
