@@ -51,6 +51,8 @@ pub fn watch(
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<Event>| {
         let hint = match event {
             Ok(event) if event.need_rescan() => Some(Hint::Rescan),
+            // Reads (our own scans among them) change nothing; reacting to them would loop.
+            Ok(event) if matches!(event.kind, notify::EventKind::Access(_)) => None,
             Ok(event) if event.paths.iter().all(|p| ignored(p, &canonical_ignored)) && !event.paths.is_empty() => None,
             Ok(_) => Some(Hint::Changed),
             Err(_) => Some(Hint::Rescan),

@@ -23,7 +23,7 @@ use crate::execution::{ExecutionRequest, RUNNING_RECHECK};
 /// How often an Adapter whose image is missing is looked at again.
 const MISSING_IMAGE_RECHECK: Duration = Duration::from_secs(60);
 /// How often an Assignment whose adapter is not ready looks again.
-const ADAPTER_RECHECK: Duration = Duration::from_secs(5);
+const ADAPTER_RECHECK: Duration = Duration::from_secs(1);
 
 /// What can go wrong reconciling one object.
 #[derive(Debug, thiserror::Error)]

@@ -82,7 +82,7 @@ struct Inner {
 }
 
 fn now() -> String {
-    time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
+    roundtable_store::now()
 }
 
 fn new_session_id() -> String {

@@ -314,6 +314,17 @@ impl<'a> Execution<'a> {
     async fn lifecycle(&self, mut cancel: watch::Receiver<bool>) -> Result<ExecutionOutcome, RuntimeError> {
         let docker = self.engine.docker();
         let plan = &self.plan;
+        if *cancel.borrow() {
+            return Ok(ExecutionOutcome {
+                cause: Cause::Cancelled,
+                exit_code: None,
+                stdout: Captured::default(),
+                stderr: Captured::default(),
+                self_check: None,
+                paused_for_export: false,
+                extracted: None,
+            });
+        }
         if plan.image == EMPTY_IMAGE {
             ensure_empty_image(docker).await?;
         }
@@ -384,6 +395,10 @@ impl<'a> Execution<'a> {
         let check =
             run_exec(docker, &plan.name, check_argv, Vec::new(), 1 << 20, Some(Duration::from_secs(60)), &mut cancel)
                 .await?;
+        if let Some(cause) = check.interrupted.filter(|c| *c == Cause::Cancelled) {
+            outcome.cause = cause;
+            return Ok(outcome);
+        }
         let report: Option<CheckReport> = serde_json::from_slice(&check.stdout.bytes).ok();
         let passed = check.exit_code == Some(0) && report.as_ref().is_some_and(|r| r.ok);
         outcome.self_check = report;

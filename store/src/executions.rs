@@ -141,7 +141,7 @@ impl Store {
     pub async fn sessions(&self, assignment: Option<&str>) -> Result<Vec<SessionRecord>> {
         let rows = match assignment {
             Some(name) => {
-                sqlx::query("SELECT * FROM sessions WHERE assignment = $1 ORDER BY created_at DESC, id DESC")
+                sqlx::query("SELECT * FROM sessions WHERE assignment = $1 ORDER BY created_at DESC, attempt DESC")
                     .bind(name)
                     .fetch_all(&self.pool)
                     .await?

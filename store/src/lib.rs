@@ -132,9 +132,10 @@ impl Store {
     }
 }
 
-/// Now, as RFC 3339 UTC text: the portable timestamp format of every table.
-pub(crate) fn now() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".into())
+/// Now, as RFC 3339 UTC text with a fixed nine-digit fraction, so that timestamps sort as text:
+/// the portable timestamp format of every table.
+pub fn now() -> String {
+    const FORMAT: &[time::format_description::BorrowedFormatItem<'_>] =
+        time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:9]Z");
+    time::OffsetDateTime::now_utc().format(FORMAT).unwrap_or_else(|_| "1970-01-01T00:00:00.000000000Z".into())
 }

@@ -286,3 +286,104 @@ async fn twenty_assignments_queue_behind_four_slots_and_each_runs_once() {
     let proposals = json(&roundtable(root, &["proposals", "list", "--format", "json"]));
     assert_eq!(proposals["items"].as_array().map(Vec::len), Some(20), "one proposal per Assignment");
 }
+
+fn session_phases(root: &Path, assignment: &str) -> Vec<String> {
+    let sessions = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
+    let items = sessions["items"].as_array().cloned().unwrap_or_default();
+    items
+        .iter()
+        .filter(|s| s["assignment"] == assignment)
+        .filter_map(|s| s["phase"].as_str().map(str::to_owned))
+        .collect()
+}
+
+async fn wait_until(what: &str, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspend_and_removal_cancel_a_running_execution() {
+    let Some(engine) = crate::support::engine_or_skip().await else { return };
+    ensure_test_images();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write(root, "README.md", "# Project\n");
+    let adapter =
+        format!("{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n");
+    let long = |suspend: bool| {
+        format!(
+            "{API}\nkind: Assignment\nmetadata: {{name: long}}\nspec:\n  adapter: generic\n  task: {{id: L, prompt: 'sleep 120'}}\n  readablePaths: [README.md]\n  suspend: {suspend}\n"
+        )
+    };
+    write(root, ".roundtable/adapter.yaml", &adapter);
+    write(root, ".roundtable/long.yaml", &long(false));
+    git(root, &["init", "-q", "-b", "main"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "base"]);
+    let executions = tempfile::tempdir().expect("tempdir");
+    let log = std::fs::File::create(executions.path().join("daemon.log")).expect("log");
+    let _daemon = Daemon(
+        Command::new(binary())
+            .args(["start", "--execution-root"])
+            .arg(executions.path())
+            .current_dir(root)
+            .env("RUST_LOG", "info,roundtable_controller=debug")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start"),
+    );
+    let log_path = executions.path().join("daemon.log");
+    let _show_log = ShowLogOnPanic(log_path);
+    wait_until("the first session to run", || session_phases(root, "long") == ["Running"]).await;
+
+    // suspend: true cancels it (pause, then kill) and starts nothing.
+    write(root, ".roundtable/long.yaml", &long(true));
+    wait_until("the cancel", || session_phases(root, "long") == ["Cancelled"]).await;
+    let status = json(&roundtable(root, &["status", "--format", "json"]));
+    let row =
+        status["items"].as_array().and_then(|rows| rows.iter().find(|r| r["name"] == "long").cloned()).expect("row");
+    assert!(row["conditions"].to_string().contains("Suspended"), "{row:#}");
+
+    // Resumed: a new attempt of the same execution generation runs.
+    write(root, ".roundtable/long.yaml", &long(false));
+    wait_until("the second attempt", || session_phases(root, "long").first().is_some_and(|p| p == "Running")).await;
+    let sessions = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
+    let attempts: Vec<(i64, i64)> = sessions["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|s| (s["executionGeneration"].as_i64().unwrap_or(0), s["attempt"].as_i64().unwrap_or(0)))
+        .collect();
+    assert_eq!(attempts, [(1, 2), (1, 1)], "suspend is not a run field: same execution generation");
+
+    // Removing the Assignment cancels its execution and cleans up.
+    std::fs::remove_file(root.join(".roundtable/long.yaml")).expect("remove");
+    wait_until("the cancel on removal", || session_phases(root, "long").first().is_some_and(|p| p == "Cancelled"))
+        .await;
+    let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let leftovers = engine.labelled(&project_id).await.expect("list");
+        if leftovers.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left behind: {leftovers:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Prints the daemon's log when a test fails, for diagnosis.
+struct ShowLogOnPanic(std::path::PathBuf);
+
+impl Drop for ShowLogOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- daemon log ---\n{}", std::fs::read_to_string(&self.0).unwrap_or_default());
+        }
+    }
+}
