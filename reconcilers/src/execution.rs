@@ -47,6 +47,8 @@ pub struct ExecutionConfig {
     pub project_root: PathBuf,
     pub project_id: String,
     pub controller_run: String,
+    /// Where session socket directories are created (`/run/roundtable` as root).
+    pub socket_root: PathBuf,
     /// Values for `credentialEnv` names (from the environment or `--secrets-file`).
     pub secrets: HashMap<String, String>,
 }
@@ -265,6 +267,7 @@ impl Inner {
         session.exec_dir = Some(exec_dir.display().to_string());
         self.save(&session).await;
 
+        let provision_started = std::time::Instant::now();
         let engine = match &self.engine {
             Ok(engine) => engine.clone(),
             Err(reason) => return self.fail(session, "EngineUnavailable", reason.clone()).await,
@@ -296,8 +299,13 @@ impl Inner {
         if let Err(error) = std::fs::write(&task_file, serde_json::to_vec_pretty(&brief).unwrap_or_default()) {
             return self.fail(session, "ProvisionFailed", format!("cannot write the brief: {error}")).await;
         }
-        session.detail_json =
-            Some(serde_json::json!({"manifest": provisioned.files, "withheld": provisioned.withheld}).to_string());
+        let provision_ms = u64::try_from(provision_started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let detail = serde_json::json!({
+            "manifest": provisioned.files,
+            "withheld": provisioned.withheld,
+            "timingsMs": {"provision": provision_ms},
+        });
+        session.detail_json = Some(detail.to_string());
         session.message = "running".into();
         self.save(&session).await;
 
@@ -332,6 +340,14 @@ impl Inner {
             purpose: Purpose::Agent,
         };
         let timeout = request.spec.timeout.unwrap_or(adapter.timeout).as_std();
+        // The seam for MCP and the egress gateway: their sockets will be bound here.
+        let socket_dir = match roundtable_sandbox::sockets::plan(&self.config.socket_root, &session.id) {
+            Ok(dir) => dir,
+            Err(error) => return self.fail(session, "SocketPathTooLong", error.to_string()).await,
+        };
+        if let Err(error) = roundtable_sandbox::sockets::create(&socket_dir) {
+            return self.fail(session, "SocketDirFailed", error.to_string()).await;
+        }
         let plan = ExecutionPlan {
             name: format!("roundtable-{}", session.id),
             image: image.clone(),
@@ -344,7 +360,7 @@ impl Inner {
             binary: self.config.binary.clone(),
             source_dir: exec_dir.join("source"),
             task_file,
-            socket_dir: None,
+            socket_dir: Some(socket_dir.clone()),
             argv,
             env,
             output_limit: adapter.output_limit.bytes(),
@@ -362,7 +378,9 @@ impl Inner {
             cpu_millis: u64::from(adapter.resources.cpus.millis()),
         };
         let execution = Execution::new(&engine, plan, expected);
-        let outcome = match execution.run(cancel).await {
+        let outcome = execution.run(cancel).await;
+        let _ = std::fs::remove_dir_all(&socket_dir);
+        let outcome = match outcome {
             Ok(outcome) => outcome,
             Err(error) => return self.fail(session, "RuntimeError", error.to_string()).await,
         };
@@ -378,6 +396,9 @@ impl Inner {
             session.detail_json.as_deref().and_then(|d| serde_json::from_str(d).ok()).unwrap_or_default();
         detail["selfCheck"] = serde_json::to_value(&outcome.self_check).unwrap_or_default();
         detail["pausedForExport"] = outcome.paused_for_export.into();
+        for (phase, millis) in &outcome.timings {
+            detail["timingsMs"][*phase] = (*millis).into();
+        }
         if let Some(extracted) = &outcome.extracted {
             detail["export"] = serde_json::to_value(extracted).unwrap_or_default();
         }
@@ -422,6 +443,7 @@ impl Inner {
         let (source, export, scratch) = (exec_dir.join("source"), exec_dir.join("export"), exec_dir.join("scratch"));
         let repo = self.config.project_root.join(&request.spec.source.repo);
         let commit = provisioned.commit.clone();
+        let patch_started = std::time::Instant::now();
         let patched = tokio::task::spawn_blocking(move || {
             let patch = patch::diff(&scratch, &source, &export).map_err(|e| e.to_string())?;
             if !patch.is_empty() {
@@ -438,6 +460,11 @@ impl Inner {
         };
         session.phase = "Succeeded".into();
         session.finished_at = Some(now());
+        let patch_ms = u64::try_from(patch_started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let mut detail: serde_json::Value =
+            session.detail_json.as_deref().and_then(|d| serde_json::from_str(d).ok()).unwrap_or_default();
+        detail["timingsMs"]["patch"] = patch_ms.into();
+        session.detail_json = Some(detail.to_string());
         if patch.is_empty() {
             session.message = "the agent changed nothing; no proposal".into();
             self.save(&session).await;

@@ -12,5 +12,6 @@ pub mod patch;
 pub mod profile;
 pub mod provision;
 pub mod runtime;
+pub mod sockets;
 
 pub use engine::{Engine, EngineError};

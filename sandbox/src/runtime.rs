@@ -97,6 +97,9 @@ pub struct ExecutionOutcome {
     /// The container was paused before the workspace was exported.
     pub paused_for_export: bool,
     pub extracted: Option<Extracted>,
+    /// Milliseconds per phase: `launch` (volumes, container, PID 1, seed), `selfCheck`, `agent`,
+    /// `export` (pause, download, extract).
+    pub timings: std::collections::BTreeMap<&'static str, u64>,
 }
 
 /// Why an execution could not be carried out at all.
@@ -323,8 +326,15 @@ impl<'a> Execution<'a> {
                 self_check: None,
                 paused_for_export: false,
                 extracted: None,
+                timings: Default::default(),
             });
         }
+        let mut phase_started = std::time::Instant::now();
+        let mut lap = |timings: &mut std::collections::BTreeMap<&'static str, u64>, name: &'static str| {
+            let millis = u64::try_from(phase_started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            timings.insert(name, millis);
+            phase_started = std::time::Instant::now();
+        };
         if plan.image == EMPTY_IMAGE {
             ensure_empty_image(docker).await?;
         }
@@ -378,7 +388,9 @@ impl<'a> Execution<'a> {
             self_check: None,
             paused_for_export: false,
             extracted: None,
+            timings: Default::default(),
         };
+        lap(&mut outcome.timings, "launch");
 
         // The self-check, before the agent; any mismatch fails closed.
         let e = &self.expected;
@@ -395,6 +407,7 @@ impl<'a> Execution<'a> {
         let check =
             run_exec(docker, &plan.name, check_argv, Vec::new(), 1 << 20, Some(Duration::from_secs(60)), &mut cancel)
                 .await?;
+        lap(&mut outcome.timings, "selfCheck");
         if let Some(cause) = check.interrupted.filter(|c| *c == Cause::Cancelled) {
             outcome.cause = cause;
             return Ok(outcome);
@@ -421,6 +434,7 @@ impl<'a> Execution<'a> {
             &mut cancel,
         )
         .await?;
+        lap(&mut outcome.timings, "agent");
         outcome.stdout = agent.stdout;
         outcome.stderr = agent.stderr;
         outcome.exit_code = agent.exit_code;
@@ -469,6 +483,7 @@ impl<'a> Execution<'a> {
         .await
         .map_err(|e| RuntimeError::Io { step: "extract", message: e.to_string() })??;
         outcome.extracted = Some(extracted);
+        lap(&mut outcome.timings, "export");
         Ok(outcome)
     }
 }

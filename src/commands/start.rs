@@ -79,6 +79,7 @@ fn execution_config(global: &Global, args: &StartArgs) -> anyhow::Result<Executi
         project_root: project_root(&global.dir),
         project_id,
         controller_run: run,
+        socket_root: roundtable_sandbox::sockets::default_root(is_root()),
         secrets,
     })
 }
@@ -87,13 +88,16 @@ fn fastrand_suffix() -> u32 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_micros()).unwrap_or(0)
 }
 
-/// `/var/lib/roundtable/executions` as root, else `$XDG_STATE_HOME/roundtable/executions`.
-fn default_execution_root() -> anyhow::Result<PathBuf> {
-    let is_root = std::fs::read_to_string("/proc/self/status")
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
-        .unwrap_or(false);
-    if is_root {
+        .unwrap_or(false)
+}
+
+/// `/var/lib/roundtable/executions` as root, else `$XDG_STATE_HOME/roundtable/executions`.
+fn default_execution_root() -> anyhow::Result<PathBuf> {
+    if is_root() {
         return Ok(PathBuf::from("/var/lib/roundtable/executions"));
     }
     let state = std::env::var_os("XDG_STATE_HOME")

@@ -62,7 +62,7 @@ fn project() -> tempfile::TempDir {
     ));
     specs.push_str(&assignment(
         "listing",
-        "find /roundtable/source /roundtable/workspace /tmp -type f | sort > listing.txt; cat /roundtable/task.json > brief.json",
+        "find /roundtable/source /roundtable/workspace /tmp -type f | sort > listing.txt; cat /roundtable/task.json > brief.json; stat -c 'sockets %a %g' /run/roundtable >> listing.txt",
         "",
     ));
     specs.push_str(&assignment("failing", "echo about to fail >&2; exit 3", "  retries: 1\n"));
