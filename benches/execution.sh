@@ -23,7 +23,7 @@ assignment() { printf "%s\nkind: Assignment\nmetadata: {name: %s}\nspec:\n  adap
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 ms_between() { python3 -c "import sys,datetime as d; p=lambda s: d.datetime.fromisoformat(s.replace('Z','+00:00')[:26]+'+00:00'); print(int((p(sys.argv[2])-p(sys.argv[1])).total_seconds()*1000))" "$1" "$2"; }
 run_daemon() { # project, max-executions, expected sessions
-  (cd "$1" && "$bin" start --max-executions "$2" --execution-root "$work/exec-$(basename "$1")" >/dev/null 2>&1) &
+  (cd "$1" && exec "$bin" start --max-executions "$2" --execution-root "$work/exec-$(basename "$1")" >/dev/null 2>&1) &
   daemon=$!
   for _ in $(seq 1 1200); do
     done_count=$(cd "$1" && "$bin" sessions list --format json | grep -c '"phase": "Succeeded"' || true)
@@ -83,7 +83,7 @@ print("roundtable on 10,000 files / 200 MB, 1,000 changed: export (pause, downlo
 docker volume create --driver local --opt type=tmpfs --opt device=tmpfs --opt o=size=512m,uid=1000,gid=1000 rt-bench-big >/dev/null
 docker run -d --name rt-bench-big --user 1000:1000 -v rt-bench-big:/w roundtable-test/agent:latest sleep 600 >/dev/null
 tar -C "$p" -c data | docker cp - rt-bench-big:/w
-docker exec rt-bench-big sh -c 'cd /w && for f in $(find data -type f | sort | head -1000); do echo changed >> $f; done'
+docker exec -u 0 rt-bench-big sh -c 'cd /w && for f in $(find data -type f | sort | head -1000); do echo changed >> $f; done'
 t0=$(date +%s%N)
 mkdir -p "$work/cp"
 docker cp rt-bench-big:/w/data "$work/cp/data"

@@ -102,6 +102,22 @@ pub struct ExecutionOutcome {
     pub timings: std::collections::BTreeMap<&'static str, u64>,
 }
 
+impl ExecutionOutcome {
+    /// An outcome with nothing observed yet.
+    fn ended(cause: Cause) -> Self {
+        Self {
+            cause,
+            exit_code: None,
+            stdout: Captured::default(),
+            stderr: Captured::default(),
+            self_check: None,
+            paused_for_export: false,
+            extracted: None,
+            timings: Default::default(),
+        }
+    }
+}
+
 /// Why an execution could not be carried out at all.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -264,10 +280,11 @@ fn unix_seconds() -> u64 {
 /// Whether the engine reported an `oom` event for `container` since `since` (unix seconds).
 async fn oom_seen(docker: &Docker, container: &str, since: u64) -> bool {
     let filters = HashMap::from([("container", vec![container]), ("event", vec!["oom"])]);
-    let (since, until) = (since.to_string(), (unix_seconds() + 1).to_string());
+    // `until` is now, to the nanosecond: the engine replays what happened and closes at once.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let (since, until) = (since.to_string(), format!("{}.{:09}", now.as_secs(), now.subsec_nanos()));
     let options = EventsOptionsBuilder::default().filters(&filters).since(&since).until(&until).build();
     let mut events = docker.events(Some(options));
-    // With `until` in the past-or-near, the engine replays and closes the stream.
     let found = tokio::time::timeout(Duration::from_secs(5), async {
         while let Some(event) = events.next().await {
             if event.is_ok_and(|e| e.action.as_deref() == Some("oom")) {
@@ -318,16 +335,7 @@ impl<'a> Execution<'a> {
         let docker = self.engine.docker();
         let plan = &self.plan;
         if *cancel.borrow() {
-            return Ok(ExecutionOutcome {
-                cause: Cause::Cancelled,
-                exit_code: None,
-                stdout: Captured::default(),
-                stderr: Captured::default(),
-                self_check: None,
-                paused_for_export: false,
-                extracted: None,
-                timings: Default::default(),
-            });
+            return Ok(ExecutionOutcome::ended(Cause::Cancelled));
         }
         let mut phase_started = std::time::Instant::now();
         let mut lap = |timings: &mut std::collections::BTreeMap<&'static str, u64>, name: &'static str| {
@@ -380,16 +388,7 @@ impl<'a> Execution<'a> {
             .await
             .map_err(engine_error("upload /tmp/roundtable"))?;
 
-        let mut outcome = ExecutionOutcome {
-            cause: Cause::Exited,
-            exit_code: None,
-            stdout: Captured::default(),
-            stderr: Captured::default(),
-            self_check: None,
-            paused_for_export: false,
-            extracted: None,
-            timings: Default::default(),
-        };
+        let mut outcome = ExecutionOutcome::ended(Cause::Exited);
         lap(&mut outcome.timings, "launch");
 
         // The self-check, before the agent; any mismatch fails closed.

@@ -70,14 +70,36 @@ fn project() -> tempfile::TempDir {
     specs.push_str(&assignment("chatty", "yes xxxxxxxxxxxxxxx | head -c 3000000; echo done >&2", ""));
     specs.push_str(&assignment("hog", "memory-hog", ""));
     write(root, ".roundtable/specs.yaml", &specs);
-    git(root, &["init", "-q", "-b", "main"]);
-    git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "-m", "base"]);
+    commit_all(root);
     dir
 }
 
 fn json(out: &std::process::Output) -> Value {
     serde_json::from_str(&stdout(out)).unwrap_or_else(|e| panic!("not JSON ({e}): {}{}", stdout(out), stderr(out)))
+}
+
+/// Commits everything in `root` on `main`.
+fn commit_all(root: &Path) {
+    git(root, &["init", "-q", "-b", "main"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "base"]);
+}
+
+/// `roundtable start` in `root` with `args`, its executions under `executions`.
+fn start_daemon(root: &Path, args: &[&str], executions: &Path) -> Daemon {
+    let log = std::fs::File::create(executions.join("daemon.log")).expect("log");
+    let child = Command::new(binary())
+        .arg("start")
+        .args(args)
+        .arg("--execution-root")
+        .arg(executions)
+        .current_dir(root)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start");
+    Daemon(child)
 }
 
 struct Daemon(Child);
@@ -96,16 +118,8 @@ async fn assignments_become_sessions_and_pending_proposals() {
     let project = project();
     let root = project.path();
     let executions = tempfile::tempdir().expect("tempdir");
-    let daemon = Daemon(
-        Command::new(binary())
-            .args(["start", "--max-executions", "2", "--execution-root"])
-            .arg(executions.path())
-            .current_dir(root)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start"),
-    );
+    let daemon = start_daemon(root, &["--max-executions", "2"], executions.path());
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"));
 
     // Wait until every Assignment has finished: shapes and listing succeed, failing fails twice
     // (one retry), slow times out.
@@ -237,20 +251,10 @@ async fn twenty_assignments_queue_behind_four_slots_and_each_runs_once() {
         ));
     }
     write(root, ".roundtable/specs.yaml", &specs);
-    git(root, &["init", "-q", "-b", "main"]);
-    git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "-m", "base"]);
+    commit_all(root);
     let executions = tempfile::tempdir().expect("tempdir");
-    let daemon = Daemon(
-        Command::new(binary())
-            .args(["start", "--max-executions", "4", "--execution-root"])
-            .arg(executions.path())
-            .current_dir(root)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start"),
-    );
+    let daemon = start_daemon(root, &["--max-executions", "4"], executions.path());
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"));
     let deadline = Instant::now() + Duration::from_secs(180);
     let mut saw_queued = false;
     let mut saw_queued_session = false;
@@ -321,24 +325,10 @@ async fn suspend_and_removal_cancel_a_running_execution() {
     };
     write(root, ".roundtable/adapter.yaml", &adapter);
     write(root, ".roundtable/long.yaml", &long(false));
-    git(root, &["init", "-q", "-b", "main"]);
-    git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "-m", "base"]);
+    commit_all(root);
     let executions = tempfile::tempdir().expect("tempdir");
-    let log = std::fs::File::create(executions.path().join("daemon.log")).expect("log");
-    let _daemon = Daemon(
-        Command::new(binary())
-            .args(["start", "--execution-root"])
-            .arg(executions.path())
-            .current_dir(root)
-            .env("RUST_LOG", "info,roundtable_controller=debug")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start"),
-    );
-    let log_path = executions.path().join("daemon.log");
-    let _show_log = ShowLogOnPanic(log_path);
+    let _daemon = start_daemon(root, &[], executions.path());
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"));
     wait_until("the first session to run", || session_phases(root, "long") == ["Running"]).await;
 
     // suspend: true cancels it (pause, then kill) and starts nothing.
