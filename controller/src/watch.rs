@@ -11,10 +11,27 @@ use tokio::sync::mpsc;
 /// What the watcher reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Hint {
-    /// Files changed; rescan.
-    Changed,
-    /// Events were lost (overflow); rescan everything.
+    /// These paths changed (created, modified, removed or renamed); rescan them.
+    Changed(Vec<PathBuf>),
+    /// Events were lost (overflow) or could not be read; rescan everything.
     Rescan,
+}
+
+impl Hint {
+    /// Folds a later hint of the same burst into this one.
+    fn merge(self, later: Hint) -> Hint {
+        match (self, later) {
+            (Hint::Changed(mut paths), Hint::Changed(more)) => {
+                for path in more {
+                    if !paths.contains(&path) {
+                        paths.push(path);
+                    }
+                }
+                Hint::Changed(paths)
+            }
+            _ => Hint::Rescan,
+        }
+    }
 }
 
 /// What can go wrong starting the watcher.
@@ -54,7 +71,10 @@ pub fn watch(
             // Reads (our own scans among them) change nothing; reacting to them would loop.
             Ok(event) if matches!(event.kind, notify::EventKind::Access(_)) => None,
             Ok(event) if event.paths.iter().all(|p| ignored(p, &canonical_ignored)) && !event.paths.is_empty() => None,
-            Ok(_) => Some(Hint::Changed),
+            Ok(event) if event.paths.is_empty() => Some(Hint::Rescan),
+            Ok(event) => {
+                Some(Hint::Changed(event.paths.into_iter().filter(|p| !ignored(p, &canonical_ignored)).collect()))
+            }
             Err(_) => Some(Hint::Rescan),
         };
         if let Some(hint) = hint {
@@ -69,16 +89,8 @@ pub fn watch(
         while let Some(first) = raw_rx.recv().await {
             let mut hint = first;
             // Collect the burst until it goes quiet.
-            loop {
-                match tokio::time::timeout(debounce, raw_rx.recv()).await {
-                    Ok(Some(next)) => {
-                        if next == Hint::Rescan {
-                            hint = Hint::Rescan;
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(_) => break,
-                }
+            while let Ok(Some(next)) = tokio::time::timeout(debounce, raw_rx.recv()).await {
+                hint = hint.merge(next);
             }
             if tx.send(hint).await.is_err() {
                 return;

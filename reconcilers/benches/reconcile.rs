@@ -79,6 +79,12 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 #[tokio::main]
 async fn main() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .init();
+    }
     let root = tempfile::tempdir().expect("tempdir");
     let dir = root.path().join(".roundtable");
     std::fs::create_dir_all(&dir).expect("mkdir");

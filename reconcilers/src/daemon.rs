@@ -13,10 +13,10 @@ use roundtable_specs::ObjectKey;
 use roundtable_store::Store;
 
 use crate::backend::{BackendError, EngineImages};
-use crate::desired::{SyncOutcome, sync};
+use crate::desired::{SyncCache, SyncOutcome, sync_with};
 use crate::dispatch::ObjectReconciler;
 use crate::execution::{ExecutionConfig, ExecutionManager};
-use crate::source::{ScanCache, scan_cached};
+use crate::source::{ScanCache, scan_changed};
 
 /// How the daemon runs.
 #[derive(Debug, Clone)]
@@ -65,19 +65,24 @@ fn jittered(period: Duration) -> Duration {
 async fn rescan(
     config: &DaemonConfig,
     cache: &Arc<Mutex<ScanCache>>,
+    sync_cache: &tokio::sync::Mutex<SyncCache>,
     store: &Store,
     handle: &Handle<ObjectKey>,
     resync: bool,
+    changed: Option<Vec<PathBuf>>,
 ) -> Result<SyncOutcome, BackendError> {
     let dir = config.dir.clone();
     let cache = cache.clone();
+    let started = std::time::Instant::now();
     let scanned = tokio::task::spawn_blocking(move || {
         let mut cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        scan_cached(&dir, &mut cache)
+        scan_changed(&dir, &mut cache, changed.as_deref())
     })
     .await
     .map_err(|error| BackendError::Engine(format!("scan task failed: {error}")))?;
-    let outcome = sync(store, store, &scanned).await?;
+    let scan_ms = started.elapsed().as_millis();
+    let outcome = sync_with(store, store, &scanned, &mut *sync_cache.lock().await).await?;
+    let sync_ms = started.elapsed().as_millis() - scan_ms;
     for key in outcome.changed.iter().chain(&outcome.removed) {
         handle.trigger(Trigger::SpecChanged(key.clone()));
     }
@@ -92,6 +97,8 @@ async fn rescan(
         kept = outcome.kept.len(),
         live = outcome.live.len(),
         errors = scanned.errors().count(),
+        scan_ms,
+        sync_ms,
         "scanned specs"
     );
     Ok(outcome)
@@ -136,10 +143,11 @@ pub async fn run_with<R: Reconciler<ObjectKey>>(
     let (controller, handle) = Controller::new(reconciler, config.controller);
     with_handle(handle.clone());
     let cache = Arc::new(Mutex::new(ScanCache::default()));
+    let sync_cache = tokio::sync::Mutex::new(SyncCache::default());
 
     // Nothing reconciles before the first scan completes; then everything is looked at once,
     // including tombstones a previous run left behind.
-    rescan(&config, &cache, &store, &handle, true).await?;
+    rescan(&config, &cache, &sync_cache, &store, &handle, true, None).await?;
     for record in store.objects().await? {
         if record.deleted_at.is_some() {
             handle.trigger(Trigger::SpecChanged(record.key));
@@ -164,7 +172,11 @@ pub async fn run_with<R: Reconciler<ObjectKey>>(
             () = &mut shutdown => break,
             hint = hints.recv(), if watching => match hint {
                 Some(hint) => {
-                    if let Err(error) = rescan(&config, &cache, &store, &handle, hint == Hint::Rescan).await {
+                    let (resync, changed) = match hint {
+                        Hint::Changed(paths) => (false, Some(paths)),
+                        Hint::Rescan => (true, None),
+                    };
+                    if let Err(error) = rescan(&config, &cache, &sync_cache, &store, &handle, resync, changed).await {
                         tracing::error!(%error, "rescan failed");
                     }
                 }
@@ -175,7 +187,7 @@ pub async fn run_with<R: Reconciler<ObjectKey>>(
             },
             () = tokio::time::sleep_until(resync_at) => {
                 resync_at = tokio::time::Instant::now() + jittered(config.resync);
-                if let Err(error) = rescan(&config, &cache, &store, &handle, true).await {
+                if let Err(error) = rescan(&config, &cache, &sync_cache, &store, &handle, true, None).await {
                     tracing::error!(%error, "resync failed");
                 }
             }

@@ -112,6 +112,24 @@ pub struct SyncOutcome {
 
 /// Merges a scan into the store.
 pub async fn sync<A: AuditSink>(store: &Store, audit: &A, scan: &Scan) -> Result<SyncOutcome, BackendError> {
+    sync_with(store, audit, scan, &mut SyncCache::default()).await
+}
+
+/// What the daemon, the only writer of specs while it runs, remembers between syncs so that a
+/// rescan does not read the store's index or rewrite unchanged file errors.
+#[derive(Debug, Default)]
+pub struct SyncCache {
+    index: Option<BTreeMap<ObjectKey, IndexEntry>>,
+    file_errors: Option<Vec<FileError>>,
+}
+
+/// [`sync`] with a cache kept across calls.
+pub async fn sync_with<A: AuditSink>(
+    store: &Store,
+    audit: &A,
+    scan: &Scan,
+    cache: &mut SyncCache,
+) -> Result<SyncOutcome, BackendError> {
     let file_errors: Vec<FileError> = scan
         .errors()
         .map(|e| FileError {
@@ -122,10 +140,16 @@ pub async fn sync<A: AuditSink>(store: &Store, audit: &A, scan: &Scan) -> Result
             message: e.message.clone(),
         })
         .collect();
-    store.replace_file_errors(&file_errors).await?;
+    if cache.file_errors.as_ref() != Some(&file_errors) {
+        store.replace_file_errors(&file_errors).await?;
+        cache.file_errors = Some(file_errors);
+    }
 
-    let before: BTreeMap<ObjectKey, IndexEntry> =
-        store.object_index().await?.into_iter().map(|entry| (entry.key.clone(), entry)).collect();
+    let before = match cache.index.take() {
+        Some(index) => index,
+        None => store.object_index().await?.into_iter().map(|entry| (entry.key.clone(), entry)).collect(),
+    };
+    let mut after = before.clone();
     let mut outcome = SyncOutcome::default();
     let declared = declared(scan);
     // Only what differs from the store is written, all in one transaction.
@@ -150,6 +174,16 @@ pub async fn sync<A: AuditSink>(store: &Store, audit: &A, scan: &Scan) -> Result
         .collect();
     let mut events = Vec::new();
     for (recorded, (_, object, ..)) in store.record_specs(&snapshots).await?.into_iter().zip(&pending) {
+        after.insert(
+            recorded.key.clone(),
+            IndexEntry {
+                key: recorded.key.clone(),
+                generation: recorded.generation,
+                spec_digest: object.digest().to_owned(),
+                source_file: object.source.clone(),
+                deleted: false,
+            },
+        );
         if recorded.moved {
             let message = format!("spec recorded at generation {} from {}", recorded.generation, object.source);
             events.push(AuditEvent {
@@ -170,6 +204,9 @@ pub async fn sync<A: AuditSink>(store: &Store, audit: &A, scan: &Scan) -> Result
             outcome.live.push(key.clone());
             continue;
         }
+        if let Some(entry) = after.get_mut(key) {
+            entry.deleted = true;
+        }
         if store.tombstone(key).await? {
             let message = format!("no longer declared (was in {}); cleaning up", record.source_file);
             events.push(AuditEvent { object: key.clone(), warning: false, reason: "SpecRemoved".into(), message });
@@ -179,5 +216,6 @@ pub async fn sync<A: AuditSink>(store: &Store, audit: &A, scan: &Scan) -> Result
     if !events.is_empty() {
         audit.record_all(events).await?;
     }
+    cache.index = Some(after);
     Ok(outcome)
 }

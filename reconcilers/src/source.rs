@@ -110,7 +110,29 @@ fn read_file(path: &Path, shown: &str, errors: &mut Vec<ValidationError>) -> Opt
     }
 }
 
-fn load_with(dir: &Path, cache: &mut ScanCache) -> (Loaded, Vec<ObjectDigests>) {
+/// Which files a targeted rescan reads: every cached file plus the changed ones that exist; `None`
+/// when a changed path is not a plain spec file of `dir` (a folder, anything else), which needs a
+/// full walk.
+fn targeted_files(dir: &Path, cache: &ScanCache, changed: &[PathBuf]) -> Option<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = cache.files.keys().filter(|p| !changed.contains(p)).cloned().collect();
+    for path in changed {
+        let relative = path.strip_prefix(dir).ok()?;
+        let top = relative.components().next()?.as_os_str().to_str()?;
+        if SKIPPED_FOLDERS.contains(&top) && relative.components().count() > 1 {
+            continue;
+        }
+        if !is_spec_file(path) || path.is_dir() {
+            return None;
+        }
+        if path.is_file() {
+            files.push(path.clone());
+        }
+    }
+    files.sort();
+    Some(files)
+}
+
+fn load_with(dir: &Path, cache: &mut ScanCache, changed: Option<&[PathBuf]>) -> (Loaded, Vec<ObjectDigests>) {
     let mut loaded = Loaded::default();
     let mut digests = Vec::new();
     if !dir.is_dir() {
@@ -120,23 +142,53 @@ fn load_with(dir: &Path, cache: &mut ScanCache) -> (Loaded, Vec<ObjectDigests>) 
         ));
         return (loaded, digests);
     }
+    let targeted = changed.and_then(|changed| targeted_files(dir, cache, changed).map(|files| (files, changed)));
+    let (files, trusted): (Vec<PathBuf>, Option<&[PathBuf]>) = match targeted {
+        Some((files, changed)) => (files, Some(changed)),
+        None => (spec_files(dir, &mut loaded.errors), None),
+    };
     let mut next_cache = HashMap::new();
-    for path in spec_files(dir, &mut loaded.errors) {
+    for path in files {
         loaded.files += 1;
-        let shown = path.display().to_string();
-        let Some(text) = read_file(&path, &shown, &mut loaded.errors) else { continue };
-        let content_hash = roundtable_specs::digest::sha256_hex(text.as_bytes());
-        let entry = match cache.files.remove(&path) {
-            Some(entry) if entry.content_hash == content_hash => entry,
-            _ => {
-                let relative = path.strip_prefix(dir).unwrap_or(&path).to_string_lossy().into_owned();
-                let parsed = parse_file(&shown, &relative, &text);
-                let digests = parsed
-                    .objects
-                    .iter()
-                    .map(|object| ObjectDigests { spec: object_digest(object), execution: execution_digest(object) })
-                    .collect();
-                ParsedEntry { content_hash, objects: parsed.objects, errors: parsed.errors, digests }
+        // Unchanged files of a targeted rescan come from the cache unread.
+        let cached = match trusted {
+            Some(changed) if !changed.contains(&path) => cache.files.remove(&path),
+            _ => None,
+        };
+        let entry = match cached {
+            Some(entry) => entry,
+            None => {
+                let shown = path.display().to_string();
+                let mut read_errors = Vec::new();
+                let Some(text) = read_file(&path, &shown, &mut read_errors) else {
+                    // Kept in the cache so a targeted rescan still reports the file.
+                    loaded.errors.extend(read_errors.iter().cloned());
+                    let unreadable = ParsedEntry {
+                        content_hash: String::new(),
+                        objects: Vec::new(),
+                        errors: read_errors,
+                        digests: Vec::new(),
+                    };
+                    next_cache.insert(path, unreadable);
+                    continue;
+                };
+                let content_hash = roundtable_specs::digest::sha256_hex(text.as_bytes());
+                match cache.files.remove(&path) {
+                    Some(entry) if entry.content_hash == content_hash => entry,
+                    _ => {
+                        let relative = path.strip_prefix(dir).unwrap_or(&path).to_string_lossy().into_owned();
+                        let parsed = parse_file(&shown, &relative, &text);
+                        let digests = parsed
+                            .objects
+                            .iter()
+                            .map(|object| ObjectDigests {
+                                spec: object_digest(object),
+                                execution: execution_digest(object),
+                            })
+                            .collect();
+                        ParsedEntry { content_hash, objects: parsed.objects, errors: parsed.errors, digests }
+                    }
+                }
             }
         };
         loaded.objects.extend(entry.objects.iter().cloned());
@@ -151,7 +203,7 @@ fn load_with(dir: &Path, cache: &mut ScanCache) -> (Loaded, Vec<ObjectDigests>) 
 /// Reads and parses every spec file under `dir`. A missing directory is an error, not an
 /// empty project.
 pub fn load(dir: &Path) -> Loaded {
-    load_with(dir, &mut ScanCache::default()).0
+    load_with(dir, &mut ScanCache::default(), None).0
 }
 
 /// A scan: the loaded objects, every finding, and which files carry errors.
@@ -191,7 +243,13 @@ pub fn scan(dir: &Path) -> Scan {
 
 /// [`scan`], parsing only the files whose content changed since the cache saw them.
 pub fn scan_cached(dir: &Path, cache: &mut ScanCache) -> Scan {
-    let (loaded, digests) = load_with(dir, cache);
+    scan_changed(dir, cache, None)
+}
+
+/// [`scan_cached`] that reads only `changed` files (as file-watch events named them) and trusts
+/// the cache for the rest; a changed path that is not a plain spec file falls back to a full walk.
+pub fn scan_changed(dir: &Path, cache: &mut ScanCache, changed: Option<&[PathBuf]>) -> Scan {
+    let (loaded, digests) = load_with(dir, cache, changed);
     let mut findings = loaded.errors;
     findings.extend(validate(&loaded.objects));
     findings.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));

@@ -367,3 +367,47 @@ async fn status_and_plan_report_drift_then_convergence() {
     assert_eq!(exit_code(&rows), 0);
     assert!(plan(&store, &reconciler, &current).await.expect("plan").is_empty());
 }
+
+#[test]
+fn targeted_rescans_read_only_what_changed_and_stay_correct() {
+    use roundtable_reconcilers::source::{ScanCache, scan_cached, scan_changed};
+    let specs = tempfile::tempdir().expect("tempdir");
+    let dir = specs.path();
+    let adapter = |name: &str, timeout: &str| {
+        format!("{API}\nkind: Adapter\nmetadata: {{name: {name}}}\nspec: {{command: x, timeout: {timeout}}}\n")
+    };
+    write(dir, "a.yaml", &adapter("a", "1m"));
+    write(dir, "b.yaml", &adapter("b", "1m"));
+    let mut cache = ScanCache::default();
+    let names = |scan: &roundtable_reconcilers::source::Scan| {
+        let mut names: Vec<String> = scan.objects.iter().map(|o| o.metadata.name.clone()).collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(&scan_cached(dir, &mut cache)), ["a", "b"]);
+
+    // An edit: only a.yaml is named, and its new spec is read.
+    write(dir, "a.yaml", &adapter("a", "2m"));
+    let edited = scan_changed(dir, &mut cache, Some(&[dir.join("a.yaml")]));
+    let a = edited.objects.iter().find(|o| o.metadata.name == "a").expect("a");
+    assert!(format!("{:?}", a.spec).contains("120"), "{:?}", a.spec);
+    assert_eq!(names(&edited), ["a", "b"]);
+
+    // A new file and a removed one.
+    write(dir, "c.yaml", &adapter("c", "1m"));
+    std::fs::remove_file(dir.join("b.yaml")).expect("rm");
+    let moved = scan_changed(dir, &mut cache, Some(&[dir.join("c.yaml"), dir.join("b.yaml")]));
+    assert_eq!(names(&moved), ["a", "c"]);
+
+    // A broken file stays reported on a targeted rescan of another file.
+    write(dir, "d.yaml", "kind: [\n");
+    assert_eq!(scan_changed(dir, &mut cache, Some(&[dir.join("d.yaml")])).broken_files.len(), 1);
+    write(dir, "a.yaml", &adapter("a", "3m"));
+    assert_eq!(scan_changed(dir, &mut cache, Some(&[dir.join("a.yaml")])).broken_files.len(), 1);
+
+    // A folder event falls back to a full walk.
+    std::fs::create_dir_all(dir.join("nested")).expect("mkdir");
+    write(dir, "nested/e.yaml", &adapter("e", "1m"));
+    let walked = scan_changed(dir, &mut cache, Some(&[dir.join("nested")]));
+    assert_eq!(names(&walked), ["a", "c", "e"]);
+}
