@@ -72,6 +72,7 @@ pub fn decide(
         if observed.active || unfinished {
             changes.push(Change::CancelExecution);
         }
+        tracing::debug!(active = observed.active, latest = ?latest.map(|s| (&s.id, &s.phase)), "suspended");
         status.phase = "Suspended".into();
         return (vec![ready(False, "Suspended", "spec.suspend is true: no execution runs".into())], status, changes);
     }
@@ -136,4 +137,95 @@ pub fn decide(
         },
     };
     (vec![condition], status, changes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(suspend: bool, retries: u32) -> AssignmentSpec {
+        let text = format!(
+            "apiVersion: roundtable.dev/v1alpha1\nkind: Assignment\nmetadata: {{name: a}}\nspec:\n  adapter: generic\n  task: {{id: T, prompt: p}}\n  readablePaths: [a]\n  suspend: {suspend}\n  retries: {retries}\n"
+        );
+        match roundtable_specs::parse_file("a.yaml", "a.yaml", &text).objects.remove(0).spec {
+            roundtable_specs::Spec::Assignment(spec) => spec,
+            _ => unreachable!("an Assignment"),
+        }
+    }
+
+    fn session(phase: &str, attempt: i64, run: &str) -> SessionRecord {
+        SessionRecord {
+            id: format!("s{attempt}"),
+            phase: phase.into(),
+            attempt,
+            controller_run: run.into(),
+            ..Default::default()
+        }
+    }
+
+    fn observed(sessions: Vec<SessionRecord>, active: bool) -> AssignmentObserved {
+        AssignmentObserved {
+            sessions,
+            proposal: None,
+            active,
+            controller_run: Some("run".into()),
+            adapter: None,
+            adapter_ready: Ok(()),
+        }
+    }
+
+    fn changes(spec: &AssignmentSpec, observed: &AssignmentObserved) -> (String, Vec<Change>) {
+        let (conditions, status, changes) = decide(spec, observed, 1, 1);
+        (format!("{}:{}", status.phase, conditions[0].reason), changes)
+    }
+
+    #[test]
+    fn the_decision_table() {
+        let cases: Vec<(AssignmentSpec, AssignmentObserved, &str, Vec<Change>)> = vec![
+            (spec(false, 0), observed(vec![], false), "Queued:Queued", vec![Change::StartExecution { attempt: 1 }]),
+            (spec(false, 0), observed(vec![session("Running", 1, "run")], true), "Running:Running", vec![]),
+            (
+                spec(true, 0),
+                observed(vec![session("Running", 1, "run")], true),
+                "Suspended:Suspended",
+                vec![Change::CancelExecution],
+            ),
+            (
+                spec(true, 0),
+                observed(vec![session("Queued", 1, "run")], false),
+                "Suspended:Suspended",
+                vec![Change::CancelExecution],
+            ),
+            (spec(true, 0), observed(vec![], false), "Suspended:Suspended", vec![]),
+            (
+                spec(false, 0),
+                observed(vec![session("Cancelled", 1, "run")], false),
+                "Queued:Queued",
+                vec![Change::StartExecution { attempt: 2 }],
+            ),
+            (
+                spec(false, 1),
+                observed(vec![session("Failed", 1, "run")], false),
+                "Queued:Retrying",
+                vec![Change::StartExecution { attempt: 2 }],
+            ),
+            (
+                spec(false, 1),
+                observed(vec![session("Failed", 2, "run"), session("Failed", 1, "run")], false),
+                "Failed:Failed",
+                vec![],
+            ),
+            (spec(false, 0), observed(vec![session("Succeeded", 1, "run")], false), "Succeeded:NoChanges", vec![]),
+            (
+                spec(false, 0),
+                observed(vec![session("Running", 1, "earlier")], false),
+                "Queued:Rerunning",
+                vec![Change::InterruptSession("s1".into()), Change::StartExecution { attempt: 2 }],
+            ),
+        ];
+        for (spec, observed, expected, expected_changes) in cases {
+            let (phase, changes) = changes(&spec, &observed);
+            assert_eq!((phase.as_str(), changes), (expected, expected_changes), "{:?}", observed.sessions);
+        }
+    }
 }

@@ -152,10 +152,12 @@ impl ExecutionManager {
 
     /// Cancels the active execution of `assignment`, if any.
     pub fn cancel(&self, assignment: &str) {
-        if let Some(active) =
-            self.inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(assignment)
-        {
-            let _ = active.cancel.send(true);
+        match self.inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(assignment) {
+            Some(active) => {
+                let delivered = active.cancel.send(true).is_ok();
+                tracing::info!(assignment, session = %active.session, delivered, "cancelling the execution");
+            }
+            None => tracing::info!(assignment, "no execution to cancel"),
         }
     }
 

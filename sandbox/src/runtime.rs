@@ -273,6 +273,18 @@ async fn run_exec(
     Ok(result)
 }
 
+/// Resolves once `cancel` holds `true`; never when its sender is gone.
+async fn cancelled(cancel: &mut watch::Receiver<bool>) {
+    loop {
+        if *cancel.borrow_and_update() {
+            return;
+        }
+        if cancel.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
 fn unix_seconds() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
@@ -314,20 +326,33 @@ impl<'a> Execution<'a> {
     }
 
     /// Runs the whole lifecycle; the container and volumes are removed whatever happens.
+    /// A cancel stops the execution in whatever phase it is (an engine call in flight included):
+    /// the container is then paused, killed and removed.
     pub async fn run(&self, cancel: watch::Receiver<bool>) -> Result<ExecutionOutcome, RuntimeError> {
-        let outcome = self.lifecycle(cancel).await;
+        let mut watcher = cancel.clone();
+        let outcome = tokio::select! {
+            outcome = self.lifecycle(cancel) => outcome,
+            () = cancelled(&mut watcher) => Ok(ExecutionOutcome::ended(Cause::Cancelled)),
+        };
         self.cleanup().await;
         outcome
     }
 
-    /// Force-removes the container and its volumes; safe to call when they do not exist.
+    /// Force-removes (kills) the container and its volumes; safe to call when they do not exist.
+    /// Each call is bounded so a wedged engine cannot hold the execution forever; what is left
+    /// carries the ownership labels for garbage collection.
     pub async fn cleanup(&self) {
         let docker = self.engine.docker();
+        let bound = Duration::from_secs(60);
         let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
-        let _ = docker.remove_container(&self.plan.name, Some(options)).await;
+        if tokio::time::timeout(bound, docker.remove_container(&self.plan.name, Some(options))).await.is_err() {
+            tracing::error!(container = %self.plan.name, "removing the container timed out; it is left for garbage collection");
+        }
         for volume in self.volumes() {
-            let _ =
-                docker.remove_volume(&volume, Some(RemoveVolumeOptionsBuilder::default().force(true).build())).await;
+            let options = RemoveVolumeOptionsBuilder::default().force(true).build();
+            if tokio::time::timeout(bound, docker.remove_volume(&volume, Some(options))).await.is_err() {
+                tracing::error!(%volume, "removing the volume timed out; it is left for garbage collection");
+            }
         }
     }
 
@@ -368,6 +393,7 @@ impl<'a> Execution<'a> {
             task_file: Some(plan.task_file.clone()),
             socket_dir: plan.socket_dir.clone(),
         };
+        tracing::debug!(container = %plan.name, "creating the container");
         let options = CreateContainerOptionsBuilder::default().name(&plan.name).build();
         docker
             .create_container(Some(options), spec.container_body())
@@ -375,6 +401,7 @@ impl<'a> Execution<'a> {
             .map_err(engine_error("create the container"))?;
         docker.start_container(&plan.name, None).await.map_err(engine_error("start PID 1"))?;
 
+        tracing::debug!(container = %plan.name, "started PID 1; seeding");
         // Seed the workspace and /tmp/roundtable/ through the archive API (tmpfs volumes hold data
         // only while a running container mounts them).
         let seed = seed_archive(&plan.source_dir)?;
@@ -391,6 +418,7 @@ impl<'a> Execution<'a> {
         let mut outcome = ExecutionOutcome::ended(Cause::Exited);
         lap(&mut outcome.timings, "launch");
 
+        tracing::debug!(container = %plan.name, "self-check");
         // The self-check, before the agent; any mismatch fails closed.
         let e = &self.expected;
         let check_argv = vec![
@@ -423,6 +451,7 @@ impl<'a> Execution<'a> {
         // The engine's OOM events are read afterwards for the agent's whole run (since → until),
         // so none is missed by subscribing late.
         let agent_started = unix_seconds();
+        tracing::debug!(container = %plan.name, "agent");
         let agent = run_exec(
             docker,
             &plan.name,

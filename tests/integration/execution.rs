@@ -94,7 +94,7 @@ fn start_daemon(root: &Path, args: &[&str], executions: &Path) -> Daemon {
         .arg("--execution-root")
         .arg(executions)
         .current_dir(root)
-        .env("RUST_LOG", "info")
+        .env("RUST_LOG", "info,roundtable_sandbox=debug")
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
@@ -119,7 +119,7 @@ async fn assignments_become_sessions_and_pending_proposals() {
     let root = project.path();
     let executions = tempfile::tempdir().expect("tempdir");
     let daemon = start_daemon(root, &["--max-executions", "2"], executions.path());
-    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"));
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
 
     // Wait until every Assignment has finished: shapes and listing succeed, failing fails twice
     // (one retry), slow times out.
@@ -254,7 +254,7 @@ async fn twenty_assignments_queue_behind_four_slots_and_each_runs_once() {
     commit_all(root);
     let executions = tempfile::tempdir().expect("tempdir");
     let daemon = start_daemon(root, &["--max-executions", "4"], executions.path());
-    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"));
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
     let deadline = Instant::now() + Duration::from_secs(180);
     let mut saw_queued = false;
     let mut saw_queued_session = false;
@@ -328,7 +328,7 @@ async fn suspend_and_removal_cancel_a_running_execution() {
     commit_all(root);
     let executions = tempfile::tempdir().expect("tempdir");
     let _daemon = start_daemon(root, &[], executions.path());
-    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"));
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
     wait_until("the first session to run", || session_phases(root, "long") == ["Running"]).await;
 
     // suspend: true cancels it (pause, then kill) and starts nothing.
@@ -367,13 +367,19 @@ async fn suspend_and_removal_cancel_a_running_execution() {
     }
 }
 
-/// Prints the daemon's log when a test fails, for diagnosis.
-struct ShowLogOnPanic(std::path::PathBuf);
+/// Prints the daemon's log and the sessions when a test fails, for diagnosis.
+struct ShowLogOnPanic(std::path::PathBuf, std::path::PathBuf);
 
 impl Drop for ShowLogOnPanic {
     fn drop(&mut self) {
         if std::thread::panicking() {
             eprintln!("--- daemon log ---\n{}", std::fs::read_to_string(&self.0).unwrap_or_default());
+            let sessions = roundtable(&self.1, &["sessions", "list"]);
+            let status = roundtable(&self.1, &["status"]);
+            eprintln!("--- sessions ---\n{}--- status ---\n{}", stdout(&sessions), stdout(&status));
+            for object in ["Assignment/long", "Adapter/generic"] {
+                eprintln!("--- {object} ---\n{}", stdout(&roundtable(&self.1, &["describe", object])));
+            }
         }
     }
 }
