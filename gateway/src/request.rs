@@ -1,0 +1,235 @@
+//! The CONNECT request, before anything is resolved: bounded, strict parsing of the request head
+//! (`CONNECT host:443 HTTP/1.1`, CRLF lines, no body) and the canonical-host and allowlist checks.
+//! Every refusal maps to a reason code and an HTTP status (reference/gateway.md §2.1, §2.3).
+
+/// Bounds on the request head.
+pub const MAX_REQUEST_LINE: usize = 2 * 1024;
+pub const MAX_HEAD: usize = 8 * 1024;
+pub const MAX_HEADER_LINES: usize = 32;
+
+/// Why a CONNECT request is refused before `200`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestRefusal {
+    BadRequestLine,
+    MethodNotAllowed,
+    HeadersTooLarge,
+    BadAuthority,
+    PortNotAllowed,
+    HostInvalid,
+    HostNotCanonical,
+    IpLiteral,
+    HostNotAllowlisted,
+}
+
+impl RequestRefusal {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestRefusal::BadRequestLine => "bad_request_line",
+            RequestRefusal::MethodNotAllowed => "method_not_allowed",
+            RequestRefusal::HeadersTooLarge => "headers_too_large",
+            RequestRefusal::BadAuthority => "bad_authority",
+            RequestRefusal::PortNotAllowed => "port_not_allowed",
+            RequestRefusal::HostInvalid => "host_invalid",
+            RequestRefusal::HostNotCanonical => "host_not_canonical",
+            RequestRefusal::IpLiteral => "ip_literal",
+            RequestRefusal::HostNotAllowlisted => "host_not_allowlisted",
+        }
+    }
+
+    /// The HTTP status sent with the refusal.
+    pub fn status(self) -> u16 {
+        match self {
+            RequestRefusal::MethodNotAllowed => 405,
+            RequestRefusal::HeadersTooLarge => 431,
+            RequestRefusal::PortNotAllowed | RequestRefusal::IpLiteral | RequestRefusal::HostNotAllowlisted => 403,
+            _ => 400,
+        }
+    }
+}
+
+/// Where reading the head stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Head {
+    NeedMore,
+    /// A complete head for `host`; bytes after it (the start of the ClientHello) begin at `end`.
+    Complete {
+        host: String,
+        end: usize,
+    },
+    Refused(RequestRefusal),
+}
+
+/// Parses the request head from the bytes read so far.
+pub fn parse_head(buffer: &[u8]) -> Head {
+    let Some(line_end) = find_crlf(buffer, 0) else {
+        return if buffer.len() > MAX_REQUEST_LINE {
+            Head::Refused(RequestRefusal::BadRequestLine)
+        } else {
+            Head::NeedMore
+        };
+    };
+    if line_end > MAX_REQUEST_LINE {
+        return Head::Refused(RequestRefusal::BadRequestLine);
+    }
+    // Headers: up to an empty line, bounded; their content is ignored for routing.
+    let mut offset = line_end + 2;
+    let mut lines = 0;
+    loop {
+        let Some(end) = find_crlf(buffer, offset) else {
+            return if buffer.len() > MAX_HEAD {
+                Head::Refused(RequestRefusal::HeadersTooLarge)
+            } else {
+                Head::NeedMore
+            };
+        };
+        if end > MAX_HEAD {
+            return Head::Refused(RequestRefusal::HeadersTooLarge);
+        }
+        if end == offset {
+            offset += 2;
+            break;
+        }
+        let header = &buffer[offset..end];
+        if header.contains(&b'\n') || header.contains(&b'\r') {
+            return Head::Refused(RequestRefusal::BadRequestLine);
+        }
+        let name = header.split(|b| *b == b':').next().unwrap_or_default();
+        if name.eq_ignore_ascii_case(b"content-length") || name.eq_ignore_ascii_case(b"transfer-encoding") {
+            return Head::Refused(RequestRefusal::BadRequestLine);
+        }
+        lines += 1;
+        if lines > MAX_HEADER_LINES {
+            return Head::Refused(RequestRefusal::HeadersTooLarge);
+        }
+        offset = end + 2;
+    }
+    match parse_request_line(&buffer[..line_end]) {
+        Ok(host) => Head::Complete { host, end: offset },
+        Err(refusal) => Head::Refused(refusal),
+    }
+}
+
+fn find_crlf(buffer: &[u8], from: usize) -> Option<usize> {
+    buffer.get(from..)?.windows(2).position(|w| w == b"\r\n").map(|i| from + i)
+}
+
+fn parse_request_line(line: &[u8]) -> Result<String, RequestRefusal> {
+    let text = std::str::from_utf8(line).map_err(|_| RequestRefusal::BadRequestLine)?;
+    let parts: Vec<&str> = text.split(' ').collect();
+    let [method, authority, version] = parts.as_slice() else { return Err(RequestRefusal::BadRequestLine) };
+    if !matches!(*version, "HTTP/1.1" | "HTTP/1.0") {
+        return Err(RequestRefusal::BadRequestLine);
+    }
+    if *method != "CONNECT" {
+        return Err(RequestRefusal::MethodNotAllowed);
+    }
+    if authority.contains(['[', ']', '@', '%', '/']) {
+        return Err(RequestRefusal::BadAuthority);
+    }
+    let (host, port) = authority.rsplit_once(':').ok_or(RequestRefusal::BadAuthority)?;
+    // Byte-exact: "+443" and "0443" parse as 443 but are not it.
+    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) || port.starts_with('0') {
+        return Err(RequestRefusal::BadAuthority);
+    }
+    if port != "443" {
+        return Err(RequestRefusal::PortNotAllowed);
+    }
+    canonical_host(host)
+}
+
+/// The host if it is a canonical DNS name; IP literals and numeric forms are refused.
+pub fn canonical_host(host: &str) -> Result<String, RequestRefusal> {
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        return Err(RequestRefusal::IpLiteral);
+    }
+    if host.is_empty() || host.len() > 253 || !host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+    {
+        return Err(RequestRefusal::HostInvalid);
+    }
+    if host.ends_with('.') || host.bytes().any(|b| b.is_ascii_uppercase()) {
+        return Err(RequestRefusal::HostNotCanonical);
+    }
+    let labels: Vec<&str> = host.split('.').collect();
+    if labels.iter().any(|l| l.is_empty() || l.len() > 63 || l.starts_with('-') || l.ends_with('-')) {
+        return Err(RequestRefusal::HostInvalid);
+    }
+    // "Ends in a number" (WHATWG): 127.1, 2130706433 and 0x7f.0.0.1 are addresses in disguise.
+    let last = labels.last().copied().unwrap_or_default();
+    if last.bytes().all(|b| b.is_ascii_digit()) || last.starts_with("0x") {
+        return Err(RequestRefusal::IpLiteral);
+    }
+    if labels.len() < 2 || last == "localhost" {
+        return Err(RequestRefusal::HostNotAllowlisted);
+    }
+    Ok(host.to_owned())
+}
+
+/// Exact allowlist match of a canonical host.
+pub fn check_allowed(host: &str, allowlist: &[String]) -> Result<(), RequestRefusal> {
+    if allowlist.iter().any(|allowed| allowed == host) { Ok(()) } else { Err(RequestRefusal::HostNotAllowlisted) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(text: &str) -> Head {
+        parse_head(text.as_bytes())
+    }
+
+    #[test]
+    fn a_strict_connect_head_yields_the_host_and_keeps_what_follows() {
+        let request = "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\n\x16\x03\x01";
+        assert_eq!(head(request), Head::Complete { host: "api.example.com".into(), end: request.len() - 3 });
+        assert_eq!(head("CONNECT api.example.com:443 HTTP/1.1\r\nHost: x"), Head::NeedMore);
+        assert_eq!(head("CONNECT api.exa"), Head::NeedMore);
+    }
+
+    #[test]
+    fn every_request_refusal_has_its_code_and_status() {
+        let big_headers = format!("CONNECT a.example.com:443 HTTP/1.1\r\n{}\r\n", "X-Pad: y\r\n".repeat(40));
+        let long_line = format!("CONNECT {}.example.com:443 HTTP/1.1\r\n\r\n", "a".repeat(3000));
+        let cases: Vec<(String, RequestRefusal, u16)> = vec![
+            ("GET http://a.example.com/ HTTP/1.1\r\n\r\n".into(), RequestRefusal::MethodNotAllowed, 405),
+            ("connect a.example.com:443 HTTP/1.1\r\n\r\n".into(), RequestRefusal::MethodNotAllowed, 405),
+            ("CONNECT a.example.com:443\r\n\r\n".into(), RequestRefusal::BadRequestLine, 400),
+            ("CONNECT a.example.com:443 HTTP/2\r\n\r\n".into(), RequestRefusal::BadRequestLine, 400),
+            ("CONNECT  a.example.com:443 HTTP/1.1\r\n\r\n".into(), RequestRefusal::BadRequestLine, 400),
+            (
+                "CONNECT a.example.com:443 HTTP/1.1\r\nContent-Length: 5\r\n\r\n".into(),
+                RequestRefusal::BadRequestLine,
+                400,
+            ),
+            (long_line, RequestRefusal::BadRequestLine, 400),
+            (big_headers, RequestRefusal::HeadersTooLarge, 431),
+            ("CONNECT a.example.com HTTP/1.1\r\n\r\n".into(), RequestRefusal::BadAuthority, 400),
+            ("CONNECT a.example.com:+443 HTTP/1.1\r\n\r\n".into(), RequestRefusal::BadAuthority, 400),
+            ("CONNECT a.example.com:0443 HTTP/1.1\r\n\r\n".into(), RequestRefusal::BadAuthority, 400),
+            ("CONNECT user@a.example.com:443 HTTP/1.1\r\n\r\n".into(), RequestRefusal::BadAuthority, 400),
+            ("CONNECT [::1]:443 HTTP/1.1\r\n\r\n".into(), RequestRefusal::BadAuthority, 400),
+            ("CONNECT a.example.com:80 HTTP/1.1\r\n\r\n".into(), RequestRefusal::PortNotAllowed, 403),
+            ("CONNECT a_b.example.com:443 HTTP/1.1\r\n\r\n".into(), RequestRefusal::HostInvalid, 400),
+            ("CONNECT a..example.com:443 HTTP/1.1\r\n\r\n".into(), RequestRefusal::HostInvalid, 400),
+            ("CONNECT A.example.com:443 HTTP/1.1\r\n\r\n".into(), RequestRefusal::HostNotCanonical, 400),
+            ("CONNECT a.example.com.:443 HTTP/1.1\r\n\r\n".into(), RequestRefusal::HostNotCanonical, 400),
+            ("CONNECT 127.0.0.1:443 HTTP/1.1\r\n\r\n".into(), RequestRefusal::IpLiteral, 403),
+            ("CONNECT 127.1:443 HTTP/1.1\r\n\r\n".into(), RequestRefusal::IpLiteral, 403),
+            ("CONNECT 2130706433:443 HTTP/1.1\r\n\r\n".into(), RequestRefusal::IpLiteral, 403),
+            ("CONNECT 0x7f.0.0.1:443 HTTP/1.1\r\n\r\n".into(), RequestRefusal::IpLiteral, 403),
+            ("CONNECT localhost:443 HTTP/1.1\r\n\r\n".into(), RequestRefusal::HostNotAllowlisted, 403),
+        ];
+        for (request, expected, status) in cases {
+            assert_eq!(head(&request), Head::Refused(expected), "{request:?}");
+            assert_eq!(expected.status(), status, "{request:?}");
+        }
+    }
+
+    #[test]
+    fn the_allowlist_is_exact() {
+        let allowlist = vec!["api.openai.com".to_owned()];
+        assert_eq!(check_allowed("api.openai.com", &allowlist), Ok(()));
+        for other in ["openai.com", "x.api.openai.com", "api.openai.com.evil.com"] {
+            assert_eq!(check_allowed(other, &allowlist), Err(RequestRefusal::HostNotAllowlisted), "{other}");
+        }
+    }
+}
