@@ -383,3 +383,43 @@ impl Drop for ShowLogOnPanic {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_controller_interrupts_then_reruns_and_proposes_once() {
+    let Some(engine) = crate::support::engine_or_skip().await else { return };
+    ensure_test_images();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write(root, "README.md", "# Project\n");
+    let specs = format!(
+        "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n---\n{API}\nkind: Assignment\nmetadata: {{name: slow-edit}}\nspec:\n  adapter: generic\n  task: {{id: S, prompt: 'sleep 3; echo edited >> README.md'}}\n  readablePaths: [README.md]\n"
+    );
+    write(root, ".roundtable/specs.yaml", &specs);
+    commit_all(root);
+    let executions = tempfile::tempdir().expect("tempdir");
+    let mut first = start_daemon(root, &[], executions.path());
+    wait_until("the first session to run", || session_phases(root, "slow-edit") == ["Running"]).await;
+    // kill -9: no shutdown, no cleanup.
+    first.0.kill().expect("kill -9");
+    first.0.wait().expect("reap");
+    drop(first);
+
+    let _second = start_daemon(root, &[], executions.path());
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
+    wait_until("the re-run to succeed", || session_phases(root, "slow-edit") == ["Succeeded", "Interrupted"]).await;
+    let proposals = json(&roundtable(root, &["proposals", "list", "--format", "json"]));
+    assert_eq!(proposals["items"].as_array().map(Vec::len), Some(1), "exactly one proposal: {proposals:#}");
+    let patch = stdout(&roundtable(root, &["proposals", "export", proposals["items"][0]["id"].as_str().expect("id")]));
+    assert!(patch.contains("+edited"), "{patch}");
+    // The interrupted session's container and volumes are gone; only the re-run's are cleaned up too.
+    let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let leftovers = engine.labelled(&project_id).await.expect("list");
+        if leftovers.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left behind: {leftovers:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
