@@ -89,6 +89,17 @@ pub enum Command {
         /// KIND/NAME, like Adapter/codex.
         object: String,
     },
+    /// Remove finished sessions, proposals and logs past retention, and labelled leftovers no spec owns.
+    Prune {
+        /// How long finished sessions and proposals are kept.
+        #[arg(long, default_value = "30d")]
+        retention: roundtable_specs::units::Duration,
+        /// List what would be removed; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        format: FormatArg,
+    },
     /// Sessions: one per execution attempt.
     #[command(subcommand)]
     Sessions(SessionsCommand),
@@ -182,6 +193,9 @@ pub struct StartArgs {
     /// root, else $XDG_STATE_HOME/roundtable/executions/<project-id>).
     #[arg(long)]
     pub execution_root: Option<PathBuf>,
+    /// Finished sessions and proposals older than this are pruned every hour.
+    #[arg(long, default_value = "30d")]
+    pub retention: roundtable_specs::units::Duration,
     /// A dotenv file (KEY=VALUE lines, mode 0600) with values for adapters' credentialEnv.
     #[arg(long)]
     pub secrets_file: Option<PathBuf>,

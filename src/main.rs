@@ -36,6 +36,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plan(args) => commands::plan::run(global, args.format).await,
         Command::Describe { object, format } => commands::describe::run(global, object, format.format).await,
         Command::Reconcile { object } => commands::reconcile::run(global, object).await,
+        Command::Prune { retention, dry_run, format } => {
+            commands::prune::run(global, retention.as_std(), *dry_run, format.format).await
+        }
         Command::Sessions(SessionsCommand::List(args)) => {
             commands::executions::sessions_list(global, args.format).await
         }

@@ -30,6 +30,9 @@ pub struct DaemonConfig {
     pub watch_debounce: Duration,
     /// How often reconcile requests from the CLI are picked up.
     pub request_poll: Duration,
+    /// Finished sessions and proposals older than this are pruned every `prune_every`.
+    pub retention: Duration,
+    pub prune_every: Duration,
 }
 
 impl DaemonConfig {
@@ -41,6 +44,8 @@ impl DaemonConfig {
             resync: Duration::from_secs(600),
             watch_debounce: Duration::from_millis(100),
             request_poll: Duration::from_secs(1),
+            retention: Duration::from_secs(30 * 24 * 3600),
+            prune_every: Duration::from_secs(3600),
         }
     }
 }
@@ -126,10 +131,55 @@ pub async fn run(
         Ok(engine) => EngineImages::connected(engine.clone()),
         Err(reason) => EngineImages::unavailable(reason.clone()),
     };
+    let pruner = tokio::spawn(prune_periodically(
+        store.clone(),
+        engine.as_ref().ok().cloned(),
+        execution_config.project_id.clone(),
+        config.retention,
+        config.prune_every,
+    ));
     let executions = ExecutionManager::new(store.clone(), engine, execution_config);
     let mut reconciler = ObjectReconciler::with_executions(store.clone(), images, store.clone(), executions.clone());
     reconciler.error_budget = config.controller.error_budget;
-    run_with(config, store, Arc::new(reconciler), move |handle| executions.wake_with(handle), shutdown).await
+    let summary =
+        run_with(config, store, Arc::new(reconciler), move |handle| executions.wake_with(handle), shutdown).await;
+    pruner.abort();
+    summary
+}
+
+/// Retention on a schedule: what `roundtable prune` does, every `every`.
+async fn prune_periodically(
+    store: Store,
+    engine: Option<roundtable_sandbox::Engine>,
+    project_id: String,
+    retention: Duration,
+    every: Duration,
+) {
+    // The first pass waits a period: at start, the first scan and the restart recovery go first.
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let declared: std::collections::BTreeSet<String> = match store.objects().await {
+            Ok(objects) => objects
+                .into_iter()
+                .filter(|o| o.key.kind == roundtable_specs::Kind::Assignment && o.deleted_at.is_none())
+                .map(|o| o.key.name)
+                .collect(),
+            Err(error) => {
+                tracing::warn!(%error, "retention: cannot read objects");
+                continue;
+            }
+        };
+        match crate::prune::find(&store, engine.as_ref(), &project_id, &declared, retention).await {
+            Ok(found) if found.is_empty() => {}
+            Ok(found) => {
+                let failed = crate::prune::remove(&store, engine.as_ref(), &found).await;
+                tracing::info!(pruned = found.len() - failed.len(), failed = failed.len(), "retention");
+            }
+            Err(error) => tracing::warn!(%error, "retention: cannot list what to prune"),
+        }
+    }
 }
 
 /// The daemon loop around any reconciler (benchmarks use a no-op one).

@@ -9,6 +9,7 @@ pub mod daemon;
 pub mod desired;
 pub mod dispatch;
 pub mod execution;
+pub mod prune;
 pub mod source;
 pub mod status;
 

@@ -6,6 +6,7 @@ pub mod doctor;
 pub mod executions;
 pub mod init;
 pub mod plan;
+pub mod prune;
 pub mod reconcile;
 pub mod schema;
 pub mod start;

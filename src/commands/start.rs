@@ -30,6 +30,7 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     config.controller.concurrency = args.concurrency.max(1);
     config.controller.grace = args.grace.as_std();
     config.resync = args.resync.as_std();
+    config.retention = args.retention.as_std();
 
     let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let shutdown = async move {

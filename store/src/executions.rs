@@ -201,3 +201,43 @@ impl Store {
         row.as_ref().map(proposal_from_row).transpose()
     }
 }
+
+/// Timestamps are fixed-width RFC 3339 text, so "older than" is a text comparison.
+pub fn cutoff(age: std::time::Duration) -> String {
+    let then = time::OffsetDateTime::now_utc() - age;
+    const FORMAT: &[time::format_description::BorrowedFormatItem<'_>] =
+        time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:9]Z");
+    then.format(FORMAT).unwrap_or_default()
+}
+
+impl Store {
+    /// Finished sessions whose `finished_at` is before `before`.
+    pub async fn finished_sessions_before(&self, before: &str) -> Result<Vec<SessionRecord>> {
+        let rows = sqlx::query(
+            "SELECT * FROM sessions WHERE phase IN ('Succeeded', 'Failed', 'Cancelled', 'Interrupted') AND finished_at IS NOT NULL AND finished_at < $1 ORDER BY finished_at",
+        )
+        .bind(before)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(session_from_row).collect()
+    }
+
+    /// Proposals created before `before`.
+    pub async fn proposals_before(&self, before: &str) -> Result<Vec<ProposalRecord>> {
+        let rows = sqlx::query("SELECT * FROM proposals WHERE created_at < $1 ORDER BY created_at")
+            .bind(before)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(proposal_from_row).collect()
+    }
+
+    pub async fn delete_session(&self, id: &str) -> Result<()> {
+        sqlx::query("DELETE FROM sessions WHERE id = $1").bind(id).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    pub async fn delete_proposal(&self, id: &str) -> Result<()> {
+        sqlx::query("DELETE FROM proposals WHERE id = $1").bind(id).execute(&self.pool).await?;
+        Ok(())
+    }
+}

@@ -14,7 +14,7 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
 pub use events::{EventRecord, NewEvent, Severity};
-pub use executions::{ProposalRecord, SessionRecord};
+pub use executions::{ProposalRecord, SessionRecord, cutoff};
 pub use objects::{IndexEntry, ObjectRecord, Recorded, SpecSnapshot};
 pub use scan::FileError;
 

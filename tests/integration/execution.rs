@@ -423,3 +423,60 @@ async fn a_killed_controller_interrupts_then_reruns_and_proposes_once() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prune_removes_what_is_past_retention_and_unowned() {
+    let Some(engine) = crate::support::engine_or_skip().await else { return };
+    ensure_test_images();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write(root, "README.md", "# Project\n");
+    let specs = format!(
+        "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n---\n{API}\nkind: Assignment\nmetadata: {{name: quick}}\nspec:\n  adapter: generic\n  task: {{id: Q, prompt: 'echo done >> README.md'}}\n  readablePaths: [README.md]\n"
+    );
+    write(root, ".roundtable/specs.yaml", &specs);
+    commit_all(root);
+    let executions = tempfile::tempdir().expect("tempdir");
+    let daemon = start_daemon(root, &[], executions.path());
+    wait_until("the proposal", || session_phases(root, "quick") == ["Succeeded"]).await;
+    drop(daemon);
+    let session = json(&roundtable(root, &["sessions", "list", "--format", "json"]))["items"][0].clone();
+    let exec_dir =
+        std::path::PathBuf::from(format!("{}/{}", executions.path().display(), session["id"].as_str().expect("id")));
+    assert!(exec_dir.is_dir());
+    // A labelled leftover of an Assignment that no longer exists.
+    let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
+    let labels = roundtable_sandbox::labels::Ownership {
+        project: project_id.clone(),
+        assignment: Some("gone".into()),
+        session: "old".into(),
+        controller_run: "old".into(),
+        purpose: roundtable_sandbox::labels::Purpose::Agent,
+    }
+    .labels();
+    let volume = format!("rt-prune-test-{}", std::process::id());
+    engine
+        .docker()
+        .create_volume(roundtable_sandbox::profile::tmpfs_volume(&volume, 1 << 20, labels))
+        .await
+        .expect("volume");
+
+    // Within retention, only the leftover is due.
+    let kept = json(&roundtable(root, &["prune", "--dry-run", "--format", "json"]));
+    let kinds: Vec<&str> = kept["items"].as_array().expect("items").iter().filter_map(|i| i["kind"].as_str()).collect();
+    assert_eq!(kinds, ["Volume"], "{kept:#}");
+    // Past a zero retention, everything finished is due; a dry run removes nothing.
+    let due = json(&roundtable(root, &["prune", "--retention", "0s", "--dry-run", "--format", "json"]));
+    let mut kinds: Vec<&str> =
+        due["items"].as_array().expect("items").iter().filter_map(|i| i["kind"].as_str()).collect();
+    kinds.sort();
+    assert_eq!(kinds, ["Proposal", "Session", "Volume"], "{due:#}");
+    assert!(exec_dir.is_dir(), "a dry run removes nothing");
+    let pruned = roundtable(root, &["prune", "--retention", "0s"]);
+    assert!(pruned.status.success(), "{}{}", stdout(&pruned), stderr(&pruned));
+    assert!(!exec_dir.exists());
+    assert_eq!(json(&roundtable(root, &["sessions", "list", "--format", "json"]))["items"], serde_json::json!([]));
+    assert_eq!(json(&roundtable(root, &["proposals", "list", "--format", "json"]))["items"], serde_json::json!([]));
+    assert!(engine.labelled(&project_id).await.expect("list").is_empty());
+    assert!(stdout(&roundtable(root, &["prune", "--retention", "0s"])).contains("Nothing to prune."));
+}
