@@ -246,6 +246,10 @@ async fn run_exec(
     if let StartExecResults::Attached { mut output, .. } = started {
         let sleep = tokio::time::sleep(deadline.unwrap_or(Duration::from_secs(365 * 24 * 3600)));
         tokio::pin!(sleep);
+        // The process may exit while a child it left behind still holds its output pipes: watch
+        // the exec itself, so the container is paused the moment the agent is done.
+        let mut exit_poll = tokio::time::interval(Duration::from_millis(100));
+        exit_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 chunk = output.next() => match chunk {
@@ -254,6 +258,22 @@ async fn run_exec(
                     Some(Ok(_)) => {}
                     Some(Err(_)) | None => break,
                 },
+                _ = exit_poll.tick() => {
+                    if docker.inspect_exec(&created.id).await.is_ok_and(|e| e.running == Some(false)) {
+                        // Take what is already buffered (bounded: a child may keep writing), then stop.
+                        let drain_until = tokio::time::Instant::now() + Duration::from_millis(500);
+                        while let Ok(Some(Ok(chunk))) =
+                            tokio::time::timeout_at(drain_until.min(tokio::time::Instant::now() + Duration::from_millis(20)), output.next()).await
+                        {
+                            match chunk {
+                                bollard::container::LogOutput::StdOut { message } => result.stdout.push(&message, cap),
+                                bollard::container::LogOutput::StdErr { message } => result.stderr.push(&message, cap),
+                                _ => {}
+                            }
+                        }
+                        break;
+                    }
+                }
                 () = &mut sleep => {
                     result.interrupted = Some(Cause::TimedOut);
                     break;

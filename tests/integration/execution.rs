@@ -480,3 +480,91 @@ async fn prune_removes_what_is_past_retention_and_unowned() {
     assert!(engine.labelled(&project_id).await.expect("list").is_empty());
     assert!(stdout(&roundtable(root, &["prune", "--retention", "0s"])).contains("Nothing to prune."));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_agents_harm_nothing_and_their_tricks_are_recorded() {
+    let Some(engine) = crate::support::engine_or_skip().await else { return };
+    ensure_test_images();
+    let passwd_before = std::fs::read("/etc/passwd").expect("read /etc/passwd");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write(root, "README.md", "# Project\n");
+    let mut specs = format!(
+        "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n  resources: {{memory: 256Mi, cpus: 1, pids: 64, workspaceSize: 32Mi, tmpSize: 16Mi}}\n---\n"
+    );
+    specs.push_str(&assignment(
+        "tricks",
+        "ln -s /etc/passwd passwd-link; ln README.md hard-link; mkfifo pipe; printf x > \"$(printf 'bad\\nname')\"; printf x > \"$(printf 'esc\\033[31m')\"; printf x > \"$(printf 'inv\\377')\"; echo s > suid; chmod 4755 suid; echo edited >> README.md",
+        "",
+    ));
+    specs.push_str(&assignment(
+        "escape",
+        "touch /x 2>> denied.txt; touch /roundtable/source/x 2>> denied.txt; touch /roundtable/bin/x 2>> denied.txt; echo root >> /etc/passwd 2>> denied.txt; true",
+        "",
+    ));
+    specs.push_str(&assignment("lingering", "(sleep 2; echo late > late.txt) & echo now > now.txt", ""));
+    specs.push_str(&assignment("forkbomb", "b() { b | b & }; b; sleep 30", "  timeout: 8s\n"));
+    specs.push_str(&assignment("filler", "head -c 40000000 /dev/zero > big.bin; echo after >> README.md", ""));
+    write(
+        root,
+        ".roundtable/specs.yaml",
+        &specs.replace("readablePaths: [README.md, docs/]", "readablePaths: [README.md]"),
+    );
+    commit_all(root);
+    let executions = tempfile::tempdir().expect("tempdir");
+    let daemon = start_daemon(root, &["--max-executions", "3"], executions.path());
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
+    let finished = |name: &str| session_phases(root, name).first().is_some_and(|p| p == "Succeeded" || p == "Failed");
+    wait_until("every hostile agent to finish", || {
+        ["tricks", "escape", "lingering", "forkbomb", "filler"].iter().all(|name| finished(name))
+    })
+    .await;
+    // The controller stayed responsive throughout.
+    assert!(roundtable(root, &["status"]).status.success());
+    drop(daemon);
+
+    let sessions = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
+    let session = |name: &str| {
+        sessions["items"].as_array().and_then(|s| s.iter().find(|s| s["assignment"] == name).cloned()).expect(name)
+    };
+    let proposal_of = |name: &str| {
+        let proposals = json(&roundtable(root, &["proposals", "list", "--format", "json"]));
+        let id = proposals["items"].as_array().and_then(|p| p.iter().find(|p| p["assignment"] == name).cloned());
+        id.map(|p| stdout(&roundtable(root, &["proposals", "export", p["id"].as_str().expect("id")])))
+    };
+
+    // Links, FIFOs and hostile names are rejected and listed escaped; setuid is stripped.
+    let tricks = session("tricks");
+    let rejected = tricks["detail"]["export"]["rejected"].to_string();
+    for reason in ["a symbolic link", "a hard link", "a FIFO", "control characters", "not valid UTF-8"] {
+        assert!(rejected.contains(reason), "{reason} missing from {rejected}");
+    }
+    assert!(tricks["detail"]["export"]["strippedBits"].to_string().contains("suid"), "{tricks:#}");
+    let patch = proposal_of("tricks").expect("a proposal for the legitimate edit");
+    assert!(patch.contains("+edited") && patch.contains("new file mode 100755"), "{patch}");
+    assert!(!patch.contains("passwd-link") && !patch.contains("pipe") && !patch.contains("hard-link"), "{patch}");
+    let shown = roundtable(root, &["sessions", "show", tricks["id"].as_str().expect("id")]);
+    assert!(
+        !shown.stdout.contains(&0x1b) && !shown.stdout.iter().any(|b| *b < 0x20 && *b != b'\n'),
+        "raw control bytes reached the terminal"
+    );
+
+    // Writes outside the workspace are denied; the host's /etc/passwd is untouched.
+    let denied = proposal_of("escape").expect("denied.txt is proposed");
+    assert_eq!(denied.matches("Read-only file system").count(), 3, "{denied}");
+    assert!(denied.contains("Permission denied") || denied.contains("Read-only"), "{denied}");
+    assert_eq!(std::fs::read("/etc/passwd").expect("read"), passwd_before);
+
+    // The export happened while paused: the child that wrote after the agent exited is not in it.
+    let lingering = proposal_of("lingering").expect("proposal");
+    assert!(lingering.contains("now.txt") && !lingering.contains("late.txt"), "{lingering}");
+    assert_eq!(session("lingering")["detail"]["pausedForExport"], true);
+
+    // The fork bomb hit the pids limit and the timeout; the workspace filler failed cleanly.
+    let bomb = session("forkbomb");
+    assert_eq!(bomb["phase"], "Failed", "{bomb:#}");
+    let filler = session("filler");
+    assert!(filler["phase"] == "Failed" || proposal_of("filler").is_some_and(|p| p.len() < 64 << 20), "{filler:#}");
+    let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
+    assert!(engine.labelled(&project_id).await.expect("list").is_empty());
+}
