@@ -384,7 +384,7 @@ impl Inner {
         let _ = std::fs::remove_dir_all(&socket_dir);
         let outcome = match outcome {
             Ok(outcome) => outcome,
-            Err(error) => return self.fail(session, "RuntimeError", error.to_string()).await,
+            Err(error) => return self.fail(session, "RuntimeError", error_chain(&error)).await,
         };
         let _ = std::fs::write(exec_dir.join("stdout.log"), &outcome.stdout.bytes);
         let _ = std::fs::write(exec_dir.join("stderr.log"), &outcome.stderr.bytes);
@@ -505,6 +505,18 @@ impl Inner {
         self.save(&session).await;
         session
     }
+}
+
+/// An error and its sources, joined with `: `.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
 }
 
 fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {

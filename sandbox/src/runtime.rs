@@ -519,6 +519,11 @@ impl<'a> Execution<'a> {
                 .await
                 .map_err(|e| RuntimeError::Io { step: "spool the export", message: e.to_string() })?;
         }
+        // tokio hands writes to a blocking thread: without a flush, the tail of the archive may
+        // not be on disk yet when the extractor opens the file.
+        tokio::io::AsyncWriteExt::flush(&mut spool)
+            .await
+            .map_err(|e| RuntimeError::Io { step: "spool the export", message: e.to_string() })?;
         drop(spool);
         let (spool_file, export_dir, limits) = (plan.spool_file.clone(), plan.export_dir.clone(), plan.extract_limits);
         let extracted = tokio::task::spawn_blocking(move || {
