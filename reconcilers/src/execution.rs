@@ -285,7 +285,7 @@ impl Inner {
         .await;
         let provisioned = match provisioned {
             Ok(Ok(provisioned)) => provisioned,
-            Ok(Err(error)) => return self.fail(session, "ProvisionFailed", error.to_string()).await,
+            Ok(Err(error)) => return self.fail(session, "ProvisionFailed", error_chain(&error)).await,
             Err(error) => return self.fail(session, "ProvisionFailed", error.to_string()).await,
         };
         session.base_commit = Some(provisioned.commit.clone());

@@ -568,3 +568,84 @@ async fn hostile_agents_harm_nothing_and_their_tricks_are_recorded() {
     let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
     assert!(engine.labelled(&project_id).await.expect("list").is_empty());
 }
+
+#[test]
+fn a_locked_state_database_stops_start_with_a_clear_error_and_nothing_half_done() {
+    let project = crate::support::spec_tree(&[(
+        ".roundtable/adapters.yaml",
+        "apiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata: {name: mock}\nspec: {}\n",
+    )]);
+    let root = project.path();
+    // Create the database, then hold an exclusive lock on it from another process.
+    assert!(roundtable(root, &["init"]).status.success());
+    let database = root.join(".roundtable/state/state.db");
+    let mut holder = Command::new("python3")
+        .arg("-c")
+        .arg("import sqlite3,sys,time; c=sqlite3.connect(sys.argv[1], isolation_level=None); c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); time.sleep(60)")
+        .arg(&database)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 holds the lock");
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(holder.stdout.take().expect("stdout")), &mut line)
+        .expect("read");
+    assert_eq!(line.trim(), "locked");
+    let started = Instant::now();
+    let out = roundtable(root, &["start"]);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("locked"), "the error says why: {}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(30), "it gives up after the busy timeout");
+    // Nothing half-done: the daemon lock is free and a later start works.
+    assert_eq!(roundtable_store::lock::holder(&root.join(".roundtable/state")), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_under_the_execution_root_fails_the_execution_cleanly() {
+    let Some(engine) = crate::support::engine_or_skip().await else { return };
+    if !nix_is_root() {
+        eprintln!("skipping: mounting a small tmpfs needs root");
+        return;
+    }
+    ensure_test_images();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write(root, "README.md", "# Project\n");
+    std::fs::write(root.join("big.bin"), vec![7u8; 2 << 20]).expect("big file");
+    let specs = format!(
+        "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n---\n{API}\nkind: Assignment\nmetadata: {{name: big}}\nspec:\n  adapter: generic\n  task: {{id: B, prompt: 'true'}}\n  readablePaths: [big.bin]\n"
+    );
+    write(root, ".roundtable/specs.yaml", &specs);
+    commit_all(root);
+    let small = tempfile::tempdir().expect("tempdir");
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=512k", "tmpfs"])
+        .arg(small.path())
+        .status()
+        .expect("mount");
+    assert!(mounted.success(), "mount a 512 KiB tmpfs");
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(small.path().to_path_buf());
+    let daemon = start_daemon(root, &[], small.path());
+    wait_until("the execution to fail", || session_phases(root, "big") == ["Failed"]).await;
+    drop(daemon);
+    let sessions = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
+    let session = &sessions["items"][0];
+    assert_eq!(session["cause"], "ProvisionFailed", "{session:#}");
+    assert!(session["message"].as_str().is_some_and(|m| m.contains("No space left")), "{session:#}");
+    let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
+    assert!(engine.labelled(&project_id).await.expect("list").is_empty(), "no container was started");
+}
+
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
+        .unwrap_or(false)
+}
