@@ -649,3 +649,43 @@ fn nix_is_root() -> bool {
         .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
         .unwrap_or(false)
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_flood_is_capped_drained_and_bounded_in_controller_memory() {
+    let Some(_engine) = crate::support::engine_or_skip().await else { return };
+    ensure_test_images();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write(root, "README.md", "# Project\n");
+    let specs = format!(
+        "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n---\n{API}\nkind: Assignment\nmetadata: {{name: flood}}\nspec:\n  adapter: generic\n  task: {{id: F, prompt: 'yes xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx | head -c 100000000; yes yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy | head -c 50000000 >&2'}}\n  readablePaths: [README.md]\n"
+    );
+    write(root, ".roundtable/specs.yaml", &specs);
+    commit_all(root);
+    let executions = tempfile::tempdir().expect("tempdir");
+    let daemon = start_daemon(root, &[], executions.path());
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while session_phases(root, "flood").first().is_none_or(|p| p != "Succeeded" && p != "Failed") {
+        assert!(Instant::now() < deadline, "the flood did not finish");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let status = std::fs::read_to_string(format!("/proc/{}/status", daemon.0.id())).expect("daemon status");
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmHWM");
+    drop(daemon);
+    let sessions = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
+    let flood = &sessions["items"][0];
+    assert_eq!(flood["phase"], "Succeeded", "{flood:#}");
+    assert_eq!((flood["stdoutBytes"].as_i64(), flood["stdoutTruncated"].as_bool()), (Some(100_000_000), Some(true)));
+    assert_eq!((flood["stderrBytes"].as_i64(), flood["stderrTruncated"].as_bool()), (Some(50_000_000), Some(true)));
+    let stdout_log =
+        std::fs::metadata(executions.path().join(flood["id"].as_str().expect("id")).join("stdout.log")).expect("log");
+    assert_eq!(stdout_log.len(), 1 << 20, "kept up to the 1 MiB cap");
+    assert!(peak_kib < 150 * 1024, "the controller peaked at {} MiB while draining 150 MB", peak_kib / 1024);
+    eprintln!("controller peak while draining 150 MB of output: {} MiB", peak_kib / 1024);
+}
