@@ -283,7 +283,7 @@ where
 }
 
 /// An error and its sources, joined with `: `.
-fn error_chain(error: &dyn std::error::Error) -> String {
+pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut message = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use roundtable_controller::{Handle, Trigger};
+use roundtable_controller::{Handle, Trigger, error_chain};
 use roundtable_sandbox::Engine;
 use roundtable_sandbox::check::Expected;
 use roundtable_sandbox::extract::Limits;
@@ -505,18 +505,6 @@ impl Inner {
         self.save(&session).await;
         session
     }
-}
-
-/// An error and its sources, joined with `: `.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
 }
 
 fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {

@@ -78,6 +78,20 @@ fn json(out: &std::process::Output) -> Value {
     serde_json::from_str(&stdout(out)).unwrap_or_else(|e| panic!("not JSON ({e}): {}{}", stdout(out), stderr(out)))
 }
 
+/// A committed project with the `generic` Adapter on the test image and one Assignment named
+/// `name` that runs `prompt` with README.md readable.
+fn one_assignment_project(name: &str, prompt: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write(root, "README.md", "# Project\n");
+    let specs = format!(
+        "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n---\n{API}\nkind: Assignment\nmetadata: {{name: {name}}}\nspec:\n  adapter: generic\n  task: {{id: T, prompt: '{prompt}'}}\n  readablePaths: [README.md]\n"
+    );
+    write(root, ".roundtable/specs.yaml", &specs);
+    commit_all(root);
+    dir
+}
+
 /// Commits everything in `root` on `main`.
 fn commit_all(root: &Path) {
     git(root, &["init", "-q", "-b", "main"]);
@@ -388,14 +402,8 @@ impl Drop for ShowLogOnPanic {
 async fn a_killed_controller_interrupts_then_reruns_and_proposes_once() {
     let Some(engine) = crate::support::engine_or_skip().await else { return };
     ensure_test_images();
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = one_assignment_project("slow-edit", "sleep 3; echo edited >> README.md");
     let root = dir.path();
-    write(root, "README.md", "# Project\n");
-    let specs = format!(
-        "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n---\n{API}\nkind: Assignment\nmetadata: {{name: slow-edit}}\nspec:\n  adapter: generic\n  task: {{id: S, prompt: 'sleep 3; echo edited >> README.md'}}\n  readablePaths: [README.md]\n"
-    );
-    write(root, ".roundtable/specs.yaml", &specs);
-    commit_all(root);
     let executions = tempfile::tempdir().expect("tempdir");
     let mut first = start_daemon(root, &[], executions.path());
     wait_until("the first session to run", || session_phases(root, "slow-edit") == ["Running"]).await;
@@ -428,14 +436,8 @@ async fn a_killed_controller_interrupts_then_reruns_and_proposes_once() {
 async fn prune_removes_what_is_past_retention_and_unowned() {
     let Some(engine) = crate::support::engine_or_skip().await else { return };
     ensure_test_images();
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = one_assignment_project("quick", "echo done >> README.md");
     let root = dir.path();
-    write(root, "README.md", "# Project\n");
-    let specs = format!(
-        "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n---\n{API}\nkind: Assignment\nmetadata: {{name: quick}}\nspec:\n  adapter: generic\n  task: {{id: Q, prompt: 'echo done >> README.md'}}\n  readablePaths: [README.md]\n"
-    );
-    write(root, ".roundtable/specs.yaml", &specs);
-    commit_all(root);
     let executions = tempfile::tempdir().expect("tempdir");
     let daemon = start_daemon(root, &[], executions.path());
     wait_until("the proposal", || session_phases(root, "quick") == ["Succeeded"]).await;
@@ -654,14 +656,11 @@ fn nix_is_root() -> bool {
 async fn an_output_flood_is_capped_drained_and_bounded_in_controller_memory() {
     let Some(_engine) = crate::support::engine_or_skip().await else { return };
     ensure_test_images();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path();
-    write(root, "README.md", "# Project\n");
-    let specs = format!(
-        "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n---\n{API}\nkind: Assignment\nmetadata: {{name: flood}}\nspec:\n  adapter: generic\n  task: {{id: F, prompt: 'yes xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx | head -c 100000000; yes yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy | head -c 50000000 >&2'}}\n  readablePaths: [README.md]\n"
+    let dir = one_assignment_project(
+        "flood",
+        "yes xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx | head -c 100000000; yes yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy | head -c 50000000 >&2",
     );
-    write(root, ".roundtable/specs.yaml", &specs);
-    commit_all(root);
+    let root = dir.path();
     let executions = tempfile::tempdir().expect("tempdir");
     let daemon = start_daemon(root, &[], executions.path());
     let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
