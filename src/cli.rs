@@ -74,6 +74,9 @@ pub enum Command {
         /// Exit 0 when in sync, 2 on drift (OutOfSync or Unknown), 1 on error.
         #[arg(long)]
         exit_code: bool,
+        /// Finished sessions and proposals older than this show as `requires pruning`.
+        #[arg(long, default_value = "30d")]
+        retention: roundtable_specs::units::Duration,
     },
     /// What reconciling now would change, terraform style, without changing anything.
     Plan(FormatArg),

@@ -32,7 +32,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Schema { out } => commands::schema::run(out.as_deref()),
         Command::Doctor(args) => commands::doctor::run(args.format).await,
         Command::Start(args) => commands::start::run(global, args).await,
-        Command::Status { format, exit_code } => commands::status::run(global, format.format, *exit_code).await,
+        Command::Status { format, exit_code, retention } => {
+            commands::status::run(global, format.format, *exit_code, retention.as_std()).await
+        }
         Command::Plan(args) => commands::plan::run(global, args.format).await,
         Command::Describe { object, format } => commands::describe::run(global, object, format.format).await,
         Command::Reconcile { object } => commands::reconcile::run(global, object).await,

@@ -63,10 +63,10 @@ pub fn decide(
     let ready = |status, reason: &str, message: String| desired(READY, status, reason, message, generation);
     let next_attempt = latest.map_or(1, |s| s.attempt + 1);
     let unfinished = latest.is_some_and(|s| s.phase == "Queued" || s.phase == "Running");
-    // A session an earlier controller run left unfinished is interrupted, not running.
-    let orphaned = unfinished
-        && !observed.active
-        && observed.controller_run.as_deref().is_some_and(|run| latest.is_some_and(|s| s.controller_run != run));
+    // An unfinished session that no execution task of this process owns is interrupted: an earlier
+    // controller run left it, or its final record could not be written. (The manager registers a
+    // session before this reconcile returns and records its end before letting go of it.)
+    let orphaned = unfinished && !observed.active && observed.controller_run.is_some();
 
     if spec.suspend {
         if observed.active || unfinished {
@@ -184,6 +184,12 @@ mod tests {
         let cases: Vec<(AssignmentSpec, AssignmentObserved, &str, Vec<Change>)> = vec![
             (spec(false, 0), observed(vec![], false), "Queued:Queued", vec![Change::StartExecution { attempt: 1 }]),
             (spec(false, 0), observed(vec![session("Running", 1, "run")], true), "Running:Running", vec![]),
+            (
+                spec(false, 0),
+                observed(vec![session("Running", 1, "run")], false),
+                "Queued:Rerunning",
+                vec![Change::InterruptSession("s1".into()), Change::StartExecution { attempt: 2 }],
+            ),
             (
                 spec(true, 0),
                 observed(vec![session("Running", 1, "run")], true),

@@ -233,9 +233,18 @@ fn flags(paths: &[String], readable: &[String]) -> Vec<String> {
 }
 
 impl Inner {
+    /// Records the session, retrying while the database is busy: an execution's outcome must not
+    /// be lost to a transient lock.
     async fn save(&self, session: &SessionRecord) {
-        if let Err(error) = self.store.save_session(session).await {
-            tracing::error!(session = %session.id, %error, "cannot record the session");
+        for attempt in 1..=10u64 {
+            match self.store.save_session(session).await {
+                Ok(()) => return,
+                Err(error) if attempt < 10 => {
+                    tracing::warn!(session = %session.id, attempt, %error, "cannot record the session yet; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(200 * attempt)).await;
+                }
+                Err(error) => tracing::error!(session = %session.id, %error, "cannot record the session"),
+            }
         }
     }
 

@@ -33,11 +33,33 @@ async fn leftovers(global: &Global) -> Vec<Leftover> {
     }
 }
 
-pub async fn run(global: &Global, format: Format, with_exit_code: bool) -> anyhow::Result<ExitCode> {
+pub async fn run(
+    global: &Global,
+    format: Format,
+    with_exit_code: bool,
+    retention: std::time::Duration,
+) -> anyhow::Result<ExitCode> {
     let store = open_for_reading(global).await?;
     let dir = global.dir.clone();
     let scanned = tokio::task::spawn_blocking(move || scan(&dir)).await?;
-    let rows = status(&store, &scanned, &leftovers(global).await).await?;
+    let mut rows = status(&store, &scanned, &leftovers(global).await).await?;
+    // Finished sessions and proposals past retention (labelled leftovers are listed above).
+    let declared = std::collections::BTreeSet::new();
+    for item in
+        roundtable_reconcilers::prune::find(&store, None, &project_id(&global.dir), &declared, retention).await?
+    {
+        rows.push(roundtable_specs::output::ObjectStatus {
+            kind: item.kind.into(),
+            name: item.name,
+            generation: None,
+            observed_generation: None,
+            sync: SyncStatus::OutOfSync,
+            health: Health::None,
+            created_at: None,
+            message: format!("requires pruning: {}", item.why),
+            conditions: Vec::new(),
+        });
+    }
     match format {
         Format::Json => print!("{}", render::json(&List::of(rows.clone()))?),
         Format::Text => {

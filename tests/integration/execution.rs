@@ -463,6 +463,16 @@ async fn prune_removes_what_is_past_retention_and_unowned() {
         .await
         .expect("volume");
 
+    // status lists what retention would remove.
+    let status = json(&roundtable(root, &["status", "--retention", "0s", "--format", "json"]));
+    let pruning: Vec<&str> = status["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|r| r["message"].as_str().is_some_and(|m| m.starts_with("requires pruning")))
+        .filter_map(|r| r["kind"].as_str())
+        .collect();
+    assert_eq!(pruning, ["Volume", "Session", "Proposal"], "{status:#}");
     // Within retention, only the leftover is due.
     let kept = json(&roundtable(root, &["prune", "--dry-run", "--format", "json"]));
     let kinds: Vec<&str> = kept["items"].as_array().expect("items").iter().filter_map(|i| i["kind"].as_str()).collect();
