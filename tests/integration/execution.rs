@@ -315,6 +315,20 @@ fn session_phases(root: &Path, assignment: &str) -> Vec<String> {
         .collect()
 }
 
+/// Waits (up to 20 s) until no container or volume labelled for the project in `root` remains.
+async fn nothing_left(engine: &roundtable_sandbox::Engine, root: &Path) {
+    let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let leftovers = engine.labelled(&project_id).await.expect("list");
+        if leftovers.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "left behind: {leftovers:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 async fn wait_until(what: &str, check: impl Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !check() {
@@ -369,16 +383,7 @@ async fn suspend_and_removal_cancel_a_running_execution() {
     std::fs::remove_file(root.join(".roundtable/long.yaml")).expect("remove");
     wait_until("the cancel on removal", || session_phases(root, "long").first().is_some_and(|p| p == "Cancelled"))
         .await;
-    let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let leftovers = engine.labelled(&project_id).await.expect("list");
-        if leftovers.is_empty() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "left behind: {leftovers:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    nothing_left(&engine, root).await;
 }
 
 /// Prints the daemon's log and the sessions when a test fails, for diagnosis.
@@ -420,16 +425,7 @@ async fn a_killed_controller_interrupts_then_reruns_and_proposes_once() {
     let patch = stdout(&roundtable(root, &["proposals", "export", proposals["items"][0]["id"].as_str().expect("id")]));
     assert!(patch.contains("+edited"), "{patch}");
     // The interrupted session's container and volumes are gone; only the re-run's are cleaned up too.
-    let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let leftovers = engine.labelled(&project_id).await.expect("list");
-        if leftovers.is_empty() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "left behind: {leftovers:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    nothing_left(&engine, root).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
