@@ -115,6 +115,58 @@ pub enum Command {
     /// Pieces that run inside agent containers or in tests.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// The egress gateway, standalone (the daemon runs one per session of an Adapter with
+    /// providerHosts).
+    #[command(subcommand)]
+    Gateway(GatewayCommand),
+    /// Inside an agent container: forward 127.0.0.1:3128 to the session's gateway socket.
+    Proxy {
+        /// Where the agent's HTTPS_PROXY points.
+        #[arg(long, default_value = "127.0.0.1:3128")]
+        listen: roundtable_gateway::Endpoint,
+        /// The gateway: unix:PATH, IP:PORT or tcp:IP:PORT.
+        #[arg(long, default_value = "unix:/run/roundtable/egress.sock")]
+        upstream: roundtable_gateway::Endpoint,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GatewayCommand {
+    /// Serve CONNECT tunnels to exact hosts; one JSON decision line per tunnel on stdout.
+    Serve(GatewayServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GatewayServeArgs {
+    /// unix:PATH, IP:PORT or tcp:IP:PORT.
+    #[arg(long)]
+    pub listen: roundtable_gateway::Endpoint,
+    /// An exact DNS name tunnels may reach (repeatable): no wildcards, IP literals or ports.
+    #[arg(long = "allow-host", required = true)]
+    pub allow_hosts: Vec<String>,
+    /// The DNS server to ask (default: the nameserver lines of /etc/resolv.conf).
+    #[arg(long)]
+    pub resolver: Option<std::net::SocketAddr>,
+    /// A non-public network tunnels may reach anyway (repeatable; logged in every decision it
+    /// affects).
+    #[arg(long = "allow-cidr")]
+    pub allow_cidrs: Vec<roundtable_specs::names::Cidr>,
+    /// When given, the only networks the gateway dials (repeatable); it can only narrow.
+    #[arg(long = "gateway-dial-allow")]
+    pub dial_allow: Vec<roundtable_specs::names::Cidr>,
+    /// Tunnels open at once; more are answered 429.
+    #[arg(long, default_value_t = 4096)]
+    pub max_tunnels: usize,
+    /// A spliced tunnel with no traffic for this long is closed.
+    #[arg(long, default_value = "1h")]
+    pub idle_timeout: roundtable_specs::units::Duration,
+    /// From accept to a complete CONNECT head, and from 200 to a complete ClientHello.
+    #[arg(long, default_value = "10s")]
+    pub handshake_timeout: roundtable_specs::units::Duration,
+    #[arg(long, default_value = "5s")]
+    pub dns_timeout: roundtable_specs::units::Duration,
+    #[arg(long, default_value = "10s")]
+    pub connect_timeout: roundtable_specs::units::Duration,
 }
 
 #[derive(Debug, Subcommand)]
@@ -202,4 +254,14 @@ pub struct StartArgs {
     /// A dotenv file (KEY=VALUE lines, mode 0600) with values for adapters' credentialEnv.
     #[arg(long)]
     pub secrets_file: Option<PathBuf>,
+    /// The DNS server every egress gateway asks (default: the nameservers of /etc/resolv.conf).
+    #[arg(long)]
+    pub gateway_resolver: Option<std::net::SocketAddr>,
+    /// A non-public network every egress gateway may reach anyway (repeatable; each Adapter's
+    /// egress.allowCidrs adds its own).
+    #[arg(long = "gateway-allow-cidr")]
+    pub gateway_allow_cidrs: Vec<roundtable_specs::names::Cidr>,
+    /// When given, the only networks egress gateways dial (repeatable); it can only narrow.
+    #[arg(long = "gateway-dial-allow")]
+    pub gateway_dial_allow: Vec<roundtable_specs::names::Cidr>,
 }

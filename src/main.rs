@@ -9,7 +9,9 @@ use std::process::ExitCode;
 use clap::Parser as _;
 use clap::error::ErrorKind;
 
-use cli::{AdaptersCommand, Cli, Command, LogFormat, ProposalsCommand, SandboxCommand, SessionsCommand};
+use cli::{
+    AdaptersCommand, Cli, Command, GatewayCommand, LogFormat, ProposalsCommand, SandboxCommand, SessionsCommand,
+};
 
 /// The exit code for usage errors (sysexits' EX_USAGE).
 const EXIT_USAGE: u8 = 64;
@@ -63,6 +65,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Adapters(AdaptersCommand::List(args)) => commands::adapters::list(global, args.format),
+        Command::Gateway(GatewayCommand::Serve(args)) => commands::gateway::serve(args).await,
+        Command::Proxy { listen, upstream } => commands::gateway::proxy(listen, upstream).await,
         Command::Sandbox(SandboxCommand::Init) => {
             roundtable_sandbox::init::run().await?;
             Ok(ExitCode::SUCCESS)

@@ -286,68 +286,7 @@ fn valid_host(name: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A ClientHello builder for valid and malformed cases.
-    struct Hello {
-        version: u16,
-        extensions: Vec<(u16, Vec<u8>)>,
-        trailing_body: Vec<u8>,
-    }
-
-    fn sni_ext(names: &[(u8, &[u8])]) -> Vec<u8> {
-        let mut list = Vec::new();
-        for (kind, name) in names {
-            list.push(*kind);
-            list.extend_from_slice(&(name.len() as u16).to_be_bytes());
-            list.extend_from_slice(name);
-        }
-        let mut ext = (list.len() as u16).to_be_bytes().to_vec();
-        ext.extend(list);
-        ext
-    }
-
-    impl Hello {
-        fn for_host(host: &str) -> Self {
-            Hello {
-                version: 0x0303,
-                extensions: vec![(0x0000, sni_ext(&[(0, host.as_bytes())])), (0x002b, vec![4, 0x03, 0x04, 0x03, 0x03])],
-                trailing_body: Vec::new(),
-            }
-        }
-
-        fn body(&self) -> Vec<u8> {
-            let mut body = self.version.to_be_bytes().to_vec();
-            body.extend([7u8; 32]);
-            body.push(0);
-            body.extend([0x00, 0x02, 0x13, 0x01]);
-            body.extend([0x01, 0x00]);
-            let mut extensions = Vec::new();
-            for (kind, data) in &self.extensions {
-                extensions.extend(kind.to_be_bytes());
-                extensions.extend((data.len() as u16).to_be_bytes());
-                extensions.extend(data);
-            }
-            body.extend((extensions.len() as u16).to_be_bytes());
-            body.extend(extensions);
-            body.extend(&self.trailing_body);
-            body
-        }
-
-        /// The handshake message split into records of at most `record_size` bytes.
-        fn records(&self, record_size: usize) -> Vec<u8> {
-            let body = self.body();
-            let mut handshake = vec![CLIENT_HELLO];
-            handshake.extend(&(body.len() as u32).to_be_bytes()[1..]);
-            handshake.extend(body);
-            let mut out = Vec::new();
-            for chunk in handshake.chunks(record_size) {
-                out.extend([HANDSHAKE, 0x03, 0x01]);
-                out.extend((chunk.len() as u16).to_be_bytes());
-                out.extend(chunk);
-            }
-            out
-        }
-    }
+    use crate::craft::{Hello, sni_ext};
 
     const HOST: &str = "api.example.com";
 

@@ -1,10 +1,27 @@
-//! Roundtable's egress gateway. Today its three policy cores, each pure and table-tested: the
-//! CONNECT request (bounded head, byte-exact `host:443`, canonical host, exact allowlist), the
-//! address policy (every resolved address classified; any non-public one denies the tunnel unless
-//! an explicit `allowCidrs` entry covers it) and the ClientHello validator (first-byte gate,
-//! bounded record reassembly, exactly one `host_name` SNI equal to the CONNECT host, no ECH). The
-//! tunnel loop, pinned DNS and the sidecar build on these.
+//! Roundtable's egress gateway: an exact-host CONNECT proxy for agents in network-less
+//! containers. The CONNECT head is parsed strictly (byte-exact `host:443`, canonical host, exact
+//! allowlist), the host is resolved once and every answer classified (any non-public address
+//! denies the tunnel unless an explicit `allowCidrs` entry covers it), the ClientHello is checked
+//! (exactly one SNI equal to the CONNECT host, no ECH) before anything reaches upstream, and only
+//! the pinned, validated address is dialed. The in-container proxy forwards to it.
 
 pub mod address;
 pub mod client_hello;
+pub mod craft;
+pub mod dial;
+pub mod forward;
+pub mod journal;
+pub mod limits;
+pub mod local;
 pub mod request;
+pub mod resolve;
+pub mod server;
+pub mod settings;
+pub mod tunnel;
+
+pub use dial::{Dial, DirectDialer};
+pub use journal::{Close, CounterSnapshot, Counters, Decision, Journal, StdoutJournal};
+pub use resolve::{DnsResolver, LookupError, Resolve};
+pub use server::{Endpoint, Listener, serve};
+pub use settings::{Limits, Settings};
+pub use tunnel::Gateway;

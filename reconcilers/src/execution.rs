@@ -18,6 +18,8 @@ use roundtable_specs::adapter::ResolvedAdapter;
 use roundtable_specs::assignment::AssignmentSpec;
 use roundtable_specs::{Kind, ObjectKey};
 use roundtable_store::{ProposalRecord, SessionRecord, Store};
+
+use crate::egress::{EgressOptions, Sidecar};
 use tokio::sync::{Semaphore, watch};
 
 /// Paths the proposal flags when touched: they change CI, hooks, agent configuration or specs.
@@ -51,6 +53,8 @@ pub struct ExecutionConfig {
     pub socket_root: PathBuf,
     /// Values for `credentialEnv` names (from the environment or `--secrets-file`).
     pub secrets: HashMap<String, String>,
+    /// Options every session's egress gateway shares.
+    pub egress: EgressOptions,
 }
 
 /// What the Assignment reconciler asks to run.
@@ -351,13 +355,32 @@ impl Inner {
             purpose: Purpose::Agent,
         };
         let timeout = request.spec.timeout.unwrap_or(adapter.timeout).as_std();
-        // The seam for MCP and the egress gateway: their sockets will be bound here.
+        // Sockets (the egress gateway's; MCP's later) are bound before the container exists.
         let socket_dir = match roundtable_sandbox::sockets::plan(&self.config.socket_root, &session.id) {
             Ok(dir) => dir,
             Err(error) => return self.fail(session, "SocketPathTooLong", error.to_string()).await,
         };
         if let Err(error) = roundtable_sandbox::sockets::create(&socket_dir) {
             return self.fail(session, "SocketDirFailed", error.to_string()).await;
+        }
+        let sidecar = if adapter.provider_hosts.is_empty() {
+            None
+        } else {
+            let hosts: Vec<String> = adapter.provider_hosts.iter().map(ToString::to_string).collect();
+            let cidrs: Vec<ipnet::IpNet> = adapter.allow_cidrs.iter().map(|cidr| cidr.net()).collect();
+            match Sidecar::start(&self.config.egress, &hosts, &cidrs, &socket_dir, &exec_dir, &session.id).await {
+                Ok(sidecar) => Some(sidecar),
+                Err(error) => {
+                    let _ = std::fs::remove_dir_all(&socket_dir);
+                    return self.fail(session, "EgressUnavailable", error_chain(&error)).await;
+                }
+            }
+        };
+        if sidecar.is_some() {
+            // Exactly these two: no HTTP_PROXY, ALL_PROXY or NO_PROXY (DESIGN §8).
+            let proxy = format!("http://{}", roundtable_sandbox::profile::paths::PROXY_LISTEN);
+            env.push(format!("HTTPS_PROXY={proxy}"));
+            env.push(format!("https_proxy={proxy}"));
         }
         let plan = ExecutionPlan {
             name: format!("roundtable-{}", session.id),
@@ -372,6 +395,7 @@ impl Inner {
             source_dir: exec_dir.join("source"),
             task_file,
             socket_dir: Some(socket_dir.clone()),
+            egress_proxy: sidecar.is_some(),
             argv,
             env,
             output_limit: adapter.output_limit.bytes(),
@@ -390,6 +414,10 @@ impl Inner {
         };
         let execution = Execution::new(&engine, plan, expected);
         let outcome = execution.run(cancel).await;
+        let egress = match sidecar {
+            Some(sidecar) => Some(sidecar.stop().await),
+            None => None,
+        };
         let _ = std::fs::remove_dir_all(&socket_dir);
         let outcome = match outcome {
             Ok(outcome) => outcome,
@@ -407,6 +435,9 @@ impl Inner {
             session.detail_json.as_deref().and_then(|d| serde_json::from_str(d).ok()).unwrap_or_default();
         detail["selfCheck"] = serde_json::to_value(&outcome.self_check).unwrap_or_default();
         detail["pausedForExport"] = outcome.paused_for_export.into();
+        if let Some(egress) = &egress {
+            detail["egress"] = serde_json::to_value(egress).unwrap_or_default();
+        }
         for (phase, millis) in &outcome.timings {
             detail["timingsMs"][*phase] = (*millis).into();
         }
@@ -443,6 +474,10 @@ impl Inner {
             }
             Cause::OutOfMemory => {
                 return self.fail(session, &cause, "killed for exceeding its memory limit".into()).await;
+            }
+            Cause::EgressUnavailable => {
+                let said = String::from_utf8_lossy(&outcome.stderr.bytes).trim().to_owned();
+                return self.fail(session, &cause, format!("the agent was not started: {said}")).await;
             }
             Cause::Exited => {
                 let code = outcome.exit_code.map_or("unknown".into(), |c| c.to_string());

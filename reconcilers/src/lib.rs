@@ -8,6 +8,7 @@ pub mod conditions;
 pub mod daemon;
 pub mod desired;
 pub mod dispatch;
+pub mod egress;
 pub mod execution;
 pub mod prune;
 pub mod source;

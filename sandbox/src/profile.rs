@@ -17,6 +17,10 @@ pub mod paths {
     pub const BINARY: &str = "/roundtable/bin/roundtable";
     pub const TASK: &str = "/roundtable/task.json";
     pub const SOCKETS: &str = "/run/roundtable";
+    /// The session gateway's socket, as the container sees it.
+    pub const EGRESS_SOCKET: &str = "/run/roundtable/egress.sock";
+    /// Where the in-container proxy listens; the agent's `HTTPS_PROXY`.
+    pub const PROXY_LISTEN: &str = "127.0.0.1:3128";
 }
 
 /// The UID and GID every agent runs as and every writable volume belongs to.

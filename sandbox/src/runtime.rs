@@ -43,6 +43,8 @@ pub struct ExecutionPlan {
     pub source_dir: PathBuf,
     pub task_file: PathBuf,
     pub socket_dir: Option<PathBuf>,
+    /// Start `roundtable proxy` (to the gateway socket in `socket_dir`) before the agent.
+    pub egress_proxy: bool,
     pub argv: Vec<String>,
     /// `KEY=VALUE`, the agent's whole environment.
     pub env: Vec<String>,
@@ -64,6 +66,8 @@ pub enum Cause {
     Cancelled,
     OutOfMemory,
     SelfCheckFailed,
+    /// The in-container proxy to the session's gateway did not come up; the agent never ran.
+    EgressUnavailable,
 }
 
 /// One captured stream.
@@ -293,6 +297,58 @@ async fn run_exec(
     Ok(result)
 }
 
+/// Starts `roundtable proxy` as an exec and waits until it says it is listening (it checks the
+/// gateway socket is there first), so the agent never starts before its proxy. Its output is
+/// drained in the background for as long as it runs. Returns what it said when it failed.
+async fn start_proxy(docker: &Docker, container: &str) -> Result<(), String> {
+    let argv = vec![
+        paths::BINARY.to_owned(),
+        "proxy".into(),
+        "--listen".into(),
+        paths::PROXY_LISTEN.into(),
+        "--upstream".into(),
+        format!("unix:{}", paths::EGRESS_SOCKET),
+    ];
+    let created = docker
+        .create_exec(
+            container,
+            CreateExecOptions {
+                cmd: Some(argv),
+                env: Some(vec!["PATH=/usr/bin:/bin".to_owned()]),
+                user: Some(format!("{AGENT_UID}:{AGENT_UID}")),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                ..CreateExecOptions::default()
+            },
+        )
+        .await
+        .map_err(|e| format!("cannot create the proxy exec: {e}"))?;
+    let started = docker
+        .start_exec(&created.id, Some(StartExecOptions { output_capacity: Some(4096), ..StartExecOptions::default() }))
+        .await
+        .map_err(|e| format!("cannot start the proxy: {e}"))?;
+    let StartExecResults::Attached { mut output, .. } = started else {
+        return Err("the proxy exec was not attached".into());
+    };
+    let mut said = Captured::default();
+    let ready = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(Ok(chunk)) = output.next().await {
+            said.push(&chunk.into_bytes(), 4096);
+            if said.bytes.windows(9).any(|w| w == b"listening") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    if ready != Ok(true) {
+        let text = String::from_utf8_lossy(&said.bytes).trim().to_owned();
+        return Err(format!("the egress proxy did not start: {}", if text.is_empty() { "no output" } else { &text }));
+    }
+    tokio::spawn(async move { while output.next().await.is_some() {} });
+    Ok(())
+}
+
 /// Resolves once `cancel` holds `true`; never when its sender is gone.
 async fn cancelled(cancel: &mut watch::Receiver<bool>) {
     loop {
@@ -466,6 +522,16 @@ impl<'a> Execution<'a> {
             outcome.cause = Cause::SelfCheckFailed;
             outcome.stderr = check.stderr;
             return Ok(outcome);
+        }
+
+        if plan.egress_proxy {
+            tracing::debug!(container = %plan.name, "egress proxy");
+            if let Err(failure) = start_proxy(docker, &plan.name).await {
+                outcome.cause = Cause::EgressUnavailable;
+                outcome.stderr.push(failure.as_bytes(), 1 << 20);
+                return Ok(outcome);
+            }
+            lap(&mut outcome.timings, "proxy");
         }
 
         // The engine's OOM events are read afterwards for the agent's whole run (since → until),

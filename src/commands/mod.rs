@@ -4,6 +4,7 @@ pub mod adapters;
 pub mod describe;
 pub mod doctor;
 pub mod executions;
+pub mod gateway;
 pub mod init;
 pub mod plan;
 pub mod prune;

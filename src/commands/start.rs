@@ -41,6 +41,14 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     };
     eprintln!("roundtable: watching {} (state in {})", global.dir.display(), global.state_dir().display());
     let execution = execution_config(global, args)?;
+    // Each egress tunnel holds two descriptors.
+    if let Err(error) = roundtable_gateway::limits::raise_open_file_limit() {
+        tracing::warn!(%error, "cannot raise the open-file limit");
+    }
+    if !execution.egress.allow_cidrs.is_empty() {
+        let cidrs: Vec<String> = execution.egress.allow_cidrs.iter().map(ToString::to_string).collect();
+        eprintln!("roundtable: egress gateways may also reach {} (--gateway-allow-cidr)", cidrs.join(", "));
+    }
     eprintln!(
         "roundtable: controller run {} (executions in {}, at most {} at once)",
         execution.controller_run,
@@ -82,6 +90,11 @@ fn execution_config(global: &Global, args: &StartArgs) -> anyhow::Result<Executi
         controller_run: run,
         socket_root: roundtable_sandbox::sockets::default_root(is_root()),
         secrets,
+        egress: roundtable_reconcilers::egress::EgressOptions {
+            resolver: args.gateway_resolver,
+            allow_cidrs: args.gateway_allow_cidrs.iter().map(|cidr| cidr.net()).collect(),
+            dial_allow: args.gateway_dial_allow.iter().map(|cidr| cidr.net()).collect(),
+        },
     })
 }
 

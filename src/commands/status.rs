@@ -43,6 +43,7 @@ pub async fn run(
     let dir = global.dir.clone();
     let scanned = tokio::task::spawn_blocking(move || scan(&dir)).await?;
     let mut rows = status(&store, &scanned, &leftovers(global).await).await?;
+    rows.extend(roundtable_reconcilers::egress::status_rows(&store.sessions(None).await?));
     // Finished sessions and proposals past retention (labelled leftovers are listed above).
     let declared = std::collections::BTreeSet::new();
     for item in

@@ -29,7 +29,7 @@ for applet in $("$busybox" --list); do
   [ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
 done
 cp "$double" "$root/usr/local/bin/agent-double"
-for behaviour in fake-agent memory-hog; do
+for behaviour in fake-agent memory-hog egress-probe; do
   ln -s agent-double "$root/usr/local/bin/$behaviour"
 done
 printf 'root:x:0:0:root:/root:/bin/sh\nagent:x:1000:1000:agent:/tmp/roundtable/home:/bin/sh\n' > "$root/etc/passwd"

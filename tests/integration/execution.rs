@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::support::{binary, ensure_test_images, roundtable, stderr, stdout};
 
-const API: &str = "apiVersion: roundtable.dev/v1alpha1";
+pub(crate) const API: &str = "apiVersion: roundtable.dev/v1alpha1";
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let output = Command::new("git")
@@ -29,7 +29,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
 
-fn write(root: &Path, path: &str, contents: &str) {
+pub(crate) fn write(root: &Path, path: &str, contents: &str) {
     let full = root.join(path);
     std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
     std::fs::write(full, contents).expect("write");
@@ -74,7 +74,7 @@ fn project() -> tempfile::TempDir {
     dir
 }
 
-fn json(out: &std::process::Output) -> Value {
+pub(crate) fn json(out: &std::process::Output) -> Value {
     serde_json::from_str(&stdout(out)).unwrap_or_else(|e| panic!("not JSON ({e}): {}{}", stdout(out), stderr(out)))
 }
 
@@ -93,14 +93,14 @@ fn one_assignment_project(name: &str, prompt: &str) -> tempfile::TempDir {
 }
 
 /// Commits everything in `root` on `main`.
-fn commit_all(root: &Path) {
+pub(crate) fn commit_all(root: &Path) {
     git(root, &["init", "-q", "-b", "main"]);
     git(root, &["add", "-A"]);
     git(root, &["commit", "-q", "-m", "base"]);
 }
 
 /// `roundtable start` in `root` with `args`, its executions under `executions`.
-fn start_daemon(root: &Path, args: &[&str], executions: &Path) -> Daemon {
+pub(crate) fn start_daemon(root: &Path, args: &[&str], executions: &Path) -> Daemon {
     let log = std::fs::File::create(executions.join("daemon.log")).expect("log");
     let child = Command::new(binary())
         .arg("start")
@@ -116,7 +116,7 @@ fn start_daemon(root: &Path, args: &[&str], executions: &Path) -> Daemon {
     Daemon(child)
 }
 
-struct Daemon(Child);
+pub(crate) struct Daemon(pub(crate) Child);
 
 impl Drop for Daemon {
     fn drop(&mut self) {
@@ -305,7 +305,7 @@ async fn twenty_assignments_queue_behind_four_slots_and_each_runs_once() {
     assert_eq!(proposals["items"].as_array().map(Vec::len), Some(20), "one proposal per Assignment");
 }
 
-fn session_phases(root: &Path, assignment: &str) -> Vec<String> {
+pub(crate) fn session_phases(root: &Path, assignment: &str) -> Vec<String> {
     let sessions = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
     let items = sessions["items"].as_array().cloned().unwrap_or_default();
     items
@@ -316,7 +316,7 @@ fn session_phases(root: &Path, assignment: &str) -> Vec<String> {
 }
 
 /// Waits (up to 20 s) until no container or volume labelled for the project in `root` remains.
-async fn nothing_left(engine: &roundtable_sandbox::Engine, root: &Path) {
+pub(crate) async fn nothing_left(engine: &roundtable_sandbox::Engine, root: &Path) {
     let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -329,7 +329,7 @@ async fn nothing_left(engine: &roundtable_sandbox::Engine, root: &Path) {
     }
 }
 
-async fn wait_until(what: &str, check: impl Fn() -> bool) {
+pub(crate) async fn wait_until(what: &str, check: impl Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !check() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
@@ -387,7 +387,7 @@ async fn suspend_and_removal_cancel_a_running_execution() {
 }
 
 /// Prints the daemon's log and the sessions when a test fails, for diagnosis.
-struct ShowLogOnPanic(std::path::PathBuf, std::path::PathBuf);
+pub(crate) struct ShowLogOnPanic(pub(crate) std::path::PathBuf, pub(crate) std::path::PathBuf);
 
 impl Drop for ShowLogOnPanic {
     fn drop(&mut self) {

@@ -4,6 +4,7 @@
 mod cli;
 mod container;
 mod daemon;
+mod egress;
 mod execution;
 mod schemas;
 mod support;

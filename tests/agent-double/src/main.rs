@@ -3,6 +3,9 @@
 //!
 //! - `fake-agent`: edits files in the working directory like a well-behaved coding agent.
 //! - `memory-hog`: allocates and touches memory until the kernel kills it.
+//! - `egress-probe`: what the sandbox can reach through its egress proxy (see `egress.rs`).
+
+mod egress;
 
 use std::io::Write as _;
 use std::path::Path;
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
     match behaviour.as_str() {
         "fake-agent" => fake_agent(rest),
         "memory-hog" => memory_hog(),
+        "egress-probe" => egress::run(rest),
         other => {
             eprintln!("agent-double: unknown behaviour {other:?} (try fake-agent or memory-hog)");
             ExitCode::from(64)

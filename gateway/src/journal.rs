@@ -1,0 +1,159 @@
+//! What a gateway tells: one decision line per tunnel and one close line per spliced tunnel
+//! (JSON, modelled on smokescreen's canonical lines), and counters a status view can read.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+
+/// The one decision of a tunnel.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Decision {
+    pub event: &'static str,
+    pub time: String,
+    pub id: u64,
+    /// The canonical CONNECT host, when the request got that far.
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    /// `allow` or `deny`.
+    pub decision: &'static str,
+    /// `allowed`, or the reason code of the refusal.
+    pub reason: String,
+    /// What failed, for `dns_error` and upstream failures.
+    pub error: Option<String>,
+    /// Every address the one lookup returned, in its order.
+    pub resolved: Vec<IpAddr>,
+    /// The `allowCidrs` entries that admitted a non-public address of this tunnel.
+    pub allowed_by_cidr: Vec<String>,
+    pub dialed: Option<SocketAddr>,
+    pub sni: Option<String>,
+    pub client_hello_bytes: Option<usize>,
+    pub dns_ms: Option<f64>,
+    pub connect_ms: Option<f64>,
+}
+
+/// The end of a spliced tunnel.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Close {
+    pub event: &'static str,
+    pub time: String,
+    pub id: u64,
+    pub host: String,
+    /// Bytes from upstream to the client.
+    pub bytes_in: u64,
+    /// Bytes from the client to upstream, the replayed ClientHello included.
+    pub bytes_out: u64,
+    pub duration_ms: f64,
+    /// `completed`, `idle_timeout`, `gateway_shutdown` or `error: …`.
+    pub close_reason: String,
+}
+
+/// Where decision and close lines go.
+pub trait Journal: Send + Sync + 'static {
+    fn decision(&self, decision: &Decision);
+    fn close(&self, close: &Close);
+}
+
+/// JSON lines on stdout (`roundtable gateway serve`).
+#[derive(Debug, Default)]
+pub struct StdoutJournal;
+
+impl StdoutJournal {
+    fn line(value: &impl Serialize) {
+        if let Ok(mut text) = serde_json::to_string(value) {
+            text.push('\n');
+            let mut out = std::io::stdout().lock();
+            // A closed stdout must not take tunnels down with it.
+            let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+        }
+    }
+}
+
+impl Journal for StdoutJournal {
+    fn decision(&self, decision: &Decision) {
+        Self::line(decision);
+    }
+
+    fn close(&self, close: &Close) {
+        Self::line(close);
+    }
+}
+
+/// Running totals of one gateway.
+#[derive(Debug, Default)]
+pub struct Counters {
+    allowed: AtomicU64,
+    denied: AtomicU64,
+    active: AtomicU64,
+    bytes_in: AtomicU64,
+    bytes_out: AtomicU64,
+    restarts: AtomicU64,
+    reasons: Mutex<BTreeMap<String, u64>>,
+}
+
+/// A copy of [`Counters`] at one moment.
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct CounterSnapshot {
+    pub allowed: u64,
+    pub denied: u64,
+    pub active: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// Accept-loop restarts after a crash.
+    pub restarts: u64,
+    /// Denials by reason code.
+    pub denials: BTreeMap<String, u64>,
+}
+
+impl Counters {
+    pub(crate) fn record(&self, decision: &Decision) {
+        if decision.decision == ALLOW {
+            self.allowed.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.denied.fetch_add(1, Ordering::Relaxed);
+            if let Ok(mut reasons) = self.reasons.lock() {
+                *reasons.entry(decision.reason.clone()).or_default() += 1;
+            }
+        }
+    }
+
+    pub(crate) fn tunnel_opened(&self) {
+        self.active.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn tunnel_closed(&self, close: &Close) {
+        self.active.fetch_sub(1, Ordering::Relaxed);
+        self.bytes_in.fetch_add(close.bytes_in, Ordering::Relaxed);
+        self.bytes_out.fetch_add(close.bytes_out, Ordering::Relaxed);
+    }
+
+    pub(crate) fn restarted(&self) {
+        self.restarts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> CounterSnapshot {
+        CounterSnapshot {
+            allowed: self.allowed.load(Ordering::Relaxed),
+            denied: self.denied.load(Ordering::Relaxed),
+            active: self.active.load(Ordering::Relaxed),
+            bytes_in: self.bytes_in.load(Ordering::Relaxed),
+            bytes_out: self.bytes_out.load(Ordering::Relaxed),
+            restarts: self.restarts.load(Ordering::Relaxed),
+            denials: self.reasons.lock().map(|reasons| reasons.clone()).unwrap_or_default(),
+        }
+    }
+}
+
+pub const ALLOW: &str = "allow";
+pub const DENY: &str = "deny";
+
+/// RFC 3339 UTC with milliseconds, for log lines.
+pub(crate) fn now() -> String {
+    let format =
+        time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
+    time::OffsetDateTime::now_utc().format(&format).unwrap_or_default()
+}

@@ -1,0 +1,107 @@
+//! What one gateway enforces: the exact allowlist, the explicit address exceptions, the optional
+//! narrowing of where it may dial, and its bounds (timeouts, buffer sizes, tunnel count).
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use ipnet::IpNet;
+
+use crate::client_hello;
+use crate::request::canonical_host;
+
+/// The port every tunnel goes to; the authority must say exactly `443`.
+pub const UPSTREAM_PORT: u16 = 443;
+
+/// Bounds with safe defaults; every one is configurable.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// From accept to a complete CONNECT head.
+    pub header_timeout: Duration,
+    /// From `200` to a complete ClientHello.
+    pub client_hello_timeout: Duration,
+    pub dns_timeout: Duration,
+    /// One dial of one pinned address.
+    pub connect_timeout: Duration,
+    /// A spliced tunnel with no byte either way for this long is closed.
+    pub idle_timeout: Duration,
+    /// Tunnels open at once; more are answered `429 tunnel_limit`.
+    pub max_tunnels: usize,
+    pub client_hello: client_hello::Limits,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            header_timeout: Duration::from_secs(10),
+            client_hello_timeout: Duration::from_secs(10),
+            dns_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(10),
+            // Provider streams can sit quiet while a model thinks; an hour bounds forgotten ones.
+            idle_timeout: Duration::from_secs(3600),
+            max_tunnels: 4096,
+            client_hello: client_hello::Limits::default(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SettingsError {
+    #[error(
+        "allowed host {host:?} is not a canonical DNS name ({reason}): use lowercase letters, digits, '-' and '.', no IP literal, port, scheme, wildcard or trailing dot"
+    )]
+    BadHost { host: String, reason: &'static str },
+    #[error("no allowed host: a gateway that reaches nothing is not started")]
+    EmptyAllowlist,
+}
+
+/// One gateway's policy.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    allowlist: Vec<String>,
+    /// Explicit exceptions to the public-address rule; empty by default.
+    pub allow_cidrs: Vec<IpNet>,
+    /// When not empty, the only networks the gateway may dial. It only narrows: an address must
+    /// pass the address policy first.
+    pub dial_allow: Vec<IpNet>,
+    /// This host's own addresses, never dialed whatever `allow_cidrs` says.
+    pub self_addresses: Vec<IpAddr>,
+    pub limits: Limits,
+}
+
+impl Settings {
+    /// Settings for `hosts`, each validated by the same canonical rules the CONNECT host meets.
+    pub fn new(hosts: impl IntoIterator<Item = impl AsRef<str>>) -> Result<Self, SettingsError> {
+        let mut allowlist = Vec::new();
+        for host in hosts {
+            let host = host.as_ref();
+            let canonical = canonical_host(host)
+                .map_err(|refusal| SettingsError::BadHost { host: host.to_owned(), reason: refusal.as_str() })?;
+            if !allowlist.contains(&canonical) {
+                allowlist.push(canonical);
+            }
+        }
+        if allowlist.is_empty() {
+            return Err(SettingsError::EmptyAllowlist);
+        }
+        Ok(Self { allowlist, ..Self::default() })
+    }
+
+    pub fn allowlist(&self) -> &[String] {
+        &self.allowlist
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allowed_hosts_meet_the_canonical_rules() {
+        let settings = Settings::new(["api.openai.com", "api.openai.com", "api.anthropic.com"]).expect("valid");
+        assert_eq!(settings.allowlist(), ["api.openai.com", "api.anthropic.com"]);
+        for bad in ["*.openai.com", "API.openai.com", "api.openai.com.", "127.0.0.1", "localhost", "a.com:443"] {
+            assert!(matches!(Settings::new([bad]), Err(SettingsError::BadHost { .. })), "{bad}");
+        }
+        assert_eq!(Settings::new(Vec::<String>::new()).err(), Some(SettingsError::EmptyAllowlist));
+    }
+}

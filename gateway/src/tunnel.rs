@@ -1,0 +1,465 @@
+//! One tunnel from accept to close, in the order of reference/gateway.md §0: the bounded CONNECT
+//! head, the exact allowlist, one DNS lookup, every answer classified, `200`, a bounded and timed
+//! ClientHello check, a dial of the pinned address only then, a replay of the buffered bytes and a
+//! splice. Every refusal is final and names one reason; a denied tunnel never touches upstream.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+
+use crate::address::classify;
+use crate::client_hello::{self, Progress, Refusal};
+use crate::dial::Dial;
+use crate::journal::{ALLOW, Close, Counters, DENY, Decision, Journal, now};
+use crate::request::{Head, check_allowed, parse_head};
+use crate::resolve::{LookupError, Resolve};
+use crate::settings::{Settings, UPSTREAM_PORT};
+
+/// Bytes asked of the client per read before the splice.
+const READ_CHUNK: usize = 4096;
+/// Splice buffer per direction.
+const SPLICE_BUFFER: usize = 64 * 1024;
+
+/// The gateway: its policy, how it resolves and dials, where it reports.
+pub struct Gateway<R, D> {
+    settings: Settings,
+    resolver: R,
+    dialer: D,
+    journal: Arc<dyn Journal>,
+    counters: Arc<Counters>,
+    next_id: AtomicU64,
+}
+
+/// How a refused client is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    /// Before `200`: an HTTP status, then close.
+    Status(u16),
+    /// After `200`: a fatal TLS alert (its description), then close.
+    Alert(u8),
+    /// Close without a word (the client left, or is not speaking TLS).
+    Close,
+}
+
+struct Denial {
+    reason: String,
+    answer: Answer,
+}
+
+impl Denial {
+    fn new(reason: impl Into<String>, answer: Answer) -> Self {
+        Self { reason: reason.into(), answer }
+    }
+}
+
+/// A tunnel whose checks passed: the upstream connection and every byte the client sent after
+/// its CONNECT head (the ClientHello and anything after it), to replay verbatim.
+struct Opened {
+    upstream: TcpStream,
+    buffered: Vec<u8>,
+}
+
+impl<R: Resolve, D: Dial> Gateway<R, D> {
+    pub fn new(settings: Settings, resolver: R, dialer: D, journal: Arc<dyn Journal>) -> Self {
+        Self { settings, resolver, dialer, journal, counters: Arc::default(), next_id: AtomicU64::new(0) }
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    pub fn counters(&self) -> Arc<Counters> {
+        self.counters.clone()
+    }
+
+    fn start_decision(&self) -> Decision {
+        Decision {
+            event: "decision",
+            time: now(),
+            id: self.next_id.fetch_add(1, Ordering::Relaxed) + 1,
+            host: None,
+            port: None,
+            decision: DENY,
+            reason: String::new(),
+            error: None,
+            resolved: Vec::new(),
+            allowed_by_cidr: Vec::new(),
+            dialed: None,
+            sni: None,
+            client_hello_bytes: None,
+            dns_ms: None,
+            connect_ms: None,
+        }
+    }
+
+    fn report(&self, decision: &Decision) {
+        self.counters.record(decision);
+        self.journal.decision(decision);
+    }
+
+    /// Runs one tunnel to its end. `cancel` closes a spliced tunnel when the gateway stops.
+    pub async fn handle<S>(&self, mut client: S, cancel: &CancellationToken)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send,
+    {
+        let started = Instant::now();
+        let mut decision = self.start_decision();
+        let opened = tokio::select! {
+            opened = self.open(&mut client, &mut decision) => opened,
+            () = cancel.cancelled() => Err(Denial::new("gateway_shutdown", Answer::Close)),
+        };
+        match opened {
+            Err(denial) => {
+                decision.reason = denial.reason;
+                self.report(&decision);
+                answer(&mut client, &decision.reason, denial.answer).await;
+            }
+            Ok(Opened { upstream, buffered }) => {
+                decision.decision = ALLOW;
+                decision.reason = "allowed".to_owned();
+                self.report(&decision);
+                let host = decision.host.unwrap_or_default();
+                self.splice(client, upstream, buffered, decision.id, host, started, cancel).await;
+            }
+        }
+    }
+
+    /// Answers a connection over the tunnel limit without reading it.
+    pub async fn refuse_over_limit<S: AsyncWrite + Unpin>(&self, mut client: S) {
+        let mut decision = self.start_decision();
+        decision.reason = "tunnel_limit".to_owned();
+        self.report(&decision);
+        answer(&mut client, &decision.reason, Answer::Status(429)).await;
+    }
+
+    async fn open<S>(&self, client: &mut S, decision: &mut Decision) -> Result<Opened, Denial>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send,
+    {
+        let limits = self.settings.limits;
+        let mut buffer = Vec::with_capacity(READ_CHUNK);
+        let (host, head_end) = tokio::time::timeout(limits.header_timeout, read_head(client, &mut buffer))
+            .await
+            .map_err(|_| Denial::new("header_timeout", Answer::Status(408)))??;
+        buffer.drain(..head_end);
+        decision.host = Some(host.clone());
+        decision.port = Some(UPSTREAM_PORT);
+        check_allowed(&host, self.settings.allowlist())
+            .map_err(|refusal| Denial::new(refusal.as_str(), Answer::Status(refusal.status())))?;
+
+        let addresses = self.resolve(&host, decision).await?;
+        self.admit_addresses(&addresses, decision)?;
+
+        client
+            .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+            .await
+            .map_err(|_| Denial::new("client_eof", Answer::Close))?;
+
+        let (sni, hello_bytes) = tokio::time::timeout(
+            limits.client_hello_timeout,
+            read_client_hello(client, &mut buffer, &host, limits.client_hello),
+        )
+        .await
+        .map_err(|_| Denial::new("client_hello_timeout", Answer::Alert(ALERT_ACCESS_DENIED)))??;
+        decision.sni = Some(sni);
+        decision.client_hello_bytes = Some(hello_bytes);
+
+        let upstream = self.dial_pinned(&addresses, decision).await?;
+        Ok(Opened { upstream, buffered: buffer })
+    }
+
+    /// One lookup, bounded in time; the answer is the pin for this tunnel.
+    async fn resolve(&self, host: &str, decision: &mut Decision) -> Result<Vec<IpAddr>, Denial> {
+        let started = Instant::now();
+        let outcome =
+            tokio::time::timeout(self.settings.limits.dns_timeout, self.resolver.lookup(&format!("{host}."))).await;
+        decision.dns_ms = Some(millis(started.elapsed()));
+        match outcome {
+            Err(_) => Err(Denial::new("dns_timeout", Answer::Status(504))),
+            Ok(Err(LookupError::NoRecords)) => Err(Denial::new("dns_no_records", Answer::Status(502))),
+            Ok(Err(LookupError::Failed(message))) => {
+                decision.error = Some(message);
+                Err(Denial::new("dns_error", Answer::Status(502)))
+            }
+            Ok(Ok(addresses)) if addresses.is_empty() => Err(Denial::new("dns_no_records", Answer::Status(502))),
+            Ok(Ok(addresses)) => {
+                decision.resolved = addresses.clone();
+                Ok(addresses)
+            }
+        }
+    }
+
+    /// Every address must pass, or the tunnel is denied: a poisoned answer is not filtered down
+    /// to its public part.
+    fn admit_addresses(&self, addresses: &[IpAddr], decision: &mut Decision) -> Result<(), Denial> {
+        let settings = &self.settings;
+        for ip in addresses {
+            if settings.self_addresses.contains(ip) {
+                return Err(address_denied("self_address"));
+            }
+            if let Some(class) = classify(*ip) {
+                let Some(net) = settings.allow_cidrs.iter().find(|net| net.contains(ip)) else {
+                    return Err(address_denied(class.as_str()));
+                };
+                let net = net.to_string();
+                if !decision.allowed_by_cidr.contains(&net) {
+                    decision.allowed_by_cidr.push(net);
+                }
+            }
+            if !settings.dial_allow.is_empty() && !settings.dial_allow.iter().any(|net| net.contains(ip)) {
+                return Err(address_denied("outside_dial_allow"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Dials the validated addresses in the resolver's order; nothing else is ever dialed.
+    async fn dial_pinned(&self, addresses: &[IpAddr], decision: &mut Decision) -> Result<TcpStream, Denial> {
+        let started = Instant::now();
+        let mut reason = "upstream_connect_failed";
+        for ip in addresses {
+            let target = SocketAddr::new(*ip, UPSTREAM_PORT);
+            match tokio::time::timeout(self.settings.limits.connect_timeout, self.dialer.dial(target)).await {
+                Ok(Ok(upstream)) => {
+                    decision.dialed = Some(target);
+                    decision.connect_ms = Some(millis(started.elapsed()));
+                    return Ok(upstream);
+                }
+                Ok(Err(error)) => {
+                    reason = "upstream_connect_failed";
+                    decision.error = Some(format!("{target}: {error}"));
+                }
+                Err(_) => {
+                    reason = "upstream_connect_timeout";
+                    decision.error = Some(format!("{target}: no answer within the connect timeout"));
+                }
+            }
+        }
+        decision.connect_ms = Some(millis(started.elapsed()));
+        Err(Denial::new(reason, Answer::Alert(ALERT_INTERNAL_ERROR)))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn splice<S>(
+        &self,
+        client: S,
+        mut upstream: TcpStream,
+        buffered: Vec<u8>,
+        id: u64,
+        host: String,
+        started: Instant,
+        cancel: &CancellationToken,
+    ) where
+        S: AsyncRead + AsyncWrite + Unpin + Send,
+    {
+        self.counters.tunnel_opened();
+        let meter = Arc::new(Meter::new(started));
+        meter.read.fetch_add(buffered.len() as u64, Ordering::Relaxed);
+        let mut client = Metered { inner: client, meter: meter.clone() };
+        let idle = self.settings.limits.idle_timeout;
+        let outcome = async {
+            upstream.write_all(&buffered).await?;
+            tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, SPLICE_BUFFER, SPLICE_BUFFER).await
+        };
+        let close_reason = tokio::select! {
+            result = outcome => match result {
+                Ok(_) => "completed".to_owned(),
+                Err(error) => format!("error: {error}"),
+            },
+            () = meter.idle_for(idle) => "idle_timeout".to_owned(),
+            () = cancel.cancelled() => "gateway_shutdown".to_owned(),
+        };
+        let close = Close {
+            event: "close",
+            time: now(),
+            id,
+            host,
+            bytes_in: meter.written.load(Ordering::Relaxed),
+            bytes_out: meter.read.load(Ordering::Relaxed),
+            duration_ms: millis(started.elapsed()),
+            close_reason,
+        };
+        self.counters.tunnel_closed(&close);
+        self.journal.close(&close);
+    }
+}
+
+fn address_denied(class: &str) -> Denial {
+    Denial::new(format!("address_denied:{class}"), Answer::Status(403))
+}
+
+fn millis(elapsed: Duration) -> f64 {
+    (elapsed.as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// Reads until the CONNECT head is complete; returns the host and where the head ends.
+async fn read_head<S: AsyncRead + Unpin>(client: &mut S, buffer: &mut Vec<u8>) -> Result<(String, usize), Denial> {
+    loop {
+        match parse_head(buffer) {
+            Head::Complete { host, end } => return Ok((host, end)),
+            Head::Refused(refusal) => return Err(Denial::new(refusal.as_str(), Answer::Status(refusal.status()))),
+            Head::NeedMore => read_more(client, buffer).await?,
+        }
+    }
+}
+
+/// Reads until the buffered bytes hold a whole, valid ClientHello for `host`.
+async fn read_client_hello<S: AsyncRead + Unpin>(
+    client: &mut S,
+    buffer: &mut Vec<u8>,
+    host: &str,
+    limits: client_hello::Limits,
+) -> Result<(String, usize), Denial> {
+    loop {
+        match client_hello::inspect(buffer, host, limits) {
+            Progress::Valid { sni, bytes } => return Ok((sni, bytes)),
+            Progress::Refused(refusal) => return Err(Denial::new(refusal.as_str(), alert_for(refusal))),
+            Progress::NeedMore => read_more(client, buffer).await?,
+        }
+    }
+}
+
+async fn read_more<S: AsyncRead + Unpin>(client: &mut S, buffer: &mut Vec<u8>) -> Result<(), Denial> {
+    buffer.reserve(READ_CHUNK);
+    match client.read_buf(buffer).await {
+        Ok(0) | Err(_) => Err(Denial::new("client_eof", Answer::Close)),
+        Ok(_) => Ok(()),
+    }
+}
+
+const ALERT_ACCESS_DENIED: u8 = 49;
+const ALERT_INTERNAL_ERROR: u8 = 80;
+const ALERT_UNRECOGNIZED_NAME: u8 = 112;
+
+fn alert_for(refusal: Refusal) -> Answer {
+    match refusal {
+        // Not TLS: a TLS alert would mean nothing to it.
+        Refusal::NotTls => Answer::Close,
+        Refusal::SniMissing | Refusal::SniInvalid | Refusal::SniMultiple | Refusal::SniMismatch => {
+            Answer::Alert(ALERT_UNRECOGNIZED_NAME)
+        }
+        _ => Answer::Alert(ALERT_ACCESS_DENIED),
+    }
+}
+
+/// Tells a refused client why, as far as its phase allows, then closes.
+async fn answer<S: AsyncWrite + Unpin>(client: &mut S, reason: &str, answer: Answer) {
+    let bytes = match answer {
+        Answer::Status(status) => {
+            // Only the reason code: a denied address's class is named, the address never is.
+            let retry = if status == 429 { "Retry-After: 1\r\n" } else { "" };
+            format!(
+                "HTTP/1.1 {status} {}\r\nX-Gateway-Deny: {reason}\r\n{retry}Content-Length: 0\r\nConnection: close\r\n\r\n",
+                status_text(status)
+            )
+            .into_bytes()
+        }
+        Answer::Alert(description) => vec![0x15, 0x03, 0x03, 0x00, 0x02, 0x02, description],
+        Answer::Close => Vec::new(),
+    };
+    // The client may already be gone; nothing more is owed to it.
+    let _ = client.write_all(&bytes).await;
+    let _ = client.shutdown().await;
+}
+
+fn status_text(status: u16) -> &'static str {
+    match status {
+        400 => "Bad Request",
+        403 => "Forbidden",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        502 => "Bad Gateway",
+        504 => "Gateway Timeout",
+        _ => "Error",
+    }
+}
+
+/// Bytes each way through a spliced tunnel and when the last one passed.
+struct Meter {
+    started: Instant,
+    /// From the client (to upstream).
+    read: AtomicU64,
+    /// To the client (from upstream).
+    written: AtomicU64,
+    /// Milliseconds after `started` of the last byte either way.
+    last_activity: AtomicU64,
+}
+
+impl Meter {
+    fn new(started: Instant) -> Self {
+        let meter =
+            Self { started, read: AtomicU64::new(0), written: AtomicU64::new(0), last_activity: AtomicU64::new(0) };
+        meter.last_activity.store(meter.elapsed_ms(), Ordering::Relaxed);
+        meter
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn add(&self, counter: &AtomicU64, bytes: usize) {
+        if bytes > 0 {
+            counter.fetch_add(bytes as u64, Ordering::Relaxed);
+            self.last_activity.store(self.elapsed_ms(), Ordering::Relaxed);
+        }
+    }
+
+    /// Resolves once no byte has passed either way for `idle`.
+    async fn idle_for(&self, idle: Duration) {
+        loop {
+            let last = self.started + Duration::from_millis(self.last_activity.load(Ordering::Relaxed));
+            let deadline = last + idle;
+            if Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep_until(deadline.into()).await;
+        }
+    }
+}
+
+/// The client side of a splice, reporting to its [`Meter`].
+struct Metered<S> {
+    inner: S,
+    meter: Arc<Meter>,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Metered<S> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = poll {
+            this.meter.add(&this.meter.read, buf.filled().len() - before);
+        }
+        poll
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Metered<S> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let poll = Pin::new(&mut this.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(written)) = poll {
+            this.meter.add(&this.meter.written, written);
+        }
+        poll
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}

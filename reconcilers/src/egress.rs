@@ -1,0 +1,260 @@
+//! The egress sidecar of one session (DESIGN §8): a gateway allowing exactly its Adapter's
+//! `providerHosts`, on `egress.sock` in the session's socket directory. The socket is bound before
+//! the container exists and kept for the whole session; a crashed accept loop is restarted on it
+//! (tunnels wait in the backlog meanwhile, so they fail closed). Decisions go to the session's
+//! `egress.log` (bounded); a `egress.json` beside it carries the live counters to `status`.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ipnet::IpNet;
+use roundtable_gateway::{
+    Close, CounterSnapshot, Counters, Decision, DirectDialer, DnsResolver, Endpoint, Gateway, Journal, Listener,
+    Settings,
+};
+use roundtable_specs::output::{Health, ObjectStatus, SyncStatus};
+use roundtable_store::SessionRecord;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+/// The socket's name in the session's socket directory.
+pub const SOCKET_NAME: &str = "egress.sock";
+/// The live report's name in the execution folder.
+pub const REPORT_NAME: &str = "egress.json";
+/// The decision log's name in the execution folder, and its bound.
+pub const LOG_NAME: &str = "egress.log";
+const LOG_LIMIT: u64 = 8 << 20;
+
+/// Daemon-wide gateway options (`start --gateway-resolver`, `--gateway-allow-cidr`,
+/// `--gateway-dial-allow`).
+#[derive(Debug, Clone, Default)]
+pub struct EgressOptions {
+    /// The DNS server; `None` reads the nameservers of /etc/resolv.conf.
+    pub resolver: Option<SocketAddr>,
+    /// Exceptions for every gateway, besides each Adapter's own `egress.allowCidrs`.
+    pub allow_cidrs: Vec<IpNet>,
+    /// When not empty, the only networks any gateway dials.
+    pub dial_allow: Vec<IpNet>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SidecarError {
+    #[error("invalid egress settings: {0}")]
+    Settings(#[from] roundtable_gateway::settings::SettingsError),
+    #[error("no resolver for the gateway: {0}")]
+    Resolver(#[from] roundtable_gateway::resolve::ResolverError),
+    #[error("cannot bind the gateway socket {path}: {source}")]
+    Bind { path: PathBuf, source: std::io::Error },
+    #[error("cannot hand the gateway socket to the agent: {0}")]
+    Handover(#[from] roundtable_sandbox::sockets::SocketDirError),
+}
+
+/// What `status` and `sessions show` say about a sidecar.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EgressReport {
+    /// `serving` while the session runs, `stopped` after.
+    pub state: String,
+    pub socket: String,
+    pub hosts: Vec<String>,
+    pub allow_cidrs: Vec<String>,
+    pub counters: CounterSnapshot,
+}
+
+/// A running sidecar.
+pub struct Sidecar {
+    cancel: CancellationToken,
+    served: tokio::task::JoinHandle<()>,
+    reporter: tokio::task::JoinHandle<()>,
+    counters: Arc<Counters>,
+    report: EgressReport,
+    report_path: PathBuf,
+}
+
+impl Sidecar {
+    /// Binds the socket in `socket_dir`, gives it to the agent's UID and starts serving.
+    pub async fn start(
+        options: &EgressOptions,
+        hosts: &[String],
+        adapter_cidrs: &[IpNet],
+        socket_dir: &Path,
+        exec_dir: &Path,
+        session: &str,
+    ) -> Result<Self, SidecarError> {
+        let mut settings = Settings::new(hosts)?;
+        settings.allow_cidrs = options.allow_cidrs.iter().chain(adapter_cidrs).copied().collect();
+        settings.allow_cidrs.dedup();
+        settings.dial_allow = options.dial_allow.clone();
+        settings.self_addresses = roundtable_gateway::local::interface_addresses();
+        let resolver = match options.resolver {
+            Some(server) => DnsResolver::new(&[server])?,
+            None => DnsResolver::from_resolv_conf(Path::new("/etc/resolv.conf"))?,
+        };
+        let path = socket_dir.join(SOCKET_NAME);
+        let listener = Listener::bind(&Endpoint::Unix(path.clone()))
+            .await
+            .map_err(|source| SidecarError::Bind { path: path.clone(), source })?;
+        roundtable_sandbox::sockets::hand_to_agent(&path)?;
+        let report = EgressReport {
+            state: "serving".into(),
+            socket: path.display().to_string(),
+            hosts: settings.allowlist().to_vec(),
+            allow_cidrs: settings.allow_cidrs.iter().map(ToString::to_string).collect(),
+            counters: CounterSnapshot::default(),
+        };
+        tracing::info!(
+            session,
+            socket = %path.display(),
+            hosts = ?report.hosts,
+            allow_cidrs = ?report.allow_cidrs,
+            "egress gateway serving"
+        );
+        let journal = Arc::new(FileJournal::open(&exec_dir.join(LOG_NAME), session));
+        let gateway = Arc::new(Gateway::new(settings, resolver, DirectDialer, journal));
+        let counters = gateway.counters();
+        let cancel = CancellationToken::new();
+        let served = tokio::spawn(roundtable_gateway::serve(gateway, Arc::new(listener), cancel.clone()));
+        let report_path = exec_dir.join(REPORT_NAME);
+        let reporter = tokio::spawn(keep_reporting(report.clone(), counters.clone(), report_path.clone()));
+        Ok(Self { cancel, served, reporter, counters, report, report_path })
+    }
+
+    /// Closes every tunnel and the socket; the final report.
+    pub async fn stop(self) -> EgressReport {
+        self.reporter.abort();
+        self.cancel.cancel();
+        let _ = self.served.await;
+        let _ = std::fs::remove_file(&self.report.socket);
+        let mut report = self.report;
+        report.state = "stopped".into();
+        report.counters = self.counters.snapshot();
+        write_report(&self.report_path, &report);
+        report
+    }
+}
+
+/// Rewrites the live report whenever the counters change (checked each second).
+async fn keep_reporting(mut report: EgressReport, counters: Arc<Counters>, path: PathBuf) {
+    write_report(&path, &report);
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = counters.snapshot();
+        if now != report.counters {
+            report.counters = now;
+            write_report(&path, &report);
+        }
+    }
+}
+
+/// Atomically, so `status` never reads half a file.
+fn write_report(path: &Path, report: &EgressReport) {
+    let temporary = path.with_extension("json.tmp");
+    let written = serde_json::to_vec_pretty(report)
+        .map_err(std::io::Error::other)
+        .and_then(|bytes| std::fs::write(&temporary, bytes))
+        .and_then(|()| std::fs::rename(&temporary, path));
+    if let Err(error) = written {
+        tracing::warn!(%error, path = %path.display(), "cannot write the egress report");
+    }
+}
+
+/// Decision and close lines appended to a file, up to [`LOG_LIMIT`] (an agent hammering the
+/// gateway must not fill the disk); lines past it are counted, not written.
+struct FileJournal {
+    session: String,
+    file: Mutex<Option<std::fs::File>>,
+    written: Mutex<u64>,
+}
+
+impl FileJournal {
+    fn open(path: &Path, session: &str) -> Self {
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(path);
+        if let Err(error) = &file {
+            tracing::warn!(%error, path = %path.display(), "cannot open the egress log; decisions are only traced");
+        }
+        Self { session: session.to_owned(), file: Mutex::new(file.ok()), written: Mutex::new(0) }
+    }
+
+    fn append(&self, value: &impl Serialize) {
+        let Ok(mut line) = serde_json::to_vec(value) else { return };
+        line.push(b'\n');
+        let mut written = self.written.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *written + line.len() as u64 > LOG_LIMIT {
+            return;
+        }
+        if let Some(file) = self.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_mut()
+            && file.write_all(&line).is_ok()
+        {
+            *written += line.len() as u64;
+        }
+    }
+}
+
+impl Journal for FileJournal {
+    fn decision(&self, decision: &Decision) {
+        tracing::info!(
+            session = %self.session,
+            host = decision.host.as_deref().unwrap_or("-"),
+            decision = decision.decision,
+            reason = %decision.reason,
+            "egress decision"
+        );
+        self.append(decision);
+    }
+
+    fn close(&self, close: &Close) {
+        self.append(close);
+    }
+}
+
+/// The live report of a running session's sidecar, if it has one.
+pub fn read_report(exec_dir: &Path) -> Option<EgressReport> {
+    serde_json::from_slice(&std::fs::read(exec_dir.join(REPORT_NAME)).ok()?).ok()
+}
+
+/// One `status` row per running session with a sidecar: its health and decision counts.
+pub fn status_rows(sessions: &[SessionRecord]) -> Vec<ObjectStatus> {
+    sessions
+        .iter()
+        .filter(|session| session.phase == "Running")
+        .filter_map(|session| {
+            // A stopped sidecar belongs to a session that is only wrapping up.
+            let report = read_report(Path::new(session.exec_dir.as_deref()?)).filter(|r| r.state == "serving")?;
+            Some(status_row(session, &report))
+        })
+        .collect()
+}
+
+fn status_row(session: &SessionRecord, report: &EgressReport) -> ObjectStatus {
+    let counters = &report.counters;
+    let denials: Vec<String> = counters.denials.iter().map(|(reason, n)| format!("{reason} {n}")).collect();
+    let mut message = format!(
+        "{} for {}: {} allowed, {} denied{}, {} open",
+        report.hosts.join(", "),
+        session.assignment,
+        counters.allowed,
+        counters.denied,
+        if denials.is_empty() { String::new() } else { format!(" ({})", denials.join(", ")) },
+        counters.active,
+    );
+    let health = if counters.restarts > 0 {
+        message.push_str(&format!("; accept loop restarted {} times", counters.restarts));
+        Health::Degraded
+    } else {
+        Health::Healthy
+    };
+    ObjectStatus {
+        kind: "Gateway".into(),
+        name: session.id.clone(),
+        generation: None,
+        observed_generation: None,
+        sync: SyncStatus::Synced,
+        health,
+        created_at: session.started_at.clone(),
+        message,
+        conditions: Vec::new(),
+    }
+}

@@ -1,0 +1,81 @@
+//! `roundtable gateway serve` (standalone egress gateway, decisions on stdout) and
+//! `roundtable proxy` (the in-container forwarder to a gateway socket).
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use roundtable_gateway::{DirectDialer, DnsResolver, Endpoint, Gateway, Listener, Settings, StdoutJournal};
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::GatewayServeArgs;
+
+pub async fn serve(args: &GatewayServeArgs) -> anyhow::Result<ExitCode> {
+    let mut settings = Settings::new(&args.allow_hosts)?;
+    settings.allow_cidrs = args.allow_cidrs.iter().map(|cidr| cidr.net()).collect();
+    settings.dial_allow = args.dial_allow.iter().map(|cidr| cidr.net()).collect();
+    settings.self_addresses = roundtable_gateway::local::interface_addresses();
+    settings.limits.max_tunnels = args.max_tunnels;
+    settings.limits.idle_timeout = args.idle_timeout.as_std();
+    settings.limits.header_timeout = args.handshake_timeout.as_std();
+    settings.limits.client_hello_timeout = args.handshake_timeout.as_std();
+    settings.limits.dns_timeout = args.dns_timeout.as_std();
+    settings.limits.connect_timeout = args.connect_timeout.as_std();
+    let resolver = match args.resolver {
+        Some(server) => DnsResolver::new(&[server])?,
+        None => DnsResolver::from_resolv_conf(Path::new("/etc/resolv.conf"))?,
+    };
+    let open_files = roundtable_gateway::limits::raise_open_file_limit().context("raising the open-file limit")?;
+    let listener = Listener::bind(&args.listen).await.with_context(|| format!("cannot listen on {}", args.listen))?;
+    let endpoint = listener.endpoint()?;
+    eprintln!(
+        "roundtable gateway: listening on {endpoint}; hosts {}; allowCidrs [{}]; dial limited to [{}]; open files {}",
+        settings.allowlist().join(", "),
+        join(&settings.allow_cidrs),
+        join(&settings.dial_allow),
+        open_files.map_or_else(|| "unlimited".to_owned(), |n| n.to_string()),
+    );
+    let gateway = Arc::new(Gateway::new(settings, resolver, DirectDialer, Arc::new(StdoutJournal)));
+    let cancel = CancellationToken::new();
+    tokio::spawn(stop_on_signal(cancel.clone()));
+    roundtable_gateway::serve(gateway, Arc::new(listener), cancel).await;
+    if let Endpoint::Unix(path) = &endpoint {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn proxy(listen: &Endpoint, upstream: &Endpoint) -> anyhow::Result<ExitCode> {
+    // Fail closed and say so when the runtime did not mount the gateway's socket.
+    if let Endpoint::Unix(path) = upstream {
+        use std::os::unix::fs::FileTypeExt as _;
+        let is_socket = std::fs::metadata(path).is_ok_and(|meta| meta.file_type().is_socket());
+        anyhow::ensure!(is_socket, "the gateway socket {} is missing: no egress from this sandbox", path.display());
+    }
+    let listener = Listener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+    // The runtime waits for this line before it starts the agent.
+    println!("roundtable proxy: listening on {}, forwarding to {upstream}", listener.endpoint()?);
+    let cancel = CancellationToken::new();
+    tokio::spawn(stop_on_signal(cancel.clone()));
+    roundtable_gateway::forward::forward(listener, upstream.clone(), cancel).await;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn join(nets: &[ipnet::IpNet]) -> String {
+    nets.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
+
+async fn stop_on_signal(cancel: CancellationToken) {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => _ = signal.recv().await,
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+    cancel.cancel();
+}

@@ -1,0 +1,10 @@
+//! Loopback network fixtures for the gateway's tests and benchmarks: a DNS server whose answers
+//! are scripted per name (rebinding, mixed answers, SERVFAIL, silence), upstream servers (TLS echo
+//! with a fresh self-signed certificate, raw recorders) on per-test `127.0.0.N:443` addresses, and
+//! a TLS client that trusts them. Nothing here touches a non-loopback address.
+
+pub mod dns;
+pub mod upstream;
+
+pub use dns::{FakeDns, Reply};
+pub use upstream::{RawUpstream, TlsEcho, TlsIdentity, client_hello_for, tls_client};
