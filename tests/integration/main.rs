@@ -4,6 +4,7 @@
 mod cli;
 mod container;
 mod daemon;
+mod engine_restart;
 mod execution;
 mod schemas;
 mod support;
