@@ -86,13 +86,12 @@ pub fn decide(
             if interrupted <= MAX_INTERRUPTED_RERUNS {
                 changes.push(Change::StartExecution { attempt: next_attempt });
                 status.phase = "Queued".into();
-                ready(
-                    Unknown,
-                    "Rerunning",
-                    format!(
-                        "session interrupted by a controller restart; re-running ({interrupted} of {MAX_INTERRUPTED_RERUNS})"
-                    ),
-                )
+                // A controller restart or the container engine going away: say which.
+                let why = match latest {
+                    Some(session) if !orphaned => session.message.clone(),
+                    _ => "session interrupted by a controller restart".into(),
+                };
+                ready(Unknown, "Rerunning", format!("{why}; re-running ({interrupted} of {MAX_INTERRUPTED_RERUNS})"))
             } else {
                 status.phase = "Failed".into();
                 ready(False, "Interrupted", format!("interrupted {interrupted} times; not re-run again"))
@@ -228,10 +227,41 @@ mod tests {
                 "Queued:Rerunning",
                 vec![Change::InterruptSession("s1".into()), Change::StartExecution { attempt: 2 }],
             ),
+            // The engine went away under a session of this run: re-run outside the retries budget.
+            (
+                spec(false, 0),
+                observed(vec![session("Interrupted", 1, "run")], false),
+                "Queued:Rerunning",
+                vec![Change::StartExecution { attempt: 2 }],
+            ),
+            (
+                spec(false, 0),
+                observed(
+                    vec![
+                        session("Interrupted", 3, "run"),
+                        session("Interrupted", 2, "run"),
+                        session("Interrupted", 1, "run"),
+                    ],
+                    false,
+                ),
+                "Failed:Interrupted",
+                vec![],
+            ),
         ];
         for (spec, observed, expected, expected_changes) in cases {
             let (phase, changes) = changes(&spec, &observed);
             assert_eq!((phase.as_str(), changes), (expected, expected_changes), "{:?}", observed.sessions);
         }
+    }
+
+    #[test]
+    fn a_rerun_says_why_the_session_was_interrupted() {
+        let mut lost = session("Interrupted", 1, "run");
+        lost.message = "the container engine at unix:///x went away".into();
+        let (conditions, _, _) = decide(&spec(false, 0), &observed(vec![lost], false), 1, 1);
+        assert_eq!(conditions[0].message, "the container engine at unix:///x went away; re-running (1 of 2)");
+        let (conditions, _, _) =
+            decide(&spec(false, 0), &observed(vec![session("Running", 1, "earlier")], false), 1, 1);
+        assert_eq!(conditions[0].message, "session interrupted by a controller restart; re-running (1 of 2)");
     }
 }

@@ -12,7 +12,7 @@ use roundtable_sandbox::Engine;
 use roundtable_sandbox::check::Expected;
 use roundtable_sandbox::extract::Limits;
 use roundtable_sandbox::labels::{Ownership, Purpose};
-use roundtable_sandbox::runtime::{Cause, EMPTY_IMAGE, Execution, ExecutionPlan};
+use roundtable_sandbox::runtime::{Cause, EMPTY_IMAGE, Execution, ExecutionPlan, RuntimeError};
 use roundtable_sandbox::{patch, provision};
 use roundtable_specs::adapter::ResolvedAdapter;
 use roundtable_specs::assignment::AssignmentSpec;
@@ -252,9 +252,19 @@ impl Inner {
         }
     }
 
-    async fn fail(&self, mut session: SessionRecord, cause: &str, message: String) -> SessionRecord {
-        tracing::warn!(session = %session.id, assignment = %session.assignment, cause, %message, "execution failed");
-        session.phase = "Failed".into();
+    async fn fail(&self, session: SessionRecord, cause: &str, message: String) -> SessionRecord {
+        self.end(session, "Failed", cause, message).await
+    }
+
+    /// Ends a session that the infrastructure cut short, not the agent: `Interrupted` sessions
+    /// are re-run outside the `retries` budget (see `assignment::MAX_INTERRUPTED_RERUNS`).
+    async fn interrupted(&self, session: SessionRecord, cause: &str, message: String) -> SessionRecord {
+        self.end(session, "Interrupted", cause, message).await
+    }
+
+    async fn end(&self, mut session: SessionRecord, phase: &str, cause: &str, message: String) -> SessionRecord {
+        tracing::warn!(session = %session.id, assignment = %session.assignment, phase, cause, %message, "execution did not succeed");
+        session.phase = phase.into();
         session.cause = Some(cause.into());
         session.message = message;
         session.finished_at = Some(now());
@@ -421,6 +431,9 @@ impl Inner {
         let _ = std::fs::remove_dir_all(&socket_dir);
         let outcome = match outcome {
             Ok(outcome) => outcome,
+            Err(error @ RuntimeError::EngineLost { .. }) => {
+                return self.interrupted(session, "EngineLost", error_chain(&error)).await;
+            }
             Err(error) => return self.fail(session, "RuntimeError", error_chain(&error)).await,
         };
         let _ = std::fs::write(exec_dir.join("stdout.log"), &outcome.stdout.bytes);

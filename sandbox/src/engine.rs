@@ -65,7 +65,12 @@ pub fn endpoint() -> Result<String, EngineError> {
 impl Engine {
     /// Connects and negotiates the API version (the engine may be far older than the client).
     pub async fn connect() -> Result<Self, EngineError> {
-        let endpoint = endpoint()?;
+        Self::connect_to(endpoint()?).await
+    }
+
+    /// Connects to `endpoint` (like `unix:///run/docker.sock`) whatever `DOCKER_HOST` says: for
+    /// tools and tests that talk to more than one engine.
+    pub async fn connect_to(endpoint: String) -> Result<Self, EngineError> {
         let docker = Docker::connect_with_host(&endpoint)
             .map_err(|source| EngineError::Connect { endpoint: endpoint.clone(), source })?
             .with_timeout(std::time::Duration::from_secs(REQUEST_TIMEOUT_SECS));

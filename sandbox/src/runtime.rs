@@ -135,11 +135,37 @@ pub enum RuntimeError {
     Io { step: &'static str, message: String },
     #[error("export: {0}")]
     Extract(#[from] extract::ExtractError),
+    /// The engine stopped answering mid-execution. Without live restore a stopped or restarted
+    /// engine takes its containers with it, so the execution cannot be finished, only re-run.
+    #[error(
+        "the container engine at {endpoint} went away during `{step}` (stopped or restarted); the container and its workspace were lost"
+    )]
+    EngineLost {
+        endpoint: String,
+        step: &'static str,
+        #[source]
+        source: bollard::errors::Error,
+    },
 }
 
 fn engine_error(step: &'static str) -> impl FnOnce(bollard::errors::Error) -> RuntimeError {
     move |source| RuntimeError::Engine { step, source }
 }
+
+/// Whether `error` means the engine could not be reached or dropped the connection, rather than
+/// an answer it gave (a refusal, a missing object) or a request it never finished in time.
+fn engine_gone(error: &bollard::errors::Error) -> bool {
+    use bollard::errors::Error as E;
+    matches!(
+        error,
+        E::HyperLegacyError { .. } | E::HyperResponseError { .. } | E::IOError { .. } | E::SocketNotFoundError(_)
+    )
+}
+
+/// How often, and how long, an execution whose engine went away looks for it to come back
+/// before cleaning up: long enough for a restart that stops its containers gracefully.
+const ENGINE_POLL: Duration = Duration::from_millis(500);
+const ENGINE_RETURN_WAIT: Duration = Duration::from_secs(120);
 
 /// Imports the empty image once (no registry is ever pulled from).
 pub async fn ensure_empty_image(docker: &Docker) -> Result<(), RuntimeError> {
@@ -292,7 +318,10 @@ async fn run_exec(
         }
     }
     if result.interrupted.is_none() {
-        result.exit_code = docker.inspect_exec(&created.id).await.ok().and_then(|e| e.exit_code);
+        // The output also ends when the engine goes away and takes the container with it: an
+        // exit code that cannot be read is an error, never a silent "unknown".
+        let exec = docker.inspect_exec(&created.id).await.map_err(engine_error("wait for the exec to finish"))?;
+        result.exit_code = exec.exit_code;
     }
     Ok(result)
 }
@@ -404,14 +433,50 @@ impl<'a> Execution<'a> {
     /// Runs the whole lifecycle; the container and volumes are removed whatever happens.
     /// A cancel stops the execution in whatever phase it is (an engine call in flight included):
     /// the container is then paused, killed and removed.
+    /// When the engine went away mid-run, the error is [`RuntimeError::EngineLost`] and the
+    /// cleanup waits (bounded) for the engine to answer again first.
     pub async fn run(&self, cancel: watch::Receiver<bool>) -> Result<ExecutionOutcome, RuntimeError> {
         let mut watcher = cancel.clone();
         let outcome = tokio::select! {
             outcome = self.lifecycle(cancel) => outcome,
             () = cancelled(&mut watcher) => Ok(ExecutionOutcome::ended(Cause::Cancelled)),
         };
+        let outcome = outcome.map_err(|error| self.lost_or(error));
+        if matches!(outcome, Err(RuntimeError::EngineLost { .. })) {
+            self.await_engine(&mut watcher).await;
+        }
         self.cleanup().await;
         outcome
+    }
+
+    /// An engine call that failed because the engine is gone becomes [`RuntimeError::EngineLost`].
+    fn lost_or(&self, error: RuntimeError) -> RuntimeError {
+        match error {
+            RuntimeError::Engine { step, source } if engine_gone(&source) => {
+                RuntimeError::EngineLost { endpoint: self.engine.endpoint().to_owned(), step, source }
+            }
+            other => other,
+        }
+    }
+
+    /// Waits until the engine answers again (at most [`ENGINE_RETURN_WAIT`], or until cancelled),
+    /// so the cleanup can remove what the lost execution left instead of failing against a
+    /// socket that is not there.
+    async fn await_engine(&self, cancel: &mut watch::Receiver<bool>) {
+        let (endpoint, container) = (self.engine.endpoint(), &self.plan.name);
+        tracing::warn!(endpoint, %container, "the container engine went away; waiting for it to clean up");
+        let answers = async {
+            while self.engine.docker().ping().await.is_err() {
+                tokio::time::sleep(ENGINE_POLL).await;
+            }
+        };
+        tokio::select! {
+            () = answers => tracing::info!(endpoint, %container, "the container engine is back; cleaning up"),
+            () = tokio::time::sleep(ENGINE_RETURN_WAIT) => tracing::error!(
+                endpoint, %container, "the container engine did not come back in time; the container and volumes may be left behind, labelled"
+            ),
+            () = cancelled(cancel) => {}
+        }
     }
 
     /// Force-removes (kills) the container and its volumes; safe to call when they do not exist.
@@ -604,5 +669,26 @@ impl<'a> Execution<'a> {
         outcome.extracted = Some(extracted);
         lap(&mut outcome.timings, "export");
         Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_connection_that_fails_means_the_engine_is_gone() {
+        use bollard::errors::Error as E;
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let cases = [
+            (E::IOError { err: refused }, true),
+            (E::SocketNotFoundError("/run/docker.sock".into()), true),
+            (E::DockerResponseServerError { status_code: 404, message: "No such exec instance".into() }, false),
+            (E::DockerResponseServerError { status_code: 409, message: "is not running".into() }, false),
+            (E::RequestTimeoutError, false),
+        ];
+        for (error, gone) in cases {
+            assert_eq!(engine_gone(&error), gone, "{error:?}");
+        }
     }
 }

@@ -9,10 +9,10 @@ use std::time::Duration;
 use roundtable_net_fixtures::{FakeDns, Reply, TlsEcho};
 use serde_json::Value;
 
-use crate::execution::{
-    API, ShowLogOnPanic, commit_all, json, nothing_left, session_phases, start_daemon, wait_until, write,
+use crate::support::{
+    API, ShowLogOnPanic, commit_all, ensure_test_images, json, nothing_left, roundtable, session_phases, start_daemon,
+    stdout, wait_until, write,
 };
-use crate::support::{ensure_test_images, roundtable, stdout};
 
 const PROVIDER: &str = "provider.roundtable.test";
 const UPSTREAM: &str = "127.0.0.200:443";

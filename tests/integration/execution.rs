@@ -3,37 +3,15 @@
 //! change); sensitive files never reach the container; failures, retries and timeouts are
 //! recorded; nothing is left behind.
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{binary, ensure_test_images, roundtable, stderr, stdout};
-
-pub(crate) const API: &str = "apiVersion: roundtable.dev/v1alpha1";
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .expect("git");
-    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
-}
-
-pub(crate) fn write(root: &Path, path: &str, contents: &str) {
-    let full = root.join(path);
-    std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
-    std::fs::write(full, contents).expect("write");
-}
+use crate::support::{
+    API, ShowLogOnPanic, commit_all, ensure_test_images, git, is_root, json, nothing_left, one_assignment_project,
+    roundtable, session_phases, start_daemon, stderr, stdout, wait_until, write,
+};
 
 fn assignment(name: &str, script: &str, extra: &str) -> String {
     format!(
@@ -72,57 +50,6 @@ fn project() -> tempfile::TempDir {
     write(root, ".roundtable/specs.yaml", &specs);
     commit_all(root);
     dir
-}
-
-pub(crate) fn json(out: &std::process::Output) -> Value {
-    serde_json::from_str(&stdout(out)).unwrap_or_else(|e| panic!("not JSON ({e}): {}{}", stdout(out), stderr(out)))
-}
-
-/// A committed project with the `generic` Adapter on the test image and one Assignment named
-/// `name` that runs `prompt` with README.md readable.
-fn one_assignment_project(name: &str, prompt: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path();
-    write(root, "README.md", "# Project\n");
-    let specs = format!(
-        "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n---\n{API}\nkind: Assignment\nmetadata: {{name: {name}}}\nspec:\n  adapter: generic\n  task: {{id: T, prompt: '{prompt}'}}\n  readablePaths: [README.md]\n"
-    );
-    write(root, ".roundtable/specs.yaml", &specs);
-    commit_all(root);
-    dir
-}
-
-/// Commits everything in `root` on `main`.
-pub(crate) fn commit_all(root: &Path) {
-    git(root, &["init", "-q", "-b", "main"]);
-    git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "-m", "base"]);
-}
-
-/// `roundtable start` in `root` with `args`, its executions under `executions`.
-pub(crate) fn start_daemon(root: &Path, args: &[&str], executions: &Path) -> Daemon {
-    let log = std::fs::File::create(executions.join("daemon.log")).expect("log");
-    let child = Command::new(binary())
-        .arg("start")
-        .args(args)
-        .arg("--execution-root")
-        .arg(executions)
-        .current_dir(root)
-        .env("RUST_LOG", "info,roundtable_sandbox=debug")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start");
-    Daemon(child)
-}
-
-pub(crate) struct Daemon(pub(crate) Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -305,38 +232,6 @@ async fn twenty_assignments_queue_behind_four_slots_and_each_runs_once() {
     assert_eq!(proposals["items"].as_array().map(Vec::len), Some(20), "one proposal per Assignment");
 }
 
-pub(crate) fn session_phases(root: &Path, assignment: &str) -> Vec<String> {
-    let sessions = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
-    let items = sessions["items"].as_array().cloned().unwrap_or_default();
-    items
-        .iter()
-        .filter(|s| s["assignment"] == assignment)
-        .filter_map(|s| s["phase"].as_str().map(str::to_owned))
-        .collect()
-}
-
-/// Waits (up to 20 s) until no container or volume labelled for the project in `root` remains.
-pub(crate) async fn nothing_left(engine: &roundtable_sandbox::Engine, root: &Path) {
-    let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let leftovers = engine.labelled(&project_id).await.expect("list");
-        if leftovers.is_empty() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "left behind: {leftovers:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-pub(crate) async fn wait_until(what: &str, check: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspend_and_removal_cancel_a_running_execution() {
     let Some(engine) = crate::support::engine_or_skip().await else { return };
@@ -384,23 +279,6 @@ async fn suspend_and_removal_cancel_a_running_execution() {
     wait_until("the cancel on removal", || session_phases(root, "long").first().is_some_and(|p| p == "Cancelled"))
         .await;
     nothing_left(&engine, root).await;
-}
-
-/// Prints the daemon's log and the sessions when a test fails, for diagnosis.
-pub(crate) struct ShowLogOnPanic(pub(crate) std::path::PathBuf, pub(crate) std::path::PathBuf);
-
-impl Drop for ShowLogOnPanic {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("--- daemon log ---\n{}", std::fs::read_to_string(&self.0).unwrap_or_default());
-            let sessions = roundtable(&self.1, &["sessions", "list"]);
-            let status = roundtable(&self.1, &["status"]);
-            eprintln!("--- sessions ---\n{}--- status ---\n{}", stdout(&sessions), stdout(&status));
-            for object in ["Assignment/long", "Adapter/generic"] {
-                eprintln!("--- {object} ---\n{}", stdout(&roundtable(&self.1, &["describe", object])));
-            }
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -612,7 +490,7 @@ fn a_locked_state_database_stops_start_with_a_clear_error_and_nothing_half_done(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_under_the_execution_root_fails_the_execution_cleanly() {
     let Some(engine) = crate::support::engine_or_skip().await else { return };
-    if !nix_is_root() {
+    if !is_root() {
         eprintln!("skipping: mounting a small tmpfs needs root");
         return;
     }
@@ -649,13 +527,6 @@ async fn a_full_disk_under_the_execution_root_fails_the_execution_cleanly() {
     assert!(session["message"].as_str().is_some_and(|m| m.contains("No space left")), "{session:#}");
     let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
     assert!(engine.labelled(&project_id).await.expect("list").is_empty(), "no container was started");
-}
-
-fn nix_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
-        .unwrap_or(false)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,6 +5,7 @@ mod cli;
 mod container;
 mod daemon;
 mod egress;
+mod engine_restart;
 mod execution;
 mod schemas;
 mod support;

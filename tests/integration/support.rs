@@ -1,9 +1,13 @@
-//! Helpers shared by the integration tests: running the binary, writing spec trees, finding the
-//! engine and the test images.
+//! Helpers shared by the integration tests: running the binary, writing spec trees and
+//! committed projects, finding the engine and the test images, running the daemon and waiting
+//! on its sessions.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
 
 /// The repository root (the root package's manifest directory).
 pub fn repo_root() -> PathBuf {
@@ -51,6 +55,14 @@ pub fn containers_required() -> bool {
     std::env::var("ROUNDTABLE_REQUIRE_CONTAINER_TESTS").is_ok_and(|v| v == "1")
 }
 
+/// Whether the tests run as root (mounting, running a private engine).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
+        .unwrap_or(false)
+}
+
 /// Builds the test images once per test run (the script is idempotent and fast when current).
 pub fn ensure_test_images() {
     static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
@@ -75,6 +87,145 @@ pub async fn engine_or_skip() -> Option<roundtable_sandbox::Engine> {
         Err(error) => {
             eprintln!("skipping container test: {error}");
             None
+        }
+    }
+}
+
+// === projects, the daemon and its sessions ===
+
+/// The `apiVersion` line every spec starts with.
+pub const API: &str = "apiVersion: roundtable.dev/v1alpha1";
+
+/// Runs git in `dir` without user or system config; panics on failure, returns trimmed stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .expect("git");
+    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// Writes `contents` to `root/path`, creating folders.
+pub fn write(root: &Path, path: &str, contents: &str) {
+    let full = root.join(path);
+    std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
+    std::fs::write(full, contents).expect("write");
+}
+
+/// The command's stdout as JSON; panics with its output when it is not.
+pub fn json(out: &std::process::Output) -> Value {
+    serde_json::from_str(&stdout(out)).unwrap_or_else(|e| panic!("not JSON ({e}): {}{}", stdout(out), stderr(out)))
+}
+
+/// A committed project with the `generic` Adapter on the test image and one Assignment named
+/// `name` that runs `prompt` with README.md readable.
+pub fn one_assignment_project(name: &str, prompt: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write(root, "README.md", "# Project\n");
+    let specs = format!(
+        "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n---\n{API}\nkind: Assignment\nmetadata: {{name: {name}}}\nspec:\n  adapter: generic\n  task: {{id: T, prompt: '{prompt}'}}\n  readablePaths: [README.md]\n"
+    );
+    write(root, ".roundtable/specs.yaml", &specs);
+    commit_all(root);
+    dir
+}
+
+/// Commits everything in `root` on `main`.
+pub fn commit_all(root: &Path) {
+    git(root, &["init", "-q", "-b", "main"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "base"]);
+}
+
+/// `roundtable start` in `root` with `args`, its executions under `executions`.
+pub fn start_daemon(root: &Path, args: &[&str], executions: &Path) -> Daemon {
+    start_daemon_with_env(root, args, executions, &[])
+}
+
+/// [`start_daemon`] with extra environment variables (like `DOCKER_HOST`).
+pub fn start_daemon_with_env(root: &Path, args: &[&str], executions: &Path, env: &[(&str, &str)]) -> Daemon {
+    let log = std::fs::File::create(executions.join("daemon.log")).expect("log");
+    let child = Command::new(binary())
+        .arg("start")
+        .args(args)
+        .arg("--execution-root")
+        .arg(executions)
+        .current_dir(root)
+        .env("RUST_LOG", "info,roundtable_sandbox=debug")
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start");
+    Daemon(child)
+}
+
+/// The daemon process, killed when dropped.
+pub struct Daemon(pub Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The phases of `assignment`'s sessions, newest first.
+pub fn session_phases(root: &Path, assignment: &str) -> Vec<String> {
+    let sessions = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
+    let items = sessions["items"].as_array().cloned().unwrap_or_default();
+    items
+        .iter()
+        .filter(|s| s["assignment"] == assignment)
+        .filter_map(|s| s["phase"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Waits (up to 20 s) until no container or volume labelled for the project in `root` remains.
+pub async fn nothing_left(engine: &roundtable_sandbox::Engine, root: &Path) {
+    let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let leftovers = engine.labelled(&project_id).await.expect("list");
+        if leftovers.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "left behind: {leftovers:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Polls `check` until it holds; panics after 60 s.
+pub async fn wait_until(what: &str, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Prints the daemon's log and the sessions when a test fails, for diagnosis.
+pub struct ShowLogOnPanic(pub PathBuf, pub PathBuf);
+
+impl Drop for ShowLogOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- daemon log ---\n{}", std::fs::read_to_string(&self.0).unwrap_or_default());
+            let sessions = roundtable(&self.1, &["sessions", "list"]);
+            let status = roundtable(&self.1, &["status"]);
+            eprintln!("--- sessions ---\n{}--- status ---\n{}", stdout(&sessions), stdout(&status));
+            for object in ["Assignment/long", "Adapter/generic"] {
+                eprintln!("--- {object} ---\n{}", stdout(&roundtable(&self.1, &["describe", object])));
+            }
         }
     }
 }
