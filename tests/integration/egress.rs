@@ -116,3 +116,80 @@ fn the_proxy_refuses_to_start_without_its_gateway_socket() {
     assert_eq!(out.status.code(), Some(1));
     assert!(crate::support::stderr(&out).contains("gateway socket /nonexistent/egress.sock is missing"));
 }
+
+/// `roundtable gateway serve` as an operator runs it: decisions as JSON lines on stdout,
+/// inherited proxy variables ignored, a clean stop on SIGTERM that removes its socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_standalone_gateway_prints_one_decision_line_per_tunnel() {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+
+    let upstream_address: SocketAddr = "127.0.0.201:443".parse().expect("address");
+    let upstream = TlsEcho::start(upstream_address, &[PROVIDER]).await.expect("TLS echo");
+    let dns = FakeDns::start("127.0.0.1:0".parse().expect("address")).await.expect("fake DNS");
+    dns.answer(PROVIDER, vec![Reply::Addresses(vec![upstream_address.ip()])]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("gateway.sock");
+    let mut gateway = tokio::process::Command::new(crate::support::binary())
+        .args(["gateway", "serve", "--listen", &format!("unix:{}", socket.display()), "--allow-host", PROVIDER])
+        .args(["--resolver", &dns.address().to_string(), "--allow-cidr", "127.0.0.0/8"])
+        .args(["--gateway-dial-allow", "127.0.0.0/8"])
+        // A gateway that honoured these would send everything to a proxy that does not exist.
+        .env("HTTPS_PROXY", "http://127.0.0.9:9")
+        .env("ALL_PROXY", "http://127.0.0.9:9")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("gateway serve");
+    let mut stderr = tokio::io::BufReader::new(gateway.stderr.take().expect("stderr")).lines();
+    let ready = stderr.next_line().await.expect("stderr").unwrap_or_default();
+    assert!(ready.contains("listening on unix:") && ready.contains("allowCidrs [127.0.0.0/8]"), "{ready}");
+
+    let tunnel = |host: &'static str| {
+        let socket = socket.clone();
+        async move {
+            let mut stream = tokio::net::UnixStream::connect(&socket).await.expect("connect");
+            stream.write_all(format!("CONNECT {host}:443 HTTP/1.1\r\n\r\n").as_bytes()).await.expect("write");
+            let mut head = [0u8; 12];
+            stream.read_exact(&mut head).await.expect("status line");
+            (String::from_utf8_lossy(&head).into_owned(), stream)
+        }
+    };
+    let (status, stream) = tunnel(PROVIDER).await;
+    assert_eq!(status, "HTTP/1.1 200");
+    let mut rest = [0u8; 27];
+    let mut stream = stream;
+    stream.read_exact(&mut rest).await.expect("rest of the 200");
+    let mut tls = roundtable_net_fixtures::tls_client(stream, PROVIDER, &upstream.identity.certificate, true)
+        .await
+        .expect("TLS through the standalone gateway");
+    tls.write_all(b"standalone").await.expect("write");
+    let mut echoed = [0u8; 10];
+    tls.read_exact(&mut echoed).await.expect("echo");
+    assert_eq!(&echoed, b"standalone");
+    drop(tls);
+    let (status, _) = tunnel("other.roundtable.test").await;
+    assert_eq!(status, "HTTP/1.1 403");
+
+    let pid = gateway.id().expect("pid").to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
+    let output = tokio::time::timeout(Duration::from_secs(10), gateway.wait_with_output())
+        .await
+        .expect("stops")
+        .expect("output");
+    assert!(output.status.success(), "exit: {:?}", output.status);
+    let lines: Vec<Value> =
+        String::from_utf8_lossy(&output.stdout).lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
+    let decisions: Vec<(&str, &str)> = lines
+        .iter()
+        .filter(|l| l["event"] == "decision")
+        .map(|l| (l["host"].as_str().unwrap_or_default(), l["reason"].as_str().unwrap_or_default()))
+        .collect();
+    assert_eq!(decisions, [(PROVIDER, "allowed"), ("other.roundtable.test", "host_not_allowlisted")]);
+    let allowed = &lines[0];
+    assert_eq!(allowed["dialed"], "127.0.0.201:443", "dialed the pinned address, not a proxy: {allowed}");
+    assert_eq!(allowed["allowed_by_cidr"], serde_json::json!(["127.0.0.0/8"]));
+    let close = lines.iter().find(|l| l["event"] == "close").expect("a close line");
+    assert!(close["bytes_in"].as_u64().is_some_and(|n| n > 0), "{close}");
+    assert!(!socket.exists(), "the socket is removed on a clean stop");
+}
