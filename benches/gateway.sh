@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The egress gateway side by side with Squid (Debian package) as a CONNECT allowlist proxy and with
+# direct loopback: throughput of one large transfer, tunnel setup latency p50/p99, and 1,000
+# tunnels held open (errors, memory per idle tunnel). Prints figures, asserts nothing.
+# Usage: benches/gateway.sh   (as root: the bench's DNS server takes 127.0.0.1:53, its upstream
+# 127.0.0.77:443; knobs BENCH_BYTES, BENCH_SEQUENTIAL, BENCH_CONCURRENT… pass through to
+# gateway/benches/egress.rs, and so do extra proxies to compare, BENCH_PROXIES="NAME=IP:PORT@PID …").
+# Everything listens on loopback only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v squid >/dev/null; then
+  apt-get update -q
+  # policy-rc.d or no init keeps the packaged service from starting; ours is started below.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q squid >/dev/null
+fi
+cargo build --quiet --release -p roundtable
+cargo bench --quiet -p roundtable-gateway --bench egress --no-run
+export ROUNDTABLE_BIN=$PWD/target/x86_64-unknown-linux-gnu/release/roundtable
+
+# Squid drops root for the proxy user, which must reach its logs and pid file: /tmp may be
+# root-only, /var/tmp is world-traversable.
+work=$(mktemp -d /var/tmp/roundtable-squid.XXXXXX)
+chown proxy:proxy "$work"
+squid_pid=
+cleanup() {
+  if [[ -n $squid_pid ]] && kill -0 "$squid_pid" 2>/dev/null; then
+    kill -INT "$squid_pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$squid_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$squid_pid" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+listening() { ss -Hltn "sport = :$1" | grep -q .; }
+port=31280
+while listening "$port"; do port=$((port + 1)); done
+
+# Squid 5 has no dns_v4_first (it was removed). It caches answers for at least negative_dns_ttl
+# (1 s minimum) whatever their TTL, so it resolves about once per run; the gateway resolves once
+# per tunnel by design: the bench prints DNS queries per tunnel beside the latency.
+cat >"$work/squid.conf" <<EOF
+http_port 127.0.0.1:$port
+visible_hostname roundtable-bench
+cache_effective_user proxy
+dns_nameservers 127.0.0.1
+hosts_file none
+udp_incoming_address 127.0.0.1
+udp_outgoing_address 127.0.0.1
+acl allowed dstdomain bench.roundtable.test
+acl SSL_ports port 443
+http_access allow CONNECT allowed SSL_ports
+http_access deny all
+cache deny all
+icp_port 0
+htcp_port 0
+pinger_enable off
+netdb_filename none
+max_filedescriptors 16384
+shutdown_lifetime 1 seconds
+access_log stdio:$work/access.log
+cache_log $work/cache.log
+pid_filename $work/squid.pid
+coredump_dir $work
+EOF
+squid -k parse -f "$work/squid.conf" 2>"$work/parse.log" || { cat "$work/parse.log"; exit 1; }
+squid -N -f "$work/squid.conf" &
+squid_pid=$!
+for _ in $(seq 100); do listening "$port" && break; sleep 0.1; done
+listening "$port" || { echo "squid did not listen on 127.0.0.1:$port" >&2; cat "$work/cache.log" >&2; exit 1; }
+
+echo "squid: $(squid -v | head -n 1), pid $squid_pid, 127.0.0.1:$port, config $work/squid.conf"
+BENCH_PROXIES="squid=127.0.0.1:$port@$squid_pid ${BENCH_PROXIES:-}" cargo bench --quiet -p roundtable-gateway --bench egress
+echo "squid access.log: $(wc -l <"$work/access.log") lines; $(awk '{print $4}' "$work/access.log" | sort | uniq -c | tr '\n' ' ')"
