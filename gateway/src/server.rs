@@ -11,7 +11,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream, UnixListener, UnixStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -19,6 +19,9 @@ use tokio_util::task::TaskTracker;
 use crate::dial::Dial;
 use crate::resolve::Resolve;
 use crate::tunnel::Gateway;
+
+/// Pending connections a TCP listener queues (Unix sockets already get the kernel's maximum).
+const LISTEN_BACKLOG: u32 = 4096;
 
 /// Where a gateway listens or a proxy connects: `unix:PATH`, `IP:PORT` or `tcp:IP:PORT`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +76,14 @@ impl Listener {
     pub async fn bind(endpoint: &Endpoint) -> io::Result<Self> {
         match endpoint {
             Endpoint::Unix(path) => UnixListener::bind(path).map(Listener::Unix),
-            Endpoint::Tcp(address) => TcpListener::bind(address).await.map(Listener::Tcp),
+            Endpoint::Tcp(address) => {
+                let socket = if address.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+                socket.set_reuseaddr(true)?;
+                socket.bind(*address)?;
+                // tokio's default queue of 128 overflows when many clients connect at once, and
+                // each dropped SYN costs its client a second; the kernel caps this at somaxconn.
+                socket.listen(LISTEN_BACKLOG).map(Listener::Tcp)
+            }
         }
     }
 
