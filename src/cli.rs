@@ -264,4 +264,7 @@ pub struct StartArgs {
     /// When given, the only networks egress gateways dial (repeatable); it can only narrow.
     #[arg(long = "gateway-dial-allow")]
     pub gateway_dial_allow: Vec<roundtable_specs::names::Cidr>,
+    /// Tunnels one session's gateway holds open at once; more are answered 429.
+    #[arg(long, default_value_t = 256)]
+    pub gateway_max_tunnels: usize,
 }

@@ -107,6 +107,11 @@ fn exit_quietly_on_broken_pipe() {
     }));
 }
 
+/// The commands the runtime starts inside agent containers.
+fn runs_in_container(command: &Command) -> bool {
+    matches!(command, Command::Sandbox(_) | Command::Proxy { .. })
+}
+
 fn main() -> ExitCode {
     exit_quietly_on_broken_pipe();
     let cli = match Cli::try_parse() {
@@ -120,7 +125,16 @@ fn main() -> ExitCode {
         }
     };
     init_logging(cli.global.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // What runs inside an agent container counts against its pids limit: one thread, whatever the
+    // host's core count (a multi-thread runtime would start one worker per host core).
+    let mut builder = if runs_in_container(&cli.command) {
+        let mut builder = tokio::runtime::Builder::new_current_thread();
+        builder.max_blocking_threads(2);
+        builder
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the async runtime: {error}");

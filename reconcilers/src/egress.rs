@@ -29,8 +29,8 @@ pub const LOG_NAME: &str = "egress.log";
 const LOG_LIMIT: u64 = 8 << 20;
 
 /// Daemon-wide gateway options (`start --gateway-resolver`, `--gateway-allow-cidr`,
-/// `--gateway-dial-allow`).
-#[derive(Debug, Clone, Default)]
+/// `--gateway-dial-allow`, `--gateway-max-tunnels`).
+#[derive(Debug, Clone)]
 pub struct EgressOptions {
     /// The DNS server; `None` reads the nameservers of /etc/resolv.conf.
     pub resolver: Option<SocketAddr>,
@@ -38,6 +38,15 @@ pub struct EgressOptions {
     pub allow_cidrs: Vec<IpNet>,
     /// When not empty, the only networks any gateway dials.
     pub dial_allow: Vec<IpNet>,
+    /// Tunnels one session may hold open at once. Every tunnel costs the daemon two descriptors,
+    /// so a hostile agent must not be able to exhaust them for every other session.
+    pub max_tunnels: usize,
+}
+
+impl Default for EgressOptions {
+    fn default() -> Self {
+        Self { resolver: None, allow_cidrs: Vec::new(), dial_allow: Vec::new(), max_tunnels: 256 }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +98,7 @@ impl Sidecar {
         settings.allow_cidrs.dedup();
         settings.dial_allow = options.dial_allow.clone();
         settings.self_addresses = roundtable_gateway::local::interface_addresses();
+        settings.limits.max_tunnels = options.max_tunnels;
         let resolver = match options.resolver {
             Some(server) => DnsResolver::new(&[server])?,
             None => DnsResolver::from_resolv_conf(Path::new("/etc/resolv.conf"))?,

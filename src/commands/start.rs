@@ -94,6 +94,7 @@ fn execution_config(global: &Global, args: &StartArgs) -> anyhow::Result<Executi
             resolver: args.gateway_resolver,
             allow_cidrs: args.gateway_allow_cidrs.iter().map(|cidr| cidr.net()).collect(),
             dial_allow: args.gateway_dial_allow.iter().map(|cidr| cidr.net()).collect(),
+            max_tunnels: args.gateway_max_tunnels.max(1),
         },
     })
 }

@@ -32,7 +32,7 @@ async fn an_agent_reaches_its_provider_through_the_gateway_and_nothing_else() {
     write(root, "README.md", "# Project\n");
     std::fs::write(root.join("provider-ca.der"), upstream.identity.certificate.as_ref()).expect("CA");
     let specs = format!(
-        "{API}\nkind: Adapter\nmetadata: {{name: prober}}\nspec:\n  image: roundtable-test/agent:latest\n  command: egress-probe\n  args: [--allowed, {PROVIDER}, --ca, /roundtable/workspace/provider-ca.der, --denied, evil.roundtable.test, --direct, '{UPSTREAM}', --hold-ms, '4000']\n  providerHosts: [{PROVIDER}]\n---\n{API}\nkind: Assignment\nmetadata: {{name: probe}}\nspec:\n  adapter: prober\n  task: {{id: P, prompt: probe}}\n  readablePaths: [README.md, provider-ca.der]\n"
+        "{API}\nkind: Adapter\nmetadata: {{name: prober}}\nspec:\n  image: roundtable-test/agent:latest\n  command: egress-probe\n  args: [--allowed, {PROVIDER}, --ca, /roundtable/workspace/provider-ca.der, --denied, evil.roundtable.test, --direct, '{UPSTREAM}', --flood, '4', --hold-ms, '4000']\n  providerHosts: [{PROVIDER}]\n---\n{API}\nkind: Assignment\nmetadata: {{name: probe}}\nspec:\n  adapter: prober\n  task: {{id: P, prompt: probe}}\n  readablePaths: [README.md, provider-ca.der]\n"
     );
     write(root, ".roundtable/specs.yaml", &specs);
     commit_all(root);
@@ -47,6 +47,8 @@ async fn an_agent_reaches_its_provider_through_the_gateway_and_nothing_else() {
             "127.0.0.0/8",
             "--gateway-dial-allow",
             "127.0.0.0/8",
+            "--gateway-max-tunnels",
+            "4",
         ],
         executions.path(),
     );
@@ -83,6 +85,11 @@ async fn an_agent_reaches_its_provider_through_the_gateway_and_nothing_else() {
     );
     assert_eq!(probe("fronting")["succeeded"], false, "{logs}");
     assert_eq!(probe("direct")["connected"], false, "no network but loopback inside: {logs}");
+    assert_eq!(probe("flood")["held"], 4, "{logs}");
+    assert!(
+        probe("flood")["head"].as_str().is_some_and(|h| h.starts_with("HTTP/1.1 429") && h.contains("tunnel_limit")),
+        "a fifth tunnel is refused, not queued: {logs}"
+    );
 
     let shown = json(&roundtable(root, &["sessions", "show", &id, "--format", "json"]));
     let egress = &shown["items"][0]["detail"]["egress"];
@@ -91,6 +98,7 @@ async fn an_agent_reaches_its_provider_through_the_gateway_and_nothing_else() {
     assert_eq!(egress["counters"]["allowed"], 1, "{egress:#}");
     assert_eq!(egress["counters"]["denials"]["host_not_allowlisted"], 1, "{egress:#}");
     assert_eq!(egress["counters"]["denials"]["sni_mismatch"], 1, "{egress:#}");
+    assert_eq!(egress["counters"]["denials"]["tunnel_limit"], 1, "{egress:#}");
     assert_eq!(dns.lookups(PROVIDER), 2, "one lookup per tunnel to the provider");
     assert_eq!(dns.lookups("evil.roundtable.test"), 0, "a refused host is never resolved");
 
@@ -102,7 +110,9 @@ async fn an_agent_reaches_its_provider_through_the_gateway_and_nothing_else() {
         .filter(|line| line["event"] == "decision")
         .map(|line| line["reason"].as_str().unwrap_or_default().to_owned())
         .collect();
-    assert_eq!(reasons, ["allowed", "host_not_allowlisted", "sni_mismatch"], "{log}");
+    assert_eq!(reasons[..4], ["allowed", "host_not_allowlisted", "sni_mismatch", "tunnel_limit"], "{log}");
+    // The four held tunnels end when the probe drops them.
+    assert!(reasons[4..].iter().all(|reason| reason == "client_eof"), "{log}");
     assert!(!std::path::Path::new(&format!("/run/roundtable/{id}")).exists(), "the socket directory is removed");
     tokio::time::sleep(Duration::from_millis(100)).await;
     nothing_left(&engine, root).await;

@@ -3,7 +3,10 @@
 //! fail: a host off the allowlist, a ClientHello naming another host (domain fronting) and a
 //! direct connection. One JSON line per probe on stdout.
 //!
-//! `egress-probe --allowed HOST --ca FILE --denied HOST --direct IP:PORT [--hold-ms N]`
+//! `egress-probe --allowed HOST --ca FILE --denied HOST --direct IP:PORT [--flood N] [--hold-ms N]`
+//!
+//! `--flood N` holds N tunnels half-open, then asks for one more: a gateway limited to N tunnels
+//! must answer 429 instead of letting one agent exhaust the daemon's descriptors.
 
 use std::io::{self, BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
@@ -17,6 +20,7 @@ struct Probe {
     ca: String,
     denied: String,
     direct: String,
+    flood: usize,
     hold_ms: u64,
 }
 
@@ -27,6 +31,7 @@ fn parse(args: &[String]) -> Option<Probe> {
         ca: value("--ca")?,
         denied: value("--denied")?,
         direct: value("--direct")?,
+        flood: value("--flood").and_then(|v| v.parse().ok()).unwrap_or(0),
         hold_ms: value("--hold-ms").and_then(|v| v.parse().ok()).unwrap_or(0),
     })
 }
@@ -117,6 +122,20 @@ pub fn run(args: &[String]) -> std::process::ExitCode {
         .map_err(io::Error::other)
         .and_then(|address| TcpStream::connect_timeout(&address, Duration::from_secs(3)));
     line(format!("{{\"probe\":\"direct\",\"connected\":{}}}", direct.is_ok()));
+
+    if probe.flood > 0 {
+        let held: Vec<TcpStream> = (0..probe.flood)
+            .filter_map(|_| TcpStream::connect(&proxy).ok())
+            .filter_map(|mut stream| stream.write_all(b"CONNECT ").ok().map(|()| stream))
+            .collect();
+        // Let the proxy carry each of them to the gateway before asking for one more.
+        std::thread::sleep(Duration::from_millis(500));
+        match connect(&proxy, &probe.allowed) {
+            Ok((_, head)) => line(format!("{{\"probe\":\"flood\",\"held\":{},\"head\":{head:?}}}", held.len())),
+            Err(error) => line(format!("{{\"probe\":\"flood\",\"error\":{:?}}}", error.to_string())),
+        }
+        drop(held);
+    }
 
     // Stay up a while so the operator (or a test) can look at the sidecar while it runs.
     std::thread::sleep(Duration::from_millis(probe.hold_ms));
