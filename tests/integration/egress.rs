@@ -77,6 +77,7 @@ async fn an_agent_reaches_its_provider_through_the_gateway_and_nothing_else() {
     assert_eq!(probe("env")["HTTPS_PROXY"], "http://127.0.0.1:3128", "{logs}");
     assert_eq!(probe("env")["https_proxy"], "http://127.0.0.1:3128", "{logs}");
     assert_eq!(probe("env")["others"], false, "no other proxy variable: {logs}");
+    assert_eq!(probe("proxy-threads")["threads"], 1, "the in-container proxy runs on one thread: {logs}");
     assert_eq!(probe("allowed")["status"], "HTTP/1.1 200 Connection Established", "{logs}");
     assert_eq!(probe("allowed")["echo_matches"], true, "bytes made the round trip unchanged: {logs}");
     assert!(

@@ -68,6 +68,19 @@ fn tls_echo(stream: TcpStream, server_name: &str, ca: &CertificateDer<'static>, 
     Ok(echoed)
 }
 
+/// Threads of the `roundtable proxy` process in this container (it counts against the pids limit).
+fn proxy_threads() -> Option<u64> {
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        if args.get(1) == Some(&&b"proxy"[..]) {
+            let status = std::fs::read_to_string(entry.path().join("status")).ok()?;
+            return status.lines().find_map(|l| l.strip_prefix("Threads:")).and_then(|n| n.trim().parse().ok());
+        }
+    }
+    None
+}
+
 fn line(value: String) {
     println!("{value}");
 }
@@ -85,6 +98,7 @@ pub fn run(args: &[String]) -> std::process::ExitCode {
         env("https_proxy").unwrap_or_default(),
         ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"].iter().any(|n| env(n).is_some())
     ));
+    line(format!("{{\"probe\":\"proxy-threads\",\"threads\":{}}}", proxy_threads().unwrap_or(0)));
     let proxy = env("HTTPS_PROXY").unwrap_or_default();
     let proxy = proxy.trim_start_matches("http://").trim_end_matches('/').to_owned();
     let ca = match std::fs::read(&probe.ca) {
