@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use roundtable_sandbox::Engine;
-use roundtable_sandbox::labels::ASSIGNMENT;
-use roundtable_store::Store;
+use roundtable_sandbox::labels::{ASSIGNMENT, SESSION};
+use roundtable_store::{SessionRecord, Store};
 
 use crate::backend::BackendError;
 
@@ -20,7 +20,27 @@ pub struct Prunable {
     pub why: String,
 }
 
-/// What retention finds: old sessions and proposals, and labelled resources no Assignment owns.
+/// Why a labelled container or volume is an orphan, or `None` while it may still be needed: its
+/// Assignment is no longer declared, or the session it was made for has ended (its cleanup did not
+/// finish, say the engine was away) or is unknown to the state store.
+pub fn orphan_reason(
+    assignment: Option<&str>,
+    declared: bool,
+    session_id: Option<&str>,
+    session: Option<&SessionRecord>,
+) -> Option<String> {
+    match (assignment, declared, session_id, session) {
+        (None, _, _, _) => Some("labelled for this project without an Assignment".into()),
+        (Some(name), false, _, _) => Some(format!("labelled for Assignment/{name}, which no spec declares")),
+        (Some(_), true, Some(id), Some(record)) if !matches!(record.phase.as_str(), "Queued" | "Running") => {
+            Some(format!("left by session {id}, which ended {}", record.phase))
+        }
+        (Some(_), true, Some(id), None) => Some(format!("left by session {id}, which the state store does not know")),
+        _ => None,
+    }
+}
+
+/// What retention finds: old sessions and proposals, and labelled resources nothing needs.
 pub async fn find(
     store: &Store,
     engine: Option<&Engine>,
@@ -42,15 +62,16 @@ pub async fn find(
     if let Some(engine) = engine {
         let labelled = engine.labelled(project_id).await.map_err(|e| BackendError::Engine(e.to_string()))?;
         for item in labelled {
-            let owner = item.labels.get(ASSIGNMENT).cloned();
-            if owner.as_ref().is_some_and(|name| declared_assignments.contains(name)) {
-                continue;
-            }
-            let why = match owner {
-                Some(name) => format!("labelled for Assignment/{name}, which no spec declares"),
-                None => "labelled for this project without an Assignment".into(),
+            let owner = item.labels.get(ASSIGNMENT).map(String::as_str);
+            let declared = owner.is_some_and(|name| declared_assignments.contains(name));
+            let session_id = item.labels.get(SESSION).map(String::as_str);
+            let session = match session_id {
+                Some(id) if declared => store.session(id).await?,
+                _ => None,
             };
-            found.push(Prunable { kind: item.kind, name: item.name, why });
+            if let Some(why) = orphan_reason(owner, declared, session_id, session.as_ref()) {
+                found.push(Prunable { kind: item.kind, name: item.name, why });
+            }
         }
     }
     Ok(found)
@@ -101,4 +122,34 @@ pub async fn remove(store: &Store, engine: Option<&Engine>, found: &[Prunable]) 
         }
     }
     failed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(phase: &str) -> SessionRecord {
+        SessionRecord { id: "s1".into(), phase: phase.into(), ..SessionRecord::default() }
+    }
+
+    #[test]
+    fn a_resource_is_an_orphan_once_nothing_can_need_it() {
+        let cases: [(Option<&str>, bool, Option<&str>, Option<SessionRecord>, Option<&str>); 8] = [
+            (None, false, Some("s1"), None, Some("without an Assignment")),
+            (Some("gone"), false, Some("s1"), Some(session("Running")), Some("no spec declares")),
+            (Some("a"), true, Some("s1"), Some(session("Running")), None),
+            (Some("a"), true, Some("s1"), Some(session("Queued")), None),
+            (Some("a"), true, Some("s1"), Some(session("Succeeded")), Some("ended Succeeded")),
+            (Some("a"), true, Some("s1"), Some(session("Interrupted")), Some("ended Interrupted")),
+            (Some("a"), true, Some("s1"), None, Some("does not know")),
+            (Some("a"), true, None, None, None),
+        ];
+        for (assignment, declared, id, record, expected) in cases {
+            let reason = orphan_reason(assignment, declared, id, record.as_ref());
+            match expected {
+                None => assert_eq!(reason, None, "{assignment:?} {declared} {record:?}"),
+                Some(part) => assert!(reason.as_deref().is_some_and(|r| r.contains(part)), "{reason:?} vs {part}"),
+            }
+        }
+    }
 }

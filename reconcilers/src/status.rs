@@ -21,6 +21,8 @@ pub struct Leftover {
     pub name: String,
     /// The `roundtable.dev/assignment` label, if any.
     pub assignment: Option<String>,
+    /// The `roundtable.dev/session` label, if any.
+    pub session: Option<String>,
 }
 
 /// Every row of `status`: objects (declared or remembered), files that do not load, leftovers.
@@ -116,8 +118,18 @@ pub async fn status(store: &Store, scan: &Scan, leftovers: &[Leftover]) -> Resul
     let assignments: BTreeSet<&str> =
         declared.keys().filter(|k| k.kind == Kind::Assignment).map(|k| k.name.as_str()).collect();
     for leftover in leftovers {
-        let owned = leftover.assignment.as_deref().is_some_and(|name| assignments.contains(name));
-        if !owned {
+        let declared = leftover.assignment.as_deref().is_some_and(|name| assignments.contains(name));
+        let session = match &leftover.session {
+            Some(id) if declared => store.session(id).await?,
+            _ => None,
+        };
+        let orphan = crate::prune::orphan_reason(
+            leftover.assignment.as_deref(),
+            declared,
+            leftover.session.as_deref(),
+            session.as_ref(),
+        );
+        if let Some(why) = orphan {
             rows.push(ObjectStatus {
                 kind: leftover.kind.clone(),
                 name: leftover.name.clone(),
@@ -126,7 +138,7 @@ pub async fn status(store: &Store, scan: &Scan, leftovers: &[Leftover]) -> Resul
                 sync: SyncStatus::OutOfSync,
                 health: Health::None,
                 created_at: None,
-                message: "requires pruning: labelled for this project, but no spec owns it".into(),
+                message: format!("requires pruning: {why}"),
                 conditions: Vec::new(),
             });
         }

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use roundtable_reconcilers::source::{project_id, scan};
 use roundtable_reconcilers::status::{Leftover, exit_code, status};
-use roundtable_sandbox::labels::ASSIGNMENT;
+use roundtable_sandbox::labels::{ASSIGNMENT, SESSION};
 use roundtable_specs::List;
 use roundtable_specs::output::{Health, SyncStatus};
 
@@ -24,6 +24,7 @@ async fn leftovers(global: &Global) -> Vec<Leftover> {
                 kind: item.kind.into(),
                 name: item.name,
                 assignment: item.labels.get(ASSIGNMENT).cloned(),
+                session: item.labels.get(SESSION).cloned(),
             })
             .collect(),
         Err(error) => {

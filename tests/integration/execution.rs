@@ -336,6 +336,22 @@ async fn prune_removes_what_is_past_retention_and_unowned() {
         .create_volume(roundtable_sandbox::profile::tmpfs_volume(&volume, 1 << 20, labels))
         .await
         .expect("volume");
+    // And one of the declared Assignment, left by its finished session (as when the engine was
+    // away while the session cleaned up).
+    let left_by_finished = roundtable_sandbox::labels::Ownership {
+        project: project_id.clone(),
+        assignment: Some("quick".into()),
+        session: session["id"].as_str().expect("id").into(),
+        controller_run: "old".into(),
+        purpose: roundtable_sandbox::labels::Purpose::Agent,
+    }
+    .labels();
+    let orphan = format!("rt-prune-orphan-{}", std::process::id());
+    engine
+        .docker()
+        .create_volume(roundtable_sandbox::profile::tmpfs_volume(&orphan, 1 << 20, left_by_finished))
+        .await
+        .expect("volume");
 
     // status lists what retention would remove.
     let status = json(&roundtable(root, &["status", "--retention", "0s", "--format", "json"]));
@@ -346,17 +362,22 @@ async fn prune_removes_what_is_past_retention_and_unowned() {
         .filter(|r| r["message"].as_str().is_some_and(|m| m.starts_with("requires pruning")))
         .filter_map(|r| r["kind"].as_str())
         .collect();
-    assert_eq!(pruning, ["Volume", "Session", "Proposal"], "{status:#}");
-    // Within retention, only the leftover is due.
+    assert_eq!(pruning, ["Volume", "Volume", "Session", "Proposal"], "{status:#}");
+    assert!(status.to_string().contains("which ended Succeeded"), "{status:#}");
+    // Within retention, only the leftovers are due.
     let kept = json(&roundtable(root, &["prune", "--dry-run", "--format", "json"]));
-    let kinds: Vec<&str> = kept["items"].as_array().expect("items").iter().filter_map(|i| i["kind"].as_str()).collect();
-    assert_eq!(kinds, ["Volume"], "{kept:#}");
+    let mut names: Vec<&str> =
+        kept["items"].as_array().expect("items").iter().filter_map(|i| i["name"].as_str()).collect();
+    names.sort();
+    let mut expected = [orphan.as_str(), volume.as_str()];
+    expected.sort();
+    assert_eq!(names, expected, "{kept:#}");
     // Past a zero retention, everything finished is due; a dry run removes nothing.
     let due = json(&roundtable(root, &["prune", "--retention", "0s", "--dry-run", "--format", "json"]));
     let mut kinds: Vec<&str> =
         due["items"].as_array().expect("items").iter().filter_map(|i| i["kind"].as_str()).collect();
     kinds.sort();
-    assert_eq!(kinds, ["Proposal", "Session", "Volume"], "{due:#}");
+    assert_eq!(kinds, ["Proposal", "Session", "Volume", "Volume"], "{due:#}");
     assert!(exec_dir.is_dir(), "a dry run removes nothing");
     let pruned = roundtable(root, &["prune", "--retention", "0s"]);
     assert!(pruned.status.success(), "{}{}", stdout(&pruned), stderr(&pruned));
