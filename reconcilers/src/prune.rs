@@ -132,9 +132,12 @@ mod tests {
         SessionRecord { id: "s1".into(), phase: phase.into(), ..SessionRecord::default() }
     }
 
+    /// Assignment label, declared, session label, session record, expected reason fragment.
+    type Case = (Option<&'static str>, bool, Option<&'static str>, Option<SessionRecord>, Option<&'static str>);
+
     #[test]
     fn a_resource_is_an_orphan_once_nothing_can_need_it() {
-        let cases: [(Option<&str>, bool, Option<&str>, Option<SessionRecord>, Option<&str>); 8] = [
+        let cases: [Case; 8] = [
             (None, false, Some("s1"), None, Some("without an Assignment")),
             (Some("gone"), false, Some("s1"), Some(session("Running")), Some("no spec declares")),
             (Some("a"), true, Some("s1"), Some(session("Running")), None),
