@@ -624,3 +624,18 @@ async fn a_unix_socket_gateway_serves_the_same_tunnels() {
     served.await.expect("serve ends");
     assert_eq!(journal.decisions.lock().expect("journal")[0].reason, "allowed");
 }
+
+#[tokio::test]
+async fn a_long_answer_is_dialed_in_order_and_only_its_first_four() {
+    let host = "many.roundtable.test";
+    // Six loopback addresses where nothing listens: each dial is refused at once.
+    let addresses: Vec<IpAddr> = (0..6).map(|_| IpAddr::from(own_address())).collect();
+    let dns = fake_dns().await;
+    dns.answer(host, vec![Reply::Addresses(addresses.clone())]);
+    let gateway = start(loopback_settings(&[host]), RecordingDialer::default(), dns).await;
+    after_connect(&gateway, host, &client_hello_for(host)).await;
+    assert_eq!(gateway.decision(1).await.reason, "upstream_connect_failed");
+    let expected: Vec<SocketAddr> = addresses[..4].iter().map(|ip| SocketAddr::new(*ip, 443)).collect();
+    assert_eq!(gateway.dialed(), expected);
+    gateway.stop().await;
+}
