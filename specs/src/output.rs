@@ -157,11 +157,13 @@ pub enum Health {
     None,
 }
 
-/// One row of `status`: an object, a file that does not load, or a labelled leftover.
+/// One row of `status`: an object, a file that does not load, a labelled leftover, something past
+/// retention, or a running egress sidecar.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectStatus {
-    /// `Adapter`, `Assignment`, `AdmissionPolicy`, `File`, `Container` or `Volume`.
+    /// `Adapter`, `Assignment`, `AdmissionPolicy`, `File`, `Container`, `Volume`, `Session`,
+    /// `Proposal` (past retention) or `Gateway` (a running session's egress sidecar).
     pub kind: String,
     pub name: String,
     /// The generation the current spec has (or would have once recorded).
