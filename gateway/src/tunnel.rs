@@ -127,12 +127,11 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
                 self.report(&decision);
                 answer(&mut client, &decision.reason, denial.answer).await;
             }
-            Ok(Opened { upstream, buffered }) => {
+            Ok(opened) => {
                 decision.decision = ALLOW;
                 decision.reason = "allowed".to_owned();
                 self.report(&decision);
-                let host = decision.host.unwrap_or_default();
-                self.splice(client, upstream, buffered, decision.id, host, started, cancel).await;
+                self.splice(client, opened, &decision, started, cancel).await;
             }
         }
     }
@@ -253,19 +252,19 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
         Err(Denial::new(reason, Answer::Alert(ALERT_INTERNAL_ERROR)))
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Replays the buffered bytes, then carries bytes both ways until either side is done, the
+    /// tunnel idles out or the gateway stops; then reports the close.
     async fn splice<S>(
         &self,
         client: S,
-        mut upstream: TcpStream,
-        buffered: Vec<u8>,
-        id: u64,
-        host: String,
+        opened: Opened,
+        decision: &Decision,
         started: Instant,
         cancel: &CancellationToken,
     ) where
         S: AsyncRead + AsyncWrite + Unpin + Send,
     {
+        let Opened { mut upstream, buffered } = opened;
         self.counters.tunnel_opened();
         let meter = Arc::new(Meter::new(started));
         meter.read.fetch_add(buffered.len() as u64, Ordering::Relaxed);
@@ -289,8 +288,8 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
         let close = Close {
             event: "close",
             time: now(),
-            id,
-            host,
+            id: decision.id,
+            host: decision.host.clone().unwrap_or_default(),
             bytes_in: meter.written.load(Ordering::Relaxed),
             bytes_out: meter.read.load(Ordering::Relaxed),
             duration_ms: millis(started.elapsed()),
