@@ -21,7 +21,11 @@ pub async fn forward(listener: Listener, upstream: Endpoint, cancel: Cancellatio
             accepted = listener.accept() => accepted,
             () = cancel.cancelled() => break,
         };
-        let Ok(connection) = accepted else { continue };
+        let Ok(connection) = accepted else {
+            // Out of descriptors or a transient error: pause rather than spin.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            continue;
+        };
         let upstream = upstream.clone();
         connections.spawn(async move {
             let result = match connection {

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
@@ -15,6 +15,9 @@ pub struct Decision {
     pub event: &'static str,
     pub time: String,
     pub id: u64,
+    /// The authority as the client wrote it (printable ASCII, at most 255 bytes), whatever its
+    /// fate: `CONNECT 169.254.169.254:443` leaves a record of what was asked.
+    pub requested_host: Option<String>,
     /// The canonical CONNECT host, when the request got that far.
     pub host: Option<String>,
     pub port: Option<u16>,
@@ -57,28 +60,63 @@ pub trait Journal: Send + Sync + 'static {
     fn close(&self, close: &Close);
 }
 
-/// JSON lines on stdout (`roundtable gateway serve`).
-#[derive(Debug, Default)]
-pub struct StdoutJournal;
+/// JSON lines on stdout (`roundtable gateway serve`), written by a thread of their own through a
+/// bounded queue: a reader that stalls the pipe must not stall the tunnels. Lines that find the
+/// queue full are counted as dropped.
+pub struct StdoutJournal {
+    lines: std::sync::mpsc::SyncSender<String>,
+    counters: Arc<Counters>,
+}
 
 impl StdoutJournal {
-    fn line(value: &impl Serialize) {
+    /// Lines queued before new ones are dropped.
+    const QUEUE: usize = 16 * 1024;
+
+    /// The journal and its writer; [`JournalWriter::finish`] waits for the queued lines once the
+    /// journal (every gateway holding it) is gone.
+    pub fn new(counters: Arc<Counters>) -> (Self, JournalWriter) {
+        let (lines, queued) = std::sync::mpsc::sync_channel::<String>(Self::QUEUE);
+        let thread = std::thread::spawn(move || {
+            let mut out = std::io::stdout().lock();
+            for line in queued {
+                // A closed stdout must not take tunnels down with it.
+                if out.write_all(line.as_bytes()).and_then(|()| out.flush()).is_err() {
+                    return;
+                }
+            }
+        });
+        (Self { lines, counters }, JournalWriter { thread })
+    }
+
+    fn line(&self, value: &impl Serialize) {
         if let Ok(mut text) = serde_json::to_string(value) {
             text.push('\n');
-            let mut out = std::io::stdout().lock();
-            // A closed stdout must not take tunnels down with it.
-            let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+            if self.lines.try_send(text).is_err() {
+                self.counters.line_dropped();
+            }
         }
+    }
+}
+
+/// The thread writing a [`StdoutJournal`]'s lines.
+pub struct JournalWriter {
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl JournalWriter {
+    /// Waits until every queued line is written, which ends when the last journal is dropped.
+    pub fn finish(self) {
+        let _ = self.thread.join();
     }
 }
 
 impl Journal for StdoutJournal {
     fn decision(&self, decision: &Decision) {
-        Self::line(decision);
+        self.line(decision);
     }
 
     fn close(&self, close: &Close) {
-        Self::line(close);
+        self.line(close);
     }
 }
 
@@ -87,6 +125,8 @@ impl Journal for StdoutJournal {
 pub struct Counters {
     allowed: AtomicU64,
     denied: AtomicU64,
+    abandoned: AtomicU64,
+    lines_dropped: AtomicU64,
     active: AtomicU64,
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
@@ -99,7 +139,12 @@ pub struct Counters {
 #[serde(rename_all = "camelCase")]
 pub struct CounterSnapshot {
     pub allowed: u64,
+    /// Refused by policy or bounds.
     pub denied: u64,
+    /// Ended by the client leaving or the gateway stopping before a decision.
+    pub abandoned: u64,
+    /// Journal lines not written because their budget was spent.
+    pub lines_dropped: u64,
     pub active: u64,
     pub bytes_in: u64,
     pub bytes_out: u64,
@@ -113,6 +158,8 @@ impl Counters {
     pub(crate) fn record(&self, decision: &Decision) {
         if decision.decision == ALLOW {
             self.allowed.fetch_add(1, Ordering::Relaxed);
+        } else if ABANDONED.contains(&decision.reason.as_str()) {
+            self.abandoned.fetch_add(1, Ordering::Relaxed);
         } else {
             self.denied.fetch_add(1, Ordering::Relaxed);
             if let Ok(mut reasons) = self.reasons.lock() {
@@ -131,6 +178,11 @@ impl Counters {
         self.bytes_out.fetch_add(close.bytes_out, Ordering::Relaxed);
     }
 
+    /// A journal line that was not written (a journal's own budget or queue was full).
+    pub fn line_dropped(&self) {
+        self.lines_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn restarted(&self) {
         self.restarts.fetch_add(1, Ordering::Relaxed);
     }
@@ -139,6 +191,8 @@ impl Counters {
         CounterSnapshot {
             allowed: self.allowed.load(Ordering::Relaxed),
             denied: self.denied.load(Ordering::Relaxed),
+            abandoned: self.abandoned.load(Ordering::Relaxed),
+            lines_dropped: self.lines_dropped.load(Ordering::Relaxed),
             active: self.active.load(Ordering::Relaxed),
             bytes_in: self.bytes_in.load(Ordering::Relaxed),
             bytes_out: self.bytes_out.load(Ordering::Relaxed),
@@ -149,6 +203,8 @@ impl Counters {
 }
 
 pub const ALLOW: &str = "allow";
+/// Reasons that are not a refusal: nobody asked for anything the policy said no to.
+const ABANDONED: [&str; 2] = ["client_eof", "gateway_shutdown"];
 pub const DENY: &str = "deny";
 
 /// RFC 3339 UTC with milliseconds, for log lines.

@@ -52,6 +52,8 @@ pub enum SettingsError {
     BadHost { host: String, reason: &'static str },
     #[error("no allowed host: a gateway that reaches nothing is not started")]
     EmptyAllowlist,
+    #[error("allowCidrs entry {0} covers a whole address family and would switch the address policy off")]
+    WholeFamily(IpNet),
 }
 
 /// One gateway's policy.
@@ -59,7 +61,7 @@ pub enum SettingsError {
 pub struct Settings {
     allowlist: Vec<String>,
     /// Explicit exceptions to the public-address rule; empty by default.
-    pub allow_cidrs: Vec<IpNet>,
+    allow_cidrs: Vec<IpNet>,
     /// When not empty, the only networks the gateway may dial. It only narrows: an address must
     /// pass the address policy first.
     pub dial_allow: Vec<IpNet>,
@@ -89,6 +91,25 @@ impl Settings {
     pub fn allowlist(&self) -> &[String] {
         &self.allowlist
     }
+
+    pub fn allow_cidrs(&self) -> &[IpNet] {
+        &self.allow_cidrs
+    }
+
+    /// Sets the exceptions to the public-address rule; a `/0` is refused.
+    pub fn set_allow_cidrs(&mut self, cidrs: impl IntoIterator<Item = IpNet>) -> Result<(), SettingsError> {
+        let mut allow = Vec::new();
+        for cidr in cidrs {
+            if cidr.prefix_len() == 0 {
+                return Err(SettingsError::WholeFamily(cidr));
+            }
+            if !allow.contains(&cidr) {
+                allow.push(cidr);
+            }
+        }
+        self.allow_cidrs = allow;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -103,5 +124,10 @@ mod tests {
             assert!(matches!(Settings::new([bad]), Err(SettingsError::BadHost { .. })), "{bad}");
         }
         assert_eq!(Settings::new(Vec::<String>::new()).err(), Some(SettingsError::EmptyAllowlist));
+        let mut settings = Settings::new(["api.openai.com"]).expect("valid");
+        for whole in ["0.0.0.0/0", "::/0"] {
+            let net: IpNet = whole.parse().expect("net");
+            assert_eq!(settings.set_allow_cidrs([net]), Err(SettingsError::WholeFamily(net)));
+        }
     }
 }

@@ -93,7 +93,7 @@ async fn fake_dns() -> FakeDns {
 /// Settings for `host`, with loopback admitted and dials kept on loopback (DESIGN §11).
 fn loopback_settings(hosts: &[&str]) -> Settings {
     let mut settings = Settings::new(hosts).expect("settings");
-    settings.allow_cidrs = vec![net("127.0.0.0/8")];
+    settings.set_allow_cidrs([net("127.0.0.0/8")]).expect("allowCidrs");
     settings.dial_allow = vec![net("127.0.0.0/8")];
     settings.self_addresses = vec!["127.0.0.1".parse().expect("ip")];
     settings
@@ -275,6 +275,10 @@ async fn every_request_refusal_is_answered_before_any_lookup_or_dial() {
     ];
     for (n, (what, request, status, reason)) in cases.iter().enumerate() {
         let (head, mut stream) = gateway.request(request.as_bytes()).await;
+        if *what == "IP" {
+            // What was asked is on record even though no host was accepted.
+            assert_eq!(gateway.decision(n + 1).await.requested_host.as_deref(), Some("127.0.0.1:443"));
+        }
         assert!(head.starts_with(&format!("HTTP/1.1 {status} ")), "{what}: {head:?}");
         assert!(head.contains(&format!("X-Gateway-Deny: {reason}\r\n")), "{what}: {head:?}");
         assert!(read_to_close(&mut stream).await.is_empty(), "{what}: closed after the answer");
@@ -325,13 +329,24 @@ async fn any_non_public_answer_denies_the_tunnel_and_is_never_dialed() {
         ("doc.roundtable.test", vec!["2001:db8::1".parse().expect("ip")], "address_denied:v6_documentation"),
         ("loop.roundtable.test", vec!["127.0.0.2".parse().expect("ip")], "address_denied:loopback"),
         ("self.roundtable.test", vec!["127.0.0.1".parse().expect("ip")], "address_denied:self_address"),
+        ("mapped-self.roundtable.test", vec!["::ffff:127.0.0.1".parse().expect("ip")], "address_denied:self_address"),
+        // Covered by an exception below, but an embedded IPv4 is never excepted.
+        ("mapped-loop.roundtable.test", vec!["::ffff:127.0.0.2".parse().expect("ip")], "address_denied:v6_non_global"),
     ];
     for (host, addresses, _) in &cases {
         dns.answer(host, vec![Reply::Addresses(addresses.clone())]);
     }
     let mut settings = Settings::new(cases.iter().map(|case| case.0)).expect("settings");
-    // Only this test's own address is an exception; 127.0.0.1 is this host's and never allowed.
-    settings.allow_cidrs = vec![IpNet::from(IpAddr::from(allowed)), net("127.0.0.1/32")];
+    // This test's own address is a plain exception; 127.0.0.1 is this host's and never allowed.
+    // Exceptions that must not open what they cover: metadata, NAT64 and IPv4-mapped space.
+    let exceptions = [
+        IpNet::from(IpAddr::from(allowed)),
+        net("127.0.0.1/32"),
+        net("169.254.0.0/16"),
+        net("64:ff9b::/96"),
+        net("::ffff:0:0/96"),
+    ];
+    settings.set_allow_cidrs(exceptions).expect("allowCidrs");
     settings.self_addresses = vec!["127.0.0.1".parse().expect("ip")];
     let gateway = start(settings, RecordingDialer::default(), dns).await;
     for (n, (host, addresses, reason)) in cases.iter().enumerate() {
@@ -356,7 +371,7 @@ async fn a_rebinding_answer_on_a_later_lookup_never_leads_to_a_private_dial() {
     let private: IpAddr = "192.168.1.10".parse().expect("ip");
     dns.answer(host, vec![Reply::Addresses(vec![upstream.address.ip()]), Reply::Addresses(vec![private])]);
     let mut settings = Settings::new([host]).expect("settings");
-    settings.allow_cidrs = vec![IpNet::from(upstream.address.ip())];
+    settings.set_allow_cidrs([IpNet::from(upstream.address.ip())]).expect("allowCidrs");
     let gateway = start(settings, RecordingDialer::default(), dns).await;
 
     let mut first = gateway.tunnel(host).await;

@@ -73,14 +73,29 @@ pub struct EgressReport {
     pub counters: CounterSnapshot,
 }
 
-/// A running sidecar.
+/// How long a stop waits for tunnels to close before abandoning them.
+const STOP_BOUND: Duration = Duration::from_secs(10);
+
+/// A running sidecar. Dropped without [`Sidecar::stop`] (a panicking execution), it still stops
+/// serving and removes its socket.
 pub struct Sidecar {
     cancel: CancellationToken,
-    served: tokio::task::JoinHandle<()>,
+    served: Option<tokio::task::JoinHandle<()>>,
     reporter: tokio::task::JoinHandle<()>,
     counters: Arc<Counters>,
     report: EgressReport,
     report_path: PathBuf,
+}
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        self.reporter.abort();
+        self.cancel.cancel();
+        if let Some(served) = self.served.take() {
+            served.abort();
+        }
+        let _ = std::fs::remove_file(&self.report.socket);
+    }
 }
 
 impl Sidecar {
@@ -94,8 +109,7 @@ impl Sidecar {
         session: &str,
     ) -> Result<Self, SidecarError> {
         let mut settings = Settings::new(hosts)?;
-        settings.allow_cidrs = options.allow_cidrs.iter().chain(adapter_cidrs).copied().collect();
-        settings.allow_cidrs.dedup();
+        settings.set_allow_cidrs(options.allow_cidrs.iter().chain(adapter_cidrs).copied())?;
         settings.dial_allow = options.dial_allow.clone();
         settings.self_addresses = roundtable_gateway::local::interface_addresses();
         settings.limits.max_tunnels = options.max_tunnels;
@@ -112,7 +126,7 @@ impl Sidecar {
             state: "serving".into(),
             socket: path.display().to_string(),
             hosts: settings.allowlist().to_vec(),
-            allow_cidrs: settings.allow_cidrs.iter().map(ToString::to_string).collect(),
+            allow_cidrs: settings.allow_cidrs().iter().map(ToString::to_string).collect(),
             counters: CounterSnapshot::default(),
         };
         tracing::info!(
@@ -122,23 +136,29 @@ impl Sidecar {
             allow_cidrs = ?report.allow_cidrs,
             "egress gateway serving"
         );
-        let journal = Arc::new(FileJournal::open(&exec_dir.join(LOG_NAME), session));
-        let gateway = Arc::new(Gateway::new(settings, resolver, DirectDialer, journal));
-        let counters = gateway.counters();
+        let counters = Arc::new(Counters::default());
+        let journal = Arc::new(FileJournal::open(&exec_dir.join(LOG_NAME), session, counters.clone()));
+        let gateway = Arc::new(Gateway::with_counters(settings, resolver, DirectDialer, journal, counters.clone()));
         let cancel = CancellationToken::new();
         let served = tokio::spawn(roundtable_gateway::serve(gateway, Arc::new(listener), cancel.clone()));
         let report_path = exec_dir.join(REPORT_NAME);
         let reporter = tokio::spawn(keep_reporting(report.clone(), counters.clone(), report_path.clone()));
-        Ok(Self { cancel, served, reporter, counters, report, report_path })
+        Ok(Self { cancel, served: Some(served), reporter, counters, report, report_path })
     }
 
-    /// Closes every tunnel and the socket; the final report.
-    pub async fn stop(self) -> EgressReport {
+    /// Closes every tunnel (waiting a bounded time for their close lines) and the socket; the
+    /// final report.
+    pub async fn stop(mut self) -> EgressReport {
         self.reporter.abort();
         self.cancel.cancel();
-        let _ = self.served.await;
+        if let Some(mut served) = self.served.take()
+            && tokio::time::timeout(STOP_BOUND, &mut served).await.is_err()
+        {
+            tracing::warn!(socket = %self.report.socket, "egress tunnels did not close in time; abandoned");
+            served.abort();
+        }
         let _ = std::fs::remove_file(&self.report.socket);
-        let mut report = self.report;
+        let mut report = self.report.clone();
         report.state = "stopped".into();
         report.counters = self.counters.snapshot();
         write_report(&self.report_path, &report);
@@ -171,52 +191,64 @@ fn write_report(path: &Path, report: &EgressReport) {
     }
 }
 
-/// Decision and close lines appended to a file, up to [`LOG_LIMIT`] (an agent hammering the
-/// gateway must not fill the disk); lines past it are counted, not written.
+/// Decision and close lines appended to a file, within budgets (an agent hammering the gateway
+/// must neither fill the disk nor push its allowed tunnels out of the log): refusals share one
+/// half of [`LOG_LIMIT`], allowed tunnels and their close lines the other. Lines past a budget are
+/// counted as dropped, not written.
 struct FileJournal {
     session: String,
     file: Mutex<Option<std::fs::File>>,
-    written: Mutex<u64>,
+    budgets: Mutex<Budgets>,
+    counters: Arc<Counters>,
+}
+
+#[derive(Default)]
+struct Budgets {
+    refusals: u64,
+    tunnels: u64,
 }
 
 impl FileJournal {
-    fn open(path: &Path, session: &str) -> Self {
+    fn open(path: &Path, session: &str, counters: Arc<Counters>) -> Self {
         let file = std::fs::OpenOptions::new().create(true).append(true).open(path);
         if let Err(error) = &file {
             tracing::warn!(%error, path = %path.display(), "cannot open the egress log; decisions are only traced");
         }
-        Self { session: session.to_owned(), file: Mutex::new(file.ok()), written: Mutex::new(0) }
+        Self { session: session.to_owned(), file: Mutex::new(file.ok()), budgets: Mutex::default(), counters }
     }
 
-    fn append(&self, value: &impl Serialize) {
+    fn append(&self, value: &impl Serialize, refusal: bool) {
         let Ok(mut line) = serde_json::to_vec(value) else { return };
         line.push(b'\n');
-        let mut written = self.written.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if *written + line.len() as u64 > LOG_LIMIT {
+        let mut budgets = self.budgets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let used = if refusal { &mut budgets.refusals } else { &mut budgets.tunnels };
+        if *used + line.len() as u64 > LOG_LIMIT / 2 {
+            self.counters.line_dropped();
             return;
         }
         if let Some(file) = self.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_mut()
             && file.write_all(&line).is_ok()
         {
-            *written += line.len() as u64;
+            *used += line.len() as u64;
         }
     }
 }
 
 impl Journal for FileJournal {
     fn decision(&self, decision: &Decision) {
-        tracing::info!(
+        // Debug, not info: a hostile agent decides how many of these there are.
+        tracing::debug!(
             session = %self.session,
             host = decision.host.as_deref().unwrap_or("-"),
             decision = decision.decision,
             reason = %decision.reason,
             "egress decision"
         );
-        self.append(decision);
+        self.append(decision, decision.decision != roundtable_gateway::journal::ALLOW);
     }
 
     fn close(&self, close: &Close) {
-        self.append(close);
+        self.append(close, false);
     }
 }
 
@@ -242,14 +274,18 @@ fn status_row(session: &SessionRecord, report: &EgressReport) -> ObjectStatus {
     let counters = &report.counters;
     let denials: Vec<String> = counters.denials.iter().map(|(reason, n)| format!("{reason} {n}")).collect();
     let mut message = format!(
-        "{} for {}: {} allowed, {} denied{}, {} open",
+        "{} for {}: {} allowed, {} denied{}, {} abandoned, {} open",
         report.hosts.join(", "),
         session.assignment,
         counters.allowed,
         counters.denied,
         if denials.is_empty() { String::new() } else { format!(" ({})", denials.join(", ")) },
+        counters.abandoned,
         counters.active,
     );
+    if counters.lines_dropped > 0 {
+        message.push_str(&format!("; {} log lines dropped over budget", counters.lines_dropped));
+    }
     let health = if counters.restarts > 0 {
         message.push_str(&format!("; accept loop restarted {} times", counters.restarts));
         Health::Degraded
@@ -266,5 +302,56 @@ fn status_row(session: &SessionRecord, report: &EgressReport) -> ObjectStatus {
         created_at: session.started_at.clone(),
         message,
         conditions: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_root() -> bool {
+        rustix::process::geteuid().is_root()
+    }
+
+    async fn sidecar(dir: &Path) -> Sidecar {
+        let options =
+            EgressOptions { resolver: Some("127.0.0.1:9".parse().expect("addr")), ..EgressOptions::default() };
+        Sidecar::start(&options, &["api.example.com".into()], &[], dir, dir, "test").await.expect("sidecar")
+    }
+
+    #[tokio::test]
+    async fn a_dropped_sidecar_stops_serving_and_removes_its_socket() {
+        if !is_root() {
+            return; // handing the socket to UID 1000 needs root
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket = dir.path().join(SOCKET_NAME);
+        let running = sidecar(dir.path()).await;
+        assert!(tokio::net::UnixStream::connect(&socket).await.is_ok());
+        // As when the execution holding it panics.
+        drop(running);
+        assert!(!socket.exists());
+        assert!(tokio::net::UnixStream::connect(&socket).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_stopped_sidecar_reports_its_counters_once_more() {
+        if !is_root() {
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let running = sidecar(dir.path()).await;
+        let mut client = tokio::net::UnixStream::connect(dir.path().join(SOCKET_NAME)).await.expect("connect");
+        tokio::io::AsyncWriteExt::write_all(&mut client, b"CONNECT evil.example.com:443 HTTP/1.1\r\n\r\n")
+            .await
+            .expect("write");
+        let mut answer = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut client, &mut answer).await.expect("read");
+        let report = running.stop().await;
+        assert_eq!(report.state, "stopped");
+        assert_eq!(report.counters.denials.get("host_not_allowlisted"), Some(&1));
+        assert_eq!(read_report(dir.path()), Some(report));
+        let log = std::fs::read_to_string(dir.path().join(LOG_NAME)).expect("log");
+        assert!(log.contains("\"reason\":\"host_not_allowlisted\""), "{log}");
     }
 }

@@ -143,6 +143,10 @@ impl ExecutionManager {
         if let Some(dir) = &record.exec_dir {
             let _ = std::fs::remove_dir_all(dir);
         }
+        // Its socket directory (and a gateway socket in it) on the runtime tmpfs.
+        if let Ok(dir) = roundtable_sandbox::sockets::plan(&self.inner.config.socket_root, &record.id) {
+            let _ = std::fs::remove_dir_all(dir);
+        }
         record.phase = "Interrupted".into();
         record.message = format!("the controller run {} ended before this session finished", record.controller_run);
         record.finished_at = Some(now());

@@ -13,7 +13,7 @@ use crate::cli::GatewayServeArgs;
 
 pub async fn serve(args: &GatewayServeArgs) -> anyhow::Result<ExitCode> {
     let mut settings = Settings::new(&args.allow_hosts)?;
-    settings.allow_cidrs = args.allow_cidrs.iter().map(|cidr| cidr.net()).collect();
+    settings.set_allow_cidrs(args.allow_cidrs.iter().map(|cidr| cidr.net()))?;
     settings.dial_allow = args.dial_allow.iter().map(|cidr| cidr.net()).collect();
     settings.self_addresses = roundtable_gateway::local::interface_addresses();
     settings.limits.max_tunnels = args.max_tunnels;
@@ -32,14 +32,19 @@ pub async fn serve(args: &GatewayServeArgs) -> anyhow::Result<ExitCode> {
     eprintln!(
         "roundtable gateway: listening on {endpoint}; hosts {}; allowCidrs [{}]; dial limited to [{}]; open files {}",
         settings.allowlist().join(", "),
-        join(&settings.allow_cidrs),
+        join(settings.allow_cidrs()),
         join(&settings.dial_allow),
         open_files.map_or_else(|| "unlimited".to_owned(), |n| n.to_string()),
     );
-    let gateway = Arc::new(Gateway::new(settings, resolver, DirectDialer, Arc::new(StdoutJournal)));
+    let counters = Arc::new(roundtable_gateway::Counters::default());
+    let (journal, writer) = StdoutJournal::new(counters.clone());
+    let journal = Arc::new(journal);
+    let gateway = Arc::new(Gateway::with_counters(settings, resolver, DirectDialer, journal, counters));
     let cancel = CancellationToken::new();
     tokio::spawn(stop_on_signal(cancel.clone()));
     roundtable_gateway::serve(gateway, Arc::new(listener), cancel).await;
+    // Every tunnel has ended and the gateway is gone: the writer drains the queue and stops.
+    tokio::task::spawn_blocking(move || writer.finish()).await?;
     if let Endpoint::Unix(path) = &endpoint {
         let _ = std::fs::remove_file(path);
     }
