@@ -17,6 +17,7 @@ pub mod request;
 pub mod resolve;
 pub mod server;
 pub mod settings;
+pub mod splice;
 pub mod tunnel;
 
 pub use dial::{Dial, DirectDialer};
