@@ -44,13 +44,13 @@ pub async fn forward(listener: Listener, upstream: Endpoint, cancel: Cancellatio
 async fn carry<S: AsyncRead + AsyncWrite + Unpin>(mut client: S, upstream: &Endpoint) -> io::Result<()> {
     match upstream {
         Endpoint::Unix(path) => {
-            let mut gateway = UnixStream::connect(path).await?;
-            tokio::io::copy_bidirectional(&mut client, &mut gateway).await?;
+            let gateway = UnixStream::connect(path).await?;
+            crate::splice::splice(&mut client, gateway).await?;
         }
         Endpoint::Tcp(address) => {
-            let mut gateway = TcpStream::connect(address).await?;
+            let gateway = TcpStream::connect(address).await?;
             gateway.set_nodelay(true)?;
-            tokio::io::copy_bidirectional(&mut client, &mut gateway).await?;
+            crate::splice::splice(&mut client, gateway).await?;
         }
     }
     Ok(())

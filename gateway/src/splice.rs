@@ -2,14 +2,20 @@
 //! traffic: it doubles (up to 256 KiB) while reads fill it, so a bulk transfer moves in large
 //! reads, and halves (down to 16 KiB) when reads come back small, so the many quiet, chatty
 //! tunnels of agents do not each hold a bulk-sized buffer in the daemon. When one side ends, the
-//! other side's write half is shut down and the other direction runs to its own end.
+//! other side's write half is shut down and the other direction runs to its own end; when one
+//! direction fails (the peer went away), the other still gets a short grace to deliver what is in
+//! flight, so a refusal written just before a close is not lost to a broken pipe the other way.
+
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 const MIN_BUFFER: usize = 16 * 1024;
 const MAX_BUFFER: usize = 256 * 1024;
+/// How long the surviving direction may go on after the other failed.
+const DRAIN_AFTER_FAILURE: Duration = Duration::from_secs(2);
 
-/// Copies `a → b` and `b → a` until both directions have ended.
+/// Copies `a → b` and `b → a` until both directions have ended; the first error, if any.
 pub async fn splice<A, B>(a: A, b: B) -> std::io::Result<()>
 where
     A: AsyncRead + AsyncWrite + Unpin,
@@ -17,8 +23,24 @@ where
 {
     let (a_read, a_write) = tokio::io::split(a);
     let (b_read, b_write) = tokio::io::split(b);
-    tokio::try_join!(pump(a_read, b_write), pump(b_read, a_write))?;
-    Ok(())
+    let forward = pump(a_read, b_write);
+    let backward = pump(b_read, a_write);
+    tokio::pin!(forward, backward);
+    tokio::select! {
+        first = &mut forward => finish(first, backward).await,
+        first = &mut backward => finish(first, forward).await,
+    }
+}
+
+/// Lets the other direction run to its end after a clean end, or for a grace after a failure.
+async fn finish(first: std::io::Result<()>, other: impl Future<Output = std::io::Result<()>>) -> std::io::Result<()> {
+    match first {
+        Ok(()) => other.await,
+        Err(error) => {
+            let _ = tokio::time::timeout(DRAIN_AFTER_FAILURE, other).await;
+            Err(error)
+        }
+    }
 }
 
 /// One direction: read, write all, adapt; at the end of input, shut down the writer.
@@ -87,5 +109,21 @@ mod tests {
         client_read.read_to_end(&mut answer).await.expect("read");
         assert_eq!(answer, b"answer after the client's half-close");
         spliced.await.expect("task").expect("splice");
+    }
+
+    #[tokio::test]
+    async fn an_answer_written_before_a_close_survives_a_broken_pipe_the_other_way() {
+        let (mut client, client_side) = tokio::io::duplex(1 << 10);
+        let (mut upstream, upstream_side) = tokio::io::duplex(1 << 10);
+        // The upstream answers and leaves at once, before reading anything.
+        upstream.write_all(b"HTTP/1.1 429 Too Many Requests\r\n\r\n").await.expect("answer");
+        drop(upstream);
+        // The client's request reaches the splice first: its copy upstream fails.
+        client.write_all(b"CONNECT a.example.com:443 HTTP/1.1\r\n\r\n").await.expect("request");
+        let spliced = tokio::spawn(splice(client_side, upstream_side));
+        let mut answer = Vec::new();
+        client.read_to_end(&mut answer).await.expect("read");
+        assert_eq!(answer, b"HTTP/1.1 429 Too Many Requests\r\n\r\n");
+        assert!(spliced.await.expect("task").is_err(), "the broken pipe is still reported");
     }
 }

@@ -87,9 +87,11 @@ async fn an_agent_reaches_its_provider_through_the_gateway_and_nothing_else() {
     assert_eq!(probe("fronting")["succeeded"], false, "{logs}");
     assert_eq!(probe("direct")["connected"], false, "no network but loopback inside: {logs}");
     assert_eq!(probe("flood")["held"], 4, "{logs}");
+    let egress_log = || std::fs::read_to_string(executions.path().join(&id).join("egress.log")).unwrap_or_default();
     assert!(
         probe("flood")["head"].as_str().is_some_and(|h| h.starts_with("HTTP/1.1 429") && h.contains("tunnel_limit")),
-        "a fifth tunnel is refused, not queued: {logs}"
+        "a fifth tunnel is refused, not queued: {logs}\n--- egress.log ---\n{}",
+        egress_log()
     );
 
     let shown = json(&roundtable(root, &["sessions", "show", &id, "--format", "json"]));

@@ -138,6 +138,8 @@ pub fn run(args: &[String]) -> std::process::ExitCode {
     line(format!("{{\"probe\":\"direct\",\"connected\":{}}}", direct.is_ok()));
 
     if probe.flood > 0 {
+        // The tunnels above are closed on this side; let the gateway finish closing them too.
+        std::thread::sleep(Duration::from_millis(1000));
         let held: Vec<TcpStream> = (0..probe.flood)
             .filter_map(|_| TcpStream::connect(&proxy).ok())
             .filter_map(|mut stream| stream.write_all(b"CONNECT ").ok().map(|()| stream))
