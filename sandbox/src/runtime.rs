@@ -320,10 +320,24 @@ async fn run_exec(
     if result.interrupted.is_none() {
         // The output also ends when the engine goes away and takes the container with it: an
         // exit code that cannot be read is an error, never a silent "unknown".
-        let exec = docker.inspect_exec(&created.id).await.map_err(engine_error("wait for the exec to finish"))?;
-        result.exit_code = exec.exit_code;
+        result.exit_code = exit_code(docker, &created.id).await?;
     }
     Ok(result)
+}
+
+/// The exit code of an exec whose output has ended. The engine may close the output a moment
+/// before it records the exit (seen under load: an agent that exited 0 read as "unknown"), so
+/// this waits, bounded, until the exec is no longer running.
+async fn exit_code(docker: &Docker, exec: &str) -> Result<Option<i64>, RuntimeError> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let inspected = docker.inspect_exec(exec).await.map_err(engine_error("wait for the exec to finish"))?;
+        let finished = inspected.running != Some(true) && inspected.exit_code.is_some();
+        if finished || tokio::time::Instant::now() >= deadline {
+            return Ok(inspected.exit_code);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Starts `roundtable proxy` as an exec and waits until it says it is listening (it checks the
