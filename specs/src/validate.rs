@@ -111,6 +111,14 @@ fn check_adapter(spec: &AdapterSpec, origin: &Origin, out: &mut Vec<ValidationEr
     report_duplicates(spec.credential_env.iter().flatten().map(ToString::to_string), "spec.credentialEnv", origin, out);
     let cidrs = spec.egress.iter().flat_map(|e| e.allow_cidrs.iter()).map(ToString::to_string);
     report_duplicates(cidrs, "spec.egress.allowCidrs", origin, out);
+    for (i, cidr) in spec.egress.iter().flat_map(|e| e.allow_cidrs.iter()).enumerate() {
+        if cidr.net().prefix_len() == 0 {
+            out.push(origin.error(
+                &path("spec.egress.allowCidrs").index(i),
+                format!("{cidr} covers a whole address family and would switch the gateway's address policy off; name the networks"),
+            ));
+        }
+    }
 }
 
 fn report_duplicates(
@@ -410,6 +418,12 @@ mod tests {
                 "spec.egress.allowCidrs[0]",
                 "host bits",
                 "  egress: {allowCidrs: [10.0.0.0/8]}\n",
+            ),
+            (
+                "  egress: {allowCidrs: ['::/0']}\n",
+                "spec.egress.allowCidrs[0]",
+                "whole address family",
+                "  egress: {allowCidrs: ['fd00::/8']}\n",
             ),
             (
                 "  image: 'Bad Image'\n",

@@ -19,6 +19,11 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     if !global.dir.is_dir() {
         anyhow::bail!("spec directory {} not found (run `roundtable init`, or pass --dir)", global.dir.display());
     }
+    if let Some(whole) = args.gateway_allow_cidrs.iter().find(|cidr| cidr.net().prefix_len() == 0) {
+        anyhow::bail!(
+            "--gateway-allow-cidr {whole} covers a whole address family and would switch the gateway's address policy off; name the networks"
+        );
+    }
     let state_dir = global.state_dir();
     roundtable_store::prepare_state_dir(&state_dir)?;
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();

@@ -206,3 +206,13 @@ async fn the_standalone_gateway_prints_one_decision_line_per_tunnel() {
     assert!(close["bytes_in"].as_u64().is_some_and(|n| n > 0), "{close}");
     assert!(!socket.exists(), "the socket is removed on a clean stop");
 }
+
+#[test]
+fn an_exception_covering_a_whole_address_family_is_refused_before_anything_starts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join(".roundtable")).expect("spec dir");
+    let out = roundtable(dir.path(), &["start", "--gateway-allow-cidr", "0.0.0.0/0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(crate::support::stderr(&out).contains("covers a whole address family"));
+    assert!(!dir.path().join(".roundtable/state").exists(), "nothing half-done");
+}
