@@ -401,7 +401,7 @@ async fn hostile_agents_harm_nothing_and_their_tricks_are_recorded() {
     );
     specs.push_str(&assignment(
         "tricks",
-        "ln -s /etc/passwd passwd-link; ln README.md hard-link; mkfifo pipe; printf x > \"$(printf 'bad\\nname')\"; printf x > \"$(printf 'esc\\033[31m')\"; printf x > \"$(printf 'inv\\377')\"; echo s > suid; chmod 4755 suid; echo edited >> README.md",
+        "ln -s /etc/passwd passwd-link; ln README.md hard-link; mkfifo pipe; printf x > \"$(printf 'bad\\nname')\"; printf x > \"$(printf 'esc\\033[31m')\"; printf x > \"$(printf 'inv\\377')\"; echo s > suid; chmod 4755 suid; echo edited >> README.md; printf 'title \\033]0;pwned\\007 clear \\033[2J\\n' >> README.md",
         "",
     ));
     specs.push_str(&assignment(
@@ -454,6 +454,20 @@ async fn hostile_agents_harm_nothing_and_their_tricks_are_recorded() {
     assert!(
         !shown.stdout.contains(&0x1b) && !shown.stdout.iter().any(|b| *b < 0x20 && *b != b'\n'),
         "raw control bytes reached the terminal"
+    );
+    // The patch itself carries the escape sequences the agent wrote into README.md: `export` keeps
+    // them for `git apply`, `show` (for a terminal) never prints them raw.
+    assert!(patch.contains("\u{1b}]0;pwned\u{7}"), "{patch:?}");
+    let proposals = json(&roundtable(root, &["proposals", "list", "--format", "json"]));
+    let tricks_proposal = proposals["items"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["assignment"] == "tricks").cloned())
+        .expect("tricks proposal");
+    let shown = roundtable(root, &["proposals", "show", tricks_proposal["id"].as_str().expect("id")]);
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("pwned"), "the line is shown, escaped");
+    assert!(
+        !shown.stdout.iter().any(|b| *b < 0x20 && *b != b'\n'),
+        "raw control bytes reached the terminal through proposals show"
     );
 
     // Writes outside the workspace are denied; the host's /etc/passwd is untouched.
