@@ -314,11 +314,7 @@ mod tests {
 
     #[test]
     fn every_malformed_or_hostile_hello_is_refused_with_its_reason() {
-        let with = |f: &dyn Fn(&mut Hello)| {
-            let mut hello = Hello::for_host(HOST);
-            f(&mut hello);
-            hello.records(16 * 1024)
-        };
+        let with = |change: &dyn Fn(&mut Hello)| Hello::changed(HOST, change);
         let mut oversized_record = Hello::for_host(HOST).records(16 * 1024);
         oversized_record[3..5].copy_from_slice(&0x4801u16.to_be_bytes());
         let mut server_hello = Hello::for_host(HOST).records(16 * 1024);

@@ -41,6 +41,14 @@ impl Hello {
         }
     }
 
+    /// The bytes of a ClientHello for `host` after `change`, in one record: the usual way to
+    /// build one malformed case.
+    pub fn changed(host: &str, change: impl FnOnce(&mut Hello)) -> Vec<u8> {
+        let mut hello = Hello::for_host(host);
+        change(&mut hello);
+        hello.records(16 * 1024)
+    }
+
     /// The ClientHello body (after the 4-byte handshake header).
     pub fn body(&self) -> Vec<u8> {
         let mut body = self.version.to_be_bytes().to_vec();

@@ -437,11 +437,7 @@ async fn every_client_hello_refusal_closes_without_touching_upstream() {
     let dns = fake_dns().await;
     dns.answer(host, vec![Reply::Addresses(vec![upstream.address.ip()])]);
     let gateway = start(loopback_settings(&[host]), RecordingDialer::default(), dns).await;
-    let with = |change: &dyn Fn(&mut Hello)| {
-        let mut hello = Hello::for_host(host);
-        change(&mut hello);
-        hello.records(16 * 1024)
-    };
+    let with = |change: &dyn Fn(&mut Hello)| Hello::changed(host, change);
     let mut oversized = Hello::for_host(host).records(16 * 1024);
     oversized[3..5].copy_from_slice(&0x4801u16.to_be_bytes());
     let mut not_hello = Hello::for_host(host).records(16 * 1024);

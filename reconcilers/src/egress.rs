@@ -76,6 +76,13 @@ pub struct EgressReport {
 /// How long a stop waits for tunnels to close before abandoning them.
 const STOP_BOUND: Duration = Duration::from_secs(10);
 
+/// The agent's proxy variables when its session has a sidecar: exactly these two, no
+/// `HTTP_PROXY`, `ALL_PROXY` or `NO_PROXY` (DESIGN §8).
+pub fn proxy_env() -> [String; 2] {
+    let proxy = format!("http://{}", roundtable_sandbox::profile::paths::PROXY_LISTEN);
+    [format!("HTTPS_PROXY={proxy}"), format!("https_proxy={proxy}")]
+}
+
 /// A running sidecar. Dropped without [`Sidecar::stop`] (a panicking execution), it still stops
 /// serving and removes its socket.
 pub struct Sidecar {
@@ -197,13 +204,13 @@ fn write_report(path: &Path, report: &EgressReport) {
 /// counted as dropped, not written.
 struct FileJournal {
     session: String,
-    file: Mutex<Option<std::fs::File>>,
-    budgets: Mutex<Budgets>,
+    log: Mutex<Log>,
     counters: Arc<Counters>,
 }
 
-#[derive(Default)]
-struct Budgets {
+/// The open file and what each budget has used.
+struct Log {
+    file: Option<std::fs::File>,
     refusals: u64,
     tunnels: u64,
 }
@@ -214,19 +221,21 @@ impl FileJournal {
         if let Err(error) = &file {
             tracing::warn!(%error, path = %path.display(), "cannot open the egress log; decisions are only traced");
         }
-        Self { session: session.to_owned(), file: Mutex::new(file.ok()), budgets: Mutex::default(), counters }
+        let log = Log { file: file.ok(), refusals: 0, tunnels: 0 };
+        Self { session: session.to_owned(), log: Mutex::new(log), counters }
     }
 
     fn append(&self, value: &impl Serialize, refusal: bool) {
         let Ok(mut line) = serde_json::to_vec(value) else { return };
         line.push(b'\n');
-        let mut budgets = self.budgets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let used = if refusal { &mut budgets.refusals } else { &mut budgets.tunnels };
+        let mut log = self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Log { file, refusals, tunnels } = &mut *log;
+        let used = if refusal { refusals } else { tunnels };
         if *used + line.len() as u64 > LOG_LIMIT / 2 {
             self.counters.line_dropped();
             return;
         }
-        if let Some(file) = self.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_mut()
+        if let Some(file) = file
             && file.write_all(&line).is_ok()
         {
             *used += line.len() as u64;

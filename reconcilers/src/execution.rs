@@ -391,10 +391,7 @@ impl Inner {
             }
         };
         if sidecar.is_some() {
-            // Exactly these two: no HTTP_PROXY, ALL_PROXY or NO_PROXY (DESIGN §8).
-            let proxy = format!("http://{}", roundtable_sandbox::profile::paths::PROXY_LISTEN);
-            env.push(format!("HTTPS_PROXY={proxy}"));
-            env.push(format!("https_proxy={proxy}"));
+            env.extend(crate::egress::proxy_env());
         }
         let plan = ExecutionPlan {
             name: format!("roundtable-{}", session.id),

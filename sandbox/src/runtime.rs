@@ -249,80 +249,92 @@ async fn run_exec(
     deadline: Option<Duration>,
     cancel: &mut watch::Receiver<bool>,
 ) -> Result<ExecResult, RuntimeError> {
-    let created = docker
-        .create_exec(
-            container,
-            CreateExecOptions {
-                cmd: Some(argv),
-                env: Some(env),
-                user: Some(format!("{AGENT_UID}:{AGENT_UID}")),
-                working_dir: Some(paths::WORKSPACE.to_owned()),
-                attach_stdout: Some(true),
-                attach_stderr: Some(true),
-                ..CreateExecOptions::default()
-            },
-        )
-        .await
-        .map_err(engine_error("create the exec"))?;
-    let started = docker
-        .start_exec(
-            &created.id,
-            Some(StartExecOptions { output_capacity: Some(64 * 1024), ..StartExecOptions::default() }),
-        )
-        .await
-        .map_err(engine_error("start the exec"))?;
+    let (exec_id, mut output) = start_attached(docker, container, argv, env, 64 * 1024).await?;
     let mut result =
         ExecResult { exit_code: None, stdout: Captured::default(), stderr: Captured::default(), interrupted: None };
-    if let StartExecResults::Attached { mut output, .. } = started {
-        let sleep = tokio::time::sleep(deadline.unwrap_or(Duration::from_secs(365 * 24 * 3600)));
-        tokio::pin!(sleep);
-        // The process may exit while a child it left behind still holds its output pipes: watch
-        // the exec itself, so the container is paused the moment the agent is done.
-        let mut exit_poll = tokio::time::interval(Duration::from_millis(100));
-        exit_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                chunk = output.next() => match chunk {
-                    Some(Ok(bollard::container::LogOutput::StdOut { message })) => result.stdout.push(&message, cap),
-                    Some(Ok(bollard::container::LogOutput::StdErr { message })) => result.stderr.push(&message, cap),
-                    Some(Ok(_)) => {}
-                    Some(Err(_)) | None => break,
-                },
-                _ = exit_poll.tick() => {
-                    if docker.inspect_exec(&created.id).await.is_ok_and(|e| e.running == Some(false)) {
-                        // Take what is already buffered (bounded: a child may keep writing), then stop.
-                        let drain_until = tokio::time::Instant::now() + Duration::from_millis(500);
-                        while let Ok(Some(Ok(chunk))) =
-                            tokio::time::timeout_at(drain_until.min(tokio::time::Instant::now() + Duration::from_millis(20)), output.next()).await
-                        {
-                            match chunk {
-                                bollard::container::LogOutput::StdOut { message } => result.stdout.push(&message, cap),
-                                bollard::container::LogOutput::StdErr { message } => result.stderr.push(&message, cap),
-                                _ => {}
-                            }
+    let sleep = tokio::time::sleep(deadline.unwrap_or(Duration::from_secs(365 * 24 * 3600)));
+    tokio::pin!(sleep);
+    // The process may exit while a child it left behind still holds its output pipes: watch
+    // the exec itself, so the container is paused the moment the agent is done.
+    let mut exit_poll = tokio::time::interval(Duration::from_millis(100));
+    exit_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            chunk = output.next() => match chunk {
+                Some(Ok(bollard::container::LogOutput::StdOut { message })) => result.stdout.push(&message, cap),
+                Some(Ok(bollard::container::LogOutput::StdErr { message })) => result.stderr.push(&message, cap),
+                Some(Ok(_)) => {}
+                Some(Err(_)) | None => break,
+            },
+            _ = exit_poll.tick() => {
+                if docker.inspect_exec(&exec_id).await.is_ok_and(|e| e.running == Some(false)) {
+                    // Take what is already buffered (bounded: a child may keep writing), then stop.
+                    let drain_until = tokio::time::Instant::now() + Duration::from_millis(500);
+                    while let Ok(Some(Ok(chunk))) =
+                        tokio::time::timeout_at(drain_until.min(tokio::time::Instant::now() + Duration::from_millis(20)), output.next()).await
+                    {
+                        match chunk {
+                            bollard::container::LogOutput::StdOut { message } => result.stdout.push(&message, cap),
+                            bollard::container::LogOutput::StdErr { message } => result.stderr.push(&message, cap),
+                            _ => {}
                         }
-                        break;
                     }
-                }
-                () = &mut sleep => {
-                    result.interrupted = Some(Cause::TimedOut);
                     break;
                 }
-                changed = cancel.changed() => {
-                    if changed.is_ok() && *cancel.borrow() {
-                        result.interrupted = Some(Cause::Cancelled);
-                        break;
-                    }
+            }
+            () = &mut sleep => {
+                result.interrupted = Some(Cause::TimedOut);
+                break;
+            }
+            changed = cancel.changed() => {
+                if changed.is_ok() && *cancel.borrow() {
+                    result.interrupted = Some(Cause::Cancelled);
+                    break;
                 }
             }
         }
     }
+    // Stop reading: a child left behind may keep the stream open.
+    drop(output);
     if result.interrupted.is_none() {
         // The output also ends when the engine goes away and takes the container with it: an
         // exit code that cannot be read is an error, never a silent "unknown".
-        result.exit_code = exit_code(docker, &created.id).await?;
+        result.exit_code = exit_code(docker, &exec_id).await?;
     }
     Ok(result)
+}
+
+/// An exec's merged output stream.
+type ExecOutput = std::pin::Pin<
+    Box<dyn futures::Stream<Item = Result<bollard::container::LogOutput, bollard::errors::Error>> + Send>,
+>;
+
+/// Creates and starts an exec as the agent's UID in the workspace, attached to its stdout and
+/// stderr; its id and output.
+async fn start_attached(
+    docker: &Docker,
+    container: &str,
+    argv: Vec<String>,
+    env: Vec<String>,
+    output_capacity: usize,
+) -> Result<(String, ExecOutput), RuntimeError> {
+    let options = CreateExecOptions {
+        cmd: Some(argv),
+        env: Some(env),
+        user: Some(format!("{AGENT_UID}:{AGENT_UID}")),
+        working_dir: Some(paths::WORKSPACE.to_owned()),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        ..CreateExecOptions::default()
+    };
+    let created = docker.create_exec(container, options).await.map_err(engine_error("create the exec"))?;
+    let start = StartExecOptions { output_capacity: Some(output_capacity), ..StartExecOptions::default() };
+    match docker.start_exec(&created.id, Some(start)).await.map_err(engine_error("start the exec"))? {
+        StartExecResults::Attached { output, .. } => Ok((created.id, output)),
+        StartExecResults::Detached => {
+            Err(RuntimeError::Io { step: "start the exec", message: "the engine did not attach its output".into() })
+        }
+    }
 }
 
 /// The exit code of an exec whose output has ended. The engine may close the output a moment
@@ -352,27 +364,9 @@ async fn start_proxy(docker: &Docker, container: &str) -> Result<(), String> {
         "--upstream".into(),
         format!("unix:{}", paths::EGRESS_SOCKET),
     ];
-    let created = docker
-        .create_exec(
-            container,
-            CreateExecOptions {
-                cmd: Some(argv),
-                env: Some(vec!["PATH=/usr/bin:/bin".to_owned()]),
-                user: Some(format!("{AGENT_UID}:{AGENT_UID}")),
-                attach_stdout: Some(true),
-                attach_stderr: Some(true),
-                ..CreateExecOptions::default()
-            },
-        )
-        .await
-        .map_err(|e| format!("cannot create the proxy exec: {e}"))?;
-    let started = docker
-        .start_exec(&created.id, Some(StartExecOptions { output_capacity: Some(4096), ..StartExecOptions::default() }))
-        .await
-        .map_err(|e| format!("cannot start the proxy: {e}"))?;
-    let StartExecResults::Attached { mut output, .. } = started else {
-        return Err("the proxy exec was not attached".into());
-    };
+    let env = vec!["PATH=/usr/bin:/bin".to_owned()];
+    let (_, mut output) =
+        start_attached(docker, container, argv, env, 4096).await.map_err(|e| format!("cannot start the proxy: {e}"))?;
     let mut said = Captured::default();
     let ready = tokio::time::timeout(Duration::from_secs(10), async {
         while let Some(Ok(chunk)) = output.next().await {

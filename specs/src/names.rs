@@ -293,6 +293,14 @@ impl Cidr {
         self.0
     }
 
+    /// Why this network cannot be an exception to the gateway's address policy (`allowCidrs`):
+    /// a `/0` would switch the policy off.
+    pub fn refused_as_exception(&self) -> Option<String> {
+        (self.0.prefix_len() == 0).then(|| {
+            format!("{self} covers a whole address family and would switch the gateway's address policy off; name the networks")
+        })
+    }
+
     fn as_str(&self) -> String {
         self.0.to_string()
     }

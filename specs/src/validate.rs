@@ -112,11 +112,8 @@ fn check_adapter(spec: &AdapterSpec, origin: &Origin, out: &mut Vec<ValidationEr
     let cidrs = spec.egress.iter().flat_map(|e| e.allow_cidrs.iter()).map(ToString::to_string);
     report_duplicates(cidrs, "spec.egress.allowCidrs", origin, out);
     for (i, cidr) in spec.egress.iter().flat_map(|e| e.allow_cidrs.iter()).enumerate() {
-        if cidr.net().prefix_len() == 0 {
-            out.push(origin.error(
-                &path("spec.egress.allowCidrs").index(i),
-                format!("{cidr} covers a whole address family and would switch the gateway's address policy off; name the networks"),
-            ));
+        if let Some(problem) = cidr.refused_as_exception() {
+            out.push(origin.error(&path("spec.egress.allowCidrs").index(i), problem));
         }
     }
 }

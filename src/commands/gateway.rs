@@ -40,8 +40,7 @@ pub async fn serve(args: &GatewayServeArgs) -> anyhow::Result<ExitCode> {
     let (journal, writer) = StdoutJournal::new(counters.clone());
     let journal = Arc::new(journal);
     let gateway = Arc::new(Gateway::with_counters(settings, resolver, DirectDialer, journal, counters));
-    let cancel = CancellationToken::new();
-    tokio::spawn(stop_on_signal(cancel.clone()));
+    let cancel = cancelled_on_signal()?;
     roundtable_gateway::serve(gateway, Arc::new(listener), cancel).await;
     // Every tunnel has ended and the gateway is gone: the writer drains the queue and stops.
     tokio::task::spawn_blocking(move || writer.finish()).await?;
@@ -61,8 +60,7 @@ pub async fn proxy(listen: &Endpoint, upstream: &Endpoint) -> anyhow::Result<Exi
     let listener = Listener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
     // The runtime waits for this line before it starts the agent.
     println!("roundtable proxy: listening on {}, forwarding to {upstream}", listener.endpoint()?);
-    let cancel = CancellationToken::new();
-    tokio::spawn(stop_on_signal(cancel.clone()));
+    let cancel = cancelled_on_signal()?;
     roundtable_gateway::forward::forward(listener, upstream.clone(), cancel).await;
     Ok(ExitCode::SUCCESS)
 }
@@ -71,16 +69,14 @@ fn join(nets: &[ipnet::IpNet]) -> String {
     nets.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
 }
 
-async fn stop_on_signal(cancel: CancellationToken) {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => _ = signal.recv().await,
-            Err(_) => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
-    }
-    cancel.cancel();
+/// A token cancelled on the first SIGINT or SIGTERM.
+fn cancelled_on_signal() -> anyhow::Result<CancellationToken> {
+    let cancel = CancellationToken::new();
+    let shutdown = crate::signals::shutdown()?;
+    let token = cancel.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        token.cancel();
+    });
+    Ok(cancel)
 }

@@ -11,7 +11,6 @@ use roundtable_reconcilers::daemon::{self, DaemonConfig};
 use roundtable_reconcilers::execution::ExecutionConfig;
 use roundtable_reconcilers::source::{project_id, project_root};
 use roundtable_store::Store;
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::{Global, StartArgs};
 
@@ -19,10 +18,8 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     if !global.dir.is_dir() {
         anyhow::bail!("spec directory {} not found (run `roundtable init`, or pass --dir)", global.dir.display());
     }
-    if let Some(whole) = args.gateway_allow_cidrs.iter().find(|cidr| cidr.net().prefix_len() == 0) {
-        anyhow::bail!(
-            "--gateway-allow-cidr {whole} covers a whole address family and would switch the gateway's address policy off; name the networks"
-        );
+    if let Some(problem) = args.gateway_allow_cidrs.iter().find_map(|cidr| cidr.refused_as_exception()) {
+        anyhow::bail!("--gateway-allow-cidr {problem}");
     }
     let state_dir = global.state_dir();
     roundtable_store::prepare_state_dir(&state_dir)?;
@@ -37,13 +34,7 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     config.resync = args.resync.as_std();
     config.retention = args.retention.as_std();
 
-    let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
-    let shutdown = async move {
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = terminate.recv() => {}
-        }
-    };
+    let shutdown = crate::signals::shutdown()?;
     eprintln!("roundtable: watching {} (state in {})", global.dir.display(), global.state_dir().display());
     let execution = execution_config(global, args)?;
     // Each egress tunnel holds two descriptors.
