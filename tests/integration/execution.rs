@@ -83,6 +83,19 @@ async fn assignments_become_sessions_and_pending_proposals() {
         assert!(Instant::now() < deadline, "executions did not finish: {sessions:#}");
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
+    // A finished session wakes its Assignment's reconcile, which records its health: let the
+    // daemon get there before it is stopped.
+    wait_until("the Assignments' health to be recorded", || {
+        let status = json(&roundtable(root, &["status", "--format", "json"]));
+        let health = |name: &str| {
+            status["items"]
+                .as_array()
+                .and_then(|rows| rows.iter().find(|r| r["name"] == name).cloned())
+                .map(|r| r["health"].clone())
+        };
+        health("shapes") == Some("Healthy".into()) && health("failing") == Some("Unhealthy".into())
+    })
+    .await;
     drop(daemon);
 
     // Failures, retries and the timeout are recorded with their causes.
