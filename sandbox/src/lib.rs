@@ -10,6 +10,7 @@ pub mod labels;
 pub mod mock;
 pub mod patch;
 pub mod profile;
+pub mod private_dir;
 pub mod provision;
 pub mod runtime;
 pub mod sockets;

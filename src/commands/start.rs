@@ -34,7 +34,7 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     config.resync = args.resync.as_std();
     config.retention = args.retention.as_std();
 
-    let shutdown = crate::signals::shutdown()?;
+    let (shutdown, hurry) = crate::signals::shutdown_then_hurry()?;
     eprintln!("roundtable: watching {} (state in {})", global.dir.display(), global.state_dir().display());
     let execution = execution_config(global, args)?;
     // Each egress tunnel holds two descriptors.
@@ -51,11 +51,20 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
         execution.execution_root.display(),
         execution.max_executions
     );
-    let summary = daemon::run(config, store.clone(), execution, shutdown).await?;
+    let hurry = async move {
+        hurry.await;
+        eprintln!("roundtable: second signal: cancelling running executions now (they are still cleaned up)");
+    };
+    let summary = daemon::run(config, store.clone(), execution, shutdown, hurry).await?;
     store.close().await;
+    let (reconciles, executions) = (summary.reconciles, summary.executions);
     eprintln!(
-        "roundtable: stopped after {} reconciles ({} failed, {} abandoned at the grace period)",
-        summary.reconciles, summary.failures, summary.abandoned
+        "roundtable: stopped after {} reconciles ({} failed, {} abandoned at the grace period); {} executions finished during the grace period, {} interrupted (re-run on the next start)",
+        reconciles.reconciles,
+        reconciles.failures,
+        reconciles.abandoned,
+        executions.finished,
+        executions.interrupted
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -67,7 +76,8 @@ fn execution_config(global: &Global, args: &StartArgs) -> anyhow::Result<Executi
         Some(root) => root.clone(),
         None => default_execution_root()?.join(&project_id),
     };
-    prepare_private_parent(&execution_root)?;
+    let execution_root = roundtable_sandbox::private_dir::prepare(&execution_root)
+        .with_context(|| format!("cannot use {} as the execution root", execution_root.display()))?;
     let proposals_dir = global.state_dir().join("proposals");
     std::fs::create_dir_all(&proposals_dir).with_context(|| format!("cannot create {}", proposals_dir.display()))?;
     std::fs::set_permissions(&proposals_dir, std::fs::Permissions::from_mode(0o700))?;
@@ -116,18 +126,6 @@ fn default_execution_root() -> anyhow::Result<PathBuf> {
         .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state")))
         .context("neither XDG_STATE_HOME nor HOME is set; pass --execution-root")?;
     Ok(state.join("roundtable/executions"))
-}
-
-/// Creates `root` with a 0700 parent, so only the controller can reach execution folders.
-fn prepare_private_parent(root: &std::path::Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(root).with_context(|| format!("cannot create {}", root.display()))?;
-    if let Some(parent) = root.parent() {
-        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o700))
-            .with_context(|| format!("cannot restrict {}", parent.display()))?;
-    }
-    // The agent (UID 1000) must traverse into its source; the parent keeps everyone else out.
-    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))?;
-    Ok(())
 }
 
 /// A dotenv file of `KEY=VALUE` lines, refused unless its mode is 0600.

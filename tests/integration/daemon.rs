@@ -172,3 +172,48 @@ async fn labelled_leftovers_no_spec_owns_require_pruning() {
     let message = leftover.unwrap_or_else(|| panic!("the labelled volume is not listed: {status:#}"));
     assert!(message.starts_with("requires pruning"), "{message}");
 }
+
+/// Regression: `start --execution-root /tmp/x` used to re-mode `/tmp` itself to 0700.
+#[test]
+fn start_never_remodes_a_folder_it_did_not_create() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = |path: &Path| std::fs::metadata(path).expect("metadata").permissions().mode() & 0o7777;
+    let project = spec_tree(&[(".roundtable/adapters.yaml", MOCK)]);
+    let root = project.path();
+    let shared = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+
+    // A new execution root under a shared sticky folder: created 0700, the folder left alone.
+    let executions = shared.path().join("executions");
+    let child = Command::new(binary())
+        .args(["start", "--execution-root"])
+        .arg(&executions)
+        .current_dir(root)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start");
+    let daemon = Daemon(child);
+    wait_for(root, "the daemon to converge", |s| row(s, "Adapter", "mock").is_some_and(|r| r["sync"] == "Synced"));
+    assert!(daemon.stop().success());
+    assert_eq!(mode(shared.path()), 0o1777, "the shared parent keeps its mode");
+    assert_eq!(mode(&executions), 0o700, "the execution root is private");
+
+    // An existing execution root others can read is refused, not re-moded.
+    std::fs::set_permissions(&executions, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let refused = roundtable(root, &["start", "--execution-root", executions.to_str().expect("utf-8")]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("has mode 0755") && stderr(&refused).contains("chmod 700"), "{}", stderr(&refused));
+    assert_eq!(mode(&executions), 0o755, "left as it was");
+    assert_eq!(mode(shared.path()), 0o1777);
+
+    // A parent others can write without the sticky bit is refused.
+    let open = shared.path().join("open");
+    std::fs::create_dir(&open).expect("mkdir");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let refused = roundtable(root, &["start", "--execution-root", open.join("x").to_str().expect("utf-8")]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("without the sticky bit"), "{}", stderr(&refused));
+    assert_eq!(mode(&open), 0o777);
+    assert!(!open.join("x").exists(), "nothing was created in it");
+}

@@ -153,6 +153,8 @@ pub fn start_daemon(root: &Path, args: &[&str], executions: &Path) -> Daemon {
 
 /// [`start_daemon`] with extra environment variables (like `DOCKER_HOST`).
 pub fn start_daemon_with_env(root: &Path, args: &[&str], executions: &Path, env: &[(&str, &str)]) -> Daemon {
+    // The daemon refuses an execution root others can reach; the test made this one.
+    std::fs::set_permissions(executions, std::os::unix::fs::PermissionsExt::from_mode(0o700)).expect("chmod 700");
     let log = std::fs::File::create(executions.join("daemon.log")).expect("log");
     let child = Command::new(binary())
         .arg("start")
