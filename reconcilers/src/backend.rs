@@ -153,8 +153,11 @@ impl ExecutionBackend for ExecutionManager {
     }
 
     async fn start(&self, request: ExecutionRequest) -> Result<(), BackendError> {
-        ExecutionManager::start(self, request).await?;
-        Ok(())
+        match ExecutionManager::start(self, request).await {
+            Ok(_) => Ok(()),
+            Err(crate::execution::StartError::Store(error)) => Err(error.into()),
+            Err(error @ crate::execution::StartError::ShuttingDown) => Err(BackendError::Execution(error.to_string())),
+        }
     }
 
     fn cancel(&self, assignment: &str) {

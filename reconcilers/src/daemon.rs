@@ -15,7 +15,7 @@ use roundtable_store::Store;
 use crate::backend::{BackendError, EngineImages};
 use crate::desired::{SyncCache, SyncOutcome, sync_with};
 use crate::dispatch::ObjectReconciler;
-use crate::execution::{ExecutionConfig, ExecutionManager};
+use crate::execution::{ExecutionConfig, ExecutionManager, ShutdownSummary};
 use crate::source::{ScanCache, scan_changed};
 
 /// How the daemon runs.
@@ -109,14 +109,24 @@ async fn rescan(
     Ok(outcome)
 }
 
-/// Runs until `shutdown` resolves; then stops intake and waits for in-flight reconciles.
-/// Executions run through `executions` (its limit, queue and folders).
+/// What the daemon did before it stopped.
+#[derive(Debug, Clone, Default)]
+pub struct DaemonSummary {
+    pub reconciles: Summary,
+    pub executions: ShutdownSummary,
+}
+
+/// Runs until `shutdown` resolves; then stops intake, waits for in-flight reconciles, and gives
+/// running executions the grace period before cancelling them (`hurry` cuts the wait short; the
+/// cancelled ones are still cleaned up and recorded). Executions run through the execution
+/// manager (its limit, queue and folders).
 pub async fn run(
     config: DaemonConfig,
     store: Store,
     execution_config: ExecutionConfig,
     shutdown: impl Future<Output = ()>,
-) -> Result<Summary, DaemonError> {
+    hurry: impl Future<Output = ()>,
+) -> Result<DaemonSummary, DaemonError> {
     let engine = match roundtable_sandbox::Engine::connect().await {
         Ok(engine) => {
             tracing::info!(endpoint = engine.endpoint(), api = %engine.api_version(), "connected to the container engine");
@@ -141,10 +151,15 @@ pub async fn run(
     let executions = ExecutionManager::new(store.clone(), engine, execution_config);
     let mut reconciler = ObjectReconciler::with_executions(store.clone(), images, store.clone(), executions.clone());
     reconciler.error_budget = config.controller.error_budget;
-    let summary =
-        run_with(config, store, Arc::new(reconciler), move |handle| executions.wake_with(handle), shutdown).await;
+    let grace = config.controller.grace;
+    let waker = executions.clone();
+    let reconciles =
+        run_with(config, store, Arc::new(reconciler), move |handle| waker.wake_with(handle), shutdown).await;
     pruner.abort();
-    summary
+    // Whatever happened to the controller, running executions are finished or cancelled and
+    // recorded: none is left running without its daemon.
+    let executions = executions.shutdown(grace, hurry).await;
+    Ok(DaemonSummary { reconciles: reconciles?, executions })
 }
 
 /// Retention on a schedule: what `roundtable prune` does, every `every`.

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,6 +22,7 @@ use roundtable_store::{ProposalRecord, SessionRecord, Store};
 
 use crate::egress::{EgressOptions, Sidecar};
 use tokio::sync::{Semaphore, watch};
+use tokio_util::task::TaskTracker;
 
 /// Paths the proposal flags when touched: they change CI, hooks, agent configuration or specs.
 const PROTECTED: [&str; 9] = [
@@ -85,6 +87,29 @@ struct Inner {
     slots: Semaphore,
     active: Mutex<HashMap<String, Active>>,
     wake: Mutex<Option<Handle<ObjectKey>>>,
+    /// Every execution task, so shutdown can wait for them.
+    tasks: TaskTracker,
+    /// Set when shutdown stops intake; executions cancelled after it end `Interrupted`.
+    stopping: AtomicBool,
+}
+
+/// Why the manager refused to start an execution.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Store(#[from] roundtable_store::Error),
+    #[error("the controller is shutting down; no new execution starts")]
+    ShuttingDown,
+}
+
+/// What happened to executions at shutdown.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShutdownSummary {
+    /// Executions that finished on their own within the grace period.
+    pub finished: usize,
+    /// Executions cancelled at the end of the grace period (recorded `Interrupted`, re-run on the
+    /// next start).
+    pub interrupted: usize,
 }
 
 fn now() -> String {
@@ -110,6 +135,8 @@ impl ExecutionManager {
                 slots,
                 active: Mutex::new(HashMap::new()),
                 wake: Mutex::new(None),
+                tasks: TaskTracker::new(),
+                stopping: AtomicBool::new(false),
             }),
         }
     }
@@ -169,8 +196,55 @@ impl ExecutionManager {
         }
     }
 
+    /// Stops intake, lets running executions finish for up to `grace` (less if `hurry`
+    /// resolves first), then cancels the rest the way `suspend` does (pause, kill, remove the
+    /// container, volumes and socket directory) and records them `Interrupted`, so the next start
+    /// re-runs them. Returns once every execution task has recorded its session.
+    pub async fn shutdown(&self, grace: Duration, hurry: impl std::future::Future<Output = ()>) -> ShutdownSummary {
+        let inner = &self.inner;
+        inner.tasks.close();
+        let running = self.active_count();
+        if running == 0 {
+            inner.tasks.wait().await;
+            return ShutdownSummary::default();
+        }
+        tracing::info!(running, grace_secs = grace.as_secs(), "waiting for running executions to finish");
+        let finished_in_time = tokio::select! {
+            () = inner.tasks.wait() => true,
+            () = tokio::time::sleep(grace) => false,
+            () = hurry => false,
+        };
+        if finished_in_time {
+            return ShutdownSummary { finished: running, interrupted: 0 };
+        }
+        // From here on a cancelled execution ends `Interrupted`, not `Cancelled`.
+        inner.stopping.store(true, Ordering::SeqCst);
+        let cancelled: Vec<(String, String)> = {
+            let active = inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            active
+                .iter()
+                .map(|(assignment, run)| {
+                    let _ = run.cancel.send(true);
+                    (assignment.clone(), run.session.clone())
+                })
+                .collect()
+        };
+        for (assignment, session) in &cancelled {
+            tracing::warn!(%assignment, %session, "shutdown: cancelling the execution; it is re-run on the next start");
+        }
+        inner.tasks.wait().await;
+        ShutdownSummary { finished: running.saturating_sub(cancelled.len()), interrupted: cancelled.len() }
+    }
+
+    fn active_count(&self) -> usize {
+        self.inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+    }
+
     /// Records a `Queued` session and runs it in the background when a slot is free.
-    pub async fn start(&self, request: ExecutionRequest) -> Result<SessionRecord, roundtable_store::Error> {
+    pub async fn start(&self, request: ExecutionRequest) -> Result<SessionRecord, StartError> {
+        if self.inner.tasks.is_closed() {
+            return Err(StartError::ShuttingDown);
+        }
         let session = SessionRecord {
             id: new_session_id(),
             assignment: request.assignment.clone(),
@@ -193,7 +267,7 @@ impl ExecutionManager {
             .insert(request.assignment.clone(), Active { session: session.id.clone(), cancel });
         let inner = self.inner.clone();
         let queued = session.clone();
-        tokio::spawn(async move {
+        self.inner.tasks.spawn(async move {
             let finished = match inner.slots.acquire().await {
                 Ok(_permit) => inner.execute(queued, request.clone(), cancelled).await,
                 Err(_) => queued,
@@ -283,6 +357,9 @@ impl Inner {
         cancel: watch::Receiver<bool>,
     ) -> SessionRecord {
         if *cancel.borrow() {
+            if self.stopping.load(Ordering::SeqCst) {
+                return self.interrupted(session, "ControllerStopped", STOPPED_BEFORE_START.into()).await;
+            }
             session.phase = "Cancelled".into();
             session.message = "cancelled before it started".into();
             session.finished_at = Some(now());
@@ -464,6 +541,9 @@ impl Inner {
         session.cause = Some(cause.clone());
         match outcome.cause {
             Cause::Exited if outcome.exit_code == Some(0) => {}
+            Cause::Cancelled if self.stopping.load(Ordering::SeqCst) => {
+                return self.interrupted(session, "ControllerStopped", STOPPED_WHILE_RUNNING.into()).await;
+            }
             Cause::Cancelled => {
                 session.phase = "Cancelled".into();
                 session.message = "cancelled: the container was paused and killed".into();
@@ -590,6 +670,10 @@ fn external_session_id(stdout: &[u8]) -> Option<String> {
     }
     None
 }
+
+const STOPPED_BEFORE_START: &str =
+    "the controller was stopped before this session started; it is re-run on the next start";
+const STOPPED_WHILE_RUNNING: &str = "the controller was stopped (SIGTERM/SIGINT) and the grace period ran out: the container was paused, killed and removed; it is re-run on the next start";
 
 /// How long a reconcile waits between looks at a running execution (the manager also wakes it).
 pub const RUNNING_RECHECK: Duration = Duration::from_secs(30);

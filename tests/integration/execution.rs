@@ -319,6 +319,59 @@ async fn a_killed_controller_interrupts_then_reruns_and_proposes_once() {
     nothing_left(&engine, root).await;
 }
 
+/// Regression: SIGTERM used to end the daemon at once, leaving the agent's container running
+/// with no timeout and its session `Running`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_cancels_a_running_execution_after_the_grace_then_the_next_start_reruns_it() {
+    let Some(engine) = crate::support::engine_or_skip().await else { return };
+    ensure_test_images();
+    let dir = one_assignment_project("stopped", "sleep 6; echo edited >> README.md");
+    let root = dir.path();
+    let executions = tempfile::tempdir().expect("tempdir");
+    let mut first = start_daemon(root, &["--grace", "1s"], executions.path());
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
+    wait_until("the first session to run", || session_phases(root, "stopped") == ["Running"]).await;
+    let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
+    wait_until("its container", || {
+        let listed = Command::new("docker")
+            .args(["ps", "-q", "--filter", &format!("label=roundtable.dev/project={project_id}")])
+            .output()
+            .expect("docker ps");
+        !stdout(&listed).trim().is_empty()
+    })
+    .await;
+    let stopped_at = Instant::now();
+    let pid = first.0.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
+    let status = loop {
+        if let Some(status) = first.0.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(stopped_at.elapsed() < Duration::from_secs(60), "the daemon did not stop");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let took = stopped_at.elapsed();
+    drop(first);
+    assert!(status.success(), "the daemon exits 0 after SIGTERM: {status:?}");
+    assert!(took >= Duration::from_secs(1), "it waited the grace period first ({took:?})");
+    // Nothing labelled is left, and the session says why it ended.
+    assert!(engine.labelled(&project_id).await.expect("list").is_empty(), "cleaned up before exiting");
+    let sessions = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
+    let session = &sessions["items"][0];
+    assert_eq!(session["phase"], "Interrupted", "{session:#}");
+    assert_eq!(session["cause"], "ControllerStopped", "{session:#}");
+    assert!(session["message"].as_str().is_some_and(|m| m.contains("re-run on the next start")), "{session:#}");
+    let log = std::fs::read_to_string(executions.path().join("daemon.log")).expect("log");
+    assert!(log.contains("1 interrupted"), "{log}");
+
+    // The next start re-runs it once and proposes once.
+    let _second = start_daemon(root, &[], executions.path());
+    wait_until("the re-run to succeed", || session_phases(root, "stopped") == ["Succeeded", "Interrupted"]).await;
+    let proposals = json(&roundtable(root, &["proposals", "list", "--format", "json"]));
+    assert_eq!(proposals["items"].as_array().map(Vec::len), Some(1), "exactly one proposal: {proposals:#}");
+    nothing_left(&engine, root).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prune_removes_what_is_past_retention_and_unowned() {
     let Some(engine) = crate::support::engine_or_skip().await else { return };
@@ -554,7 +607,7 @@ async fn a_full_disk_under_the_execution_root_fails_the_execution_cleanly() {
     commit_all(root);
     let small = tempfile::tempdir().expect("tempdir");
     let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=512k", "tmpfs"])
+        .args(["-t", "tmpfs", "-o", "size=512k,mode=0700", "tmpfs"])
         .arg(small.path())
         .status()
         .expect("mount");
