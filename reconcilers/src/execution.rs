@@ -379,16 +379,20 @@ impl Inner {
             Err(reason) => return self.fail(session, "EngineUnavailable", reason.clone()).await,
         };
         // Provision on a blocking thread: git and file writes.
-        let repo = self.config.project_root.join(&request.spec.source.repo);
+        let (project_root, repo) = (self.config.project_root.clone(), request.spec.source.repo.clone());
         let (revision, scope, source) =
             (request.spec.source.revision.clone(), request.spec.readable_paths.clone(), exec_dir.join("source"));
         let provisioned = tokio::task::spawn_blocking(move || {
+            let repo = provision::confine(&project_root, &repo)?;
             let commit = provision::resolve(&repo, &revision)?;
-            provision::export(&repo, &commit, &scope, &source)
+            provision::export(&repo, &commit, &scope, &source).map(|provisioned| (repo, provisioned))
         })
         .await;
-        let provisioned = match provisioned {
+        let (repo, provisioned) = match provisioned {
             Ok(Ok(provisioned)) => provisioned,
+            Ok(Err(error @ provision::ProvisionError::OutsideProjectRoot { .. })) => {
+                return self.fail(session, "SourceOutsideProjectRoot", error_chain(&error)).await;
+            }
             Ok(Err(error)) => return self.fail(session, "ProvisionFailed", error_chain(&error)).await,
             Err(error) => return self.fail(session, "ProvisionFailed", error.to_string()).await,
         };
@@ -581,7 +585,6 @@ impl Inner {
 
         // Propose: the patch against the provisioned source.
         let (source, export, scratch) = (exec_dir.join("source"), exec_dir.join("export"), exec_dir.join("scratch"));
-        let repo = self.config.project_root.join(&request.spec.source.repo);
         let commit = provisioned.commit.clone();
         let patch_started = std::time::Instant::now();
         let patched = tokio::task::spawn_blocking(move || {

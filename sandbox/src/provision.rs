@@ -23,6 +23,10 @@ pub enum ProvisionError {
         #[source]
         source: GitError,
     },
+    #[error(
+        "source.repo {repo} resolves to {resolved}, outside the project root {root} (symbolic links are followed); an agent is only given repositories inside the project"
+    )]
+    OutsideProjectRoot { repo: PathBuf, resolved: PathBuf, root: PathBuf },
     #[error("readablePaths entry {path:?} matches nothing at commit {commit}")]
     PathNotFound { path: String, commit: String },
     #[error("nothing to provide: every file under readablePaths was excluded; an empty scope fails closed")]
@@ -101,6 +105,21 @@ pub fn sensitive(path: &str) -> Option<String> {
         return Some("a Docker credentials file".into());
     }
     SENSITIVE_NAMES.iter().find(|pattern| matches(pattern, file)).map(|pattern| format!("matches {pattern}"))
+}
+
+/// `source.repo` resolved under `project_root`, refused unless its canonical path (every symbolic
+/// link followed) lies inside the canonical project root. `validate` refuses the lexical forms
+/// (`..` that climbs out); this catches symbolic links and what changed on disk since.
+pub fn confine(project_root: &Path, repo: &str) -> Result<PathBuf, ProvisionError> {
+    let root = project_root
+        .canonicalize()
+        .map_err(|source| ProvisionError::Io { path: project_root.to_owned(), source })?;
+    let joined = project_root.join(repo);
+    let resolved = joined.canonicalize().map_err(|source| ProvisionError::Io { path: joined.clone(), source })?;
+    if !resolved.starts_with(&root) {
+        return Err(ProvisionError::OutsideProjectRoot { repo: joined, resolved, root });
+    }
+    Ok(resolved)
 }
 
 /// Resolves `revision` in `repo` (which must be the top of a work tree) to a full commit ID.
@@ -263,5 +282,25 @@ mod tests {
         assert!(within("README.md", "README.md"));
         assert!(!within("docsx/a.md", "docs"));
         assert!(within("anything", "."));
+    }
+
+    #[test]
+    fn a_repository_outside_the_project_root_is_refused_after_following_links() {
+        let base = tempfile::tempdir().expect("tempdir");
+        let project = base.path().join("project");
+        let elsewhere = base.path().join("elsewhere");
+        std::fs::create_dir_all(project.join("services/api")).expect("mkdir");
+        std::fs::create_dir_all(&elsewhere).expect("mkdir");
+        std::os::unix::fs::symlink(&elsewhere, project.join("linked")).expect("symlink");
+        std::os::unix::fs::symlink("../..", project.join("services/up")).expect("symlink");
+
+        let inside = confine(&project, "services/api").expect("inside");
+        assert!(inside.ends_with("project/services/api"), "{}", inside.display());
+        assert!(confine(&project, ".").is_ok(), "the root itself");
+        for repo in ["linked", "services/up", "..", "services/../../elsewhere"] {
+            let error = confine(&project, repo).expect_err(repo);
+            assert!(matches!(error, ProvisionError::OutsideProjectRoot { .. }), "{repo}: {error}");
+            assert!(error.to_string().contains("outside the project root"), "{error}");
+        }
     }
 }

@@ -156,6 +156,35 @@ fn readable_path_problem(entry: &str) -> Option<&'static str> {
     None
 }
 
+/// Why `source.repo` is refused, if it is: it must name a folder inside the project root. This is
+/// the lexical half; provisioning checks the resolved path (symlinks followed) as well.
+fn repo_path_problem(repo: &str) -> Option<&'static str> {
+    if repo.is_empty() {
+        return Some("must be a path relative to the project root ('.' for the root itself)");
+    }
+    if repo.starts_with('/') || repo.starts_with('\\') {
+        return Some("must be relative to the project root, not absolute");
+    }
+    if has_control(repo) {
+        return Some("control characters are not allowed");
+    }
+    if repo.contains('\\') {
+        return Some("use '/' as the separator");
+    }
+    let mut depth = 0usize;
+    for component in repo.split('/').filter(|c| !c.is_empty() && *c != ".") {
+        if component == ".." {
+            let Some(up) = depth.checked_sub(1) else {
+                return Some("climbs out of the project root with '..'; the repository must be inside the project root");
+            };
+            depth = up;
+        } else {
+            depth += 1;
+        }
+    }
+    None
+}
+
 fn check_assignment(spec: &AssignmentSpec, origin: &Origin, out: &mut Vec<ValidationError>) {
     if spec.readable_paths.is_empty() {
         out.push(origin.error(
@@ -182,9 +211,8 @@ fn check_assignment(spec: &AssignmentSpec, origin: &Origin, out: &mut Vec<Valida
             "a revision is a branch, tag or commit: not empty, no whitespace, not starting with '-'",
         ));
     }
-    let repo = &spec.source.repo;
-    if repo.is_empty() || repo.starts_with('/') || has_control(repo) {
-        out.push(origin.error(&path("spec.source.repo"), "must be a path relative to the project root"));
+    if let Some(problem) = repo_path_problem(&spec.source.repo) {
+        out.push(origin.error(&path("spec.source.repo"), format!("{:?}: {problem}", spec.source.repo)));
     }
     if let Some(model) = &spec.model
         && (model.trim().is_empty() || has_control(model))
@@ -491,6 +519,18 @@ mod tests {
                 "spec.source.revision",
                 "'-'",
                 "  readablePaths: [a]\n  source: {revision: v1.2}\n",
+            ),
+            (
+                "  readablePaths: [a]\n  source: {repo: vendor/../../other}\n",
+                "spec.source.repo",
+                "climbs out of the project root",
+                "  readablePaths: [a]\n  source: {repo: vendor/../services/api}\n",
+            ),
+            (
+                "  readablePaths: [a]\n  source: {repo: /srv/other}\n",
+                "spec.source.repo",
+                "not absolute",
+                "  readablePaths: [a]\n  source: {repo: ./srv/other}\n",
             ),
             (
                 "  readablePaths: [a]\n  role: admin\n",

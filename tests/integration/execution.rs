@@ -319,6 +319,52 @@ async fn a_killed_controller_interrupts_then_reruns_and_proposes_once() {
     nothing_left(&engine, root).await;
 }
 
+/// Regression: `source.repo` was checked lexically only, so a symbolic link inside the project
+/// could hand an agent another repository on the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_repo_that_resolves_outside_the_project_root_starts_nothing() {
+    let Some(engine) = crate::support::engine_or_skip().await else { return };
+    ensure_test_images();
+    let other = tempfile::tempdir().expect("tempdir");
+    write(other.path(), "README.md", "another team's repository\n");
+    commit_all(other.path());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write(root, "README.md", "# Project\n");
+    std::os::unix::fs::symlink(other.path(), root.join("linked")).expect("symlink");
+    let specs = format!(
+        "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n---\n{}",
+        assignment("escape", "cat README.md", "").replace("{repo: ., revision: main}", "{repo: linked, revision: main}")
+            .replace("[README.md, docs/]", "[README.md]")
+    );
+    write(root, ".roundtable/specs.yaml", &specs);
+    commit_all(root);
+    assert!(roundtable(root, &["validate"]).status.success(), "lexically fine: the link is only seen when resolved");
+
+    let executions = tempfile::tempdir().expect("tempdir");
+    let daemon = start_daemon(root, &[], executions.path());
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
+    wait_until("the execution to be refused", || session_phases(root, "escape") == ["Failed"]).await;
+    drop(daemon);
+    let session = json(&roundtable(root, &["sessions", "list", "--format", "json"]))["items"][0].clone();
+    assert_eq!(session["cause"], "SourceOutsideProjectRoot", "{session:#}");
+    let message = session["message"].as_str().unwrap_or_default();
+    assert!(message.contains("outside the project root") && message.contains("linked"), "{message}");
+    let exec_dir = executions.path().join(session["id"].as_str().expect("id"));
+    assert!(!exec_dir.join("source").exists(), "nothing was exported");
+    let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
+    assert!(engine.labelled(&project_id).await.expect("list").is_empty(), "no container was created");
+    // The lexical form is refused before anything runs.
+    std::fs::write(
+        root.join(".roundtable/specs.yaml"),
+        specs.replace("repo: linked", "repo: sub/../../elsewhere"),
+    )
+    .expect("edit");
+    let refused = roundtable(root, &["validate"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(stdout(&refused).contains("spec.source.repo: \"sub/../../elsewhere\": climbs out of the project root"), "{}", stdout(&refused));
+}
+
 /// Regression: SIGTERM used to end the daemon at once, leaving the agent's container running
 /// with no timeout and its session `Running`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
