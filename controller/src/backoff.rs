@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 
-/// The shape of the backoff; the defaults are DESIGN §4's.
+/// The shape of the backoff; the defaults are 1 s to 5 min, ×2, ±20 % jitter.
 #[derive(Debug, Clone, Copy)]
 pub struct BackoffConfig {
     pub min: Duration,

@@ -55,7 +55,8 @@ pub enum Trigger<K> {
     Requested(K),
 }
 
-/// Tuning, with DESIGN §4's defaults.
+/// Tuning; the defaults: 4 concurrent reconciles, no debounce, a budget of 10 failures, the
+/// default backoff and a 30 s shutdown grace.
 #[derive(Debug, Clone, Copy)]
 pub struct Config {
     pub concurrency: usize,

@@ -1,7 +1,7 @@
 //! The address policy: which resolved addresses a tunnel may dial. Every special-purpose range of
-//! the IANA registries is denied with a class for logs (reference/gateway.md §3); IPv6 is allowed
-//! only inside 2000::/3 minus its special blocks, and IPv4-mapped or -compatible forms are never
-//! unwrapped first.
+//! the IANA registries is denied with a class for logs (the table is in docs/gateway.md); IPv6 is
+//! allowed only inside 2000::/3 minus its special blocks, and IPv4-mapped or -compatible forms are
+//! never unwrapped first.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

@@ -4,7 +4,8 @@
 //! exactly; tls-parser silently ignores trailing junk, so this parser is our own), exactly one
 //! `host_name` SNI equal to the CONNECT host, no duplicate extensions, no ECH.
 
-/// Why a ClientHello is refused (the post-200 reason codes of reference/gateway.md §2.3).
+/// Why a ClientHello is refused: the post-200 reason codes (docs/gateway.md lists each with its
+/// TLS alert).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
     NotTls,

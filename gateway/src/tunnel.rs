@@ -1,4 +1,4 @@
-//! One tunnel from accept to close, in the order of reference/gateway.md §0: the bounded CONNECT
+//! One tunnel from accept to close, in the order docs/gateway.md describes: the bounded CONNECT
 //! head, the exact allowlist, one DNS lookup, every answer classified, `200`, a bounded and timed
 //! ClientHello check, a dial of the pinned address only then, a replay of the buffered bytes and a
 //! splice. Every refusal is final and names one reason; a denied tunnel never touches upstream.

@@ -1,4 +1,4 @@
-//! The egress sidecar of one session (DESIGN §8): a gateway allowing exactly its Adapter's
+//! The egress sidecar of one session (docs/gateway.md): a gateway allowing exactly its Adapter's
 //! `providerHosts`, on `egress.sock` in the session's socket directory. The socket is bound before
 //! the container exists and kept for the whole session; a crashed accept loop is restarted on it
 //! (tunnels wait in the backlog meanwhile, so they fail closed). Decisions go to the session's
@@ -77,7 +77,7 @@ pub struct EgressReport {
 const STOP_BOUND: Duration = Duration::from_secs(10);
 
 /// The agent's proxy variables when its session has a sidecar: exactly these two, no
-/// `HTTP_PROXY`, `ALL_PROXY` or `NO_PROXY` (DESIGN §8).
+/// `HTTP_PROXY`, `ALL_PROXY` or `NO_PROXY`, so plain HTTP and other schemes have no route out.
 pub fn proxy_env() -> [String; 2] {
     let proxy = format!("http://{}", roundtable_sandbox::profile::paths::PROXY_LISTEN);
     [format!("HTTPS_PROXY={proxy}"), format!("https_proxy={proxy}")]

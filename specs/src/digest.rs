@@ -1,5 +1,6 @@
 //! Generations as digests: the whole-spec digest (object generation) and the run-fields digest
-//! (execution generation) of DESIGN §3, over canonical JSON (sorted keys, no whitespace).
+//! (execution generation; a new one starts a new execution), over canonical JSON (sorted keys,
+//! no whitespace).
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};

@@ -1,4 +1,4 @@
-//! The hardened container on the real engine, in the lifecycle order of DESIGN §5:
+//! The hardened container on the real engine, in the lifecycle order tmpfs volumes require:
 //! create → start PID 1 → upload → exec → pause → download → kill, proving from inside what
 //! `docker inspect` only echoes.
 

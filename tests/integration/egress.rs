@@ -1,7 +1,8 @@
 //! The egress gateway end to end: a session of an Adapter with `providerHosts` gets its own
 //! gateway sidecar; from inside the hardened container, through the in-container proxy, the
 //! allowed host answers a real TLS round trip and everything else is refused. DNS is a scripted
-//! server and the provider a TLS echo on 127.0.0.200:443 (loopback only, DESIGN §11).
+//! server and the provider a TLS echo on 127.0.0.200:443 (loopback only: tests never leave the
+//! machine).
 
 use std::net::SocketAddr;
 use std::time::Duration;

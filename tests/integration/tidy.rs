@@ -100,3 +100,280 @@ fn controller_layers_stay_apart() {
     let store = graph.get("roundtable-store").expect("store in lock");
     assert!(!store.iter().any(|dep| dep == "bollard"), "the store does not talk to the engine");
 }
+
+/// Every file a clone of the repository has: tracked files plus untracked ones git does not
+/// ignore (new files count before their first commit). Build output is never included.
+fn repository_files() -> Vec<std::path::PathBuf> {
+    let root = repo_root();
+    let output = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        .output()
+        .expect("run git ls-files");
+    assert!(output.status.success(), "git ls-files failed: {}", String::from_utf8_lossy(&output.stderr));
+    let files: Vec<std::path::PathBuf> = output
+        .stdout
+        .split(|byte| *byte == 0)
+        .filter(|path| !path.is_empty())
+        .map(|path| Path::new(std::str::from_utf8(path).expect("UTF-8 path")).to_path_buf())
+        .filter(|path| !path.components().any(|part| part.as_os_str() == "target"))
+        .map(|path| root.join(path))
+        // Tracked files deleted in the work tree are not there to read.
+        .filter(|path| path.is_file())
+        .collect();
+    assert!(files.len() > 50, "found only {} files", files.len());
+    files
+}
+
+/// Files under `dir` (relative to the repository) with one of `extensions`.
+fn files_under(dir: &str, extensions: &[&str]) -> Vec<std::path::PathBuf> {
+    let root = repo_root().join(dir);
+    repository_files()
+        .into_iter()
+        .filter(|path| path.starts_with(&root))
+        .filter(|path| path.extension().and_then(|e| e.to_str()).is_some_and(|e| extensions.contains(&e)))
+        .collect()
+}
+
+fn relative(path: &Path) -> String {
+    path.strip_prefix(repo_root()).unwrap_or(path).display().to_string()
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|window| window == needle)
+}
+
+/// `file: needle` for every needle found in every file.
+fn occurrences(files: &[std::path::PathBuf], needles: &[String], lowercase: bool) -> Vec<String> {
+    let mut found = Vec::new();
+    for path in files {
+        let mut bytes = std::fs::read(path).expect("read");
+        if lowercase {
+            bytes.make_ascii_lowercase();
+        }
+        for needle in needles {
+            if contains(&bytes, needle.as_bytes()) {
+                found.push(format!("{}: {needle}", relative(path)));
+            }
+        }
+    }
+    found
+}
+
+/// The repository stands alone: no file points at documents outside it. The needles are split so
+/// this file does not match itself.
+#[test]
+fn no_file_points_outside_the_repository() {
+    let needles =
+        [["..", "/shared"].concat(), ["shared", "/"].concat(), ["DES", "IGN"].concat(), ["reference", "/"].concat()];
+    let found = occurrences(&repository_files(), &needles, false);
+    assert!(
+        found.is_empty(),
+        "these files point outside the repository (state the fact or point into docs/): {found:#?}"
+    );
+}
+
+/// Only the state store creates or migrates tables: no DDL and no migrator anywhere else.
+#[test]
+fn only_store_creates_or_migrates_tables() {
+    let needles = [
+        ["create", " table"].concat(),
+        ["alter", " table"].concat(),
+        ["drop", " table"].concat(),
+        ["create", " index"].concat(),
+        ["sqlx::", "migrate"].concat(),
+    ];
+    let store = repo_root().join("store");
+    let outside: Vec<std::path::PathBuf> = repository_files()
+        .into_iter()
+        .filter(|path| !path.starts_with(&store))
+        .filter(|path| path.extension().and_then(|e| e.to_str()).is_some_and(|e| e == "rs" || e == "sql"))
+        .collect();
+    let found = occurrences(&outside, &needles, true);
+    assert!(found.is_empty(), "only store/ may create or migrate tables: {found:#?}");
+    let inside = files_under("store", &["rs", "sql"]);
+    assert!(!occurrences(&inside, &needles, true).is_empty(), "the check found the store's own migrations");
+}
+
+/// The controller is generic over its key: no concrete kind and no API types by name.
+#[test]
+fn controller_names_no_concrete_kind() {
+    let forbidden = ["Adapter", "Assignment", "AdmissionPolicy", "roundtable_specs"];
+    let files = files_under("controller", &["rs"]);
+    assert!(files.len() > 3, "found only {} controller files", files.len());
+    let mut found = Vec::new();
+    for path in &files {
+        let text = std::fs::read_to_string(path).expect("read");
+        let identifiers: BTreeSet<&str> =
+            text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|word| !word.is_empty()).collect();
+        for name in forbidden.iter().filter(|name| identifiers.contains(**name)) {
+            found.push(format!("{}: {name}", relative(path)));
+        }
+    }
+    assert!(found.is_empty(), "the controller names concrete kinds: {found:#?}");
+}
+
+/// The controller reaches no engine, store, API or gateway crate, even transitively.
+#[test]
+fn controller_depends_on_no_engine_store_or_api_crate() {
+    let graph = lock_graph();
+    let mut seen = BTreeSet::new();
+    let mut pending = vec!["roundtable-controller".to_owned()];
+    while let Some(name) = pending.pop() {
+        if seen.insert(name.clone()) {
+            pending.extend(graph.get(&name).cloned().unwrap_or_default());
+        }
+    }
+    let forbidden = [
+        "bollard",
+        "sqlx",
+        "hickory-resolver",
+        "roundtable-specs",
+        "roundtable-store",
+        "roundtable-sandbox",
+        "roundtable-gateway",
+        "roundtable-reconcilers",
+    ];
+    let found: Vec<&&str> = forbidden.iter().filter(|name| seen.contains(**name)).collect();
+    assert!(found.is_empty(), "controller (transitively) depends on {found:?}");
+    assert!(seen.contains("backon"), "the walk found the controller's real dependencies");
+}
+
+/// The controller does no file IO of its own (file-watch hints come through notify), so it
+/// cannot write a spec file.
+#[test]
+fn controller_touches_no_file() {
+    let needles = ["fs::".to_owned(), "File::open".to_owned(), "File::create".to_owned(), "OpenOptions".to_owned()];
+    let found = occurrences(&files_under("controller/src", &["rs"]), &needles, false);
+    assert!(found.is_empty(), "the controller touches files: {found:#?}");
+}
+
+/// `specs` does no IO: it is handed text and returns values.
+#[test]
+fn specs_does_no_io() {
+    let needles: Vec<String> = [
+        "std::fs",
+        "tokio",
+        "std::process",
+        "std::env",
+        "std::os",
+        "std::io::stdin",
+        "TcpStream",
+        "UdpSocket",
+        "UnixStream",
+        "File::open",
+        "File::create",
+        "OpenOptions",
+        "println!",
+        "eprintln!",
+    ]
+    .map(str::to_owned)
+    .into();
+    let files = files_under("specs/src", &["rs"]);
+    assert!(files.len() > 10, "found only {} specs files", files.len());
+    let found = occurrences(&files, &needles, false);
+    assert!(found.is_empty(), "specs does IO: {found:#?}");
+}
+
+/// The reconcilers the controller runs act only through the backend traits (`StatusBackend`,
+/// `ImageBackend`, `AuditSink`, `ExecutionBackend`): no engine, database, file or process of
+/// their own, so fakes can drive the same code.
+#[test]
+fn reconcilers_act_only_through_backend_traits() {
+    let reconcilers = ["dispatch.rs", "adapter.rs", "assignment.rs", "conditions.rs"];
+    let needles: Vec<String> = [
+        "bollard",
+        "sqlx",
+        "roundtable_sandbox",
+        "roundtable_gateway",
+        "std::fs",
+        "tokio::fs",
+        "std::process",
+        "tokio::process",
+        "Command::new",
+        "TcpStream",
+        "UnixStream",
+    ]
+    .map(str::to_owned)
+    .into();
+    let files: Vec<std::path::PathBuf> =
+        reconcilers.iter().map(|name| repo_root().join("reconcilers/src").join(name)).collect();
+    let missing: Vec<String> = files.iter().filter(|path| !path.is_file()).map(|path| relative(path)).collect();
+    assert!(missing.is_empty(), "the reconciler modules moved; update this list: {missing:?}");
+    let found = occurrences(&files, &needles, false);
+    assert!(found.is_empty(), "reconcilers act outside their backends: {found:#?}");
+}
+
+/// The workspace's production sources: `src/` of the binary and of every library crate, not
+/// tests, test helpers, benches or fuzz targets.
+fn production_sources() -> Vec<std::path::PathBuf> {
+    let root = repo_root();
+    repository_files()
+        .into_iter()
+        .filter(|path| path.extension().is_some_and(|e| e == "rs"))
+        .filter(|path| {
+            let parts: Vec<String> = path
+                .strip_prefix(&root)
+                .unwrap_or(path)
+                .components()
+                .map(|part| part.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            let top = parts.first().map(String::as_str).unwrap_or_default();
+            !matches!(top, "tests" | "fuzz" | "benches" | "examples")
+                && (top == "src" || parts.get(1).is_some_and(|second| second == "src"))
+        })
+        .collect()
+}
+
+/// Every container is created from the one hardened profile: only one production file builds a
+/// container body, it sets every hardening field, and only one file creates containers.
+#[test]
+fn containers_come_only_from_the_hardened_profile() {
+    let sources = production_sources();
+    assert!(sources.len() > 40, "found only {} production sources", sources.len());
+    let with = |needle: &str| -> Vec<std::path::PathBuf> {
+        sources.iter().filter(|path| std::fs::read_to_string(path).expect("read").contains(needle)).cloned().collect()
+    };
+    let builders = with("ContainerCreateBody {");
+    let names: Vec<String> = builders.iter().map(|path| relative(path)).collect();
+    assert_eq!(builders.len(), 1, "exactly one file may build a container body: {names:?}");
+    let profile = std::fs::read_to_string(&builders[0]).expect("read");
+    let hardening = [
+        "cap_drop: Some(vec![\"ALL\"",
+        "\"no-new-privileges\"",
+        "readonly_rootfs: Some(true)",
+        "network_mode: Some(\"none\"",
+        "network_disabled: Some(true)",
+        "privileged: Some(false)",
+        "memory_swap: Some(memory)",
+        "pids_limit:",
+        "user: Some(format!(\"{AGENT_UID}:{AGENT_UID}\"))",
+    ];
+    let missing: Vec<&str> = hardening.iter().copied().filter(|setting| !profile.contains(setting)).collect();
+    assert!(missing.is_empty(), "{names:?} no longer sets {missing:?}");
+    let creators: Vec<String> = with(".create_container(").iter().map(|path| relative(path)).collect();
+    assert_eq!(creators.len(), 1, "exactly one file may create containers: {creators:?}");
+}
+
+/// Nothing is ever applied to the operator's repository: the one production file that runs
+/// `git apply` does so in a repository it initialised itself (the patch check), and git is
+/// spawned from one place.
+#[test]
+fn nothing_is_applied_outside_a_scratch_repository() {
+    let sources = production_sources();
+    let mut appliers = Vec::new();
+    let mut spawners = Vec::new();
+    for path in &sources {
+        let text = std::fs::read_to_string(path).expect("read");
+        if text.contains("&[\"apply\"") {
+            appliers.push((relative(path), text.contains("&[\"init\"")));
+        }
+        if text.contains("Command::new(\"git\")") {
+            spawners.push(relative(path));
+        }
+    }
+    assert_eq!(appliers.len(), 1, "exactly one file may run `git apply`: {appliers:?}");
+    assert!(appliers.iter().all(|(_, scratch)| *scratch), "`git apply` outside a scratch repository: {appliers:?}");
+    assert_eq!(spawners.len(), 1, "git is spawned from one place only: {spawners:?}");
+}
