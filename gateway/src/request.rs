@@ -1,6 +1,9 @@
 //! The CONNECT request, before anything is resolved: bounded, strict parsing of the request head
 //! (`CONNECT host:443 HTTP/1.1`, CRLF lines, no body) and the canonical-host and allowlist checks.
-//! Every refusal maps to a reason code and an HTTP status (reference/gateway.md §2.1, §2.3).
+//! Every refusal maps to a reason code and an HTTP status (listed in docs/gateway.md). The host
+//! rule itself is `roundtable_specs::names::check_host`, shared with `validate`.
+
+use roundtable_specs::names::{HostError, check_host};
 
 /// Bounds on the request head.
 pub const MAX_REQUEST_LINE: usize = 2 * 1024;
@@ -137,31 +140,31 @@ fn parse_request_line(line: &[u8]) -> Result<String, RequestRefusal> {
     canonical_host(host)
 }
 
-/// The host if it is a canonical DNS name; IP literals and numeric forms are refused.
+/// The host if it is a canonical DNS name, by the one host-name rule (`roundtable_specs::names::
+/// check_host`, which `validate` applies to `providerHosts` too); IP literals and numeric forms are
+/// refused.
 pub fn canonical_host(host: &str) -> Result<String, RequestRefusal> {
-    if host.parse::<std::net::IpAddr>().is_ok() {
-        return Err(RequestRefusal::IpLiteral);
-    }
-    if host.is_empty() || host.len() > 253 || !host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
-    {
-        return Err(RequestRefusal::HostInvalid);
-    }
-    if host.ends_with('.') || host.bytes().any(|b| b.is_ascii_uppercase()) {
-        return Err(RequestRefusal::HostNotCanonical);
-    }
-    let labels: Vec<&str> = host.split('.').collect();
-    if labels.iter().any(|l| l.is_empty() || l.len() > 63 || l.starts_with('-') || l.ends_with('-')) {
-        return Err(RequestRefusal::HostInvalid);
-    }
-    // "Ends in a number" (WHATWG): 127.1, 2130706433 and 0x7f.0.0.1 are addresses in disguise.
-    let last = labels.last().copied().unwrap_or_default();
-    if last.bytes().all(|b| b.is_ascii_digit()) || last.starts_with("0x") {
-        return Err(RequestRefusal::IpLiteral);
-    }
-    if labels.len() < 2 || last == "localhost" {
-        return Err(RequestRefusal::HostNotAllowlisted);
-    }
+    check_host(host).map_err(RequestRefusal::from)?;
     Ok(host.to_owned())
+}
+
+/// The reason code for each way a host breaks the host-name rule.
+impl From<HostError> for RequestRefusal {
+    fn from(error: HostError) -> Self {
+        match error {
+            HostError::IpLiteral | HostError::NumericLastLabel => RequestRefusal::IpLiteral,
+            HostError::TrailingDot | HostError::Uppercase => RequestRefusal::HostNotCanonical,
+            // Never on any allowlist, so refused as not allowlisted.
+            HostError::SingleLabel | HostError::Localhost => RequestRefusal::HostNotAllowlisted,
+            HostError::Empty
+            | HostError::Scheme
+            | HostError::Wildcard
+            | HostError::PortOrBracket
+            | HostError::Character(_)
+            | HostError::TooLong
+            | HostError::Label => RequestRefusal::HostInvalid,
+        }
+    }
 }
 
 /// Exact allowlist match of a canonical host.
@@ -171,6 +174,8 @@ pub fn check_allowed(host: &str, allowlist: &[String]) -> Result<(), RequestRefu
 
 #[cfg(test)]
 mod tests {
+    use roundtable_specs::names::host_cases;
+
     use super::*;
 
     fn head(text: &str) -> Head {
@@ -221,6 +226,48 @@ mod tests {
         for (request, expected, status) in cases {
             assert_eq!(head(&request), Head::Refused(expected), "{request:?}");
             assert_eq!(expected.status(), status, "{request:?}");
+        }
+    }
+
+    #[test]
+    fn the_gateway_and_validate_decide_every_host_alike() {
+        for (host, expected) in host_cases() {
+            let specs = check_host(&host);
+            assert_eq!(specs, expected, "{host:?}");
+            let gateway = canonical_host(&host);
+            assert_eq!(gateway.is_err(), specs.is_err(), "{host:?}: gateway {gateway:?}, specs {specs:?}");
+            assert_eq!(gateway, specs.map(|()| host.clone()).map_err(RequestRefusal::from), "{host:?}");
+            // Through a CONNECT head: the same decision, unless the authority syntax refuses first.
+            let request = format!("CONNECT {host}:443 HTTP/1.1\r\n\r\n");
+            match (head(&request), expected) {
+                (Head::Complete { host: got, .. }, Ok(())) => assert_eq!(got, host),
+                (Head::Refused(refusal), Err(error)) if refusal == RequestRefusal::from(error) => {}
+                (Head::Refused(RequestRefusal::BadAuthority | RequestRefusal::BadRequestLine), Err(_))
+                    if host.contains(['[', ']', '@', '%', '/', ' ']) => {}
+                (got, _) => panic!("{host:?}: CONNECT gave {got:?}, the rule {expected:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn each_host_error_has_its_reason_code() {
+        let cases = [
+            (HostError::Empty, "host_invalid"),
+            (HostError::Scheme, "host_invalid"),
+            (HostError::Wildcard, "host_invalid"),
+            (HostError::PortOrBracket, "host_invalid"),
+            (HostError::Character('_'), "host_invalid"),
+            (HostError::TooLong, "host_invalid"),
+            (HostError::Label, "host_invalid"),
+            (HostError::TrailingDot, "host_not_canonical"),
+            (HostError::Uppercase, "host_not_canonical"),
+            (HostError::IpLiteral, "ip_literal"),
+            (HostError::NumericLastLabel, "ip_literal"),
+            (HostError::SingleLabel, "host_not_allowlisted"),
+            (HostError::Localhost, "host_not_allowlisted"),
+        ];
+        for (error, code) in cases {
+            assert_eq!(RequestRefusal::from(error).as_str(), code, "{error:?}");
         }
     }
 

@@ -1,6 +1,6 @@
 //! The gateway end to end on loopback: a scripted DNS server, TLS and raw upstream servers on
 //! per-test `127.0.0.N:443` addresses, real rustls clients and hand-built ClientHellos. Every
-//! reason code of reference/gateway.md §2.3 comes out of a test here, with what reached upstream
+//! reason code listed in docs/gateway.md comes out of a test here, with what reached upstream
 //! (nothing, for every denial) and how many lookups were made.
 
 use std::collections::HashMap;
@@ -90,7 +90,8 @@ async fn fake_dns() -> FakeDns {
     FakeDns::start("127.0.0.1:0".parse().expect("addr")).await.expect("fake DNS")
 }
 
-/// Settings for `host`, with loopback admitted and dials kept on loopback (DESIGN §11).
+/// Settings for `host`, with loopback admitted and dials kept on loopback (tests never leave the
+/// machine).
 fn loopback_settings(hosts: &[&str]) -> Settings {
     let mut settings = Settings::new(hosts).expect("settings");
     settings.set_allow_cidrs([net("127.0.0.0/8")]).expect("allowCidrs");

@@ -97,8 +97,168 @@ macro_rules! checked_string {
 
 // === HostName ===
 
-/// An exact, canonical DNS name a gateway may reach: lowercase labels, at least two of them,
-/// no wildcard, IP literal, port, scheme, trailing dot or `localhost`.
+/// The longest host name, in bytes, without a trailing dot (RFC 1035's 255 on the wire).
+pub const MAX_HOST_LEN: usize = 253;
+
+/// The longest label of a host name, in bytes.
+pub const MAX_HOST_LABEL_LEN: usize = 63;
+
+/// Why a text is not an exact, canonical DNS host name. This is Roundtable's one host-name rule:
+/// `validate` applies it to an Adapter's `providerHosts` (through [`HostName`]) and the egress
+/// gateway to its allowlist and to every CONNECT host, where each variant maps to a reason code.
+/// The message is shown to operators as is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    #[error("the host name is empty")]
+    Empty,
+    #[error("give the bare host name, without a scheme")]
+    Scheme,
+    #[error("wildcards are not allowed; list each exact host")]
+    Wildcard,
+    #[error("IP literals and ports are not allowed; give an exact DNS name")]
+    PortOrBracket,
+    #[error("{0:?} is not allowed: use a-z, 0-9, '-' and '.' (an internationalized name in its xn-- form)")]
+    Character(char),
+    #[error("longer than {MAX_HOST_LEN} characters")]
+    TooLong,
+    #[error("remove the trailing dot")]
+    TrailingDot,
+    #[error("host names must be lowercase")]
+    Uppercase,
+    #[error("each label is 1 to {MAX_HOST_LABEL_LEN} of a-z, 0-9 and '-', not starting or ending with '-'")]
+    Label,
+    #[error("IP literals are not allowed; give an exact DNS name")]
+    IpLiteral,
+    #[error(
+        "IP literals are not allowed, and a last label that is a number (all digits, or starting with 0x, as in 127.1 or x.0xff) makes one; give an exact DNS name"
+    )]
+    NumericLastLabel,
+    #[error("a single label (like localhost) is not a public host name")]
+    SingleLabel,
+    #[error("localhost names are not public host names")]
+    Localhost,
+}
+
+/// Checks that `text` is an exact, canonical DNS host name: lowercase labels of a-z, 0-9 and `-`,
+/// at least two of them, at most 253 bytes, no wildcard, IP literal or numeric last label (which
+/// URL parsers read as an address: `127.1`, `2130706433`, `0x7f.0.0.1`), port, scheme, trailing
+/// dot or `localhost`. Internationalized names pass in their `xn--` form.
+///
+/// The checks run in the order the gateway's reason codes need: an IP address first, then the
+/// bytes, then canonical form (trailing dot, case), then labels, then the numeric last label,
+/// then single-label and `localhost` names.
+pub fn check_host(text: &str) -> Result<(), HostError> {
+    if text.parse::<std::net::IpAddr>().is_ok() {
+        return Err(HostError::IpLiteral);
+    }
+    if text.is_empty() {
+        return Err(HostError::Empty);
+    }
+    if text.contains("://") {
+        return Err(HostError::Scheme);
+    }
+    if text.contains('*') {
+        return Err(HostError::Wildcard);
+    }
+    if text.contains([':', '[', ']']) {
+        return Err(HostError::PortOrBracket);
+    }
+    if let Some(bad) = text.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '.')) {
+        return Err(HostError::Character(bad));
+    }
+    if text.len() > MAX_HOST_LEN {
+        return Err(HostError::TooLong);
+    }
+    if text.ends_with('.') {
+        return Err(HostError::TrailingDot);
+    }
+    if text.bytes().any(|b| b.is_ascii_uppercase()) {
+        return Err(HostError::Uppercase);
+    }
+    let labels: Vec<&str> = text.split('.').collect();
+    let bad_label = |label: &&str| {
+        label.is_empty() || label.len() > MAX_HOST_LABEL_LEN || label.starts_with('-') || label.ends_with('-')
+    };
+    if labels.iter().any(bad_label) {
+        return Err(HostError::Label);
+    }
+    // "Ends in a number" (WHATWG URL), widened to every `0x` label: such a name is an address.
+    let last = labels.last().copied().unwrap_or_default();
+    if last.bytes().all(|b| b.is_ascii_digit()) || last.starts_with("0x") {
+        return Err(HostError::NumericLastLabel);
+    }
+    if labels.len() < 2 {
+        return Err(HostError::SingleLabel);
+    }
+    if last == "localhost" {
+        return Err(HostError::Localhost);
+    }
+    Ok(())
+}
+
+/// Host names and how [`check_host`] decides each: the shared test vector every crate that
+/// applies the rule (specs, the gateway) checks itself against.
+#[doc(hidden)]
+pub fn host_cases() -> Vec<(String, Result<(), HostError>)> {
+    use HostError::*;
+    let label = |c: &str, n: usize| c.repeat(n);
+    let long_label = format!("{}.example", label("a", MAX_HOST_LABEL_LEN + 1));
+    let longest_label = format!("{}.example", label("a", MAX_HOST_LABEL_LEN));
+    let name_of =
+        |last: usize| format!("{}.{}.{}.{}", label("a", 63), label("b", 63), label("c", 63), label("d", last));
+    let cases: Vec<(&str, Result<(), HostError>)> = vec![
+        ("api.openai.com", Ok(())),
+        ("generativelanguage.googleapis.com", Ok(())),
+        ("a-b.example", Ok(())),
+        ("a.b", Ok(())),
+        ("xn--bcher-kva.example", Ok(())),
+        ("1.example.com", Ok(())),
+        ("api.0ff", Ok(())),
+        ("api.x0ff", Ok(())),
+        (&longest_label, Ok(())),
+        ("", Err(Empty)),
+        ("1.2.3.4", Err(IpLiteral)),
+        ("10.0.0.1", Err(IpLiteral)),
+        ("::1", Err(IpLiteral)),
+        ("api.0xff", Err(NumericLastLabel)),
+        ("a.0x", Err(NumericLastLabel)),
+        ("0x7f.1", Err(NumericLastLabel)),
+        ("0x7f.0.0.1", Err(NumericLastLabel)),
+        ("127.1", Err(NumericLastLabel)),
+        ("1.2.3.4.5", Err(NumericLastLabel)),
+        ("123", Err(NumericLastLabel)),
+        ("2130706433", Err(NumericLastLabel)),
+        ("https://api.openai.com", Err(Scheme)),
+        ("*.openai.com", Err(Wildcard)),
+        ("[::1]", Err(PortOrBracket)),
+        ("api.openai.com:443", Err(PortOrBracket)),
+        ("a_b.example.com", Err(Character('_'))),
+        ("a b.example.com", Err(Character(' '))),
+        ("bücher.example", Err(Character('ü'))),
+        ("API_x.example", Err(Character('_'))),
+        ("a..b", Err(Label)),
+        (".a.com", Err(Label)),
+        ("-a.com", Err(Label)),
+        ("a-.com", Err(Label)),
+        (&long_label, Err(Label)),
+        ("api.openai.com.", Err(TrailingDot)),
+        (".", Err(TrailingDot)),
+        ("API.openai.com", Err(Uppercase)),
+        ("api.0XFF", Err(Uppercase)),
+        ("localhost", Err(SingleLabel)),
+        ("example", Err(SingleLabel)),
+        ("foo.localhost", Err(Localhost)),
+    ];
+    let mut owned: Vec<(String, Result<(), HostError>)> =
+        cases.into_iter().map(|(text, expected)| (text.to_owned(), expected)).collect();
+    owned.push((name_of(MAX_HOST_LEN - 3 * 64), Ok(())));
+    owned.push((name_of(MAX_HOST_LEN + 1 - 3 * 64), Err(TooLong)));
+    owned
+}
+
+/// An exact, canonical DNS name a gateway may reach, as [`check_host`] decides: lowercase labels,
+/// at least two of them, no wildcard, IP literal, numeric last label, port, scheme, trailing dot
+/// or `localhost`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct HostName(String);
 
@@ -112,45 +272,7 @@ impl FromStr for HostName {
     type Err = NameError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let refuse = |why: &str| Err(NameError(format!("invalid host {text:?}: {why}")));
-        if text.contains("://") {
-            return refuse("give the bare host name, without a scheme");
-        }
-        if text.contains('*') {
-            return refuse("wildcards are not allowed; list each exact host");
-        }
-        if text.contains(':') || text.parse::<std::net::IpAddr>().is_ok() {
-            return refuse("IP literals and ports are not allowed; give an exact DNS name");
-        }
-        if text.ends_with('.') {
-            return refuse("remove the trailing dot");
-        }
-        if text.len() > 253 {
-            return refuse("longer than 253 characters");
-        }
-        if text.bytes().any(|b| b.is_ascii_uppercase()) {
-            return refuse("host names must be lowercase");
-        }
-        let labels: Vec<&str> = text.split('.').collect();
-        if labels.len() < 2 {
-            return refuse("a single label (like localhost) is not a public host name");
-        }
-        for label in &labels {
-            let valid = !label.is_empty()
-                && label.len() <= 63
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-                && label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-            if !valid {
-                return refuse("each label is 1 to 63 of a-z, 0-9 and '-', not starting or ending with '-'");
-            }
-        }
-        if labels.last().is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit())) {
-            return refuse("IP literals are not allowed; give an exact DNS name");
-        }
-        if labels.last() == Some(&"localhost") {
-            return refuse("localhost names are not provider hosts");
-        }
+        check_host(text).map_err(|error| NameError(format!("invalid host {text:?}: {error}")))?;
         Ok(Self(text.to_owned()))
     }
 }
@@ -412,28 +534,36 @@ mod tests {
     }
 
     #[test]
-    fn hosts_are_exact_canonical_names() {
-        for ok in ["api.openai.com", "generativelanguage.googleapis.com", "a-b.example"] {
-            assert!(ok.parse::<HostName>().is_ok(), "{ok}");
+    fn hosts_follow_the_one_rule() {
+        let cases = host_cases();
+        for (text, expected) in &cases {
+            assert_eq!(check_host(text), *expected, "{text:?}");
+            match (text.parse::<HostName>(), expected) {
+                (Ok(host), Ok(())) => assert_eq!(host.as_str(), text),
+                (Err(NameError(message)), Err(error)) => {
+                    assert_eq!(message, format!("invalid host {text:?}: {error}"));
+                }
+                (got, _) => panic!("{text:?}: HostName gave {got:?}, the rule {expected:?}"),
+            }
         }
-        for bad in [
-            "*.openai.com",
-            "https://api.openai.com",
-            "api.openai.com:443",
-            "api.openai.com.",
-            "localhost",
-            "foo.localhost",
-            "127.0.0.1",
-            "[::1]",
-            "::1",
-            "API.openai.com",
-            "a..b",
-            "-a.com",
-            "1.2.3.4",
-            "",
-        ] {
-            assert!(bad.parse::<HostName>().is_err(), "{bad} should be refused");
-        }
+        // The table covers the edges it claims to.
+        let has = |len: usize, expected: Result<(), HostError>| {
+            cases.iter().any(|(text, e)| text.len() == len && *e == expected && text.split('.').all(|l| l.len() <= 63))
+        };
+        assert!(has(MAX_HOST_LEN, Ok(())) && has(MAX_HOST_LEN + 1, Err(HostError::TooLong)));
+        assert!(cases.iter().any(|(text, e)| e.is_ok() && text.split('.').any(|l| l.len() == MAX_HOST_LABEL_LEN)));
+        assert!(cases.iter().any(|(text, e)| *e == Err(HostError::Label) && text.split('.').any(|l| l.len() == 64)));
+    }
+
+    #[test]
+    fn host_messages_name_what_to_fix() {
+        let message = |text: &str| text.parse::<HostName>().err().map(|NameError(m)| m).unwrap_or_default();
+        assert!(message("*.openai.com").contains("wildcard"));
+        assert!(message("10.0.0.1").contains("IP literal"));
+        assert!(message("api.0xff").contains("IP literal"));
+        assert!(message("api.openai.com.").contains("trailing dot"));
+        assert!(message("API.openai.com").contains("lowercase"));
+        assert!(message("bücher.example").contains("xn--"));
     }
 
     #[test]
