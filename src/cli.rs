@@ -209,7 +209,7 @@ pub enum SandboxCommand {
     Init,
     /// The built-in mock agent: writes the prompt to roundtable-mock.md, prints a transcript.
     Mock {
-        #[arg(long, default_value = "/roundtable/task.json")]
+        #[arg(long, default_value = roundtable_specs::layout::TASK)]
         brief: PathBuf,
     },
     /// Verify the hardening from inside a container; prints a JSON report, exits 1 on any mismatch.

@@ -60,7 +60,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Proposals(ProposalsCommand::Export { id }) => commands::executions::proposals_export(global, id).await,
         Command::Sandbox(SandboxCommand::Mock { brief }) => {
             let workspace = std::env::current_dir()?;
-            for line in roundtable_sandbox::mock::run(brief, &workspace)? {
+            for line in roundtable_incontainer::mock::run(brief, &workspace)? {
                 println!("{line}");
             }
             Ok(ExitCode::SUCCESS)
@@ -69,18 +69,18 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Gateway(GatewayCommand::Serve(args)) => commands::gateway::serve(args).await,
         Command::Proxy { listen, upstream } => commands::gateway::proxy(listen, upstream).await,
         Command::Sandbox(SandboxCommand::Init) => {
-            roundtable_sandbox::init::run().await?;
+            roundtable_incontainer::init::run().await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Sandbox(SandboxCommand::Check { uid, gid, memory, pids, cpu_millis }) => {
-            let expected = roundtable_sandbox::check::Expected {
+            let expected = roundtable_incontainer::check::Expected {
                 uid: *uid,
                 gid: *gid,
                 memory_bytes: *memory,
                 pids: *pids,
                 cpu_millis: *cpu_millis,
             };
-            let report = roundtable_sandbox::check::run(&expected);
+            let report = roundtable_incontainer::check::run(&expected);
             print!("{}", render::json(&report)?);
             for failure in report.failures() {
                 eprintln!("sandbox check failed: {}: {}", failure.name, render::sanitize(&failure.detail));

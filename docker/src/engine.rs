@@ -186,8 +186,7 @@ pub fn hardening_features(info: &SystemInfo) -> Vec<FeatureCheck> {
 /// A container or volume carrying Roundtable's ownership labels.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Labelled {
-    /// `Container` or `Volume`.
-    pub kind: &'static str,
+    pub kind: roundtable_runtime::ResourceKind,
     pub name: String,
     pub labels: std::collections::HashMap<String, String>,
 }
@@ -195,8 +194,8 @@ pub struct Labelled {
 impl Engine {
     /// Every container and volume labelled as managed by Roundtable for `project`.
     pub async fn labelled(&self, project: &str) -> Result<Vec<Labelled>, bollard::errors::Error> {
-        use crate::labels::{MANAGED_BY, PROJECT};
         use bollard::query_parameters::{ListContainersOptionsBuilder, ListVolumesOptionsBuilder};
+        use roundtable_runtime::labels::{MANAGED_BY, PROJECT};
         let managed = format!("{MANAGED_BY}=roundtable");
         let owned = format!("{PROJECT}={project}");
         let filters = std::collections::HashMap::from([("label", vec![managed.as_str(), owned.as_str()])]);
@@ -208,7 +207,7 @@ impl Engine {
         for container in containers {
             let name = container.names.and_then(|n| n.into_iter().next()).unwrap_or_default();
             found.push(Labelled {
-                kind: "Container",
+                kind: roundtable_runtime::ResourceKind::Container,
                 name: name.trim_start_matches('/').to_owned(),
                 labels: container.labels.unwrap_or_default(),
             });
@@ -216,7 +215,11 @@ impl Engine {
         let volumes =
             self.docker.list_volumes(Some(ListVolumesOptionsBuilder::default().filters(&filters).build())).await?;
         for volume in volumes.volumes.unwrap_or_default() {
-            found.push(Labelled { kind: "Volume", name: volume.name, labels: volume.labels });
+            found.push(Labelled {
+                kind: roundtable_runtime::ResourceKind::Volume,
+                name: volume.name,
+                labels: volume.labels,
+            });
         }
         Ok(found)
     }

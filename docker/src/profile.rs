@@ -9,22 +9,8 @@ use bollard::models::{
     VolumeCreateRequest,
 };
 
-/// Where things appear inside every agent container.
-pub mod paths {
-    pub const SOURCE: &str = "/roundtable/source";
-    pub const WORKSPACE: &str = "/roundtable/workspace";
-    pub const TMP: &str = "/tmp";
-    pub const BINARY: &str = "/roundtable/bin/roundtable";
-    pub const TASK: &str = "/roundtable/task.json";
-    pub const SOCKETS: &str = "/run/roundtable";
-    /// The session gateway's socket, as the container sees it.
-    pub const EGRESS_SOCKET: &str = "/run/roundtable/egress.sock";
-    /// Where the in-container proxy listens; the agent's `HTTPS_PROXY`.
-    pub const PROXY_LISTEN: &str = "127.0.0.1:3128";
-}
-
-/// The UID and GID every agent runs as and every writable volume belongs to.
-pub const AGENT_UID: u32 = 1000;
+pub use roundtable_specs::layout as paths;
+use roundtable_specs::layout::AGENT_UID;
 
 /// A named tmpfs volume: the archive API can copy into and out of it (it cannot see `--tmpfs`
 /// mounts), and its data lives only while a running container mounts it.

@@ -4,7 +4,6 @@
 //! on the host; cleanup happens on every path.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use bollard::Docker;
@@ -15,141 +14,35 @@ use bollard::query_parameters::{
     UploadToContainerOptionsBuilder,
 };
 use futures::StreamExt as _;
-use serde::{Deserialize, Serialize};
+use roundtable_runtime::{Captured, RunEnd, RunOutcome, RuntimeError, SessionPlan};
+use roundtable_specs::layout::{self as paths, AGENT_UID};
+use roundtable_specs::session::CheckReport;
+use roundtable_workspace::extract::{self, Limits};
 use tokio::sync::watch;
 
 use crate::Engine;
-use crate::check::{CheckReport, Expected};
-use crate::extract::{self, Extracted, Limits};
-use crate::profile::{AGENT_UID, SandboxSpec, paths, tmpfs_volume};
+use crate::profile::{SandboxSpec, tmpfs_volume};
 
 /// The image that runs agents that need no files of their own (the built-in `mock`).
 pub const EMPTY_IMAGE: &str = "roundtable.dev/empty:v1";
 
-/// Everything one execution needs.
-#[derive(Debug, Clone)]
-pub struct ExecutionPlan {
-    /// Container and volume name prefix; unique per session.
-    pub name: String,
-    pub image: String,
-    pub labels: HashMap<String, String>,
-    pub memory_bytes: u64,
-    pub nano_cpus: u64,
-    pub pids: u32,
-    pub workspace_bytes: u64,
-    pub tmp_bytes: u64,
-    pub binary: PathBuf,
-    /// The provisioned source, also the workspace seed.
-    pub source_dir: PathBuf,
-    pub task_file: PathBuf,
-    pub socket_dir: Option<PathBuf>,
-    /// Start `roundtable proxy` (to the gateway socket in `socket_dir`) before the agent.
-    pub egress_proxy: bool,
-    pub argv: Vec<String>,
-    /// `KEY=VALUE`, the agent's whole environment.
-    pub env: Vec<String>,
-    pub output_limit: u64,
-    pub timeout: Duration,
-    /// Where the workspace is extracted after the run.
-    pub export_dir: PathBuf,
-    /// Where the raw archive is spooled before extraction.
-    pub spool_file: PathBuf,
-    pub extract_limits: Limits,
+/// The container's name, and the prefix of its volumes' names.
+pub fn container_name(session: &str) -> String {
+    format!("roundtable-{session}")
 }
 
-/// How the agent's run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Cause {
-    Exited,
-    TimedOut,
-    Cancelled,
-    OutOfMemory,
-    SelfCheckFailed,
-    /// The in-container proxy to the session's gateway did not come up; the agent never ran.
-    EgressUnavailable,
-}
-
-/// One captured stream.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Captured {
-    pub bytes: Vec<u8>,
-    /// Everything the stream produced, kept or not.
-    pub total: u64,
-}
-
-impl Captured {
-    pub fn truncated(&self) -> bool {
-        self.total > self.bytes.len() as u64
-    }
-
-    fn push(&mut self, chunk: &[u8], cap: u64) {
-        self.total += chunk.len() as u64;
-        let room = usize::try_from(cap.saturating_sub(self.bytes.len() as u64)).unwrap_or(usize::MAX);
-        self.bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
-    }
-}
-
-/// What happened.
-#[derive(Debug, Clone)]
-pub struct ExecutionOutcome {
-    pub cause: Cause,
-    pub exit_code: Option<i64>,
-    pub stdout: Captured,
-    pub stderr: Captured,
-    pub self_check: Option<CheckReport>,
-    /// The container was paused before the workspace was exported.
-    pub paused_for_export: bool,
-    pub extracted: Option<Extracted>,
-    /// Milliseconds per phase: `launch` (volumes, container, PID 1, seed), `selfCheck`, `agent`,
-    /// `export` (pause, download, extract).
-    pub timings: std::collections::BTreeMap<&'static str, u64>,
-}
-
-impl ExecutionOutcome {
-    /// An outcome with nothing observed yet.
-    fn ended(cause: Cause) -> Self {
-        Self {
-            cause,
-            exit_code: None,
-            stdout: Captured::default(),
-            stderr: Captured::default(),
-            self_check: None,
-            paused_for_export: false,
-            extracted: None,
-            timings: Default::default(),
-        }
-    }
-}
-
-/// Why an execution could not be carried out at all.
-#[derive(Debug, thiserror::Error)]
-pub enum RuntimeError {
-    #[error("container engine: {step}: {source}")]
-    Engine {
-        step: &'static str,
-        #[source]
-        source: bollard::errors::Error,
-    },
-    #[error("{step}: {message}")]
-    Io { step: &'static str, message: String },
-    #[error("export: {0}")]
-    Extract(#[from] extract::ExtractError),
-    /// The engine stopped answering mid-execution. Without live restore a stopped or restarted
-    /// engine takes its containers with it, so the execution cannot be finished, only re-run.
-    #[error(
-        "the container engine at {endpoint} went away during `{step}` (stopped or restarted); the container and its workspace were lost"
-    )]
-    EngineLost {
-        endpoint: String,
-        step: &'static str,
-        #[source]
-        source: bollard::errors::Error,
-    },
+/// The names of a session's volumes: the workspace and `/tmp`.
+pub fn volume_names(session: &str) -> [String; 2] {
+    let name = container_name(session);
+    [format!("{name}-workspace"), format!("{name}-tmp")]
 }
 
 fn engine_error(step: &'static str) -> impl FnOnce(bollard::errors::Error) -> RuntimeError {
-    move |source| RuntimeError::Engine { step, source }
+    move |source| RuntimeError::Engine { step, source: Box::new(source) }
+}
+
+fn io_error(step: &'static str) -> impl Fn(std::io::Error) -> RuntimeError + Copy {
+    move |source| RuntimeError::Io { step, source }
 }
 
 /// Whether `error` means the engine could not be reached or dropped the connection, rather than
@@ -184,7 +77,7 @@ pub async fn ensure_empty_image(docker: &Docker) -> Result<(), RuntimeError> {
 
 /// A tar of `dir`'s contents (files owned by the agent) and of `/tmp/roundtable/`.
 fn seed_archive(dir: &std::path::Path) -> Result<Vec<u8>, RuntimeError> {
-    let io = |message: std::io::Error| RuntimeError::Io { step: "seed the workspace", message: message.to_string() };
+    let io = io_error("seed the workspace");
     let mut builder = tar::Builder::new(Vec::new());
     let mut pending = vec![dir.to_path_buf()];
     while let Some(folder) = pending.pop() {
@@ -218,7 +111,7 @@ fn seed_archive(dir: &std::path::Path) -> Result<Vec<u8>, RuntimeError> {
 
 /// `/tmp/roundtable/` root-owned 0755 with `home/` owned by the agent.
 fn tmp_archive() -> Result<Vec<u8>, RuntimeError> {
-    let io = |message: std::io::Error| RuntimeError::Io { step: "seed /tmp", message: message.to_string() };
+    let io = io_error("seed /tmp");
     let mut builder = tar::Builder::new(Vec::new());
     for (path, owner) in [("roundtable", 0u64), ("roundtable/home", u64::from(AGENT_UID))] {
         let mut header = tar::Header::new_gnu();
@@ -237,7 +130,7 @@ struct ExecResult {
     exit_code: Option<i64>,
     stdout: Captured,
     stderr: Captured,
-    interrupted: Option<Cause>,
+    interrupted: Option<RunEnd>,
 }
 
 async fn run_exec(
@@ -283,12 +176,12 @@ async fn run_exec(
                 }
             }
             () = &mut sleep => {
-                result.interrupted = Some(Cause::TimedOut);
+                result.interrupted = Some(RunEnd::TimedOut);
                 break;
             }
             changed = cancel.changed() => {
                 if changed.is_ok() && *cancel.borrow() {
-                    result.interrupted = Some(Cause::Cancelled);
+                    result.interrupted = Some(RunEnd::Cancelled);
                     break;
                 }
             }
@@ -331,9 +224,10 @@ async fn start_attached(
     let start = StartExecOptions { output_capacity: Some(output_capacity), ..StartExecOptions::default() };
     match docker.start_exec(&created.id, Some(start)).await.map_err(engine_error("start the exec"))? {
         StartExecResults::Attached { output, .. } => Ok((created.id, output)),
-        StartExecResults::Detached => {
-            Err(RuntimeError::Io { step: "start the exec", message: "the engine did not attach its output".into() })
-        }
+        StartExecResults::Detached => Err(RuntimeError::Protocol {
+            step: "start the exec",
+            detail: "the engine did not attach its output".into(),
+        }),
     }
 }
 
@@ -422,20 +316,22 @@ async fn oom_seen(docker: &Docker, container: &str, since: u64) -> bool {
     found.unwrap_or(false)
 }
 
-/// The runtime for one session.
+/// One session on the engine.
 pub struct Execution<'a> {
     engine: &'a Engine,
-    plan: ExecutionPlan,
-    expected: Expected,
+    plan: SessionPlan,
+    /// The container's name.
+    name: String,
 }
 
 impl<'a> Execution<'a> {
-    pub fn new(engine: &'a Engine, plan: ExecutionPlan, expected: Expected) -> Self {
-        Self { engine, plan, expected }
+    pub fn new(engine: &'a Engine, plan: SessionPlan) -> Self {
+        let name = container_name(&plan.session);
+        Self { engine, plan, name }
     }
 
     fn volumes(&self) -> [String; 2] {
-        [format!("{}-workspace", self.plan.name), format!("{}-tmp", self.plan.name)]
+        volume_names(&self.plan.session)
     }
 
     /// Runs the whole lifecycle; the container and volumes are removed whatever happens.
@@ -443,11 +339,11 @@ impl<'a> Execution<'a> {
     /// the container is then paused, killed and removed.
     /// When the engine went away mid-run, the error is [`RuntimeError::EngineLost`] and the
     /// cleanup waits (bounded) for the engine to answer again first.
-    pub async fn run(&self, cancel: watch::Receiver<bool>) -> Result<ExecutionOutcome, RuntimeError> {
+    pub async fn run(&self, cancel: watch::Receiver<bool>) -> Result<RunOutcome, RuntimeError> {
         let mut watcher = cancel.clone();
         let outcome = tokio::select! {
             outcome = self.lifecycle(cancel) => outcome,
-            () = cancelled(&mut watcher) => Ok(ExecutionOutcome::ended(Cause::Cancelled)),
+            () = cancelled(&mut watcher) => Ok(RunOutcome::ended(RunEnd::Cancelled)),
         };
         let outcome = outcome.map_err(|error| self.lost_or(error));
         if matches!(outcome, Err(RuntimeError::EngineLost { .. })) {
@@ -460,7 +356,9 @@ impl<'a> Execution<'a> {
     /// An engine call that failed because the engine is gone becomes [`RuntimeError::EngineLost`].
     fn lost_or(&self, error: RuntimeError) -> RuntimeError {
         match error {
-            RuntimeError::Engine { step, source } if engine_gone(&source) => {
+            RuntimeError::Engine { step, source }
+                if source.downcast_ref::<bollard::errors::Error>().is_some_and(engine_gone) =>
+            {
                 RuntimeError::EngineLost { endpoint: self.engine.endpoint().to_owned(), step, source }
             }
             other => other,
@@ -471,7 +369,7 @@ impl<'a> Execution<'a> {
     /// so the cleanup can remove what the lost execution left instead of failing against a
     /// socket that is not there.
     async fn await_engine(&self, cancel: &mut watch::Receiver<bool>) {
-        let (endpoint, container) = (self.engine.endpoint(), &self.plan.name);
+        let (endpoint, container) = (self.engine.endpoint(), &self.name);
         tracing::warn!(endpoint, %container, "the container engine went away; waiting for it to clean up");
         let answers = async {
             while self.engine.docker().ping().await.is_err() {
@@ -494,8 +392,8 @@ impl<'a> Execution<'a> {
         let docker = self.engine.docker();
         let bound = Duration::from_secs(60);
         let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
-        if tokio::time::timeout(bound, docker.remove_container(&self.plan.name, Some(options))).await.is_err() {
-            tracing::error!(container = %self.plan.name, "removing the container timed out; it is left for garbage collection");
+        if tokio::time::timeout(bound, docker.remove_container(&self.name, Some(options))).await.is_err() {
+            tracing::error!(container = %self.name, "removing the container timed out; it is left for garbage collection");
         }
         for volume in self.volumes() {
             let options = RemoveVolumeOptionsBuilder::default().force(true).build();
@@ -505,11 +403,12 @@ impl<'a> Execution<'a> {
         }
     }
 
-    async fn lifecycle(&self, mut cancel: watch::Receiver<bool>) -> Result<ExecutionOutcome, RuntimeError> {
+    async fn lifecycle(&self, mut cancel: watch::Receiver<bool>) -> Result<RunOutcome, RuntimeError> {
         let docker = self.engine.docker();
         let plan = &self.plan;
+        let name = &self.name;
         if *cancel.borrow() {
-            return Ok(ExecutionOutcome::ended(Cause::Cancelled));
+            return Ok(RunOutcome::ended(RunEnd::Cancelled));
         }
         let mut phase_started = std::time::Instant::now();
         let mut lap = |timings: &mut std::collections::BTreeMap<&'static str, u64>, name: &'static str| {
@@ -517,24 +416,30 @@ impl<'a> Execution<'a> {
             timings.insert(name, millis);
             phase_started = std::time::Instant::now();
         };
-        if plan.image == EMPTY_IMAGE {
-            ensure_empty_image(docker).await?;
-        }
+        let image = match &plan.image {
+            Some(image) => image.clone(),
+            None => {
+                ensure_empty_image(docker).await?;
+                EMPTY_IMAGE.to_owned()
+            }
+        };
+        let labels = plan.ownership.labels();
+        let resources = plan.resources;
         let [workspace, tmp] = self.volumes();
         docker
-            .create_volume(tmpfs_volume(&workspace, plan.workspace_bytes, plan.labels.clone()))
+            .create_volume(tmpfs_volume(&workspace, resources.workspace_bytes, labels.clone()))
             .await
             .map_err(engine_error("create the workspace volume"))?;
         docker
-            .create_volume(tmpfs_volume(&tmp, plan.tmp_bytes, plan.labels.clone()))
+            .create_volume(tmpfs_volume(&tmp, resources.tmp_bytes, labels.clone()))
             .await
             .map_err(engine_error("create the /tmp volume"))?;
         let spec = SandboxSpec {
-            image: plan.image.clone(),
-            labels: plan.labels.clone(),
-            memory_bytes: plan.memory_bytes,
-            nano_cpus: plan.nano_cpus,
-            pids: plan.pids,
+            image,
+            labels,
+            memory_bytes: resources.memory_bytes,
+            nano_cpus: resources.nano_cpus,
+            pids: resources.pids,
             workspace_volume: workspace,
             tmp_volume: tmp,
             binary: plan.binary.clone(),
@@ -542,34 +447,34 @@ impl<'a> Execution<'a> {
             task_file: Some(plan.task_file.clone()),
             socket_dir: plan.socket_dir.clone(),
         };
-        tracing::debug!(container = %plan.name, "creating the container");
-        let options = CreateContainerOptionsBuilder::default().name(&plan.name).build();
+        tracing::debug!(container = %name, "creating the container");
+        let options = CreateContainerOptionsBuilder::default().name(name).build();
         docker
             .create_container(Some(options), spec.container_body())
             .await
             .map_err(engine_error("create the container"))?;
-        docker.start_container(&plan.name, None).await.map_err(engine_error("start PID 1"))?;
+        docker.start_container(name, None).await.map_err(engine_error("start PID 1"))?;
 
-        tracing::debug!(container = %plan.name, "started PID 1; seeding");
+        tracing::debug!(container = %name, "started PID 1; seeding");
         // Seed the workspace and /tmp/roundtable/ through the archive API (tmpfs volumes hold data
         // only while a running container mounts them).
         let seed = seed_archive(&plan.source_dir)?;
         let upload = |path: &str| UploadToContainerOptionsBuilder::default().path(path).build();
         docker
-            .upload_to_container(&plan.name, Some(upload(paths::WORKSPACE)), bollard::body_full(seed.into()))
+            .upload_to_container(name, Some(upload(paths::WORKSPACE)), bollard::body_full(seed.into()))
             .await
             .map_err(engine_error("upload the workspace seed"))?;
         docker
-            .upload_to_container(&plan.name, Some(upload(paths::TMP)), bollard::body_full(tmp_archive()?.into()))
+            .upload_to_container(name, Some(upload(paths::TMP)), bollard::body_full(tmp_archive()?.into()))
             .await
             .map_err(engine_error("upload /tmp/roundtable"))?;
 
-        let mut outcome = ExecutionOutcome::ended(Cause::Exited);
+        let mut outcome = RunOutcome::ended(RunEnd::Exited);
         lap(&mut outcome.timings, "launch");
 
-        tracing::debug!(container = %plan.name, "self-check");
+        tracing::debug!(container = %name, "self-check");
         // The self-check, before the agent; any mismatch fails closed.
-        let e = &self.expected;
+        let e = &plan.expected;
         let check_argv = vec![
             paths::BINARY.to_owned(),
             "sandbox".into(),
@@ -581,26 +486,25 @@ impl<'a> Execution<'a> {
             format!("--cpu-millis={}", e.cpu_millis),
         ];
         let check =
-            run_exec(docker, &plan.name, check_argv, Vec::new(), 1 << 20, Some(Duration::from_secs(60)), &mut cancel)
-                .await?;
+            run_exec(docker, name, check_argv, Vec::new(), 1 << 20, Some(Duration::from_secs(60)), &mut cancel).await?;
         lap(&mut outcome.timings, "selfCheck");
-        if let Some(cause) = check.interrupted.filter(|c| *c == Cause::Cancelled) {
-            outcome.cause = cause;
+        if let Some(cause) = check.interrupted.filter(|c| *c == RunEnd::Cancelled) {
+            outcome.end = cause;
             return Ok(outcome);
         }
         let report: Option<CheckReport> = serde_json::from_slice(&check.stdout.bytes).ok();
         let passed = check.exit_code == Some(0) && report.as_ref().is_some_and(|r| r.ok);
         outcome.self_check = report;
         if !passed {
-            outcome.cause = Cause::SelfCheckFailed;
+            outcome.end = RunEnd::SelfCheckFailed;
             outcome.stderr = check.stderr;
             return Ok(outcome);
         }
 
         if plan.egress_proxy {
-            tracing::debug!(container = %plan.name, "egress proxy");
-            if let Err(failure) = start_proxy(docker, &plan.name).await {
-                outcome.cause = Cause::EgressUnavailable;
+            tracing::debug!(container = %name, "egress proxy");
+            if let Err(failure) = start_proxy(docker, name).await {
+                outcome.end = RunEnd::EgressUnavailable;
                 outcome.stderr.push(failure.as_bytes(), 1 << 20);
                 return Ok(outcome);
             }
@@ -610,10 +514,10 @@ impl<'a> Execution<'a> {
         // The engine's OOM events are read afterwards for the agent's whole run (since → until),
         // so none is missed by subscribing late.
         let agent_started = unix_seconds();
-        tracing::debug!(container = %plan.name, "agent");
+        tracing::debug!(container = %name, "agent");
         let agent = run_exec(
             docker,
-            &plan.name,
+            name,
             plan.argv.clone(),
             plan.env.clone(),
             plan.output_limit,
@@ -627,53 +531,50 @@ impl<'a> Execution<'a> {
         outcome.exit_code = agent.exit_code;
         if let Some(cause) = agent.interrupted {
             // Timeout or cancel: pause first so nothing keeps running, then kill.
-            outcome.cause = cause;
-            let _ = docker.pause_container(&plan.name).await;
-            let _ = docker
-                .kill_container(&plan.name, Some(KillContainerOptionsBuilder::default().signal("KILL").build()))
-                .await;
+            outcome.end = cause;
+            let _ = docker.pause_container(name).await;
+            let _ =
+                docker.kill_container(name, Some(KillContainerOptionsBuilder::default().signal("KILL").build())).await;
             return Ok(outcome);
         }
-        if oom_seen(docker, &plan.name, agent_started.saturating_sub(1)).await {
-            outcome.cause = Cause::OutOfMemory;
+        if oom_seen(docker, name, agent_started.saturating_sub(1)).await {
+            outcome.end = RunEnd::OutOfMemory;
         }
 
         // Pause so surviving children cannot race the export, then stream the workspace out.
-        docker.pause_container(&plan.name).await.map_err(engine_error("pause before export"))?;
+        docker.pause_container(name).await.map_err(engine_error("pause before export"))?;
         outcome.paused_for_export = true;
         let options = DownloadFromContainerOptionsBuilder::default().path(paths::WORKSPACE).build();
-        let mut stream = docker.download_from_container(&plan.name, Some(options));
-        let mut spool = tokio::fs::File::create(&plan.spool_file)
-            .await
-            .map_err(|e| RuntimeError::Io { step: "spool the export", message: e.to_string() })?;
+        let mut stream = docker.download_from_container(name, Some(options));
+        let spool_file = plan.scratch_dir.join("export.tar");
+        tokio::fs::create_dir_all(&plan.scratch_dir).await.map_err(io_error("spool the export"))?;
+        let mut spool = tokio::fs::File::create(&spool_file).await.map_err(io_error("spool the export"))?;
         let mut spooled = 0u64;
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(engine_error("download the workspace"))?;
             spooled += chunk.len() as u64;
             // The archive carries headers too; allow some slack over the byte limit.
-            if spooled > plan.extract_limits.max_bytes.saturating_mul(2).saturating_add(1 << 20) {
-                return Err(extract::ExtractError::TooLarge { limit: plan.extract_limits.max_bytes }.into());
+            if spooled > plan.export_limits.max_bytes.saturating_mul(2).saturating_add(1 << 20) {
+                let too_large = extract::ExtractError::TooLarge { limit: plan.export_limits.max_bytes };
+                return Err(RuntimeError::Export(Box::new(too_large)));
             }
-            tokio::io::AsyncWriteExt::write_all(&mut spool, &chunk)
-                .await
-                .map_err(|e| RuntimeError::Io { step: "spool the export", message: e.to_string() })?;
+            tokio::io::AsyncWriteExt::write_all(&mut spool, &chunk).await.map_err(io_error("spool the export"))?;
         }
         // tokio hands writes to a blocking thread: without a flush, the tail of the archive may
         // not be on disk yet when the extractor opens the file.
-        tokio::io::AsyncWriteExt::flush(&mut spool)
-            .await
-            .map_err(|e| RuntimeError::Io { step: "spool the export", message: e.to_string() })?;
+        tokio::io::AsyncWriteExt::flush(&mut spool).await.map_err(io_error("spool the export"))?;
         drop(spool);
-        let (spool_file, export_dir, limits) = (plan.spool_file.clone(), plan.export_dir.clone(), plan.extract_limits);
+        let (export_dir, limits) = (plan.export_dir.clone(), plan.export_limits);
+        let limits = Limits { max_bytes: limits.max_bytes, max_entries: limits.max_entries };
         let extracted = tokio::task::spawn_blocking(move || {
-            let file = std::fs::File::open(&spool_file)
-                .map_err(|e| RuntimeError::Io { step: "read the spooled export", message: e.to_string() })?;
-            let outcome = extract::extract(std::io::BufReader::new(file), &export_dir, limits)?;
+            let file = std::fs::File::open(&spool_file).map_err(io_error("read the spooled export"))?;
+            let outcome = extract::extract(std::io::BufReader::new(file), &export_dir, limits)
+                .map_err(|error| RuntimeError::Export(Box::new(error)));
             let _ = std::fs::remove_file(&spool_file);
-            Ok::<_, RuntimeError>(outcome)
+            outcome
         })
         .await
-        .map_err(|e| RuntimeError::Io { step: "extract", message: e.to_string() })??;
+        .map_err(|error| RuntimeError::Protocol { step: "extract", detail: error.to_string() })??;
         outcome.extracted = Some(extracted);
         lap(&mut outcome.timings, "export");
         Ok(outcome)

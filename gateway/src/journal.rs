@@ -134,25 +134,8 @@ pub struct Counters {
     reasons: Mutex<BTreeMap<String, u64>>,
 }
 
-/// A copy of [`Counters`] at one moment.
-#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct CounterSnapshot {
-    pub allowed: u64,
-    /// Refused by policy or bounds.
-    pub denied: u64,
-    /// Ended by the client leaving or the gateway stopping before a decision.
-    pub abandoned: u64,
-    /// Journal lines not written because their budget was spent.
-    pub lines_dropped: u64,
-    pub active: u64,
-    pub bytes_in: u64,
-    pub bytes_out: u64,
-    /// Accept-loop restarts after a crash.
-    pub restarts: u64,
-    /// Denials by reason code.
-    pub denials: BTreeMap<String, u64>,
-}
+/// A copy of [`Counters`] at one moment (the type sessions and `status` record).
+pub use roundtable_specs::session::EgressCounters as CounterSnapshot;
 
 impl Counters {
     pub(crate) fn record(&self, decision: &Decision) {

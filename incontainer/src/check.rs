@@ -4,41 +4,10 @@
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use roundtable_specs::layout;
 
-/// What the controller asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Expected {
-    pub uid: u32,
-    pub gid: u32,
-    pub memory_bytes: u64,
-    pub pids: u64,
-    /// Thousandths of a CPU.
-    pub cpu_millis: u64,
-}
-
-/// One verified item.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CheckItem {
-    pub name: String,
-    pub ok: bool,
-    pub detail: String,
-}
-
-/// The whole self-check.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CheckReport {
-    pub ok: bool,
-    pub items: Vec<CheckItem>,
-}
-
-impl CheckReport {
-    pub fn failures(&self) -> impl Iterator<Item = &CheckItem> {
-        self.items.iter().filter(|item| !item.ok)
-    }
-}
+pub use roundtable_runtime::Expected;
+pub use roundtable_specs::session::{CheckItem, CheckReport};
 
 fn status_field<'a>(status: &'a str, field: &str) -> Option<&'a str> {
     status.lines().find_map(|line| line.strip_prefix(field)?.strip_prefix(':')).map(str::trim)
@@ -142,9 +111,9 @@ pub fn run(expected: &Expected) -> CheckReport {
     let read_only = |line: &str| line.split_whitespace().nth(5).is_some_and(|o| o.split(',').any(|x| x == "ro"));
     for (name, target, want_ro) in [
         ("rootReadOnly", "/", true),
-        ("sourceReadOnly", "/roundtable/source", true),
-        ("binaryReadOnly", "/roundtable/bin/roundtable", true),
-        ("workspaceWritable", "/roundtable/workspace", false),
+        ("sourceReadOnly", layout::SOURCE, true),
+        ("binaryReadOnly", layout::BINARY, true),
+        ("workspaceWritable", layout::WORKSPACE, false),
         ("tmpWritable", "/tmp", false),
     ] {
         match mount_of(target) {
@@ -158,7 +127,7 @@ pub fn run(expected: &Expected) -> CheckReport {
         !engine_socket,
         if engine_socket { "an engine socket is mounted" } else { "none mounted" },
     ));
-    for (name, dir) in [("rootWriteDenied", "/"), ("sourceWriteDenied", "/roundtable/source")] {
+    for (name, dir) in [("rootWriteDenied", "/"), ("sourceWriteDenied", layout::SOURCE)] {
         let (denied, detail) = write_denied(dir);
         items.push(item(name, denied, detail));
     }

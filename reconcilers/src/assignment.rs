@@ -5,6 +5,7 @@
 use roundtable_specs::adapter::ResolvedAdapter;
 use roundtable_specs::assignment::AssignmentSpec;
 use roundtable_specs::output::{Condition, ConditionStatus};
+use roundtable_specs::session::{AssignmentPhase, SessionPhase};
 use roundtable_store::{ProposalRecord, SessionRecord};
 use serde::{Deserialize, Serialize};
 
@@ -34,7 +35,7 @@ pub struct AssignmentObserved {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AssignmentStatus {
-    pub phase: String,
+    pub phase: AssignmentPhase,
     pub execution_generation: i64,
     pub attempts: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -53,7 +54,7 @@ pub fn decide(
     use ConditionStatus::{False, True, Unknown};
     let latest = observed.sessions.first();
     let mut status = AssignmentStatus {
-        phase: String::new(),
+        phase: AssignmentPhase::Pending,
         execution_generation,
         attempts: observed.sessions.len(),
         session: latest.map(|s| s.id.clone()),
@@ -62,7 +63,7 @@ pub fn decide(
     let mut changes = Vec::new();
     let ready = |status, reason: &str, message: String| desired(READY, status, reason, message, generation);
     let next_attempt = latest.map_or(1, |s| s.attempt + 1);
-    let unfinished = latest.is_some_and(|s| s.phase == "Queued" || s.phase == "Running");
+    let unfinished = latest.is_some_and(|s| !s.phase.is_finished());
     // An unfinished session that no execution task of this process owns is interrupted: an earlier
     // controller run left it, or its final record could not be written. (The manager registers a
     // session before this reconcile returns and records its end before letting go of it.)
@@ -73,19 +74,20 @@ pub fn decide(
             changes.push(Change::CancelExecution);
         }
         tracing::debug!(active = observed.active, latest = ?latest.map(|s| (&s.id, &s.phase)), "suspended");
-        status.phase = "Suspended".into();
+        status.phase = AssignmentPhase::Suspended;
         return (vec![ready(False, "Suspended", "spec.suspend is true: no execution runs".into())], status, changes);
     }
     if let Some(session) = latest.filter(|_| orphaned) {
         changes.push(Change::InterruptSession(session.id.clone()));
     }
-    let interrupted = observed.sessions.iter().filter(|s| s.phase == "Interrupted").count() + usize::from(orphaned);
-    let failed = observed.sessions.iter().filter(|s| s.phase == "Failed").count();
-    let condition = match latest.map(|s| s.phase.as_str()) {
-        _ if orphaned || latest.is_some_and(|s| s.phase == "Interrupted") => {
+    let interrupted =
+        observed.sessions.iter().filter(|s| s.phase == SessionPhase::Interrupted).count() + usize::from(orphaned);
+    let failed = observed.sessions.iter().filter(|s| s.phase == SessionPhase::Failed).count();
+    let condition = match latest.map(|s| s.phase) {
+        _ if orphaned || latest.is_some_and(|s| s.phase == SessionPhase::Interrupted) => {
             if interrupted <= MAX_INTERRUPTED_RERUNS {
                 changes.push(Change::StartExecution { attempt: next_attempt });
-                status.phase = "Queued".into();
+                status.phase = AssignmentPhase::Queued;
                 // A controller restart or the container engine going away: say which.
                 let why = match latest {
                     Some(session) if !orphaned => session.message.clone(),
@@ -93,44 +95,44 @@ pub fn decide(
                 };
                 ready(Unknown, "Rerunning", format!("{why}; re-running ({interrupted} of {MAX_INTERRUPTED_RERUNS})"))
             } else {
-                status.phase = "Failed".into();
+                status.phase = AssignmentPhase::Failed;
                 ready(False, "Interrupted", format!("interrupted {interrupted} times; not re-run again"))
             }
         }
-        Some("Queued") => {
-            status.phase = "Queued".into();
+        Some(SessionPhase::Queued) => {
+            status.phase = AssignmentPhase::Queued;
             ready(Unknown, "Queued", format!("execution generation {execution_generation} queued for a slot"))
         }
-        Some("Running") => {
-            status.phase = "Running".into();
+        Some(SessionPhase::Running) => {
+            status.phase = AssignmentPhase::Running;
             ready(Unknown, "Running", latest.map(|s| s.message.clone()).unwrap_or_default())
         }
-        Some("Succeeded") => {
-            status.phase = "Succeeded".into();
+        Some(SessionPhase::Succeeded) => {
+            status.phase = AssignmentPhase::Succeeded;
             let message = latest.map(|s| s.message.clone()).unwrap_or_default();
             ready(True, if observed.proposal.is_some() { "ProposalPending" } else { "NoChanges" }, message)
         }
-        Some("Failed") if failed <= spec.retries as usize => {
+        Some(SessionPhase::Failed) if failed <= spec.retries as usize => {
             changes.push(Change::StartExecution { attempt: next_attempt });
-            status.phase = "Queued".into();
+            status.phase = AssignmentPhase::Queued;
             let why = latest.map(|s| s.message.clone()).unwrap_or_default();
             ready(Unknown, "Retrying", format!("retry {failed} of {}: {why}", spec.retries))
         }
-        Some("Failed") => {
-            status.phase = "Failed".into();
+        Some(SessionPhase::Failed) => {
+            status.phase = AssignmentPhase::Failed;
             let session = latest.expect("a latest session");
-            let cause = session.cause.clone().unwrap_or_else(|| "Failed".into());
-            ready(False, &cause, session.message.clone())
+            let reason = session.cause.map_or("Failed", |cause| cause.as_str());
+            ready(False, reason, session.message.clone())
         }
         // Cancelled (by a suspend that was lifted) or nothing yet: start.
         _ => match &observed.adapter_ready {
             Err(why) => {
-                status.phase = "Pending".into();
+                status.phase = AssignmentPhase::Pending;
                 ready(False, "AdapterNotReady", why.clone())
             }
             Ok(()) => {
                 changes.push(Change::StartExecution { attempt: next_attempt });
-                status.phase = "Queued".into();
+                status.phase = AssignmentPhase::Queued;
                 ready(Unknown, "Queued", format!("execution generation {execution_generation} queued for a slot"))
             }
         },
@@ -155,7 +157,7 @@ mod tests {
     fn session(phase: &str, attempt: i64, run: &str) -> SessionRecord {
         SessionRecord {
             id: format!("s{attempt}"),
-            phase: phase.into(),
+            phase: phase.parse().expect("a phase"),
             attempt,
             controller_run: run.into(),
             ..Default::default()

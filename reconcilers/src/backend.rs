@@ -14,10 +14,16 @@ use crate::execution::{ExecutionManager, ExecutionRequest};
 pub enum BackendError {
     #[error(transparent)]
     Store(#[from] roundtable_store::Error),
-    #[error("container engine: {0}")]
-    Engine(String),
-    #[error("{0}")]
-    Execution(String),
+    #[error(transparent)]
+    Runtime(#[from] roundtable_runtime::RuntimeError),
+    #[error(transparent)]
+    Start(#[from] crate::execution::StartError),
+    /// Only the daemon (`roundtable start`) runs executions; `status`, `plan` and `reconcile`
+    /// without a daemon observe them.
+    #[error("executions run only in the daemon (`roundtable start`)")]
+    NotTheDaemon,
+    #[error("a background task failed")]
+    Task(#[from] tokio::task::JoinError),
 }
 
 /// One write a reconciler makes to the state store.
@@ -125,13 +131,13 @@ impl ExecutionBackend for RecordedExecutions {
     }
 
     async fn start(&self, _request: ExecutionRequest) -> Result<(), BackendError> {
-        Err(BackendError::Execution("executions run only in the daemon (`roundtable start`)".into()))
+        Err(BackendError::NotTheDaemon)
     }
 
     fn cancel(&self, _assignment: &str) {}
 
     async fn interrupt(&self, _session: &str) -> Result<(), BackendError> {
-        Err(BackendError::Execution("executions run only in the daemon (`roundtable start`)".into()))
+        Err(BackendError::NotTheDaemon)
     }
 }
 
@@ -153,11 +159,8 @@ impl ExecutionBackend for ExecutionManager {
     }
 
     async fn start(&self, request: ExecutionRequest) -> Result<(), BackendError> {
-        match ExecutionManager::start(self, request).await {
-            Ok(_) => Ok(()),
-            Err(crate::execution::StartError::Store(error)) => Err(error.into()),
-            Err(error @ crate::execution::StartError::ShuttingDown) => Err(BackendError::Execution(error.to_string())),
-        }
+        ExecutionManager::start(self, request).await?;
+        Ok(())
     }
 
     fn cancel(&self, assignment: &str) {
@@ -221,32 +224,14 @@ impl AuditSink for Store {
     }
 }
 
-// === impl for the real engine ===
+// === impl for the session runtime ===
 
-/// Images through the engine's API, or the reason there is no engine.
-#[derive(Debug, Clone)]
-pub struct EngineImages {
-    engine: Result<roundtable_sandbox::Engine, String>,
-}
+/// Images through the session runtime (never pulled).
+#[derive(Clone)]
+pub struct RuntimeImages(pub std::sync::Arc<dyn roundtable_runtime::SessionRuntime>);
 
-impl EngineImages {
-    pub fn connected(engine: roundtable_sandbox::Engine) -> Self {
-        Self { engine: Ok(engine) }
-    }
-
-    /// Every inspection fails (transiently) with `reason`, so reconciles back off and retry.
-    pub fn unavailable(reason: impl Into<String>) -> Self {
-        Self { engine: Err(reason.into()) }
-    }
-}
-
-impl ImageBackend for EngineImages {
+impl ImageBackend for RuntimeImages {
     async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>, BackendError> {
-        let engine = self.engine.as_ref().map_err(|reason| BackendError::Engine(reason.clone()))?;
-        match engine.docker().inspect_image(reference).await {
-            Ok(image) => Ok(image.id.map(|id| ImageInfo { id })),
-            Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(None),
-            Err(error) => Err(BackendError::Engine(error.to_string())),
-        }
+        Ok(self.0.inspect_image(reference).await?.map(|id| ImageInfo { id }))
     }
 }

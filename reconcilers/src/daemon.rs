@@ -12,7 +12,9 @@ use roundtable_controller::{Config, Controller, Handle, Reconciler, Trigger};
 use roundtable_specs::ObjectKey;
 use roundtable_store::Store;
 
-use crate::backend::{BackendError, EngineImages};
+use roundtable_runtime::SessionRuntime;
+
+use crate::backend::{BackendError, RuntimeImages};
 use crate::desired::{SyncCache, SyncOutcome, sync_with};
 use crate::dispatch::ObjectReconciler;
 use crate::execution::{ExecutionConfig, ExecutionManager, ShutdownSummary};
@@ -83,8 +85,7 @@ async fn rescan(
         let mut cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         scan_changed(&dir, &mut cache, changed.as_deref())
     })
-    .await
-    .map_err(|error| BackendError::Engine(format!("scan task failed: {error}")))?;
+    .await?;
     let scan_ms = started.elapsed().as_millis();
     let outcome = sync_with(store, store, &scanned, &mut *sync_cache.lock().await).await?;
     let sync_ms = started.elapsed().as_millis() - scan_ms;
@@ -123,32 +124,20 @@ pub struct DaemonSummary {
 pub async fn run(
     config: DaemonConfig,
     store: Store,
+    runtime: Arc<dyn SessionRuntime>,
     execution_config: ExecutionConfig,
     shutdown: impl Future<Output = ()>,
     hurry: impl Future<Output = ()>,
 ) -> Result<DaemonSummary, DaemonError> {
-    let engine = match roundtable_sandbox::Engine::connect().await {
-        Ok(engine) => {
-            tracing::info!(endpoint = engine.endpoint(), api = %engine.api_version(), "connected to the container engine");
-            Ok(engine)
-        }
-        Err(error) => {
-            tracing::warn!(%error, "no container engine: Adapter reconciles and executions will fail and retry");
-            Err(error.to_string())
-        }
-    };
-    let images = match &engine {
-        Ok(engine) => EngineImages::connected(engine.clone()),
-        Err(reason) => EngineImages::unavailable(reason.clone()),
-    };
+    let images = RuntimeImages(runtime.clone());
     let pruner = tokio::spawn(prune_periodically(
         store.clone(),
-        engine.as_ref().ok().cloned(),
+        runtime.clone(),
         execution_config.project_id.clone(),
         config.retention,
         config.prune_every,
     ));
-    let executions = ExecutionManager::new(store.clone(), engine, execution_config);
+    let executions = ExecutionManager::new(store.clone(), runtime, execution_config);
     let mut reconciler = ObjectReconciler::with_executions(store.clone(), images, store.clone(), executions.clone());
     reconciler.error_budget = config.controller.error_budget;
     let grace = config.controller.grace;
@@ -165,7 +154,7 @@ pub async fn run(
 /// Retention on a schedule: what `roundtable prune` does, every `every`.
 async fn prune_periodically(
     store: Store,
-    engine: Option<roundtable_sandbox::Engine>,
+    runtime: Arc<dyn SessionRuntime>,
     project_id: String,
     retention: Duration,
     every: Duration,
@@ -186,10 +175,10 @@ async fn prune_periodically(
                 continue;
             }
         };
-        match crate::prune::find(&store, engine.as_ref(), &project_id, &declared, retention).await {
+        match crate::prune::find(&store, Some(runtime.as_ref()), &project_id, &declared, retention).await {
             Ok(found) if found.is_empty() => {}
             Ok(found) => {
-                let failed = crate::prune::remove(&store, engine.as_ref(), &found).await;
+                let failed = crate::prune::remove(&store, Some(runtime.as_ref()), &found).await;
                 tracing::info!(pruned = found.len() - failed.len(), failed = failed.len(), "retention");
             }
             Err(error) => tracing::warn!(%error, "retention: cannot list what to prune"),

@@ -17,7 +17,7 @@ use roundtable_gateway::{
 };
 use roundtable_specs::output::{Health, ObjectStatus, SyncStatus};
 use roundtable_store::SessionRecord;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 /// The socket's name in the session's socket directory.
@@ -58,20 +58,10 @@ pub enum SidecarError {
     #[error("cannot bind the gateway socket {path}: {source}")]
     Bind { path: PathBuf, source: std::io::Error },
     #[error("cannot hand the gateway socket to the agent: {0}")]
-    Handover(#[from] roundtable_sandbox::sockets::SocketDirError),
+    Handover(#[from] roundtable_workspace::sockets::SocketDirError),
 }
 
-/// What `status` and `sessions show` say about a sidecar.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EgressReport {
-    /// `serving` while the session runs, `stopped` after.
-    pub state: String,
-    pub socket: String,
-    pub hosts: Vec<String>,
-    pub allow_cidrs: Vec<String>,
-    pub counters: CounterSnapshot,
-}
+pub use roundtable_specs::session::{EgressReport, SidecarState};
 
 /// How long a stop waits for tunnels to close before abandoning them.
 const STOP_BOUND: Duration = Duration::from_secs(10);
@@ -79,7 +69,7 @@ const STOP_BOUND: Duration = Duration::from_secs(10);
 /// The agent's proxy variables when its session has a sidecar: exactly these two, no
 /// `HTTP_PROXY`, `ALL_PROXY` or `NO_PROXY`, so plain HTTP and other schemes have no route out.
 pub fn proxy_env() -> [String; 2] {
-    let proxy = format!("http://{}", roundtable_sandbox::profile::paths::PROXY_LISTEN);
+    let proxy = format!("http://{}", roundtable_specs::layout::PROXY_LISTEN);
     [format!("HTTPS_PROXY={proxy}"), format!("https_proxy={proxy}")]
 }
 
@@ -128,9 +118,9 @@ impl Sidecar {
         let listener = Listener::bind(&Endpoint::Unix(path.clone()))
             .await
             .map_err(|source| SidecarError::Bind { path: path.clone(), source })?;
-        roundtable_sandbox::sockets::hand_to_agent(&path)?;
+        roundtable_workspace::sockets::hand_to_agent(&path)?;
         let report = EgressReport {
-            state: "serving".into(),
+            state: SidecarState::Serving,
             socket: path.display().to_string(),
             hosts: settings.allowlist().to_vec(),
             allow_cidrs: settings.allow_cidrs().iter().map(ToString::to_string).collect(),
@@ -166,7 +156,7 @@ impl Sidecar {
         }
         let _ = std::fs::remove_file(&self.report.socket);
         let mut report = self.report.clone();
-        report.state = "stopped".into();
+        report.state = SidecarState::Stopped;
         report.counters = self.counters.snapshot();
         write_report(&self.report_path, &report);
         report
@@ -270,10 +260,11 @@ pub fn read_report(exec_dir: &Path) -> Option<EgressReport> {
 pub fn status_rows(sessions: &[SessionRecord]) -> Vec<ObjectStatus> {
     sessions
         .iter()
-        .filter(|session| session.phase == "Running")
+        .filter(|session| session.phase == roundtable_specs::session::SessionPhase::Running)
         .filter_map(|session| {
             // A stopped sidecar belongs to a session that is only wrapping up.
-            let report = read_report(Path::new(session.exec_dir.as_deref()?)).filter(|r| r.state == "serving")?;
+            let report =
+                read_report(Path::new(session.exec_dir.as_deref()?)).filter(|r| r.state == SidecarState::Serving)?;
             Some(status_row(session, &report))
         })
         .collect()
@@ -357,7 +348,7 @@ mod tests {
         let mut answer = Vec::new();
         tokio::io::AsyncReadExt::read_to_end(&mut client, &mut answer).await.expect("read");
         let report = running.stop().await;
-        assert_eq!(report.state, "stopped");
+        assert_eq!(report.state, SidecarState::Stopped);
         assert_eq!(report.counters.denials.get("host_not_allowlisted"), Some(&1));
         assert_eq!(read_report(dir.path()), Some(report));
         let log = std::fs::read_to_string(dir.path().join(LOG_NAME)).expect("log");

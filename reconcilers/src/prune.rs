@@ -5,17 +5,35 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use roundtable_sandbox::Engine;
-use roundtable_sandbox::labels::{ASSIGNMENT, SESSION};
+use roundtable_runtime::labels::{ASSIGNMENT, SESSION};
+use roundtable_runtime::{OwnedResource, SessionRuntime};
 use roundtable_store::{SessionRecord, Store};
 
 use crate::backend::BackendError;
 
+/// What retention removes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrunableKind {
+    Session,
+    Proposal,
+    /// A container or volume the runtime owns.
+    Resource(OwnedResource),
+}
+
+impl PrunableKind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            PrunableKind::Session => "Session",
+            PrunableKind::Proposal => "Proposal",
+            PrunableKind::Resource(resource) => resource.kind.as_str(),
+        }
+    }
+}
+
 /// One thing retention removes (or would).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Prunable {
-    /// `Session`, `Proposal`, `Container` or `Volume`.
-    pub kind: &'static str,
+    pub kind: PrunableKind,
     pub name: String,
     pub why: String,
 }
@@ -32,7 +50,7 @@ pub fn orphan_reason(
     match (assignment, declared, session_id, session) {
         (None, _, _, _) => Some("labelled for this project without an Assignment".into()),
         (Some(name), false, _, _) => Some(format!("labelled for Assignment/{name}, which no spec declares")),
-        (Some(_), true, Some(id), Some(record)) if !matches!(record.phase.as_str(), "Queued" | "Running") => {
+        (Some(_), true, Some(id), Some(record)) if record.phase.is_finished() => {
             Some(format!("left by session {id}, which ended {}", record.phase))
         }
         (Some(_), true, Some(id), None) => Some(format!("left by session {id}, which the state store does not know")),
@@ -43,7 +61,7 @@ pub fn orphan_reason(
 /// What retention finds: old sessions and proposals, and labelled resources nothing needs.
 pub async fn find(
     store: &Store,
-    engine: Option<&Engine>,
+    runtime: Option<&dyn SessionRuntime>,
     project_id: &str,
     declared_assignments: &BTreeSet<String>,
     retention: Duration,
@@ -53,69 +71,47 @@ pub async fn find(
     for session in store.finished_sessions_before(&before).await? {
         let why =
             format!("{} session finished {} (past retention)", session.phase, session.finished_at.unwrap_or_default());
-        found.push(Prunable { kind: "Session", name: session.id, why });
+        found.push(Prunable { kind: PrunableKind::Session, name: session.id, why });
     }
     for proposal in store.proposals_before(&before).await? {
         let why = format!("created {} (past retention)", proposal.created_at);
-        found.push(Prunable { kind: "Proposal", name: proposal.id, why });
+        found.push(Prunable { kind: PrunableKind::Proposal, name: proposal.id, why });
     }
-    if let Some(engine) = engine {
-        let labelled = engine.labelled(project_id).await.map_err(|e| BackendError::Engine(e.to_string()))?;
-        for item in labelled {
-            let owner = item.labels.get(ASSIGNMENT).map(String::as_str);
+    if let Some(runtime) = runtime {
+        for item in runtime.owned(project_id).await? {
+            let owner = item.label(ASSIGNMENT);
             let declared = owner.is_some_and(|name| declared_assignments.contains(name));
-            let session_id = item.labels.get(SESSION).map(String::as_str);
+            let session_id = item.label(SESSION);
             let session = match session_id {
                 Some(id) if declared => store.session(id).await?,
                 _ => None,
             };
             if let Some(why) = orphan_reason(owner, declared, session_id, session.as_ref()) {
-                found.push(Prunable { kind: item.kind, name: item.name, why });
+                let name = item.name.clone();
+                found.push(Prunable { kind: PrunableKind::Resource(item), name, why });
             }
         }
     }
     Ok(found)
 }
 
-/// Removes what [`find`] found; returns what could not be removed.
-pub async fn remove(store: &Store, engine: Option<&Engine>, found: &[Prunable]) -> Vec<(Prunable, String)> {
+/// Removes what [`find`] found; returns what could not be removed, and why.
+pub async fn remove(
+    store: &Store,
+    runtime: Option<&dyn SessionRuntime>,
+    found: &[Prunable],
+) -> Vec<(Prunable, BackendError)> {
     let mut failed = Vec::new();
     for item in found {
-        let outcome = match item.kind {
-            "Session" => match store.session(&item.name).await {
-                Ok(Some(session)) => {
-                    if let Some(dir) = &session.exec_dir {
-                        let _ = std::fs::remove_dir_all(dir);
-                    }
-                    store.delete_session(&item.name).await.map_err(|e| e.to_string())
-                }
-                Ok(None) => Ok(()),
-                Err(error) => Err(error.to_string()),
+        let outcome: Result<(), BackendError> = match &item.kind {
+            PrunableKind::Session => remove_session(store, &item.name).await,
+            PrunableKind::Proposal => remove_proposal(store, &item.name).await,
+            PrunableKind::Resource(resource) => match runtime {
+                Some(runtime) => runtime.remove(resource).await.map_err(BackendError::from),
+                None => Err(BackendError::Runtime(roundtable_runtime::RuntimeError::Unavailable {
+                    reason: "no container engine to remove it from".into(),
+                })),
             },
-            "Proposal" => match store.proposal(&item.name).await {
-                Ok(Some(proposal)) => {
-                    let _ = std::fs::remove_file(&proposal.patch_path);
-                    store.delete_proposal(&item.name).await.map_err(|e| e.to_string())
-                }
-                Ok(None) => Ok(()),
-                Err(error) => Err(error.to_string()),
-            },
-            "Container" => match engine {
-                Some(engine) => {
-                    let options =
-                        bollard::query_parameters::RemoveContainerOptionsBuilder::default().force(true).v(true).build();
-                    engine.docker().remove_container(&item.name, Some(options)).await.map_err(|e| e.to_string())
-                }
-                None => Err("no engine".into()),
-            },
-            "Volume" => match engine {
-                Some(engine) => {
-                    let options = bollard::query_parameters::RemoveVolumeOptionsBuilder::default().force(true).build();
-                    engine.docker().remove_volume(&item.name, Some(options)).await.map_err(|e| e.to_string())
-                }
-                None => Err("no engine".into()),
-            },
-            other => Err(format!("unknown kind {other}")),
         };
         if let Err(error) = outcome {
             failed.push((item.clone(), error));
@@ -124,12 +120,32 @@ pub async fn remove(store: &Store, engine: Option<&Engine>, found: &[Prunable]) 
     failed
 }
 
+/// A finished session's row and its execution folder.
+async fn remove_session(store: &Store, id: &str) -> Result<(), BackendError> {
+    if let Some(session) = store.session(id).await? {
+        if let Some(dir) = &session.exec_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        store.delete_session(id).await?;
+    }
+    Ok(())
+}
+
+/// A proposal's row and its patch.
+async fn remove_proposal(store: &Store, id: &str) -> Result<(), BackendError> {
+    if let Some(proposal) = store.proposal_by_id(id).await? {
+        let _ = std::fs::remove_file(&proposal.patch_path);
+        store.delete_proposal(id).await?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn session(phase: &str) -> SessionRecord {
-        SessionRecord { id: "s1".into(), phase: phase.into(), ..SessionRecord::default() }
+        SessionRecord { id: "s1".into(), phase: phase.parse().expect("a phase"), ..SessionRecord::default() }
     }
 
     /// Assignment label, declared, session label, session record, expected reason fragment.

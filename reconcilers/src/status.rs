@@ -12,21 +12,16 @@ use crate::conditions::{self, READY};
 use crate::desired::{Desired, declared};
 use crate::dispatch::ObjectReconciler;
 use crate::source::Scan;
-
-/// A labelled engine resource (container or volume) of this project.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Leftover {
-    /// `Container` or `Volume`.
-    pub kind: String,
-    pub name: String,
-    /// The `roundtable.dev/assignment` label, if any.
-    pub assignment: Option<String>,
-    /// The `roundtable.dev/session` label, if any.
-    pub session: Option<String>,
-}
+use roundtable_runtime::OwnedResource;
+use roundtable_runtime::labels::{ASSIGNMENT, SESSION};
 
 /// Every row of `status`: objects (declared or remembered), files that do not load, leftovers.
-pub async fn status(store: &Store, scan: &Scan, leftovers: &[Leftover]) -> Result<Vec<ObjectStatus>, BackendError> {
+/// `leftovers`: what the runtime owns for this project; those nothing needs are listed.
+pub async fn status(
+    store: &Store,
+    scan: &Scan,
+    leftovers: &[OwnedResource],
+) -> Result<Vec<ObjectStatus>, BackendError> {
     let declared = declared(scan);
     let records: BTreeMap<ObjectKey, ObjectRecord> =
         store.objects().await?.into_iter().map(|r| (r.key.clone(), r)).collect();
@@ -118,20 +113,16 @@ pub async fn status(store: &Store, scan: &Scan, leftovers: &[Leftover]) -> Resul
     let assignments: BTreeSet<&str> =
         declared.keys().filter(|k| k.kind == Kind::Assignment).map(|k| k.name.as_str()).collect();
     for leftover in leftovers {
-        let declared = leftover.assignment.as_deref().is_some_and(|name| assignments.contains(name));
-        let session = match &leftover.session {
+        let (assignment, session_id) = (leftover.label(ASSIGNMENT), leftover.label(SESSION));
+        let declared = assignment.is_some_and(|name| assignments.contains(name));
+        let session = match session_id {
             Some(id) if declared => store.session(id).await?,
             _ => None,
         };
-        let orphan = crate::prune::orphan_reason(
-            leftover.assignment.as_deref(),
-            declared,
-            leftover.session.as_deref(),
-            session.as_ref(),
-        );
+        let orphan = crate::prune::orphan_reason(assignment, declared, session_id, session.as_ref());
         if let Some(why) = orphan {
             rows.push(ObjectStatus {
-                kind: leftover.kind.clone(),
+                kind: leftover.kind.as_str().to_owned(),
                 name: leftover.name.clone(),
                 generation: None,
                 observed_generation: None,

@@ -114,7 +114,7 @@ impl ExecutionBackend for NoExecutions {
         None
     }
     async fn start(&self, _: ExecutionRequest) -> Result<(), BackendError> {
-        Err(BackendError::Execution("not in these tests".into()))
+        Err(BackendError::NotTheDaemon)
     }
     fn cancel(&self, _: &str) {}
     async fn interrupt(&self, _: &str) -> Result<(), BackendError> {

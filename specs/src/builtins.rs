@@ -11,7 +11,7 @@ use crate::adapter::AdapterSpec;
 pub const BUILTIN_NAMES: [&str; 6] = ["claude", "codex", "gemini", "generic", "mock", "opencode"];
 
 /// Where the controller's own static binary is mounted inside every agent container.
-pub const IN_CONTAINER_BINARY: &str = "/roundtable/bin/roundtable";
+pub const IN_CONTAINER_BINARY: &str = crate::layout::BINARY;
 
 /// Parses a value written in this file; a failure is a bug in the template, caught by its tests.
 fn constant<T: std::str::FromStr>(text: &str) -> T {

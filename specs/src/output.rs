@@ -250,10 +250,9 @@ pub struct SessionItem {
     pub adapter: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
-    /// `Queued`, `Running`, `Succeeded`, `Failed`, `Cancelled` or `Interrupted`.
-    pub phase: String,
+    pub phase: crate::session::SessionPhase,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cause: Option<String>,
+    pub cause: Option<crate::session::SessionCause>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i64>,
     pub message: String,
@@ -273,9 +272,9 @@ pub struct SessionItem {
     pub started_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
-    /// Manifest, withheld files, self-check report, export outcome.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<serde_json::Value>,
+    /// Manifest, withheld files, self-check report, export outcome, egress, timings.
+    #[serde(default)]
+    pub detail: crate::session::SessionDetail,
 }
 
 impl ListItem for SessionItem {
@@ -297,9 +296,9 @@ pub struct ProposalItem {
     pub insertions: i64,
     pub deletions: i64,
     /// `outsideReadablePaths: …`, `protectedPath: …`, `packageScripts: …`.
-    pub flags: Vec<String>,
+    pub flags: Vec<crate::session::ProposalFlag>,
     /// Always `pending`: Roundtable never applies a proposal.
-    pub state: String,
+    pub state: crate::session::ProposalState,
     pub created_at: String,
 }
 

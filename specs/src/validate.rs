@@ -175,7 +175,9 @@ fn repo_path_problem(repo: &str) -> Option<&'static str> {
     for component in repo.split('/').filter(|c| !c.is_empty() && *c != ".") {
         if component == ".." {
             let Some(up) = depth.checked_sub(1) else {
-                return Some("climbs out of the project root with '..'; the repository must be inside the project root");
+                return Some(
+                    "climbs out of the project root with '..'; the repository must be inside the project root",
+                );
             };
             depth = up;
         } else {

@@ -3,17 +3,14 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use roundtable_reconcilers::source::scan;
-use roundtable_reconcilers::status::status;
-use roundtable_specs::output::{DescribeItem, EventItem};
+use roundtable_service::ServiceError;
+use roundtable_specs::output::DescribeItem;
 use roundtable_specs::{List, ObjectKey};
 
 use crate::cli::{Format, Global};
 use crate::commands::state::open_for_reading;
 use crate::commands::status::{health_text, sync_text};
 use crate::render;
-
-const RECENT_EVENTS: i64 = 20;
 
 pub fn parse_key(text: &str) -> anyhow::Result<ObjectKey> {
     ObjectKey::parse(text)
@@ -22,27 +19,13 @@ pub fn parse_key(text: &str) -> anyhow::Result<ObjectKey> {
 
 pub async fn run(global: &Global, object: &str, format: Format) -> anyhow::Result<ExitCode> {
     let key = parse_key(object)?;
-    let store = open_for_reading(global).await?;
-    let dir = global.dir.clone();
-    let scanned = tokio::task::spawn_blocking(move || scan(&dir)).await?;
-    let rows = status(&store, &scanned, &[]).await?;
-    let Some(row) = rows.into_iter().find(|r| r.kind == key.kind.as_str() && r.name == key.name) else {
-        eprintln!("error: {key} is neither declared nor recorded");
-        return Ok(ExitCode::from(1));
-    };
-    let record = store.object(&key).await?;
-    let events: Vec<EventItem> = store
-        .events(&key, RECENT_EVENTS)
-        .await?
-        .into_iter()
-        .map(|e| EventItem { at: e.at, object: e.object, type_: e.severity, reason: e.reason, message: e.message })
-        .collect();
-    let item = DescribeItem {
-        status: row,
-        source_file: record.as_ref().map(|r| r.source_file.clone()),
-        spec: record.as_ref().and_then(|r| serde_json::from_str(&r.spec_json).ok()),
-        observed: record.as_ref().and_then(|r| r.status_json.as_deref()).and_then(|s| serde_json::from_str(s).ok()),
-        events,
+    let item = match open_for_reading(global).await?.describe(&key).await {
+        Ok(item) => item,
+        Err(error @ ServiceError::UnknownObject { .. }) => {
+            eprintln!("error: {error}");
+            return Ok(ExitCode::from(1));
+        }
+        Err(error) => return Err(error.into()),
     };
     match format {
         Format::Json => print!("{}", render::json(&List::of(vec![item]))?),

@@ -2,8 +2,8 @@
 
 use std::process::ExitCode;
 
-use roundtable_sandbox::Engine;
-use roundtable_sandbox::engine::unreachable_report;
+use roundtable_docker::Engine;
+use roundtable_docker::engine::unreachable_report;
 use roundtable_specs::List;
 
 use crate::cli::Format;

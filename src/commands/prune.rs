@@ -1,12 +1,8 @@
 //! `roundtable prune`: retention, run by hand (the daemon also runs it every hour).
 
-use std::collections::BTreeSet;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use roundtable_reconcilers::prune::{find, remove};
-use roundtable_reconcilers::source::{project_id, scan};
-use roundtable_specs::Kind;
 use roundtable_specs::List;
 use roundtable_specs::output::{Health, ObjectStatus, SyncStatus};
 
@@ -15,33 +11,24 @@ use crate::commands::state::open_for_reading;
 use crate::render;
 
 pub async fn run(global: &Global, retention: Duration, dry_run: bool, format: Format) -> anyhow::Result<ExitCode> {
-    let store = open_for_reading(global).await?;
-    let dir = global.dir.clone();
-    let scanned = tokio::task::spawn_blocking(move || scan(&dir)).await?;
-    let declared: BTreeSet<String> =
-        scanned.accepted().filter(|o| o.kind() == Kind::Assignment).map(|o| o.metadata.name.clone()).collect();
-    let engine = roundtable_sandbox::Engine::connect().await.ok();
-    let found = find(&store, engine.as_ref(), &project_id(&global.dir), &declared, retention).await?;
-    let failed = if dry_run { Vec::new() } else { remove(&store, engine.as_ref(), &found).await };
-    let rows: Vec<ObjectStatus> = found
+    let pruned = open_for_reading(global).await?.prune(retention, dry_run).await?;
+    let failed = pruned.iter().filter(|p| p.error.is_some()).count();
+    let rows: Vec<ObjectStatus> = pruned
         .iter()
-        .map(|item| {
-            let error = failed.iter().find(|(f, _)| f == item).map(|(_, e)| e.clone());
-            ObjectStatus {
-                kind: item.kind.into(),
-                name: item.name.clone(),
-                generation: None,
-                observed_generation: None,
-                sync: if error.is_some() { SyncStatus::Error } else { SyncStatus::OutOfSync },
-                health: Health::None,
-                created_at: None,
-                message: match (&error, dry_run) {
-                    (Some(error), _) => format!("not removed: {error}"),
-                    (None, true) => format!("would remove: {}", item.why),
-                    (None, false) => format!("removed: {}", item.why),
-                },
-                conditions: Vec::new(),
-            }
+        .map(|pruned| ObjectStatus {
+            kind: pruned.item.kind.as_str().to_owned(),
+            name: pruned.item.name.clone(),
+            generation: None,
+            observed_generation: None,
+            sync: if pruned.error.is_some() { SyncStatus::Error } else { SyncStatus::OutOfSync },
+            health: Health::None,
+            created_at: None,
+            message: match (&pruned.error, dry_run) {
+                (Some(error), _) => format!("not removed: {}", roundtable_controller::error_chain(error)),
+                (None, true) => format!("would remove: {}", pruned.item.why),
+                (None, false) => format!("removed: {}", pruned.item.why),
+            },
+            conditions: Vec::new(),
         })
         .collect();
     match format {
@@ -56,5 +43,5 @@ pub async fn run(global: &Global, retention: Duration, dry_run: bool, format: Fo
             }
         }
     }
-    Ok(if failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

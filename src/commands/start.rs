@@ -55,16 +55,21 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
         hurry.await;
         eprintln!("roundtable: second signal: cancelling running executions now (they are still cleaned up)");
     };
-    let summary = daemon::run(config, store.clone(), execution, shutdown, hurry).await?;
+    let runtime = crate::commands::state::runtime().await;
+    match runtime.health().await {
+        Ok(health) => {
+            tracing::info!(endpoint = %health.endpoint, version = %health.version, "connected to the container engine")
+        }
+        Err(error) => {
+            tracing::warn!(error = %roundtable_controller::error_chain(&error), "no container engine: Adapter reconciles and executions will fail and retry")
+        }
+    }
+    let summary = daemon::run(config, store.clone(), runtime, execution, shutdown, hurry).await?;
     store.close().await;
     let (reconciles, executions) = (summary.reconciles, summary.executions);
     eprintln!(
         "roundtable: stopped after {} reconciles ({} failed, {} abandoned at the grace period); {} executions finished during the grace period, {} interrupted (re-run on the next start)",
-        reconciles.reconciles,
-        reconciles.failures,
-        reconciles.abandoned,
-        executions.finished,
-        executions.interrupted
+        reconciles.reconciles, reconciles.failures, reconciles.abandoned, executions.finished, executions.interrupted
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -76,7 +81,7 @@ fn execution_config(global: &Global, args: &StartArgs) -> anyhow::Result<Executi
         Some(root) => root.clone(),
         None => default_execution_root()?.join(&project_id),
     };
-    let execution_root = roundtable_sandbox::private_dir::prepare(&execution_root)
+    let execution_root = roundtable_workspace::private_dir::prepare(&execution_root)
         .with_context(|| format!("cannot use {} as the execution root", execution_root.display()))?;
     let proposals_dir = global.state_dir().join("proposals");
     std::fs::create_dir_all(&proposals_dir).with_context(|| format!("cannot create {}", proposals_dir.display()))?;
@@ -94,7 +99,7 @@ fn execution_config(global: &Global, args: &StartArgs) -> anyhow::Result<Executi
         project_root: project_root(&global.dir),
         project_id,
         controller_run: run,
-        socket_root: roundtable_sandbox::sockets::default_root(is_root()),
+        socket_root: roundtable_workspace::sockets::default_root(is_root()),
         secrets,
         egress: roundtable_reconcilers::egress::EgressOptions {
             resolver: args.gateway_resolver,

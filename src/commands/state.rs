@@ -1,14 +1,24 @@
-//! Opening the state store for commands: the daemon creates it; read-only views never do.
+//! Opening a project for commands: the session runtime (the Docker engine, or the reason there is
+//! none) and the service over the state store. The daemon creates the store; read-only views
+//! never do.
 
-use roundtable_store::Store;
+use std::sync::Arc;
+
+use roundtable_runtime::{SessionRuntime, Unavailable};
+use roundtable_service::Service;
 
 use crate::cli::Global;
 
-/// The project's store if it exists, else an empty in-memory one (so a fresh project shows
-/// everything as not yet recorded, and nothing is created on disk).
-pub async fn open_for_reading(global: &Global) -> anyhow::Result<Store> {
-    Ok(match Store::open_existing(&global.state_dir()).await? {
-        Some(store) => store,
-        None => Store::open_in_memory().await?,
-    })
+/// The Docker engine as a session runtime, or one whose every call says why there is none.
+pub async fn runtime() -> Arc<dyn SessionRuntime> {
+    match roundtable_docker::DockerRuntime::connect().await {
+        Ok(runtime) => Arc::new(runtime),
+        Err(error) => Arc::new(Unavailable { reason: roundtable_controller::error_chain(&error) }),
+    }
+}
+
+/// The project's service; its store if it exists, else an empty in-memory one (so a fresh
+/// project shows everything as not yet recorded, and nothing is created on disk).
+pub async fn open_for_reading(global: &Global) -> anyhow::Result<Service> {
+    Ok(Service::open_for_reading(&global.dir, &global.state_dir(), runtime().await).await?)
 }

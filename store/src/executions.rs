@@ -1,8 +1,9 @@
 //! Sessions (one per execution attempt) and pending proposals.
 
+use roundtable_specs::session::{ProposalFlag, ProposalState, SessionCause, SessionDetail, SessionPhase};
 use sqlx::Row;
 
-use crate::{Result, Store, now};
+use crate::{Error, Result, Store, now};
 
 /// A session as stored.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -14,8 +15,8 @@ pub struct SessionRecord {
     pub controller_run: String,
     pub adapter: String,
     pub image: Option<String>,
-    pub phase: String,
-    pub cause: Option<String>,
+    pub phase: SessionPhase,
+    pub cause: Option<SessionCause>,
     pub exit_code: Option<i64>,
     pub message: String,
     pub base_commit: Option<String>,
@@ -25,7 +26,7 @@ pub struct SessionRecord {
     pub stdout_truncated: bool,
     pub stderr_truncated: bool,
     pub external_session_id: Option<String>,
-    pub detail_json: Option<String>,
+    pub detail: SessionDetail,
     pub created_at: String,
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
@@ -45,9 +46,26 @@ pub struct ProposalRecord {
     pub files_changed: i64,
     pub insertions: i64,
     pub deletions: i64,
-    pub flags_json: String,
-    pub state: String,
+    pub flags: Vec<ProposalFlag>,
+    pub state: ProposalState,
     pub created_at: String,
+}
+
+/// A stored word read back as its type.
+fn word<T: std::str::FromStr<Err = roundtable_specs::session::UnknownWord>>(text: String) -> Result<T> {
+    text.parse().map_err(|error: roundtable_specs::session::UnknownWord| Error::Corrupt(error.to_string()))
+}
+
+/// A stored JSON column read back as its type; `None` (rows from before it existed) is the default.
+fn stored_json<T: serde::de::DeserializeOwned + Default>(column: &str, text: Option<String>) -> Result<T> {
+    match text {
+        None => Ok(T::default()),
+        Some(text) => serde_json::from_str(&text).map_err(|error| Error::Corrupt(format!("{column}: {error}"))),
+    }
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_default()
 }
 
 fn session_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<SessionRecord> {
@@ -59,8 +77,8 @@ fn session_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<SessionRecord> {
         controller_run: row.try_get("controller_run")?,
         adapter: row.try_get("adapter")?,
         image: row.try_get("image")?,
-        phase: row.try_get("phase")?,
-        cause: row.try_get("cause")?,
+        phase: word(row.try_get("phase")?)?,
+        cause: row.try_get::<Option<String>, _>("cause")?.map(word).transpose()?,
         exit_code: row.try_get("exit_code")?,
         message: row.try_get("message")?,
         base_commit: row.try_get("base_commit")?,
@@ -70,7 +88,7 @@ fn session_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<SessionRecord> {
         stdout_truncated: row.try_get::<Option<i64>, _>("stdout_truncated")?.unwrap_or(0) != 0,
         stderr_truncated: row.try_get::<Option<i64>, _>("stderr_truncated")?.unwrap_or(0) != 0,
         external_session_id: row.try_get("external_session_id")?,
-        detail_json: row.try_get("detail_json")?,
+        detail: stored_json("detail_json", row.try_get("detail_json")?)?,
         created_at: row.try_get("created_at")?,
         started_at: row.try_get("started_at")?,
         finished_at: row.try_get("finished_at")?,
@@ -90,8 +108,8 @@ fn proposal_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<ProposalRecord> {
         files_changed: row.try_get("files_changed")?,
         insertions: row.try_get("insertions")?,
         deletions: row.try_get("deletions")?,
-        flags_json: row.try_get("flags_json")?,
-        state: row.try_get("state")?,
+        flags: stored_json("flags_json", row.try_get("flags_json")?)?,
+        state: word(row.try_get("state")?)?,
         created_at: row.try_get("created_at")?,
     })
 }
@@ -112,8 +130,8 @@ impl Store {
         .bind(&session.controller_run)
         .bind(&session.adapter)
         .bind(&session.image)
-        .bind(&session.phase)
-        .bind(&session.cause)
+        .bind(session.phase.as_str())
+        .bind(session.cause.map(SessionCause::as_str))
         .bind(session.exit_code)
         .bind(&session.message)
         .bind(&session.base_commit)
@@ -123,7 +141,7 @@ impl Store {
         .bind(i64::from(session.stdout_truncated))
         .bind(i64::from(session.stderr_truncated))
         .bind(&session.external_session_id)
-        .bind(&session.detail_json)
+        .bind(to_json(&session.detail))
         .bind(&created_at)
         .bind(&session.started_at)
         .bind(&session.finished_at)
@@ -170,8 +188,8 @@ impl Store {
         .bind(proposal.files_changed)
         .bind(proposal.insertions)
         .bind(proposal.deletions)
-        .bind(&proposal.flags_json)
-        .bind(&proposal.state)
+        .bind(to_json(&proposal.flags))
+        .bind(proposal.state.as_str())
         .bind(if proposal.created_at.is_empty() { now() } else { proposal.created_at.clone() })
         .execute(&self.pool)
         .await?;
@@ -184,12 +202,31 @@ impl Store {
         rows.iter().map(proposal_from_row).collect()
     }
 
-    /// A proposal by its ID or a unique prefix of it.
-    pub async fn proposal(&self, id: &str) -> Result<Option<ProposalRecord>> {
-        let pattern = format!("{id}%");
-        let rows =
-            sqlx::query("SELECT * FROM proposals WHERE id LIKE $1 LIMIT 2").bind(pattern).fetch_all(&self.pool).await?;
-        if rows.len() == 1 { proposal_from_row(&rows[0]).map(Some) } else { Ok(None) }
+    /// The proposal with exactly this ID.
+    pub async fn proposal_by_id(&self, id: &str) -> Result<Option<ProposalRecord>> {
+        let row = sqlx::query("SELECT * FROM proposals WHERE id = $1").bind(id).fetch_optional(&self.pool).await?;
+        row.as_ref().map(proposal_from_row).transpose()
+    }
+
+    /// Proposals whose ID starts with `prefix` (compared as text, no pattern characters), at
+    /// most `limit`, in ID order.
+    pub async fn proposals_by_prefix(&self, prefix: &str, limit: i64) -> Result<Vec<ProposalRecord>> {
+        let rows = sqlx::query("SELECT * FROM proposals WHERE substr(id, 1, length($1)) = $1 ORDER BY id LIMIT $2")
+            .bind(prefix)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(proposal_from_row).collect()
+    }
+
+    /// Sessions whose ID starts with `prefix`, at most `limit`, in ID order.
+    pub async fn sessions_by_prefix(&self, prefix: &str, limit: i64) -> Result<Vec<SessionRecord>> {
+        let rows = sqlx::query("SELECT * FROM sessions WHERE substr(id, 1, length($1)) = $1 ORDER BY id LIMIT $2")
+            .bind(prefix)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(session_from_row).collect()
     }
 
     pub async fn proposal_for(&self, assignment: &str, execution_generation: i64) -> Result<Option<ProposalRecord>> {
@@ -214,9 +251,11 @@ impl Store {
     /// Finished sessions whose `finished_at` is before `before`.
     pub async fn finished_sessions_before(&self, before: &str) -> Result<Vec<SessionRecord>> {
         let rows = sqlx::query(
-            "SELECT * FROM sessions WHERE phase IN ('Succeeded', 'Failed', 'Cancelled', 'Interrupted') AND finished_at IS NOT NULL AND finished_at < $1 ORDER BY finished_at",
+            "SELECT * FROM sessions WHERE phase NOT IN ($2, $3) AND finished_at IS NOT NULL AND finished_at < $1 ORDER BY finished_at",
         )
         .bind(before)
+        .bind(SessionPhase::Queued.as_str())
+        .bind(SessionPhase::Running.as_str())
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(session_from_row).collect()

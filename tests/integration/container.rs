@@ -5,16 +5,16 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use bollard::Docker;
-use bollard::exec::{CreateExecOptions, StartExecResults};
-use bollard::query_parameters::{
+use futures::StreamExt as _;
+use roundtable_docker::Engine;
+use roundtable_docker::bollard::Docker;
+use roundtable_docker::bollard::exec::{CreateExecOptions, StartExecResults};
+use roundtable_docker::bollard::query_parameters::{
     CreateContainerOptionsBuilder, DownloadFromContainerOptionsBuilder, EventsOptionsBuilder,
     RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder, UploadToContainerOptionsBuilder,
 };
-use futures::StreamExt as _;
-use roundtable_sandbox::Engine;
-use roundtable_sandbox::labels::{Ownership, Purpose};
-use roundtable_sandbox::profile::{SandboxSpec, paths, tmpfs_volume};
+use roundtable_docker::profile::{SandboxSpec, paths, tmpfs_volume};
+use roundtable_runtime::labels::{Ownership, Purpose};
 
 use crate::support::{binary, engine_or_skip, ensure_test_images};
 
@@ -50,10 +50,10 @@ async fn exec(docker: &Docker, container: &str, cmd: &[&str]) -> Exec {
     {
         while let Some(chunk) = output.next().await {
             match chunk {
-                Ok(bollard::container::LogOutput::StdOut { message }) => {
+                Ok(roundtable_docker::bollard::container::LogOutput::StdOut { message }) => {
                     stdout.push_str(&String::from_utf8_lossy(&message))
                 }
-                Ok(bollard::container::LogOutput::StdErr { message }) => {
+                Ok(roundtable_docker::bollard::container::LogOutput::StdErr { message }) => {
                     stderr.push_str(&String::from_utf8_lossy(&message))
                 }
                 Ok(_) => {}
@@ -86,7 +86,7 @@ impl Sandbox {
     async fn launch_with(
         engine: &Engine,
         memory: u64,
-        loosen: impl FnOnce(&mut bollard::models::ContainerCreateBody),
+        loosen: impl FnOnce(&mut roundtable_docker::bollard::models::ContainerCreateBody),
     ) -> Sandbox {
         ensure_test_images();
         let docker = engine.docker().clone();
@@ -197,7 +197,10 @@ async fn hardened_lifecycle_is_proven_from_inside() {
     for target in [paths::WORKSPACE, paths::TMP] {
         let options = UploadToContainerOptionsBuilder::default().path(target).build();
         let archive = one_file_tar("seed.txt", format!("seeded into {target}\n").as_bytes());
-        docker.upload_to_container(id, Some(options), bollard::body_full(archive.into())).await.expect("upload");
+        docker
+            .upload_to_container(id, Some(options), roundtable_docker::bollard::body_full(archive.into()))
+            .await
+            .expect("upload");
     }
 
     let status = sh(docker, id, "cat /proc/self/status").await.stdout;
@@ -276,7 +279,10 @@ async fn hardened_lifecycle_is_proven_from_inside() {
         assert_eq!(String::from_utf8(download_file(docker, id, path).await).expect("utf-8"), expected, "{path}");
     }
 
-    docker.kill_container(id, None::<bollard::query_parameters::KillContainerOptions>).await.expect("kill");
+    docker
+        .kill_container(id, None::<roundtable_docker::bollard::query_parameters::KillContainerOptions>)
+        .await
+        .expect("kill");
     sandbox.remove().await;
 }
 
@@ -341,7 +347,7 @@ async fn the_self_check_passes_in_the_hardened_profile() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_self_check_names_each_missing_setting() {
     let Some(engine) = engine_or_skip().await else { return };
-    type Loosen = fn(&mut bollard::models::ContainerCreateBody);
+    type Loosen = fn(&mut roundtable_docker::bollard::models::ContainerCreateBody);
     let cases: [(&str, Loosen, &[&str]); 5] = [
         ("capabilities kept", |b| host(b).cap_drop = None, &["capbnd"]),
         ("no-new-privileges missing", |b| host(b).security_opt = None, &["noNewPrivs"]),
@@ -383,6 +389,8 @@ async fn the_self_check_names_each_missing_setting() {
     }
 }
 
-fn host(body: &mut bollard::models::ContainerCreateBody) -> &mut bollard::models::HostConfig {
+fn host(
+    body: &mut roundtable_docker::bollard::models::ContainerCreateBody,
+) -> &mut roundtable_docker::bollard::models::HostConfig {
     body.host_config.get_or_insert_with(Default::default)
 }

@@ -150,7 +150,7 @@ fn plan_describe_and_reconcile_without_a_daemon() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn labelled_leftovers_no_spec_owns_require_pruning() {
-    use roundtable_sandbox::labels::{Ownership, Purpose};
+    use roundtable_runtime::labels::{Ownership, Purpose};
     let Some(engine) = crate::support::engine_or_skip().await else { return };
     let project = spec_tree(&[(".roundtable/adapters.yaml", MOCK)]);
     let root = project.path();
@@ -164,11 +164,15 @@ async fn labelled_leftovers_no_spec_owns_require_pruning() {
         purpose: Purpose::Agent,
     }
     .labels();
-    let volume = roundtable_sandbox::profile::tmpfs_volume(&name, 1 << 20, labels);
+    let volume = roundtable_docker::profile::tmpfs_volume(&name, 1 << 20, labels);
     engine.docker().create_volume(volume).await.expect("create a labelled volume");
     let status = status_json(root);
     let leftover = row(&status, "Volume", &name).map(|r| r["message"].as_str().unwrap_or_default().to_owned());
-    engine.docker().remove_volume(&name, None::<bollard::query_parameters::RemoveVolumeOptions>).await.expect("remove");
+    engine
+        .docker()
+        .remove_volume(&name, None::<roundtable_docker::bollard::query_parameters::RemoveVolumeOptions>)
+        .await
+        .expect("remove");
     let message = leftover.unwrap_or_else(|| panic!("the labelled volume is not listed: {status:#}"));
     assert!(message.starts_with("requires pruning"), "{message}");
 }
@@ -203,7 +207,11 @@ fn start_never_remodes_a_folder_it_did_not_create() {
     std::fs::set_permissions(&executions, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let refused = roundtable(root, &["start", "--execution-root", executions.to_str().expect("utf-8")]);
     assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
-    assert!(stderr(&refused).contains("has mode 0755") && stderr(&refused).contains("chmod 700"), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("has mode 0755") && stderr(&refused).contains("chmod 700"),
+        "{}",
+        stderr(&refused)
+    );
     assert_eq!(mode(&executions), 0o755, "left as it was");
     assert_eq!(mode(shared.path()), 0o1777);
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use roundtable_sandbox::Engine;
+use roundtable_docker::Engine;
 
 use crate::support::{
     ShowLogOnPanic, containers_required, ensure_test_images, is_root, json, nothing_left, one_assignment_project,
@@ -230,7 +230,7 @@ async fn agent_running(engine: &Engine, root: &Path, command: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let containers = engine.labelled(&project_id).await.expect("list");
-        for container in containers.iter().filter(|l| l.kind == "Container") {
+        for container in containers.iter().filter(|l| l.kind == roundtable_runtime::ResourceKind::Container) {
             let top = engine.docker().top_processes(&container.name, None).await;
             let rows = top.ok().and_then(|t| t.processes).unwrap_or_default();
             if rows.iter().flatten().any(|column| column.contains(command)) {

@@ -101,11 +101,11 @@ async fn assignments_become_sessions_and_pending_proposals() {
     // Failures, retries and the timeout are recorded with their causes.
     let failing: Vec<&Value> = sessions.iter().filter(|s| s["assignment"] == "failing").collect();
     assert_eq!(failing.len(), 2, "retries: 1 means two attempts");
-    assert!(failing.iter().all(|s| s["exitCode"] == 3 && s["cause"] == "exited"), "{failing:#?}");
+    assert!(failing.iter().all(|s| s["exitCode"] == 3 && s["cause"] == "Exited"), "{failing:#?}");
     let slow = sessions.iter().find(|s| s["assignment"] == "slow").expect("slow");
-    assert_eq!(slow["cause"], "timedOut", "{slow:#}");
+    assert_eq!(slow["cause"], "TimedOut", "{slow:#}");
     let hog = sessions.iter().find(|s| s["assignment"] == "hog").expect("hog");
-    assert_eq!(hog["cause"], "outOfMemory", "the engine's oom event, not a plain exit: {hog:#}");
+    assert_eq!(hog["cause"], "OutOfMemory", "the engine's oom event, not a plain exit: {hog:#}");
     let chatty = sessions.iter().find(|s| s["assignment"] == "chatty").expect("chatty");
     assert_eq!(
         (chatty["stdoutBytes"].as_i64(), chatty["stdoutTruncated"].as_bool()),
@@ -334,7 +334,8 @@ async fn a_source_repo_that_resolves_outside_the_project_root_starts_nothing() {
     std::os::unix::fs::symlink(other.path(), root.join("linked")).expect("symlink");
     let specs = format!(
         "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n---\n{}",
-        assignment("escape", "cat README.md", "").replace("{repo: ., revision: main}", "{repo: linked, revision: main}")
+        assignment("escape", "cat README.md", "")
+            .replace("{repo: ., revision: main}", "{repo: linked, revision: main}")
             .replace("[README.md, docs/]", "[README.md]")
     );
     write(root, ".roundtable/specs.yaml", &specs);
@@ -355,14 +356,15 @@ async fn a_source_repo_that_resolves_outside_the_project_root_starts_nothing() {
     let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
     assert!(engine.labelled(&project_id).await.expect("list").is_empty(), "no container was created");
     // The lexical form is refused before anything runs.
-    std::fs::write(
-        root.join(".roundtable/specs.yaml"),
-        specs.replace("repo: linked", "repo: sub/../../elsewhere"),
-    )
-    .expect("edit");
+    std::fs::write(root.join(".roundtable/specs.yaml"), specs.replace("repo: linked", "repo: sub/../../elsewhere"))
+        .expect("edit");
     let refused = roundtable(root, &["validate"]);
     assert_eq!(refused.status.code(), Some(1));
-    assert!(stdout(&refused).contains("spec.source.repo: \"sub/../../elsewhere\": climbs out of the project root"), "{}", stdout(&refused));
+    assert!(
+        stdout(&refused).contains("spec.source.repo: \"sub/../../elsewhere\": climbs out of the project root"),
+        "{}",
+        stdout(&refused)
+    );
 }
 
 /// Regression: SIGTERM used to end the daemon at once, leaving the agent's container running
@@ -434,34 +436,34 @@ async fn prune_removes_what_is_past_retention_and_unowned() {
     assert!(exec_dir.is_dir());
     // A labelled leftover of an Assignment that no longer exists.
     let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
-    let labels = roundtable_sandbox::labels::Ownership {
+    let labels = roundtable_runtime::labels::Ownership {
         project: project_id.clone(),
         assignment: Some("gone".into()),
         session: "old".into(),
         controller_run: "old".into(),
-        purpose: roundtable_sandbox::labels::Purpose::Agent,
+        purpose: roundtable_runtime::labels::Purpose::Agent,
     }
     .labels();
     let volume = format!("rt-prune-test-{}", std::process::id());
     engine
         .docker()
-        .create_volume(roundtable_sandbox::profile::tmpfs_volume(&volume, 1 << 20, labels))
+        .create_volume(roundtable_docker::profile::tmpfs_volume(&volume, 1 << 20, labels))
         .await
         .expect("volume");
     // And one of the declared Assignment, left by its finished session (as when the engine was
     // away while the session cleaned up).
-    let left_by_finished = roundtable_sandbox::labels::Ownership {
+    let left_by_finished = roundtable_runtime::labels::Ownership {
         project: project_id.clone(),
         assignment: Some("quick".into()),
         session: session["id"].as_str().expect("id").into(),
         controller_run: "old".into(),
-        purpose: roundtable_sandbox::labels::Purpose::Agent,
+        purpose: roundtable_runtime::labels::Purpose::Agent,
     }
     .labels();
     let orphan = format!("rt-prune-orphan-{}", std::process::id());
     engine
         .docker()
-        .create_volume(roundtable_sandbox::profile::tmpfs_volume(&orphan, 1 << 20, left_by_finished))
+        .create_volume(roundtable_docker::profile::tmpfs_volume(&orphan, 1 << 20, left_by_finished))
         .await
         .expect("volume");
 

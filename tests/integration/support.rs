@@ -80,8 +80,8 @@ pub fn ensure_test_images() {
 }
 
 /// The engine, or `None` (skip) when there is none and the run does not require one.
-pub async fn engine_or_skip() -> Option<roundtable_sandbox::Engine> {
-    match roundtable_sandbox::Engine::connect().await {
+pub async fn engine_or_skip() -> Option<roundtable_docker::Engine> {
+    match roundtable_docker::Engine::connect().await {
         Ok(engine) => Some(engine),
         Err(error) if containers_required() => panic!("ROUNDTABLE_REQUIRE_CONTAINER_TESTS=1 but no engine: {error}"),
         Err(error) => {
@@ -162,7 +162,7 @@ pub fn start_daemon_with_env(root: &Path, args: &[&str], executions: &Path, env:
         .arg("--execution-root")
         .arg(executions)
         .current_dir(root)
-        .env("RUST_LOG", "info,roundtable_sandbox=debug")
+        .env("RUST_LOG", "info,roundtable_docker=debug")
         .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(log)
@@ -193,7 +193,7 @@ pub fn session_phases(root: &Path, assignment: &str) -> Vec<String> {
 }
 
 /// Waits (up to 20 s) until no container or volume labelled for the project in `root` remains.
-pub async fn nothing_left(engine: &roundtable_sandbox::Engine, root: &Path) {
+pub async fn nothing_left(engine: &roundtable_docker::Engine, root: &Path) {
     let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {

@@ -95,10 +95,38 @@ fn specs_depends_on_no_async_network_or_docker_crate() {
 #[test]
 fn controller_layers_stay_apart() {
     let graph = lock_graph();
-    let sandbox = graph.get("roundtable-sandbox").expect("sandbox in lock");
-    assert!(!sandbox.iter().any(|dep| dep == "roundtable-store"), "the sandbox does not reach into the state store");
+    for runtime in ["roundtable-docker", "roundtable-runtime", "roundtable-workspace", "roundtable-incontainer"] {
+        let deps = graph.get(runtime).unwrap_or_else(|| panic!("{runtime} in the lock file"));
+        assert!(!deps.iter().any(|dep| dep == "roundtable-store"), "{runtime} does not reach into the state store");
+        assert!(!deps.iter().any(|dep| dep == "roundtable-reconcilers"), "{runtime} knows no reconciler");
+    }
     let store = graph.get("roundtable-store").expect("store in lock");
     assert!(!store.iter().any(|dep| dep == "bollard"), "the store does not talk to the engine");
+}
+
+/// The session runtime is the only way to the engine: `roundtable-docker` is the one crate whose
+/// manifest names bollard (the lock file's direct dependencies), and the runtime contract and the
+/// workspace path depend on no engine crate at all, even transitively.
+#[test]
+fn only_the_docker_runtime_depends_on_an_engine_crate() {
+    let graph = lock_graph();
+    let direct: Vec<&String> = graph
+        .iter()
+        .filter(|(name, deps)| name.starts_with("roundtable") && deps.iter().any(|dep| dep == "bollard"))
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(direct, ["roundtable-docker"], "crates that depend on bollard directly");
+    for neutral in ["roundtable-runtime", "roundtable-workspace", "roundtable-reconcilers", "roundtable-service"] {
+        let mut seen = BTreeSet::new();
+        let mut pending = vec![neutral.to_owned()];
+        while let Some(name) = pending.pop() {
+            if seen.insert(name.clone()) {
+                pending.extend(graph.get(&name).cloned().unwrap_or_default());
+            }
+        }
+        assert!(!seen.contains("bollard"), "{neutral} reaches bollard: {seen:?}");
+        assert!(!seen.contains("roundtable-docker"), "{neutral} names the Docker runtime");
+    }
 }
 
 /// Every file a clone of the repository has: tracked files plus untracked ones git does not
@@ -231,7 +259,9 @@ fn controller_depends_on_no_engine_store_or_api_crate() {
         "hickory-resolver",
         "roundtable-specs",
         "roundtable-store",
-        "roundtable-sandbox",
+        "roundtable-docker",
+        "roundtable-runtime",
+        "roundtable-workspace",
         "roundtable-gateway",
         "roundtable-reconcilers",
     ];
@@ -285,7 +315,8 @@ fn reconcilers_act_only_through_backend_traits() {
     let needles: Vec<String> = [
         "bollard",
         "sqlx",
-        "roundtable_sandbox",
+        "roundtable_docker",
+        "roundtable_workspace",
         "roundtable_gateway",
         "std::fs",
         "tokio::fs",

@@ -8,7 +8,6 @@ use std::path::{Component, Path, PathBuf};
 
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, Permissions};
-use serde::{Deserialize, Serialize};
 
 /// How much one export may unpack.
 #[derive(Debug, Clone, Copy)]
@@ -17,25 +16,7 @@ pub struct Limits {
     pub max_entries: u64,
 }
 
-/// An entry that was not extracted, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Rejected {
-    /// The entry's name with control characters and invalid UTF-8 escaped.
-    pub path: String,
-    pub reason: String,
-}
-
-/// What an extraction did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Extracted {
-    pub files: u64,
-    pub bytes: u64,
-    pub rejected: Vec<Rejected>,
-    /// Files whose setuid, setgid or sticky bits were dropped.
-    pub stripped_bits: Vec<String>,
-}
+pub use roundtable_specs::session::{Extracted, Rejected};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExtractError {

@@ -10,6 +10,34 @@ use serde::{Deserialize, Serialize};
 use crate::git::{self, GitError};
 
 /// The tree git knows without storing it; in-tree `.gitattributes` are read from here instead.
+/// Why a patch could not be made or did not verify.
+#[derive(Debug, thiserror::Error)]
+pub enum PatchError {
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error("{step} {path}")]
+    Io {
+        step: &'static str,
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot unpack the base commit into {path}")]
+    Unpack {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Applying the patch to the base commit does not give back what the agent left.
+    #[error("{path}: {what}")]
+    Mismatch { path: String, what: &'static str },
+}
+
+fn io_error(step: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> PatchError {
+    let path = path.to_owned();
+    move |source| PatchError::Io { step, path, source }
+}
+
 const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
 /// A patch and its statistics.
@@ -61,12 +89,8 @@ fn tree_of(scratch: &Path, dir: &Path) -> Result<String, GitError> {
 }
 
 /// The patch that turns `base` into `export`; `scratch` is an empty folder it may use.
-pub fn diff(scratch: &Path, base: &Path, export: &Path) -> Result<Patch, GitError> {
-    std::fs::create_dir_all(scratch).map_err(|error| GitError {
-        args: "mkdir".into(),
-        code: None,
-        stderr: error.to_string(),
-    })?;
+pub fn diff(scratch: &Path, base: &Path, export: &Path) -> Result<Patch, PatchError> {
+    std::fs::create_dir_all(scratch).map_err(io_error("cannot create", scratch))?;
     scratch_git(scratch, &["init", "--quiet", "--bare", &scratch.join("patch.git").display().to_string()], None)?;
     let before = tree_of(scratch, base)?;
     let after = tree_of(scratch, export)?;
@@ -101,19 +125,20 @@ pub fn diff(scratch: &Path, base: &Path, export: &Path) -> Result<Patch, GitErro
 
 /// Checks that `patch` applies to `commit` of `repo` and that the result matches `export`
 /// byte for byte, modes included, within the patch's paths.
-pub fn verify(repo: &Path, commit: &str, patch: &Patch, export: &Path, scratch: &Path) -> Result<(), String> {
+pub fn verify(repo: &Path, commit: &str, patch: &Patch, export: &Path, scratch: &Path) -> Result<(), PatchError> {
     let checkout = scratch.join("verify");
-    let fail = |what: &str, error: &dyn std::fmt::Display| format!("{what}: {error}");
-    std::fs::create_dir_all(&checkout).map_err(|e| fail("mkdir", &e))?;
-    let archive = git::run(repo, &["archive", "--format=tar", commit]).map_err(|e| fail("git archive", &e))?;
-    tar::Archive::new(archive.stdout.as_slice()).unpack(&checkout).map_err(|e| fail("unpack", &e))?;
+    std::fs::create_dir_all(&checkout).map_err(io_error("cannot create", &checkout))?;
+    let archive = git::run(repo, &["archive", "--format=tar", commit])?;
+    tar::Archive::new(archive.stdout.as_slice())
+        .unpack(&checkout)
+        .map_err(|source| PatchError::Unpack { path: checkout.clone(), source })?;
     // Its own repository, so `git apply` never resolves paths against an enclosing one.
-    git::run(&checkout, &["init", "--quiet"]).map_err(|e| fail("git init", &e))?;
+    git::run(&checkout, &["init", "--quiet"])?;
     let patch_file = scratch.join("proposal.patch");
-    std::fs::write(&patch_file, &patch.text).map_err(|e| fail("write patch", &e))?;
+    std::fs::write(&patch_file, &patch.text).map_err(io_error("cannot write", &patch_file))?;
     let patch_arg = patch_file.display().to_string();
-    git::run(&checkout, &["apply", "--check", "--binary", &patch_arg]).map_err(|e| fail("git apply --check", &e))?;
-    git::run(&checkout, &["apply", "--binary", &patch_arg]).map_err(|e| fail("git apply", &e))?;
+    git::run(&checkout, &["apply", "--check", "--binary", &patch_arg])?;
+    git::run(&checkout, &["apply", "--binary", &patch_arg])?;
     use std::os::unix::fs::PermissionsExt as _;
     for path in &patch.paths {
         let applied = checkout.join(path);
@@ -123,11 +148,15 @@ pub fn verify(repo: &Path, commit: &str, patch: &Patch, export: &Path, scratch: 
                 let mode =
                     |p: &Path| std::fs::metadata(p).map(|m| m.permissions().mode() & 0o111 != 0).unwrap_or(false);
                 if mode(&applied) != mode(&exported) {
-                    return Err(format!("{path}: the executable bit differs after applying"));
+                    let what = "the executable bit differs after applying";
+                    return Err(PatchError::Mismatch { path: path.clone(), what });
                 }
             }
             (Err(_), Err(_)) => {}
-            _ => return Err(format!("{path}: applying the patch does not reproduce the export")),
+            _ => {
+                let what = "applying the patch does not reproduce the export";
+                return Err(PatchError::Mismatch { path: path.clone(), what });
+            }
         }
     }
     Ok(())

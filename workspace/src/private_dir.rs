@@ -51,8 +51,8 @@ pub fn prepare(dir: &Path) -> Result<PathBuf, PrivateDirError> {
         create_missing(parent)?;
         let parent =
             parent.canonicalize().map_err(|source| PrivateDirError::Inspect { path: parent.to_owned(), source })?;
-        let meta = std::fs::metadata(&parent)
-            .map_err(|source| PrivateDirError::Inspect { path: parent.clone(), source })?;
+        let meta =
+            std::fs::metadata(&parent).map_err(|source| PrivateDirError::Inspect { path: parent.clone(), source })?;
         check_parent(&parent, &meta, uid)?;
     }
     create_missing(dir)?;

@@ -43,22 +43,15 @@ pub enum ProvisionError {
     Protocol(String),
 }
 
-/// One file given to the agent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ManifestEntry {
-    pub path: String,
-    pub size: u64,
-    pub sha256: String,
-    pub executable: bool,
-}
+pub use roundtable_specs::session::{ManifestEntry, WithheldFile};
 
 /// What was provided, and what was held back and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Provisioned {
     pub commit: String,
     pub files: Vec<ManifestEntry>,
-    /// `(path, reason)` for everything under readablePaths that was not provided.
-    pub withheld: Vec<(String, String)>,
+    /// Everything under readablePaths that was not provided, and why.
+    pub withheld: Vec<WithheldFile>,
 }
 
 /// Names that are never provided, even under an allowed folder (matched case-insensitively
@@ -111,9 +104,8 @@ pub fn sensitive(path: &str) -> Option<String> {
 /// link followed) lies inside the canonical project root. `validate` refuses the lexical forms
 /// (`..` that climbs out); this catches symbolic links and what changed on disk since.
 pub fn confine(project_root: &Path, repo: &str) -> Result<PathBuf, ProvisionError> {
-    let root = project_root
-        .canonicalize()
-        .map_err(|source| ProvisionError::Io { path: project_root.to_owned(), source })?;
+    let root =
+        project_root.canonicalize().map_err(|source| ProvisionError::Io { path: project_root.to_owned(), source })?;
     let joined = project_root.join(repo);
     let resolved = joined.canonicalize().map_err(|source| ProvisionError::Io { path: joined.clone(), source })?;
     if !resolved.starts_with(&root) {
@@ -186,11 +178,14 @@ pub fn export(
     let mut wanted = Vec::new();
     for entry in entries {
         if let Some(why) = sensitive(&entry.path) {
-            withheld.push((entry.path, format!("sensitive: {why}")));
+            withheld.push(WithheldFile { path: entry.path, reason: format!("sensitive: {why}") });
         } else if entry.kind != "blob" {
-            withheld.push((entry.path, format!("a {} (submodules are not provided)", entry.kind)));
+            withheld.push(WithheldFile {
+                path: entry.path,
+                reason: format!("a {} (submodules are not provided)", entry.kind),
+            });
         } else if entry.mode == "120000" {
-            withheld.push((entry.path, "a symbolic link (links are not provided)".into()));
+            withheld.push(WithheldFile { path: entry.path, reason: "a symbolic link (links are not provided)".into() });
         } else {
             wanted.push(entry);
         }

@@ -6,7 +6,7 @@
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
-use crate::profile::AGENT_UID;
+use roundtable_specs::layout::AGENT_UID;
 
 /// The longest socket file name placed in the directory (`egress.sock`, `mcp.sock`).
 pub const LONGEST_SOCKET_NAME: &str = "egress.sock";

@@ -6,8 +6,8 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::process::Command;
 
-use roundtable_sandbox::patch;
-use roundtable_sandbox::provision::{self, ProvisionError};
+use roundtable_workspace::patch;
+use roundtable_workspace::provision::{self, ProvisionError};
 
 fn git(dir: &Path, args: &[&str]) {
     let status = Command::new("git")
@@ -62,7 +62,7 @@ fn provisions_exactly_the_readable_paths_without_secrets() {
     paths.sort();
     assert_eq!(paths, ["README.md", "docs/guide.md", "docs/old-name.md", "docs/remove-me.md", "docs/script.sh"]);
     assert!(!source.join("src").exists() && !source.join("docs/.env").exists() && !source.join(".git").exists());
-    let withheld: Vec<&str> = provided.withheld.iter().map(|(p, _)| p.as_str()).collect();
+    let withheld: Vec<&str> = provided.withheld.iter().map(|w| w.path.as_str()).collect();
     assert!(withheld.contains(&"docs/.env") && withheld.contains(&"docs/keys/server.pem"), "{withheld:?}");
     assert!(withheld.contains(&"docs/.ssh/config") && withheld.contains(&"docs/link.md"), "{withheld:?}");
     let readme = provided.files.iter().find(|f| f.path == "README.md").expect("readme");

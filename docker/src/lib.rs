@@ -1,0 +1,130 @@
+//! Roundtable's Docker session runtime: the engine connection and its capability report, the
+//! hardened container profile, and one session's lifecycle on the Docker Engine API (Podman
+//! through its Docker-compatible socket). The only crate in the workspace that depends on
+//! bollard; everything else sees [`roundtable_runtime::SessionRuntime`].
+
+pub mod engine;
+pub mod profile;
+pub mod session;
+
+use futures::future::BoxFuture;
+use roundtable_runtime::{Health, OwnedResource, ResourceKind, RunOutcome, RuntimeError, SessionPlan, SessionRuntime};
+use tokio::sync::watch;
+
+pub use engine::{Engine, EngineError};
+
+/// The engine client itself, for tests that build fixtures on the engine directly (labelled
+/// leftovers, the hardened profile on its own); nothing else outside this crate names it.
+pub use bollard;
+
+/// How long one removal may take before it is left for garbage collection.
+const REMOVE_BOUND: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// [`SessionRuntime`] on a Docker-compatible engine.
+#[derive(Debug, Clone)]
+pub struct DockerRuntime {
+    engine: Engine,
+}
+
+impl DockerRuntime {
+    pub fn new(engine: Engine) -> Self {
+        Self { engine }
+    }
+
+    /// Connects to `DOCKER_HOST`, Docker's socket or Podman's, negotiating the API version.
+    pub async fn connect() -> Result<Self, EngineError> {
+        Engine::connect().await.map(Self::new)
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+}
+
+fn engine_error(step: &'static str) -> impl FnOnce(bollard::errors::Error) -> RuntimeError {
+    move |source| RuntimeError::Engine { step, source: Box::new(source) }
+}
+
+/// Whether a removal failed only because the thing is already gone.
+fn already_gone(error: &bollard::errors::Error) -> bool {
+    matches!(error, bollard::errors::Error::DockerResponseServerError { status_code: 404, .. })
+}
+
+impl DockerRuntime {
+    async fn remove_named(&self, kind: ResourceKind, name: &str) -> Result<(), RuntimeError> {
+        use bollard::query_parameters::{RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder};
+        let docker = self.engine.docker();
+        let removed = match kind {
+            ResourceKind::Container => {
+                let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
+                tokio::time::timeout(REMOVE_BOUND, docker.remove_container(name, Some(options))).await
+            }
+            ResourceKind::Volume => {
+                let options = RemoveVolumeOptionsBuilder::default().force(true).build();
+                tokio::time::timeout(REMOVE_BOUND, docker.remove_volume(name, Some(options))).await
+            }
+        };
+        match removed {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) if already_gone(&error) => Ok(()),
+            Ok(Err(error)) => Err(engine_error("remove")(error)),
+            Err(_) => Err(RuntimeError::Protocol { step: "remove", detail: format!("{name}: timed out") }),
+        }
+    }
+}
+
+impl SessionRuntime for DockerRuntime {
+    fn endpoint(&self) -> &str {
+        self.engine.endpoint()
+    }
+
+    fn run(&self, plan: SessionPlan, stop: watch::Receiver<bool>) -> BoxFuture<'_, Result<RunOutcome, RuntimeError>> {
+        Box::pin(async move { session::Execution::new(&self.engine, plan).run(stop).await })
+    }
+
+    fn owned(&self, project: &str) -> BoxFuture<'_, Result<Vec<OwnedResource>, RuntimeError>> {
+        let project = project.to_owned();
+        Box::pin(async move {
+            let labelled = self.engine.labelled(&project).await.map_err(engine_error("list labelled resources"))?;
+            Ok(labelled
+                .into_iter()
+                .map(|found| OwnedResource { kind: found.kind, name: found.name, labels: found.labels })
+                .collect())
+        })
+    }
+
+    fn remove(&self, resource: &OwnedResource) -> BoxFuture<'_, Result<(), RuntimeError>> {
+        let (kind, name) = (resource.kind, resource.name.clone());
+        Box::pin(async move { self.remove_named(kind, &name).await })
+    }
+
+    fn remove_session(&self, _project: &str, session: &str) -> BoxFuture<'_, Result<(), RuntimeError>> {
+        let session = session.to_owned();
+        Box::pin(async move {
+            // Removing the container first releases its volumes.
+            self.remove_named(ResourceKind::Container, &session::container_name(&session)).await?;
+            for volume in session::volume_names(&session) {
+                self.remove_named(ResourceKind::Volume, &volume).await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn inspect_image(&self, reference: &str) -> BoxFuture<'_, Result<Option<String>, RuntimeError>> {
+        let reference = reference.to_owned();
+        Box::pin(async move {
+            match self.engine.docker().inspect_image(&reference).await {
+                Ok(image) => Ok(image.id),
+                Err(error) if already_gone(&error) => Ok(None),
+                Err(error) => Err(engine_error("inspect the image")(error)),
+            }
+        })
+    }
+
+    fn health(&self) -> BoxFuture<'_, Result<Health, RuntimeError>> {
+        Box::pin(async move {
+            let version = self.engine.docker().version().await.map_err(engine_error("ask the engine its version"))?;
+            Ok(Health { endpoint: self.engine.endpoint().to_owned(), version: version.version.unwrap_or_default() })
+        })
+    }
+}

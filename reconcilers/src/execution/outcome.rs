@@ -1,0 +1,233 @@
+//! The pure decisions of an execution: how a runtime outcome ends a session (phase, cause,
+//! message), which flags a proposal carries, and which external session ID the agent printed.
+//! No IO, so every row of each table is a unit test.
+
+use std::time::Duration;
+
+use roundtable_runtime::{RunEnd, RunOutcome, RuntimeError};
+use roundtable_specs::session::{ProposalFlag, ProposalFlagKind, SessionCause, SessionPhase};
+
+/// Paths a proposal flags as protected when it touches them: they change CI, hooks, agent
+/// configuration or the controller's own specs.
+pub const PROTECTED_PATHS: [&str; 9] = [
+    ".roundtable/",
+    ".github/workflows/",
+    ".gitlab-ci.yml",
+    ".claude/",
+    ".codex/",
+    ".gemini/",
+    ".opencode/",
+    ".git/",
+    ".husky/",
+];
+
+/// File names that run code when a package is installed or built.
+const PACKAGE_SCRIPTS: [&str; 4] = ["package.json", "Makefile", "setup.py", "build.rs"];
+
+/// How a session ended when it did not go on to a proposal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ending {
+    pub phase: SessionPhase,
+    pub cause: SessionCause,
+    pub message: String,
+}
+
+impl Ending {
+    pub fn failed(cause: SessionCause, message: impl Into<String>) -> Self {
+        Self { phase: SessionPhase::Failed, cause, message: message.into() }
+    }
+
+    pub fn interrupted(cause: SessionCause, message: impl Into<String>) -> Self {
+        Self { phase: SessionPhase::Interrupted, cause, message: message.into() }
+    }
+}
+
+pub const STOPPED_BEFORE_START: &str =
+    "the controller was stopped before this session started; it is re-run on the next start";
+pub const STOPPED_WHILE_RUNNING: &str = "the controller was stopped (SIGTERM/SIGINT) and the grace period ran out: the container was paused, killed and removed; it is re-run on the next start";
+
+/// How a runtime error ends the session: a lost engine interrupts it (re-run, like a controller
+/// restart); anything else fails it.
+pub fn ending_of_error(error: &RuntimeError) -> Ending {
+    let message = roundtable_controller::error_chain(error);
+    match error {
+        RuntimeError::EngineLost { .. } => Ending::interrupted(SessionCause::EngineLost, message),
+        RuntimeError::Unavailable { .. } => Ending::failed(SessionCause::EngineUnavailable, message),
+        _ => Ending::failed(SessionCause::RuntimeError, message),
+    }
+}
+
+/// How a finished run ends the session, or `None` when it succeeded and goes on to a proposal.
+/// `stopping`: the daemon is shutting down, so a cancel is an interruption, not a `suspend`.
+pub fn ending_of(outcome: &RunOutcome, stopping: bool, timeout: Duration) -> Option<Ending> {
+    let cause = SessionCause::from(outcome.end);
+    match outcome.end {
+        RunEnd::Exited if outcome.exit_code == Some(0) => None,
+        RunEnd::Cancelled if stopping => {
+            Some(Ending::interrupted(SessionCause::ControllerStopped, STOPPED_WHILE_RUNNING))
+        }
+        RunEnd::Cancelled => Some(Ending {
+            phase: SessionPhase::Cancelled,
+            cause,
+            message: "cancelled: the container was paused and killed".into(),
+        }),
+        RunEnd::SelfCheckFailed => {
+            let failed: Vec<String> = outcome
+                .self_check
+                .as_ref()
+                .map(|report| report.failures().map(|f| format!("{} ({})", f.name, f.detail)).collect())
+                .unwrap_or_default();
+            let said = if failed.is_empty() {
+                String::from_utf8_lossy(&outcome.stderr.bytes).trim().to_owned()
+            } else {
+                failed.join("; ")
+            };
+            Some(Ending::failed(cause, format!("self-check failed before the agent ran: {said}")))
+        }
+        RunEnd::TimedOut => {
+            Some(Ending::failed(cause, format!("timed out after {}s; paused and killed", timeout.as_secs())))
+        }
+        RunEnd::OutOfMemory => Some(Ending::failed(cause, "killed for exceeding its memory limit")),
+        RunEnd::EgressUnavailable => {
+            let said = String::from_utf8_lossy(&outcome.stderr.bytes).trim().to_owned();
+            Some(Ending::failed(cause, format!("the agent was not started: {said}")))
+        }
+        RunEnd::Exited => {
+            let code = outcome.exit_code.map_or("unknown".into(), |c| c.to_string());
+            Some(Ending::failed(cause, format!("the agent exited with code {code}")))
+        }
+    }
+}
+
+/// The flags of a proposal touching `paths`: outside `readablePaths`, protected paths, package
+/// scripts.
+pub fn proposal_flags(paths: &[String], readable: &[String]) -> Vec<ProposalFlag> {
+    let mut flags = Vec::new();
+    let mut flag = |kind, path: &str| flags.push(ProposalFlag { kind, path: path.to_owned() });
+    for path in paths {
+        let inside = readable.iter().any(|scope| {
+            let scope = scope.trim_end_matches('/').trim_start_matches("./");
+            scope.is_empty() || scope == "." || path == scope || path.starts_with(&format!("{scope}/"))
+        });
+        if !inside {
+            flag(ProposalFlagKind::OutsideReadablePaths, path);
+        }
+        let file = path.rsplit('/').next().unwrap_or(path);
+        if PROTECTED_PATHS.iter().any(|p| path.starts_with(p) || path == p.trim_end_matches('/'))
+            || path.contains("/.git/hooks/")
+        {
+            flag(ProposalFlagKind::ProtectedPath, path);
+        } else if PACKAGE_SCRIPTS.contains(&file) {
+            flag(ProposalFlagKind::PackageScripts, path);
+        }
+    }
+    flags
+}
+
+/// The first `session_id` (or `thread_id`, `sessionID`) in JSON-lines output.
+pub fn external_session_id(stdout: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(stdout);
+    for line in text.lines() {
+        let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        for key in ["session_id", "thread_id", "sessionID"] {
+            if let Some(id) = value.get(key).and_then(|v| v.as_str())
+                && id.parse::<roundtable_specs::resume::ExternalSessionId>().is_ok()
+            {
+                return Some(id.to_owned());
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roundtable_specs::session::{CheckItem, CheckReport};
+
+    #[test]
+    fn proposals_are_flagged_outside_scope_and_on_protected_paths() {
+        let readable = vec!["docs/".to_owned(), "README.md".to_owned()];
+        let paths =
+            vec!["docs/a.md".into(), "src/x.rs".into(), ".github/workflows/ci.yml".into(), "docs/package.json".into()];
+        let found: Vec<String> = proposal_flags(&paths, &readable).iter().map(ToString::to_string).collect();
+        assert_eq!(
+            found,
+            [
+                "outsideReadablePaths: src/x.rs",
+                "outsideReadablePaths: .github/workflows/ci.yml",
+                "protectedPath: .github/workflows/ci.yml",
+                "packageScripts: docs/package.json"
+            ]
+        );
+        assert!(proposal_flags(&["README.md".into()], &readable).is_empty());
+    }
+
+    #[test]
+    fn session_ids_come_from_json_lines() {
+        let out = b"not json\n{\"type\":\"init\",\"session_id\":\"abc-123\"}\n";
+        assert_eq!(external_session_id(out).as_deref(), Some("abc-123"));
+        assert_eq!(external_session_id(b"{\"session_id\":\"bad id; rm\"}\n"), None);
+    }
+
+    fn outcome(end: RunEnd, exit_code: Option<i64>) -> RunOutcome {
+        RunOutcome { exit_code, ..RunOutcome::ended(end) }
+    }
+
+    /// The outcome, whether the daemon is stopping, and the phase, cause and message words it ends
+    /// with (`None`: it goes on to a proposal).
+    type Case = (RunOutcome, bool, Option<(SessionPhase, SessionCause, &'static str)>);
+
+    #[test]
+    fn how_an_outcome_ends_a_session() {
+        use SessionCause as C;
+        use SessionPhase as P;
+        let timeout = Duration::from_secs(90);
+        let mut failed_check = outcome(RunEnd::SelfCheckFailed, Some(1));
+        failed_check.self_check = Some(CheckReport {
+            ok: false,
+            items: vec![CheckItem { name: "capabilities".into(), ok: false, detail: "CapEff 0x1".into() }],
+        });
+        let cases: Vec<Case> = vec![
+            (outcome(RunEnd::Exited, Some(0)), false, None),
+            (outcome(RunEnd::Exited, Some(3)), false, Some((P::Failed, C::Exited, "exited with code 3"))),
+            (outcome(RunEnd::Exited, None), false, Some((P::Failed, C::Exited, "code unknown"))),
+            (outcome(RunEnd::TimedOut, None), false, Some((P::Failed, C::TimedOut, "timed out after 90s"))),
+            (outcome(RunEnd::OutOfMemory, Some(137)), false, Some((P::Failed, C::OutOfMemory, "memory limit"))),
+            (outcome(RunEnd::Cancelled, None), false, Some((P::Cancelled, C::Cancelled, "paused and killed"))),
+            (
+                outcome(RunEnd::Cancelled, None),
+                true,
+                Some((P::Interrupted, C::ControllerStopped, "re-run on the next start")),
+            ),
+            (failed_check, false, Some((P::Failed, C::SelfCheckFailed, "capabilities (CapEff 0x1)"))),
+            (outcome(RunEnd::EgressUnavailable, None), false, Some((P::Failed, C::EgressUnavailable, "not started"))),
+        ];
+        for (outcome, stopping, expected) in cases {
+            let ending = ending_of(&outcome, stopping, timeout);
+            match (ending, expected) {
+                (None, None) => {}
+                (Some(ending), Some((phase, cause, words))) => {
+                    assert_eq!((ending.phase, ending.cause), (phase, cause), "{outcome:?}");
+                    assert!(ending.message.contains(words), "{:?} lacks {words:?}", ending.message);
+                }
+                (ending, expected) => panic!("{outcome:?}: {ending:?} but expected {expected:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_lost_engine_interrupts_and_other_runtime_errors_fail() {
+        let lost = RuntimeError::EngineLost {
+            endpoint: "unix:///run/docker.sock".into(),
+            step: "pause before export",
+            source: "connection refused".into(),
+        };
+        assert_eq!(ending_of_error(&lost).phase, SessionPhase::Interrupted);
+        assert_eq!(ending_of_error(&lost).cause, SessionCause::EngineLost);
+        let refused = RuntimeError::Engine { step: "create the container", source: "no such image".into() };
+        let ending = ending_of_error(&refused);
+        assert_eq!((ending.phase, ending.cause), (SessionPhase::Failed, SessionCause::RuntimeError));
+        assert!(ending.message.contains("no such image"), "the source is kept: {}", ending.message);
+    }
+}

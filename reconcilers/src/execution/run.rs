@@ -1,0 +1,387 @@
+//! One session, phase by phase: provision the source (the workspace crate), bind the sockets and
+//! start the egress sidecar, run it on the session runtime, record what came back, and turn the
+//! agent's changes into a pending proposal. Each phase records its end; the decisions are pure
+//! functions in `outcome`.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use roundtable_runtime::{Expected, ExportLimits, Ownership, Purpose, Resources, RunOutcome, SessionPlan};
+use roundtable_specs::layout::{AGENT_UID, HOME};
+use roundtable_specs::session::{EgressReport, ProposalState, SessionCause, SessionPhase};
+use roundtable_store::{ProposalRecord, SessionRecord};
+use roundtable_workspace::provision::{self, ProvisionError, Provisioned};
+use roundtable_workspace::{patch, sockets};
+use tokio::sync::watch;
+
+use super::outcome::{Ending, STOPPED_BEFORE_START, ending_of, ending_of_error, external_session_id, proposal_flags};
+use super::{ExecutionRequest, Inner, now};
+use crate::egress::Sidecar;
+
+/// Milliseconds since `started`.
+fn millis(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// What provisioning produced: the confined repository and the exported source.
+struct Source {
+    repo: PathBuf,
+    provisioned: Provisioned,
+}
+
+impl Inner {
+    /// Records the session, retrying while the database is busy: an execution's outcome must not
+    /// be lost to a transient lock.
+    pub(super) async fn save(&self, session: &SessionRecord) {
+        for attempt in 1..=10u64 {
+            match self.store.save_session(session).await {
+                Ok(()) => return,
+                Err(error) if attempt < 10 => {
+                    tracing::warn!(session = %session.id, attempt, %error, "cannot record the session yet; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(200 * attempt)).await;
+                }
+                Err(error) => tracing::error!(session = %session.id, %error, "cannot record the session"),
+            }
+        }
+    }
+
+    /// Records how the session ended.
+    async fn end(&self, mut session: SessionRecord, ending: Ending) -> SessionRecord {
+        if ending.phase != SessionPhase::Cancelled {
+            tracing::warn!(session = %session.id, assignment = %session.assignment, phase = %ending.phase, cause = %ending.cause, message = %ending.message, "execution did not succeed");
+        }
+        session.phase = ending.phase;
+        session.cause = Some(ending.cause);
+        session.message = ending.message;
+        session.finished_at = Some(now());
+        self.save(&session).await;
+        session
+    }
+
+    /// Runs one session to its end and records it.
+    pub(super) async fn execute(
+        &self,
+        mut session: SessionRecord,
+        request: ExecutionRequest,
+        cancel: watch::Receiver<bool>,
+    ) -> SessionRecord {
+        if *cancel.borrow() {
+            let ending = if self.stopping.load(Ordering::SeqCst) {
+                Ending::interrupted(SessionCause::ControllerStopped, STOPPED_BEFORE_START)
+            } else {
+                Ending {
+                    phase: SessionPhase::Cancelled,
+                    cause: SessionCause::Cancelled,
+                    message: "cancelled before it started".into(),
+                }
+            };
+            return self.end(session, ending).await;
+        }
+        session.phase = SessionPhase::Running;
+        session.message = "provisioning".into();
+        session.started_at = Some(now());
+        let exec_dir = self.config.execution_root.join(&session.id);
+        session.exec_dir = Some(exec_dir.display().to_string());
+        self.save(&session).await;
+
+        let started = Instant::now();
+        let source = match self.provision(&request, &exec_dir).await {
+            Ok(source) => source,
+            Err(ending) => return self.end(session, ending).await,
+        };
+        session.base_commit = Some(source.provisioned.commit.clone());
+        session.detail.manifest = source.provisioned.files.clone();
+        session.detail.withheld = source.provisioned.withheld.clone();
+        session.detail.timings_ms.insert("provision".into(), millis(started));
+        session.message = "running".into();
+        self.save(&session).await;
+
+        let (outcome, egress) = self.launch(&session, &request, &exec_dir, cancel).await;
+        // The gateway's final counters are kept however the run ended.
+        session.detail.egress = egress;
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(ending) => return self.end(session, ending).await,
+        };
+        record_run(&mut session, &outcome, &exec_dir);
+        let timeout = request.spec.timeout.unwrap_or(request.adapter.timeout).as_std();
+        if let Some(ending) = ending_of(&outcome, self.stopping.load(Ordering::SeqCst), timeout) {
+            return self.end(session, ending).await;
+        }
+        self.propose(session, &request, &source, &exec_dir).await
+    }
+
+    /// Resolves the revision in the confined repository and exports exactly the readable paths.
+    async fn provision(&self, request: &ExecutionRequest, exec_dir: &Path) -> Result<Source, Ending> {
+        let (project_root, repo) = (self.config.project_root.clone(), request.spec.source.repo.clone());
+        let (revision, scope, dest) =
+            (request.spec.source.revision.clone(), request.spec.readable_paths.clone(), exec_dir.join("source"));
+        let provisioned = tokio::task::spawn_blocking(move || {
+            let repo = provision::confine(&project_root, &repo)?;
+            let commit = provision::resolve(&repo, &revision)?;
+            provision::export(&repo, &commit, &scope, &dest).map(|provisioned| Source { repo, provisioned })
+        })
+        .await;
+        let source = match provisioned {
+            Ok(Ok(source)) => source,
+            Ok(Err(error @ ProvisionError::OutsideProjectRoot { .. })) => {
+                return Err(Ending::failed(SessionCause::SourceOutsideProjectRoot, error_chain(&error)));
+            }
+            Ok(Err(error)) => return Err(Ending::failed(SessionCause::ProvisionFailed, error_chain(&error))),
+            Err(error) => return Err(Ending::failed(SessionCause::ProvisionFailed, error_chain(&error))),
+        };
+        let brief = serde_json::json!({
+            "assignment": request.assignment,
+            "role": request.spec.role,
+            "task": request.spec.task,
+            "baseCommit": source.provisioned.commit,
+            "readablePaths": request.spec.readable_paths,
+            "manifest": source.provisioned.files,
+        });
+        let written = serde_json::to_vec_pretty(&brief)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| std::fs::write(exec_dir.join("task.json"), bytes));
+        if let Err(error) = written {
+            return Err(Ending::failed(SessionCause::ProvisionFailed, format!("cannot write the brief: {error}")));
+        }
+        Ok(source)
+    }
+
+    /// Binds the session's sockets and starts its egress sidecar (when the Adapter has provider
+    /// hosts), runs the session on the runtime, and stops the sidecar after; the sidecar's final
+    /// report comes back beside the outcome.
+    async fn launch(
+        &self,
+        session: &SessionRecord,
+        request: &ExecutionRequest,
+        exec_dir: &Path,
+        cancel: watch::Receiver<bool>,
+    ) -> (Result<RunOutcome, Ending>, Option<EgressReport>) {
+        match self.prepare_sockets(session, request, exec_dir).await {
+            Ok((socket_dir, sidecar)) => {
+                let plan = self.session_plan(session, request, exec_dir, &socket_dir, sidecar.is_some());
+                let outcome = self.runtime.run(plan, cancel).await;
+                let egress = match sidecar {
+                    Some(sidecar) => Some(sidecar.stop().await),
+                    None => None,
+                };
+                let _ = std::fs::remove_dir_all(&socket_dir);
+                (outcome.map_err(|error| ending_of_error(&error)), egress)
+            }
+            Err(ending) => (Err(ending), None),
+        }
+    }
+
+    /// The session's socket directory, and its egress sidecar serving in it when the Adapter has
+    /// provider hosts.
+    async fn prepare_sockets(
+        &self,
+        session: &SessionRecord,
+        request: &ExecutionRequest,
+        exec_dir: &Path,
+    ) -> Result<(PathBuf, Option<Sidecar>), Ending> {
+        let adapter = &request.adapter;
+        let own_binary = adapter.command == roundtable_specs::builtins::IN_CONTAINER_BINARY;
+        if adapter.image.is_none() && !own_binary {
+            let message = format!("adapter {} has no image", adapter.name);
+            return Err(Ending::failed(SessionCause::ImageNotConfigured, message));
+        }
+        // Sockets (the egress gateway's; MCP's later) are bound before the container exists.
+        let socket_dir = sockets::plan(&self.config.socket_root, &session.id)
+            .map_err(|error| Ending::failed(SessionCause::SocketPathTooLong, error_chain(&error)))?;
+        sockets::create(&socket_dir)
+            .map_err(|error| Ending::failed(SessionCause::SocketDirFailed, error_chain(&error)))?;
+        let sidecar = if adapter.provider_hosts.is_empty() {
+            None
+        } else {
+            let hosts: Vec<String> = adapter.provider_hosts.iter().map(ToString::to_string).collect();
+            let cidrs: Vec<ipnet::IpNet> = adapter.allow_cidrs.iter().map(|cidr| cidr.net()).collect();
+            match Sidecar::start(&self.config.egress, &hosts, &cidrs, &socket_dir, exec_dir, &session.id).await {
+                Ok(sidecar) => Some(sidecar),
+                Err(error) => {
+                    let _ = std::fs::remove_dir_all(&socket_dir);
+                    return Err(Ending::failed(SessionCause::EgressUnavailable, error_chain(&error)));
+                }
+            }
+        };
+        Ok((socket_dir, sidecar))
+    }
+
+    /// The backend-neutral plan for this session.
+    fn session_plan(
+        &self,
+        session: &SessionRecord,
+        request: &ExecutionRequest,
+        exec_dir: &Path,
+        socket_dir: &Path,
+        egress: bool,
+    ) -> SessionPlan {
+        let adapter = &request.adapter;
+        let own_binary = adapter.command == roundtable_specs::builtins::IN_CONTAINER_BINARY;
+        let mut argv = vec![adapter.command.clone()];
+        argv.extend(adapter.args.iter().cloned());
+        if !own_binary {
+            argv.push(request.spec.task.prompt.clone());
+        }
+        let mut env = vec![format!("HOME={HOME}"), "PATH=/usr/local/bin:/usr/bin:/bin".to_owned()];
+        for name in &adapter.credential_env {
+            match self.config.secrets.get(name.as_str()) {
+                Some(value) => env.push(format!("{name}={value}")),
+                None => tracing::warn!(session = %session.id, variable = %name, "credential not set; not passed"),
+            }
+        }
+        if egress {
+            env.extend(crate::egress::proxy_env());
+        }
+        let resources = Resources {
+            memory_bytes: adapter.resources.memory.bytes(),
+            nano_cpus: adapter.resources.cpus.nanos(),
+            pids: adapter.resources.pids,
+            workspace_bytes: adapter.resources.workspace_size.bytes(),
+            tmp_bytes: adapter.resources.tmp_size.bytes(),
+        };
+        SessionPlan {
+            session: session.id.clone(),
+            ownership: Ownership {
+                project: self.config.project_id.clone(),
+                assignment: Some(request.assignment.clone()),
+                session: session.id.clone(),
+                controller_run: self.config.controller_run.clone(),
+                purpose: Purpose::Agent,
+            },
+            image: adapter.image.as_ref().map(ToString::to_string),
+            resources,
+            binary: self.config.binary.clone(),
+            source_dir: exec_dir.join("source"),
+            task_file: exec_dir.join("task.json"),
+            socket_dir: Some(socket_dir.to_owned()),
+            egress_proxy: egress,
+            argv,
+            env,
+            output_limit: adapter.output_limit.bytes(),
+            timeout: request.spec.timeout.unwrap_or(adapter.timeout).as_std(),
+            expected: Expected {
+                uid: AGENT_UID,
+                gid: AGENT_UID,
+                memory_bytes: resources.memory_bytes,
+                pids: u64::from(resources.pids),
+                cpu_millis: u64::from(adapter.resources.cpus.millis()),
+            },
+            export_dir: exec_dir.join("export"),
+            scratch_dir: exec_dir.join("scratch"),
+            export_limits: ExportLimits { max_bytes: resources.workspace_bytes, max_entries: 100_000 },
+        }
+    }
+
+    /// The patch against the provisioned source, verified against the base commit, stored as a
+    /// pending proposal.
+    async fn propose(
+        &self,
+        mut session: SessionRecord,
+        request: &ExecutionRequest,
+        source: &Source,
+        exec_dir: &Path,
+    ) -> SessionRecord {
+        let (base, export, scratch) = (exec_dir.join("source"), exec_dir.join("export"), exec_dir.join("scratch"));
+        let (repo, commit) = (source.repo.clone(), source.provisioned.commit.clone());
+        let started = Instant::now();
+        let patched = tokio::task::spawn_blocking(move || {
+            let patch = patch::diff(&scratch, &base, &export)?;
+            if !patch.is_empty() {
+                patch::verify(&repo, &commit, &patch, &export, &scratch.join("check"))?;
+            }
+            Ok::<_, patch::PatchError>(patch)
+        })
+        .await;
+        let patch = match patched {
+            Ok(Ok(patch)) => patch,
+            Ok(Err(error)) => {
+                return self.end(session, Ending::failed(SessionCause::PatchFailed, error_chain(&error))).await;
+            }
+            Err(error) => {
+                return self.end(session, Ending::failed(SessionCause::PatchFailed, error_chain(&error))).await;
+            }
+        };
+        session.detail.timings_ms.insert("patch".into(), millis(started));
+        session.phase = SessionPhase::Succeeded;
+        session.finished_at = Some(now());
+        if patch.is_empty() {
+            session.message = "the agent changed nothing; no proposal".into();
+            self.save(&session).await;
+            return session;
+        }
+        let proposal_id = format!("{}-{}", &patch.sha256[..12], session.id);
+        let patch_path = self.config.proposals_dir.join(format!("{proposal_id}.patch"));
+        if let Err(error) = write_private(&patch_path, &patch.text) {
+            let ending = Ending::failed(SessionCause::PatchFailed, format!("cannot store the patch: {error}"));
+            return self.end(session, ending).await;
+        }
+        let proposal = ProposalRecord {
+            id: proposal_id.clone(),
+            session_id: session.id.clone(),
+            assignment: request.assignment.clone(),
+            execution_generation: request.execution_generation,
+            base_commit: source.provisioned.commit.clone(),
+            adapter: request.adapter.name.clone(),
+            patch_path: patch_path.display().to_string(),
+            sha256: patch.sha256.clone(),
+            files_changed: i64::try_from(patch.files_changed).unwrap_or(i64::MAX),
+            insertions: i64::try_from(patch.insertions).unwrap_or(i64::MAX),
+            deletions: i64::try_from(patch.deletions).unwrap_or(i64::MAX),
+            flags: proposal_flags(&patch.paths, &request.spec.readable_paths),
+            state: ProposalState::Pending,
+            created_at: now(),
+        };
+        match self.store.insert_proposal(&proposal).await {
+            Ok(true) => session.message = format!("pending proposal {proposal_id}"),
+            Ok(false) => {
+                session.message = "a proposal for this execution generation already exists; this one was dropped".into()
+            }
+            Err(error) => {
+                let ending = Ending::failed(
+                    SessionCause::PatchFailed,
+                    format!("cannot record the proposal: {}", error_chain(&error)),
+                );
+                return self.end(session, ending).await;
+            }
+        }
+        self.save(&session).await;
+        session
+    }
+}
+
+/// Keeps what the run produced on the session: exit code, captured output (and its logs),
+/// external session ID, self-check, export, egress counters, phase timings.
+fn record_run(session: &mut SessionRecord, outcome: &RunOutcome, exec_dir: &Path) {
+    let _ = std::fs::write(exec_dir.join("stdout.log"), &outcome.stdout.bytes);
+    let _ = std::fs::write(exec_dir.join("stderr.log"), &outcome.stderr.bytes);
+    session.exit_code = outcome.exit_code;
+    session.stdout_bytes = i64::try_from(outcome.stdout.total).ok();
+    session.stderr_bytes = i64::try_from(outcome.stderr.total).ok();
+    session.stdout_truncated = outcome.stdout.truncated();
+    session.stderr_truncated = outcome.stderr.truncated();
+    session.external_session_id = external_session_id(&outcome.stdout.bytes);
+    session.cause = Some(SessionCause::from(outcome.end));
+    let detail = &mut session.detail;
+    detail.self_check = outcome.self_check.clone();
+    detail.paused_for_export = Some(outcome.paused_for_export);
+    detail.export = outcome.extracted.clone();
+    for (phase, millis) in &outcome.timings {
+        detail.timings_ms.insert((*phase).to_owned(), *millis);
+    }
+}
+
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    roundtable_controller::error_chain(error)
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    file.write_all(bytes)
+}

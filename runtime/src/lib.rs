@@ -1,0 +1,324 @@
+//! The session runtime contract: what the controller asks of a container backend, in terms any
+//! backend can carry out. The Docker implementation (`roundtable-docker`) holds every engine call;
+//! the execution manager, the Adapter reconciler, `status` and `prune` see only this trait, and
+//! their tests drive it with a fake. `docs/architecture.md` describes how a Kubernetes Job backend
+//! would implement the same trait.
+
+pub mod labels;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use roundtable_specs::session::{CheckReport, Extracted, SessionCause};
+use tokio::sync::watch;
+
+pub use labels::{Ownership, Purpose};
+
+/// Any error a backend's client library reports, kept whole for the error chain.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What the Adapter grants a session, as hard limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resources {
+    pub memory_bytes: u64,
+    /// Billionths of a CPU.
+    pub nano_cpus: u64,
+    pub pids: u32,
+    pub workspace_bytes: u64,
+    pub tmp_bytes: u64,
+}
+
+/// How much one export may unpack on the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExportLimits {
+    pub max_bytes: u64,
+    pub max_entries: u64,
+}
+
+/// What the in-container self-check must find before the agent runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expected {
+    pub uid: u32,
+    pub gid: u32,
+    pub memory_bytes: u64,
+    pub pids: u64,
+    /// Thousandths of a CPU.
+    pub cpu_millis: u64,
+}
+
+/// Everything one session needs, backend-neutral. Host paths are the controller's; a backend
+/// that runs elsewhere (a Kubernetes node) carries their contents, not the paths.
+#[derive(Debug, Clone)]
+pub struct SessionPlan {
+    /// The session ID: unique, short, safe in resource names.
+    pub session: String,
+    pub ownership: Ownership,
+    /// `None`: the agent brings no files of its own (the built-in `mock`); the backend supplies
+    /// an empty image.
+    pub image: Option<String>,
+    pub resources: Resources,
+    /// The controller's own static binary: PID 1, the self-check, the proxy.
+    pub binary: PathBuf,
+    /// The provisioned source: mounted read-only and the workspace's seed.
+    pub source_dir: PathBuf,
+    /// The brief.
+    pub task_file: PathBuf,
+    /// The session's socket directory (sockets already bound in it), when it has one.
+    pub socket_dir: Option<PathBuf>,
+    /// Start the in-container proxy to the gateway socket before the agent.
+    pub egress_proxy: bool,
+    pub argv: Vec<String>,
+    /// `KEY=VALUE`: the agent's whole environment.
+    pub env: Vec<String>,
+    /// Bytes kept per output stream (the rest is drained and counted).
+    pub output_limit: u64,
+    pub timeout: Duration,
+    pub expected: Expected,
+    /// Where the agent's workspace is extracted (rooted) after the run.
+    pub export_dir: PathBuf,
+    /// Scratch space the backend may use on the host (the export's spool).
+    pub scratch_dir: PathBuf,
+    pub export_limits: ExportLimits,
+}
+
+/// How the agent's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    /// The agent exited on its own; the exit code says how.
+    Exited,
+    TimedOut,
+    Cancelled,
+    OutOfMemory,
+    SelfCheckFailed,
+    /// The in-container proxy to the session's gateway did not come up; the agent never ran.
+    EgressUnavailable,
+}
+
+impl From<RunEnd> for SessionCause {
+    fn from(end: RunEnd) -> Self {
+        match end {
+            RunEnd::Exited => SessionCause::Exited,
+            RunEnd::TimedOut => SessionCause::TimedOut,
+            RunEnd::Cancelled => SessionCause::Cancelled,
+            RunEnd::OutOfMemory => SessionCause::OutOfMemory,
+            RunEnd::SelfCheckFailed => SessionCause::SelfCheckFailed,
+            RunEnd::EgressUnavailable => SessionCause::EgressUnavailable,
+        }
+    }
+}
+
+/// One captured output stream: what was kept, and how much there was.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Captured {
+    pub bytes: Vec<u8>,
+    /// Everything the stream produced, kept or not.
+    pub total: u64,
+}
+
+impl Captured {
+    pub fn truncated(&self) -> bool {
+        self.total > self.bytes.len() as u64
+    }
+
+    /// Keeps what fits under `cap`, counts everything.
+    pub fn push(&mut self, chunk: &[u8], cap: u64) {
+        self.total += chunk.len() as u64;
+        let room = usize::try_from(cap.saturating_sub(self.bytes.len() as u64)).unwrap_or(usize::MAX);
+        self.bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
+    }
+}
+
+/// What happened in one session.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub end: RunEnd,
+    pub exit_code: Option<i64>,
+    pub stdout: Captured,
+    pub stderr: Captured,
+    pub self_check: Option<CheckReport>,
+    /// The container was paused before the workspace was exported.
+    pub paused_for_export: bool,
+    /// What the rooted extraction of the workspace found, when it got that far.
+    pub extracted: Option<Extracted>,
+    /// Milliseconds per phase: `launch`, `selfCheck`, `proxy`, `agent`, `export`.
+    pub timings: BTreeMap<&'static str, u64>,
+}
+
+impl RunOutcome {
+    /// An outcome with nothing observed yet.
+    pub fn ended(end: RunEnd) -> Self {
+        Self {
+            end,
+            exit_code: None,
+            stdout: Captured::default(),
+            stderr: Captured::default(),
+            self_check: None,
+            paused_for_export: false,
+            extracted: None,
+            timings: BTreeMap::new(),
+        }
+    }
+}
+
+/// Why a session could not be carried out, or a resource listed or removed.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// No engine could be reached at all.
+    #[error("no container engine: {reason}")]
+    Unavailable { reason: String },
+    /// The engine refused or failed one step.
+    #[error("container engine: {step}")]
+    Engine {
+        step: &'static str,
+        #[source]
+        source: BoxError,
+    },
+    /// The engine stopped answering mid-session. Without live restore a stopped or restarted
+    /// engine takes its containers with it, so the session cannot be finished, only re-run.
+    #[error(
+        "the container engine at {endpoint} went away during `{step}` (stopped or restarted); the container and its workspace were lost"
+    )]
+    EngineLost {
+        endpoint: String,
+        step: &'static str,
+        #[source]
+        source: BoxError,
+    },
+    #[error("{step}")]
+    Io {
+        step: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The workspace came back but could not be extracted within bounds.
+    #[error("export")]
+    Export(#[source] BoxError),
+    /// The engine broke the protocol (an exec that did not attach, a report that does not parse).
+    #[error("{step}: {detail}")]
+    Protocol { step: &'static str, detail: String },
+}
+
+/// What kind of thing a backend created for a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ResourceKind {
+    Container,
+    Volume,
+}
+
+impl ResourceKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResourceKind::Container => "Container",
+            ResourceKind::Volume => "Volume",
+        }
+    }
+}
+
+/// A resource carrying the ownership labels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedResource {
+    pub kind: ResourceKind,
+    pub name: String,
+    pub labels: HashMap<String, String>,
+}
+
+impl OwnedResource {
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key).map(String::as_str)
+    }
+}
+
+/// Whether the backend answers, and who it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Health {
+    pub endpoint: String,
+    pub version: String,
+}
+
+/// A container backend that runs sessions. Object-safe: the controller holds it as
+/// `Arc<dyn SessionRuntime>`.
+pub trait SessionRuntime: Send + Sync + 'static {
+    /// Where the backend is (for messages).
+    fn endpoint(&self) -> &str;
+
+    /// Runs one session from launch to export. Whatever happens, what it created is removed
+    /// before this returns (or, if the engine is gone, left labelled for `prune`). `stop`
+    /// turning `true` stops the session in whatever phase it is: paused, killed, removed, and the
+    /// outcome ends [`RunEnd::Cancelled`].
+    fn run(&self, plan: SessionPlan, stop: watch::Receiver<bool>) -> BoxFuture<'_, Result<RunOutcome, RuntimeError>>;
+
+    /// Every resource labelled as Roundtable's for `project`.
+    fn owned(&self, project: &str) -> BoxFuture<'_, Result<Vec<OwnedResource>, RuntimeError>>;
+
+    /// Removes one labelled resource (force: a container is killed first).
+    fn remove(&self, resource: &OwnedResource) -> BoxFuture<'_, Result<(), RuntimeError>>;
+
+    /// Removes whatever session `session` of `project` still owns; nothing owned is not an error.
+    fn remove_session(&self, project: &str, session: &str) -> BoxFuture<'_, Result<(), RuntimeError>>;
+
+    /// The full image ID of `reference` when the engine has it; never pulls.
+    fn inspect_image(&self, reference: &str) -> BoxFuture<'_, Result<Option<String>, RuntimeError>>;
+
+    /// Whether the engine answers now.
+    fn health(&self) -> BoxFuture<'_, Result<Health, RuntimeError>>;
+}
+
+/// The runtime when no engine could be reached: every call fails with the reason, so reconciles
+/// back off and retry and executions fail with a clear cause.
+#[derive(Debug, Clone)]
+pub struct Unavailable {
+    pub reason: String,
+}
+
+impl Unavailable {
+    fn error(&self) -> RuntimeError {
+        RuntimeError::Unavailable { reason: self.reason.clone() }
+    }
+}
+
+impl SessionRuntime for Unavailable {
+    fn endpoint(&self) -> &str {
+        "none"
+    }
+
+    fn run(&self, _plan: SessionPlan, _stop: watch::Receiver<bool>) -> BoxFuture<'_, Result<RunOutcome, RuntimeError>> {
+        Box::pin(async move { Err(self.error()) })
+    }
+
+    fn owned(&self, _project: &str) -> BoxFuture<'_, Result<Vec<OwnedResource>, RuntimeError>> {
+        Box::pin(async move { Err(self.error()) })
+    }
+
+    fn remove(&self, _resource: &OwnedResource) -> BoxFuture<'_, Result<(), RuntimeError>> {
+        Box::pin(async move { Err(self.error()) })
+    }
+
+    fn remove_session(&self, _project: &str, _session: &str) -> BoxFuture<'_, Result<(), RuntimeError>> {
+        Box::pin(async move { Err(self.error()) })
+    }
+
+    fn inspect_image(&self, _reference: &str) -> BoxFuture<'_, Result<Option<String>, RuntimeError>> {
+        Box::pin(async move { Err(self.error()) })
+    }
+
+    fn health(&self) -> BoxFuture<'_, Result<Health, RuntimeError>> {
+        Box::pin(async move { Err(self.error()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn captured_keeps_up_to_the_cap_and_counts_everything() {
+        let mut captured = Captured::default();
+        captured.push(b"hello ", 8);
+        captured.push(b"world", 8);
+        assert_eq!(captured.bytes, b"hello wo");
+        assert_eq!(captured.total, 11);
+        assert!(captured.truncated());
+    }
+}

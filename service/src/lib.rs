@@ -1,0 +1,314 @@
+//! Roundtable's service layer: every query and command that both the CLI and the HTTP API offer,
+//! in one place. `src/` parses arguments and renders what these return; the HTTP API will serve
+//! the same values as JSON. Nothing here prints.
+
+mod lookup;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use roundtable_controller::Reconciler as _;
+use roundtable_reconcilers::ObjectReconciler;
+use roundtable_reconcilers::backend::{BackendError, RuntimeImages};
+use roundtable_reconcilers::prune::{self, Prunable};
+use roundtable_reconcilers::source::{Scan, project_id, scan};
+use roundtable_runtime::SessionRuntime;
+use roundtable_specs::output::{
+    DescribeItem, EventItem, Health, ObjectStatus, PlannedChange, ProposalItem, SessionItem, SyncStatus,
+};
+use roundtable_specs::{Kind, ObjectKey, ValidationError};
+use roundtable_store::{ProposalRecord, SessionRecord, Store};
+
+pub use lookup::{proposal_item, session_item};
+
+/// What a service call can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error(transparent)]
+    Store(#[from] roundtable_store::Error),
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    #[error("a background task failed")]
+    Task(#[from] tokio::task::JoinError),
+    #[error("no {what} {id:?}")]
+    NotFound { what: &'static str, id: String },
+    /// A prefix that names more than one thing: the matches are named so the caller can choose.
+    #[error("{prefix:?} matches {} {what}s: {}; give more of the ID", matches.len(), matches.join(", "))]
+    Ambiguous { what: &'static str, prefix: String, matches: Vec<String> },
+    #[error("{key} is neither declared nor recorded")]
+    UnknownObject { key: ObjectKey },
+    /// The stored patch is not the one recorded: it was changed or damaged after the run.
+    #[error(
+        "the stored patch of proposal {id} does not match its recorded sha256 {recorded} (it is now {actual}); refusing it"
+    )]
+    PatchTampered { id: String, recorded: String, actual: String },
+    #[error("cannot read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reconciling {key} failed")]
+    Reconcile {
+        key: ObjectKey,
+        #[source]
+        source: roundtable_reconcilers::dispatch::Error,
+    },
+}
+
+pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
+
+/// One project's state: its spec directory, its state store, and the session runtime.
+#[derive(Clone)]
+pub struct Service {
+    dir: PathBuf,
+    state_dir: PathBuf,
+    store: Store,
+    runtime: Arc<dyn SessionRuntime>,
+}
+
+/// What `plan` found.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub changes: Vec<PlannedChange>,
+    /// Errors that keep files from loading (their objects keep their last valid spec).
+    pub file_errors: Vec<ValidationError>,
+}
+
+/// What a reconcile request did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reconciled {
+    /// A daemon runs: it was asked, and will reconcile within its request poll.
+    Requested { daemon: String },
+    /// No daemon: reconciled once in this process; look again after `requeue` if set.
+    InProcess { requeue: Option<Duration> },
+}
+
+/// One session's captured output, as kept (capped at the Adapter's `outputLimit`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionLogs {
+    pub session: String,
+    pub stdout: Vec<u8>,
+    pub stdout_truncated: bool,
+    pub stderr: Vec<u8>,
+    pub stderr_truncated: bool,
+}
+
+/// A proposal with its patch, integrity checked.
+#[derive(Debug, Clone)]
+pub struct ProposalWithPatch {
+    pub item: ProposalItem,
+    pub patch: Vec<u8>,
+}
+
+/// What pruning did (or would do) to one thing.
+#[derive(Debug)]
+pub struct Pruned {
+    pub item: Prunable,
+    /// Why it could not be removed; `None` when removed (or, on a dry run, removable).
+    pub error: Option<BackendError>,
+}
+
+const RECENT_EVENTS: i64 = 20;
+
+impl Service {
+    /// A service over `dir` (the `.roundtable/` folder) whose state lives in `state_dir`. The
+    /// store is opened if it exists; otherwise an empty in-memory one stands in, so read-only
+    /// views of a fresh project create nothing on disk.
+    pub async fn open_for_reading(dir: &Path, state_dir: &Path, runtime: Arc<dyn SessionRuntime>) -> Result<Self> {
+        let store = match Store::open_existing(state_dir).await? {
+            Some(store) => store,
+            None => Store::open_in_memory().await?,
+        };
+        Ok(Self { dir: dir.to_owned(), state_dir: state_dir.to_owned(), store, runtime })
+    }
+
+    /// A service whose store is created if missing (commands that write state).
+    pub async fn open(dir: &Path, state_dir: &Path, runtime: Arc<dyn SessionRuntime>) -> Result<Self> {
+        let store = Store::open(state_dir).await?;
+        Ok(Self { dir: dir.to_owned(), state_dir: state_dir.to_owned(), store, runtime })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    async fn scan(&self) -> Result<Scan> {
+        let dir = self.dir.clone();
+        Ok(tokio::task::spawn_blocking(move || scan(&dir)).await?)
+    }
+
+    fn project_id(&self) -> String {
+        project_id(&self.dir)
+    }
+
+    /// Every `status` row: objects, files that do not load, running gateways, and what requires
+    /// pruning (labelled resources nothing needs; sessions and proposals past `retention`).
+    pub async fn status(&self, retention: Duration) -> Result<Vec<ObjectStatus>> {
+        let scanned = self.scan().await?;
+        let leftovers = match self.runtime.owned(&self.project_id()).await {
+            Ok(found) => found,
+            Err(error) => {
+                tracing::warn!(error = %roundtable_controller::error_chain(&error), "cannot list labelled resources");
+                Vec::new()
+            }
+        };
+        let mut rows = roundtable_reconcilers::status::status(&self.store, &scanned, &leftovers).await?;
+        rows.extend(roundtable_reconcilers::egress::status_rows(&self.store.sessions(None).await?));
+        // Labelled leftovers are listed above; here the sessions and proposals past retention.
+        let declared = BTreeSet::new();
+        for item in prune::find(&self.store, None, &self.project_id(), &declared, retention).await? {
+            rows.push(ObjectStatus {
+                kind: item.kind.as_str().to_owned(),
+                name: item.name,
+                generation: None,
+                observed_generation: None,
+                sync: SyncStatus::OutOfSync,
+                health: Health::None,
+                created_at: None,
+                message: format!("requires pruning: {}", item.why),
+                conditions: Vec::new(),
+            });
+        }
+        Ok(rows)
+    }
+
+    fn reconciler(&self) -> ObjectReconciler<Store, RuntimeImages, Store> {
+        ObjectReconciler::new(self.store.clone(), RuntimeImages(self.runtime.clone()), self.store.clone())
+    }
+
+    /// What reconciling now would change; nothing is changed.
+    pub async fn plan(&self) -> Result<Plan> {
+        let scanned = self.scan().await?;
+        let changes = roundtable_reconcilers::status::plan(&self.store, &self.reconciler(), &scanned).await?;
+        Ok(Plan { changes, file_errors: scanned.errors().cloned().collect() })
+    }
+
+    /// Conditions, stored spec, observed status and recent events of one object.
+    pub async fn describe(&self, key: &ObjectKey) -> Result<DescribeItem> {
+        let scanned = self.scan().await?;
+        let rows = roundtable_reconcilers::status::status(&self.store, &scanned, &[]).await?;
+        let Some(row) = rows.into_iter().find(|r| r.kind == key.kind.as_str() && r.name == key.name) else {
+            return Err(ServiceError::UnknownObject { key: key.clone() });
+        };
+        let record = self.store.object(key).await?;
+        let events: Vec<EventItem> = self
+            .store
+            .events(key, RECENT_EVENTS)
+            .await?
+            .into_iter()
+            .map(|e| EventItem { at: e.at, object: e.object, type_: e.severity, reason: e.reason, message: e.message })
+            .collect();
+        Ok(DescribeItem {
+            status: row,
+            source_file: record.as_ref().map(|r| r.source_file.clone()),
+            spec: record.as_ref().and_then(|r| serde_json::from_str(&r.spec_json).ok()),
+            observed: record.as_ref().and_then(|r| r.status_json.as_deref()).and_then(|s| serde_json::from_str(s).ok()),
+            events,
+        })
+    }
+
+    /// Asks the running daemon to reconcile `key`, or reconciles it once in this process when no
+    /// daemon runs. Either way a stall is cleared.
+    pub async fn reconcile(&self, key: &ObjectKey) -> Result<Reconciled> {
+        if let Some(holder) = roundtable_store::lock::holder(&self.state_dir) {
+            self.store.request_reconcile(key).await?;
+            return Ok(Reconciled::Requested { daemon: holder });
+        }
+        let scanned = self.scan().await?;
+        roundtable_reconcilers::desired::sync(&self.store, &self.store, &scanned).await?;
+        if self.store.object(key).await?.is_none() {
+            return Err(ServiceError::UnknownObject { key: key.clone() });
+        }
+        match self.reconciler().reconcile(key).await {
+            Ok(action) => Ok(Reconciled::InProcess { requeue: action.requeue_after() }),
+            Err(source) => Err(ServiceError::Reconcile { key: key.clone(), source }),
+        }
+    }
+
+    /// Every session, newest first.
+    pub async fn sessions(&self) -> Result<Vec<SessionItem>> {
+        Ok(self.store.sessions(None).await?.into_iter().map(session_item).collect())
+    }
+
+    async fn session_record(&self, id_or_prefix: &str) -> Result<SessionRecord> {
+        if let Some(exact) = self.store.session(id_or_prefix).await? {
+            return Ok(exact);
+        }
+        let found = self.store.sessions_by_prefix(id_or_prefix, lookup::SHOWN_MATCHES).await?;
+        lookup::single("session", id_or_prefix, found, |s| s.id.clone())
+    }
+
+    /// One session by its ID or a unique prefix of it.
+    pub async fn session(&self, id_or_prefix: &str) -> Result<SessionItem> {
+        self.session_record(id_or_prefix).await.map(session_item)
+    }
+
+    /// What one session's agent printed (as kept).
+    pub async fn session_logs(&self, id_or_prefix: &str) -> Result<SessionLogs> {
+        let session = self.session_record(id_or_prefix).await?;
+        let read = |stream: &str| -> Vec<u8> {
+            session
+                .exec_dir
+                .as_deref()
+                .and_then(|dir| std::fs::read(Path::new(dir).join(format!("{stream}.log"))).ok())
+                .unwrap_or_default()
+        };
+        Ok(SessionLogs {
+            stdout: read("stdout"),
+            stderr: read("stderr"),
+            stdout_truncated: session.stdout_truncated,
+            stderr_truncated: session.stderr_truncated,
+            session: session.id,
+        })
+    }
+
+    /// Every proposal, newest first.
+    pub async fn proposals(&self) -> Result<Vec<ProposalItem>> {
+        Ok(self.store.proposals().await?.into_iter().map(proposal_item).collect())
+    }
+
+    async fn proposal_record(&self, id_or_prefix: &str) -> Result<ProposalRecord> {
+        if let Some(exact) = self.store.proposal_by_id(id_or_prefix).await? {
+            return Ok(exact);
+        }
+        let found = self.store.proposals_by_prefix(id_or_prefix, lookup::SHOWN_MATCHES).await?;
+        lookup::single("proposal", id_or_prefix, found, |p| p.id.clone())
+    }
+
+    /// One proposal by its ID or a unique prefix, with its patch, refused when the stored patch
+    /// is not the one recorded.
+    pub async fn proposal(&self, id_or_prefix: &str) -> Result<ProposalWithPatch> {
+        let record = self.proposal_record(id_or_prefix).await?;
+        let path = PathBuf::from(&record.patch_path);
+        let patch = std::fs::read(&path).map_err(|source| ServiceError::Read { path, source })?;
+        let actual = roundtable_specs::digest::sha256_hex(&patch);
+        if actual != record.sha256 {
+            return Err(ServiceError::PatchTampered { id: record.id, recorded: record.sha256, actual });
+        }
+        Ok(ProposalWithPatch { item: proposal_item(record), patch })
+    }
+
+    /// What retention removes (`dry_run`: would remove): sessions and proposals past
+    /// `retention`, labelled resources no declared Assignment or live session needs.
+    pub async fn prune(&self, retention: Duration, dry_run: bool) -> Result<Vec<Pruned>> {
+        let scanned = self.scan().await?;
+        let declared: BTreeSet<String> =
+            scanned.accepted().filter(|o| o.kind() == Kind::Assignment).map(|o| o.metadata.name.clone()).collect();
+        let runtime = self.runtime.as_ref();
+        // Without an engine there are no labelled resources to list; records are still pruned.
+        let reachable = runtime.health().await.is_ok();
+        let runtime = reachable.then_some(runtime);
+        let found = prune::find(&self.store, runtime, &self.project_id(), &declared, retention).await?;
+        let mut failed = if dry_run { Vec::new() } else { prune::remove(&self.store, runtime, &found).await };
+        Ok(found
+            .into_iter()
+            .map(|item| {
+                let error = failed.iter().position(|(f, _)| *f == item).map(|i| failed.swap_remove(i).1);
+                Pruned { item, error }
+            })
+            .collect())
+    }
+}

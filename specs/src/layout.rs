@@ -1,0 +1,23 @@
+//! The filesystem every agent container sees, and the user it runs as: the contract between the
+//! controller, the session runtime, the in-container commands and adapter authors. One owner.
+
+/// The UID and GID every agent runs as and every writable volume belongs to.
+pub const AGENT_UID: u32 = 1000;
+
+/// The provisioned source, read-only.
+pub const SOURCE: &str = "/roundtable/source";
+/// The agent's writable workspace (seeded from the source; exported after the run).
+pub const WORKSPACE: &str = "/roundtable/workspace";
+pub const TMP: &str = "/tmp";
+/// The controller's own static binary, read-only: PID 1, the self-check, the proxy, `mock`.
+pub const BINARY: &str = "/roundtable/bin/roundtable";
+/// The brief (assignment, task, base commit, manifest), read-only.
+pub const TASK: &str = "/roundtable/task.json";
+/// The session's socket directory.
+pub const SOCKETS: &str = "/run/roundtable";
+/// The session gateway's socket.
+pub const EGRESS_SOCKET: &str = "/run/roundtable/egress.sock";
+/// Where the in-container proxy listens; the agent's `HTTPS_PROXY`.
+pub const PROXY_LISTEN: &str = "127.0.0.1:3128";
+/// The agent's `HOME`.
+pub const HOME: &str = "/tmp/roundtable/home";

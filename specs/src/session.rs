@@ -1,0 +1,384 @@
+//! Sessions and proposals as types: the phase a session is in, why it ended, what its detail
+//! records (manifest, withheld files, self-check, export, egress counters, timings), and the
+//! flags a proposal carries. Serialised once, here; nothing compares them as strings.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Declares a unit-variant enum serialised as one fixed word per variant, with `as_str`,
+/// `Display`, `FromStr` and `ALL`.
+macro_rules! words {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $word:literal $(| $alias:literal)*,)+ }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+        pub enum $name {
+            $($(#[$vmeta])* #[serde(rename = $word $(, alias = $alias)*)] $variant,)+
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $word,)+
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = UnknownWord;
+
+            fn from_str(text: &str) -> Result<Self, Self::Err> {
+                match text {
+                    $($word $(| $alias)* => Ok($name::$variant),)+
+                    _ => Err(UnknownWord { what: stringify!($name), word: text.to_owned() }),
+                }
+            }
+        }
+    };
+}
+
+/// A stored word that no variant has (a newer controller wrote it, or the row was edited).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} {word:?}")]
+pub struct UnknownWord {
+    pub what: &'static str,
+    pub word: String,
+}
+
+words! {
+    /// Where one session (one execution attempt) is.
+    #[derive(Default)]
+    SessionPhase {
+        /// Waiting for an execution slot.
+        #[default]
+        Queued = "Queued",
+        Running = "Running",
+        /// The agent exited 0 and its changes (if any) became a pending proposal.
+        Succeeded = "Succeeded",
+        Failed = "Failed",
+        /// Stopped on purpose: `suspend`, or the Assignment was removed or changed.
+        Cancelled = "Cancelled",
+        /// Cut short by the infrastructure (the controller stopped or crashed, the engine went
+        /// away); re-run outside the `retries` budget.
+        Interrupted = "Interrupted",
+    }
+}
+
+impl SessionPhase {
+    /// Whether the session has ended (it will not change again).
+    pub fn is_finished(self) -> bool {
+        !matches!(self, SessionPhase::Queued | SessionPhase::Running)
+    }
+}
+
+words! {
+    /// Why a session ended the way it did.
+    SessionCause {
+        // Sessions recorded before causes were typed spelled the agent's own endings in
+        // camelCase; they still read.
+        /// The agent exited on its own (its exit code says how).
+        Exited = "Exited" | "exited",
+        TimedOut = "TimedOut" | "timedOut",
+        Cancelled = "Cancelled" | "cancelled",
+        OutOfMemory = "OutOfMemory" | "outOfMemory",
+        /// The in-container self-check found the sandbox not as requested; the agent never ran.
+        SelfCheckFailed = "SelfCheckFailed" | "selfCheckFailed",
+        /// The session's egress gateway or in-container proxy did not come up.
+        EgressUnavailable = "EgressUnavailable" | "egressUnavailable",
+        /// Resolving the revision or exporting the readable paths failed.
+        ProvisionFailed = "ProvisionFailed",
+        /// `source.repo` resolves outside the project root.
+        SourceOutsideProjectRoot = "SourceOutsideProjectRoot",
+        /// No container engine could be reached when the session started.
+        EngineUnavailable = "EngineUnavailable",
+        /// The engine went away mid-run (stopped or restarted).
+        EngineLost = "EngineLost",
+        /// The Adapter has no image and is not one the controller runs itself.
+        ImageNotConfigured = "ImageNotConfigured",
+        SocketPathTooLong = "SocketPathTooLong",
+        SocketDirFailed = "SocketDirFailed",
+        /// The engine refused or failed a step of the lifecycle.
+        RuntimeError = "RuntimeError",
+        /// The patch could not be made, verified or stored.
+        PatchFailed = "PatchFailed",
+        /// The daemon stopped (SIGTERM/SIGINT) before the session finished.
+        ControllerStopped = "ControllerStopped",
+        /// An earlier controller run ended (crashed or was killed) before the session finished.
+        ControllerRunEnded = "ControllerRunEnded",
+    }
+}
+
+words! {
+    /// Where an Assignment is, as its status reports it.
+    #[derive(Default)]
+    AssignmentPhase {
+        /// Waiting for something outside it (its Adapter not ready).
+        #[default]
+        Pending = "Pending",
+        Queued = "Queued",
+        Running = "Running",
+        Succeeded = "Succeeded",
+        Failed = "Failed",
+        Suspended = "Suspended",
+    }
+}
+
+words! {
+    /// Where a proposal stands. Roundtable never applies one: applying is a person's decision,
+    /// made outside the controller.
+    #[derive(Default)]
+    ProposalState {
+        #[default]
+        Pending = "pending",
+    }
+}
+
+words! {
+    /// What a proposal flag says about a path it touches.
+    ProposalFlagKind {
+        /// Outside the Assignment's `readablePaths`.
+        OutsideReadablePaths = "outsideReadablePaths",
+        /// Changes CI, hooks, agent configuration or specs.
+        ProtectedPath = "protectedPath",
+        /// A package manifest or build script that runs code on install or build.
+        PackageScripts = "packageScripts",
+    }
+}
+
+/// One flag on a proposal: a reviewer should look at `path` for the reason `kind` names.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema)]
+#[schemars(
+    with = "String",
+    description = "`<kind>: <path>`, kind one of outsideReadablePaths, protectedPath, packageScripts"
+)]
+pub struct ProposalFlag {
+    pub kind: ProposalFlagKind,
+    pub path: String,
+}
+
+impl fmt::Display for ProposalFlag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind, self.path)
+    }
+}
+
+impl FromStr for ProposalFlag {
+    type Err = UnknownWord;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let (kind, path) =
+            text.split_once(": ").ok_or_else(|| UnknownWord { what: "ProposalFlag", word: text.to_owned() })?;
+        Ok(ProposalFlag { kind: kind.parse()?, path: path.to_owned() })
+    }
+}
+
+// The wire form stays `kind: path`, as proposals have always been shown and stored.
+impl Serialize for ProposalFlag {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ProposalFlag {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// One file given to the agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ManifestEntry {
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+    pub executable: bool,
+}
+
+/// A file under `readablePaths` that was not given to the agent, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct WithheldFile {
+    pub path: String,
+    pub reason: String,
+}
+
+// Sessions recorded before this type existed stored `[path, reason]` pairs.
+impl<'de> Deserialize<'de> for WithheldFile {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Wire {
+            Named { path: String, reason: String },
+            Pair(String, String),
+        }
+        Ok(match Wire::deserialize(deserializer)? {
+            Wire::Named { path, reason } | Wire::Pair(path, reason) => WithheldFile { path, reason },
+        })
+    }
+}
+
+/// One item the in-container self-check verified.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckItem {
+    pub name: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// The whole self-check, as `sandbox check` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckReport {
+    pub ok: bool,
+    pub items: Vec<CheckItem>,
+}
+
+impl CheckReport {
+    pub fn failures(&self) -> impl Iterator<Item = &CheckItem> {
+        self.items.iter().filter(|item| !item.ok)
+    }
+}
+
+/// An entry of the exported workspace that was not extracted, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Rejected {
+    /// The entry's name with control characters and invalid UTF-8 escaped.
+    pub path: String,
+    pub reason: String,
+}
+
+/// What extracting the agent's workspace did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Extracted {
+    pub files: u64,
+    pub bytes: u64,
+    pub rejected: Vec<Rejected>,
+    /// Files whose setuid, setgid or sticky bits were dropped.
+    pub stripped_bits: Vec<String>,
+}
+
+/// A session's egress gateway counters at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EgressCounters {
+    pub allowed: u64,
+    /// Refused by policy or bounds.
+    pub denied: u64,
+    /// Ended by the client leaving or the gateway stopping before a decision.
+    pub abandoned: u64,
+    /// Journal lines not written because their budget was spent.
+    pub lines_dropped: u64,
+    pub active: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// Accept-loop restarts after a crash.
+    pub restarts: u64,
+    /// Denials by reason code.
+    pub denials: BTreeMap<String, u64>,
+}
+
+words! {
+    /// Whether a session's egress gateway is serving.
+    SidecarState {
+        /// While the session runs.
+        Serving = "serving",
+        Stopped = "stopped",
+    }
+}
+
+/// What `status` and `sessions show` say about a session's egress gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EgressReport {
+    pub state: SidecarState,
+    /// The gateway's socket on the host.
+    pub socket: String,
+    /// The exact hosts it allows.
+    pub hosts: Vec<String>,
+    /// The `allowCidrs` exceptions in force.
+    pub allow_cidrs: Vec<String>,
+    pub counters: EgressCounters,
+}
+
+/// What a session recorded besides its row: what the agent was given and held back, how the
+/// sandbox checked out, what came back, what the gateway saw, and how long each phase took.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionDetail {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub manifest: Vec<ManifestEntry>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub withheld: Vec<WithheldFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_check: Option<CheckReport>,
+    /// The container was paused before its workspace was exported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_for_export: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub export: Option<Extracted>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressReport>,
+    /// Milliseconds per phase: `provision`, `launch`, `selfCheck`, `proxy`, `agent`, `export`,
+    /// `patch`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub timings_ms: BTreeMap<String, u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_round_trip_and_unknown_words_are_errors() {
+        for phase in SessionPhase::ALL {
+            assert_eq!(phase.as_str().parse::<SessionPhase>(), Ok(*phase));
+            assert_eq!(serde_json::to_value(phase).expect("json"), phase.as_str());
+        }
+        for cause in SessionCause::ALL {
+            assert_eq!(cause.as_str().parse::<SessionCause>(), Ok(*cause));
+        }
+        assert!("Exploded".parse::<SessionPhase>().is_err());
+        assert_eq!("timedOut".parse::<SessionCause>(), Ok(SessionCause::TimedOut), "stored before causes were typed");
+        assert_eq!(serde_json::from_str::<SessionCause>("\"outOfMemory\"").ok(), Some(SessionCause::OutOfMemory));
+        assert!(SessionPhase::Interrupted.is_finished() && !SessionPhase::Queued.is_finished());
+    }
+
+    #[test]
+    fn flags_keep_their_kind_path_wire_form() {
+        let flag = ProposalFlag { kind: ProposalFlagKind::ProtectedPath, path: ".github/workflows/ci.yml".into() };
+        let json = serde_json::to_string(&flag).expect("json");
+        assert_eq!(json, "\"protectedPath: .github/workflows/ci.yml\"");
+        assert_eq!(serde_json::from_str::<ProposalFlag>(&json).expect("parse"), flag);
+        assert!("sneaky: x".parse::<ProposalFlag>().is_err());
+        // A path may itself hold ": ".
+        let odd: ProposalFlag = "packageScripts: a: b/package.json".parse().expect("parse");
+        assert_eq!(odd.path, "a: b/package.json");
+    }
+
+    #[test]
+    fn details_stored_before_they_were_typed_still_read() {
+        let stored = r#"{"manifest":[{"path":"README.md","size":3,"sha256":"ab","executable":false}],"withheld":[["docs/.env","sensitive: matches .env*"]],"timingsMs":{"provision":4},"pausedForExport":true}"#;
+        let detail: Result<SessionDetail, _> = serde_json::from_str(stored);
+        // Withheld files were stored as pairs; the typed form reads both.
+        let detail = detail.expect("reads");
+        assert_eq!(
+            detail.withheld,
+            [WithheldFile { path: "docs/.env".into(), reason: "sensitive: matches .env*".into() }]
+        );
+        assert_eq!(detail.timings_ms.get("provision"), Some(&4));
+    }
+}
