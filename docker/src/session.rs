@@ -246,10 +246,19 @@ async fn exit_code(docker: &Docker, exec: &str) -> Result<Option<i64>, RuntimeEr
     }
 }
 
+/// Why the in-container proxy did not come up.
+#[derive(Debug, thiserror::Error)]
+enum ProxyError {
+    #[error("cannot start the egress proxy")]
+    Start(#[source] RuntimeError),
+    #[error("the egress proxy did not start: {said}")]
+    NotListening { said: String },
+}
+
 /// Starts `roundtable proxy` as an exec and waits until it says it is listening (it checks the
 /// gateway socket is there first), so the agent never starts before its proxy. Its output is
-/// drained in the background for as long as it runs. Returns what it said when it failed.
-async fn start_proxy(docker: &Docker, container: &str) -> Result<(), String> {
+/// drained in the background for as long as it runs.
+async fn start_proxy(docker: &Docker, container: &str) -> Result<(), ProxyError> {
     let argv = vec![
         paths::BINARY.to_owned(),
         "proxy".into(),
@@ -259,8 +268,7 @@ async fn start_proxy(docker: &Docker, container: &str) -> Result<(), String> {
         format!("unix:{}", paths::EGRESS_SOCKET),
     ];
     let env = vec!["PATH=/usr/bin:/bin".to_owned()];
-    let (_, mut output) =
-        start_attached(docker, container, argv, env, 4096).await.map_err(|e| format!("cannot start the proxy: {e}"))?;
+    let (_, mut output) = start_attached(docker, container, argv, env, 4096).await.map_err(ProxyError::Start)?;
     let mut said = Captured::default();
     let ready = tokio::time::timeout(Duration::from_secs(10), async {
         while let Some(Ok(chunk)) = output.next().await {
@@ -274,7 +282,7 @@ async fn start_proxy(docker: &Docker, container: &str) -> Result<(), String> {
     .await;
     if ready != Ok(true) {
         let text = String::from_utf8_lossy(&said.bytes).trim().to_owned();
-        return Err(format!("the egress proxy did not start: {}", if text.is_empty() { "no output" } else { &text }));
+        return Err(ProxyError::NotListening { said: if text.is_empty() { "no output".into() } else { text } });
     }
     tokio::spawn(async move { while output.next().await.is_some() {} });
     Ok(())
@@ -505,7 +513,9 @@ impl<'a> Execution<'a> {
             tracing::debug!(container = %name, "egress proxy");
             if let Err(failure) = start_proxy(docker, name).await {
                 outcome.end = RunEnd::EgressUnavailable;
-                outcome.stderr.push(failure.as_bytes(), 1 << 20);
+                let chain = std::iter::successors(Some(&failure as &dyn std::error::Error), |e| e.source());
+                let said = chain.map(ToString::to_string).collect::<Vec<_>>().join(": ");
+                outcome.stderr.push(said.as_bytes(), 1 << 20);
                 return Ok(outcome);
             }
             lap(&mut outcome.timings, "proxy");

@@ -27,9 +27,9 @@ pub struct Desired {
 
 impl Desired {
     /// The stored last valid spec of a record.
-    pub fn from_record(record: &ObjectRecord) -> Result<Self, String> {
+    pub fn from_record(record: &ObjectRecord) -> Result<Self, CorruptSpec> {
         let (metadata, spec) = roundtable_specs::resource::from_json(&record.spec_json)
-            .map_err(|error| format!("stored spec of {} does not read back: {error}", record.key))?;
+            .map_err(|source| CorruptSpec { key: record.key.clone(), source })?;
         Ok(Self {
             key: record.key.clone(),
             generation: record.generation,
@@ -38,6 +38,15 @@ impl Desired {
             spec,
         })
     }
+}
+
+/// A stored spec that does not read back (written by a newer controller, or damaged).
+#[derive(Debug, thiserror::Error)]
+#[error("stored spec of {key} does not read back")]
+pub struct CorruptSpec {
+    pub key: ObjectKey,
+    #[source]
+    pub source: serde_json::Error,
 }
 
 /// An object the specs declare: from a file that loads, or a built-in Adapter that an

@@ -30,8 +30,8 @@ const ADAPTER_RECHECK: Duration = Duration::from_secs(1);
 pub enum Error {
     #[error(transparent)]
     Backend(#[from] BackendError),
-    #[error("{0}")]
-    CorruptSpec(String),
+    #[error(transparent)]
+    CorruptSpec(#[from] crate::desired::CorruptSpec),
 }
 
 impl ReconcileError for Error {
@@ -81,7 +81,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
         let Some(record) = self.status.object(&key).await? else {
             return Ok((None, Err(format!("adapter {name:?} is not declared"))));
         };
-        let desired = Desired::from_record(&record).map_err(Error::CorruptSpec)?;
+        let desired = Desired::from_record(&record)?;
         let Spec::Adapter(spec) = &desired.spec else { return Ok((None, Err(format!("{key} is not an adapter")))) };
         let adapter = roundtable_specs::catalog::resolve_declared(name, spec);
         let conditions = self.status.conditions(&key).await?;
@@ -195,7 +195,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
         if record.deleted_at.is_some() {
             return Ok(Some(vec![Change::Forget]));
         }
-        let desired = Desired::from_record(&record).map_err(Error::CorruptSpec)?;
+        let desired = Desired::from_record(&record)?;
         let observed = self.observe(&desired).await?;
         Ok(Some(Self::plan(&desired, &observed)))
     }
@@ -276,7 +276,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Recon
             self.audit.record(event).await?;
             return Ok(Action::await_change());
         }
-        let desired = Desired::from_record(&record).map_err(Error::CorruptSpec)?;
+        let desired = Desired::from_record(&record)?;
         let observed = self.observe(&desired).await?;
         let changes = Self::plan(&desired, &observed);
         self.apply(&desired, &observed, &changes).await?;

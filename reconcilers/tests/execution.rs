@@ -1,0 +1,361 @@
+//! The execution manager driven through the session runtime trait with a fake runtime: real git
+//! repositories, real provisioning and patches, a real SQLite store, and no container engine.
+//! Each test pins what a user would see: the session's phase, cause and message, the proposal
+//! and its flags, what shutdown does, what the runtime was asked to remove.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use roundtable_reconcilers::egress::EgressOptions;
+use roundtable_reconcilers::execution::{ExecutionConfig, ExecutionManager, ExecutionRequest};
+use roundtable_runtime::{Health, OwnedResource, RunEnd, RunOutcome, RuntimeError, SessionPlan, SessionRuntime};
+use roundtable_specs::session::{ProposalFlagKind, SessionCause, SessionPhase};
+use roundtable_specs::{Spec, parse_file};
+use roundtable_store::{SessionRecord, Store};
+use tokio::sync::watch;
+
+/// What the fake agent does.
+#[derive(Debug, Clone)]
+enum Agent {
+    /// Copies the source to the export, applies `edits` (path, content), exits 0.
+    Edits(Vec<(&'static str, &'static str)>),
+    /// Exits with this code, changing nothing.
+    Exits(i64),
+    /// The engine goes away mid-run.
+    EngineLost,
+    /// Runs until stopped; then reports the cancel, as the real runtime does.
+    RunsUntilStopped,
+}
+
+/// A session runtime that acts out `agent` and records what it was asked.
+struct FakeRuntime {
+    agent: Agent,
+    running: AtomicUsize,
+    removed: Mutex<Vec<String>>,
+    plans: Mutex<Vec<SessionPlan>>,
+}
+
+impl FakeRuntime {
+    fn new(agent: Agent) -> Arc<Self> {
+        Arc::new(Self { agent, running: AtomicUsize::new(0), removed: Mutex::default(), plans: Mutex::default() })
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir").flatten() {
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy");
+        }
+    }
+}
+
+impl SessionRuntime for FakeRuntime {
+    fn endpoint(&self) -> &str {
+        "fake"
+    }
+
+    fn run(
+        &self,
+        plan: SessionPlan,
+        mut stop: watch::Receiver<bool>,
+    ) -> BoxFuture<'_, Result<RunOutcome, RuntimeError>> {
+        Box::pin(async move {
+            self.plans.lock().expect("lock").push(plan.clone());
+            self.running.fetch_add(1, Ordering::SeqCst);
+            let outcome = match &self.agent {
+                Agent::Edits(edits) => {
+                    copy_tree(&plan.source_dir, &plan.export_dir);
+                    for (path, content) in edits {
+                        let target = plan.export_dir.join(path);
+                        std::fs::create_dir_all(target.parent().expect("parent")).expect("mkdir");
+                        std::fs::write(target, content).expect("edit");
+                    }
+                    Ok(RunOutcome { exit_code: Some(0), ..RunOutcome::ended(RunEnd::Exited) })
+                }
+                Agent::Exits(code) => {
+                    copy_tree(&plan.source_dir, &plan.export_dir);
+                    Ok(RunOutcome { exit_code: Some(*code), ..RunOutcome::ended(RunEnd::Exited) })
+                }
+                Agent::EngineLost => Err(RuntimeError::EngineLost {
+                    endpoint: "unix:///fake.sock".into(),
+                    step: "wait for the exec to finish",
+                    source: "connection reset by peer".into(),
+                }),
+                Agent::RunsUntilStopped => {
+                    let _ = stop.wait_for(|stopped| *stopped).await;
+                    Ok(RunOutcome::ended(RunEnd::Cancelled))
+                }
+            };
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            outcome
+        })
+    }
+
+    fn owned(&self, _project: &str) -> BoxFuture<'_, Result<Vec<OwnedResource>, RuntimeError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    fn remove(&self, _resource: &OwnedResource) -> BoxFuture<'_, Result<(), RuntimeError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn remove_session(&self, _project: &str, session: &str) -> BoxFuture<'_, Result<(), RuntimeError>> {
+        self.removed.lock().expect("lock").push(session.to_owned());
+        Box::pin(async { Ok(()) })
+    }
+
+    fn inspect_image(&self, _reference: &str) -> BoxFuture<'_, Result<Option<String>, RuntimeError>> {
+        Box::pin(async { Ok(Some(format!("sha256:{}", "0".repeat(64)))) })
+    }
+
+    fn health(&self) -> BoxFuture<'_, Result<Health, RuntimeError>> {
+        Box::pin(async { Ok(Health { endpoint: "fake".into(), version: "0".into() }) })
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .status()
+        .expect("git");
+    assert!(status.success(), "git {args:?}");
+}
+
+/// A project: a git repository with README.md and docs/guide.md committed on `main`, the state
+/// store, and folders for executions, proposals and sockets.
+struct Project {
+    _dir: tempfile::TempDir,
+    root: std::path::PathBuf,
+    store: Store,
+}
+
+impl Project {
+    async fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("project");
+        std::fs::create_dir_all(root.join("docs")).expect("mkdir");
+        std::fs::write(root.join("README.md"), "# Project\n").expect("write");
+        std::fs::write(root.join("docs/guide.md"), "guide\n").expect("write");
+        git(&root, &["init", "-q", "-b", "main"]);
+        git(&root, &["add", "-A"]);
+        git(&root, &["commit", "-q", "-m", "base"]);
+        let store = Store::open(&dir.path().join("state")).await.expect("store");
+        Self { root, store, _dir: dir }
+    }
+
+    fn config(&self) -> ExecutionConfig {
+        let base = self.root.parent().expect("parent");
+        ExecutionConfig {
+            max_executions: 2,
+            execution_root: base.join("executions"),
+            proposals_dir: base.join("state/proposals"),
+            binary: base.join("roundtable"),
+            project_root: self.root.clone(),
+            project_id: "p".into(),
+            controller_run: "run-1".into(),
+            socket_root: base.join("sockets"),
+            secrets: HashMap::new(),
+            egress: EgressOptions::default(),
+        }
+    }
+
+    fn manager(&self, runtime: Arc<FakeRuntime>) -> ExecutionManager {
+        ExecutionManager::new(self.store.clone(), runtime, self.config())
+    }
+}
+
+fn request(readable: &str) -> ExecutionRequest {
+    let text = format!(
+        "apiVersion: roundtable.dev/v1alpha1\nkind: Assignment\nmetadata: {{name: fix}}\nspec:\n  adapter: generic\n  task: {{id: T, prompt: edit}}\n  readablePaths: [{readable}]\n"
+    );
+    let Spec::Assignment(spec) = parse_file("a.yaml", "a.yaml", &text).objects.remove(0).spec else {
+        unreachable!("an Assignment")
+    };
+    let adapter_text = "apiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata: {name: generic}\nspec: {image: 'sha256:0000000000000000000000000000000000000000000000000000000000000000'}\n";
+    let Spec::Adapter(adapter) = parse_file("b.yaml", "b.yaml", adapter_text).objects.remove(0).spec else {
+        unreachable!("an Adapter")
+    };
+    ExecutionRequest {
+        assignment: "fix".into(),
+        execution_generation: 1,
+        attempt: 1,
+        spec,
+        adapter: roundtable_specs::catalog::resolve_declared("generic", &adapter),
+    }
+}
+
+/// Waits (up to 10 s) until the session has finished.
+async fn finished(store: &Store, id: &str) -> SessionRecord {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let session = store.session(id).await.expect("read").expect("recorded");
+        if session.phase.is_finished() {
+            return session;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "still {}: {}", session.phase, session.message);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn until_running(runtime: &FakeRuntime) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while runtime.running.load(Ordering::SeqCst) == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the session never reached the runtime");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_agent_that_edits_ends_as_a_flagged_pending_proposal() {
+    let project = Project::new().await;
+    let runtime = FakeRuntime::new(Agent::Edits(vec![
+        ("README.md", "# Project\nEdited.\n"),
+        (".github/workflows/ci.yml", "on: push\n"),
+    ]));
+    let manager = project.manager(runtime.clone());
+    let queued = manager.start(request("README.md")).await.expect("start");
+    assert_eq!(queued.phase, SessionPhase::Queued);
+    let session = finished(&project.store, &queued.id).await;
+    assert_eq!(session.phase, SessionPhase::Succeeded, "{}", session.message);
+    assert!(session.message.starts_with("pending proposal "), "{}", session.message);
+    assert_eq!(session.detail.manifest.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["README.md"]);
+    assert!(session.detail.timings_ms.contains_key("provision") && session.detail.timings_ms.contains_key("patch"));
+
+    let proposal = project.store.proposal_for("fix", 1).await.expect("read").expect("a proposal");
+    let flags: Vec<(ProposalFlagKind, &str)> = proposal.flags.iter().map(|f| (f.kind, f.path.as_str())).collect();
+    assert_eq!(
+        flags,
+        [
+            (ProposalFlagKind::OutsideReadablePaths, ".github/workflows/ci.yml"),
+            (ProposalFlagKind::ProtectedPath, ".github/workflows/ci.yml")
+        ]
+    );
+    let patch = std::fs::read_to_string(&proposal.patch_path).expect("patch");
+    assert!(patch.contains("+Edited.") && patch.contains("+on: push"), "{patch}");
+
+    // The runtime got a plan it can carry out without knowing the controller's types.
+    let plans = runtime.plans.lock().expect("lock");
+    let plan = &plans[0];
+    assert_eq!(plan.session, queued.id);
+    assert_eq!(plan.argv.last().map(String::as_str), Some("edit"), "the prompt is the last argument");
+    assert!(plan.env.iter().all(|v| !v.starts_with("HTTPS_PROXY")), "no provider hosts, no proxy");
+    assert_eq!(plan.ownership.labels().get("roundtable.dev/assignment").map(String::as_str), Some("fix"));
+}
+
+#[tokio::test]
+async fn a_failing_agent_and_a_lost_engine_end_the_session_as_users_expect() {
+    let project = Project::new().await;
+    let manager = project.manager(FakeRuntime::new(Agent::Exits(3)));
+    let id = manager.start(request("README.md")).await.expect("start").id;
+    let session = finished(&project.store, &id).await;
+    assert_eq!((session.phase, session.cause), (SessionPhase::Failed, Some(SessionCause::Exited)));
+    assert_eq!(session.exit_code, Some(3));
+    assert_eq!(session.message, "the agent exited with code 3");
+    assert!(project.store.proposal_for("fix", 1).await.expect("read").is_none(), "a failure proposes nothing");
+
+    let project = Project::new().await;
+    let manager = project.manager(FakeRuntime::new(Agent::EngineLost));
+    let id = manager.start(request("README.md")).await.expect("start").id;
+    let session = finished(&project.store, &id).await;
+    assert_eq!((session.phase, session.cause), (SessionPhase::Interrupted, Some(SessionCause::EngineLost)));
+    assert!(session.message.contains("went away during `wait for the exec to finish`"), "{}", session.message);
+    assert!(session.message.contains("connection reset by peer"), "the cause is kept: {}", session.message);
+}
+
+#[tokio::test]
+async fn a_readable_path_that_matches_nothing_fails_before_the_runtime_is_asked() {
+    let project = Project::new().await;
+    let runtime = FakeRuntime::new(Agent::Exits(0));
+    let manager = project.manager(runtime.clone());
+    let id = manager.start(request("missing.md")).await.expect("start").id;
+    let session = finished(&project.store, &id).await;
+    assert_eq!((session.phase, session.cause), (SessionPhase::Failed, Some(SessionCause::ProvisionFailed)));
+    assert!(session.message.contains("\"missing.md\" matches nothing"), "{}", session.message);
+    assert!(runtime.plans.lock().expect("lock").is_empty(), "nothing was started");
+}
+
+#[tokio::test]
+async fn a_cancel_is_recorded_cancelled_and_shutdown_interrupts_after_the_grace() {
+    // suspend: Cancelled.
+    let project = Project::new().await;
+    let runtime = FakeRuntime::new(Agent::RunsUntilStopped);
+    let manager = project.manager(runtime.clone());
+    let id = manager.start(request("README.md")).await.expect("start").id;
+    until_running(&runtime).await;
+    manager.cancel("fix");
+    let session = finished(&project.store, &id).await;
+    assert_eq!((session.phase, session.cause), (SessionPhase::Cancelled, Some(SessionCause::Cancelled)));
+
+    // Shutdown: the grace runs out, the session is interrupted (re-run on the next start), and no
+    // new execution is taken.
+    let runtime = FakeRuntime::new(Agent::RunsUntilStopped);
+    let manager = project.manager(runtime.clone());
+    let mut request = request("README.md");
+    request.execution_generation = 2;
+    let id = manager.start(request.clone()).await.expect("start").id;
+    until_running(&runtime).await;
+    let summary = manager.shutdown(Duration::from_millis(100), std::future::pending()).await;
+    assert_eq!((summary.finished, summary.interrupted), (0, 1));
+    let session = project.store.session(&id).await.expect("read").expect("recorded");
+    assert_eq!((session.phase, session.cause), (SessionPhase::Interrupted, Some(SessionCause::ControllerStopped)));
+    assert!(session.message.contains("re-run on the next start"), "{}", session.message);
+    assert!(manager.start(request).await.is_err(), "intake is closed");
+}
+
+#[tokio::test]
+async fn shutdown_lets_an_execution_that_finishes_in_the_grace_finish() {
+    let project = Project::new().await;
+    let manager = project.manager(FakeRuntime::new(Agent::Edits(vec![("README.md", "changed\n")])));
+    let id = manager.start(request("README.md")).await.expect("start").id;
+    let summary = manager.shutdown(Duration::from_secs(10), std::future::pending()).await;
+    assert_eq!(summary.interrupted, 0);
+    let session = project.store.session(&id).await.expect("read").expect("recorded");
+    assert_eq!(session.phase, SessionPhase::Succeeded, "{}", session.message);
+}
+
+#[tokio::test]
+async fn a_second_signal_cuts_the_grace_short_but_still_records() {
+    let project = Project::new().await;
+    let runtime = FakeRuntime::new(Agent::RunsUntilStopped);
+    let manager = project.manager(runtime.clone());
+    let id = manager.start(request("README.md")).await.expect("start").id;
+    until_running(&runtime).await;
+    let started = tokio::time::Instant::now();
+    let summary = manager.shutdown(Duration::from_secs(3600), std::future::ready(())).await;
+    assert!(started.elapsed() < Duration::from_secs(10), "the hour of grace was cut short");
+    assert_eq!(summary.interrupted, 1);
+    let session = project.store.session(&id).await.expect("read").expect("recorded");
+    assert_eq!(session.phase, SessionPhase::Interrupted);
+}
+
+#[tokio::test]
+async fn interrupting_an_earlier_runs_session_removes_what_it_left_through_the_runtime() {
+    let project = Project::new().await;
+    let left = SessionRecord {
+        id: "0123456789ab".into(),
+        assignment: "fix".into(),
+        controller_run: "an-earlier-run".into(),
+        phase: SessionPhase::Running,
+        ..SessionRecord::default()
+    };
+    project.store.save_session(&left).await.expect("save");
+    let runtime = FakeRuntime::new(Agent::Exits(0));
+    project.manager(runtime.clone()).interrupt(&left.id).await.expect("interrupt");
+    assert_eq!(*runtime.removed.lock().expect("lock"), std::slice::from_ref(&left.id));
+    let session = project.store.session(&left.id).await.expect("read").expect("recorded");
+    assert_eq!((session.phase, session.cause), (SessionPhase::Interrupted, Some(SessionCause::ControllerRunEnded)));
+    assert!(session.message.contains("an-earlier-run"), "{}", session.message);
+}
