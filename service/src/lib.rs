@@ -3,6 +3,7 @@
 //! the same values as JSON. Nothing here prints.
 
 mod lookup;
+pub mod secrets;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -22,6 +23,20 @@ use roundtable_specs::{Kind, ObjectKey, ValidationError};
 use roundtable_store::{ProposalRecord, SessionRecord, Store};
 
 pub use lookup::{proposal_item, session_item};
+
+/// Every finding of the static checks over the spec directory `dir` (nothing is created).
+pub fn validate(dir: &Path) -> Scan {
+    scan(dir)
+}
+
+/// Built-in templates and declared Adapters, merged field by field, alphabetical; and the
+/// errors that kept spec files from loading. Without a spec directory, only the built-ins.
+pub fn adapters(dir: &Path) -> (Vec<roundtable_specs::output::AdapterItem>, Vec<ValidationError>) {
+    let loaded = if dir.is_dir() { roundtable_reconcilers::source::load(dir) } else { Default::default() };
+    let items = roundtable_specs::Catalog::build(&loaded.objects).items();
+    let errors = loaded.errors.into_iter().filter(|e| e.severity == roundtable_specs::Severity::Error).collect();
+    (items, errors)
+}
 
 /// What a service call can fail with.
 #[derive(Debug, thiserror::Error)]

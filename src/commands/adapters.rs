@@ -2,18 +2,13 @@
 
 use std::process::ExitCode;
 
-use roundtable_specs::{Catalog, List, Severity};
+use roundtable_specs::List;
 
 use crate::cli::{Format, Global};
 use crate::render;
-use roundtable_reconcilers::source::load;
 
 pub fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
-    // Without a spec directory there are only the built-ins.
-    let loaded = if global.dir.is_dir() { load(&global.dir) } else { Default::default() };
-    let catalog = Catalog::build(&loaded.objects);
-    let items = catalog.items();
-    let errors: Vec<_> = loaded.errors.iter().filter(|e| e.severity == Severity::Error).collect();
+    let (items, errors) = roundtable_service::adapters(&global.dir);
     for error in &errors {
         eprintln!("{}", render::sanitize(&error.to_string()));
     }

@@ -88,7 +88,7 @@ fn execution_config(global: &Global, args: &StartArgs) -> anyhow::Result<Executi
     std::fs::set_permissions(&proposals_dir, std::fs::Permissions::from_mode(0o700))?;
     let mut secrets: HashMap<String, String> = std::env::vars().collect();
     if let Some(file) = &args.secrets_file {
-        secrets.extend(read_secrets(file)?);
+        secrets.extend(roundtable_service::secrets::read(file)?);
     }
     let run = format!("{:x}{:06x}", std::process::id(), fastrand_suffix());
     Ok(ExecutionConfig {
@@ -131,30 +131,6 @@ fn default_execution_root() -> anyhow::Result<PathBuf> {
         .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state")))
         .context("neither XDG_STATE_HOME nor HOME is set; pass --execution-root")?;
     Ok(state.join("roundtable/executions"))
-}
-
-/// A dotenv file of `KEY=VALUE` lines, refused unless its mode is 0600.
-fn read_secrets(path: &std::path::Path) -> anyhow::Result<HashMap<String, String>> {
-    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mode = meta.permissions().mode() & 0o777;
-    if mode != 0o600 {
-        anyhow::bail!("{} has mode {mode:o}; a secrets file must be 0600", path.display());
-    }
-    let text = std::fs::read_to_string(path)?;
-    let mut secrets = HashMap::new();
-    for (number, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let line = line.strip_prefix("export ").unwrap_or(line);
-        let Some((key, value)) = line.split_once('=') else {
-            anyhow::bail!("{}:{}: expected KEY=VALUE", path.display(), number + 1);
-        };
-        let value = value.trim().trim_matches('"').trim_matches('\'');
-        secrets.insert(key.trim().to_owned(), value.to_owned());
-    }
-    Ok(secrets)
 }
 
 fn time_now() -> String {

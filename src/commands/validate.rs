@@ -2,14 +2,13 @@
 
 use std::process::ExitCode;
 
-use roundtable_reconcilers::source::scan;
 use roundtable_specs::List;
 
 use crate::cli::{Format, Global};
 use crate::render;
 
 pub fn run(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
-    let scanned = scan(&global.dir);
+    let scanned = roundtable_service::validate(&global.dir);
     let errors = scanned.errors().count();
     match format {
         Format::Json => print!("{}", render::json(&List::of(scanned.findings))?),
