@@ -6,6 +6,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
+use roundtable_specs::egress::{AddressClass, GatewayReason};
 
 /// Why an address is not public.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,27 +29,34 @@ pub enum DenyClass {
     V6Documentation,
 }
 
-impl DenyClass {
-    /// The `<class>` of the `address_denied:<class>` reason code.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DenyClass::ThisNetwork => "this_network",
-            DenyClass::Private => "private",
-            DenyClass::Shared => "shared",
-            DenyClass::Loopback => "loopback",
-            DenyClass::LinkLocal => "link_local",
-            DenyClass::IetfProtocol => "ietf_protocol",
-            DenyClass::Documentation => "documentation",
-            DenyClass::Benchmarking => "benchmarking",
-            DenyClass::Multicast => "multicast",
-            DenyClass::Reserved => "reserved",
-            DenyClass::Broadcast => "broadcast",
-            DenyClass::Metadata => "metadata",
-            DenyClass::V6NonGlobal => "v6_non_global",
-            DenyClass::V6IetfProtocol => "v6_ietf_protocol",
-            DenyClass::V6SixToFour => "v6_6to4",
-            DenyClass::V6Documentation => "v6_documentation",
+/// The class word of `address_denied:<class>` is the specs' [`AddressClass`] of the same name.
+impl From<DenyClass> for AddressClass {
+    fn from(class: DenyClass) -> Self {
+        match class {
+            DenyClass::ThisNetwork => AddressClass::ThisNetwork,
+            DenyClass::Private => AddressClass::Private,
+            DenyClass::Shared => AddressClass::Shared,
+            DenyClass::Loopback => AddressClass::Loopback,
+            DenyClass::LinkLocal => AddressClass::LinkLocal,
+            DenyClass::IetfProtocol => AddressClass::IetfProtocol,
+            DenyClass::Documentation => AddressClass::Documentation,
+            DenyClass::Benchmarking => AddressClass::Benchmarking,
+            DenyClass::Multicast => AddressClass::Multicast,
+            DenyClass::Reserved => AddressClass::Reserved,
+            DenyClass::Broadcast => AddressClass::Broadcast,
+            DenyClass::Metadata => AddressClass::Metadata,
+            DenyClass::V6NonGlobal => AddressClass::V6NonGlobal,
+            DenyClass::V6IetfProtocol => AddressClass::V6IetfProtocol,
+            DenyClass::V6SixToFour => AddressClass::V6SixToFour,
+            DenyClass::V6Documentation => AddressClass::V6Documentation,
         }
+    }
+}
+
+/// `address_denied:<class>`.
+impl From<DenyClass> for GatewayReason {
+    fn from(class: DenyClass) -> Self {
+        GatewayReason::AddressDenied(class.into())
     }
 }
 
@@ -130,61 +138,93 @@ mod tests {
 
     #[test]
     fn every_special_range_is_denied_with_its_class() {
-        let cases: &[(&str, Option<&str>)] = &[
-            ("0.0.0.0", Some("this_network")),
-            ("0.1.2.3", Some("this_network")),
-            ("10.0.0.1", Some("private")),
-            ("100.64.0.1", Some("shared")),
-            ("100.100.100.200", Some("shared")),
+        let cases: &[(&str, Option<DenyClass>)] = &[
+            ("0.0.0.0", Some(DenyClass::ThisNetwork)),
+            ("0.1.2.3", Some(DenyClass::ThisNetwork)),
+            ("10.0.0.1", Some(DenyClass::Private)),
+            ("100.64.0.1", Some(DenyClass::Shared)),
+            ("100.100.100.200", Some(DenyClass::Shared)),
             ("100.128.0.1", None),
-            ("127.0.0.1", Some("loopback")),
-            ("127.255.255.254", Some("loopback")),
-            ("169.254.169.254", Some("metadata")),
-            ("169.254.170.2", Some("link_local")),
-            ("172.16.0.1", Some("private")),
-            ("172.31.255.255", Some("private")),
+            ("127.0.0.1", Some(DenyClass::Loopback)),
+            ("127.255.255.254", Some(DenyClass::Loopback)),
+            ("169.254.169.254", Some(DenyClass::Metadata)),
+            ("169.254.170.2", Some(DenyClass::LinkLocal)),
+            ("172.16.0.1", Some(DenyClass::Private)),
+            ("172.31.255.255", Some(DenyClass::Private)),
             ("172.32.0.1", None),
-            ("192.0.0.9", Some("ietf_protocol")),
-            ("192.0.0.192", Some("metadata")),
-            ("192.0.2.1", Some("documentation")),
-            ("192.88.99.1", Some("reserved")),
-            ("192.168.1.1", Some("private")),
-            ("198.18.0.1", Some("benchmarking")),
-            ("198.19.255.255", Some("benchmarking")),
+            ("192.0.0.9", Some(DenyClass::IetfProtocol)),
+            ("192.0.0.192", Some(DenyClass::Metadata)),
+            ("192.0.2.1", Some(DenyClass::Documentation)),
+            ("192.88.99.1", Some(DenyClass::Reserved)),
+            ("192.168.1.1", Some(DenyClass::Private)),
+            ("198.18.0.1", Some(DenyClass::Benchmarking)),
+            ("198.19.255.255", Some(DenyClass::Benchmarking)),
             ("198.20.0.1", None),
-            ("198.51.100.7", Some("documentation")),
-            ("203.0.113.9", Some("documentation")),
-            ("224.0.0.1", Some("multicast")),
-            ("239.255.255.250", Some("multicast")),
-            ("240.0.0.1", Some("reserved")),
-            ("255.255.255.255", Some("broadcast")),
-            ("168.63.129.16", Some("metadata")),
+            ("198.51.100.7", Some(DenyClass::Documentation)),
+            ("203.0.113.9", Some(DenyClass::Documentation)),
+            ("224.0.0.1", Some(DenyClass::Multicast)),
+            ("239.255.255.250", Some(DenyClass::Multicast)),
+            ("240.0.0.1", Some(DenyClass::Reserved)),
+            ("255.255.255.255", Some(DenyClass::Broadcast)),
+            ("168.63.129.16", Some(DenyClass::Metadata)),
             ("93.184.216.34", None),
             ("8.8.8.8", None),
-            ("::", Some("v6_non_global")),
-            ("::1", Some("v6_non_global")),
-            ("::ffff:8.8.8.8", Some("v6_non_global")),
-            ("::ffff:10.0.0.1", Some("v6_non_global")),
-            ("::8.8.8.8", Some("v6_non_global")),
-            ("64:ff9b::808:808", Some("v6_non_global")),
-            ("fc00::1", Some("v6_non_global")),
-            ("fd00:ec2::254", Some("v6_non_global")),
-            ("fe80::1", Some("v6_non_global")),
-            ("fec0::1", Some("v6_non_global")),
-            ("ff02::1", Some("v6_non_global")),
-            ("2001::1", Some("v6_ietf_protocol")),
-            ("2001:1ff::1", Some("v6_ietf_protocol")),
+            ("::", Some(DenyClass::V6NonGlobal)),
+            ("::1", Some(DenyClass::V6NonGlobal)),
+            ("::ffff:8.8.8.8", Some(DenyClass::V6NonGlobal)),
+            ("::ffff:10.0.0.1", Some(DenyClass::V6NonGlobal)),
+            ("::8.8.8.8", Some(DenyClass::V6NonGlobal)),
+            ("64:ff9b::808:808", Some(DenyClass::V6NonGlobal)),
+            ("fc00::1", Some(DenyClass::V6NonGlobal)),
+            ("fd00:ec2::254", Some(DenyClass::V6NonGlobal)),
+            ("fe80::1", Some(DenyClass::V6NonGlobal)),
+            ("fec0::1", Some(DenyClass::V6NonGlobal)),
+            ("ff02::1", Some(DenyClass::V6NonGlobal)),
+            ("2001::1", Some(DenyClass::V6IetfProtocol)),
+            ("2001:1ff::1", Some(DenyClass::V6IetfProtocol)),
             ("2001:200::1", None),
-            ("2001:db8::1", Some("v6_documentation")),
-            ("3fff::1", Some("v6_documentation")),
+            ("2001:db8::1", Some(DenyClass::V6Documentation)),
+            ("3fff::1", Some(DenyClass::V6Documentation)),
             ("3fff:1000::1", None),
-            ("2002:c000:0204::1", Some("v6_6to4")),
+            ("2002:c000:0204::1", Some(DenyClass::V6SixToFour)),
             ("2606:4700:4700::1111", None),
         ];
         for (text, expected) in cases {
             let ip: IpAddr = text.parse().expect(text);
-            assert_eq!(classify(ip).map(DenyClass::as_str), *expected, "{text}");
+            assert_eq!(classify(ip), *expected, "{text}");
         }
+    }
+
+    #[test]
+    fn each_class_is_the_address_class_of_its_reason_code() {
+        use DenyClass::*;
+        let classes = [
+            ThisNetwork,
+            Private,
+            Shared,
+            Loopback,
+            LinkLocal,
+            IetfProtocol,
+            Documentation,
+            Benchmarking,
+            Multicast,
+            Reserved,
+            Broadcast,
+            Metadata,
+            V6NonGlobal,
+            V6IetfProtocol,
+            V6SixToFour,
+            V6Documentation,
+        ];
+        let mapped: Vec<AddressClass> = classes.into_iter().map(AddressClass::from).collect();
+        // Every class but the two the tunnel adds around the policy, once each and in order.
+        let expected: Vec<AddressClass> = AddressClass::ALL
+            .iter()
+            .copied()
+            .filter(|class| !matches!(class, AddressClass::SelfAddress | AddressClass::OutsideDialAllow))
+            .collect();
+        assert_eq!(mapped, expected);
+        assert_eq!(GatewayReason::from(Metadata), GatewayReason::AddressDenied(AddressClass::Metadata));
     }
 
     #[test]

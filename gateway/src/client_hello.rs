@@ -4,6 +4,8 @@
 //! exactly; tls-parser silently ignores trailing junk, so this parser is our own), exactly one
 //! `host_name` SNI equal to the CONNECT host, no duplicate extensions, no ECH.
 
+use roundtable_specs::egress::GatewayReason;
+
 /// Why a ClientHello is refused: the post-200 reason codes (docs/gateway.md lists each with its
 /// TLS alert).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,21 +24,22 @@ pub enum Refusal {
     EchPresent,
 }
 
-impl Refusal {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Refusal::NotTls => "not_tls",
-            Refusal::TlsRecordTooLarge => "tls_record_too_large",
-            Refusal::ClientHelloTooLarge => "client_hello_too_large",
-            Refusal::NotClientHello => "not_client_hello",
-            Refusal::ClientHelloMalformed => "client_hello_malformed",
-            Refusal::TlsVersionUnsupported => "tls_version_unsupported",
-            Refusal::SniMissing => "sni_missing",
-            Refusal::SniInvalid => "sni_invalid",
-            Refusal::SniMultiple => "sni_multiple",
-            Refusal::DuplicateExtension => "duplicate_extension",
-            Refusal::SniMismatch => "sni_mismatch",
-            Refusal::EchPresent => "ech_present",
+/// The reason code of each refusal.
+impl From<Refusal> for GatewayReason {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::NotTls => GatewayReason::NotTls,
+            Refusal::TlsRecordTooLarge => GatewayReason::TlsRecordTooLarge,
+            Refusal::ClientHelloTooLarge => GatewayReason::ClientHelloTooLarge,
+            Refusal::NotClientHello => GatewayReason::NotClientHello,
+            Refusal::ClientHelloMalformed => GatewayReason::ClientHelloMalformed,
+            Refusal::TlsVersionUnsupported => GatewayReason::TlsVersionUnsupported,
+            Refusal::SniMissing => GatewayReason::SniMissing,
+            Refusal::SniInvalid => GatewayReason::SniInvalid,
+            Refusal::SniMultiple => GatewayReason::SniMultiple,
+            Refusal::DuplicateExtension => GatewayReason::DuplicateExtension,
+            Refusal::SniMismatch => GatewayReason::SniMismatch,
+            Refusal::EchPresent => GatewayReason::EchPresent,
         }
     }
 }

@@ -7,6 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use roundtable_specs::egress::{self, CloseReason, GatewayReason};
 use serde::Serialize;
 
 /// The one decision of a tunnel.
@@ -21,10 +22,10 @@ pub struct Decision {
     /// The canonical CONNECT host, when the request got that far.
     pub host: Option<String>,
     pub port: Option<u16>,
-    /// `allow` or `deny`.
-    pub decision: &'static str,
-    /// `allowed`, or the reason code of the refusal.
-    pub reason: String,
+    /// `allow` or `deny`; always `reason.decision()`.
+    pub decision: egress::Decision,
+    /// `allowed`, the reason code of the refusal, or why the tunnel was abandoned.
+    pub reason: GatewayReason,
     /// What failed, for `dns_error` and upstream failures.
     pub error: Option<String>,
     /// Every address the one lookup returned, in its order.
@@ -36,6 +37,14 @@ pub struct Decision {
     pub client_hello_bytes: Option<usize>,
     pub dns_ms: Option<f64>,
     pub connect_ms: Option<f64>,
+}
+
+impl Decision {
+    /// Settles the tunnel's reason, and with it the decision.
+    pub fn conclude(&mut self, reason: GatewayReason) {
+        self.reason = reason;
+        self.decision = reason.decision();
+    }
 }
 
 /// The end of a spliced tunnel.
@@ -51,7 +60,7 @@ pub struct Close {
     pub bytes_out: u64,
     pub duration_ms: f64,
     /// `completed`, `idle_timeout`, `gateway_shutdown` or `error: …`.
-    pub close_reason: String,
+    pub close_reason: CloseReason,
 }
 
 /// Where decision and close lines go.
@@ -131,7 +140,7 @@ pub struct Counters {
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
     restarts: AtomicU64,
-    reasons: Mutex<BTreeMap<String, u64>>,
+    reasons: Mutex<BTreeMap<GatewayReason, u64>>,
 }
 
 /// A copy of [`Counters`] at one moment (the type sessions and `status` record).
@@ -139,14 +148,16 @@ pub use roundtable_specs::session::EgressCounters as CounterSnapshot;
 
 impl Counters {
     pub(crate) fn record(&self, decision: &Decision) {
-        if decision.decision == ALLOW {
+        let reason = decision.reason;
+        if reason.is_allowed() {
             self.allowed.fetch_add(1, Ordering::Relaxed);
-        } else if ABANDONED.contains(&decision.reason.as_str()) {
+        } else if reason.is_abandoned() {
+            // Not a refusal: nobody asked for anything the policy said no to.
             self.abandoned.fetch_add(1, Ordering::Relaxed);
         } else {
             self.denied.fetch_add(1, Ordering::Relaxed);
             if let Ok(mut reasons) = self.reasons.lock() {
-                *reasons.entry(decision.reason.clone()).or_default() += 1;
+                *reasons.entry(reason).or_default() += 1;
             }
         }
     }
@@ -185,14 +196,66 @@ impl Counters {
     }
 }
 
-pub const ALLOW: &str = "allow";
-/// Reasons that are not a refusal: nobody asked for anything the policy said no to.
-const ABANDONED: [&str; 2] = ["client_eof", "gateway_shutdown"];
-pub const DENY: &str = "deny";
-
 /// RFC 3339 UTC with milliseconds, for log lines.
 pub(crate) fn now() -> String {
     let format =
         time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
     time::OffsetDateTime::now_utc().format(&format).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use roundtable_specs::egress::AddressClass;
+
+    use super::*;
+
+    #[test]
+    fn lines_carry_the_wire_strings_and_counters_sort_reasons_apart() {
+        let mut decision = Decision {
+            event: "decision",
+            time: "2025-01-01T12:00:00.000Z".into(),
+            id: 1,
+            requested_host: Some("api.example.com:443".into()),
+            host: Some("api.example.com".into()),
+            port: Some(443),
+            decision: egress::Decision::Allow,
+            reason: GatewayReason::Allowed,
+            error: None,
+            resolved: vec!["169.254.169.254".parse().expect("ip")],
+            allowed_by_cidr: Vec::new(),
+            dialed: None,
+            sni: None,
+            client_hello_bytes: None,
+            dns_ms: None,
+            connect_ms: None,
+        };
+        decision.conclude(AddressClass::Metadata.into());
+        let line = serde_json::to_string(&decision).expect("json");
+        assert!(line.contains(r#""decision":"deny","reason":"address_denied:metadata","error":null"#), "{line}");
+        let close = Close {
+            event: "close",
+            time: "2025-01-01T12:00:01.000Z".into(),
+            id: 1,
+            host: "api.example.com".into(),
+            bytes_in: 1,
+            bytes_out: 2,
+            duration_ms: 3.5,
+            close_reason: CloseReason::Error("Broken pipe (os error 32)".into()),
+        };
+        let line = serde_json::to_string(&close).expect("json");
+        assert!(line.ends_with(r#""close_reason":"error: Broken pipe (os error 32)"}"#), "{line}");
+
+        let counters = Counters::default();
+        counters.record(&decision);
+        decision.conclude(GatewayReason::ClientEof);
+        counters.record(&decision);
+        decision.conclude(GatewayReason::GatewayShutdown);
+        counters.record(&decision);
+        decision.conclude(GatewayReason::Allowed);
+        assert_eq!(decision.decision, egress::Decision::Allow);
+        counters.record(&decision);
+        let snapshot = counters.snapshot();
+        assert_eq!((snapshot.allowed, snapshot.denied, snapshot.abandoned), (1, 1, 2));
+        assert_eq!(snapshot.denials, BTreeMap::from([(GatewayReason::AddressDenied(AddressClass::Metadata), 1)]));
+    }
 }

@@ -23,6 +23,7 @@ pub mod tunnel;
 pub use dial::{Dial, DirectDialer};
 pub use journal::{Close, CounterSnapshot, Counters, Decision, Journal, StdoutJournal};
 pub use resolve::{DnsResolver, LookupError, Resolve};
+pub use roundtable_specs::egress::{self, AddressClass, CloseReason, GatewayReason};
 pub use server::{Endpoint, Listener, serve};
 pub use settings::{Limits, Settings};
 pub use tunnel::Gateway;

@@ -3,6 +3,7 @@
 //! Every refusal maps to a reason code and an HTTP status (listed in docs/gateway.md). The host
 //! rule itself is `roundtable_specs::names::check_host`, shared with `validate`.
 
+use roundtable_specs::egress::GatewayReason;
 use roundtable_specs::names::{HostError, check_host};
 
 /// Bounds on the request head.
@@ -24,21 +25,24 @@ pub enum RequestRefusal {
     HostNotAllowlisted,
 }
 
-impl RequestRefusal {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RequestRefusal::BadRequestLine => "bad_request_line",
-            RequestRefusal::MethodNotAllowed => "method_not_allowed",
-            RequestRefusal::HeadersTooLarge => "headers_too_large",
-            RequestRefusal::BadAuthority => "bad_authority",
-            RequestRefusal::PortNotAllowed => "port_not_allowed",
-            RequestRefusal::HostInvalid => "host_invalid",
-            RequestRefusal::HostNotCanonical => "host_not_canonical",
-            RequestRefusal::IpLiteral => "ip_literal",
-            RequestRefusal::HostNotAllowlisted => "host_not_allowlisted",
+/// The reason code of each refusal (also the `X-Gateway-Deny` value).
+impl From<RequestRefusal> for GatewayReason {
+    fn from(refusal: RequestRefusal) -> Self {
+        match refusal {
+            RequestRefusal::BadRequestLine => GatewayReason::BadRequestLine,
+            RequestRefusal::MethodNotAllowed => GatewayReason::MethodNotAllowed,
+            RequestRefusal::HeadersTooLarge => GatewayReason::HeadersTooLarge,
+            RequestRefusal::BadAuthority => GatewayReason::BadAuthority,
+            RequestRefusal::PortNotAllowed => GatewayReason::PortNotAllowed,
+            RequestRefusal::HostInvalid => GatewayReason::HostInvalid,
+            RequestRefusal::HostNotCanonical => GatewayReason::HostNotCanonical,
+            RequestRefusal::IpLiteral => GatewayReason::IpLiteral,
+            RequestRefusal::HostNotAllowlisted => GatewayReason::HostNotAllowlisted,
         }
     }
+}
 
+impl RequestRefusal {
     /// The HTTP status sent with the refusal.
     pub fn status(self) -> u16 {
         match self {
@@ -252,22 +256,22 @@ mod tests {
     #[test]
     fn each_host_error_has_its_reason_code() {
         let cases = [
-            (HostError::Empty, "host_invalid"),
-            (HostError::Scheme, "host_invalid"),
-            (HostError::Wildcard, "host_invalid"),
-            (HostError::PortOrBracket, "host_invalid"),
-            (HostError::Character('_'), "host_invalid"),
-            (HostError::TooLong, "host_invalid"),
-            (HostError::Label, "host_invalid"),
-            (HostError::TrailingDot, "host_not_canonical"),
-            (HostError::Uppercase, "host_not_canonical"),
-            (HostError::IpLiteral, "ip_literal"),
-            (HostError::NumericLastLabel, "ip_literal"),
-            (HostError::SingleLabel, "host_not_allowlisted"),
-            (HostError::Localhost, "host_not_allowlisted"),
+            (HostError::Empty, GatewayReason::HostInvalid),
+            (HostError::Scheme, GatewayReason::HostInvalid),
+            (HostError::Wildcard, GatewayReason::HostInvalid),
+            (HostError::PortOrBracket, GatewayReason::HostInvalid),
+            (HostError::Character('_'), GatewayReason::HostInvalid),
+            (HostError::TooLong, GatewayReason::HostInvalid),
+            (HostError::Label, GatewayReason::HostInvalid),
+            (HostError::TrailingDot, GatewayReason::HostNotCanonical),
+            (HostError::Uppercase, GatewayReason::HostNotCanonical),
+            (HostError::IpLiteral, GatewayReason::IpLiteral),
+            (HostError::NumericLastLabel, GatewayReason::IpLiteral),
+            (HostError::SingleLabel, GatewayReason::HostNotAllowlisted),
+            (HostError::Localhost, GatewayReason::HostNotAllowlisted),
         ];
-        for (error, code) in cases {
-            assert_eq!(RequestRefusal::from(error).as_str(), code, "{error:?}");
+        for (error, reason) in cases {
+            assert_eq!(GatewayReason::from(RequestRefusal::from(error)), reason, "{error:?}");
         }
     }
 

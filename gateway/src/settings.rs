@@ -5,6 +5,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use ipnet::IpNet;
+use roundtable_specs::egress::GatewayReason;
 
 use crate::client_hello;
 use crate::request::canonical_host;
@@ -49,7 +50,7 @@ pub enum SettingsError {
     #[error(
         "allowed host {host:?} is not a canonical DNS name ({reason}): use lowercase letters, digits, '-' and '.', no IP literal, port, scheme, wildcard or trailing dot"
     )]
-    BadHost { host: String, reason: &'static str },
+    BadHost { host: String, reason: GatewayReason },
     #[error("no allowed host: a gateway that reaches nothing is not started")]
     EmptyAllowlist,
     #[error("allowCidrs entry {0} covers a whole address family and would switch the address policy off")]
@@ -77,7 +78,7 @@ impl Settings {
         for host in hosts {
             let host = host.as_ref();
             let canonical = canonical_host(host)
-                .map_err(|refusal| SettingsError::BadHost { host: host.to_owned(), reason: refusal.as_str() })?;
+                .map_err(|refusal| SettingsError::BadHost { host: host.to_owned(), reason: refusal.into() })?;
             if !allowlist.contains(&canonical) {
                 allowlist.push(canonical);
             }

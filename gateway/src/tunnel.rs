@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use roundtable_specs::egress::{self, AddressClass, CloseReason, GatewayReason};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
@@ -18,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::address::{DenyClass, classify};
 use crate::client_hello::{self, Progress, Refusal};
 use crate::dial::Dial;
-use crate::journal::{ALLOW, Close, Counters, DENY, Decision, Journal, now};
+use crate::journal::{Close, Counters, Decision, Journal, now};
 use crate::request::{Head, check_allowed, parse_head};
 use crate::resolve::{LookupError, Resolve};
 use crate::settings::{Settings, UPSTREAM_PORT};
@@ -51,12 +52,12 @@ enum Answer {
 }
 
 struct Denial {
-    reason: String,
+    reason: GatewayReason,
     answer: Answer,
 }
 
 impl Denial {
-    fn new(reason: impl Into<String>, answer: Answer) -> Self {
+    fn new(reason: impl Into<GatewayReason>, answer: Answer) -> Self {
         Self { reason: reason.into(), answer }
     }
 }
@@ -100,8 +101,9 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
             requested_host: None,
             host: None,
             port: None,
-            decision: DENY,
-            reason: String::new(),
+            // Until `report` concludes it: every line is written with the reason it ended with.
+            decision: egress::Decision::Deny,
+            reason: GatewayReason::ClientEof,
             error: None,
             resolved: Vec::new(),
             allowed_by_cidr: Vec::new(),
@@ -113,7 +115,8 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
         }
     }
 
-    fn report(&self, decision: &Decision) {
+    fn report(&self, decision: &mut Decision, reason: GatewayReason) {
+        decision.conclude(reason);
         self.counters.record(decision);
         self.journal.decision(decision);
     }
@@ -127,18 +130,15 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
         let mut decision = self.start_decision();
         let opened = tokio::select! {
             opened = self.open(&mut client, &mut decision) => opened,
-            () = cancel.cancelled() => Err(Denial::new("gateway_shutdown", Answer::Close)),
+            () = cancel.cancelled() => Err(Denial::new(GatewayReason::GatewayShutdown, Answer::Close)),
         };
         match opened {
             Err(denial) => {
-                decision.reason = denial.reason;
-                self.report(&decision);
-                answer(&mut client, &decision.reason, denial.answer).await;
+                self.report(&mut decision, denial.reason);
+                answer(&mut client, denial.reason, denial.answer).await;
             }
             Ok(opened) => {
-                decision.decision = ALLOW;
-                decision.reason = "allowed".to_owned();
-                self.report(&decision);
+                self.report(&mut decision, GatewayReason::Allowed);
                 self.splice(client, opened, &decision, started, cancel).await;
             }
         }
@@ -147,9 +147,8 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
     /// Answers a connection over the tunnel limit without reading it.
     pub async fn refuse_over_limit<S: AsyncWrite + Unpin>(&self, mut client: S) {
         let mut decision = self.start_decision();
-        decision.reason = "tunnel_limit".to_owned();
-        self.report(&decision);
-        answer(&mut client, &decision.reason, Answer::Status(429)).await;
+        self.report(&mut decision, GatewayReason::TunnelLimit);
+        answer(&mut client, GatewayReason::TunnelLimit, Answer::Status(429)).await;
     }
 
     async fn open<S>(&self, client: &mut S, decision: &mut Decision) -> Result<Opened, Denial>
@@ -160,12 +159,12 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
         let mut buffer = Vec::with_capacity(READ_CHUNK);
         let head = tokio::time::timeout(limits.header_timeout, read_head(client, &mut buffer)).await;
         decision.requested_host = requested_authority(&buffer);
-        let (host, head_end) = head.map_err(|_| Denial::new("header_timeout", Answer::Status(408)))??;
+        let (host, head_end) = head.map_err(|_| Denial::new(GatewayReason::HeaderTimeout, Answer::Status(408)))??;
         buffer.drain(..head_end);
         decision.host = Some(host.clone());
         decision.port = Some(UPSTREAM_PORT);
         check_allowed(&host, self.settings.allowlist())
-            .map_err(|refusal| Denial::new(refusal.as_str(), Answer::Status(refusal.status())))?;
+            .map_err(|refusal| Denial::new(refusal, Answer::Status(refusal.status())))?;
 
         let addresses = self.resolve(&host, decision).await?;
         self.admit_addresses(&addresses, decision)?;
@@ -173,14 +172,14 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
         client
             .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
             .await
-            .map_err(|_| Denial::new("client_eof", Answer::Close))?;
+            .map_err(|_| Denial::new(GatewayReason::ClientEof, Answer::Close))?;
 
         let (sni, hello_bytes) = tokio::time::timeout(
             limits.client_hello_timeout,
             read_client_hello(client, &mut buffer, &host, limits.client_hello),
         )
         .await
-        .map_err(|_| Denial::new("client_hello_timeout", Answer::Alert(ALERT_ACCESS_DENIED)))??;
+        .map_err(|_| Denial::new(GatewayReason::ClientHelloTimeout, Answer::Alert(ALERT_ACCESS_DENIED)))??;
         decision.sni = Some(sni);
         decision.client_hello_bytes = Some(hello_bytes);
 
@@ -195,13 +194,15 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
             tokio::time::timeout(self.settings.limits.dns_timeout, self.resolver.lookup(&format!("{host}."))).await;
         decision.dns_ms = Some(millis(started.elapsed()));
         match outcome {
-            Err(_) => Err(Denial::new("dns_timeout", Answer::Status(504))),
-            Ok(Err(LookupError::NoRecords)) => Err(Denial::new("dns_no_records", Answer::Status(502))),
+            Err(_) => Err(Denial::new(GatewayReason::DnsTimeout, Answer::Status(504))),
+            Ok(Err(LookupError::NoRecords)) => Err(Denial::new(GatewayReason::DnsNoRecords, Answer::Status(502))),
             Ok(Err(LookupError::Failed(message))) => {
                 decision.error = Some(message);
-                Err(Denial::new("dns_error", Answer::Status(502)))
+                Err(Denial::new(GatewayReason::DnsError, Answer::Status(502)))
             }
-            Ok(Ok(addresses)) if addresses.is_empty() => Err(Denial::new("dns_no_records", Answer::Status(502))),
+            Ok(Ok(addresses)) if addresses.is_empty() => {
+                Err(Denial::new(GatewayReason::DnsNoRecords, Answer::Status(502)))
+            }
             Ok(Ok(addresses)) => {
                 decision.resolved = addresses.clone();
                 Ok(addresses)
@@ -216,12 +217,12 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
         for ip in addresses {
             // Compared in canonical form: `::ffff:127.0.0.1` is 127.0.0.1 for this purpose.
             if settings.self_addresses.contains(&ip.to_canonical()) {
-                return Err(address_denied("self_address"));
+                return Err(address_denied(AddressClass::SelfAddress));
             }
             if let Some(class) = classify(*ip) {
                 let exception = settings.allow_cidrs().iter().find(|net| net.contains(ip));
                 let Some(net) = exception.filter(|_| exceptable(*ip, class)) else {
-                    return Err(address_denied(class.as_str()));
+                    return Err(address_denied(class.into()));
                 };
                 let net = net.to_string();
                 if !decision.allowed_by_cidr.contains(&net) {
@@ -229,7 +230,7 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
                 }
             }
             if !settings.dial_allow.is_empty() && !settings.dial_allow.iter().any(|net| net.contains(ip)) {
-                return Err(address_denied("outside_dial_allow"));
+                return Err(address_denied(AddressClass::OutsideDialAllow));
             }
         }
         Ok(())
@@ -239,7 +240,7 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
     /// dialed.
     async fn dial_pinned(&self, addresses: &[IpAddr], decision: &mut Decision) -> Result<TcpStream, Denial> {
         let started = Instant::now();
-        let mut reason = "upstream_connect_failed";
+        let mut reason = GatewayReason::UpstreamConnectFailed;
         for ip in addresses.iter().take(MAX_DIAL_ATTEMPTS) {
             let target = SocketAddr::new(*ip, UPSTREAM_PORT);
             match tokio::time::timeout(self.settings.limits.connect_timeout, self.dialer.dial(target)).await {
@@ -249,11 +250,11 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
                     return Ok(upstream);
                 }
                 Ok(Err(error)) => {
-                    reason = "upstream_connect_failed";
+                    reason = GatewayReason::UpstreamConnectFailed;
                     add_error(decision, format!("{target}: {error}"));
                 }
                 Err(_) => {
-                    reason = "upstream_connect_timeout";
+                    reason = GatewayReason::UpstreamConnectTimeout;
                     add_error(decision, format!("{target}: no answer within the connect timeout"));
                 }
             }
@@ -288,11 +289,11 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
         };
         let close_reason = tokio::select! {
             result = outcome => match result {
-                Ok(()) => "completed".to_owned(),
-                Err(error) => format!("error: {error}"),
+                Ok(()) => CloseReason::Completed,
+                Err(error) => CloseReason::Error(error.to_string()),
             },
-            () = meter.idle_for(idle) => "idle_timeout".to_owned(),
-            () = cancel.cancelled() => "gateway_shutdown".to_owned(),
+            () = meter.idle_for(idle) => CloseReason::IdleTimeout,
+            () = cancel.cancelled() => CloseReason::GatewayShutdown,
         };
         let close = Close {
             event: "close",
@@ -344,8 +345,8 @@ fn requested_authority(buffer: &[u8]) -> Option<String> {
     (!printable.is_empty()).then_some(printable)
 }
 
-fn address_denied(class: &str) -> Denial {
-    Denial::new(format!("address_denied:{class}"), Answer::Status(403))
+fn address_denied(class: AddressClass) -> Denial {
+    Denial::new(class, Answer::Status(403))
 }
 
 fn millis(elapsed: Duration) -> f64 {
@@ -357,7 +358,7 @@ async fn read_head<S: AsyncRead + Unpin>(client: &mut S, buffer: &mut Vec<u8>) -
     loop {
         match parse_head(buffer) {
             Head::Complete { host, end } => return Ok((host, end)),
-            Head::Refused(refusal) => return Err(Denial::new(refusal.as_str(), Answer::Status(refusal.status()))),
+            Head::Refused(refusal) => return Err(Denial::new(refusal, Answer::Status(refusal.status()))),
             Head::NeedMore => read_more(client, buffer).await?,
         }
     }
@@ -373,7 +374,7 @@ async fn read_client_hello<S: AsyncRead + Unpin>(
     loop {
         match client_hello::inspect(buffer, host, limits) {
             Progress::Valid { sni, bytes } => return Ok((sni, bytes)),
-            Progress::Refused(refusal) => return Err(Denial::new(refusal.as_str(), alert_for(refusal))),
+            Progress::Refused(refusal) => return Err(Denial::new(refusal, alert_for(refusal))),
             Progress::NeedMore => read_more(client, buffer).await?,
         }
     }
@@ -382,7 +383,7 @@ async fn read_client_hello<S: AsyncRead + Unpin>(
 async fn read_more<S: AsyncRead + Unpin>(client: &mut S, buffer: &mut Vec<u8>) -> Result<(), Denial> {
     buffer.reserve(READ_CHUNK);
     match client.read_buf(buffer).await {
-        Ok(0) | Err(_) => Err(Denial::new("client_eof", Answer::Close)),
+        Ok(0) | Err(_) => Err(Denial::new(GatewayReason::ClientEof, Answer::Close)),
         Ok(_) => Ok(()),
     }
 }
@@ -403,7 +404,7 @@ fn alert_for(refusal: Refusal) -> Answer {
 }
 
 /// Tells a refused client why, as far as its phase allows, then closes.
-async fn answer<S: AsyncWrite + Unpin>(client: &mut S, reason: &str, answer: Answer) {
+async fn answer<S: AsyncWrite + Unpin>(client: &mut S, reason: GatewayReason, answer: Answer) {
     let bytes = match answer {
         Answer::Status(status) => {
             // Only the reason code: a denied address's class is named, the address never is.

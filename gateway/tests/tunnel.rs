@@ -13,7 +13,8 @@ use std::time::Duration;
 use ipnet::IpNet;
 use roundtable_gateway::craft::{Hello, sni_ext};
 use roundtable_gateway::{
-    Close, Decision, Dial, DirectDialer, DnsResolver, Endpoint, Gateway, Journal, Listener, Settings, serve,
+    AddressClass, Close, CloseReason, Decision, Dial, DirectDialer, DnsResolver, Endpoint, Gateway, GatewayReason,
+    Journal, Listener, Settings, egress, serve,
 };
 use roundtable_net_fixtures::{FakeDns, RawUpstream, Reply, TlsEcho, client_hello_for, tls_client};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -198,7 +199,7 @@ async fn an_allowed_tunnel_moves_bytes_both_ways_unchanged() {
     drop(tls);
 
     let decision = gateway.decision(1).await;
-    assert_eq!((decision.decision, decision.reason.as_str()), ("allow", "allowed"));
+    assert_eq!((decision.decision, decision.reason), (egress::Decision::Allow, GatewayReason::Allowed));
     assert_eq!(decision.host.as_deref(), Some(host));
     assert_eq!(decision.resolved, [upstream.address.ip()]);
     assert_eq!(decision.dialed, Some(upstream.address));
@@ -208,7 +209,7 @@ async fn an_allowed_tunnel_moves_bytes_both_ways_unchanged() {
     assert!(decision.dns_ms.is_some() && decision.connect_ms.is_some(), "{decision:?}");
     let close = gateway.close(1).await;
     assert!(close.bytes_out > 1_048_576 && close.bytes_in > 1_048_576, "{close:?}");
-    assert_eq!(close.close_reason, "completed");
+    assert_eq!(close.close_reason, CloseReason::Completed);
     assert_eq!(gateway.dns.lookups(host), 1, "exactly one lookup per tunnel");
     gateway.stop().await;
 }
@@ -258,21 +259,31 @@ async fn every_request_refusal_is_answered_before_any_lookup_or_dial() {
     settings.limits.header_timeout = Duration::from_millis(300);
     let gateway = start(settings, RecordingDialer::default(), dns).await;
     let pad = format!("CONNECT {host}:443 HTTP/1.1\r\n{}\r\n", "X-Pad: y\r\n".repeat(40));
-    let cases: Vec<(&str, String, u16, &str)> = vec![
-        ("not HTTP", "\x16\x03\x01 junk\r\n\r\n".into(), 400, "bad_request_line"),
-        ("GET", format!("GET https://{host}/ HTTP/1.1\r\n\r\n"), 405, "method_not_allowed"),
-        ("header lines", pad, 431, "headers_too_large"),
-        ("no CRLF end", format!("CONNECT {host}:443 HTTP/1.1\r\n"), 408, "header_timeout"),
-        ("no port", format!("CONNECT {host} HTTP/1.1\r\n\r\n"), 400, "bad_authority"),
-        ("port 0443", format!("CONNECT {host}:0443 HTTP/1.1\r\n\r\n"), 400, "bad_authority"),
-        ("port 80", format!("CONNECT {host}:80 HTTP/1.1\r\n\r\n"), 403, "port_not_allowed"),
-        ("underscore", "CONNECT a_b.roundtable.test:443 HTTP/1.1\r\n\r\n".into(), 400, "host_invalid"),
-        ("upper case", "CONNECT API.roundtable.test:443 HTTP/1.1\r\n\r\n".into(), 400, "host_not_canonical"),
-        ("trailing dot", format!("CONNECT {host}.:443 HTTP/1.1\r\n\r\n"), 400, "host_not_canonical"),
-        ("IP", "CONNECT 127.0.0.1:443 HTTP/1.1\r\n\r\n".into(), 403, "ip_literal"),
-        ("short IP", "CONNECT 127.1:443 HTTP/1.1\r\n\r\n".into(), 403, "ip_literal"),
-        ("other host", "CONNECT evil.roundtable.test:443 HTTP/1.1\r\n\r\n".into(), 403, "host_not_allowlisted"),
-        ("suffix trick", format!("CONNECT {host}.evil.test:443 HTTP/1.1\r\n\r\n"), 403, "host_not_allowlisted"),
+    let cases: Vec<(&str, String, u16, GatewayReason)> = vec![
+        ("not HTTP", "\x16\x03\x01 junk\r\n\r\n".into(), 400, GatewayReason::BadRequestLine),
+        ("GET", format!("GET https://{host}/ HTTP/1.1\r\n\r\n"), 405, GatewayReason::MethodNotAllowed),
+        ("header lines", pad, 431, GatewayReason::HeadersTooLarge),
+        ("no CRLF end", format!("CONNECT {host}:443 HTTP/1.1\r\n"), 408, GatewayReason::HeaderTimeout),
+        ("no port", format!("CONNECT {host} HTTP/1.1\r\n\r\n"), 400, GatewayReason::BadAuthority),
+        ("port 0443", format!("CONNECT {host}:0443 HTTP/1.1\r\n\r\n"), 400, GatewayReason::BadAuthority),
+        ("port 80", format!("CONNECT {host}:80 HTTP/1.1\r\n\r\n"), 403, GatewayReason::PortNotAllowed),
+        ("underscore", "CONNECT a_b.roundtable.test:443 HTTP/1.1\r\n\r\n".into(), 400, GatewayReason::HostInvalid),
+        ("upper case", "CONNECT API.roundtable.test:443 HTTP/1.1\r\n\r\n".into(), 400, GatewayReason::HostNotCanonical),
+        ("trailing dot", format!("CONNECT {host}.:443 HTTP/1.1\r\n\r\n"), 400, GatewayReason::HostNotCanonical),
+        ("IP", "CONNECT 127.0.0.1:443 HTTP/1.1\r\n\r\n".into(), 403, GatewayReason::IpLiteral),
+        ("short IP", "CONNECT 127.1:443 HTTP/1.1\r\n\r\n".into(), 403, GatewayReason::IpLiteral),
+        (
+            "other host",
+            "CONNECT evil.roundtable.test:443 HTTP/1.1\r\n\r\n".into(),
+            403,
+            GatewayReason::HostNotAllowlisted,
+        ),
+        (
+            "suffix trick",
+            format!("CONNECT {host}.evil.test:443 HTTP/1.1\r\n\r\n"),
+            403,
+            GatewayReason::HostNotAllowlisted,
+        ),
     ];
     for (n, (what, request, status, reason)) in cases.iter().enumerate() {
         let (head, mut stream) = gateway.request(request.as_bytes()).await;
@@ -284,7 +295,7 @@ async fn every_request_refusal_is_answered_before_any_lookup_or_dial() {
         assert!(head.contains(&format!("X-Gateway-Deny: {reason}\r\n")), "{what}: {head:?}");
         assert!(read_to_close(&mut stream).await.is_empty(), "{what}: closed after the answer");
         let decision = gateway.decision(n + 1).await;
-        assert_eq!((decision.decision, decision.reason.as_str()), ("deny", *reason), "{what}");
+        assert_eq!((decision.decision, decision.reason), (egress::Decision::Deny, *reason), "{what}");
     }
     assert_eq!(gateway.dns.lookups(host), 0, "no refusal before the allowlist reaches DNS");
     assert!(gateway.dialed().is_empty(), "a denied tunnel never touches upstream");
@@ -295,10 +306,10 @@ async fn every_request_refusal_is_answered_before_any_lookup_or_dial() {
 async fn dns_failures_are_refused_with_their_status() {
     let dns = fake_dns().await;
     let cases = [
-        ("nx.roundtable.test", Reply::NxDomain, 502, "dns_no_records"),
-        ("empty.roundtable.test", Reply::Addresses(vec![]), 502, "dns_no_records"),
-        ("broken.roundtable.test", Reply::ServFail, 502, "dns_error"),
-        ("silent.roundtable.test", Reply::Silence, 504, "dns_timeout"),
+        ("nx.roundtable.test", Reply::NxDomain, 502, GatewayReason::DnsNoRecords),
+        ("empty.roundtable.test", Reply::Addresses(vec![]), 502, GatewayReason::DnsNoRecords),
+        ("broken.roundtable.test", Reply::ServFail, 502, GatewayReason::DnsError),
+        ("silent.roundtable.test", Reply::Silence, 504, GatewayReason::DnsTimeout),
     ];
     for (host, reply, _, _) in &cases {
         dns.answer(host, vec![reply.clone()]);
@@ -319,20 +330,64 @@ async fn dns_failures_are_refused_with_their_status() {
 async fn any_non_public_answer_denies_the_tunnel_and_is_never_dialed() {
     let dns = fake_dns().await;
     let allowed = own_address();
-    let cases: Vec<(&str, Vec<IpAddr>, &str)> = vec![
-        ("private.roundtable.test", vec!["10.0.0.1".parse().expect("ip")], "address_denied:private"),
+    let cases: Vec<(&str, Vec<IpAddr>, GatewayReason)> = vec![
+        (
+            "private.roundtable.test",
+            vec!["10.0.0.1".parse().expect("ip")],
+            GatewayReason::AddressDenied(AddressClass::Private),
+        ),
         // A mixed answer: the public-looking part is not dialed either.
-        ("mixed.roundtable.test", vec![allowed.into(), "10.1.2.3".parse().expect("ip")], "address_denied:private"),
-        ("imds.roundtable.test", vec!["169.254.169.254".parse().expect("ip")], "address_denied:metadata"),
-        ("cgnat.roundtable.test", vec!["100.100.100.200".parse().expect("ip")], "address_denied:shared"),
-        ("mapped.roundtable.test", vec!["::ffff:8.8.8.8".parse().expect("ip")], "address_denied:v6_non_global"),
-        ("nat64.roundtable.test", vec!["64:ff9b::a9fe:a9fe".parse().expect("ip")], "address_denied:v6_non_global"),
-        ("doc.roundtable.test", vec!["2001:db8::1".parse().expect("ip")], "address_denied:v6_documentation"),
-        ("loop.roundtable.test", vec!["127.0.0.2".parse().expect("ip")], "address_denied:loopback"),
-        ("self.roundtable.test", vec!["127.0.0.1".parse().expect("ip")], "address_denied:self_address"),
-        ("mapped-self.roundtable.test", vec!["::ffff:127.0.0.1".parse().expect("ip")], "address_denied:self_address"),
+        (
+            "mixed.roundtable.test",
+            vec![allowed.into(), "10.1.2.3".parse().expect("ip")],
+            GatewayReason::AddressDenied(AddressClass::Private),
+        ),
+        (
+            "imds.roundtable.test",
+            vec!["169.254.169.254".parse().expect("ip")],
+            GatewayReason::AddressDenied(AddressClass::Metadata),
+        ),
+        (
+            "cgnat.roundtable.test",
+            vec!["100.100.100.200".parse().expect("ip")],
+            GatewayReason::AddressDenied(AddressClass::Shared),
+        ),
+        (
+            "mapped.roundtable.test",
+            vec!["::ffff:8.8.8.8".parse().expect("ip")],
+            GatewayReason::AddressDenied(AddressClass::V6NonGlobal),
+        ),
+        (
+            "nat64.roundtable.test",
+            vec!["64:ff9b::a9fe:a9fe".parse().expect("ip")],
+            GatewayReason::AddressDenied(AddressClass::V6NonGlobal),
+        ),
+        (
+            "doc.roundtable.test",
+            vec!["2001:db8::1".parse().expect("ip")],
+            GatewayReason::AddressDenied(AddressClass::V6Documentation),
+        ),
+        (
+            "loop.roundtable.test",
+            vec!["127.0.0.2".parse().expect("ip")],
+            GatewayReason::AddressDenied(AddressClass::Loopback),
+        ),
+        (
+            "self.roundtable.test",
+            vec!["127.0.0.1".parse().expect("ip")],
+            GatewayReason::AddressDenied(AddressClass::SelfAddress),
+        ),
+        (
+            "mapped-self.roundtable.test",
+            vec!["::ffff:127.0.0.1".parse().expect("ip")],
+            GatewayReason::AddressDenied(AddressClass::SelfAddress),
+        ),
         // Covered by an exception below, but an embedded IPv4 is never excepted.
-        ("mapped-loop.roundtable.test", vec!["::ffff:127.0.0.2".parse().expect("ip")], "address_denied:v6_non_global"),
+        (
+            "mapped-loop.roundtable.test",
+            vec!["::ffff:127.0.0.2".parse().expect("ip")],
+            GatewayReason::AddressDenied(AddressClass::V6NonGlobal),
+        ),
     ];
     for (host, addresses, _) in &cases {
         dns.answer(host, vec![Reply::Addresses(addresses.clone())]);
@@ -445,20 +500,20 @@ async fn every_client_hello_refusal_closes_without_touching_upstream() {
     not_hello[5] = 0x02;
     const UNRECOGNIZED_NAME: &[u8] = &[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 112];
     const ACCESS_DENIED: &[u8] = &[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 49];
-    let cases: Vec<(&str, Vec<u8>, &str, &[u8])> = vec![
-        ("plain HTTP", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), "not_tls", b""),
-        ("record too large", oversized, "tls_record_too_large", ACCESS_DENIED),
+    let cases: Vec<(&str, Vec<u8>, GatewayReason, &[u8])> = vec![
+        ("plain HTTP", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), GatewayReason::NotTls, b""),
+        ("record too large", oversized, GatewayReason::TlsRecordTooLarge, ACCESS_DENIED),
         (
             "huge hello",
             with(&|h| h.extensions.push((0x0015, vec![0; 17_000]))),
-            "client_hello_too_large",
+            GatewayReason::ClientHelloTooLarge,
             ACCESS_DENIED,
         ),
-        ("server hello", not_hello, "not_client_hello", ACCESS_DENIED),
+        ("server hello", not_hello, GatewayReason::NotClientHello, ACCESS_DENIED),
         (
             "junk after the SNI list",
             with(&|h| h.extensions[0].1.extend([0, 0, 1])),
-            "client_hello_malformed",
+            GatewayReason::ClientHelloMalformed,
             ACCESS_DENIED,
         ),
         (
@@ -467,42 +522,42 @@ async fn every_client_hello_refusal_closes_without_touching_upstream() {
                 h.version = 0x0301;
                 h.extensions.remove(1);
             }),
-            "tls_version_unsupported",
+            GatewayReason::TlsVersionUnsupported,
             ACCESS_DENIED,
         ),
-        ("no SNI", with(&|h| _ = h.extensions.remove(0)), "sni_missing", UNRECOGNIZED_NAME),
+        ("no SNI", with(&|h| _ = h.extensions.remove(0)), GatewayReason::SniMissing, UNRECOGNIZED_NAME),
         (
             "NUL in SNI",
             with(&|h| h.extensions[0].1 = sni_ext(&[(0, b"hello\0.test")])),
-            "sni_invalid",
+            GatewayReason::SniInvalid,
             UNRECOGNIZED_NAME,
         ),
         (
             "two names",
             with(&|h| h.extensions[0].1 = sni_ext(&[(0, host.as_bytes()), (0, b"evil.test")])),
-            "sni_multiple",
+            GatewayReason::SniMultiple,
             UNRECOGNIZED_NAME,
         ),
         (
             "two SNI extensions",
             with(&|h| h.extensions.push((0, sni_ext(&[(0, b"evil.test")])))),
-            "duplicate_extension",
+            GatewayReason::DuplicateExtension,
             ACCESS_DENIED,
         ),
-        ("fronting", client_hello_for("evil.roundtable.test"), "sni_mismatch", UNRECOGNIZED_NAME),
-        ("ECH", with(&|h| h.extensions.push((0xfe0d, vec![0; 8]))), "ech_present", ACCESS_DENIED),
+        ("fronting", client_hello_for("evil.roundtable.test"), GatewayReason::SniMismatch, UNRECOGNIZED_NAME),
+        ("ECH", with(&|h| h.extensions.push((0xfe0d, vec![0; 8]))), GatewayReason::EchPresent, ACCESS_DENIED),
     ];
     for (n, (what, bytes, reason, answer)) in cases.iter().enumerate() {
         let reply = after_connect(&gateway, host, bytes).await;
         assert_eq!(reply, *answer, "{what}: the alert (or silence) before the close");
         let decision = gateway.decision(n + 1).await;
-        assert_eq!((decision.decision, decision.reason.as_str()), ("deny", *reason), "{what}");
+        assert_eq!((decision.decision, decision.reason), (egress::Decision::Deny, *reason), "{what}");
     }
     // A real rustls client without SNI.
     let stream = gateway.tunnel(host).await;
     let identity = roundtable_net_fixtures::TlsIdentity::self_signed(&[host]);
     assert!(tls_client(stream, host, &identity.certificate, false).await.is_err());
-    assert_eq!(gateway.decision(cases.len() + 1).await.reason, "sni_missing");
+    assert_eq!(gateway.decision(cases.len() + 1).await.reason, GatewayReason::SniMissing);
     assert!(gateway.dialed().is_empty(), "nothing dialed: {:?}", gateway.dialed());
     assert!(upstream.received().is_empty());
     gateway.stop().await;
@@ -521,13 +576,13 @@ async fn a_slow_or_vanishing_client_is_cut_off() {
     let mut stream = gateway.tunnel(host).await;
     stream.write_all(&hello[..20]).await.expect("partial hello");
     read_to_close(&mut stream).await;
-    assert_eq!(gateway.decision(1).await.reason, "client_hello_timeout");
+    assert_eq!(gateway.decision(1).await.reason, GatewayReason::ClientHelloTimeout);
 
     let mut stream = gateway.tunnel(host).await;
     stream.write_all(&hello[..20]).await.expect("partial hello");
     stream.shutdown().await.expect("leave");
     read_to_close(&mut stream).await;
-    assert_eq!(gateway.decision(2).await.reason, "client_eof");
+    assert_eq!(gateway.decision(2).await.reason, GatewayReason::ClientEof);
     assert!(gateway.dialed().is_empty());
     gateway.stop().await;
 }
@@ -549,10 +604,10 @@ async fn an_upstream_that_refuses_or_hangs_ends_the_tunnel_with_its_reason() {
     let reply = after_connect(&gateway, refused, &client_hello_for(refused)).await;
     assert_eq!(reply, [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 80]);
     let decision = gateway.decision(1).await;
-    assert_eq!(decision.reason, "upstream_connect_failed");
+    assert_eq!(decision.reason, GatewayReason::UpstreamConnectFailed);
     assert!(decision.error.as_deref().is_some_and(|e| e.contains(&closed_port.to_string())), "{decision:?}");
     after_connect(&gateway, hanging, &client_hello_for(hanging)).await;
-    assert_eq!(gateway.decision(2).await.reason, "upstream_connect_timeout");
+    assert_eq!(gateway.decision(2).await.reason, GatewayReason::UpstreamConnectTimeout);
     assert_eq!(gateway.dialed(), [closed_port, black_hole], "each pinned address, once");
     gateway.stop().await;
 }
@@ -572,7 +627,7 @@ async fn tunnels_past_the_limit_get_429_and_a_retry_hint() {
     let (head, _) = gateway.request(&connect_request(host)).await;
     assert!(head.starts_with("HTTP/1.1 429 "), "{head}");
     assert!(head.contains("X-Gateway-Deny: tunnel_limit\r\n") && head.contains("Retry-After: 1\r\n"), "{head}");
-    assert_eq!(gateway.decision(1).await.reason, "tunnel_limit");
+    assert_eq!(gateway.decision(1).await.reason, GatewayReason::TunnelLimit);
     drop(holder);
     gateway.stop().await;
 }
@@ -589,7 +644,7 @@ async fn an_idle_tunnel_is_closed_and_stopping_the_gateway_closes_the_rest() {
     let mut idle = gateway.tunnel(host).await;
     idle.write_all(&client_hello_for(host)).await.expect("hello");
     read_to_close(&mut idle).await;
-    assert_eq!(gateway.close(1).await.close_reason, "idle_timeout");
+    assert_eq!(gateway.close(1).await.close_reason, CloseReason::IdleTimeout);
 
     let mut settings = loopback_settings(&[host]);
     settings.limits.idle_timeout = Duration::from_secs(600);
@@ -604,7 +659,7 @@ async fn an_idle_tunnel_is_closed_and_stopping_the_gateway_closes_the_rest() {
     assert!(read_to_close(&mut open).await.is_empty());
     let closes = journal.closes.lock().expect("journal").clone();
     assert_eq!(closes.len(), 1, "the stop waits for every close line");
-    assert_eq!(closes[0].close_reason, "gateway_shutdown");
+    assert_eq!(closes[0].close_reason, CloseReason::GatewayShutdown);
 }
 
 #[tokio::test]
@@ -634,7 +689,7 @@ async fn a_unix_socket_gateway_serves_the_same_tunnels() {
     assert_eq!(&echoed, b"over unix");
     cancel.cancel();
     served.await.expect("serve ends");
-    assert_eq!(journal.decisions.lock().expect("journal")[0].reason, "allowed");
+    assert_eq!(journal.decisions.lock().expect("journal")[0].reason, GatewayReason::Allowed);
 }
 
 #[tokio::test]
@@ -646,7 +701,7 @@ async fn a_long_answer_is_dialed_in_order_and_only_its_first_four() {
     dns.answer(host, vec![Reply::Addresses(addresses.clone())]);
     let gateway = start(loopback_settings(&[host]), RecordingDialer::default(), dns).await;
     after_connect(&gateway, host, &client_hello_for(host)).await;
-    assert_eq!(gateway.decision(1).await.reason, "upstream_connect_failed");
+    assert_eq!(gateway.decision(1).await.reason, GatewayReason::UpstreamConnectFailed);
     let expected: Vec<SocketAddr> = addresses[..4].iter().map(|ip| SocketAddr::new(*ip, 443)).collect();
     assert_eq!(gateway.dialed(), expected);
     gateway.stop().await;

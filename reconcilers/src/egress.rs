@@ -239,11 +239,12 @@ impl Journal for FileJournal {
         tracing::debug!(
             session = %self.session,
             host = decision.host.as_deref().unwrap_or("-"),
-            decision = decision.decision,
+            decision = decision.decision.as_str(),
             reason = %decision.reason,
             "egress decision"
         );
-        self.append(decision, decision.decision != roundtable_gateway::journal::ALLOW);
+        // Abandoned tunnels are written as `deny` and share the refusals' budget.
+        self.append(decision, decision.decision == roundtable_gateway::egress::Decision::Deny);
     }
 
     fn close(&self, close: &Close) {
@@ -319,6 +320,33 @@ mod tests {
         Sidecar::start(&options, &["api.example.com".into()], &[], dir, dir, "test").await.expect("sidecar")
     }
 
+    #[test]
+    fn the_status_row_names_denials_by_reason_in_wire_order() {
+        use roundtable_gateway::{AddressClass, GatewayReason};
+        let session = SessionRecord { id: "s1".into(), assignment: "fix".into(), ..SessionRecord::default() };
+        let counters = CounterSnapshot {
+            allowed: 2,
+            denied: 3,
+            abandoned: 1,
+            denials: [(GatewayReason::TunnelLimit, 1), (GatewayReason::AddressDenied(AddressClass::Metadata), 2)]
+                .into(),
+            ..CounterSnapshot::default()
+        };
+        let report = EgressReport {
+            state: SidecarState::Serving,
+            socket: "/run/egress.sock".into(),
+            hosts: vec!["api.example.com".into()],
+            allow_cidrs: Vec::new(),
+            counters,
+        };
+        let row = status_row(&session, &report);
+        assert_eq!(
+            row.message,
+            "api.example.com for fix: 2 allowed, 3 denied (address_denied:metadata 2, tunnel_limit 1), 1 abandoned, 0 open"
+        );
+        assert_eq!(row.health, Health::Healthy);
+    }
+
     #[tokio::test]
     async fn a_dropped_sidecar_stops_serving_and_removes_its_socket() {
         if !is_root() {
@@ -349,7 +377,7 @@ mod tests {
         tokio::io::AsyncReadExt::read_to_end(&mut client, &mut answer).await.expect("read");
         let report = running.stop().await;
         assert_eq!(report.state, SidecarState::Stopped);
-        assert_eq!(report.counters.denials.get("host_not_allowlisted"), Some(&1));
+        assert_eq!(report.counters.denials.get(&roundtable_gateway::GatewayReason::HostNotAllowlisted), Some(&1));
         assert_eq!(read_report(dir.path()), Some(report));
         let log = std::fs::read_to_string(dir.path().join(LOG_NAME)).expect("log");
         assert!(log.contains("\"reason\":\"host_not_allowlisted\""), "{log}");

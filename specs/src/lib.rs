@@ -6,6 +6,7 @@ pub mod assignment;
 pub mod builtins;
 pub mod catalog;
 pub mod digest;
+pub mod egress;
 pub mod layout;
 pub mod legacy;
 pub mod meta;

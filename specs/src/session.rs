@@ -153,6 +153,14 @@ words! {
         ProtectedPath = "protectedPath",
         /// A package manifest or build script that runs code on install or build.
         PackageScripts = "packageScripts",
+        /// The agent replaced a file it was given by something the controller does not carry back
+        /// (a symbolic link, a FIFO, a `.git` entry, …): the file is kept unchanged, not deleted.
+        RejectedEntry = "rejectedEntry",
+        /// The agent wrote a file it was not given that exists at the base (a withheld secret, a
+        /// path outside `readablePaths`): the write is not proposed.
+        NotGiven = "notGiven",
+        /// An extra name of a hard-linked file: proposed with the content of the file it links to.
+        HardLink = "hardLink",
     }
 }
 
@@ -252,12 +260,16 @@ impl CheckReport {
 }
 
 /// An entry of the exported workspace that was not extracted, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Rejected {
-    /// The entry's name with control characters and invalid UTF-8 escaped.
+    /// The entry's path below the workspace, control characters and invalid UTF-8 escaped.
     pub path: String,
     pub reason: String,
+    /// `path` is the entry's exact name (nothing was escaped), so it can be matched against the
+    /// files the agent was given: a rejected entry that replaced one of them leaves it unchanged.
+    #[serde(default)]
+    pub exact: bool,
 }
 
 /// What extracting the agent's workspace did.
@@ -269,6 +281,9 @@ pub struct Extracted {
     pub rejected: Vec<Rejected>,
     /// Files whose setuid, setgid or sticky bits were dropped.
     pub stripped_bits: Vec<String>,
+    /// Extra names of hard-linked files: each keeps the content of the file it links to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hard_links: Vec<String>,
 }
 
 /// A session's egress gateway counters at one moment.
@@ -287,8 +302,9 @@ pub struct EgressCounters {
     pub bytes_out: u64,
     /// Accept-loop restarts after a crash.
     pub restarts: u64,
-    /// Denials by reason code.
-    pub denials: BTreeMap<String, u64>,
+    /// Denials by reason code (keys are the reasons' wire strings).
+    #[schemars(schema_with = "crate::egress::counts_by_reason")]
+    pub denials: BTreeMap<crate::egress::GatewayReason, u64>,
 }
 
 words! {
@@ -330,6 +346,9 @@ pub struct SessionDetail {
     pub paused_for_export: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub export: Option<Extracted>,
+    /// Files the agent wrote at paths it was not given that exist at the base: not proposed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_given: Vec<Rejected>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<EgressReport>,
     /// Milliseconds per phase: `provision`, `launch`, `selfCheck`, `proxy`, `agent`, `export`,
