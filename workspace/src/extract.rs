@@ -1,8 +1,11 @@
 //! The rooted extractor: unpacks the workspace archive the engine streams out, inside one folder
-//! it cannot leave (cap-std). It rejects absolute paths, `..`, links, devices, FIFOs and names
-//! with control characters or invalid UTF-8, strips setuid/setgid/sticky bits, and bounds total
-//! bytes and entries. Rejected entries are listed, escaped, never written.
+//! it cannot leave (cap-std). It rejects absolute paths, `..`, symbolic links, devices, FIFOs,
+//! `.git` entries and names with control characters or invalid UTF-8; strips setuid/setgid/sticky
+//! bits; gives an extra hard-link name the content of the file it links to; and bounds total bytes
+//! and entries. Rejected entries are listed, escaped, never written; an entry whose path is too
+//! long or too deep for the host is rejected, not fatal.
 
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
@@ -32,28 +35,41 @@ pub enum ExtractError {
     },
 }
 
-/// Escapes a raw name for display: invalid UTF-8 and control characters become escapes.
+/// Escapes a raw name for display: control characters become `\u{…}` and bytes that are not
+/// UTF-8 `\x{…}` (what reaches a terminal is escaped again by the renderer).
 pub fn escape_name(raw: &[u8]) -> String {
-    let text = String::from_utf8_lossy(raw);
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() || c == '\u{fffd}' {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
+    let mut out = String::with_capacity(raw.len());
+    for chunk in raw.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_control() {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32));
+            } else {
+                out.push(c);
+            }
+        }
+        for byte in chunk.invalid() {
+            out.push_str(&format!("\\x{{{byte:02x}}}"));
         }
     }
     out
 }
 
-/// The entry's path below the archive's top folder (the engine names it after the copied folder),
-/// or why it is refused.
-fn relative_path(raw: &[u8]) -> Result<Option<PathBuf>, &'static str> {
-    let text = std::str::from_utf8(raw).map_err(|_| "the name is not valid UTF-8")?;
+/// Why an entry's name is refused, if it is: what the host cannot carry back faithfully.
+pub fn name_problem(raw: &[u8]) -> Option<&'static str> {
+    let Ok(text) = std::str::from_utf8(raw) else { return Some("the name is not valid UTF-8") };
     if text.chars().any(char::is_control) {
-        return Err("the name holds control characters");
+        return Some("the name holds control characters");
     }
-    let path = Path::new(text);
+    None
+}
+
+/// The entry's path below the archive's top folder (the engine names it after the copied
+/// folder), or why it is refused. `None`: the top folder itself.
+fn relative_path(raw: &[u8]) -> Result<Option<PathBuf>, &'static str> {
+    if let Some(problem) = name_problem(raw) {
+        return Err(problem);
+    }
+    let path = Path::new(std::str::from_utf8(raw).map_err(|_| "the name is not valid UTF-8")?);
     let mut parts = Vec::new();
     for component in path.components() {
         match component {
@@ -67,7 +83,23 @@ fn relative_path(raw: &[u8]) -> Result<Option<PathBuf>, &'static str> {
     if parts.len() <= 1 {
         return Ok(None);
     }
+    if parts[1..].iter().any(|part| *part == ".git") {
+        return Err("a .git entry (never read back: it could point git at another repository)");
+    }
     Ok(Some(parts[1..].iter().collect()))
+}
+
+/// The name shown for an entry: below the top folder when it has one.
+fn shown_name(raw: &[u8]) -> String {
+    let below = raw.iter().position(|b| *b == b'/').map_or(raw, |slash| &raw[slash + 1..]);
+    escape_name(below)
+}
+
+/// Whether a failed write means this one path cannot exist on the host (too long, too deep),
+/// rather than the host failing (disk full, permissions).
+fn path_cannot_exist(error: &std::io::Error) -> bool {
+    // ENAMETOOLONG (36) and ELOOP (40) on Linux.
+    error.kind() == std::io::ErrorKind::InvalidFilename || matches!(error.raw_os_error(), Some(36 | 40))
 }
 
 /// Extracts `archive` into `dest` (created if missing).
@@ -79,6 +111,8 @@ pub fn extract(archive: impl Read, dest: &Path, limits: Limits) -> Result<Extrac
     std::fs::create_dir_all(dest).map_err(io(dest))?;
     let root = Dir::open_ambient_dir(dest, ambient_authority()).map_err(io(dest))?;
     let mut outcome = Extracted::default();
+    // Regular files extracted so far, by their name in the archive (hard links name those).
+    let mut extracted: HashMap<Vec<u8>, PathBuf> = HashMap::new();
     let mut entries_seen = 0u64;
     let mut archive = tar::Archive::new(archive);
     for entry in archive.entries().map_err(io(dest))? {
@@ -88,53 +122,98 @@ pub fn extract(archive: impl Read, dest: &Path, limits: Limits) -> Result<Extrac
             return Err(ExtractError::TooManyEntries { limit: limits.max_entries });
         }
         let raw_name = entry.path_bytes().into_owned();
-        let shown = escape_name(&raw_name);
         let kind = entry.header().entry_type();
-        let reject = |outcome: &mut Extracted, reason: &str| {
-            outcome.rejected.push(Rejected { path: shown.clone(), reason: reason.into() });
+        let reject = |outcome: &mut Extracted, reason: &str, exact: bool| {
+            outcome.rejected.push(Rejected { path: shown_name(&raw_name), reason: reason.into(), exact });
         };
         let relative = match relative_path(&raw_name) {
             Ok(Some(path)) => path,
             Ok(None) => continue,
             Err(reason) => {
-                reject(&mut outcome, reason);
+                let exact = name_problem(&raw_name).is_none();
+                reject(&mut outcome, reason, exact);
                 continue;
             }
         };
-        match kind {
-            tar::EntryType::Directory => {
-                root.create_dir_all(&relative).map_err(io(&dest.join(&relative)))?;
-            }
+        let written = match kind {
+            tar::EntryType::Directory => root.create_dir_all(&relative).map(|()| None),
             tar::EntryType::Regular | tar::EntryType::Continuous => {
                 let size = entry.header().size().map_err(io(dest))?;
                 if outcome.bytes + size > limits.max_bytes {
                     return Err(ExtractError::TooLarge { limit: limits.max_bytes });
                 }
-                if let Some(parent) = relative.parent().filter(|p| !p.as_os_str().is_empty()) {
-                    root.create_dir_all(parent).map_err(io(&dest.join(parent)))?;
-                }
                 let mode = entry.header().mode().unwrap_or(0o644);
-                if mode & 0o7000 != 0 {
-                    outcome.stripped_bits.push(shown.clone());
-                }
-                let mut file = root.create(&relative).map_err(io(&dest.join(&relative)))?;
-                let written =
-                    std::io::copy(&mut (&mut entry).take(size), &mut file).map_err(io(&dest.join(&relative)))?;
-                let permissions = if mode & 0o111 != 0 { 0o755 } else { 0o644 };
-                use std::os::unix::fs::PermissionsExt as _;
-                root.set_permissions(&relative, Permissions::from_std(std::fs::Permissions::from_mode(permissions)))
-                    .map_err(io(&dest.join(&relative)))?;
-                outcome.files += 1;
-                outcome.bytes += written;
+                write_file(&root, &relative, &mut (&mut entry).take(size), mode).map(|n| Some((n, mode)))
             }
-            tar::EntryType::Symlink => reject(&mut outcome, "a symbolic link"),
-            tar::EntryType::Link => reject(&mut outcome, "a hard link"),
-            tar::EntryType::Char | tar::EntryType::Block => reject(&mut outcome, "a device"),
-            tar::EntryType::Fifo => reject(&mut outcome, "a FIFO"),
-            _ => reject(&mut outcome, "not a regular file or folder"),
+            tar::EntryType::Link => {
+                let target = entry.link_name_bytes().map(|name| name.into_owned()).unwrap_or_default();
+                match extracted.get(&target) {
+                    Some(source) => {
+                        let size = root.metadata(source).map(|m| m.len()).unwrap_or(0);
+                        if outcome.bytes + size > limits.max_bytes {
+                            return Err(ExtractError::TooLarge { limit: limits.max_bytes });
+                        }
+                        let mode = entry.header().mode().unwrap_or(0o644);
+                        let copied = root.open(source).and_then(|mut file| write_file(&root, &relative, &mut file, mode));
+                        if copied.is_ok() {
+                            outcome.hard_links.push(shown_name(&raw_name));
+                        }
+                        copied.map(|n| Some((n, mode)))
+                    }
+                    None => {
+                        reject(&mut outcome, "a hard link to an entry that was not extracted", true);
+                        continue;
+                    }
+                }
+            }
+            tar::EntryType::Symlink => {
+                reject(&mut outcome, "a symbolic link", true);
+                continue;
+            }
+            tar::EntryType::Char | tar::EntryType::Block => {
+                reject(&mut outcome, "a device", true);
+                continue;
+            }
+            tar::EntryType::Fifo => {
+                reject(&mut outcome, "a FIFO", true);
+                continue;
+            }
+            _ => {
+                reject(&mut outcome, "not a regular file or folder", true);
+                continue;
+            }
+        };
+        match written {
+            Ok(None) => {}
+            Ok(Some((bytes, mode))) => {
+                if mode & 0o7000 != 0 {
+                    outcome.stripped_bits.push(shown_name(&raw_name));
+                }
+                outcome.files += 1;
+                outcome.bytes += bytes;
+                extracted.insert(raw_name.clone(), relative);
+            }
+            Err(error) if path_cannot_exist(&error) => {
+                reject(&mut outcome, "the path is too long or too deep for the host", true);
+            }
+            Err(source) => return Err(ExtractError::Io { path: dest.join(&relative), source }),
         }
     }
     Ok(outcome)
+}
+
+/// Writes one regular file below `root` (its folders created), 0755 or 0644 by its execute bit
+/// (setuid, setgid and sticky bits dropped); the bytes written.
+fn write_file(root: &Dir, relative: &Path, content: &mut impl Read, mode: u32) -> std::io::Result<u64> {
+    use std::os::unix::fs::PermissionsExt as _;
+    if let Some(parent) = relative.parent().filter(|p| !p.as_os_str().is_empty()) {
+        root.create_dir_all(parent)?;
+    }
+    let mut file = root.create(relative)?;
+    let written = std::io::copy(content, &mut file)?;
+    let permissions = if mode & 0o111 != 0 { 0o755 } else { 0o644 };
+    root.set_permissions(relative, Permissions::from_std(std::fs::Permissions::from_mode(permissions)))?;
+    Ok(written)
 }
 
 #[cfg(test)]
@@ -190,12 +269,22 @@ mod tests {
         use std::os::unix::fs::PermissionsExt as _;
         let mode = std::fs::metadata(dest.path().join("bin/tool")).expect("tool").permissions().mode() & 0o7777;
         assert_eq!(mode, 0o755, "setuid stripped");
-        assert_eq!(outcome.stripped_bits, ["workspace/bin/tool"]);
-        let reasons: Vec<&str> = outcome.rejected.iter().map(|r| r.reason.as_str()).collect();
-        assert_eq!(reasons, ["a symbolic link", "a hard link", "a FIFO", "the name holds control characters"]);
-        assert!(!outcome.rejected[3].path.contains('\x1b') && outcome.rejected[3].path.contains("\\u{1b}"));
-        assert!(!dest.path().join("passwd").exists() && !dest.path().join("hard").exists());
-        assert_eq!(outcome.files, 2);
+        assert_eq!(outcome.stripped_bits, ["bin/tool"]);
+        let reasons: Vec<(&str, &str, bool)> =
+            outcome.rejected.iter().map(|r| (r.path.as_str(), r.reason.as_str(), r.exact)).collect();
+        assert_eq!(
+            reasons,
+            [
+                ("passwd", "a symbolic link", true),
+                ("pipe", "a FIFO", true),
+                ("\\u{1b}[31m\\u{a}.txt", "the name holds control characters", false)
+            ]
+        );
+        assert!(!dest.path().join("passwd").exists());
+        // The extra hard-link name keeps the content of the file it links to.
+        assert_eq!(std::fs::read(dest.path().join("hard")).expect("hard"), b"hello");
+        assert_eq!(outcome.hard_links, ["hard"]);
+        assert_eq!(outcome.files, 3);
     }
 
     #[test]
@@ -216,6 +305,27 @@ mod tests {
             assert_eq!(outcome.rejected.len(), 1, "{name}");
             assert!(!dest.path().join("escape.txt").exists());
         }
+    }
+
+    #[test]
+    fn git_entries_and_links_to_nothing_are_rejected_and_listed() {
+        let data = archive(|b| {
+            b.append_data(&mut header(tar::EntryType::Regular, 3, 0o644), "workspace/sub/.git", &b"x\n\n"[..])
+                .expect(".git file");
+            b.append_data(&mut header(tar::EntryType::Regular, 1, 0o644), "workspace/.git/config", &b"x"[..])
+                .expect(".git dir");
+            b.append_data(&mut header(tar::EntryType::Regular, 2, 0o644), "workspace/sub/ok.txt", &b"ok"[..])
+                .expect("ok");
+            let mut hard = header(tar::EntryType::Link, 0, 0o644);
+            b.append_link(&mut hard, "workspace/dangling", "workspace/never-there").expect("hard link");
+        });
+        let dest = tempfile::tempdir().expect("tempdir");
+        let outcome = extract(data.as_slice(), dest.path(), LIMITS).expect("extract");
+        let rejected: Vec<&str> = outcome.rejected.iter().map(|r| r.path.as_str()).collect();
+        assert_eq!(rejected, ["sub/.git", ".git/config", "dangling"]);
+        assert!(outcome.rejected[0].reason.contains("another repository"), "{:?}", outcome.rejected[0]);
+        assert!(!dest.path().join("sub/.git").exists() && !dest.path().join(".git").exists());
+        assert_eq!(std::fs::read(dest.path().join("sub/ok.txt")).expect("ok"), b"ok", "the files beside it stay");
     }
 
     #[test]

@@ -7,4 +7,5 @@ pub mod git;
 pub mod patch;
 pub mod private_dir;
 pub mod provision;
+pub mod settle;
 pub mod sockets;

@@ -28,6 +28,8 @@ pub enum PatchError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{path} is a .git entry; refusing to let git read it")]
+    GitEntry { path: std::path::PathBuf },
     /// Applying the patch to the base commit does not give back what the agent left.
     #[error("{path}: {what}")]
     Mismatch { path: String, what: &'static str },
@@ -58,7 +60,9 @@ impl Patch {
     }
 }
 
-fn scratch_git(scratch: &Path, args: &[&str], work_tree: Option<&Path>) -> Result<String, GitError> {
+/// Runs git on the scratch repository; its standard output as bytes (a patch is bytes: file
+/// contents in any encoding pass through unchanged).
+fn scratch_git(scratch: &Path, args: &[&str], work_tree: Option<&Path>) -> Result<Vec<u8>, GitError> {
     let git_dir = scratch.join("patch.git");
     let mut full: Vec<String> = vec![format!("--git-dir={}", git_dir.display())];
     if let Some(tree) = work_tree {
@@ -80,17 +84,39 @@ fn scratch_git(scratch: &Path, args: &[&str], work_tree: Option<&Path>) -> Resul
             stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
         });
     }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    Ok(output.stdout)
 }
 
 fn tree_of(scratch: &Path, dir: &Path) -> Result<String, GitError> {
     scratch_git(scratch, &["add", "--all", "--force", "."], Some(dir))?;
-    Ok(scratch_git(scratch, &["write-tree"], None)?.trim().to_owned())
+    Ok(String::from_utf8_lossy(&scratch_git(scratch, &["write-tree"], None)?).trim().to_owned())
+}
+
+/// A `.git` file or folder anywhere below `dir` (the extractor rejects them; this is the
+/// second line: git must never be pointed at another repository through the export).
+fn find_git_entry(dir: &Path) -> Option<std::path::PathBuf> {
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(folder) = pending.pop() {
+        for entry in std::fs::read_dir(&folder).ok()?.flatten() {
+            if entry.file_name() == ".git" {
+                return Some(entry.path());
+            }
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                pending.push(entry.path());
+            }
+        }
+    }
+    None
 }
 
 /// The patch that turns `base` into `export`; `scratch` is an empty folder it may use.
 pub fn diff(scratch: &Path, base: &Path, export: &Path) -> Result<Patch, PatchError> {
     std::fs::create_dir_all(scratch).map_err(io_error("cannot create", scratch))?;
+    for tree in [base, export] {
+        if let Some(path) = find_git_entry(tree) {
+            return Err(PatchError::GitEntry { path });
+        }
+    }
     scratch_git(scratch, &["init", "--quiet", "--bare", &scratch.join("patch.git").display().to_string()], None)?;
     let before = tree_of(scratch, base)?;
     let after = tree_of(scratch, export)?;
@@ -98,11 +124,13 @@ pub fn diff(scratch: &Path, base: &Path, export: &Path) -> Result<Patch, PatchEr
     let mut args = vec!["diff", "--binary"];
     args.extend(common);
     args.extend([before.as_str(), after.as_str()]);
-    let text = scratch_git(scratch, &args, None)?.into_bytes();
+    let text = scratch_git(scratch, &args, None)?;
     let mut args = vec!["diff", "--numstat", "-z"];
     args.extend(common);
     args.extend([before.as_str(), after.as_str()]);
-    let numstat = scratch_git(scratch, &args, None)?;
+    // Paths are UTF-8 by construction (provisioning withholds and the extractor rejects other
+    // names); the counts are ASCII.
+    let numstat = String::from_utf8_lossy(&scratch_git(scratch, &args, None)?).into_owned();
     let (mut insertions, mut deletions, mut files_changed, mut paths) = (0, 0, 0, Vec::new());
     // -z numstat: "ADD\tDEL\tPATH\0" or, for renames, "ADD\tDEL\t\0OLD\0NEW\0".
     let mut fields = numstat.split('\0').peekable();

@@ -131,7 +131,8 @@ struct TreeEntry {
     mode: String,
     kind: String,
     object: String,
-    path: String,
+    /// The path as git stores it: bytes, not necessarily UTF-8.
+    path: Vec<u8>,
 }
 
 fn list_tree(repo: &Path, commit: &str, paths: &[String]) -> Result<Vec<TreeEntry>, ProvisionError> {
@@ -140,15 +141,36 @@ fn list_tree(repo: &Path, commit: &str, paths: &[String]) -> Result<Vec<TreeEntr
     let output = git::run(repo, &args)?;
     let mut entries = Vec::new();
     for record in output.stdout.split(|b| *b == 0).filter(|r| !r.is_empty()) {
-        let record = String::from_utf8_lossy(record);
-        let (meta, path) = record.split_once('\t').ok_or_else(|| ProvisionError::Protocol(record.to_string()))?;
+        let protocol = || ProvisionError::Protocol(String::from_utf8_lossy(record).into_owned());
+        let tab = record.iter().position(|b| *b == b'\t').ok_or_else(protocol)?;
+        let (meta, path) = (std::str::from_utf8(&record[..tab]).map_err(|_| protocol())?, &record[tab + 1..]);
         let mut fields = meta.split(' ');
         let (Some(mode), Some(kind), Some(object)) = (fields.next(), fields.next(), fields.next()) else {
-            return Err(ProvisionError::Protocol(record.to_string()));
+            return Err(protocol());
         };
-        entries.push(TreeEntry { mode: mode.into(), kind: kind.into(), object: object.into(), path: path.into() });
+        entries.push(TreeEntry { mode: mode.into(), kind: kind.into(), object: object.into(), path: path.to_vec() });
     }
     Ok(entries)
+}
+
+/// Every path of `commit`'s whole tree that is valid UTF-8: what a proposal may not add as new
+/// (a file the agent was not given that exists at the base).
+pub fn commit_paths(repo: &Path, commit: &str) -> Result<std::collections::BTreeSet<String>, ProvisionError> {
+    let output = git::run(repo, &["ls-tree", "-r", "-z", "--full-tree", "--name-only", commit])?;
+    Ok(output
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|r| !r.is_empty())
+        .filter_map(|path| std::str::from_utf8(path).ok().map(str::to_owned))
+        .collect())
+}
+
+/// A tree entry whose path is valid UTF-8 without control characters.
+struct Named {
+    mode: String,
+    kind: String,
+    object: String,
+    path: String,
 }
 
 /// Whether `entry` lies under the readable path `scope` (a file, or a folder with or without `/`).
@@ -170,13 +192,22 @@ pub fn export(
     };
     let entries = list_tree(repo, commit, readable_paths)?;
     for scope in readable_paths {
-        if !entries.iter().any(|entry| within(&entry.path, scope)) {
+        if !entries.iter().any(|entry| within(&String::from_utf8_lossy(&entry.path), scope)) {
             return Err(ProvisionError::PathNotFound { path: scope.clone(), commit: commit.into() });
         }
     }
     let mut withheld = Vec::new();
     let mut wanted = Vec::new();
-    for entry in entries {
+    for raw in entries {
+        // A name the way back cannot carry (not UTF-8, control characters) is withheld, so the
+        // agent never sees it under another name and the proposal leaves it unchanged.
+        if let Some(problem) = crate::extract::name_problem(&raw.path) {
+            let path = crate::extract::escape_name(&raw.path);
+            let reason = format!("{problem}: not provided; proposals leave it unchanged");
+            withheld.push(WithheldFile { path, reason });
+            continue;
+        }
+        let entry = Named { mode: raw.mode, kind: raw.kind, object: raw.object, path: String::from_utf8_lossy(&raw.path).into_owned() };
         if let Some(why) = sensitive(&entry.path) {
             withheld.push(WithheldFile { path: entry.path, reason: format!("sensitive: {why}") });
         } else if entry.kind != "blob" {

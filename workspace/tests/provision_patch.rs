@@ -116,3 +116,98 @@ fn patches_apply_to_the_base_and_reproduce_the_export() {
     let same = patch::diff(&work.path().join("scratch2"), &source, &source).expect("diff");
     assert!(same.is_empty());
 }
+
+/// Every regular file below `dir`, with its bytes, by path.
+fn tree_bytes(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut files = std::collections::BTreeMap::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(folder) = pending.pop() {
+        for entry in std::fs::read_dir(&folder).expect("read_dir").flatten() {
+            let path = entry.path();
+            if entry.file_type().expect("type").is_dir() {
+                if entry.file_name() != ".git" {
+                    pending.push(path);
+                }
+            } else {
+                let relative = path.strip_prefix(dir).expect("below").display().to_string();
+                files.insert(relative, std::fs::read(&path).expect("read"));
+            }
+        }
+    }
+    files
+}
+
+/// Regression: the patch passed through a lossy UTF-8 conversion, so a change to a Latin-1 file
+/// or deleting a binary file without NUL bytes failed the session with "patch does not apply".
+#[test]
+fn bytes_are_bytes_through_the_patch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    git(root, &["init", "-q", "-b", "main"]);
+    write(root, "latin1.txt", b"caf\xe9\nna\xefve\n");
+    write(root, "noise.bin", &[0xff, 0xfe, 0x80, 0x81, 0x0a, 0xc3, 0x28, 0x0a]);
+    write(root, "crlf.txt", b"one\r\ntwo\r\nthree\r\n");
+    write(root, "no-newline.txt", b"first\nlast");
+    write(root, "loses-newline.txt", b"keep\n");
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "base"]);
+    let commit = provision::resolve(root, "main").expect("resolve");
+    let work = tempfile::tempdir().expect("tempdir");
+    let source = work.path().join("source");
+    provision::export(root, &commit, &[".".into()], &source).expect("export");
+    let export = work.path().join("export");
+    Command::new("cp").args(["-a"]).arg(&source).arg(&export).status().expect("cp");
+    write(&export, "latin1.txt", b"caf\xe9 cr\xe8me\nna\xefve\n");
+    std::fs::remove_file(export.join("noise.bin")).expect("rm");
+    write(&export, "crlf.txt", b"one\r\nTWO\r\nthree\r\n");
+    write(&export, "no-newline.txt", b"first\nlast\nand more");
+    write(&export, "loses-newline.txt", b"keep");
+    write(&export, "new-latin1.txt", b"\xe0 la carte\n");
+
+    let patch = patch::diff(&work.path().join("scratch"), &source, &export).expect("diff");
+    assert!(patch.text.windows(2).any(|w| w == b"\xe8m"), "the Latin-1 bytes are in the patch unchanged");
+    assert!(patch.text.windows(b"\\ No newline at end of file".len()).any(|w| w == b"\\ No newline at end of file"));
+    patch::verify(root, &commit, &patch, &export, &work.path().join("verify")).expect("applies and reproduces");
+
+    // Applied with plain git to a clone at the base, the tree is the agent's, byte for byte.
+    let clone = work.path().join("clone");
+    let status = Command::new("git").args(["clone", "-q"]).arg(root).arg(&clone).status().expect("clone");
+    assert!(status.success());
+    let patch_file = work.path().join("p.patch");
+    std::fs::write(&patch_file, &patch.text).expect("write");
+    git(&clone, &["apply", "--binary", patch_file.to_str().expect("utf-8")]);
+    assert_eq!(tree_bytes(&clone), tree_bytes(&export));
+}
+
+/// Regression: a non-UTF-8 tracked name reached the agent under another name and came back
+/// rejected, so every proposal deleted it. Such names are withheld and stay unchanged.
+#[test]
+fn names_the_way_back_cannot_carry_are_withheld_not_renamed() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    git(root, &["init", "-q", "-b", "main"]);
+    write(root, "README.md", b"# x\n");
+    std::fs::write(root.join(std::ffi::OsStr::from_bytes(b"caf\xe9.txt")), b"latin-1 name\n").expect("write");
+    std::fs::write(root.join("tab\there.txt"), b"control character\n").expect("write");
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "base"]);
+    let commit = provision::resolve(root, "main").expect("resolve");
+    let work = tempfile::tempdir().expect("tempdir");
+    let source = work.path().join("source");
+    let provided = provision::export(root, &commit, &[".".into()], &source).expect("export");
+    let given: Vec<&str> = provided.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(given, ["README.md"]);
+    let withheld: Vec<&str> = provided.withheld.iter().map(|w| w.path.as_str()).collect();
+    assert_eq!(withheld, ["caf\\x{e9}.txt", "tab\\u{9}here.txt"]);
+    assert!(provided.withheld.iter().all(|w| w.reason.contains("proposals leave it unchanged")));
+    assert_eq!(std::fs::read_dir(&source).expect("read").count(), 1, "nothing under another name");
+
+    // The agent edits README.md; the patch touches nothing else and applies to the base.
+    let export = work.path().join("export");
+    Command::new("cp").args(["-a"]).arg(&source).arg(&export).status().expect("cp");
+    write(&export, "README.md", b"# x\nedited\n");
+    let patch = patch::diff(&work.path().join("scratch"), &source, &export).expect("diff");
+    assert_eq!(patch.paths, ["README.md"]);
+    patch::verify(root, &commit, &patch, &export, &work.path().join("verify")).expect("applies");
+}
