@@ -16,7 +16,7 @@ use bollard::query_parameters::{
 use futures::StreamExt as _;
 use roundtable_runtime::{Captured, RunEnd, RunOutcome, RuntimeError, SessionPlan};
 use roundtable_specs::layout::{self as paths, AGENT_UID};
-use roundtable_specs::session::CheckReport;
+use roundtable_specs::session::{CheckReport, Extracted};
 use roundtable_workspace::extract::{self, Limits};
 use tokio::sync::watch;
 
@@ -513,8 +513,7 @@ impl<'a> Execution<'a> {
             tracing::debug!(container = %name, "egress proxy");
             if let Err(failure) = start_proxy(docker, name).await {
                 outcome.end = RunEnd::EgressUnavailable;
-                let chain = std::iter::successors(Some(&failure as &dyn std::error::Error), |e| e.source());
-                let said = chain.map(ToString::to_string).collect::<Vec<_>>().join(": ");
+                let said = error_text(&failure);
                 outcome.stderr.push(said.as_bytes(), 1 << 20);
                 return Ok(outcome);
             }
@@ -554,40 +553,92 @@ impl<'a> Execution<'a> {
         // Pause so surviving children cannot race the export, then stream the workspace out.
         docker.pause_container(name).await.map_err(engine_error("pause before export"))?;
         outcome.paused_for_export = true;
-        let options = DownloadFromContainerOptionsBuilder::default().path(paths::WORKSPACE).build();
-        let mut stream = docker.download_from_container(name, Some(options));
-        let spool_file = plan.scratch_dir.join("export.tar");
-        tokio::fs::create_dir_all(&plan.scratch_dir).await.map_err(io_error("spool the export"))?;
-        let mut spool = tokio::fs::File::create(&spool_file).await.map_err(io_error("spool the export"))?;
-        let mut spooled = 0u64;
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(engine_error("download the workspace"))?;
-            spooled += chunk.len() as u64;
-            // The archive carries headers too; allow some slack over the byte limit.
-            if spooled > plan.export_limits.max_bytes.saturating_mul(2).saturating_add(1 << 20) {
-                let too_large = extract::ExtractError::TooLarge { limit: plan.export_limits.max_bytes };
-                return Err(RuntimeError::Export(Box::new(too_large)));
+        match self.export(docker, name).await {
+            Ok(extracted) => outcome.extracted = Some(extracted),
+            // A lost engine is the session's end, not the export's.
+            Err(RuntimeError::Engine { step, source })
+                if source.downcast_ref::<bollard::errors::Error>().is_some_and(engine_gone) =>
+            {
+                return Err(RuntimeError::Engine { step, source });
             }
-            tokio::io::AsyncWriteExt::write_all(&mut spool, &chunk).await.map_err(io_error("spool the export"))?;
+            // The agent's exit code and output stay on the outcome; the export's failure says why
+            // there is no proposal.
+            Err(error) => outcome.export_failed = Some(error_text(&error)),
         }
-        // tokio hands writes to a blocking thread: without a flush, the tail of the archive may
-        // not be on disk yet when the extractor opens the file.
-        tokio::io::AsyncWriteExt::flush(&mut spool).await.map_err(io_error("spool the export"))?;
-        drop(spool);
-        let (export_dir, limits) = (plan.export_dir.clone(), plan.export_limits);
-        let limits = Limits { max_bytes: limits.max_bytes, max_entries: limits.max_entries };
-        let extracted = tokio::task::spawn_blocking(move || {
-            let file = std::fs::File::open(&spool_file).map_err(io_error("read the spooled export"))?;
-            let outcome = extract::extract(std::io::BufReader::new(file), &export_dir, limits)
-                .map_err(|error| RuntimeError::Export(Box::new(error)));
-            let _ = std::fs::remove_file(&spool_file);
-            outcome
-        })
-        .await
-        .map_err(|error| RuntimeError::Protocol { step: "extract", detail: error.to_string() })??;
-        outcome.extracted = Some(extracted);
         lap(&mut outcome.timings, "export");
         Ok(outcome)
+    }
+
+    /// Streams the workspace out of the paused container straight into the rooted extractor: no
+    /// spool on the host, and reading stops at the byte cap (an archive counts its headers too,
+    /// so the cap allows some slack; a sparse file that is small in tmpfs is dense in the tar).
+    async fn export(&self, docker: &Docker, name: &str) -> Result<Extracted, RuntimeError> {
+        let plan = &self.plan;
+        let options = DownloadFromContainerOptionsBuilder::default().path(paths::WORKSPACE).build();
+        let mut stream = docker.download_from_container(name, Some(options));
+        let (chunks, receiver) = std::sync::mpsc::sync_channel::<Vec<u8>>(16);
+        let (export_dir, limits) = (plan.export_dir.clone(), plan.export_limits);
+        let limits = Limits { max_bytes: limits.max_bytes, max_entries: limits.max_entries };
+        let extractor =
+            tokio::task::spawn_blocking(move || extract::extract(ChannelReader::new(receiver), &export_dir, limits));
+        let cap = plan.export_limits.max_bytes.saturating_mul(2).saturating_add(1 << 20);
+        let mut streamed = 0u64;
+        let mut over_cap = false;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(engine_error("download the workspace"))?;
+            streamed += chunk.len() as u64;
+            if streamed > cap {
+                over_cap = true;
+                break;
+            }
+            // The extractor stopped (it refused the archive): its verdict follows.
+            if chunks.send(chunk.to_vec()).is_err() {
+                break;
+            }
+        }
+        drop(chunks);
+        drop(stream);
+        let extracted =
+            extractor.await.map_err(|error| RuntimeError::Protocol { step: "extract", detail: error.to_string() })?;
+        if over_cap {
+            let too_large = extract::ExtractError::TooLarge { limit: plan.export_limits.max_bytes };
+            return Err(RuntimeError::Export(Box::new(too_large)));
+        }
+        extracted.map_err(|error| RuntimeError::Export(Box::new(error)))
+    }
+}
+
+/// What an error says, with its sources.
+fn error_text(error: &(dyn std::error::Error + 'static)) -> String {
+    let chain = std::iter::successors(Some(error), |e| e.source());
+    chain.map(ToString::to_string).collect::<Vec<_>>().join(": ")
+}
+
+/// A blocking reader over chunks sent from the async side; the end of the stream is the sender
+/// going away.
+struct ChannelReader {
+    chunks: std::sync::mpsc::Receiver<Vec<u8>>,
+    current: std::io::Cursor<Vec<u8>>,
+}
+
+impl ChannelReader {
+    fn new(chunks: std::sync::mpsc::Receiver<Vec<u8>>) -> Self {
+        Self { chunks, current: std::io::Cursor::new(Vec::new()) }
+    }
+}
+
+impl std::io::Read for ChannelReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            let read = self.current.read(buf)?;
+            if read > 0 || buf.is_empty() {
+                return Ok(read);
+            }
+            match self.chunks.recv() {
+                Ok(chunk) => self.current = std::io::Cursor::new(chunk),
+                Err(_) => return Ok(0),
+            }
+        }
     }
 }
 

@@ -142,6 +142,9 @@ pub struct RunOutcome {
     pub paused_for_export: bool,
     /// What the rooted extraction of the workspace found, when it got that far.
     pub extracted: Option<Extracted>,
+    /// Why the workspace could not be exported (over its caps, unreadable): the agent's exit
+    /// code and output are still here, but there is nothing to propose.
+    pub export_failed: Option<String>,
     /// Milliseconds per phase: `launch`, `selfCheck`, `proxy`, `agent`, `export`.
     pub timings: BTreeMap<&'static str, u64>,
 }
@@ -157,6 +160,7 @@ impl RunOutcome {
             self_check: None,
             paused_for_export: false,
             extracted: None,
+            export_failed: None,
             timings: BTreeMap::new(),
         }
     }

@@ -57,6 +57,7 @@ pub fn proposal_item(record: ProposalRecord) -> ProposalItem {
         insertions: record.insertions,
         deletions: record.deletions,
         flags: record.flags,
+        rejected: record.rejected,
         state: record.state,
         created_at: record.created_at,
     }

@@ -297,6 +297,9 @@ pub struct ProposalItem {
     pub deletions: i64,
     /// `outsideReadablePaths: …`, `protectedPath: …`, `packageScripts: …`.
     pub flags: Vec<crate::session::ProposalFlag>,
+    /// What the proposal could not carry back from the agent's workspace, and why.
+    #[serde(default)]
+    pub rejected: Vec<crate::session::Rejected>,
     /// Always `pending`: Roundtable never applies a proposal.
     pub state: crate::session::ProposalState,
     pub created_at: String,

@@ -110,6 +110,8 @@ words! {
         SocketDirFailed = "SocketDirFailed",
         /// The engine refused or failed a step of the lifecycle.
         RuntimeError = "RuntimeError",
+        /// The agent's workspace could not be exported within its caps; nothing is proposed.
+        ExportFailed = "ExportFailed",
         /// The patch could not be made, verified or stored.
         PatchFailed = "PatchFailed",
         /// The daemon stopped (SIGTERM/SIGINT) before the session finished.

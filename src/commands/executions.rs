@@ -106,6 +106,9 @@ pub async fn proposals_show(global: &Global, id: &str, format: Format) -> anyhow
             for flag in &item.flags {
                 println!("Flag:        {}", render::sanitize(&flag.to_string()));
             }
+            for refused in &item.rejected {
+                println!("Rejected:    {} ({})", render::sanitize(&refused.path), render::sanitize(&refused.reason));
+            }
             println!();
             print!("{}", render::sanitize_block(&String::from_utf8_lossy(&patch)));
         }

@@ -1,6 +1,6 @@
 //! Sessions (one per execution attempt) and pending proposals.
 
-use roundtable_specs::session::{ProposalFlag, ProposalState, SessionCause, SessionDetail, SessionPhase};
+use roundtable_specs::session::{ProposalFlag, ProposalState, Rejected, SessionCause, SessionDetail, SessionPhase};
 use sqlx::Row;
 
 use crate::{Error, Result, Store, now};
@@ -47,6 +47,8 @@ pub struct ProposalRecord {
     pub insertions: i64,
     pub deletions: i64,
     pub flags: Vec<ProposalFlag>,
+    /// What the proposal could not carry, and why.
+    pub rejected: Vec<Rejected>,
     pub state: ProposalState,
     pub created_at: String,
 }
@@ -109,6 +111,7 @@ fn proposal_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<ProposalRecord> {
         insertions: row.try_get("insertions")?,
         deletions: row.try_get("deletions")?,
         flags: stored_json("flags_json", row.try_get("flags_json")?)?,
+        rejected: stored_json("rejected_json", row.try_get("rejected_json")?)?,
         state: word(row.try_get("state")?)?,
         created_at: row.try_get("created_at")?,
     })
@@ -174,8 +177,8 @@ impl Store {
     /// Records a proposal; false when the execution generation already has one.
     pub async fn insert_proposal(&self, proposal: &ProposalRecord) -> Result<bool> {
         let done = sqlx::query(
-            "INSERT INTO proposals (id, session_id, assignment, execution_generation, base_commit, adapter, patch_path, sha256, files_changed, insertions, deletions, flags_json, state, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (assignment, execution_generation) DO NOTHING",
+            "INSERT INTO proposals (id, session_id, assignment, execution_generation, base_commit, adapter, patch_path, sha256, files_changed, insertions, deletions, flags_json, state, created_at, rejected_json) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT (assignment, execution_generation) DO NOTHING",
         )
         .bind(&proposal.id)
         .bind(&proposal.session_id)
@@ -191,6 +194,7 @@ impl Store {
         .bind(to_json(&proposal.flags))
         .bind(proposal.state.as_str())
         .bind(if proposal.created_at.is_empty() { now() } else { proposal.created_at.clone() })
+        .bind(to_json(&proposal.rejected))
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)

@@ -554,16 +554,18 @@ async fn hostile_agents_harm_nothing_and_their_tricks_are_recorded() {
         id.map(|p| stdout(&roundtable(root, &["proposals", "export", p["id"].as_str().expect("id")])))
     };
 
-    // Links, FIFOs and hostile names are rejected and listed escaped; setuid is stripped.
+    // Symbolic links, FIFOs and hostile names are rejected and listed escaped; setuid is
+    // stripped; a hard link keeps its content under both names (see tests/integration/fidelity.rs).
     let tricks = session("tricks");
     let rejected = tricks["detail"]["export"]["rejected"].to_string();
-    for reason in ["a symbolic link", "a hard link", "a FIFO", "control characters", "not valid UTF-8"] {
+    for reason in ["a symbolic link", "a FIFO", "control characters", "not valid UTF-8"] {
         assert!(rejected.contains(reason), "{reason} missing from {rejected}");
     }
     assert!(tricks["detail"]["export"]["strippedBits"].to_string().contains("suid"), "{tricks:#}");
     let patch = proposal_of("tricks").expect("a proposal for the legitimate edit");
     assert!(patch.contains("+edited") && patch.contains("new file mode 100755"), "{patch}");
-    assert!(!patch.contains("passwd-link") && !patch.contains("pipe") && !patch.contains("hard-link"), "{patch}");
+    assert!(!patch.contains("passwd-link") && !patch.contains("pipe"), "{patch}");
+    assert!(!patch.contains("deleted file mode"), "a hard link never costs README.md its content: {patch}");
     let shown = roundtable(root, &["sessions", "show", tricks["id"].as_str().expect("id")]);
     assert!(
         !shown.stdout.contains(&0x1b) && !shown.stdout.iter().any(|b| *b < 0x20 && *b != b'\n'),

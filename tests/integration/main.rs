@@ -7,6 +7,7 @@ mod daemon;
 mod egress;
 mod engine_restart;
 mod execution;
+mod fidelity;
 mod schemas;
 mod support;
 mod tidy;

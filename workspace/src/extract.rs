@@ -154,7 +154,8 @@ pub fn extract(archive: impl Read, dest: &Path, limits: Limits) -> Result<Extrac
                             return Err(ExtractError::TooLarge { limit: limits.max_bytes });
                         }
                         let mode = entry.header().mode().unwrap_or(0o644);
-                        let copied = root.open(source).and_then(|mut file| write_file(&root, &relative, &mut file, mode));
+                        let copied =
+                            root.open(source).and_then(|mut file| write_file(&root, &relative, &mut file, mode));
                         if copied.is_ok() {
                             outcome.hard_links.push(shown_name(&raw_name));
                         }

@@ -207,7 +207,12 @@ pub fn export(
             withheld.push(WithheldFile { path, reason });
             continue;
         }
-        let entry = Named { mode: raw.mode, kind: raw.kind, object: raw.object, path: String::from_utf8_lossy(&raw.path).into_owned() };
+        let entry = Named {
+            mode: raw.mode,
+            kind: raw.kind,
+            object: raw.object,
+            path: String::from_utf8_lossy(&raw.path).into_owned(),
+        };
         if let Some(why) = sensitive(&entry.path) {
             withheld.push(WithheldFile { path: entry.path, reason: format!("sensitive: {why}") });
         } else if entry.kind != "blob" {

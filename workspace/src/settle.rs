@@ -64,8 +64,9 @@ pub fn settle(
             let full = export.join(&path);
             std::fs::remove_file(&full).map_err(io("remove", &full))?;
             settled.not_given.push(Rejected {
-                reason: "the agent was not given this file (withheld or outside readablePaths); its write is not proposed"
-                    .into(),
+                reason:
+                    "the agent was not given this file (withheld or outside readablePaths); its write is not proposed"
+                        .into(),
                 path,
                 exact: true,
             });

@@ -7,8 +7,8 @@ use std::time::Duration;
 use roundtable_runtime::{RunEnd, RunOutcome, RuntimeError};
 use roundtable_specs::session::{ProposalFlag, ProposalFlagKind, SessionCause, SessionPhase};
 
-/// Paths a proposal flags as protected when it touches them: they change CI, hooks, agent
-/// configuration or the controller's own specs.
+/// Paths a proposal flags as protected when it touches them, matched from the repository root:
+/// they change CI, hooks, agent configuration or the controller's own specs.
 pub const PROTECTED_PATHS: [&str; 9] = [
     ".roundtable/",
     ".github/workflows/",
@@ -18,11 +18,40 @@ pub const PROTECTED_PATHS: [&str; 9] = [
     ".gemini/",
     ".opencode/",
     ".git/",
+    ".circleci/",
+];
+
+/// Names a proposal flags as protected in any folder: they make tools run code or change how
+/// the repository is read (folders end with `/`).
+pub const PROTECTED_NAMES: [&str; 12] = [
+    ".gitmodules",
+    ".gitattributes",
+    ".envrc",
+    ".vscode/",
+    ".idea/",
+    ".devcontainer/",
     ".husky/",
+    ".pre-commit-config.yaml",
+    "Jenkinsfile",
+    ".cargo/config.toml",
+    ".cargo/config",
+    ".git/hooks/",
 ];
 
 /// File names that run code when a package is installed or built.
 const PACKAGE_SCRIPTS: [&str; 4] = ["package.json", "Makefile", "setup.py", "build.rs"];
+
+/// Whether `path` is protected: under a protected root path, or naming a protected file or
+/// folder at any depth.
+pub fn is_protected(path: &str) -> bool {
+    let rooted = PROTECTED_PATHS.iter().any(|p| path.starts_with(p) || path == p.trim_end_matches('/'));
+    let anywhere = PROTECTED_NAMES.iter().any(|name| match name.strip_suffix('/') {
+        // A folder: any component sequence equal to it.
+        Some(folder) => path.starts_with(&format!("{folder}/")) || path.contains(&format!("/{folder}/")),
+        None => path == *name || path.ends_with(&format!("/{name}")),
+    });
+    rooted || anywhere
+}
 
 /// How a session ended when it did not go on to a proposal.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +91,12 @@ pub fn ending_of_error(error: &RuntimeError) -> Ending {
 pub fn ending_of(outcome: &RunOutcome, stopping: bool, timeout: Duration) -> Option<Ending> {
     let cause = SessionCause::from(outcome.end);
     match outcome.end {
-        RunEnd::Exited if outcome.exit_code == Some(0) => None,
+        RunEnd::Exited if outcome.exit_code == Some(0) => outcome.export_failed.as_ref().map(|why| {
+            Ending::failed(
+                SessionCause::ExportFailed,
+                format!("the agent exited 0 but its workspace could not be exported: {why}"),
+            )
+        }),
         RunEnd::Cancelled if stopping => {
             Some(Ending::interrupted(SessionCause::ControllerStopped, STOPPED_WHILE_RUNNING))
         }
@@ -99,8 +133,8 @@ pub fn ending_of(outcome: &RunOutcome, stopping: bool, timeout: Duration) -> Opt
     }
 }
 
-/// The flags of a proposal touching `paths`: outside `readablePaths`, protected paths, package
-/// scripts.
+/// The flags of a proposal touching `paths`: outside `readablePaths`, protected paths (a new
+/// secret-like file, `.env*` or a key, included), package scripts.
 pub fn proposal_flags(paths: &[String], readable: &[String]) -> Vec<ProposalFlag> {
     let mut flags = Vec::new();
     let mut flag = |kind, path: &str| flags.push(ProposalFlag { kind, path: path.to_owned() });
@@ -113,9 +147,7 @@ pub fn proposal_flags(paths: &[String], readable: &[String]) -> Vec<ProposalFlag
             flag(ProposalFlagKind::OutsideReadablePaths, path);
         }
         let file = path.rsplit('/').next().unwrap_or(path);
-        if PROTECTED_PATHS.iter().any(|p| path.starts_with(p) || path == p.trim_end_matches('/'))
-            || path.contains("/.git/hooks/")
-        {
+        if is_protected(path) || roundtable_workspace::provision::sensitive(path).is_some() {
             flag(ProposalFlagKind::ProtectedPath, path);
         } else if PACKAGE_SCRIPTS.contains(&file) {
             flag(ProposalFlagKind::PackageScripts, path);
@@ -164,6 +196,39 @@ mod tests {
     }
 
     #[test]
+    fn files_that_make_tools_run_code_are_protected_at_any_depth() {
+        for path in [
+            ".gitmodules",
+            "vendor/lib/.gitattributes",
+            ".envrc",
+            ".vscode/settings.json",
+            "app/.idea/workspace.xml",
+            ".cargo/config.toml",
+            "crates/x/.cargo/config",
+            ".devcontainer/devcontainer.json",
+            ".pre-commit-config.yaml",
+            ".circleci/config.yml",
+            "Jenkinsfile",
+            "ci/Jenkinsfile",
+            ".gitlab-ci.yml",
+            ".husky/pre-commit",
+            "sub/.git/hooks/pre-commit",
+        ] {
+            assert!(is_protected(path), "{path}");
+        }
+        for path in
+            ["docs/vscode.md", "src/config.toml", "Jenkinsfile.md", "my.envrc.txt", "x/.github/workflows/ci.yml"]
+        {
+            assert!(!is_protected(path), "{path}");
+        }
+        // A new secret-like file the agent created is flagged too.
+        let flags = proposal_flags(&["docs/.env.local".into(), "certs/new.pem".into()], &["docs/".into()]);
+        let protected: Vec<&str> =
+            flags.iter().filter(|f| f.kind == ProposalFlagKind::ProtectedPath).map(|f| f.path.as_str()).collect();
+        assert_eq!(protected, ["docs/.env.local", "certs/new.pem"]);
+    }
+
+    #[test]
     fn session_ids_come_from_json_lines() {
         let out = b"not json\n{\"type\":\"init\",\"session_id\":\"abc-123\"}\n";
         assert_eq!(external_session_id(out).as_deref(), Some("abc-123"));
@@ -190,6 +255,14 @@ mod tests {
         });
         let cases: Vec<Case> = vec![
             (outcome(RunEnd::Exited, Some(0)), false, None),
+            (
+                RunOutcome {
+                    export_failed: Some("the export holds more than 1024 bytes".into()),
+                    ..outcome(RunEnd::Exited, Some(0))
+                },
+                false,
+                Some((P::Failed, C::ExportFailed, "could not be exported: the export holds more than 1024 bytes")),
+            ),
             (outcome(RunEnd::Exited, Some(3)), false, Some((P::Failed, C::Exited, "exited with code 3"))),
             (outcome(RunEnd::Exited, None), false, Some((P::Failed, C::Exited, "code unknown"))),
             (outcome(RunEnd::TimedOut, None), false, Some((P::Failed, C::TimedOut, "timed out after 90s"))),

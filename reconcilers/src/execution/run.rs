@@ -3,15 +3,19 @@
 //! agent's changes into a pending proposal. Each phase records its end; the decisions are pure
 //! functions in `outcome`.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use roundtable_runtime::{Expected, ExportLimits, Ownership, Purpose, Resources, RunOutcome, SessionPlan};
 use roundtable_specs::layout::{AGENT_UID, HOME};
-use roundtable_specs::session::{EgressReport, ProposalState, SessionCause, SessionPhase};
+use roundtable_specs::session::{
+    EgressReport, Extracted, ProposalFlag, ProposalFlagKind, ProposalState, SessionCause, SessionPhase,
+};
 use roundtable_store::{ProposalRecord, SessionRecord};
 use roundtable_workspace::provision::{self, ProvisionError, Provisioned};
+use roundtable_workspace::settle::{self, Settled};
 use roundtable_workspace::{patch, sockets};
 use tokio::sync::watch;
 
@@ -285,17 +289,21 @@ impl Inner {
     ) -> SessionRecord {
         let (base, export, scratch) = (exec_dir.join("source"), exec_dir.join("export"), exec_dir.join("scratch"));
         let (repo, commit) = (source.repo.clone(), source.provisioned.commit.clone());
+        let given: BTreeSet<String> = source.provisioned.files.iter().map(|f| f.path.clone()).collect();
+        let extracted = session.detail.export.clone().unwrap_or_default();
         let started = Instant::now();
         let patched = tokio::task::spawn_blocking(move || {
+            let at_base = provision::commit_paths(&repo, &commit).map_err(ProposeError::Base)?;
+            let settled = settle::settle(&base, &export, &given, &at_base, &extracted.rejected)?;
             let patch = patch::diff(&scratch, &base, &export)?;
             if !patch.is_empty() {
                 patch::verify(&repo, &commit, &patch, &export, &scratch.join("check"))?;
             }
-            Ok::<_, patch::PatchError>(patch)
+            Ok::<_, ProposeError>((settled, patch))
         })
         .await;
-        let patch = match patched {
-            Ok(Ok(patch)) => patch,
+        let (settled, patch) = match patched {
+            Ok(Ok(done)) => done,
             Ok(Err(error)) => {
                 return self.end(session, Ending::failed(SessionCause::PatchFailed, error_chain(&error))).await;
             }
@@ -303,11 +311,20 @@ impl Inner {
                 return self.end(session, Ending::failed(SessionCause::PatchFailed, error_chain(&error))).await;
             }
         };
+        session.detail.not_given = settled.not_given.clone();
         session.detail.timings_ms.insert("patch".into(), millis(started));
         session.phase = SessionPhase::Succeeded;
         session.finished_at = Some(now());
+        let extracted = session.detail.export.clone().unwrap_or_default();
+        let refused = extracted.rejected.len() + settled.not_given.len();
         if patch.is_empty() {
-            session.message = "the agent changed nothing; no proposal".into();
+            session.message = if refused == 0 {
+                "the agent changed nothing; no proposal".into()
+            } else {
+                format!(
+                    "no proposal: nothing the agent changed could be carried back ({refused} entries refused; see `sessions show`)"
+                )
+            };
             self.save(&session).await;
             return session;
         }
@@ -329,7 +346,8 @@ impl Inner {
             files_changed: i64::try_from(patch.files_changed).unwrap_or(i64::MAX),
             insertions: i64::try_from(patch.insertions).unwrap_or(i64::MAX),
             deletions: i64::try_from(patch.deletions).unwrap_or(i64::MAX),
-            flags: proposal_flags(&patch.paths, &request.spec.readable_paths),
+            flags: all_flags(&patch.paths, &request.spec.readable_paths, &settled, &extracted),
+            rejected: extracted.rejected.iter().chain(&settled.not_given).cloned().collect(),
             state: ProposalState::Pending,
             created_at: now(),
         };
@@ -349,6 +367,29 @@ impl Inner {
         self.save(&session).await;
         session
     }
+}
+
+/// Why the agent's workspace could not become a proposal.
+#[derive(Debug, thiserror::Error)]
+enum ProposeError {
+    #[error("cannot list the base commit")]
+    Base(#[source] ProvisionError),
+    #[error(transparent)]
+    Settle(#[from] settle::SettleError),
+    #[error(transparent)]
+    Patch(#[from] patch::PatchError),
+}
+
+/// Every flag of a proposal: scope, protected paths and package scripts of what it touches, and
+/// each refusal that shaped it (a rejected entry that left a given file unchanged, a write to a
+/// file the agent was not given, a hard link).
+fn all_flags(paths: &[String], readable: &[String], settled: &Settled, extracted: &Extracted) -> Vec<ProposalFlag> {
+    let mut flags = proposal_flags(paths, readable);
+    let flag = |kind, path: &String| ProposalFlag { kind, path: path.clone() };
+    flags.extend(settled.kept_unchanged.iter().map(|r| flag(ProposalFlagKind::RejectedEntry, &r.path)));
+    flags.extend(settled.not_given.iter().map(|r| flag(ProposalFlagKind::NotGiven, &r.path)));
+    flags.extend(extracted.hard_links.iter().map(|path| flag(ProposalFlagKind::HardLink, path)));
+    flags
 }
 
 /// Keeps what the run produced on the session: exit code, captured output (and its logs),
