@@ -186,6 +186,8 @@ pub fn hardening_features(info: &SystemInfo) -> Vec<FeatureCheck> {
 /// A container or volume carrying Roundtable's ownership labels.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Labelled {
+    /// A running container.
+    pub running: bool,
     pub kind: roundtable_runtime::ResourceKind,
     pub name: String,
     pub labels: std::collections::HashMap<String, String>,
@@ -207,6 +209,7 @@ impl Engine {
         for container in containers {
             let name = container.names.and_then(|n| n.into_iter().next()).unwrap_or_default();
             found.push(Labelled {
+                running: container.state == Some(bollard::models::ContainerSummaryStateEnum::RUNNING),
                 kind: roundtable_runtime::ResourceKind::Container,
                 name: name.trim_start_matches('/').to_owned(),
                 labels: container.labels.unwrap_or_default(),
@@ -216,6 +219,7 @@ impl Engine {
             self.docker.list_volumes(Some(ListVolumesOptionsBuilder::default().filters(&filters).build())).await?;
         for volume in volumes.volumes.unwrap_or_default() {
             found.push(Labelled {
+                running: false,
                 kind: roundtable_runtime::ResourceKind::Volume,
                 name: volume.name,
                 labels: volume.labels,

@@ -88,7 +88,12 @@ impl SessionRuntime for DockerRuntime {
             let labelled = self.engine.labelled(&project).await.map_err(engine_error("list labelled resources"))?;
             Ok(labelled
                 .into_iter()
-                .map(|found| OwnedResource { kind: found.kind, name: found.name, labels: found.labels })
+                .map(|found| OwnedResource {
+                    kind: found.kind,
+                    name: found.name,
+                    labels: found.labels,
+                    running: found.running,
+                })
                 .collect())
         })
     }

@@ -61,6 +61,8 @@ pub enum DaemonError {
     Store(#[from] roundtable_store::Error),
     #[error(transparent)]
     Watch(#[from] watch::WatchError),
+    #[error(transparent)]
+    Lease(#[from] roundtable_workspace::runs::LeaseError),
 }
 
 fn jittered(period: Duration) -> Duration {
@@ -129,11 +131,15 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
     hurry: impl Future<Output = ()>,
 ) -> Result<DaemonSummary, DaemonError> {
+    // Held while this daemon runs, so a `prune` elsewhere on the host (another state directory)
+    // can tell this run's containers are in use.
+    let _lease = roundtable_workspace::runs::hold(&execution_config.socket_root, &execution_config.controller_run)?;
     let images = RuntimeImages(runtime.clone());
     let pruner = tokio::spawn(prune_periodically(
         store.clone(),
         runtime.clone(),
         execution_config.project_id.clone(),
+        (execution_config.socket_root.clone(), execution_config.controller_run.clone()),
         config.retention,
         config.prune_every,
     ));
@@ -156,6 +162,7 @@ async fn prune_periodically(
     store: Store,
     runtime: Arc<dyn SessionRuntime>,
     project_id: String,
+    (socket_root, own_run): (PathBuf, String),
     retention: Duration,
     every: Duration,
 ) {
@@ -175,7 +182,9 @@ async fn prune_periodically(
                 continue;
             }
         };
-        match crate::prune::find(&store, Some(runtime.as_ref()), &project_id, &declared, retention).await {
+        let liveness = |run: &str| roundtable_workspace::runs::liveness(&socket_root, run);
+        let runs = crate::prune::Runs { own: Some(&own_run), liveness: &liveness };
+        match crate::prune::find(&store, Some(runtime.as_ref()), &project_id, &declared, retention, &runs).await {
             Ok(found) if found.is_empty() => {}
             Ok(found) => {
                 let failed = crate::prune::remove(&store, Some(runtime.as_ref()), &found).await;

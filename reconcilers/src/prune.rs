@@ -5,9 +5,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use roundtable_runtime::labels::{ASSIGNMENT, SESSION};
+use roundtable_runtime::labels::{ASSIGNMENT, CONTROLLER_RUN, SESSION};
 use roundtable_runtime::{OwnedResource, SessionRuntime};
 use roundtable_store::{SessionRecord, Store};
+use roundtable_workspace::runs::Liveness;
 
 use crate::backend::BackendError;
 
@@ -30,12 +31,39 @@ impl PrunableKind {
     }
 }
 
-/// One thing retention removes (or would).
+/// One thing retention removes (or would), or leaves alone and says why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Prunable {
     pub kind: PrunableKind,
     pub name: String,
     pub why: String,
+    /// Why it is left alone although nothing this store knows needs it: the controller run that
+    /// made it is alive (or not provably dead). `remove` never touches these.
+    pub skipped: Option<String>,
+}
+
+/// Who may be using a labelled resource: the controller run that labelled it.
+pub struct Runs<'a> {
+    /// This process's own run, whose resources the store accounts for.
+    pub own: Option<&'a str>,
+    pub liveness: &'a (dyn Fn(&str) -> Liveness + Send + Sync),
+}
+
+/// Why a resource of another controller run must be left alone, if it must: that run is alive,
+/// or its container still runs and the run is not provably dead (a daemon using another state
+/// directory on the same project is invisible to this store).
+pub fn left_alone(resource: &OwnedResource, runs: &Runs<'_>) -> Option<String> {
+    let run = resource.label(CONTROLLER_RUN)?;
+    if Some(run) == runs.own {
+        return None;
+    }
+    match (runs.liveness)(run) {
+        Liveness::Alive => Some(format!("left alone: controller run {run} is alive")),
+        Liveness::Unknown if resource.running => {
+            Some(format!("left alone: it is running under controller run {run}, which is not provably dead"))
+        }
+        Liveness::Dead | Liveness::Unknown => None,
+    }
 }
 
 /// Why a labelled container or volume is an orphan, or `None` while it may still be needed: its
@@ -65,17 +93,18 @@ pub async fn find(
     project_id: &str,
     declared_assignments: &BTreeSet<String>,
     retention: Duration,
+    runs: &Runs<'_>,
 ) -> Result<Vec<Prunable>, BackendError> {
     let before = roundtable_store::cutoff(retention);
     let mut found = Vec::new();
     for session in store.finished_sessions_before(&before).await? {
         let why =
             format!("{} session finished {} (past retention)", session.phase, session.finished_at.unwrap_or_default());
-        found.push(Prunable { kind: PrunableKind::Session, name: session.id, why });
+        found.push(Prunable { kind: PrunableKind::Session, name: session.id, why, skipped: None });
     }
     for proposal in store.proposals_before(&before).await? {
         let why = format!("created {} (past retention)", proposal.created_at);
-        found.push(Prunable { kind: PrunableKind::Proposal, name: proposal.id, why });
+        found.push(Prunable { kind: PrunableKind::Proposal, name: proposal.id, why, skipped: None });
     }
     if let Some(runtime) = runtime {
         for item in runtime.owned(project_id).await? {
@@ -87,8 +116,8 @@ pub async fn find(
                 _ => None,
             };
             if let Some(why) = orphan_reason(owner, declared, session_id, session.as_ref()) {
-                let name = item.name.clone();
-                found.push(Prunable { kind: PrunableKind::Resource(item), name, why });
+                let (name, skipped) = (item.name.clone(), left_alone(&item, runs));
+                found.push(Prunable { kind: PrunableKind::Resource(item), name, why, skipped });
             }
         }
     }
@@ -102,7 +131,7 @@ pub async fn remove(
     found: &[Prunable],
 ) -> Vec<(Prunable, BackendError)> {
     let mut failed = Vec::new();
-    for item in found {
+    for item in found.iter().filter(|item| item.skipped.is_none()) {
         let outcome: Result<(), BackendError> = match &item.kind {
             PrunableKind::Session => remove_session(store, &item.name).await,
             PrunableKind::Proposal => remove_proposal(store, &item.name).await,
@@ -150,6 +179,27 @@ mod tests {
 
     /// Assignment label, declared, session label, session record, expected reason fragment.
     type Case = (Option<&'static str>, bool, Option<&'static str>, Option<SessionRecord>, Option<&'static str>);
+
+    #[test]
+    fn a_live_or_running_controller_run_keeps_its_resources() {
+        let resource = |run: &str, running: bool| OwnedResource {
+            kind: roundtable_runtime::ResourceKind::Container,
+            name: "c".into(),
+            labels: [(CONTROLLER_RUN.to_owned(), run.to_owned())].into(),
+            running,
+        };
+        let liveness = |run: &str| match run {
+            "alive" => Liveness::Alive,
+            "dead" => Liveness::Dead,
+            _ => Liveness::Unknown,
+        };
+        let runs = Runs { own: Some("mine"), liveness: &liveness };
+        assert!(left_alone(&resource("alive", false), &runs).is_some_and(|why| why.contains("alive")));
+        assert!(left_alone(&resource("unknown", true), &runs).is_some_and(|why| why.contains("not provably dead")));
+        assert_eq!(left_alone(&resource("unknown", false), &runs), None);
+        assert_eq!(left_alone(&resource("dead", true), &runs), None);
+        assert_eq!(left_alone(&resource("mine", true), &runs), None, "the store accounts for its own run");
+    }
 
     #[test]
     fn a_resource_is_an_orphan_once_nothing_can_need_it() {

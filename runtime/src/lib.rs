@@ -226,6 +226,8 @@ pub struct OwnedResource {
     pub kind: ResourceKind,
     pub name: String,
     pub labels: HashMap<String, String>,
+    /// A container that is running now (a volume never is).
+    pub running: bool,
 }
 
 impl OwnedResource {

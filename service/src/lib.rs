@@ -128,6 +128,12 @@ pub struct Pruned {
 
 const RECENT_EVENTS: i64 = 20;
 
+/// A controller run's liveness from its lease under this user's socket root; this process has
+/// no run of its own.
+fn host_liveness(run: &str) -> roundtable_workspace::runs::Liveness {
+    roundtable_workspace::runs::liveness(&roundtable_workspace::sockets::default_root_for_this_user(), run)
+}
+
 impl Service {
     /// A service over `dir` (the `.roundtable/` folder) whose state lives in `state_dir`. The
     /// store is opened if it exists; otherwise an empty in-memory one stands in, so read-only
@@ -163,8 +169,10 @@ impl Service {
     /// pruning (labelled resources nothing needs; sessions and proposals past `retention`).
     pub async fn status(&self, retention: Duration) -> Result<Vec<ObjectStatus>> {
         let scanned = self.scan().await?;
+        let runs = prune::Runs { own: None, liveness: &host_liveness };
         let leftovers = match self.runtime.owned(&self.project_id()).await {
-            Ok(found) => found,
+            // What a live controller run (another state directory, say) uses is not a leftover.
+            Ok(found) => found.into_iter().filter(|r| prune::left_alone(r, &runs).is_none()).collect(),
             Err(error) => {
                 tracing::warn!(error = %roundtable_controller::error_chain(&error), "cannot list labelled resources");
                 Vec::new()
@@ -174,7 +182,7 @@ impl Service {
         rows.extend(roundtable_reconcilers::egress::status_rows(&self.store.sessions(None).await?));
         // Labelled leftovers are listed above; here the sessions and proposals past retention.
         let declared = BTreeSet::new();
-        for item in prune::find(&self.store, None, &self.project_id(), &declared, retention).await? {
+        for item in prune::find(&self.store, None, &self.project_id(), &declared, retention, &runs).await? {
             rows.push(ObjectStatus {
                 kind: item.kind.as_str().to_owned(),
                 name: item.name,
@@ -316,7 +324,8 @@ impl Service {
         // Without an engine there are no labelled resources to list; records are still pruned.
         let reachable = runtime.health().await.is_ok();
         let runtime = reachable.then_some(runtime);
-        let found = prune::find(&self.store, runtime, &self.project_id(), &declared, retention).await?;
+        let runs = prune::Runs { own: None, liveness: &host_liveness };
+        let found = prune::find(&self.store, runtime, &self.project_id(), &declared, retention, &runs).await?;
         let mut failed = if dry_run { Vec::new() } else { prune::remove(&self.store, runtime, &found).await };
         Ok(found
             .into_iter()

@@ -24,6 +24,9 @@ pub async fn run(global: &Global, retention: Duration, dry_run: bool, format: Fo
             health: Health::None,
             created_at: None,
             message: match (&pruned.error, dry_run) {
+                _ if pruned.item.skipped.is_some() => {
+                    format!("{} ({})", pruned.item.skipped.as_deref().unwrap_or_default(), pruned.item.why)
+                }
                 (Some(error), _) => format!("not removed: {}", roundtable_controller::error_chain(error)),
                 (None, true) => format!("would remove: {}", pruned.item.why),
                 (None, false) => format!("removed: {}", pruned.item.why),

@@ -716,3 +716,51 @@ async fn an_output_flood_is_capped_drained_and_bounded_in_controller_memory() {
     assert!(peak_kib < 150 * 1024, "the controller peaked at {} MiB while draining 150 MB", peak_kib / 1024);
     eprintln!("controller peak while draining 150 MB of output: {} MiB", peak_kib / 1024);
 }
+
+/// Regression: `prune` with another state directory on the same project removed a running
+/// container of a live daemon, because its store did not know the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prune_from_another_state_directory_leaves_a_live_session_alone() {
+    let Some(engine) = crate::support::engine_or_skip().await else { return };
+    ensure_test_images();
+    let dir = one_assignment_project("busy", "sleep 30");
+    let root = dir.path();
+    let executions = tempfile::tempdir().expect("tempdir");
+    let daemon = start_daemon(root, &["--grace", "1s"], executions.path());
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
+    let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
+    let running = || {
+        let listed = Command::new("docker")
+            .args(["ps", "-q", "--filter", &format!("label=roundtable.dev/project={project_id}")])
+            .output()
+            .expect("docker ps");
+        !stdout(&listed).trim().is_empty()
+    };
+    wait_until("the session's container to run", running).await;
+
+    let other = tempfile::tempdir().expect("tempdir");
+    let other_state = other.path().to_str().expect("utf-8");
+    let status = roundtable(root, &["--state-dir", other_state, "status"]);
+    assert!(!stdout(&status).contains("requires pruning: left by session"), "{}", stdout(&status));
+    let pruned = roundtable(root, &["--state-dir", other_state, "prune", "--format", "json"]);
+    assert!(pruned.status.success(), "{}", stderr(&pruned));
+    let rows = json(&pruned);
+    let messages: Vec<String> = rows["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["message"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        messages.iter().any(|m| m.starts_with("left alone: controller run") && m.contains("is alive")),
+        "{messages:?}"
+    );
+    assert!(running(), "the live session's container is still running");
+    assert_eq!(session_phases(root, "busy"), ["Running"]);
+    // A graceful stop (a short grace) cleans up what the session made.
+    let mut daemon = daemon;
+    let pid = daemon.0.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
+    let _ = daemon.0.wait();
+    nothing_left(&engine, root).await;
+}

@@ -7,5 +7,6 @@ pub mod git;
 pub mod patch;
 pub mod private_dir;
 pub mod provision;
+pub mod runs;
 pub mod settle;
 pub mod sockets;

@@ -33,6 +33,11 @@ pub fn default_root(is_root: bool) -> PathBuf {
     }
 }
 
+/// [`default_root`] for the user this process runs as.
+pub fn default_root_for_this_user() -> PathBuf {
+    default_root(rustix::process::geteuid().is_root())
+}
+
 /// The directory for `session` under `root`, checked for socket path length.
 pub fn plan(root: &Path, session: &str) -> Result<PathBuf, SocketDirError> {
     let dir = root.join(session);
