@@ -23,6 +23,8 @@ pub struct AssignmentObserved {
     pub proposal: Option<ProposalRecord>,
     /// An execution of it is queued or running in this process.
     pub active: bool,
+    /// The execution generation of that execution.
+    pub active_generation: Option<i64>,
     /// The current controller run, when this process runs executions.
     pub controller_run: Option<String>,
     /// The adapter it names, resolved; `None` when unknown.
@@ -76,6 +78,17 @@ pub fn decide(
         tracing::debug!(active = observed.active, latest = ?latest.map(|s| (&s.id, &s.phase)), "suspended");
         status.phase = AssignmentPhase::Suspended;
         return (vec![ready(False, "Suspended", "spec.suspend is true: no execution runs".into())], status, changes);
+    }
+    // The run fields changed while an execution of an older generation runs: cancel it (an
+    // Assignment runs what its spec says now, as a Job would); the new generation starts once
+    // it has stopped and been recorded.
+    if let Some(running) = observed.active_generation.filter(|g| *g != execution_generation) {
+        changes.push(Change::SupersedeExecution { by: execution_generation });
+        status.phase = AssignmentPhase::Queued;
+        let message = format!(
+            "cancelling the run of execution generation {running} (its run fields changed); generation {execution_generation} starts when it has stopped"
+        );
+        return (vec![ready(Unknown, "Superseding", message)], status, changes);
     }
     if let Some(session) = latest.filter(|_| orphaned) {
         changes.push(Change::InterruptSession(session.id.clone()));
@@ -169,6 +182,7 @@ mod tests {
             sessions,
             proposal: None,
             active,
+            active_generation: active.then_some(1),
             controller_run: Some("run".into()),
             adapter: None,
             adapter_ready: Ok(()),
@@ -184,6 +198,13 @@ mod tests {
     fn the_decision_table() {
         let cases: Vec<(AssignmentSpec, AssignmentObserved, &str, Vec<Change>)> = vec![
             (spec(false, 0), observed(vec![], false), "Queued:Queued", vec![Change::StartExecution { attempt: 1 }]),
+            // An execution of an older generation still runs: it is superseded first.
+            (
+                spec(false, 0),
+                AssignmentObserved { active_generation: Some(0), ..observed(vec![], true) },
+                "Queued:Superseding",
+                vec![Change::SupersedeExecution { by: 1 }],
+            ),
             (spec(false, 0), observed(vec![session("Running", 1, "run")], true), "Running:Running", vec![]),
             (
                 spec(false, 0),

@@ -44,6 +44,10 @@ pub enum Change {
     CancelExecution,
     /// A session of an earlier controller run that never finished.
     InterruptSession(String),
+    /// Cancel the running execution of an older execution generation: the run fields changed.
+    SupersedeExecution {
+        by: i64,
+    },
 }
 
 /// The state store as reconcilers see it.
@@ -100,12 +104,14 @@ pub trait ExecutionBackend: Send + Sync + 'static {
         assignment: &str,
         execution_generation: i64,
     ) -> impl Future<Output = Result<Option<ProposalRecord>, BackendError>> + Send;
-    /// Whether this process runs (or queues) an execution of the Assignment.
-    fn is_active(&self, assignment: &str) -> bool;
+    /// The execution generation this process runs (or queues) for the Assignment, if any.
+    fn active_generation(&self, assignment: &str) -> Option<i64>;
     /// The current controller run, when this process can run executions.
     fn controller_run(&self) -> Option<String>;
     fn start(&self, request: ExecutionRequest) -> impl Future<Output = Result<(), BackendError>> + Send;
     fn cancel(&self, assignment: &str);
+    /// Cancels the active execution because execution generation `by` replaces it.
+    fn supersede(&self, assignment: &str, by: i64);
     fn interrupt(&self, session: &str) -> impl Future<Output = Result<(), BackendError>> + Send;
 }
 
@@ -122,8 +128,8 @@ impl ExecutionBackend for RecordedExecutions {
         Ok(self.0.proposal_for(assignment, generation).await?)
     }
 
-    fn is_active(&self, _assignment: &str) -> bool {
-        false
+    fn active_generation(&self, _assignment: &str) -> Option<i64> {
+        None
     }
 
     fn controller_run(&self) -> Option<String> {
@@ -135,6 +141,8 @@ impl ExecutionBackend for RecordedExecutions {
     }
 
     fn cancel(&self, _assignment: &str) {}
+
+    fn supersede(&self, _assignment: &str, _by: i64) {}
 
     async fn interrupt(&self, _session: &str) -> Result<(), BackendError> {
         Err(BackendError::NotTheDaemon)
@@ -150,8 +158,8 @@ impl ExecutionBackend for ExecutionManager {
         Ok(self.store().proposal_for(assignment, generation).await?)
     }
 
-    fn is_active(&self, assignment: &str) -> bool {
-        ExecutionManager::is_active(self, assignment)
+    fn active_generation(&self, assignment: &str) -> Option<i64> {
+        ExecutionManager::active_generation(self, assignment)
     }
 
     fn controller_run(&self) -> Option<String> {
@@ -165,6 +173,10 @@ impl ExecutionBackend for ExecutionManager {
 
     fn cancel(&self, assignment: &str) {
         ExecutionManager::cancel(self, assignment);
+    }
+
+    fn supersede(&self, assignment: &str, by: i64) {
+        ExecutionManager::supersede(self, assignment, by);
     }
 
     async fn interrupt(&self, session: &str) -> Result<(), BackendError> {
@@ -193,7 +205,10 @@ impl StatusBackend for Store {
             Change::ObserveGeneration(generation) => self.set_observed_generation(key, *generation).await?,
             Change::Forget => self.forget(key).await?,
             // Executions are not the store's to start; the dispatcher routes these.
-            Change::StartExecution { .. } | Change::CancelExecution | Change::InterruptSession(_) => {}
+            Change::StartExecution { .. }
+            | Change::CancelExecution
+            | Change::SupersedeExecution { .. }
+            | Change::InterruptSession(_) => {}
         }
         Ok(())
     }

@@ -112,7 +112,8 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                 Some(AssignmentObserved {
                     sessions,
                     proposal: self.executions.proposal(&desired.key.name, generation).await?,
-                    active: self.executions.is_active(&desired.key.name),
+                    active: self.executions.active_generation(&desired.key.name).is_some(),
+                    active_generation: self.executions.active_generation(&desired.key.name),
                     controller_run: self.executions.controller_run(),
                     adapter,
                     adapter_ready,
@@ -224,6 +225,13 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                 }
                 Change::CancelExecution => {
                     self.executions.cancel(&key.name);
+                    continue;
+                }
+                Change::SupersedeExecution { by } => {
+                    self.executions.supersede(&key.name, *by);
+                    let message = format!("the running execution is cancelled: execution generation {by} replaces it");
+                    let event = AuditEvent { object: key.clone(), warning: true, reason: "Superseded".into(), message };
+                    self.audit.record(event).await?;
                     continue;
                 }
                 Change::InterruptSession(id) => {

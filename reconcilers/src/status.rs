@@ -165,6 +165,9 @@ fn describe_change(change: &Change) -> String {
         Change::Forget => "clean up and forget".into(),
         Change::StartExecution { attempt } => format!("start execution attempt {attempt}"),
         Change::CancelExecution => "cancel the running execution".into(),
+        Change::SupersedeExecution { by } => {
+            format!("cancel the running execution: execution generation {by} replaces it")
+        }
         Change::InterruptSession(id) => format!("mark session {id} Interrupted and remove what it left"),
     }
 }

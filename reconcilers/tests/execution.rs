@@ -359,3 +359,22 @@ async fn interrupting_an_earlier_runs_session_removes_what_it_left_through_the_r
     assert_eq!((session.phase, session.cause), (SessionPhase::Interrupted, Some(SessionCause::ControllerRunEnded)));
     assert!(session.message.contains("an-earlier-run"), "{}", session.message);
 }
+
+#[tokio::test]
+async fn a_run_replaced_by_a_newer_execution_generation_is_recorded_superseded() {
+    let project = Project::new().await;
+    let runtime = FakeRuntime::new(Agent::RunsUntilStopped);
+    let manager = project.manager(runtime.clone());
+    let id = manager.start(request("README.md")).await.expect("start").id;
+    until_running(&runtime).await;
+    assert_eq!(manager.active_generation("fix"), Some(1));
+    manager.supersede("fix", 2);
+    let session = finished(&project.store, &id).await;
+    assert_eq!((session.phase, session.cause), (SessionPhase::Cancelled, Some(SessionCause::Superseded)));
+    assert!(session.message.starts_with("superseded by execution generation 2"), "{}", session.message);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while manager.active_generation("fix").is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "the superseded run let go of its slot");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

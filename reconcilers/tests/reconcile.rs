@@ -79,7 +79,10 @@ impl StatusBackend for FakeStatus {
                 self.objects.lock().expect("lock").remove(key);
                 self.conditions.lock().expect("lock").remove(key);
             }
-            Change::StartExecution { .. } | Change::CancelExecution | Change::InterruptSession(_) => {}
+            Change::StartExecution { .. }
+            | Change::CancelExecution
+            | Change::SupersedeExecution { .. }
+            | Change::InterruptSession(_) => {}
         }
         Ok(())
     }
@@ -107,8 +110,8 @@ impl ExecutionBackend for NoExecutions {
     async fn proposal(&self, _: &str, _: i64) -> Result<Option<ProposalRecord>, BackendError> {
         Ok(None)
     }
-    fn is_active(&self, _: &str) -> bool {
-        false
+    fn active_generation(&self, _: &str) -> Option<i64> {
+        None
     }
     fn controller_run(&self) -> Option<String> {
         None
@@ -117,6 +120,7 @@ impl ExecutionBackend for NoExecutions {
         Err(BackendError::NotTheDaemon)
     }
     fn cancel(&self, _: &str) {}
+    fn supersede(&self, _: &str, _: i64) {}
     async fn interrupt(&self, _: &str) -> Result<(), BackendError> {
         Ok(())
     }

@@ -128,6 +128,14 @@ pub struct Pruned {
 
 const RECENT_EVENTS: i64 = 20;
 
+/// A proposal of an execution generation its Assignment has moved past is superseded.
+fn superseded_or_not(mut item: ProposalItem, current: &std::collections::BTreeMap<String, i64>) -> ProposalItem {
+    if current.get(&item.assignment).is_some_and(|generation| *generation != item.execution_generation) {
+        item.state = roundtable_specs::session::ProposalState::Superseded;
+    }
+    item
+}
+
 /// A controller run's liveness from its lease under this user's socket root; this process has
 /// no run of its own.
 fn host_liveness(run: &str) -> roundtable_workspace::runs::Liveness {
@@ -288,9 +296,23 @@ impl Service {
         })
     }
 
-    /// Every proposal, newest first.
+    /// Every proposal, newest first; one made for an execution generation its Assignment has
+    /// moved past shows as `superseded`.
     pub async fn proposals(&self) -> Result<Vec<ProposalItem>> {
-        Ok(self.store.proposals().await?.into_iter().map(proposal_item).collect())
+        let current = self.current_execution_generations().await?;
+        Ok(self.store.proposals().await?.into_iter().map(|p| superseded_or_not(proposal_item(p), &current)).collect())
+    }
+
+    /// Each Assignment's current execution generation.
+    async fn current_execution_generations(&self) -> Result<std::collections::BTreeMap<String, i64>> {
+        Ok(self
+            .store
+            .objects()
+            .await?
+            .into_iter()
+            .filter(|o| o.key.kind == Kind::Assignment)
+            .filter_map(|o| Some((o.key.name, o.execution_generation?)))
+            .collect())
     }
 
     async fn proposal_record(&self, id_or_prefix: &str) -> Result<ProposalRecord> {
@@ -311,7 +333,8 @@ impl Service {
         if actual != record.sha256 {
             return Err(ServiceError::PatchTampered { id: record.id, recorded: record.sha256, actual });
         }
-        Ok(ProposalWithPatch { item: proposal_item(record), patch })
+        let current = self.current_execution_generations().await?;
+        Ok(ProposalWithPatch { item: superseded_or_not(proposal_item(record), &current), patch })
     }
 
     /// What retention removes (`dry_run`: would remove): sessions and proposals past

@@ -118,6 +118,9 @@ words! {
         ControllerStopped = "ControllerStopped",
         /// An earlier controller run ended (crashed or was killed) before the session finished.
         ControllerRunEnded = "ControllerRunEnded",
+        /// The Assignment's run fields changed while it ran: a newer execution generation
+        /// replaces it.
+        Superseded = "Superseded",
     }
 }
 
@@ -143,6 +146,9 @@ words! {
     ProposalState {
         #[default]
         Pending = "pending",
+        /// Made for an execution generation the Assignment has moved past (its run fields
+        /// changed since): kept for the record, not what the Assignment asks for now.
+        Superseded = "superseded",
     }
 }
 

@@ -764,3 +764,46 @@ async fn prune_from_another_state_directory_leaves_a_live_session_alone() {
     let _ = daemon.0.wait();
     nothing_left(&engine, root).await;
 }
+
+/// A spec edit that changes the run fields while the old execution runs: the old run is
+/// cancelled and recorded `Superseded`, the new generation runs once, and a proposal of a
+/// generation the Assignment has moved past shows as superseded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_while_running_supersedes_the_old_run_and_its_proposal() {
+    let Some(engine) = crate::support::engine_or_skip().await else { return };
+    ensure_test_images();
+    let dir = one_assignment_project("evolving", "echo one >> README.md");
+    let root = dir.path();
+    let specs = root.join(".roundtable/specs.yaml");
+    let original = std::fs::read_to_string(&specs).expect("specs");
+    let executions = tempfile::tempdir().expect("tempdir");
+    let _daemon = start_daemon(root, &[], executions.path());
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
+    wait_until("the first proposal", || session_phases(root, "evolving") == ["Succeeded"]).await;
+
+    std::fs::write(&specs, original.replace("echo one >> README.md", "sleep 30; echo two >> README.md")).expect("edit");
+    wait_until("generation 2 to run", || session_phases(root, "evolving").first().is_some_and(|p| p == "Running"))
+        .await;
+    std::fs::write(&specs, original.replace("echo one >> README.md", "echo three >> README.md")).expect("edit");
+    wait_until("generation 3 to succeed", || {
+        session_phases(root, "evolving") == ["Succeeded", "Cancelled", "Succeeded"]
+    })
+    .await;
+
+    let sessions = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
+    let superseded = &sessions["items"][1];
+    assert_eq!(superseded["cause"], "Superseded", "{superseded:#}");
+    assert_eq!(superseded["executionGeneration"], 2);
+    assert!(superseded["message"].as_str().is_some_and(|m| m.starts_with("superseded by execution generation 3")));
+    let proposals = json(&roundtable(root, &["proposals", "list", "--format", "json"]));
+    let states: Vec<(i64, String)> = proposals["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| (p["executionGeneration"].as_i64().unwrap_or(0), p["state"].as_str().unwrap_or("").to_owned()))
+        .collect();
+    assert_eq!(states, [(3, "pending".to_owned()), (1, "superseded".to_owned())]);
+    let describe = stdout(&roundtable(root, &["describe", "Assignment/evolving"]));
+    assert!(describe.contains("Superseded"), "the event is recorded: {describe}");
+    nothing_left(&engine, root).await;
+}

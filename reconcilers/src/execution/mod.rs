@@ -60,6 +60,7 @@ pub struct ExecutionRequest {
 
 struct Active {
     session: String,
+    generation: i64,
     cancel: watch::Sender<bool>,
 }
 
@@ -80,6 +81,8 @@ struct Inner {
     tasks: TaskTracker,
     /// Set when shutdown stops intake; executions cancelled after it end `Interrupted`.
     stopping: AtomicBool,
+    /// Sessions cancelled because a newer execution generation replaces them, and that generation.
+    superseded: Mutex<HashMap<String, i64>>,
 }
 
 /// Why the manager refused to start an execution.
@@ -126,6 +129,7 @@ impl ExecutionManager {
                 wake: Mutex::new(None),
                 tasks: TaskTracker::new(),
                 stopping: AtomicBool::new(false),
+                superseded: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -166,7 +170,28 @@ impl ExecutionManager {
 
     /// Whether an execution of `assignment` is queued or running in this process.
     pub fn is_active(&self, assignment: &str) -> bool {
-        self.inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains_key(assignment)
+        self.active_generation(assignment).is_some()
+    }
+
+    /// The execution generation of `assignment`'s queued or running execution, if any.
+    pub fn active_generation(&self, assignment: &str) -> Option<i64> {
+        let active = self.inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        active.get(assignment).map(|run| run.generation)
+    }
+
+    /// Cancels `assignment`'s active execution because execution generation `by` replaces it;
+    /// it ends `Cancelled` with cause `Superseded`.
+    pub fn supersede(&self, assignment: &str, by: i64) {
+        let active = self.inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(run) = active.get(assignment) {
+            self.inner
+                .superseded
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(run.session.clone(), by);
+            let delivered = run.cancel.send(true).is_ok();
+            tracing::info!(assignment, session = %run.session, by, delivered, "superseding the execution");
+        }
     }
 
     /// Cancels the active execution of `assignment`, if any.
@@ -244,11 +269,10 @@ impl ExecutionManager {
         };
         self.inner.store.save_session(&session).await?;
         let (cancel, cancelled) = watch::channel(false);
-        self.inner
-            .active
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(request.assignment.clone(), Active { session: session.id.clone(), cancel });
+        self.inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(
+            request.assignment.clone(),
+            Active { session: session.id.clone(), generation: request.execution_generation, cancel },
+        );
         let inner = self.inner.clone();
         let queued = session.clone();
         self.inner.tasks.spawn(async move {

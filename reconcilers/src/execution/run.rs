@@ -50,8 +50,16 @@ impl Inner {
         }
     }
 
-    /// Records how the session ended.
-    async fn end(&self, mut session: SessionRecord, ending: Ending) -> SessionRecord {
+    /// Records how the session ended. A cancel because a newer execution generation replaced
+    /// the session says so.
+    async fn end(&self, mut session: SessionRecord, mut ending: Ending) -> SessionRecord {
+        let superseded_by =
+            self.superseded.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&session.id);
+        if let (SessionPhase::Cancelled, Some(by)) = (ending.phase, superseded_by) {
+            ending.cause = SessionCause::Superseded;
+            ending.message =
+                format!("superseded by execution generation {by} (the run fields changed): {}", ending.message);
+        }
         if ending.phase != SessionPhase::Cancelled {
             tracing::warn!(session = %session.id, assignment = %session.assignment, phase = %ending.phase, cause = %ending.cause, message = %ending.message, "execution did not succeed");
         }
