@@ -132,6 +132,11 @@ async fn proposals_are_what_the_agent_did_minus_what_was_refused() {
         "mkdir -p src; echo stolen > docs/.env; echo 'fn main() { evil() }' > src/main.rs; echo ok >> README.md",
     ));
     specs.push_str(&agent(
+        "deep",
+        "for i in $(seq 1 70); do mkdir aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa && cd aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa; done; echo deep > f; cd /roundtable/workspace; echo ok >> README.md",
+    ));
+    specs.push_str(&agent("sparse", "truncate -s 200M docs/sparse.bin; echo ok >> README.md"));
+    specs.push_str(&agent(
         "latin1",
         "printf 'caf\\351 cr\\350me\\n' > docs/latin1.txt; printf '\\377\\376' > docs/noise.bin",
     ));
@@ -140,11 +145,11 @@ async fn proposals_are_what_the_agent_did_minus_what_was_refused() {
     let executions = tempfile::tempdir().expect("tempdir");
     let daemon = start_daemon(root, &["--max-executions", "3"], executions.path());
     let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
-    let names = ["hardlink", "symlinked", "fifo", "gitdir", "secret", "latin1"];
+    let names = ["hardlink", "symlinked", "fifo", "gitdir", "secret", "latin1", "deep", "sparse"];
     let finished = |name: &str| session_phases(root, name).first().is_some_and(|p| p == "Succeeded" || p == "Failed");
     wait_until("every agent to finish", || names.iter().all(|name| finished(name))).await;
     drop(daemon);
-    for name in names {
+    for name in names.into_iter().filter(|name| *name != "sparse") {
         assert_eq!(
             session_phases(root, name),
             ["Succeeded"],
@@ -201,5 +206,23 @@ async fn proposals_are_what_the_agent_did_minus_what_was_refused() {
         &applied(root, "latin1"),
         &expected(root, &[(b"docs/latin1.txt", Some(b"caf\xe9 cr\xe8me\n")), (b"docs/noise.bin", Some(b"\xff\xfe"))]),
     );
+    // 6. A path too deep for the host is refused and listed, and the rest is proposed.
+    assert_same("deep", &applied(root, "deep"), &expected(root, &[(b"README.md", Some(b"# Project\nok\n"))]));
+    let deep = proposal(root, "deep").expect("proposal");
+    assert!(deep["rejected"].to_string().contains("too long or too deep"), "{deep:#}");
+
+    // 8. A sparse file that is small in tmpfs is dense in the archive: the export stops at its
+    //    cap, and the session keeps the agent's exit code and says why nothing is proposed.
+    let sessions = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
+    let sparse =
+        sessions["items"].as_array().and_then(|s| s.iter().find(|s| s["assignment"] == "sparse")).expect("sparse");
+    assert_eq!(
+        (sparse["phase"].as_str(), sparse["cause"].as_str()),
+        (Some("Failed"), Some("ExportFailed")),
+        "{sparse:#}"
+    );
+    assert_eq!(sparse["exitCode"], 0, "{sparse:#}");
+    assert!(sparse["message"].as_str().is_some_and(|m| m.contains("could not be exported")), "{sparse:#}");
+    assert!(proposal(root, "sparse").is_none());
     nothing_left(&engine, root).await;
 }

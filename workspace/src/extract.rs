@@ -102,6 +102,9 @@ fn path_cannot_exist(error: &std::io::Error) -> bool {
     error.kind() == std::io::ErrorKind::InvalidFilename || matches!(error.raw_os_error(), Some(36 | 40))
 }
 
+/// The longest path the host's calls take (`PATH_MAX` on Linux, the terminating NUL included).
+const MAX_HOST_PATH: usize = 4096;
+
 /// Extracts `archive` into `dest` (created if missing).
 pub fn extract(archive: impl Read, dest: &Path, limits: Limits) -> Result<Extracted, ExtractError> {
     let io = |path: &Path| {
@@ -135,6 +138,12 @@ pub fn extract(archive: impl Read, dest: &Path, limits: Limits) -> Result<Extrac
                 continue;
             }
         };
+        // Everything downstream (the patch, git) works with whole host paths: one longer than the
+        // host allows is refused here, before any of its folders is made.
+        if dest.as_os_str().len() + 1 + relative.as_os_str().len() >= MAX_HOST_PATH {
+            reject(&mut outcome, "the path is too long or too deep for the host", true);
+            continue;
+        }
         let written = match kind {
             tar::EntryType::Directory => root.create_dir_all(&relative).map(|()| None),
             tar::EntryType::Regular | tar::EntryType::Continuous => {
@@ -327,6 +336,21 @@ mod tests {
         assert!(outcome.rejected[0].reason.contains("another repository"), "{:?}", outcome.rejected[0]);
         assert!(!dest.path().join("sub/.git").exists() && !dest.path().join(".git").exists());
         assert_eq!(std::fs::read(dest.path().join("sub/ok.txt")).expect("ok"), b"ok", "the files beside it stay");
+    }
+
+    #[test]
+    fn a_path_too_long_for_the_host_is_rejected_before_any_folder_is_made() {
+        let deep = format!("workspace/{}/f", vec!["d".repeat(200); 25].join("/"));
+        let data = archive(|b| {
+            b.append_data(&mut header(tar::EntryType::Regular, 1, 0o644), &deep, &b"x"[..]).expect("deep");
+            b.append_data(&mut header(tar::EntryType::Regular, 2, 0o644), "workspace/ok.txt", &b"ok"[..]).expect("ok");
+        });
+        let dest = tempfile::tempdir().expect("tempdir");
+        let outcome = extract(data.as_slice(), dest.path(), LIMITS).expect("extract");
+        assert_eq!(outcome.rejected.len(), 1);
+        assert!(outcome.rejected[0].reason.contains("too long"), "{:?}", outcome.rejected);
+        assert!(!dest.path().join("d".repeat(200)).exists(), "no folder of it was made");
+        assert_eq!(outcome.files, 1);
     }
 
     #[test]
