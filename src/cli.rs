@@ -3,6 +3,59 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use roundtable_specs::names::{Cidr, HostName};
+use roundtable_specs::units::Duration;
+
+// === value parsers: what clap cannot check from the type alone is still a usage error (64) ===
+
+/// A period something repeats at: at least one second (a zero period would spin).
+fn period(text: &str) -> Result<Duration, String> {
+    let duration: Duration = text.parse().map_err(|error: roundtable_specs::units::UnitError| error.to_string())?;
+    if duration.as_std() < std::time::Duration::from_secs(1) {
+        return Err(format!("{text} is too short: a period is at least 1s"));
+    }
+    Ok(duration)
+}
+
+/// A timeout: more than nothing (a zero timeout fails everything at once).
+fn timeout(text: &str) -> Result<Duration, String> {
+    let duration: Duration = text.parse().map_err(|error: roundtable_specs::units::UnitError| error.to_string())?;
+    if duration.as_std().is_zero() {
+        return Err(format!("{text}: a timeout must be greater than 0s"));
+    }
+    Ok(duration)
+}
+
+/// A network egress may reach despite the address policy: never a whole address family.
+fn allowed_cidr(text: &str) -> Result<Cidr, String> {
+    let cidr: Cidr = text.parse().map_err(|error: roundtable_specs::names::NameError| error.to_string())?;
+    match cidr.refused_as_exception() {
+        Some(problem) => Err(problem),
+        None => Ok(cidr),
+    }
+}
+
+/// An exact host name, by the one host-name rule.
+fn host(text: &str) -> Result<String, String> {
+    text.parse::<HostName>().map(|host| host.to_string()).map_err(|error| error.to_string())
+}
+
+/// `KIND/NAME`; whether KIND is a kind is the command's to say (an unknown object, exit 1).
+fn object_reference(text: &str) -> Result<String, String> {
+    match text.split_once('/') {
+        Some((kind, name)) if !kind.is_empty() && !name.is_empty() => Ok(text.to_owned()),
+        _ => Err(format!("{text:?} is not KIND/NAME, like Adapter/codex or Assignment/fix-typos")),
+    }
+}
+
+/// A count of at least one.
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(count) => Ok(count),
+        Err(error) => Err(format!("{text:?} is not a whole number: {error}")),
+    }
+}
 
 #[derive(Debug, Parser)]
 #[command(name = "roundtable", version, about = "Runs AI coding-agent CLIs safely and declaratively")]
@@ -76,13 +129,14 @@ pub enum Command {
         exit_code: bool,
         /// Finished sessions and proposals older than this show as `requires pruning`.
         #[arg(long, default_value = "30d")]
-        retention: roundtable_specs::units::Duration,
+        retention: Duration,
     },
     /// What reconciling now would change, terraform style, without changing anything.
     Plan(FormatArg),
     /// One object's status, conditions, stored spec and recent events.
     Describe {
         /// KIND/NAME, like Adapter/codex.
+        #[arg(value_parser = object_reference)]
         object: String,
         #[command(flatten)]
         format: FormatArg,
@@ -90,13 +144,14 @@ pub enum Command {
     /// Reconcile one object now (through the daemon when one runs), clearing a stall.
     Reconcile {
         /// KIND/NAME, like Adapter/codex.
+        #[arg(value_parser = object_reference)]
         object: String,
     },
     /// Remove finished sessions, proposals and logs past retention, and labelled leftovers no spec owns.
     Prune {
         /// How long finished sessions and proposals are kept.
         #[arg(long, default_value = "30d")]
-        retention: roundtable_specs::units::Duration,
+        retention: Duration,
         /// List what would be removed; remove nothing.
         #[arg(long)]
         dry_run: bool,
@@ -142,31 +197,31 @@ pub struct GatewayServeArgs {
     #[arg(long)]
     pub listen: roundtable_gateway::Endpoint,
     /// An exact DNS name tunnels may reach (repeatable): no wildcards, IP literals or ports.
-    #[arg(long = "allow-host", required = true)]
+    #[arg(long = "allow-host", required = true, value_parser = host)]
     pub allow_hosts: Vec<String>,
     /// The DNS server to ask (default: the nameserver lines of /etc/resolv.conf).
     #[arg(long)]
     pub resolver: Option<std::net::SocketAddr>,
     /// A non-public network tunnels may reach anyway (repeatable; logged in every decision it
     /// affects).
-    #[arg(long = "allow-cidr")]
-    pub allow_cidrs: Vec<roundtable_specs::names::Cidr>,
+    #[arg(long = "allow-cidr", value_parser = allowed_cidr)]
+    pub allow_cidrs: Vec<Cidr>,
     /// When given, the only networks the gateway dials (repeatable); it can only narrow.
     #[arg(long = "gateway-dial-allow")]
-    pub dial_allow: Vec<roundtable_specs::names::Cidr>,
+    pub dial_allow: Vec<Cidr>,
     /// Tunnels open at once; more are answered 429.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, value_parser = at_least_one)]
     pub max_tunnels: usize,
     /// A spliced tunnel with no traffic for this long is closed.
-    #[arg(long, default_value = "1h")]
-    pub idle_timeout: roundtable_specs::units::Duration,
+    #[arg(long, default_value = "1h", value_parser = timeout)]
+    pub idle_timeout: Duration,
     /// From accept to a complete CONNECT head, and from 200 to a complete ClientHello.
-    #[arg(long, default_value = "10s")]
-    pub handshake_timeout: roundtable_specs::units::Duration,
-    #[arg(long, default_value = "5s")]
-    pub dns_timeout: roundtable_specs::units::Duration,
-    #[arg(long, default_value = "10s")]
-    pub connect_timeout: roundtable_specs::units::Duration,
+    #[arg(long, default_value = "10s", value_parser = timeout)]
+    pub handshake_timeout: Duration,
+    #[arg(long, default_value = "5s", value_parser = timeout)]
+    pub dns_timeout: Duration,
+    #[arg(long, default_value = "10s", value_parser = timeout)]
+    pub connect_timeout: Duration,
 }
 
 #[derive(Debug, Subcommand)]
@@ -233,16 +288,16 @@ pub enum SandboxCommand {
 #[derive(Debug, Args)]
 pub struct StartArgs {
     /// Reconciles running at once.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = at_least_one)]
     pub concurrency: usize,
     /// Full rescan and reconcile-everything period (jittered by ±10 %).
-    #[arg(long, default_value = "10m")]
-    pub resync: roundtable_specs::units::Duration,
+    #[arg(long, default_value = "10m", value_parser = period)]
+    pub resync: Duration,
     /// How long shutdown waits for in-flight reconciles.
     #[arg(long, default_value = "30s")]
-    pub grace: roundtable_specs::units::Duration,
+    pub grace: Duration,
     /// Executions running at once; more wait in a queue (phase Queued).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = at_least_one)]
     pub max_executions: usize,
     /// Where execution folders live (default: /var/lib/roundtable/executions/<project-id> as
     /// root, else $XDG_STATE_HOME/roundtable/executions/<project-id>).
@@ -250,7 +305,7 @@ pub struct StartArgs {
     pub execution_root: Option<PathBuf>,
     /// Finished sessions and proposals older than this are pruned every hour.
     #[arg(long, default_value = "30d")]
-    pub retention: roundtable_specs::units::Duration,
+    pub retention: Duration,
     /// A dotenv file (KEY=VALUE lines, mode 0600) with values for adapters' credentialEnv.
     #[arg(long)]
     pub secrets_file: Option<PathBuf>,
@@ -260,11 +315,11 @@ pub struct StartArgs {
     /// A non-public network every egress gateway may reach anyway (repeatable; each Adapter's
     /// egress.allowCidrs adds its own).
     #[arg(long = "gateway-allow-cidr")]
-    pub gateway_allow_cidrs: Vec<roundtable_specs::names::Cidr>,
+    pub gateway_allow_cidrs: Vec<Cidr>,
     /// When given, the only networks egress gateways dial (repeatable); it can only narrow.
     #[arg(long = "gateway-dial-allow")]
-    pub gateway_dial_allow: Vec<roundtable_specs::names::Cidr>,
+    pub gateway_dial_allow: Vec<Cidr>,
     /// Tunnels one session's gateway holds open at once; more are answered 429.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = at_least_one)]
     pub gateway_max_tunnels: usize,
 }

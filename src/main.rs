@@ -145,7 +145,8 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            // Errors name files, objects and engines: escaped like everything else shown.
+            eprintln!("error: {}", render::sanitize_block(&format!("{error:#}")));
             ExitCode::from(1)
         }
     }

@@ -1,15 +1,18 @@
-//! Rendering for terminals: aligned tables and JSON envelopes, with control characters escaped so
-//! nothing from a spec file can drive the operator's terminal.
+//! Rendering for terminals: aligned tables and JSON envelopes, with control characters and
+//! invisible formatting characters (bidi controls, zero-width characters) escaped so nothing from
+//! a spec file or an agent can drive the operator's terminal or disguise what it shows.
 
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
-/// Replaces control characters (escape sequences included) with visible escapes.
+/// Replaces control characters (escape sequences included) and invisible formatting characters
+/// (bidi controls such as U+202E, zero-width characters, the rest of Unicode's category Cf) with
+/// visible escapes like `\u{202e}`.
 pub fn sanitize(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        if c.is_control() {
+        if c.is_control() || roundtable_specs::names::is_invisible(c) {
             let _ = write!(out, "\\u{{{:x}}}", c as u32);
         } else {
             out.push(c);
@@ -83,6 +86,38 @@ mod tests {
     fn control_characters_never_reach_the_terminal() {
         assert_eq!(sanitize("a\u{1b}[31mb\nc"), "a\\u{1b}[31mb\\u{a}c");
         assert_eq!(sanitize("plain · text"), "plain · text");
+    }
+
+    #[test]
+    fn bidi_controls_and_invisible_characters_never_reach_the_terminal() {
+        // A file name that displays as `evilexe.txt` but ends in `.exe`: U+202E reverses what follows.
+        assert_eq!(sanitize("evil\u{202e}txt.exe"), "evil\\u{202e}txt.exe");
+        for c in [
+            '\u{202a}',
+            '\u{2066}',
+            '\u{2069}',
+            '\u{200e}',
+            '\u{200f}',
+            '\u{061c}',
+            '\u{200b}',
+            '\u{200d}',
+            '\u{2060}',
+            '\u{feff}',
+            '\u{00ad}',
+            '\u{e0001}',
+            '\u{e0041}',
+            '\u{2028}',
+        ] {
+            let shown = sanitize(&format!("a{c}b"));
+            assert_eq!(shown, format!("a\\u{{{:x}}}b", c as u32));
+            let block = sanitize_block(&format!("+line{c}\n-other{c}"));
+            assert!(!block.contains(c), "{block:?}");
+            assert_eq!(block.lines().count(), 2, "{block:?}");
+        }
+        // Visible non-ASCII text is kept as it is.
+        assert_eq!(sanitize("café 日本 ß → ✓"), "café 日本 ß → ✓");
+        let cells = table(&["NAME"], &[vec!["a\u{202e}b".into()]]);
+        assert!(!cells.contains('\u{202e}') && cells.contains("a\\u{202e}b"), "{cells}");
     }
 
     #[test]

@@ -2,6 +2,9 @@
 //! the text to the `specs` crate, and deciding which files load cleanly.
 
 use std::collections::{BTreeSet, HashMap};
+use std::fs::FileType;
+use std::io::Read as _;
+use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
 use roundtable_specs::digest::{execution_digest, object_digest};
@@ -22,6 +25,20 @@ pub struct Loaded {
 
 fn is_spec_file(path: &Path) -> bool {
     matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
+}
+
+/// Whether an entry named like a spec file is read (and judged) as one: anything but a folder, a
+/// symbolic link to a folder (folder links are never followed) or a link to nothing (editors'
+/// lock files are such links). FIFOs, devices and links leaving the project are taken, so that
+/// reading them can refuse them by name.
+fn is_candidate(path: &Path, file_type: FileType) -> bool {
+    if file_type.is_dir() {
+        return false;
+    }
+    if file_type.is_symlink() {
+        return std::fs::metadata(path).is_ok_and(|target| !target.is_dir());
+    }
+    true
 }
 
 /// Every spec file under `dir`, sorted, skipping `state/`, `admission/` and `contracts/` at the top
@@ -48,7 +65,7 @@ fn spec_files(dir: &Path, errors: &mut Vec<ValidationError>) -> Vec<PathBuf> {
                 if !top_level_skip {
                     pending.push(path);
                 }
-            } else if is_spec_file(&path) && (file_type.is_file() || path.is_file()) {
+            } else if is_spec_file(&path) && is_candidate(&path, file_type) {
                 files.push(path);
             }
         }
@@ -79,25 +96,97 @@ pub struct ScanCache {
     files: HashMap<PathBuf, ParsedEntry>,
 }
 
-fn read_file(path: &Path, shown: &str, errors: &mut Vec<ValidationError>) -> Option<String> {
-    match std::fs::metadata(path) {
-        Ok(meta) if meta.len() > MAX_FILE_BYTES as u64 => {
-            errors.push(file_error(
-                shown,
-                format!("file is {} bytes; spec files are limited to {MAX_FILE_BYTES} bytes", meta.len()),
+/// `open(2)` flags for reading a spec file: a FIFO must never keep the scan waiting for a writer,
+/// and a terminal must never become the controlling one. These are Linux's values on every
+/// architecture Roundtable builds for (x86_64, aarch64).
+const O_NONBLOCK: i32 = 0o4000;
+const O_NOCTTY: i32 = 0o400;
+
+/// What a file that is not a regular file is, for messages.
+fn kind_of(file_type: FileType) -> &'static str {
+    if file_type.is_fifo() {
+        "a FIFO"
+    } else if file_type.is_char_device() {
+        "a character device"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else if file_type.is_dir() {
+        "a folder"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Why the spec file at `path` is refused before anything of it is read: a symbolic link whose
+/// target leaves the project root `root`, or anything but a regular file (a FIFO, a device, a
+/// socket). Such a file is named, never read and never printed.
+fn refused_before_reading(path: &Path, root: &Path) -> Result<(), String> {
+    let link = std::fs::symlink_metadata(path).map_err(|error| format!("cannot read: {error}"))?;
+    if link.file_type().is_symlink() {
+        let target = path.canonicalize().map_err(|error| format!("cannot follow the symbolic link: {error}"))?;
+        if !target.starts_with(root) {
+            return Err(format!(
+                "a symbolic link to a file outside the project root {}; spec files must stay inside it (not read)",
+                root.display()
             ));
-            return None;
-        }
-        Ok(_) => {}
-        Err(error) => {
-            errors.push(file_error(shown, format!("cannot read: {error}")));
-            return None;
         }
     }
-    let bytes = match std::fs::read(path) {
+    let meta = std::fs::metadata(path).map_err(|error| format!("cannot read: {error}"))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "{}, not a regular file; spec files must be regular files (not read)",
+            kind_of(meta.file_type())
+        ));
+    }
+    if meta.len() > MAX_FILE_BYTES as u64 {
+        return Err(format!("file is {} bytes; spec files are limited to {MAX_FILE_BYTES} bytes", meta.len()));
+    }
+    Ok(())
+}
+
+/// Opens `path` for reading without waiting on a FIFO, and refuses what turns out, once open, not
+/// to be a regular file.
+fn open_regular(path: &Path) -> Result<std::fs::File, String> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(O_NONBLOCK | O_NOCTTY)
+        .open(path)
+        .map_err(|error| format!("cannot read: {error}"))?;
+    let meta = file.metadata().map_err(|error| format!("cannot read: {error}"))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "{}, not a regular file; spec files must be regular files (not read)",
+            kind_of(meta.file_type())
+        ));
+    }
+    Ok(file)
+}
+
+/// Reads one spec file, refusing (by name, without reading) what [`refused_before_reading`]
+/// refuses. The file is opened without blocking and checked again once open, so a file swapped
+/// for a FIFO in between neither blocks the scan nor gets read.
+fn read_file(path: &Path, root: &Path, shown: &str, errors: &mut Vec<ValidationError>) -> Option<String> {
+    let read = || -> Result<Vec<u8>, String> {
+        refused_before_reading(path, root)?;
+        let mut file = open_regular(path)?;
+        let mut bytes = Vec::new();
+        (&mut file)
+            .take(MAX_FILE_BYTES as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|error| format!("cannot read: {error}"))?;
+        if bytes.len() > MAX_FILE_BYTES {
+            return Err(format!(
+                "file is over {MAX_FILE_BYTES} bytes; spec files are limited to {MAX_FILE_BYTES} bytes"
+            ));
+        }
+        Ok(bytes)
+    };
+    let bytes = match read() {
         Ok(bytes) => bytes,
-        Err(error) => {
-            errors.push(file_error(shown, format!("cannot read: {error}")));
+        Err(message) => {
+            errors.push(file_error(shown, message));
             return None;
         }
     };
@@ -124,7 +213,9 @@ fn targeted_files(dir: &Path, cache: &ScanCache, changed: &[PathBuf]) -> Option<
         if !is_spec_file(path) || path.is_dir() {
             return None;
         }
-        if path.is_file() {
+        if let Ok(meta) = path.symlink_metadata()
+            && is_candidate(path, meta.file_type())
+        {
             files.push(path.clone());
         }
     }
@@ -147,6 +238,7 @@ fn load_with(dir: &Path, cache: &mut ScanCache, changed: Option<&[PathBuf]>) -> 
         Some((files, changed)) => (files, Some(changed)),
         None => (spec_files(dir, &mut loaded.errors), None),
     };
+    let root = project_root(dir);
     let mut next_cache = HashMap::new();
     for path in files {
         loaded.files += 1;
@@ -160,7 +252,7 @@ fn load_with(dir: &Path, cache: &mut ScanCache, changed: Option<&[PathBuf]>) -> 
             None => {
                 let shown = path.display().to_string();
                 let mut read_errors = Vec::new();
-                let Some(text) = read_file(&path, &shown, &mut read_errors) else {
+                let Some(text) = read_file(&path, &root, &shown, &mut read_errors) else {
                     // Kept in the cache so a targeted rescan still reports the file.
                     loaded.errors.extend(read_errors.iter().cloned());
                     let unreadable = ParsedEntry {
@@ -267,4 +359,82 @@ pub fn project_root(dir: &Path) -> PathBuf {
 pub fn project_id(dir: &Path) -> String {
     let root = project_root(dir);
     roundtable_specs::digest::sha256_hex(root.as_os_str().as_encoded_bytes())[..12].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ADAPTER: &str = "apiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata: {name: mock}\nspec: {}\n";
+
+    fn messages(scan: &Scan) -> Vec<String> {
+        scan.errors().map(ToString::to_string).collect()
+    }
+
+    fn mkfifo(path: &Path) {
+        let status = std::process::Command::new("mkfifo").arg(path).status().expect("mkfifo");
+        assert!(status.success(), "mkfifo {}", path.display());
+    }
+
+    #[test]
+    fn spec_files_that_leave_the_project_or_are_not_regular_are_named_and_never_read() {
+        let project = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        let dir = project.path().join(".roundtable");
+        std::fs::create_dir_all(dir.join("nested")).expect("mkdir");
+        std::fs::write(dir.join("ok.yaml"), ADAPTER).expect("write");
+        // Inside the project root: a link is fine.
+        std::fs::create_dir_all(project.path().join("common")).expect("mkdir");
+        std::fs::write(project.path().join("common/policy.yaml"), ADAPTER.replace("mock", "generic")).expect("write");
+        std::os::unix::fs::symlink("../common/policy.yaml", dir.join("linked.yaml")).expect("symlink");
+        // Outside it: refused, its content never shown.
+        std::fs::write(outside.path().join("secret.yaml"), "token: SECRET-CONTENT\n").expect("write");
+        std::os::unix::fs::symlink(outside.path().join("secret.yaml"), dir.join("leak.yaml")).expect("symlink");
+        std::os::unix::fs::symlink("/dev/zero", dir.join("nested/zero.yml")).expect("symlink");
+        // Not a regular file: refused without blocking.
+        mkfifo(&dir.join("pipe.yaml"));
+        std::os::unix::fs::symlink("pipe.yaml", dir.join("pipe-link.yaml")).expect("symlink");
+        // Links to nothing (editors' lock files) and to folders are skipped, as before.
+        std::os::unix::fs::symlink("nowhere", dir.join(".#ok.yaml")).expect("symlink");
+        std::os::unix::fs::symlink(outside.path(), dir.join("folder.yaml")).expect("symlink");
+
+        let scan = scan(&dir);
+        let found = messages(&scan);
+        let names: Vec<String> = scan.accepted().map(|o| o.metadata.name.clone()).collect();
+        assert_eq!(names, ["generic", "mock"], "{found:#?}");
+        let about =
+            |file: &str| found.iter().filter(|m| m.contains(&format!("/{file}:0:0: "))).cloned().collect::<Vec<_>>();
+        for file in ["leak.yaml", "nested/zero.yml"] {
+            let message = about(file);
+            assert_eq!(message.len(), 1, "{file}: {found:#?}");
+            assert!(message[0].contains("outside the project root"), "{message:?}");
+        }
+        for file in ["pipe.yaml", "pipe-link.yaml"] {
+            let message = about(file);
+            assert_eq!(message.len(), 1, "{file}: {found:#?}");
+            assert!(message[0].contains("a FIFO, not a regular file"), "{message:?}");
+        }
+        assert_eq!(found.len(), 4, "{found:#?}");
+        assert!(!found.iter().any(|m| m.contains("SECRET")), "{found:#?}");
+
+        // A targeted rescan of the same paths says the same.
+        let mut cache = ScanCache::default();
+        let _ = scan_cached(&dir, &mut cache);
+        let changed = [dir.join("pipe.yaml"), dir.join("leak.yaml")];
+        let rescanned = scan_changed(&dir, &mut cache, Some(&changed));
+        assert_eq!(messages(&rescanned), found);
+    }
+
+    #[test]
+    fn opening_a_fifo_never_blocks_and_is_refused() {
+        // What a file swapped for a FIFO after the first check meets: the open does not wait for
+        // a writer, and the check once open refuses it.
+        let project = tempfile::tempdir().expect("tempdir");
+        let fifo = project.path().join("pipe.yaml");
+        mkfifo(&fifo);
+        let started = std::time::Instant::now();
+        let refused = open_regular(&fifo).map(|_| ()).expect_err("a FIFO is not a regular file");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        assert!(refused.contains("a FIFO"), "{refused}");
+    }
 }

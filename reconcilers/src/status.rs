@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use roundtable_specs::output::{ConditionStatus, Health, ObjectStatus, PlannedChange, SyncStatus};
 use roundtable_specs::{Kind, ObjectKey};
-use roundtable_store::{ObjectRecord, Store};
+use roundtable_store::{ObjectRecord, SessionRecord, Store};
 
 use crate::backend::{AuditSink, BackendError, Change, ExecutionBackend, ImageBackend, StatusBackend};
 use crate::conditions::{self, READY};
@@ -14,6 +14,25 @@ use crate::dispatch::ObjectReconciler;
 use crate::source::Scan;
 use roundtable_runtime::OwnedResource;
 use roundtable_runtime::labels::{ASSIGNMENT, SESSION};
+
+/// What an Assignment row says while its execution is in flight: the latest session's own phase
+/// and message. The Ready condition is written when the reconciler starts an execution (`Queued`)
+/// and is not rewritten as the session moves on, so it would still say "queued" for a session
+/// that is running.
+fn in_flight_message(record: &ObjectRecord, sessions: &[SessionRecord]) -> Option<String> {
+    let latest = sessions
+        .iter()
+        .find(|s| record.execution_generation.is_none_or(|generation| s.execution_generation == generation))?;
+    if latest.phase.is_finished() {
+        return None;
+    }
+    let mut message = format!("session {} {} (attempt {})", latest.id, latest.phase, latest.attempt);
+    if !latest.message.is_empty() {
+        message.push_str(": ");
+        message.push_str(&latest.message);
+    }
+    Some(message)
+}
 
 /// Every row of `status`: objects (declared or remembered), files that do not load, leftovers.
 /// `leftovers`: what the runtime owns for this project; those nothing needs are listed.
@@ -81,6 +100,11 @@ pub async fn status(
                 } else {
                     SyncStatus::Synced
                 };
+                if key.kind == Kind::Assignment
+                    && let Some(message) = in_flight_message(record, &store.sessions(Some(&key.name)).await?)
+                {
+                    row.message = message;
+                }
                 if scan.broken_files.contains(&record.source_file) && !declared.contains_key(&key) {
                     row.message =
                         format!("{} does not load; keeping the last valid spec. {}", record.source_file, row.message);
@@ -244,4 +268,61 @@ pub async fn plan<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionB
         push("-", key, format!("no longer declared (was in {}): clean up and forget", record.source_file));
     }
     Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use roundtable_specs::session::SessionPhase;
+
+    use super::*;
+    use crate::conditions::desired;
+
+    const ASSIGNMENT: &str = "apiVersion: roundtable.dev/v1alpha1\nkind: Assignment\nmetadata: {name: fix}\nspec:\n  adapter: mock\n  task: {id: T, prompt: p}\n  readablePaths: [README.md]\n";
+
+    #[tokio::test]
+    async fn a_running_session_is_not_reported_as_queued() {
+        let project = tempfile::tempdir().expect("tempdir");
+        let dir = project.path().join(".roundtable");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join("fix.yaml"), ASSIGNMENT).expect("write");
+        let store = Store::open_in_memory().await.expect("store");
+        let scan = crate::source::scan(&dir);
+        crate::desired::sync(&store, &store, &scan).await.expect("sync");
+        let key = ObjectKey::new(Kind::Assignment, "fix");
+        // What the reconciler wrote when it started the execution.
+        let queued = desired(READY, ConditionStatus::Unknown, "Queued", "execution generation 1 queued for a slot", 1);
+        store.set_condition(&key, &queued).await.expect("condition");
+        store.set_observed_generation(&key, 1).await.expect("observed");
+        let row = |rows: Vec<ObjectStatus>| rows.into_iter().find(|r| r.kind == "Assignment").expect("the row");
+
+        let mut session = SessionRecord {
+            id: "s-1".into(),
+            assignment: "fix".into(),
+            execution_generation: 1,
+            attempt: 1,
+            controller_run: "run".into(),
+            phase: SessionPhase::Queued,
+            message: "waiting for an execution slot".into(),
+            ..Default::default()
+        };
+        store.save_session(&session).await.expect("save");
+        let shown = row(status(&store, &scan, &[]).await.expect("status"));
+        assert_eq!(shown.message, "session s-1 Queued (attempt 1): waiting for an execution slot");
+
+        // The session moved on; the condition did not.
+        session.phase = SessionPhase::Running;
+        session.message = "running".into();
+        store.save_session(&session).await.expect("save");
+        let shown = row(status(&store, &scan, &[]).await.expect("status"));
+        assert_eq!(shown.message, "session s-1 Running (attempt 1): running");
+        assert!(!shown.message.to_lowercase().contains("queued"), "{shown:?}");
+        assert_eq!(shown.sync, SyncStatus::OutOfSync, "work in flight is drift");
+
+        // Finished: the condition (rewritten by the next reconcile) speaks again.
+        session.phase = SessionPhase::Succeeded;
+        session.message = "no changes".into();
+        store.save_session(&session).await.expect("save");
+        let shown = row(status(&store, &scan, &[]).await.expect("status"));
+        assert_eq!(shown.message, "execution generation 1 queued for a slot");
+    }
 }

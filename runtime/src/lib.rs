@@ -275,6 +275,8 @@ pub trait SessionRuntime: Send + Sync + 'static {
 /// back off and retry and executions fail with a clear cause.
 #[derive(Debug, Clone)]
 pub struct Unavailable {
+    /// Where the engine was looked for (`none` when nowhere).
+    pub endpoint: String,
     pub reason: String,
 }
 
@@ -286,7 +288,7 @@ impl Unavailable {
 
 impl SessionRuntime for Unavailable {
     fn endpoint(&self) -> &str {
-        "none"
+        &self.endpoint
     }
 
     fn run(&self, _plan: SessionPlan, _stop: watch::Receiver<bool>) -> BoxFuture<'_, Result<RunOutcome, RuntimeError>> {

@@ -90,6 +90,54 @@ pub struct Plan {
     pub changes: Vec<PlannedChange>,
     /// Errors that keep files from loading (their objects keep their last valid spec).
     pub file_errors: Vec<ValidationError>,
+    /// The container engine did not answer: what images and executions need cannot be told.
+    pub engine_unreachable: Option<EngineUnreachable>,
+}
+
+/// A container engine that did not answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineUnreachable {
+    /// Where it was looked for.
+    pub endpoint: String,
+    /// Why it did not answer (the whole error chain).
+    pub error: String,
+}
+
+impl EngineUnreachable {
+    /// `status`'s row for it: an error (`status --exit-code` exits 1), health unknown.
+    pub fn status_row(&self) -> ObjectStatus {
+        ObjectStatus {
+            kind: "Engine".into(),
+            name: self.endpoint.clone(),
+            generation: None,
+            observed_generation: None,
+            sync: SyncStatus::Error,
+            health: Health::Unknown,
+            created_at: None,
+            message: self.to_string(),
+            conditions: Vec::new(),
+        }
+    }
+
+    /// `plan`'s line for it: `?`, nothing about images and executions can be told.
+    pub fn planned_change(&self) -> PlannedChange {
+        PlannedChange {
+            op: "?".into(),
+            object: format!("Engine/{}", self.endpoint),
+            summary: format!("{self}; what images and executions need cannot be told"),
+        }
+    }
+}
+
+impl std::fmt::Display for EngineUnreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The engine's own error names where it was looked for, most of the time.
+        if self.error.contains(&self.endpoint) {
+            write!(f, "container engine unreachable: {}", self.error)
+        } else {
+            write!(f, "container engine unreachable at {}: {}", self.endpoint, self.error)
+        }
+    }
 }
 
 /// What a reconcile request did.
@@ -173,20 +221,36 @@ impl Service {
         project_id(&self.dir)
     }
 
-    /// Every `status` row: objects, files that do not load, running gateways, and what requires
-    /// pruning (labelled resources nothing needs; sessions and proposals past `retention`).
+    /// Whether the container engine answers now; why not, when it does not.
+    pub async fn engine_unreachable(&self) -> Option<EngineUnreachable> {
+        let error = self.runtime.health().await.err()?;
+        Some(EngineUnreachable {
+            endpoint: self.runtime.endpoint().to_owned(),
+            error: roundtable_controller::error_chain(&error),
+        })
+    }
+
+    /// Every `status` row: the engine when it does not answer, objects, files that do not load,
+    /// running gateways, and what requires pruning (labelled resources nothing needs; sessions and
+    /// proposals past `retention`).
     pub async fn status(&self, retention: Duration) -> Result<Vec<ObjectStatus>> {
         let scanned = self.scan().await?;
         let runs = prune::Runs { own: None, liveness: &host_liveness };
-        let leftovers = match self.runtime.owned(&self.project_id()).await {
-            // What a live controller run (another state directory, say) uses is not a leftover.
-            Ok(found) => found.into_iter().filter(|r| prune::left_alone(r, &runs).is_none()).collect(),
-            Err(error) => {
-                tracing::warn!(error = %roundtable_controller::error_chain(&error), "cannot list labelled resources");
-                Vec::new()
-            }
+        let unreachable = self.engine_unreachable().await;
+        let leftovers = match &unreachable {
+            // Nothing can be listed from an engine that does not answer; its row says so.
+            Some(_) => Vec::new(),
+            None => match self.runtime.owned(&self.project_id()).await {
+                // What a live controller run (another state directory, say) uses is not a leftover.
+                Ok(found) => found.into_iter().filter(|r| prune::left_alone(r, &runs).is_none()).collect(),
+                Err(error) => {
+                    tracing::warn!(error = %roundtable_controller::error_chain(&error), "cannot list labelled resources");
+                    Vec::new()
+                }
+            },
         };
-        let mut rows = roundtable_reconcilers::status::status(&self.store, &scanned, &leftovers).await?;
+        let mut rows: Vec<ObjectStatus> = unreachable.iter().map(EngineUnreachable::status_row).collect();
+        rows.extend(roundtable_reconcilers::status::status(&self.store, &scanned, &leftovers).await?);
         rows.extend(roundtable_reconcilers::egress::status_rows(&self.store.sessions(None).await?));
         // Labelled leftovers are listed above; here the sessions and proposals past retention.
         let declared = BTreeSet::new();
@@ -214,7 +278,8 @@ impl Service {
     pub async fn plan(&self) -> Result<Plan> {
         let scanned = self.scan().await?;
         let changes = roundtable_reconcilers::status::plan(&self.store, &self.reconciler(), &scanned).await?;
-        Ok(Plan { changes, file_errors: scanned.errors().cloned().collect() })
+        let engine_unreachable = self.engine_unreachable().await;
+        Ok(Plan { changes, file_errors: scanned.errors().cloned().collect(), engine_unreachable })
     }
 
     /// Conditions, stored spec, observed status and recent events of one object.
@@ -357,5 +422,34 @@ impl Service {
                 Pruned { item, error }
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_unreachable_engine_is_an_error_in_status_and_plan() {
+        let project = tempfile::tempdir().expect("tempdir");
+        let dir = project.path().join(".roundtable");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let reason = "the container engine at unix:///nonexistent.sock did not answer: connection refused".to_owned();
+        // As the binary builds it when it cannot connect.
+        let endpoint = "unix:///nonexistent.sock".to_owned();
+        let runtime = Arc::new(roundtable_runtime::Unavailable { endpoint, reason });
+        let service = Service::open_for_reading(&dir, &dir.join("state"), runtime).await.expect("service");
+
+        let rows = service.status(Duration::from_secs(3600)).await.expect("status");
+        let engine = rows.iter().find(|r| r.kind == "Engine").expect("an Engine row");
+        assert_eq!(engine.name, "unix:///nonexistent.sock");
+        assert_eq!((engine.sync, engine.health), (SyncStatus::Error, Health::Unknown));
+        assert!(engine.message.contains("unix:///nonexistent.sock") && engine.message.contains("connection refused"));
+        assert_eq!(roundtable_reconcilers::status::exit_code(&rows), 1, "status --exit-code exits 1");
+
+        let plan = service.plan().await.expect("plan");
+        let unreachable = plan.engine_unreachable.expect("the plan says the engine is unreachable");
+        assert_eq!(unreachable.endpoint, "unix:///nonexistent.sock");
+        assert_eq!(unreachable.planned_change().op, "?");
     }
 }

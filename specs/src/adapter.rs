@@ -106,6 +106,18 @@ pub mod limits {
     pub const MAX_TMP: Quantity = Quantity::gibibytes(4);
     pub const MAX_OUTPUT_LIMIT: Quantity = Quantity::mebibytes(16);
 
+    /// The smallest memory limit Docker accepts (6 MiB).
+    pub const MIN_MEMORY: Quantity = Quantity::mebibytes(6);
+    /// The smallest CPU limit Docker accepts: 0.01 CPU (`NanoCpus` of 10 000 000).
+    pub const MIN_CPUS: Cpus = Cpus::from_millis(10);
+    /// The smallest workspace volume: it holds the files the agent is given and all it writes.
+    pub const MIN_WORKSPACE: Quantity = Quantity::mebibytes(1);
+    /// The longest timeout, for an Adapter and an Assignment alike, as written in messages.
+    pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+    pub const MAX_TIMEOUT_TEXT: &str = "24h";
+    /// The shortest timeout: timeouts are counted and reported in whole seconds.
+    pub const MIN_TIMEOUT: Duration = Duration::from_secs(1);
+
     pub const DEFAULT_MEMORY: Quantity = Quantity::gibibytes(2);
     pub const DEFAULT_CPUS: Cpus = Cpus::whole(2);
     pub const DEFAULT_PIDS: u32 = 256;

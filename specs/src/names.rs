@@ -16,8 +16,82 @@ pub struct NameError(pub String);
 /// The longest object name, as in Kubernetes DNS labels.
 pub const MAX_NAME_LEN: usize = 63;
 
+/// Whether `c` is invisible formatting: a bidi control, a zero-width character or another
+/// character of Unicode's general category Cf (format), or a line or paragraph separator. Such
+/// characters make text display differently from what it is (a right-to-left override reverses
+/// what follows it), so names refuse them and terminal output escapes them.
+pub fn is_invisible(c: char) -> bool {
+    matches!(
+        c as u32,
+        0x00AD
+            | 0x0600..=0x0605
+            | 0x061C
+            | 0x06DD
+            | 0x070F
+            | 0x0890..=0x0891
+            | 0x08E2
+            | 0x180E
+            | 0x200B..=0x200F
+            | 0x2028..=0x202E
+            | 0x2060..=0x2064
+            | 0x2066..=0x206F
+            | 0xFEFF
+            | 0xFFF9..=0xFFFB
+            | 0x110BD
+            | 0x110CD
+            | 0x13430..=0x1343F
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0001
+            | 0xE0020..=0xE007F
+    )
+}
+
+/// `U+202E (RIGHT-TO-LEFT OVERRIDE)`: a character named for a message, with the name of the
+/// invisible characters people meet most.
+pub fn describe_char(c: char) -> String {
+    let name = match c as u32 {
+        0x00AD => "SOFT HYPHEN",
+        0x061C => "ARABIC LETTER MARK",
+        0x200B => "ZERO WIDTH SPACE",
+        0x200C => "ZERO WIDTH NON-JOINER",
+        0x200D => "ZERO WIDTH JOINER",
+        0x200E => "LEFT-TO-RIGHT MARK",
+        0x200F => "RIGHT-TO-LEFT MARK",
+        0x2028 => "LINE SEPARATOR",
+        0x2029 => "PARAGRAPH SEPARATOR",
+        0x202A => "LEFT-TO-RIGHT EMBEDDING",
+        0x202B => "RIGHT-TO-LEFT EMBEDDING",
+        0x202C => "POP DIRECTIONAL FORMATTING",
+        0x202D => "LEFT-TO-RIGHT OVERRIDE",
+        0x202E => "RIGHT-TO-LEFT OVERRIDE",
+        0x2060 => "WORD JOINER",
+        0x2066 => "LEFT-TO-RIGHT ISOLATE",
+        0x2067 => "RIGHT-TO-LEFT ISOLATE",
+        0x2068 => "FIRST STRONG ISOLATE",
+        0x2069 => "POP DIRECTIONAL ISOLATE",
+        0xFEFF => "ZERO WIDTH NO-BREAK SPACE",
+        _ if c.is_control() => "a control character",
+        _ => "an invisible formatting character",
+    };
+    format!("U+{:04X} ({name})", c as u32)
+}
+
+/// Why `text` is refused for holding a control or invisible formatting character, naming the
+/// first one; `None` when it holds none.
+pub fn hidden_character_problem(text: &str) -> Option<String> {
+    let c = text.chars().find(|c| c.is_control() || is_invisible(*c))?;
+    Some(format!(
+        "it contains {}, which would make it display differently from what it is; remove it",
+        describe_char(c)
+    ))
+}
+
 /// Checks an Assignment or AdmissionPolicy name: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
 pub fn check_object_name(name: &str) -> Result<(), NameError> {
+    if let Some(problem) = hidden_character_problem(name) {
+        return Err(NameError(format!("invalid name {name:?}: {problem}")));
+    }
     let bytes = name.as_bytes();
     let edges_ok = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
     let body_ok = bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-');
@@ -34,8 +108,8 @@ pub fn check_adapter_name(name: &str) -> Result<(), NameError> {
     if name.is_empty() || name.chars().count() > MAX_NAME_LEN {
         return Err(NameError(format!("invalid adapter name {name:?}: 1 to {MAX_NAME_LEN} characters")));
     }
-    if name.chars().any(char::is_control) {
-        return Err(NameError(format!("invalid adapter name {name:?}: control characters are not allowed")));
+    if let Some(problem) = hidden_character_problem(name) {
+        return Err(NameError(format!("invalid adapter name {name:?}: {problem}")));
     }
     if slug(name).is_empty() {
         return Err(NameError(format!("invalid adapter name {name:?}: it must contain a letter or digit")));
@@ -531,6 +605,47 @@ mod tests {
         assert!(check_adapter_name("Qwen CLI").is_ok());
         assert!(check_adapter_name("---").is_err());
         assert!(check_adapter_name("bad\nname").is_err());
+    }
+
+    #[test]
+    fn names_refuse_bidi_controls_and_invisible_characters_naming_them() {
+        let message = |result: Result<(), NameError>| result.err().map(|NameError(m)| m).unwrap_or_default();
+        for (c, named) in [
+            ('\u{202e}', "U+202E (RIGHT-TO-LEFT OVERRIDE)"),
+            ('\u{2066}', "U+2066 (LEFT-TO-RIGHT ISOLATE)"),
+            ('\u{200f}', "U+200F (RIGHT-TO-LEFT MARK)"),
+            ('\u{061c}', "U+061C (ARABIC LETTER MARK)"),
+            ('\u{200b}', "U+200B (ZERO WIDTH SPACE)"),
+            ('\u{feff}', "U+FEFF (ZERO WIDTH NO-BREAK SPACE)"),
+            ('\u{00ad}', "U+00AD (SOFT HYPHEN)"),
+            ('\u{e0041}', "U+E0041 (an invisible formatting character)"),
+            ('\u{1b}', "U+001B (a control character)"),
+        ] {
+            let adapter = message(check_adapter_name(&format!("Qwen{c}CLI")));
+            assert!(adapter.contains(named), "{adapter}");
+            let object = message(check_object_name(&format!("fix{c}it")));
+            assert!(object.contains(named), "{object}");
+            // The message itself carries the character escaped, never raw.
+            assert!(!adapter.contains(c) && !object.contains(c), "{adapter:?} {object:?}");
+        }
+        // Ordinary non-ASCII letters are not invisible.
+        assert!(check_adapter_name("Café CLI").is_ok());
+        assert!(!"aé日本ß".chars().any(is_invisible));
+    }
+
+    #[test]
+    fn invisible_characters_cover_unicode_format_controls() {
+        for code in [
+            0x00AD, 0x0600, 0x0605, 0x061C, 0x06DD, 0x070F, 0x180E, 0x200B, 0x200E, 0x200F, 0x202A, 0x202E, 0x2060,
+            0x2064, 0x2066, 0x2069, 0x206F, 0xFEFF, 0xFFF9, 0xFFFB, 0xE0001, 0xE0020, 0xE007F,
+        ] {
+            let c = char::from_u32(code).expect("a scalar value");
+            assert!(is_invisible(c), "U+{code:04X}");
+        }
+        for code in [0x0041, 0x00AC, 0x00AE, 0x0606, 0x200A, 0x2065, 0x2070, 0xFEFE, 0xFFFC, 0xE0002, 0xE0080] {
+            let c = char::from_u32(code).expect("a scalar value");
+            assert!(!is_invisible(c), "U+{code:04X}");
+        }
     }
 
     #[test]

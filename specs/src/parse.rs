@@ -85,6 +85,13 @@ impl Origin {
         written
     }
 
+    /// The scalar at `path` exactly as the file writes it, for messages that echo a value: a
+    /// typed value prints in its canonical form (`1536Mi` for `1.5Gi`), which is not what the
+    /// operator wrote.
+    pub fn written_scalar(&self, path: &FieldPath) -> Option<String> {
+        self.document().scalar(&self.written_path(path))
+    }
+
     pub fn position(&self, path: &FieldPath) -> Position {
         self.document().locate(&self.written_path(path))
     }
@@ -199,7 +206,10 @@ fn read_document(document: &Document<'_>, origin: Origin, legacy_file: bool, par
     let header = match document.deserialize::<Header>() {
         Ok(header) => header,
         Err(problem) => {
-            let prefix = if problem.path.segments().is_empty() {
+            // A document that is not a mapping at all gets told what a resource looks like; a
+            // syntax problem (a duplicate key, a tab) is reported as it is.
+            let not_a_mapping = problem.message.starts_with("expected ") || problem.message.starts_with("invalid type");
+            let prefix = if problem.path.segments().is_empty() && not_a_mapping {
                 "a resource is a mapping with apiVersion, kind, metadata and spec: "
             } else {
                 ""
@@ -297,6 +307,36 @@ mod tests {
             let error = parsed.errors.first().unwrap_or_else(|| panic!("no error for {text:?}"));
             assert_eq!(error.path, path, "{text:?}");
             assert!(error.message.starts_with(message), "{text:?}: {}", error.message);
+        }
+    }
+
+    #[test]
+    fn yaml_errors_are_worded_for_operators_not_library_options() {
+        let head = "apiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata: {name: a}\n";
+        let cases = [
+            ("apiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nkind: Adapter\n", "", "duplicate key `kind`"),
+            (&*format!("{head}spec: {{command: a, command: b}}\n"), "spec", "duplicate key `command`"),
+            (
+                &*format!("{head}spec: {{resources: {{pids: 99999999999}}}}\n"),
+                "spec.resources.pids",
+                "expected a whole number from 0 to 4294967295",
+            ),
+            (&*format!("{head}spec: {{enabled: yes}}\n"), "spec.enabled", "expected true or false"),
+            (&*format!("{head}spec: {{args: foo}}\n"), "spec.args", "expected a list"),
+            (&*format!("{head}spec: {{command: [a]}}\n"), "spec.command", "expected a string"),
+            (&*format!("{head}spec: {{args: [*nowhere]}}\n"), "spec.args", "refers to no anchor"),
+            (&*format!("{head}spec:\n\tcommand: x\n"), "", "tabs are not allowed for indentation"),
+        ];
+        for (text, path, wanted) in cases {
+            let parsed = parse_file("f.yaml", "f.yaml", text);
+            let error = parsed.errors.first().unwrap_or_else(|| panic!("no error for {text:?}"));
+            assert_eq!(error.path, path, "{text:?}: {error:?}");
+            assert!(error.message.contains(wanted), "{text:?}: {}", error.message);
+            for library in ["DuplicateKeyPolicy", "Options", "policy", "strict mode", "u32", "scalar", "sequence start"]
+            {
+                assert!(!error.message.contains(library), "{text:?}: {}", error.message);
+            }
+            assert!(!error.message.starts_with("a resource is a mapping"), "{}", error.message);
         }
     }
 

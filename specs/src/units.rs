@@ -160,6 +160,10 @@ impl Cpus {
         Self(count * 1000)
     }
 
+    pub const fn from_millis(millis: u32) -> Self {
+        Self(millis)
+    }
+
     pub const fn millis(self) -> u32 {
         self.0
     }
@@ -203,27 +207,62 @@ impl fmt::Display for Cpus {
 
 // === serde and schema plumbing shared by the three unit types ===
 
-/// What YAML may hand us for a unit: a string, or a bare number for quantities and CPUs.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum UnitText {
-    Text(String),
-    Integer(u64),
-    Float(f64),
+/// Reads a unit as the exact text written. A YAML scalar is asked for as a string, so a plain
+/// `2` or `0.5` arrives as written (never through a float that could round it, or an integer
+/// form like `0x10` or `1e3` YAML would reinterpret); formats that hand numbers anyway (JSON)
+/// give integers and floats, accepted only where `numbers` allows them.
+struct UnitVisitor<T> {
+    numbers: bool,
+    expecting: &'static str,
+    marker: std::marker::PhantomData<T>,
 }
 
-impl UnitText {
-    fn into_string(self) -> String {
-        match self {
-            Self::Text(text) => text,
-            Self::Integer(number) => number.to_string(),
-            Self::Float(number) => number.to_string(),
+impl<T> UnitVisitor<T>
+where
+    T: FromStr<Err = UnitError>,
+{
+    fn parse<E: serde::de::Error>(text: &str) -> Result<T, E> {
+        text.parse().map_err(E::custom)
+    }
+
+    fn number<E: serde::de::Error>(&self, number: String) -> Result<T, E> {
+        if self.numbers {
+            Self::parse(&number)
+        } else {
+            Err(E::custom(format!("expected a string like 30s, not the number {number}")))
         }
     }
 }
 
+impl<T> serde::de::Visitor<'_> for UnitVisitor<T>
+where
+    T: FromStr<Err = UnitError>,
+{
+    type Value = T;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.expecting)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<T, E> {
+        Self::parse(text)
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, number: u64) -> Result<T, E> {
+        self.number(number.to_string())
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, number: i64) -> Result<T, E> {
+        self.number(number.to_string())
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, number: f64) -> Result<T, E> {
+        self.number(number.to_string())
+    }
+}
+
 macro_rules! unit_serde {
-    ($type:ident, $name:literal, $schema:tt, numbers: $numbers:literal) => {
+    ($type:ident, $name:literal, $schema:tt, numbers: $numbers:literal, expecting: $expecting:literal) => {
         impl Serialize for $type {
             fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
                 serializer.collect_str(self)
@@ -232,17 +271,9 @@ macro_rules! unit_serde {
 
         impl<'de> Deserialize<'de> for $type {
             fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                let text = match UnitText::deserialize(deserializer)? {
-                    UnitText::Text(text) => text,
-                    other if $numbers => other.into_string(),
-                    other => {
-                        return Err(serde::de::Error::custom(format!(
-                            "expected a string like 30s, not the number {}",
-                            other.into_string()
-                        )));
-                    }
-                };
-                text.parse().map_err(serde::de::Error::custom)
+                let visitor =
+                    UnitVisitor { numbers: $numbers, expecting: $expecting, marker: std::marker::PhantomData };
+                deserializer.deserialize_str(visitor)
             }
         }
 
@@ -262,21 +293,21 @@ unit_serde!(Duration, "Duration", {
     "type": "string",
     "pattern": "^([0-9]+(ms|s|m|h|d))+$",
     "description": "A duration such as 30s, 20m, 24h or 1h30m."
-}, numbers: false);
+}, numbers: false, expecting: "a duration like 30s");
 
 unit_serde!(Quantity, "Quantity", {
     "type": ["string", "integer"],
     "pattern": "^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$",
     "minimum": 0,
     "description": "A byte count as a Kubernetes quantity such as 512Mi or 2Gi."
-}, numbers: true);
+}, numbers: true, expecting: "a quantity like 512Mi");
 
 unit_serde!(Cpus, "Cpus", {
     "type": ["string", "number"],
     "pattern": "^([0-9]+(\\.[0-9]{1,3})?|[0-9]+m)$",
     "minimum": 0,
     "description": "A CPU allowance such as 2, 0.5 or 500m."
-}, numbers: true);
+}, numbers: true, expecting: "a CPU count like 2 or 500m");
 
 #[cfg(test)]
 mod tests {
@@ -324,6 +355,44 @@ mod tests {
     fn quantities_reject_nonsense() {
         for text in ["", "Mi", "2GB", "1.2.3Gi", "-1Gi", "0.5", "1e9", "2 Gi"] {
             assert!(text.parse::<Quantity>().is_err(), "{text:?} should not parse");
+        }
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Units {
+        #[serde(default)]
+        cpus: Option<Cpus>,
+        #[serde(default)]
+        memory: Option<Quantity>,
+        #[serde(default)]
+        timeout: Option<Duration>,
+    }
+
+    fn read(text: &str) -> Result<Units, String> {
+        crate::yaml::split_documents(text)[0].deserialize::<Units>().map_err(|problem| problem.message)
+    }
+
+    #[test]
+    fn units_are_read_exactly_as_written() {
+        // Plain YAML numbers arrive as written: never rounded through a float, never reinterpreted
+        // as YAML integers (hex, octal, exponents, underscores).
+        let units = read("cpus: 0.5\nmemory: 512Mi\ntimeout: 90s\n").expect("valid");
+        assert_eq!(units.cpus.map(Cpus::millis), Some(500));
+        assert_eq!(units.memory.map(Quantity::bytes), Some(512 << 20));
+        assert_eq!(units.timeout.map(|t| t.as_std().as_secs()), Some(90));
+        assert_eq!(read("memory: 4096\ncpus: 2\n").expect("valid").memory.map(Quantity::bytes), Some(4096));
+        for (text, echoed) in [
+            ("cpus: 0.1000000000000000055511151231257827\n", "\"0.1000000000000000055511151231257827\""),
+            ("cpus: 1e3\n", "\"1e3\""),
+            ("cpus: 0x10\n", "\"0x10\""),
+            ("memory: 0o17\n", "\"0o17\""),
+            ("memory: 1_000\n", "\"1_000\""),
+            ("memory: 18446744073709551616\n", "\"18446744073709551616\""),
+            ("timeout: 5\n", "\"5\""),
+        ] {
+            let message = read(text).expect_err(text);
+            assert!(message.contains(echoed), "{text:?}: {message}");
         }
     }
 

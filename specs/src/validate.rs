@@ -8,10 +8,11 @@ use crate::assignment::{AssignmentSpec, MAX_RETRIES};
 use crate::builtins;
 use crate::catalog::{Catalog, resolve_declared};
 use crate::meta::Kind;
-use crate::names::{check_adapter_name, check_object_name, slug};
+use crate::names::{check_adapter_name, check_object_name, hidden_character_problem, slug};
 use crate::output::{Severity, ValidationError};
 use crate::parse::{Object, Origin, Spec};
 use crate::policy::AdmissionPolicySpec;
+use crate::units::Duration;
 use crate::yaml::FieldPath;
 
 /// Every finding about a set of objects, in file order then position order.
@@ -50,46 +51,134 @@ fn has_control(text: &str) -> bool {
     text.chars().any(char::is_control)
 }
 
-fn check_cap<T: PartialOrd + std::fmt::Display>(
+/// The value at `field` as the operator wrote it, for messages; the typed value's canonical form
+/// when the file has no scalar there.
+fn shown(origin: &Origin, field: &str, value: &impl std::fmt::Display) -> String {
+    origin.written_scalar(&path(field)).unwrap_or_else(|| value.to_string())
+}
+
+/// Checks a limit against the smallest value the runtime can use (`below` says why a smaller one
+/// is refused, given the value as written) and against its hard cap.
+fn check_bounds<T: PartialOrd + std::fmt::Display>(
     value: Option<T>,
-    zero: T,
+    floor: T,
+    below: impl FnOnce(&str) -> String,
     cap: T,
     field: &str,
     origin: &Origin,
     out: &mut Vec<ValidationError>,
 ) {
-    if let Some(value) = value {
-        if value <= zero {
-            out.push(origin.error(&path(field), format!("must be greater than {zero}")));
-        } else if value > cap {
-            out.push(origin.error(&path(field), format!("{value} exceeds the hard cap of {cap}")));
-        }
+    let Some(value) = value else { return };
+    if value < floor {
+        out.push(origin.error(&path(field), below(&shown(origin, field, &value))));
+    } else if value > cap {
+        out.push(origin.error(&path(field), format!("{} exceeds the hard cap of {cap}", shown(origin, field, &value))));
+    }
+}
+
+/// A timeout (an Adapter's or an Assignment's): whole seconds, from 1s to 24h.
+fn check_timeout(timeout: Option<Duration>, field: &str, origin: &Origin, out: &mut Vec<ValidationError>) {
+    let Some(timeout) = timeout else { return };
+    let written = shown(origin, field, &timeout);
+    let problem = if timeout < limits::MIN_TIMEOUT {
+        format!("{written} is too short: a timeout must be at least 1s")
+    } else if timeout.as_std().subsec_nanos() != 0 {
+        format!("{written} is not a whole number of seconds: timeouts are counted and reported in seconds")
+    } else if timeout > limits::MAX_TIMEOUT {
+        format!("{written} exceeds the hard cap of {}", limits::MAX_TIMEOUT_TEXT)
+    } else {
+        return;
+    };
+    out.push(origin.error(&path(field), problem));
+}
+
+/// Why a `credentialEnv` name cannot be passed to the agent, if it cannot: the sandbox sets it,
+/// or it changes how everything in the sandbox runs.
+fn reserved_env_problem(name: &str) -> Option<&'static str> {
+    let upper = name.to_ascii_uppercase();
+    let proxy = matches!(upper.as_str(), "HTTP_PROXY" | "HTTPS_PROXY" | "ALL_PROXY" | "NO_PROXY");
+    if upper == "PATH" {
+        Some("the sandbox sets PATH, and another value would change which programs the agent runs")
+    } else if upper == "HOME" {
+        Some("the sandbox sets HOME to the agent's private home folder")
+    } else if upper.starts_with("LD_") {
+        Some("LD_* variables change how every program in the sandbox is loaded (LD_PRELOAD injects code into each)")
+    } else if proxy {
+        Some(
+            "the sandbox sets the proxy variables so the agent reaches nothing but its egress gateway; another value would bypass or break it",
+        )
+    } else if upper.starts_with("ROUNDTABLE_") {
+        Some("ROUNDTABLE_* variables are reserved for Roundtable itself")
+    } else {
+        None
     }
 }
 
 fn check_adapter(spec: &AdapterSpec, origin: &Origin, out: &mut Vec<ValidationError>) {
-    use crate::units::{Cpus, Quantity};
+    use crate::units::Quantity;
     let resources = spec.resources.clone().unwrap_or_default();
-    let zero = Quantity::from_bytes(0);
-    check_cap(resources.memory, Quantity::mebibytes(6), limits::MAX_MEMORY, "spec.resources.memory", origin, out);
-    check_cap(resources.cpus, Cpus::whole(0), limits::MAX_CPUS, "spec.resources.cpus", origin, out);
-    check_cap(resources.pids, 0, limits::MAX_PIDS, "spec.resources.pids", origin, out);
-    check_cap(resources.workspace_size, zero, limits::MAX_WORKSPACE, "spec.resources.workspaceSize", origin, out);
-    check_cap(resources.tmp_size, zero, limits::MAX_TMP, "spec.resources.tmpSize", origin, out);
-    check_cap(spec.output_limit, zero, limits::MAX_OUTPUT_LIMIT, "spec.outputLimit", origin, out);
-    if let Some(timeout) = spec.timeout
-        && timeout.as_std().is_zero()
-    {
-        out.push(origin.error(&path("spec.timeout"), "must be greater than 0s"));
-    }
+    let one_byte = Quantity::from_bytes(1);
+    let positive = |_: &str| "must be greater than 0".to_owned();
+    check_bounds(
+        resources.memory,
+        limits::MIN_MEMORY,
+        |value| {
+            format!("{value} is below {}, the smallest memory limit the container engine accepts", limits::MIN_MEMORY)
+        },
+        limits::MAX_MEMORY,
+        "spec.resources.memory",
+        origin,
+        out,
+    );
+    check_bounds(
+        resources.cpus,
+        limits::MIN_CPUS,
+        |value| {
+            format!(
+                "{value} is below 0.01 CPU, the smallest CPU limit the container engine accepts (Docker refuses less)"
+            )
+        },
+        limits::MAX_CPUS,
+        "spec.resources.cpus",
+        origin,
+        out,
+    );
+    check_bounds(resources.pids, 1, positive, limits::MAX_PIDS, "spec.resources.pids", origin, out);
+    check_bounds(
+        resources.workspace_size,
+        limits::MIN_WORKSPACE,
+        |value| {
+            format!(
+                "{value} is below {}: the workspace volume holds the files the agent is given and everything it writes, and less cannot hold even a small checkout",
+                limits::MIN_WORKSPACE
+            )
+        },
+        limits::MAX_WORKSPACE,
+        "spec.resources.workspaceSize",
+        origin,
+        out,
+    );
+    check_bounds(resources.tmp_size, one_byte, positive, limits::MAX_TMP, "spec.resources.tmpSize", origin, out);
+    check_bounds(spec.output_limit, one_byte, positive, limits::MAX_OUTPUT_LIMIT, "spec.outputLimit", origin, out);
+    check_timeout(spec.timeout, "spec.timeout", origin, out);
     if let Some(command) = &spec.command
-        && has_control(command)
+        && let Some(problem) = hidden_character_problem(command)
     {
-        out.push(origin.error(&path("spec.command"), "control characters are not allowed"));
+        out.push(origin.error(&path("spec.command"), problem));
     }
     for (i, arg) in spec.args.iter().flatten().enumerate() {
         if arg.contains('\0') {
             out.push(origin.error(&path("spec.args").index(i), "NUL bytes cannot be passed as arguments"));
+        }
+    }
+    for (i, name) in spec.credential_env.iter().flatten().enumerate() {
+        if let Some(why) = reserved_env_problem(name.as_str()) {
+            out.push(
+                origin.error(
+                    &path("spec.credentialEnv").index(i),
+                    format!("{name} cannot be passed to the agent: {why}"),
+                ),
+            );
         }
     }
     if spec.supports_resume == Some(true) && spec.resume_pattern.is_none() {
@@ -99,6 +188,7 @@ fn check_adapter(spec: &AdapterSpec, origin: &Origin, out: &mut Vec<ValidationEr
         let plain = !contract.is_empty()
             && !contract.contains(['/', '\\'])
             && !contract.starts_with('.')
+            && hidden_character_problem(contract).is_none()
             && (contract.ends_with(".yaml") || contract.ends_with(".yml"));
         if !plain {
             out.push(origin.error(
@@ -195,7 +285,8 @@ fn check_assignment(spec: &AssignmentSpec, origin: &Origin, out: &mut Vec<Valida
         ));
     }
     for (i, entry) in spec.readable_paths.iter().enumerate() {
-        if let Some(problem) = readable_path_problem(entry) {
+        let problem = hidden_character_problem(entry).or_else(|| readable_path_problem(entry).map(str::to_owned));
+        if let Some(problem) = problem {
             out.push(origin.error(&path("spec.readablePaths").index(i), format!("{entry:?}: {problem}")));
         }
     }
@@ -206,15 +297,20 @@ fn check_assignment(spec: &AssignmentSpec, origin: &Origin, out: &mut Vec<Valida
         out.push(origin.error(&path("spec.task.prompt"), "must not be empty"));
     }
     let revision = &spec.source.revision;
-    if revision.is_empty() || revision.starts_with('-') || revision.chars().any(|c| c.is_whitespace() || c.is_control())
+    if let Some(problem) = hidden_character_problem(revision) {
+        out.push(origin.error(&path("spec.source.revision"), format!("{revision:?}: {problem}")));
+    } else if revision.is_empty()
+        || revision.starts_with('-')
+        || revision.chars().any(|c| c.is_whitespace() || c.is_control())
     {
         out.push(origin.error(
             &path("spec.source.revision"),
             "a revision is a branch, tag or commit: not empty, no whitespace, not starting with '-'",
         ));
     }
-    if let Some(problem) = repo_path_problem(&spec.source.repo) {
-        out.push(origin.error(&path("spec.source.repo"), format!("{:?}: {problem}", spec.source.repo)));
+    let repo = &spec.source.repo;
+    if let Some(problem) = hidden_character_problem(repo).or_else(|| repo_path_problem(repo).map(str::to_owned)) {
+        out.push(origin.error(&path("spec.source.repo"), format!("{repo:?}: {problem}")));
     }
     if let Some(model) = &spec.model
         && (model.trim().is_empty() || has_control(model))
@@ -224,11 +320,7 @@ fn check_assignment(spec: &AssignmentSpec, origin: &Origin, out: &mut Vec<Valida
     if spec.retries > MAX_RETRIES {
         out.push(origin.error(&path("spec.retries"), format!("at most {MAX_RETRIES}")));
     }
-    if let Some(timeout) = spec.timeout
-        && timeout.as_std().is_zero()
-    {
-        out.push(origin.error(&path("spec.timeout"), "must be greater than 0s"));
-    }
+    check_timeout(spec.timeout, "spec.timeout", origin, out);
 }
 
 fn check_policy(spec: &AdmissionPolicySpec, origin: &Origin, out: &mut Vec<ValidationError>) {
@@ -407,6 +499,26 @@ mod tests {
             ("  resources: {cpus: 9}\n", "spec.resources.cpus", "hard cap", "  resources: {cpus: 0.5}\n"),
             ("  resources: {pids: 5000}\n", "spec.resources.pids", "hard cap", "  resources: {pids: 4096}\n"),
             ("  resources: {pids: 0}\n", "spec.resources.pids", "greater than", "  resources: {pids: 1}\n"),
+            ("  resources: {cpus: 5m}\n", "spec.resources.cpus", "below 0.01 CPU", "  resources: {cpus: 10m}\n"),
+            ("  resources: {cpus: 0}\n", "spec.resources.cpus", "below 0.01 CPU", "  resources: {cpus: 0.01}\n"),
+            ("  resources: {memory: 5Mi}\n", "spec.resources.memory", "below 6Mi", "  resources: {memory: 6Mi}\n"),
+            (
+                "  resources: {workspaceSize: 512Ki}\n",
+                "spec.resources.workspaceSize",
+                "below 1Mi: the workspace volume holds",
+                "  resources: {workspaceSize: 1Mi}\n",
+            ),
+            (
+                "  resources: {tmpSize: 0}\n",
+                "spec.resources.tmpSize",
+                "greater than 0",
+                "  resources: {tmpSize: 1Mi}\n",
+            ),
+            ("  timeout: 25h\n", "spec.timeout", "hard cap of 24h", "  timeout: 24h\n"),
+            ("  timeout: 1ms\n", "spec.timeout", "at least 1s", "  timeout: 1s\n"),
+            ("  timeout: 0s\n", "spec.timeout", "at least 1s", "  timeout: 1m\n"),
+            ("  timeout: 1500ms\n", "spec.timeout", "whole number of seconds", "  timeout: 2000ms\n"),
+            ("  command: \"qwen\\u202e\"\n", "spec.command", "U+202E (RIGHT-TO-LEFT OVERRIDE)", "  command: qwen\n"),
             (
                 "  resources: {workspaceSize: 17Gi}\n",
                 "spec.resources.workspaceSize",
@@ -416,6 +528,45 @@ mod tests {
             ("  resources: {tmpSize: 5Gi}\n", "spec.resources.tmpSize", "hard cap", "  resources: {tmpSize: 4Gi}\n"),
             ("  outputLimit: 17Mi\n", "spec.outputLimit", "hard cap", "  outputLimit: 16Mi\n"),
             ("  timeout: 30 minutes\n", "spec.timeout", "invalid duration", "  timeout: 30m\n"),
+            (
+                "  credentialEnv: [OPENAI_API_KEY, LD_PRELOAD]\n",
+                "spec.credentialEnv[1]",
+                "LD_PRELOAD cannot be passed to the agent: LD_* variables",
+                "  credentialEnv: [OPENAI_API_KEY, DEPLOY_KEY]\n",
+            ),
+            ("  credentialEnv: [LD_LIBRARY_PATH]\n", "spec.credentialEnv[0]", "LD_*", "  credentialEnv: [OLD_PATH]\n"),
+            ("  credentialEnv: [PATH]\n", "spec.credentialEnv[0]", "sets PATH", "  credentialEnv: [MY_PATH]\n"),
+            ("  credentialEnv: [HOME]\n", "spec.credentialEnv[0]", "sets HOME", "  credentialEnv: [HOMEBREW_TOKEN]\n"),
+            (
+                "  credentialEnv: [HTTPS_PROXY]\n",
+                "spec.credentialEnv[0]",
+                "egress gateway",
+                "  credentialEnv: [PROXY_TOKEN]\n",
+            ),
+            (
+                "  credentialEnv: [HTTP_PROXY]\n",
+                "spec.credentialEnv[0]",
+                "egress gateway",
+                "  credentialEnv: [HTTP_TOKEN]\n",
+            ),
+            (
+                "  credentialEnv: [ALL_PROXY]\n",
+                "spec.credentialEnv[0]",
+                "egress gateway",
+                "  credentialEnv: [ALL_TOKENS]\n",
+            ),
+            (
+                "  credentialEnv: [NO_PROXY]\n",
+                "spec.credentialEnv[0]",
+                "egress gateway",
+                "  credentialEnv: [NO_TOKEN]\n",
+            ),
+            (
+                "  credentialEnv: [ROUNDTABLE_DIR]\n",
+                "spec.credentialEnv[0]",
+                "reserved for Roundtable",
+                "  credentialEnv: [ROUNDTABLES_KEY]\n",
+            ),
             (
                 "  providerHosts: ['*.openai.com']\n",
                 "spec.providerHosts[0]",
@@ -511,6 +662,24 @@ mod tests {
             ),
             ("  readablePaths: ['']\n", "spec.readablePaths[0]", "empty path", "  readablePaths: [.]\n"),
             (
+                "  readablePaths: [\"docs\\u2066/x\"]\n",
+                "spec.readablePaths[0]",
+                "U+2066 (LEFT-TO-RIGHT ISOLATE)",
+                "  readablePaths: [docs/x]\n",
+            ),
+            (
+                "  readablePaths: [a]\n  timeout: 48h\n",
+                "spec.timeout",
+                "48h exceeds the hard cap of 24h",
+                "  readablePaths: [a]\n  timeout: 24h\n",
+            ),
+            (
+                "  readablePaths: [a]\n  timeout: 10ms\n",
+                "spec.timeout",
+                "10ms is too short: a timeout must be at least 1s",
+                "  readablePaths: [a]\n  timeout: 10s\n",
+            ),
+            (
                 "  readablePaths: [a]\n  retries: 11\n",
                 "spec.retries",
                 "at most",
@@ -567,6 +736,50 @@ mod tests {
         assert_one(&findings(&[("a.yaml", &assignment("Fix_It", GOOD_ASSIGNMENT))]), "metadata.name", "invalid name");
         assert_clean(&findings(&[("a.yaml", &assignment("fix-it", GOOD_ASSIGNMENT))]));
         assert_clean(&findings(&[("a.yaml", &adapter("'Qwen CLI'", "  command: qwen\n"))]));
+    }
+
+    #[test]
+    fn names_refuse_bidi_and_invisible_characters() {
+        for name in ["\"fix\\u202eit\"", "\"fix\\u200bit\"", "\"fix\\u2066it\""] {
+            let found = findings(&[("a.yaml", &assignment(name, GOOD_ASSIGNMENT))]);
+            assert_one(&found, "metadata.name", "U+");
+            assert!(!found[0].message.contains(['\u{202e}', '\u{200b}', '\u{2066}']), "{found:#?}");
+        }
+        assert_one(
+            &findings(&[("a.yaml", &adapter("\"Qwen\\u202eCLI\"", "  command: qwen\n"))]),
+            "metadata.name",
+            "U+202E (RIGHT-TO-LEFT OVERRIDE)",
+        );
+        assert_one(
+            &findings(&[("a.yaml", &policy("  mode: warn\n").replace("name: default", "name: \"def\\u200fault\""))]),
+            "metadata.name",
+            "U+200F (RIGHT-TO-LEFT MARK)",
+        );
+    }
+
+    #[test]
+    fn echoed_values_are_exactly_what_the_operator_wrote() {
+        // Each value's canonical form differs from the text: a message must show the text.
+        let cases: &[(&str, &str)] = &[
+            ("  resources: {memory: 17.5Gi}\n", "17.5Gi exceeds the hard cap of 16Gi"),
+            ("  resources: {memory: 18G}\n", "18G exceeds the hard cap of 16Gi"),
+            ("  resources: {memory: '5000000'}\n", "5000000 is below 6Mi"),
+            ("  resources: {memory: 1.5Ki}\n", "1.5Ki is below 6Mi"),
+            ("  resources: {cpus: 8.5}\n", "8.5 exceeds the hard cap of 8"),
+            ("  resources: {cpus: 0.005}\n", "0.005 is below 0.01 CPU"),
+            ("  resources: {cpus: 0.0005}\n", "invalid CPU count \"0.0005\""),
+            ("  resources: {cpus: 0.009}\n", "0.009 is below 0.01 CPU"),
+            ("  resources: {workspaceSize: 0.5Mi}\n", "0.5Mi is below 1Mi"),
+            ("  outputLimit: 16385Ki\n", "16385Ki exceeds the hard cap of 16Mi"),
+            ("  timeout: 1440m1s\n", "1440m1s exceeds the hard cap of 24h"),
+            ("  timeout: 90000s\n", "90000s exceeds the hard cap of 24h"),
+            ("  timeout: 999ms\n", "999ms is too short"),
+        ];
+        for (spec, wanted) in cases {
+            let found = findings(&[("a.yaml", &adapter("mine", spec))]);
+            let errors: Vec<&str> = found.iter().map(|f| f.message.as_str()).collect();
+            assert!(errors.iter().any(|m| m.starts_with(wanted)), "{spec:?}: {errors:?}");
+        }
     }
 
     #[test]

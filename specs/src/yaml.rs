@@ -1,10 +1,12 @@
 //! The one module that touches the YAML libraries: splitting a file into documents, typed
 //! deserialization with field paths and positions, and finding the position of any field path.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::DeserializeOwned;
 use serde_saphyr::granit_parser::{Event, Parser};
+use serde_saphyr::{MessageFormatter, UserMessageFormatter};
 
 /// The largest spec file read; larger ones are refused before parsing.
 pub const MAX_FILE_BYTES: usize = 1 << 20;
@@ -153,10 +155,87 @@ fn options() -> serde_saphyr::Options {
     options
 }
 
-/// The library's message without the position it appends (` at line N, column M`) or
-/// prepends (`line N column M: `); we print positions ourselves, relative to the file.
+/// Operators' wording for the library's errors: what is wrong with the YAML, never which
+/// library option would have accepted it. What is not reworded here comes from the library's
+/// user-facing formatter.
+struct Wording;
+
+/// The range of an integer type, as the library names it (`u32`), for "expected …" messages.
+fn integer_wording(ty: &str) -> Option<String> {
+    let (low, high): (i128, i128) = match ty {
+        "u8" => (0, u8::MAX.into()),
+        "u16" => (0, u16::MAX.into()),
+        "u32" => (0, u32::MAX.into()),
+        "u64" => (0, u64::MAX.into()),
+        "usize" => (0, usize::MAX as i128),
+        "i8" => (i8::MIN.into(), i8::MAX.into()),
+        "i16" => (i16::MIN.into(), i16::MAX.into()),
+        "i32" => (i32::MIN.into(), i32::MAX.into()),
+        "i64" => (i64::MIN.into(), i64::MAX.into()),
+        _ => return None,
+    };
+    Some(format!("expected a whole number from {low} to {high}"))
+}
+
+/// `expected sequence start` and the like, in operators' words.
+fn expected_wording(expected: &str) -> Cow<'static, str> {
+    match expected {
+        "sequence start" => "expected a list".into(),
+        "mapping start" | "mapping" | "struct" => "expected a mapping (key: value lines)".into(),
+        "string scalar" | "string" => "expected a string".into(),
+        "scalar" => "expected a single value, not a list or mapping".into(),
+        other => format!("expected {other}").into(),
+    }
+}
+
+impl MessageFormatter for Wording {
+    fn format_message<'a>(&self, error: &'a serde_saphyr::Error) -> Cow<'a, str> {
+        use serde_saphyr::Error as E;
+        match error {
+            E::DuplicateMappingKey { key: Some(key), .. } => {
+                format!("duplicate key `{key}`: a key may appear only once in a mapping").into()
+            }
+            E::DuplicateMappingKey { key: None, .. } => "duplicate key: a key may appear only once in a mapping".into(),
+            E::InvalidScalar { ty, .. } => match *ty {
+                "bool" => "expected true or false".into(),
+                "f32" | "f64" => "expected a number".into(),
+                "char" => "expected a single character".into(),
+                other => integer_wording(other).map_or_else(|| format!("not a valid {other}").into(), Cow::Owned),
+            },
+            E::InvalidBooleanStrict { .. } => "expected true or false".into(),
+            E::NullIntoString { .. } | E::InvalidCharNull { .. } => "expected a value, not null".into(),
+            E::Unexpected { expected, .. } => expected_wording(expected),
+            E::NonFiniteFloat { value, .. } => format!("{value} is not a finite number").into(),
+            E::UnknownAnchor { .. } => "an alias (*name) refers to no anchor (&name) defined before it".into(),
+            E::MergeKeyNotAllowed { .. } => "merge keys (<<) are not allowed; write the fields out".into(),
+            E::Budget { .. }
+            | E::AliasReplayCounterOverflow { .. }
+            | E::AliasReplayLimitExceeded { .. }
+            | E::AliasExpansionLimitExceeded { .. }
+            | E::AliasReplayStackDepthExceeded { .. } => format!(
+                "parse budget exceeded (an alias bomb or an oversized document): {}",
+                UserMessageFormatter.format_message(error)
+            )
+            .into(),
+            _ => UserMessageFormatter.format_message(error),
+        }
+    }
+}
+
+/// The error an alias or a snippet wraps.
+fn original(mut error: &serde_saphyr::Error) -> &serde_saphyr::Error {
+    while let serde_saphyr::Error::AliasError { error: inner, .. }
+    | serde_saphyr::Error::WithSnippet { error: inner, .. } = error
+    {
+        error = inner;
+    }
+    error
+}
+
+/// The message for an operator, without a position: we print positions ourselves, relative to
+/// the file.
 fn bare_message(error: &serde_saphyr::Error) -> String {
-    let rendered = error.without_snippet().to_string();
+    let rendered = Wording.format_message(original(error));
     let mut message = rendered.trim();
     if let Some(rest) = message.strip_prefix("line ")
         && let Some((_, after)) = rest.split_once(": ")
@@ -168,8 +247,8 @@ fn bare_message(error: &serde_saphyr::Error) -> String {
     {
         message = &message[..at];
     }
-    if message.starts_with("budget breached") {
-        return format!("parse budget exceeded (an alias bomb or an oversized document): {message}");
+    if message.starts_with("tabs disallowed") {
+        return "tabs are not allowed for indentation; indent with spaces".into();
     }
     message.to_owned()
 }
@@ -199,6 +278,12 @@ impl Document<'_> {
             None => self.locate(&path),
         };
         Err(YamlProblem { position, path, message: bare_message(&error) })
+    }
+
+    /// The scalar at `path` exactly as written (quotes removed), when there is one: what a
+    /// message echoes, so it never shows a rounded or reformatted value.
+    pub fn scalar(&self, path: &FieldPath) -> Option<String> {
+        SpanIndex::build(self.text).scalars.into_iter().find(|(candidate, _)| candidate == path).map(|(_, text)| text)
     }
 
     /// The position of the value at `path`, or of its nearest ancestor that exists.
@@ -235,6 +320,8 @@ fn convert_path(path: &serde_path_to_error::Path) -> FieldPath {
 /// A mapping value is placed at its key, which is where an operator looks for it.
 struct SpanIndex {
     entries: Vec<(FieldPath, (usize, usize))>,
+    /// The text of every scalar value (not key), by path.
+    scalars: Vec<(FieldPath, String)>,
 }
 
 enum Slot {
@@ -259,6 +346,7 @@ struct Frame {
 impl SpanIndex {
     fn build(text: &str) -> Self {
         let mut entries = Vec::new();
+        let mut scalars = Vec::new();
         let mut stack: Vec<Frame> = Vec::new();
         let mut path: Vec<Segment> = Vec::new();
         for item in Parser::new_from_str(text) {
@@ -308,6 +396,11 @@ impl SpanIndex {
                 }
                 None => entries.push((FieldPath::root(), position)),
             }
+            if let (Event::Scalar(text, ..), false, true, Some(segment)) = (&event, is_key, recording, &segment) {
+                let mut value_path = path.clone();
+                value_path.push(segment.clone());
+                scalars.push((FieldPath(value_path), text.to_string()));
+            }
             if starts_collection {
                 let pushed = segment.is_some();
                 path.extend(segment);
@@ -318,7 +411,7 @@ impl SpanIndex {
                 stack.push(Frame { slot, pushed, recording: recording && !is_key });
             }
         }
-        Self { entries }
+        Self { entries, scalars }
     }
 
     fn find(&self, path: &FieldPath) -> Option<(usize, usize)> {
@@ -390,6 +483,19 @@ mod tests {
         assert_eq!(doc.locate(&FieldPath::parse("spec.count")), Position { line: 2, column: 3 });
         assert_eq!(doc.locate(&FieldPath::parse("spec.missing")), Position { line: 1, column: 1 });
         assert_eq!(doc.locate(&FieldPath::parse("spec.paths[9]")), Position { line: 3, column: 3 });
+    }
+
+    #[test]
+    fn scalars_are_found_as_written() {
+        let text = "spec:\n  resources: {memory: 1.50Gi, cpus: 0.50}\n  args: [a, '0x10']\n  timeout: \"90s\"\n";
+        let doc = split_documents(text)[0];
+        let scalar = |path: &str| doc.scalar(&FieldPath::parse(path));
+        assert_eq!(scalar("spec.resources.memory").as_deref(), Some("1.50Gi"));
+        assert_eq!(scalar("spec.resources.cpus").as_deref(), Some("0.50"));
+        assert_eq!(scalar("spec.args[1]").as_deref(), Some("0x10"));
+        assert_eq!(scalar("spec.timeout").as_deref(), Some("90s"));
+        assert_eq!(scalar("spec.resources"), None, "a mapping is not a scalar");
+        assert_eq!(scalar("spec"), None);
     }
 
     #[test]

@@ -12,9 +12,13 @@ use crate::commands::state::open_for_reading;
 use crate::commands::status::{health_text, sync_text};
 use crate::render;
 
+/// The object a `KIND/NAME` argument names (clap has checked the shape): an unknown kind names
+/// no object, like an unknown name, and exits 1.
 pub fn parse_key(text: &str) -> anyhow::Result<ObjectKey> {
-    ObjectKey::parse(text)
-        .with_context(|| format!("{text:?} is not KIND/NAME (kinds: Adapter, Assignment, AdmissionPolicy)"))
+    ObjectKey::parse(text).with_context(|| {
+        let kind = text.split_once('/').map_or(text, |(kind, _)| kind);
+        format!("{text:?} names no object: unknown kind {kind:?} (kinds: Adapter, Assignment, AdmissionPolicy)")
+    })
 }
 
 pub async fn run(global: &Global, object: &str, format: Format) -> anyhow::Result<ExitCode> {
@@ -40,16 +44,16 @@ fn text(item: &DescribeItem) -> String {
     let mut out = format!(
         "Kind:        {}\nName:        {}\nSource:      {}\nGeneration:  {} (observed {})\nSync:        {}\nHealth:      {}\nMessage:     {}\n",
         status.kind,
-        status.name,
-        item.source_file.as_deref().unwrap_or("-"),
+        render::sanitize(&status.name),
+        render::sanitize(item.source_file.as_deref().unwrap_or("-")),
         number(status.generation),
         number(status.observed_generation),
         sync_text(status.sync),
         health_text(status.health),
-        status.message,
+        render::sanitize(&status.message),
     );
     if let Some(observed) = &item.observed {
-        out.push_str(&format!("Observed:    {observed}\n"));
+        out.push_str(&format!("Observed:    {}\n", render::sanitize(&observed.to_string())));
     }
     out.push_str("\nConditions:\n");
     let conditions: Vec<Vec<String>> = status

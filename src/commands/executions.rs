@@ -1,10 +1,12 @@
 //! `roundtable sessions …` and `roundtable proposals …`: what executions recorded. Everything an
 //! agent produced is escaped before it reaches the terminal.
 
+use std::fmt::Write as _;
 use std::io::Write as _;
 use std::process::ExitCode;
 
 use roundtable_specs::List;
+use roundtable_specs::output::SessionItem;
 
 use crate::cli::{Format, Global};
 use crate::commands::state::open_for_reading;
@@ -41,10 +43,103 @@ pub async fn sessions_show(global: &Global, id: &str, format: Format) -> anyhow:
     let item = open_for_reading(global).await?.session(id).await?;
     match format {
         Format::Json => print!("{}", render::json(&List::of(vec![item]))?),
-        Format::Text => print!("{}", render::sanitize_block(&serde_json::to_string_pretty(&item)?)),
+        Format::Text => print!("{}", session_text(&item)),
     }
-    println!();
     Ok(ExitCode::SUCCESS)
+}
+
+/// One `Label:  value` line; the value escaped, so nothing in it can start a line of its own or
+/// drive the terminal.
+fn field(out: &mut String, label: &str, value: &str) {
+    let _ = writeln!(out, "{:<12} {}", format!("{label}:"), render::sanitize(value));
+}
+
+/// `sessions show` for a terminal: the session's record as a readable block, like `proposals show`.
+fn session_text(item: &SessionItem) -> String {
+    let or_dash = |value: Option<&str>| value.unwrap_or("-").to_owned();
+    let detail = &item.detail;
+    let mut out = String::new();
+    field(&mut out, "Session", &item.id);
+    field(
+        &mut out,
+        "Assignment",
+        &format!("{} (execution generation {}, attempt {})", item.assignment, item.execution_generation, item.attempt),
+    );
+    field(&mut out, "Adapter", &item.adapter);
+    field(&mut out, "Image", &or_dash(item.image.as_deref()));
+    field(&mut out, "Phase", item.phase.as_str());
+    field(&mut out, "Cause", item.cause.map_or("-", |cause| cause.as_str()));
+    field(&mut out, "Exit code", &item.exit_code.map_or_else(|| "-".into(), |code| code.to_string()));
+    field(&mut out, "Message", &item.message);
+    field(&mut out, "Base commit", &or_dash(item.base_commit.as_deref()));
+    if let Some(external) = &item.external_session_id {
+        field(&mut out, "External ID", external);
+    }
+    field(&mut out, "Controller", &item.controller_run);
+    field(&mut out, "Created", &item.created_at);
+    field(&mut out, "Started", &or_dash(item.started_at.as_deref()));
+    field(&mut out, "Finished", &or_dash(item.finished_at.as_deref()));
+    if !detail.timings_ms.is_empty() {
+        let timings: Vec<String> = detail.timings_ms.iter().map(|(phase, ms)| format!("{phase} {ms} ms")).collect();
+        field(&mut out, "Timings", &timings.join(", "));
+    }
+    let stream = |bytes: Option<i64>, truncated: bool| {
+        let bytes = bytes.map_or_else(|| "-".into(), |b| format!("{b} bytes"));
+        if truncated { format!("{bytes} (truncated at the capture limit)") } else { bytes }
+    };
+    field(&mut out, "Stdout", &stream(item.stdout_bytes, item.stdout_truncated));
+    field(&mut out, "Stderr", &stream(item.stderr_bytes, item.stderr_truncated));
+    field(&mut out, "Manifest", &format!("{} files given to the agent", detail.manifest.len()));
+    for withheld in &detail.withheld {
+        field(&mut out, "Withheld", &format!("{} ({})", withheld.path, withheld.reason));
+    }
+    if let Some(check) = &detail.self_check {
+        let failures: Vec<String> = check.failures().map(|f| format!("{}: {}", f.name, f.detail)).collect();
+        let verdict = if check.ok { format!("passed ({} items)", check.items.len()) } else { "FAILED".into() };
+        field(&mut out, "Self-check", &verdict);
+        for failure in failures {
+            field(&mut out, "Check failed", &failure);
+        }
+    }
+    if let Some(paused) = detail.paused_for_export {
+        field(&mut out, "Paused", if paused { "yes, before the export" } else { "no" });
+    }
+    if let Some(export) = &detail.export {
+        field(&mut out, "Export", &format!("{} files, {} bytes", export.files, export.bytes));
+        for rejected in &export.rejected {
+            field(&mut out, "Rejected", &format!("{} ({})", rejected.path, rejected.reason));
+        }
+        for stripped in &export.stripped_bits {
+            field(&mut out, "Stripped", &format!("{stripped} (setuid, setgid or sticky bit dropped)"));
+        }
+        for link in &export.hard_links {
+            field(&mut out, "Hard link", link);
+        }
+    }
+    for not_given in &detail.not_given {
+        field(&mut out, "Not given", &format!("{} ({})", not_given.path, not_given.reason));
+    }
+    if let Some(egress) = &detail.egress {
+        let counters = &egress.counters;
+        field(&mut out, "Egress", &format!("{} via {} to {}", egress.state, egress.socket, egress.hosts.join(", ")));
+        field(
+            &mut out,
+            "Tunnels",
+            &format!(
+                "{} allowed, {} denied, {} abandoned, {} active; {} bytes in, {} bytes out",
+                counters.allowed,
+                counters.denied,
+                counters.abandoned,
+                counters.active,
+                counters.bytes_in,
+                counters.bytes_out
+            ),
+        );
+        for (reason, count) in &counters.denials {
+            field(&mut out, "Denied", &format!("{count} × {}", reason.as_str()));
+        }
+    }
+    out
 }
 
 pub async fn sessions_logs(global: &Global, id: &str) -> anyhow::Result<ExitCode> {
@@ -95,9 +190,13 @@ pub async fn proposals_show(global: &Global, id: &str, format: Format) -> anyhow
     match format {
         Format::Json => print!("{}", render::json(&List::of(vec![item]))?),
         Format::Text => {
-            println!("Proposal:    {}", item.id);
-            println!("Assignment:  {} (execution generation {})", item.assignment, item.execution_generation);
-            println!("Session:     {}", item.session);
+            println!("Proposal:    {}", render::sanitize(&item.id));
+            println!(
+                "Assignment:  {} (execution generation {})",
+                render::sanitize(&item.assignment),
+                item.execution_generation
+            );
+            println!("Session:     {}", render::sanitize(&item.session));
             println!("Adapter:     {}", render::sanitize(&item.adapter));
             println!("Base:        {}", item.base_commit);
             println!("State:       {} (nothing applies proposals)", item.state);

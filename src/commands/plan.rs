@@ -12,12 +12,20 @@ pub async fn run(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
     let plan = open_for_reading(global).await?.plan().await?;
     let errors = plan.file_errors.len();
     match format {
-        Format::Json => print!("{}", render::json(&List::of(plan.changes))?),
+        Format::Json => {
+            // An engine that does not answer is a `?` entry: the plan cannot tell.
+            let mut changes: Vec<_> = plan.engine_unreachable.iter().map(|e| e.planned_change()).collect();
+            changes.extend(plan.changes);
+            print!("{}", render::json(&List::of(changes))?);
+        }
         Format::Text => {
+            if let Some(unreachable) = &plan.engine_unreachable {
+                println!("! {}", render::sanitize(&unreachable.planned_change().summary));
+            }
             for error in &plan.file_errors {
                 println!("! {}", render::sanitize(&error.to_string()));
             }
-            if plan.changes.is_empty() {
+            if plan.changes.is_empty() && plan.engine_unreachable.is_none() {
                 println!("No changes. The world matches the specs.");
             }
             for change in &plan.changes {
@@ -33,5 +41,6 @@ pub async fn run(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    Ok(if errors > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    let failed = errors > 0 || plan.engine_unreachable.is_some();
+    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }

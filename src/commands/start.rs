@@ -18,6 +18,7 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     if !global.dir.is_dir() {
         anyhow::bail!("spec directory {} not found (run `roundtable init`, or pass --dir)", global.dir.display());
     }
+    // Refused before anything starts; exit 1 (tests/integration/egress.rs pins it).
     if let Some(problem) = args.gateway_allow_cidrs.iter().find_map(|cidr| cidr.refused_as_exception()) {
         anyhow::bail!("--gateway-allow-cidr {problem}");
     }

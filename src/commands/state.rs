@@ -13,7 +13,11 @@ use crate::cli::Global;
 pub async fn runtime() -> Arc<dyn SessionRuntime> {
     match roundtable_docker::DockerRuntime::connect().await {
         Ok(runtime) => Arc::new(runtime),
-        Err(error) => Arc::new(Unavailable { reason: roundtable_controller::error_chain(&error) }),
+        Err(error) => Arc::new(Unavailable {
+            // Where the engine was looked for, so `status` and `plan` can name it.
+            endpoint: roundtable_docker::engine::endpoint().unwrap_or_else(|_| "none".into()),
+            reason: roundtable_controller::error_chain(&error),
+        }),
     }
 }
 

@@ -176,3 +176,171 @@ fn usage_errors_exit_64() {
     assert_eq!(roundtable(tree.path(), &["validate", "--format", "yaml"]).status.code(), Some(64));
     assert_eq!(roundtable(tree.path(), &["--help"]).status.code(), Some(0));
 }
+
+/// Runs the binary in `cwd` with `envs` added, waiting at most 30 s (a scan that blocked on a
+/// FIFO would otherwise hang the test run).
+fn roundtable_within(cwd: &std::path::Path, args: &[&str], envs: &[(&str, &str)]) -> std::process::Output {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(crate::support::binary())
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("RUST_LOG")
+        .env_remove("ROUNDTABLE_DIR")
+        .env_remove("ROUNDTABLE_STATE_DIR")
+        .envs(envs.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run roundtable");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("roundtable {args:?} did not finish within 30 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+#[test]
+fn bidi_controls_in_spec_text_never_reach_the_terminal() {
+    const RLO: char = '\u{202e}';
+    // A file whose name displays reversed, an Assignment whose name and title carry U+202E, and
+    // an Adapter (loaded) declared in a file whose name carries it too.
+    let broken = format!(
+        "{API}\nkind: Assignment\nmetadata: {{name: \"fix\\u202eit\"}}\nspec:\n  adapter: generic\n  task: {{id: T, title: \"evil{RLO}txt.exe\", prompt: p}}\n  readablePaths: [README.md]\n"
+    );
+    let loaded = format!("{API}\nkind: Adapter\nmetadata: {{name: shown}}\nspec: {{command: x}}\n");
+    let tree = spec_tree(&[(&format!("evil{RLO}lmy.yaml"), &broken), (&format!("ok{RLO}.yaml"), &loaded)]);
+    let root = tree.path();
+    let raw = |out: &std::process::Output| {
+        String::from_utf8_lossy(&out.stdout).contains(RLO) || String::from_utf8_lossy(&out.stderr).contains(RLO)
+    };
+
+    let validate = roundtable(root, &["validate", "--dir", "."]);
+    assert_eq!(validate.status.code(), Some(1), "{}", stdout(&validate));
+    let shown = stdout(&validate);
+    assert!(!raw(&validate), "raw U+202E reached the terminal: {shown:?}");
+    assert!(shown.contains("evil\\u{202e}lmy.yaml"), "the file is named, escaped: {shown}");
+    assert!(shown.contains("U+202E (RIGHT-TO-LEFT OVERRIDE)"), "the character is named: {shown}");
+
+    for args in [&["status", "--dir", "."][..], &["plan", "--dir", "."], &["adapters", "list", "--dir", "."]] {
+        let out = roundtable(root, args);
+        assert!(!raw(&out), "{args:?}: raw U+202E reached the terminal: {:?}{:?}", stdout(&out), stderr(&out));
+        let all = format!("{}{}", stdout(&out), stderr(&out));
+        assert!(all.contains("\\u{202e}"), "{args:?} shows the file, escaped: {all}");
+    }
+}
+
+#[test]
+fn spec_files_outside_the_project_or_not_regular_are_refused_by_name_without_blocking() {
+    let tree = spec_tree(&[(
+        ".roundtable/ok.yaml",
+        &format!("{API}\nkind: Adapter\nmetadata: {{name: mine}}\nspec: {{command: mine}}\n"),
+    )]);
+    let root = tree.path();
+    let outside = tempfile::tempdir().expect("tempdir");
+    std::fs::write(outside.path().join("secret.yaml"), "token: SECRET-CONTENT\n").expect("write");
+    std::os::unix::fs::symlink(outside.path().join("secret.yaml"), root.join(".roundtable/leak.yaml")).expect("link");
+    let status = std::process::Command::new("mkfifo").arg(root.join(".roundtable/pipe.yaml")).status().expect("mkfifo");
+    assert!(status.success());
+
+    for args in [&["validate"][..], &["status", "--exit-code"], &["plan"], &["adapters", "list"]] {
+        let out = roundtable_within(root, args, &[]);
+        let all = format!("{}{}", stdout(&out), stderr(&out));
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {all}");
+        assert!(!all.contains("SECRET"), "{args:?} printed the linked file's content: {all}");
+        assert!(all.contains("leak.yaml") && all.contains("outside the project root"), "{args:?}: {all}");
+        assert!(all.contains("pipe.yaml") && all.contains("a FIFO, not a regular file"), "{args:?}: {all}");
+    }
+    let shown = stdout(&roundtable_within(root, &["validate"], &[]));
+    assert!(shown.contains(".roundtable/leak.yaml:0:0: a symbolic link to a file outside the project root"), "{shown}");
+    assert!(shown.contains(".roundtable/pipe.yaml:0:0: a FIFO, not a regular file"), "{shown}");
+}
+
+#[test]
+fn an_unreachable_engine_makes_status_and_plan_fail_naming_it() {
+    let tree = spec_tree(&[(
+        ".roundtable/a.yaml",
+        &format!("{API}\nkind: Adapter\nmetadata: {{name: mock}}\nspec: {{timeout: 5m}}\n"),
+    )]);
+    let root = tree.path();
+    let nowhere = [("DOCKER_HOST", "unix:///nonexistent.sock")];
+
+    let status = roundtable_within(root, &["status", "--exit-code"], &nowhere);
+    assert_eq!(status.status.code(), Some(1), "an unreachable engine is an error: {}", stdout(&status));
+    let shown = stdout(&status);
+    let engine = shown.lines().find(|l| l.starts_with("Engine")).unwrap_or_else(|| panic!("no Engine row: {shown}"));
+    assert!(
+        engine.contains("unix:///nonexistent.sock") && engine.contains("Error") && engine.contains("Unknown"),
+        "{engine}"
+    );
+    assert!(engine.contains("unreachable"), "{engine}");
+    assert!(!shown.contains("Synced"), "{shown}");
+
+    let as_json = roundtable_within(root, &["status", "--format", "json"], &nowhere);
+    let list = json(&stdout(&as_json));
+    let row = list["items"].as_array().and_then(|rows| rows.iter().find(|r| r["kind"] == "Engine")).cloned();
+    let row = row.unwrap_or_else(|| panic!("no Engine row: {list:#}"));
+    assert_eq!((row["sync"].as_str(), row["health"].as_str()), (Some("Error"), Some("Unknown")), "{row:#}");
+    assert_eq!(row["name"], "unix:///nonexistent.sock");
+
+    let plan = roundtable_within(root, &["plan"], &nowhere);
+    assert_ne!(plan.status.code(), Some(0), "{}", stdout(&plan));
+    assert!(stdout(&plan).starts_with("! container engine unreachable"), "{}", stdout(&plan));
+    assert!(!stdout(&plan).contains("No changes"), "{}", stdout(&plan));
+    let plan_json = json(&stdout(&roundtable_within(root, &["plan", "--format", "json"], &nowhere)));
+    assert_eq!(plan_json["items"][0]["op"], "?", "{plan_json:#}");
+    assert_eq!(plan_json["items"][0]["object"], "Engine/unix:///nonexistent.sock", "{plan_json:#}");
+}
+
+#[test]
+fn usage_errors_exit_64_in_every_subcommand() {
+    let tree = spec_tree(&[]);
+    let usage: &[&[&str]] = &[
+        &["status", "--format", "yaml"],
+        &["status", "--retention", "5x"],
+        &["status", "--retention", "1.5h"],
+        &["plan", "--format", "yml"],
+        &["describe"],
+        &["describe", "nonsense"],
+        &["describe", "Adapter/"],
+        &["describe", "Adapter/x", "--format", "xml"],
+        &["reconcile", "no-slash"],
+        &["prune", "--retention", "forever"],
+        &["prune", "--format", "csv"],
+        &["sessions"],
+        &["sessions", "show"],
+        &["sessions", "list", "--format", "table"],
+        &["sessions", "logs"],
+        &["proposals", "show"],
+        &["proposals", "export"],
+        &["proposals", "list", "--format", "yaml"],
+        &["adapters", "list", "--format", "yaml"],
+        &["doctor", "--format", "yaml"],
+        &["validate", "--format", "yaml"],
+        &["start", "--resync", "0s"],
+        &["start", "--resync", "10"],
+        &["start", "--grace", "a while"],
+        &["start", "--max-executions", "0"],
+        &["start", "--concurrency", "-1"],
+        &["start", "--gateway-allow-cidr", "10.0.0.1/8"],
+        &["gateway", "serve", "--listen", "127.0.0.1:0", "--allow-host", "*.example.com"],
+        &["gateway", "serve", "--listen", "127.0.0.1:0", "--allow-host", "a.example.com", "--dns-timeout", "0s"],
+        &["gateway", "serve", "--listen", "127.0.0.1:0", "--allow-host", "a.example.com", "--allow-cidr", "::/0"],
+        &["proxy", "--listen", "nowhere"],
+        &["--log-format", "xml", "status"],
+        &["schema", "--bogus"],
+    ];
+    for args in usage {
+        let out = roundtable_within(tree.path(), args, &[]);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {}{}", stdout(&out), stderr(&out));
+        assert!(stdout(&out).is_empty() && !stderr(&out).is_empty(), "{args:?}: {}", stderr(&out));
+    }
+    // Well-formed requests for things that do not exist are not usage errors.
+    for args in [&["describe", "Widget/x"][..], &["describe", "Adapter/nothing"], &["sessions", "show", "nope"]] {
+        let out = roundtable_within(tree.path(), args, &[]);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}{}", stdout(&out), stderr(&out));
+    }
+}

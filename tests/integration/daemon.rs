@@ -225,3 +225,141 @@ fn start_never_remodes_a_folder_it_did_not_create() {
     assert_eq!(mode(&open), 0o777);
     assert!(!open.join("x").exists(), "nothing was created in it");
 }
+
+/// A committed project whose `generic` Adapter runs on the test image, with one Assignment per
+/// `(name, script)`.
+fn agent_project(assignments: &[(&str, &str)]) -> tempfile::TempDir {
+    use crate::support::{API, commit_all, write};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write(root, "README.md", "# Project\n");
+    let mut specs = format!(
+        "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n  resources: {{memory: 256Mi, cpus: 1, pids: 64, workspaceSize: 32Mi, tmpSize: 16Mi}}\n"
+    );
+    for (name, script) in assignments {
+        specs.push_str(&format!(
+            "---\n{API}\nkind: Assignment\nmetadata: {{name: {name}}}\nspec:\n  adapter: generic\n  task:\n    id: {name}\n    prompt: |\n      {script}\n  source: {{repo: ., revision: main}}\n  readablePaths: [README.md]\n"
+        ));
+    }
+    write(root, ".roundtable/specs.yaml", &specs);
+    commit_all(root);
+    dir
+}
+
+/// The newest session of `assignment`, as `sessions list --format json` has it.
+fn newest_session(root: &Path, assignment: &str) -> Option<Value> {
+    let sessions = crate::support::json(&roundtable(root, &["sessions", "list", "--format", "json"]));
+    sessions["items"].as_array()?.iter().find(|s| s["assignment"] == assignment).cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bidi_controls_an_agent_writes_never_reach_the_terminal() {
+    use crate::support::{ShowLogOnPanic, ensure_test_images, start_daemon, wait_until};
+    const RLO: char = '\u{202e}';
+    let Some(_engine) = crate::support::engine_or_skip().await else { return };
+    ensure_test_images();
+    // A patch line and a rejected entry (a symbolic link) whose names carry U+202E.
+    let project = agent_project(&[(
+        "bidi",
+        r#"printf "x\342\200\256y\n" >> README.md && ln -s README.md "$(printf "l\342\200\256nk")""#,
+    )]);
+    let root = project.path();
+    let executions = tempfile::tempdir().expect("tempdir");
+    let daemon = start_daemon(root, &[], executions.path());
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
+    wait_until("the bidi session to finish", || {
+        newest_session(root, "bidi").is_some_and(|s| s["phase"] == "Succeeded" || s["phase"] == "Failed")
+    })
+    .await;
+    drop(daemon);
+    let session = newest_session(root, "bidi").expect("a session");
+    assert_eq!(session["phase"], "Succeeded", "{session:#}");
+    let id = session["id"].as_str().expect("id");
+    let rejected = session["detail"]["export"]["rejected"].to_string();
+    assert!(rejected.contains(RLO), "the record keeps the exact name: {rejected}");
+
+    // `sessions show`: a readable block, the rejected name escaped.
+    let shown = roundtable(root, &["sessions", "show", id]);
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    let text = stdout(&shown);
+    assert!(!text.contains(RLO), "raw U+202E reached the terminal through sessions show: {text:?}");
+    assert!(text.contains("Rejected:") && text.contains("l\\u{202e}nk"), "{text}");
+
+    // `proposals show`: the patch line escaped; `export` keeps the bytes for `git apply`.
+    let proposals = crate::support::json(&roundtable(root, &["proposals", "list", "--format", "json"]));
+    let proposal = proposals["items"][0]["id"].as_str().expect("a proposal").to_owned();
+    let shown = roundtable(root, &["proposals", "show", &proposal]);
+    let text = stdout(&shown);
+    assert!(!text.contains(RLO), "raw U+202E reached the terminal through proposals show: {text:?}");
+    assert!(text.contains("+x\\u{202e}y"), "{text}");
+    let exported = stdout(&roundtable(root, &["proposals", "export", &proposal]));
+    assert!(exported.contains(&format!("+x{RLO}y")), "{exported:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_show_prints_a_readable_block_and_json_on_request() {
+    use crate::support::{ShowLogOnPanic, ensure_test_images, start_daemon, wait_until};
+    let Some(_engine) = crate::support::engine_or_skip().await else { return };
+    ensure_test_images();
+    let project = agent_project(&[("edit", "echo edited >> README.md")]);
+    let root = project.path();
+    let executions = tempfile::tempdir().expect("tempdir");
+    let daemon = start_daemon(root, &[], executions.path());
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
+    wait_until("the session to succeed", || newest_session(root, "edit").is_some_and(|s| s["phase"] == "Succeeded"))
+        .await;
+    drop(daemon);
+    let session = newest_session(root, "edit").expect("a session");
+    let id = session["id"].as_str().expect("id");
+
+    let text = roundtable(root, &["sessions", "show", id]);
+    assert!(text.status.success(), "{}", stderr(&text));
+    let shown = stdout(&text);
+    assert!(!shown.trim_start().starts_with('{'), "text is not JSON: {shown}");
+    for line in [
+        format!("Session:     {id}"),
+        "Assignment:  edit (execution generation 1, attempt 1)".to_owned(),
+        "Adapter:     generic".to_owned(),
+        "Image:       roundtable-test/agent:latest".to_owned(),
+        "Phase:       Succeeded".to_owned(),
+        "Cause:       Exited".to_owned(),
+        "Exit code:   0".to_owned(),
+        "Manifest:    1 files given to the agent".to_owned(),
+        "Self-check:  passed".to_owned(),
+    ] {
+        assert!(shown.lines().any(|l| l.starts_with(&line)), "no line {line:?} in:\n{shown}");
+    }
+    for label in ["Message:", "Base commit:", "Started:", "Finished:", "Timings:", "Export:"] {
+        assert!(shown.lines().any(|l| l.starts_with(label)), "no {label} line in:\n{shown}");
+    }
+
+    let as_json = roundtable(root, &["sessions", "show", id, "--format", "json"]);
+    let list = crate::support::json(&as_json);
+    assert_eq!(list["kind"], "SessionList");
+    assert_eq!(list["items"][0]["id"], id);
+    assert_eq!(list["items"][0]["phase"], "Succeeded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_a_running_session_as_running_not_queued() {
+    use crate::support::{ShowLogOnPanic, ensure_test_images, start_daemon, wait_until};
+    let Some(_engine) = crate::support::engine_or_skip().await else { return };
+    ensure_test_images();
+    let project = agent_project(&[("slow", "sleep 8; echo done >> README.md")]);
+    let root = project.path();
+    let executions = tempfile::tempdir().expect("tempdir");
+    let daemon = start_daemon(root, &[], executions.path());
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
+    wait_until("the session to run", || newest_session(root, "slow").is_some_and(|s| s["phase"] == "Running")).await;
+    let status = status_json(root);
+    let assignment = row(&status, "Assignment", "slow").cloned().expect("the Assignment row");
+    let message = assignment["message"].as_str().unwrap_or_default().to_owned();
+    assert!(message.contains("Running"), "{assignment:#}");
+    assert!(!message.to_lowercase().contains("queued"), "a running session is not queued: {assignment:#}");
+    let text = stdout(&roundtable(root, &["status"]));
+    let line = text.lines().find(|l| l.starts_with("Assignment")).unwrap_or_default().to_owned();
+    assert!(line.contains("Running") && !line.to_lowercase().contains("queued"), "{text}");
+    // Let it finish so nothing is left running.
+    wait_until("the session to finish", || newest_session(root, "slow").is_some_and(|s| s["phase"] != "Running")).await;
+    drop(daemon);
+}
