@@ -6,59 +6,9 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
-use roundtable_specs::egress::{AddressClass, GatewayReason};
 
-/// Why an address is not public.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DenyClass {
-    ThisNetwork,
-    Private,
-    Shared,
-    Loopback,
-    LinkLocal,
-    IetfProtocol,
-    Documentation,
-    Benchmarking,
-    Multicast,
-    Reserved,
-    Broadcast,
-    Metadata,
-    V6NonGlobal,
-    V6IetfProtocol,
-    V6SixToFour,
-    V6Documentation,
-}
-
-/// The class word of `address_denied:<class>` is the specs' [`AddressClass`] of the same name.
-impl From<DenyClass> for AddressClass {
-    fn from(class: DenyClass) -> Self {
-        match class {
-            DenyClass::ThisNetwork => AddressClass::ThisNetwork,
-            DenyClass::Private => AddressClass::Private,
-            DenyClass::Shared => AddressClass::Shared,
-            DenyClass::Loopback => AddressClass::Loopback,
-            DenyClass::LinkLocal => AddressClass::LinkLocal,
-            DenyClass::IetfProtocol => AddressClass::IetfProtocol,
-            DenyClass::Documentation => AddressClass::Documentation,
-            DenyClass::Benchmarking => AddressClass::Benchmarking,
-            DenyClass::Multicast => AddressClass::Multicast,
-            DenyClass::Reserved => AddressClass::Reserved,
-            DenyClass::Broadcast => AddressClass::Broadcast,
-            DenyClass::Metadata => AddressClass::Metadata,
-            DenyClass::V6NonGlobal => AddressClass::V6NonGlobal,
-            DenyClass::V6IetfProtocol => AddressClass::V6IetfProtocol,
-            DenyClass::V6SixToFour => AddressClass::V6SixToFour,
-            DenyClass::V6Documentation => AddressClass::V6Documentation,
-        }
-    }
-}
-
-/// `address_denied:<class>`.
-impl From<DenyClass> for GatewayReason {
-    fn from(class: DenyClass) -> Self {
-        GatewayReason::AddressDenied(class.into())
-    }
-}
+/// Why an address is not public: the class words of `specs` (`address_denied:<class>`).
+pub use roundtable_specs::egress::AddressClass as DenyClass;
 
 /// `(network, prefix length, class)`. Metadata endpoints come first, so logs name them precisely.
 const V4_DENY: [(u32, u8, DenyClass); 19] = [
@@ -193,38 +143,6 @@ mod tests {
             let ip: IpAddr = text.parse().expect(text);
             assert_eq!(classify(ip), *expected, "{text}");
         }
-    }
-
-    #[test]
-    fn each_class_is_the_address_class_of_its_reason_code() {
-        use DenyClass::*;
-        let classes = [
-            ThisNetwork,
-            Private,
-            Shared,
-            Loopback,
-            LinkLocal,
-            IetfProtocol,
-            Documentation,
-            Benchmarking,
-            Multicast,
-            Reserved,
-            Broadcast,
-            Metadata,
-            V6NonGlobal,
-            V6IetfProtocol,
-            V6SixToFour,
-            V6Documentation,
-        ];
-        let mapped: Vec<AddressClass> = classes.into_iter().map(AddressClass::from).collect();
-        // Every class but the two the tunnel adds around the policy, once each and in order.
-        let expected: Vec<AddressClass> = AddressClass::ALL
-            .iter()
-            .copied()
-            .filter(|class| !matches!(class, AddressClass::SelfAddress | AddressClass::OutsideDialAllow))
-            .collect();
-        assert_eq!(mapped, expected);
-        assert_eq!(GatewayReason::from(Metadata), GatewayReason::AddressDenied(AddressClass::Metadata));
     }
 
     #[test]

@@ -222,7 +222,7 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
             if let Some(class) = classify(*ip) {
                 let exception = settings.allow_cidrs().iter().find(|net| net.contains(ip));
                 let Some(net) = exception.filter(|_| exceptable(*ip, class)) else {
-                    return Err(address_denied(class.into()));
+                    return Err(address_denied(class));
                 };
                 let net = net.to_string();
                 if !decision.allowed_by_cidr.contains(&net) {
