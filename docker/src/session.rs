@@ -161,11 +161,11 @@ async fn run_exec(
             },
             _ = exit_poll.tick() => {
                 if docker.inspect_exec(&exec_id).await.is_ok_and(|e| e.running == Some(false)) {
-                    // Take what is already buffered (bounded: a child may keep writing), then stop.
+                    // Take the rest of its output until the stream ends, bounded: a child left
+                    // behind may hold the pipes open or keep writing. (A 20 ms gap between chunks
+                    // used to end the drain; under load that cut the self-check's JSON report.)
                     let drain_until = tokio::time::Instant::now() + Duration::from_millis(500);
-                    while let Ok(Some(Ok(chunk))) =
-                        tokio::time::timeout_at(drain_until.min(tokio::time::Instant::now() + Duration::from_millis(20)), output.next()).await
-                    {
+                    while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(drain_until, output.next()).await {
                         match chunk {
                             bollard::container::LogOutput::StdOut { message } => result.stdout.push(&message, cap),
                             bollard::container::LogOutput::StdErr { message } => result.stderr.push(&message, cap),
