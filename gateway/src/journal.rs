@@ -40,6 +40,29 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// The decision of tunnel `id`, begun now: nothing known yet, and until a reason concludes
+    /// it, it reads as a client that left (every line is written with the reason it ended with).
+    pub fn begin(id: u64) -> Self {
+        Decision {
+            event: "decision",
+            time: now(),
+            id,
+            requested_host: None,
+            host: None,
+            port: None,
+            decision: egress::Decision::Deny,
+            reason: GatewayReason::ClientEof,
+            error: None,
+            resolved: Vec::new(),
+            allowed_by_cidr: Vec::new(),
+            dialed: None,
+            sni: None,
+            client_hello_bytes: None,
+            dns_ms: None,
+            connect_ms: None,
+        }
+    }
+
     /// Settles the tunnel's reason, and with it the decision.
     pub fn conclude(&mut self, reason: GatewayReason) {
         self.reason = reason;
@@ -212,22 +235,12 @@ mod tests {
     #[test]
     fn lines_carry_the_wire_strings_and_counters_sort_reasons_apart() {
         let mut decision = Decision {
-            event: "decision",
             time: "2025-01-01T12:00:00.000Z".into(),
-            id: 1,
             requested_host: Some("api.example.com:443".into()),
             host: Some("api.example.com".into()),
             port: Some(443),
-            decision: egress::Decision::Allow,
-            reason: GatewayReason::Allowed,
-            error: None,
             resolved: vec!["169.254.169.254".parse().expect("ip")],
-            allowed_by_cidr: Vec::new(),
-            dialed: None,
-            sni: None,
-            client_hello_bytes: None,
-            dns_ms: None,
-            connect_ms: None,
+            ..Decision::begin(1)
         };
         decision.conclude(AddressClass::Metadata.into());
         let line = serde_json::to_string(&decision).expect("json");

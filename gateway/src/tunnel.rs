@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use roundtable_specs::egress::{self, AddressClass, CloseReason, GatewayReason};
+use roundtable_specs::egress::{AddressClass, CloseReason, GatewayReason};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
@@ -94,25 +94,7 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
     }
 
     fn start_decision(&self) -> Decision {
-        Decision {
-            event: "decision",
-            time: now(),
-            id: self.next_id.fetch_add(1, Ordering::Relaxed) + 1,
-            requested_host: None,
-            host: None,
-            port: None,
-            // Until `report` concludes it: every line is written with the reason it ended with.
-            decision: egress::Decision::Deny,
-            reason: GatewayReason::ClientEof,
-            error: None,
-            resolved: Vec::new(),
-            allowed_by_cidr: Vec::new(),
-            dialed: None,
-            sni: None,
-            client_hello_bytes: None,
-            dns_ms: None,
-            connect_ms: None,
-        }
+        Decision::begin(self.next_id.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
     fn report(&self, decision: &mut Decision, reason: GatewayReason) {

@@ -63,16 +63,22 @@ fn lock_graph() -> BTreeMap<String, Vec<String>> {
     graph
 }
 
-#[test]
-fn specs_depends_on_no_async_network_or_docker_crate() {
-    let graph = lock_graph();
+/// Every package `root` depends on, directly or not, and `root` itself.
+fn reachable(graph: &BTreeMap<String, Vec<String>>, root: &str) -> BTreeSet<String> {
     let mut seen = BTreeSet::new();
-    let mut pending = vec!["roundtable-specs".to_owned()];
+    let mut pending = vec![root.to_owned()];
     while let Some(name) = pending.pop() {
         if seen.insert(name.clone()) {
             pending.extend(graph.get(&name).cloned().unwrap_or_default());
         }
     }
+    seen
+}
+
+#[test]
+fn specs_depends_on_no_async_network_or_docker_crate() {
+    let graph = lock_graph();
+    let seen = reachable(&graph, "roundtable-specs");
     let forbidden = [
         "tokio",
         "futures",
@@ -117,13 +123,7 @@ fn only_the_docker_runtime_depends_on_an_engine_crate() {
         .collect();
     assert_eq!(direct, ["roundtable-docker"], "crates that depend on bollard directly");
     for neutral in ["roundtable-runtime", "roundtable-workspace", "roundtable-reconcilers", "roundtable-service"] {
-        let mut seen = BTreeSet::new();
-        let mut pending = vec![neutral.to_owned()];
-        while let Some(name) = pending.pop() {
-            if seen.insert(name.clone()) {
-                pending.extend(graph.get(&name).cloned().unwrap_or_default());
-            }
-        }
+        let seen = reachable(&graph, neutral);
         assert!(!seen.contains("bollard"), "{neutral} reaches bollard: {seen:?}");
         assert!(!seen.contains("roundtable-docker"), "{neutral} names the Docker runtime");
     }
@@ -246,13 +246,7 @@ fn controller_names_no_concrete_kind() {
 #[test]
 fn controller_depends_on_no_engine_store_or_api_crate() {
     let graph = lock_graph();
-    let mut seen = BTreeSet::new();
-    let mut pending = vec!["roundtable-controller".to_owned()];
-    while let Some(name) = pending.pop() {
-        if seen.insert(name.clone()) {
-            pending.extend(graph.get(&name).cloned().unwrap_or_default());
-        }
-    }
+    let seen = reachable(&graph, "roundtable-controller");
     let forbidden = [
         "bollard",
         "sqlx",
