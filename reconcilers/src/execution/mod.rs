@@ -9,7 +9,6 @@ mod run;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,7 +24,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::egress::EgressOptions;
 
-pub use outcome::{Ending, PROTECTED_PATHS, proposal_flags};
+pub use outcome::{Ending, PROTECTED_PATHS, Stop, proposal_flags};
 
 /// How executions run.
 #[derive(Debug, Clone)]
@@ -79,10 +78,9 @@ struct Inner {
     wake: Mutex<Option<Handle<ObjectKey>>>,
     /// Every execution task, so shutdown can wait for them.
     tasks: TaskTracker,
-    /// Set when shutdown stops intake; executions cancelled after it end `Interrupted`.
-    stopping: AtomicBool,
-    /// Sessions cancelled because a newer execution generation replaces them, and that generation.
-    superseded: Mutex<HashMap<String, i64>>,
+    /// Why each session the manager stopped was stopped, by session ID: it decides how the
+    /// session ends (`Cancelled`, `Interrupted`, `Superseded`).
+    stops: Mutex<HashMap<String, Stop>>,
 }
 
 /// Why the manager refused to start an execution.
@@ -128,8 +126,7 @@ impl ExecutionManager {
                 active: Mutex::new(HashMap::new()),
                 wake: Mutex::new(None),
                 tasks: TaskTracker::new(),
-                stopping: AtomicBool::new(false),
-                superseded: Mutex::new(HashMap::new()),
+                stops: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -182,26 +179,29 @@ impl ExecutionManager {
     /// Cancels `assignment`'s active execution because execution generation `by` replaces it;
     /// it ends `Cancelled` with cause `Superseded`.
     pub fn supersede(&self, assignment: &str, by: i64) {
-        let active = self.inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(run) = active.get(assignment) {
-            self.inner
-                .superseded
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .insert(run.session.clone(), by);
-            let delivered = run.cancel.send(true).is_ok();
-            tracing::info!(assignment, session = %run.session, by, delivered, "superseding the execution");
-        }
+        self.stop(assignment, Stop::Superseded { by });
     }
 
     /// Cancels the active execution of `assignment`, if any.
     pub fn cancel(&self, assignment: &str) {
-        match self.inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(assignment) {
-            Some(active) => {
-                let delivered = active.cancel.send(true).is_ok();
-                tracing::info!(assignment, session = %active.session, delivered, "cancelling the execution");
+        self.stop(assignment, Stop::Cancelled);
+    }
+
+    /// Stops the active execution of `assignment` (if any) for `why`, which decides how its
+    /// session ends.
+    fn stop(&self, assignment: &str, why: Stop) {
+        let active = self.inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match active.get(assignment) {
+            Some(run) => {
+                self.inner
+                    .stops
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(run.session.clone(), why);
+                let delivered = run.cancel.send(true).is_ok();
+                tracing::info!(assignment, session = %run.session, ?why, delivered, "stopping the execution");
             }
-            None => tracing::info!(assignment, "no execution to cancel"),
+            None => tracing::info!(assignment, ?why, "no execution to stop"),
         }
     }
 
@@ -226,18 +226,14 @@ impl ExecutionManager {
         if finished_in_time {
             return ShutdownSummary { finished: running, interrupted: 0 };
         }
-        // From here on a cancelled execution ends `Interrupted`, not `Cancelled`.
-        inner.stopping.store(true, Ordering::SeqCst);
+        // Cancelled for shutdown, they end `Interrupted`, not `Cancelled`.
         let cancelled: Vec<(String, String)> = {
             let active = inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            active
-                .iter()
-                .map(|(assignment, run)| {
-                    let _ = run.cancel.send(true);
-                    (assignment.clone(), run.session.clone())
-                })
-                .collect()
+            active.iter().map(|(assignment, run)| (assignment.clone(), run.session.clone())).collect()
         };
+        for (assignment, _) in &cancelled {
+            self.stop(assignment, Stop::Shutdown);
+        }
         for (assignment, session) in &cancelled {
             tracing::warn!(%assignment, %session, "shutdown: cancelling the execution; it is re-run on the next start");
         }

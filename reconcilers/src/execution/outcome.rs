@@ -71,9 +71,9 @@ impl Ending {
     }
 }
 
-pub const STOPPED_BEFORE_START: &str =
+const STOPPED_BEFORE_START: &str =
     "the controller was stopped before this session started; it is re-run on the next start";
-pub const STOPPED_WHILE_RUNNING: &str = "the controller was stopped (SIGTERM/SIGINT) and the grace period ran out: the container was paused, killed and removed; it is re-run on the next start";
+const STOPPED_WHILE_RUNNING: &str = "the controller was stopped (SIGTERM/SIGINT) and the grace period ran out: the container was paused, killed and removed; it is re-run on the next start";
 
 /// How a runtime error ends the session: a lost engine interrupts it (re-run, like a controller
 /// restart); anything else fails it.
@@ -86,9 +86,43 @@ pub fn ending_of_error(error: &RuntimeError) -> Ending {
     }
 }
 
+/// Why the manager stopped a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// `suspend`, or the Assignment was removed.
+    Cancelled,
+    /// The daemon is shutting down and the grace period ran out: an interruption, re-run on the
+    /// next start.
+    Shutdown,
+    /// A newer execution generation replaces it (the run fields changed).
+    Superseded { by: i64 },
+}
+
+impl Stop {
+    /// How a session stopped for this reason ends; `started`: whether it had begun running.
+    pub fn ending(self, started: bool) -> Ending {
+        let cancelled =
+            if started { "cancelled: the container was paused and killed" } else { "cancelled before it started" };
+        match self {
+            Stop::Cancelled => {
+                Ending { phase: SessionPhase::Cancelled, cause: SessionCause::Cancelled, message: cancelled.into() }
+            }
+            Stop::Shutdown => Ending::interrupted(
+                SessionCause::ControllerStopped,
+                if started { STOPPED_WHILE_RUNNING } else { STOPPED_BEFORE_START },
+            ),
+            Stop::Superseded { by } => Ending {
+                phase: SessionPhase::Cancelled,
+                cause: SessionCause::Superseded,
+                message: format!("superseded by execution generation {by} (the run fields changed): {cancelled}"),
+            },
+        }
+    }
+}
+
 /// How a finished run ends the session, or `None` when it succeeded and goes on to a proposal.
-/// `stopping`: the daemon is shutting down, so a cancel is an interruption, not a `suspend`.
-pub fn ending_of(outcome: &RunOutcome, stopping: bool, timeout: Duration) -> Option<Ending> {
+/// `stop`: why the manager stopped it, if it did (a cancel without one reads as a `suspend`).
+pub fn ending_of(outcome: &RunOutcome, stop: Option<Stop>, timeout: Duration) -> Option<Ending> {
     let cause = SessionCause::from(outcome.end);
     match outcome.end {
         RunEnd::Exited if outcome.exit_code == Some(0) => outcome.export_failed.as_ref().map(|why| {
@@ -97,14 +131,7 @@ pub fn ending_of(outcome: &RunOutcome, stopping: bool, timeout: Duration) -> Opt
                 format!("the agent exited 0 but its workspace could not be exported: {why}"),
             )
         }),
-        RunEnd::Cancelled if stopping => {
-            Some(Ending::interrupted(SessionCause::ControllerStopped, STOPPED_WHILE_RUNNING))
-        }
-        RunEnd::Cancelled => Some(Ending {
-            phase: SessionPhase::Cancelled,
-            cause,
-            message: "cancelled: the container was paused and killed".into(),
-        }),
+        RunEnd::Cancelled => Some(stop.unwrap_or(Stop::Cancelled).ending(true)),
         RunEnd::SelfCheckFailed => {
             let failed: Vec<String> = outcome
                 .self_check
@@ -239,9 +266,9 @@ mod tests {
         RunOutcome { exit_code, ..RunOutcome::ended(end) }
     }
 
-    /// The outcome, whether the daemon is stopping, and the phase, cause and message words it ends
+    /// The outcome, why the manager stopped it, and the phase, cause and message words it ends
     /// with (`None`: it goes on to a proposal).
-    type Case = (RunOutcome, bool, Option<(SessionPhase, SessionCause, &'static str)>);
+    type Case = (RunOutcome, Option<Stop>, Option<(SessionPhase, SessionCause, &'static str)>);
 
     #[test]
     fn how_an_outcome_ends_a_session() {
@@ -254,30 +281,35 @@ mod tests {
             items: vec![CheckItem { name: "capabilities".into(), ok: false, detail: "CapEff 0x1".into() }],
         });
         let cases: Vec<Case> = vec![
-            (outcome(RunEnd::Exited, Some(0)), false, None),
+            (outcome(RunEnd::Exited, Some(0)), None, None),
             (
                 RunOutcome {
                     export_failed: Some("the export holds more than 1024 bytes".into()),
                     ..outcome(RunEnd::Exited, Some(0))
                 },
-                false,
+                None,
                 Some((P::Failed, C::ExportFailed, "could not be exported: the export holds more than 1024 bytes")),
             ),
-            (outcome(RunEnd::Exited, Some(3)), false, Some((P::Failed, C::Exited, "exited with code 3"))),
-            (outcome(RunEnd::Exited, None), false, Some((P::Failed, C::Exited, "code unknown"))),
-            (outcome(RunEnd::TimedOut, None), false, Some((P::Failed, C::TimedOut, "timed out after 90s"))),
-            (outcome(RunEnd::OutOfMemory, Some(137)), false, Some((P::Failed, C::OutOfMemory, "memory limit"))),
-            (outcome(RunEnd::Cancelled, None), false, Some((P::Cancelled, C::Cancelled, "paused and killed"))),
+            (outcome(RunEnd::Exited, Some(3)), None, Some((P::Failed, C::Exited, "exited with code 3"))),
+            (outcome(RunEnd::Exited, None), None, Some((P::Failed, C::Exited, "code unknown"))),
+            (outcome(RunEnd::TimedOut, None), None, Some((P::Failed, C::TimedOut, "timed out after 90s"))),
+            (outcome(RunEnd::OutOfMemory, Some(137)), None, Some((P::Failed, C::OutOfMemory, "memory limit"))),
+            (outcome(RunEnd::Cancelled, None), None, Some((P::Cancelled, C::Cancelled, "paused and killed"))),
             (
                 outcome(RunEnd::Cancelled, None),
-                true,
+                Some(Stop::Shutdown),
                 Some((P::Interrupted, C::ControllerStopped, "re-run on the next start")),
             ),
-            (failed_check, false, Some((P::Failed, C::SelfCheckFailed, "capabilities (CapEff 0x1)"))),
-            (outcome(RunEnd::EgressUnavailable, None), false, Some((P::Failed, C::EgressUnavailable, "not started"))),
+            (failed_check, None, Some((P::Failed, C::SelfCheckFailed, "capabilities (CapEff 0x1)"))),
+            (outcome(RunEnd::EgressUnavailable, None), None, Some((P::Failed, C::EgressUnavailable, "not started"))),
+            (
+                outcome(RunEnd::Cancelled, None),
+                Some(Stop::Superseded { by: 4 }),
+                Some((P::Cancelled, C::Superseded, "superseded by execution generation 4")),
+            ),
         ];
-        for (outcome, stopping, expected) in cases {
-            let ending = ending_of(&outcome, stopping, timeout);
+        for (outcome, stop, expected) in cases {
+            let ending = ending_of(&outcome, stop, timeout);
             match (ending, expected) {
                 (None, None) => {}
                 (Some(ending), Some((phase, cause, words))) => {

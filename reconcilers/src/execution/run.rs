@@ -5,7 +5,6 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use roundtable_runtime::{Expected, ExportLimits, Ownership, Purpose, Resources, RunOutcome, SessionPlan};
@@ -19,7 +18,7 @@ use roundtable_workspace::settle::{self, Settled};
 use roundtable_workspace::{patch, sockets};
 use tokio::sync::watch;
 
-use super::outcome::{Ending, STOPPED_BEFORE_START, ending_of, ending_of_error, external_session_id, proposal_flags};
+use super::outcome::{Ending, Stop, ending_of, ending_of_error, external_session_id, proposal_flags};
 use super::{ExecutionRequest, Inner, now};
 use crate::egress::Sidecar;
 
@@ -50,16 +49,13 @@ impl Inner {
         }
     }
 
-    /// Records how the session ended. A cancel because a newer execution generation replaced
-    /// the session says so.
-    async fn end(&self, mut session: SessionRecord, mut ending: Ending) -> SessionRecord {
-        let superseded_by =
-            self.superseded.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&session.id);
-        if let (SessionPhase::Cancelled, Some(by)) = (ending.phase, superseded_by) {
-            ending.cause = SessionCause::Superseded;
-            ending.message =
-                format!("superseded by execution generation {by} (the run fields changed): {}", ending.message);
-        }
+    /// Why the manager stopped `session`, if it did; taken, since it is read once.
+    fn stop_of(&self, session: &str) -> Option<Stop> {
+        self.stops.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(session)
+    }
+
+    /// Records how the session ended.
+    async fn end(&self, mut session: SessionRecord, ending: Ending) -> SessionRecord {
         if ending.phase != SessionPhase::Cancelled {
             tracing::warn!(session = %session.id, assignment = %session.assignment, phase = %ending.phase, cause = %ending.cause, message = %ending.message, "execution did not succeed");
         }
@@ -79,15 +75,7 @@ impl Inner {
         cancel: watch::Receiver<bool>,
     ) -> SessionRecord {
         if *cancel.borrow() {
-            let ending = if self.stopping.load(Ordering::SeqCst) {
-                Ending::interrupted(SessionCause::ControllerStopped, STOPPED_BEFORE_START)
-            } else {
-                Ending {
-                    phase: SessionPhase::Cancelled,
-                    cause: SessionCause::Cancelled,
-                    message: "cancelled before it started".into(),
-                }
-            };
+            let ending = self.stop_of(&session.id).unwrap_or(Stop::Cancelled).ending(false);
             return self.end(session, ending).await;
         }
         session.phase = SessionPhase::Running;
@@ -118,7 +106,7 @@ impl Inner {
         };
         record_run(&mut session, &outcome, &exec_dir);
         let timeout = request.spec.timeout.unwrap_or(request.adapter.timeout).as_std();
-        if let Some(ending) = ending_of(&outcome, self.stopping.load(Ordering::SeqCst), timeout) {
+        if let Some(ending) = ending_of(&outcome, self.stop_of(&session.id), timeout) {
             return self.end(session, ending).await;
         }
         self.propose(session, &request, &source, &exec_dir).await
