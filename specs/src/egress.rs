@@ -6,12 +6,10 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::marker::PhantomData;
 use std::str::FromStr;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
-use serde::de::{self, Visitor};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 /// A string that is none of the words of its type.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,37 +24,7 @@ pub enum ParseError {
     CloseReason(String),
 }
 
-/// Serialised through `Display`, deserialised through `FromStr`, from a string only (so it can
-/// be a JSON map key too).
-macro_rules! wire_string {
-    ($type:ident) => {
-        impl Serialize for $type {
-            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                serializer.collect_str(self)
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $type {
-            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                deserializer.deserialize_str(WireVisitor(PhantomData, stringify!($type)))
-            }
-        }
-    };
-}
-
-struct WireVisitor<T>(PhantomData<T>, &'static str);
-
-impl<T: FromStr<Err = ParseError>> Visitor<'_> for WireVisitor<T> {
-    type Value = T;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "a {} string", self.1)
-    }
-
-    fn visit_str<E: de::Error>(self, text: &str) -> Result<T, E> {
-        text.parse().map_err(E::custom)
-    }
-}
+use crate::wire::wire_string;
 
 /// Declares [`AddressClass`] from its words, with `address_denied:<word>` for each as a
 /// `&'static str`.

@@ -20,6 +20,7 @@ pub mod schema;
 pub mod session;
 pub mod units;
 pub mod validate;
+mod wire;
 pub mod yaml;
 
 pub use catalog::Catalog;

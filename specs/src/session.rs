@@ -7,7 +7,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// Declares a unit-variant enum serialised as one fixed word per variant, with `as_str`,
 /// `Display`, `FromStr` and `ALL`.
@@ -200,18 +200,7 @@ impl FromStr for ProposalFlag {
 }
 
 // The wire form stays `kind: path`, as proposals have always been shown and stored.
-impl Serialize for ProposalFlag {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for ProposalFlag {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
-    }
-}
+crate::wire::wire_string!(ProposalFlag);
 
 /// One file given to the agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
