@@ -100,7 +100,7 @@ fn execution_config(global: &Global, args: &StartArgs) -> anyhow::Result<Executi
         project_root: project_root(&global.dir),
         project_id,
         controller_run: run,
-        socket_root: roundtable_workspace::sockets::default_root(is_root()),
+        socket_root: roundtable_workspace::sockets::default_root_for_this_user(),
         secrets,
         egress: roundtable_reconcilers::egress::EgressOptions {
             resolver: args.gateway_resolver,
@@ -115,16 +115,9 @@ fn fastrand_suffix() -> u32 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_micros()).unwrap_or(0)
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
-        .unwrap_or(false)
-}
-
 /// `/var/lib/roundtable/executions` as root, else `$XDG_STATE_HOME/roundtable/executions`.
 fn default_execution_root() -> anyhow::Result<PathBuf> {
-    if is_root() {
+    if roundtable_workspace::sockets::running_as_root() {
         return Ok(PathBuf::from("/var/lib/roundtable/executions"));
     }
     let state = std::env::var_os("XDG_STATE_HOME")

@@ -33,9 +33,14 @@ pub fn default_root(is_root: bool) -> PathBuf {
     }
 }
 
+/// Whether this process runs as root (effective UID 0).
+pub fn running_as_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
 /// [`default_root`] for the user this process runs as.
 pub fn default_root_for_this_user() -> PathBuf {
-    default_root(rustix::process::geteuid().is_root())
+    default_root(running_as_root())
 }
 
 /// The directory for `session` under `root`, checked for socket path length.
