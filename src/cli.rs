@@ -174,6 +174,9 @@ pub enum Command {
     /// providerHosts).
     #[command(subcommand)]
     Gateway(GatewayCommand),
+    /// The agent side of the session's MCP endpoint.
+    #[command(subcommand)]
+    Mcp(McpCommand),
     /// Inside an agent container: forward 127.0.0.1:3128 to the session's gateway socket.
     Proxy {
         /// Where the agent's HTTPS_PROXY points.
@@ -256,6 +259,41 @@ pub enum ProposalsCommand {
 pub enum AdaptersCommand {
     /// Every adapter, built-ins and specs merged, alphabetical.
     List(FormatArg),
+    /// How an adapter is launched: argv, stdin, environment names (never values), the files
+    /// written under /tmp/roundtable/, mounts.
+    Plan {
+        name: String,
+        /// Plan for this Assignment's prompt and model.
+        #[arg(long, conflicts_with = "prompt")]
+        assignment: Option<String>,
+        /// Plan for this prompt (default: a placeholder).
+        #[arg(long)]
+        prompt: Option<String>,
+        /// The model flag, when not taken from --assignment.
+        #[arg(long)]
+        model: Option<String>,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Reads an agent's output on stdin; prints the session id and token usage it captures, or why none.
+    Capture {
+        name: String,
+        /// The output was cut at the capture cap (its last partial line is never parsed).
+        #[arg(long)]
+        truncated: bool,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Bridge stdio to the session's MCP socket, presenting $ROUNDTABLE_AGENT_CAPABILITY.
+    /// Agent CLIs start this as their MCP server (it is what every manifest names).
+    Stdio {
+        #[arg(long, default_value = roundtable_specs::layout::MCP_SOCKET)]
+        unix_socket: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -11,7 +11,8 @@ use clap::Parser as _;
 use clap::error::ErrorKind;
 
 use cli::{
-    AdaptersCommand, Cli, Command, GatewayCommand, LogFormat, ProposalsCommand, SandboxCommand, SessionsCommand,
+    AdaptersCommand, Cli, Command, GatewayCommand, LogFormat, McpCommand, ProposalsCommand, SandboxCommand,
+    SessionsCommand,
 };
 
 /// The exit code for usage errors (sysexits' EX_USAGE).
@@ -66,6 +67,24 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Adapters(AdaptersCommand::List(args)) => commands::adapters::list(global, args.format),
+        Command::Adapters(AdaptersCommand::Plan { name, assignment, prompt, model, format }) => {
+            let request = roundtable_service::agents::PlanRequest {
+                assignment: assignment.as_deref(),
+                prompt: prompt.as_deref(),
+                model: model.as_deref(),
+            };
+            commands::adapters::plan(global, name, &request, format.format)
+        }
+        Command::Adapters(AdaptersCommand::Capture { name, truncated, format }) => {
+            commands::adapters::capture(global, name, *truncated, format.format)
+        }
+        Command::Mcp(McpCommand::Stdio { unix_socket }) => match roundtable_incontainer::mcp_bridge::run(unix_socket) {
+            Ok(()) => Ok(ExitCode::SUCCESS),
+            Err(error) => {
+                eprintln!("roundtable mcp stdio: {error}");
+                Ok(ExitCode::from(1))
+            }
+        },
         Command::Gateway(GatewayCommand::Serve(args)) => commands::gateway::serve(args).await,
         Command::Proxy { listen, upstream } => commands::gateway::proxy(listen, upstream).await,
         Command::Sandbox(SandboxCommand::Init) => {
@@ -110,7 +129,7 @@ fn exit_quietly_on_broken_pipe() {
 
 /// The commands the runtime starts inside agent containers.
 fn runs_in_container(command: &Command) -> bool {
-    matches!(command, Command::Sandbox(_) | Command::Proxy { .. })
+    matches!(command, Command::Sandbox(_) | Command::Proxy { .. } | Command::Mcp(_))
 }
 
 fn main() -> ExitCode {

@@ -78,6 +78,13 @@ pub fn json<T: Serialize>(value: &T) -> anyhow::Result<String> {
     Ok(text)
 }
 
+/// `arg` as a POSIX shell word: bare when it is plainly safe, else single-quoted. For display
+/// only; nothing Roundtable runs goes through a shell.
+pub fn shell_quote(arg: &str) -> String {
+    let plain = !arg.is_empty() && arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    if plain { arg.to_owned() } else { format!("'{}'", arg.replace('\'', "'\\''")) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@ use bollard::query_parameters::{
     UploadToContainerOptionsBuilder,
 };
 use futures::StreamExt as _;
-use roundtable_runtime::{Captured, RunEnd, RunOutcome, RuntimeError, SessionPlan};
+use roundtable_runtime::{Captured, RunEnd, RunOutcome, RuntimeError, SessionPlan, TmpEntry};
 use roundtable_specs::layout::{self as paths, AGENT_UID};
 use roundtable_specs::session::{CheckReport, Extracted};
 use roundtable_workspace::extract::{self, Limits};
@@ -109,19 +109,31 @@ fn seed_archive(dir: &std::path::Path) -> Result<Vec<u8>, RuntimeError> {
     builder.into_inner().map_err(io)
 }
 
-/// `/tmp/roundtable/` root-owned 0755 with `home/` owned by the agent.
-fn tmp_archive() -> Result<Vec<u8>, RuntimeError> {
+/// The plan's entries under `/tmp` (the agent CLI's homes and manifests), each with its owner and
+/// mode; `/tmp/roundtable/` itself is always there, root-owned 0755, so the agent cannot add to it.
+fn tmp_archive(entries: &[TmpEntry]) -> Result<Vec<u8>, RuntimeError> {
     let io = io_error("seed /tmp");
     let mut builder = tar::Builder::new(Vec::new());
-    for (path, owner) in [("roundtable", 0u64), ("roundtable/home", u64::from(AGENT_UID))] {
+    let root = TmpEntry { path: "roundtable".into(), owner: 0, mode: 0o755, contents: None };
+    let entries = std::iter::once(&root).chain(entries.iter().filter(|e| e.path.trim_end_matches('/') != "roundtable"));
+    for entry in entries {
         let mut header = tar::Header::new_gnu();
-        header.set_entry_type(tar::EntryType::Directory);
-        header.set_mode(0o755);
-        header.set_uid(owner);
-        header.set_gid(owner);
-        header.set_size(0);
+        header.set_mode(entry.mode);
+        header.set_uid(u64::from(entry.owner));
+        header.set_gid(u64::from(entry.owner));
         header.set_mtime(0);
-        builder.append_data(&mut header, path, std::io::empty()).map_err(io)?;
+        match &entry.contents {
+            None => {
+                header.set_entry_type(tar::EntryType::Directory);
+                header.set_size(0);
+                builder.append_data(&mut header, &entry.path, std::io::empty()).map_err(io)?;
+            }
+            Some(contents) => {
+                header.set_entry_type(tar::EntryType::Regular);
+                header.set_size(contents.len() as u64);
+                builder.append_data(&mut header, &entry.path, contents.as_slice()).map_err(io)?;
+            }
+        }
     }
     builder.into_inner().map_err(io)
 }
@@ -133,16 +145,18 @@ struct ExecResult {
     interrupted: Option<RunEnd>,
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run_exec(
     docker: &Docker,
     container: &str,
     argv: Vec<String>,
     env: Vec<String>,
+    stdin: Option<Vec<u8>>,
     cap: u64,
     deadline: Option<Duration>,
     cancel: &mut watch::Receiver<bool>,
 ) -> Result<ExecResult, RuntimeError> {
-    let (exec_id, mut output) = start_attached(docker, container, argv, env, 64 * 1024).await?;
+    let (exec_id, mut output) = start_attached(docker, container, argv, env, stdin, 64 * 1024).await?;
     let mut result =
         ExecResult { exit_code: None, stdout: Captured::default(), stderr: Captured::default(), interrupted: None };
     let sleep = tokio::time::sleep(deadline.unwrap_or(Duration::from_secs(365 * 24 * 3600)));
@@ -203,17 +217,19 @@ type ExecOutput = std::pin::Pin<
 >;
 
 /// Creates and starts an exec as the agent's UID in the workspace, attached to its stdout and
-/// stderr; its id and output.
+/// stderr (and, given `stdin`, fed it and then end of file); its id and output.
 async fn start_attached(
     docker: &Docker,
     container: &str,
     argv: Vec<String>,
     env: Vec<String>,
+    stdin: Option<Vec<u8>>,
     output_capacity: usize,
 ) -> Result<(String, ExecOutput), RuntimeError> {
     let options = CreateExecOptions {
         cmd: Some(argv),
         env: Some(env),
+        attach_stdin: Some(stdin.is_some()),
         user: Some(format!("{AGENT_UID}:{AGENT_UID}")),
         working_dir: Some(paths::WORKSPACE.to_owned()),
         attach_stdout: Some(true),
@@ -223,7 +239,18 @@ async fn start_attached(
     let created = docker.create_exec(container, options).await.map_err(engine_error("create the exec"))?;
     let start = StartExecOptions { output_capacity: Some(output_capacity), ..StartExecOptions::default() };
     match docker.start_exec(&created.id, Some(start)).await.map_err(engine_error("start the exec"))? {
-        StartExecResults::Attached { output, .. } => Ok((created.id, output)),
+        StartExecResults::Attached { output, mut input } => {
+            if let Some(bytes) = stdin {
+                // Written on its own task: a CLI that prints before it reads must not stall us.
+                tokio::spawn(async move {
+                    use tokio::io::AsyncWriteExt as _;
+                    let _ = input.write_all(&bytes).await;
+                    // Half-closes the attach stream: the agent reads end of file.
+                    let _ = input.shutdown().await;
+                });
+            }
+            Ok((created.id, output))
+        }
         StartExecResults::Detached => Err(RuntimeError::Protocol {
             step: "start the exec",
             detail: "the engine did not attach its output".into(),
@@ -268,7 +295,7 @@ async fn start_proxy(docker: &Docker, container: &str) -> Result<(), ProxyError>
         format!("unix:{}", paths::EGRESS_SOCKET),
     ];
     let env = vec!["PATH=/usr/bin:/bin".to_owned()];
-    let (_, mut output) = start_attached(docker, container, argv, env, 4096).await.map_err(ProxyError::Start)?;
+    let (_, mut output) = start_attached(docker, container, argv, env, None, 4096).await.map_err(ProxyError::Start)?;
     let mut said = Captured::default();
     let ready = tokio::time::timeout(Duration::from_secs(10), async {
         while let Some(Ok(chunk)) = output.next().await {
@@ -473,7 +500,11 @@ impl<'a> Execution<'a> {
             .await
             .map_err(engine_error("upload the workspace seed"))?;
         docker
-            .upload_to_container(name, Some(upload(paths::TMP)), bollard::body_full(tmp_archive()?.into()))
+            .upload_to_container(
+                name,
+                Some(upload(paths::TMP)),
+                bollard::body_full(tmp_archive(&plan.tmp_entries)?.into()),
+            )
             .await
             .map_err(engine_error("upload /tmp/roundtable"))?;
 
@@ -494,7 +525,8 @@ impl<'a> Execution<'a> {
             format!("--cpu-millis={}", e.cpu_millis),
         ];
         let check =
-            run_exec(docker, name, check_argv, Vec::new(), 1 << 20, Some(Duration::from_secs(60)), &mut cancel).await?;
+            run_exec(docker, name, check_argv, Vec::new(), None, 1 << 20, Some(Duration::from_secs(60)), &mut cancel)
+                .await?;
         lap(&mut outcome.timings, "selfCheck");
         if let Some(cause) = check.interrupted.filter(|c| *c == RunEnd::Cancelled) {
             outcome.end = cause;
@@ -529,6 +561,7 @@ impl<'a> Execution<'a> {
             name,
             plan.argv.clone(),
             plan.env.clone(),
+            plan.stdin.clone(),
             plan.output_limit,
             Some(plan.timeout),
             &mut cancel,

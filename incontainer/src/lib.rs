@@ -4,4 +4,5 @@
 
 pub mod check;
 pub mod init;
+pub mod mcp_bridge;
 pub mod mock;

@@ -18,7 +18,10 @@ use roundtable_gateway::{
 use roundtable_specs::output::{Health, ObjectStatus, SyncStatus};
 use roundtable_store::SessionRecord;
 use serde::Serialize;
-use tokio_util::sync::CancellationToken;
+
+use tokio_util::task::AbortOnDropHandle;
+
+use crate::sidecar::Served;
 
 /// The socket's name in the session's socket directory.
 pub const SOCKET_NAME: &str = "egress.sock";
@@ -76,23 +79,11 @@ pub fn proxy_env() -> [String; 2] {
 /// A running sidecar. Dropped without [`Sidecar::stop`] (a panicking execution), it still stops
 /// serving and removes its socket.
 pub struct Sidecar {
-    cancel: CancellationToken,
-    served: Option<tokio::task::JoinHandle<()>>,
-    reporter: tokio::task::JoinHandle<()>,
+    served: Served,
+    reporter: AbortOnDropHandle<()>,
     counters: Arc<Counters>,
     report: EgressReport,
     report_path: PathBuf,
-}
-
-impl Drop for Sidecar {
-    fn drop(&mut self) {
-        self.reporter.abort();
-        self.cancel.cancel();
-        if let Some(served) = self.served.take() {
-            served.abort();
-        }
-        let _ = std::fs::remove_file(&self.report.socket);
-    }
 }
 
 impl Sidecar {
@@ -136,29 +127,23 @@ impl Sidecar {
         let counters = Arc::new(Counters::default());
         let journal = Arc::new(FileJournal::open(&exec_dir.join(LOG_NAME), session, counters.clone()));
         let gateway = Arc::new(Gateway::with_counters(settings, resolver, DirectDialer, journal, counters.clone()));
-        let cancel = CancellationToken::new();
-        let served = tokio::spawn(roundtable_gateway::serve(gateway, Arc::new(listener), cancel.clone()));
+        let listener = Arc::new(listener);
+        let served = Served::spawn("egress", &path, |cancel| roundtable_gateway::serve(gateway, listener, cancel));
         let report_path = exec_dir.join(REPORT_NAME);
-        let reporter = tokio::spawn(keep_reporting(report.clone(), counters.clone(), report_path.clone()));
-        Ok(Self { cancel, served: Some(served), reporter, counters, report, report_path })
+        let reporter =
+            AbortOnDropHandle::new(tokio::spawn(keep_reporting(report.clone(), counters.clone(), report_path.clone())));
+        Ok(Self { served, reporter, counters, report, report_path })
     }
 
     /// Closes every tunnel (waiting a bounded time for their close lines) and the socket; the
     /// final report.
-    pub async fn stop(mut self) -> EgressReport {
-        self.reporter.abort();
-        self.cancel.cancel();
-        if let Some(mut served) = self.served.take()
-            && tokio::time::timeout(STOP_BOUND, &mut served).await.is_err()
-        {
-            tracing::warn!(socket = %self.report.socket, "egress tunnels did not close in time; abandoned");
-            served.abort();
-        }
-        let _ = std::fs::remove_file(&self.report.socket);
-        let mut report = self.report.clone();
+    pub async fn stop(self) -> EgressReport {
+        let Sidecar { served, reporter, counters, mut report, report_path } = self;
+        reporter.abort();
+        served.stop(STOP_BOUND).await;
         report.state = SidecarState::Stopped;
-        report.counters = self.counters.snapshot();
-        write_report(&self.report_path, &report);
+        report.counters = counters.snapshot();
+        write_report(&report_path, &report);
         report
     }
 }

@@ -10,7 +10,9 @@ pub mod desired;
 pub mod dispatch;
 pub mod egress;
 pub mod execution;
+pub mod mcp;
 pub mod prune;
+pub mod sidecar;
 pub mod source;
 pub mod status;
 

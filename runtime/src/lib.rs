@@ -48,9 +48,21 @@ pub struct Expected {
     pub cpu_millis: u64,
 }
 
+/// One directory or file the backend creates under `/tmp` before the agent starts (the agent
+/// CLI's manifests and homes), with its owner and mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TmpEntry {
+    /// Relative to `/tmp`, e.g. `roundtable/codex/config.toml`.
+    pub path: String,
+    pub owner: u32,
+    pub mode: u32,
+    /// `None`: a directory.
+    pub contents: Option<Vec<u8>>,
+}
+
 /// Everything one session needs, backend-neutral. Host paths are the controller's; a backend
 /// that runs elsewhere (a Kubernetes node) carries their contents, not the paths.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SessionPlan {
     /// The session ID: unique, short, safe in resource names.
     pub session: String,
@@ -70,8 +82,14 @@ pub struct SessionPlan {
     /// Start the in-container proxy to the gateway socket before the agent.
     pub egress_proxy: bool,
     pub argv: Vec<String>,
-    /// `KEY=VALUE`: the agent's whole environment.
+    /// `KEY=VALUE`: the agent's whole environment. It holds secrets (credentials, the MCP
+    /// capability): it goes into the agent exec only, never into the container's configuration,
+    /// and `Debug` prints only the names.
     pub env: Vec<String>,
+    /// What the agent reads on stdin, then end of file; `None`: nothing attached.
+    pub stdin: Option<Vec<u8>>,
+    /// Directories and files under `/tmp`, in creation order (parents first).
+    pub tmp_entries: Vec<TmpEntry>,
     /// Bytes kept per output stream (the rest is drained and counted).
     pub output_limit: u64,
     pub timeout: Duration,
@@ -81,6 +99,24 @@ pub struct SessionPlan {
     /// Scratch space the backend may use on the host (the export's spool).
     pub scratch_dir: PathBuf,
     pub export_limits: ExportLimits,
+}
+
+impl std::fmt::Debug for SessionPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let env_names: Vec<&str> =
+            self.env.iter().map(|pair| pair.split_once('=').map_or(pair.as_str(), |(n, _)| n)).collect();
+        f.debug_struct("SessionPlan")
+            .field("session", &self.session)
+            .field("ownership", &self.ownership)
+            .field("image", &self.image)
+            .field("resources", &self.resources)
+            .field("argv", &self.argv)
+            .field("env_names", &env_names)
+            .field("stdin_bytes", &self.stdin.as_ref().map(Vec::len))
+            .field("tmp_entries", &self.tmp_entries.iter().map(|e| &e.path).collect::<Vec<_>>())
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 /// How the agent's run ended.

@@ -2,6 +2,7 @@
 //! in one place. `src/` parses arguments and renders what these return; the HTTP API will serve
 //! the same values as JSON. Nothing here prints.
 
+pub mod agents;
 mod lookup;
 pub mod secrets;
 

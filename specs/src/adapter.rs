@@ -14,6 +14,10 @@ use crate::units::{Cpus, Duration, Quantity};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AdapterSpec {
+    /// Which CLI's plan runs this adapter (argv, stdin, environment, MCP manifest, output
+    /// capture). Built-ins set their own; a custom adapter defaults to `generic`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<Provider>,
     /// Required to execute. Pinned means a digest reference or a full image ID.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<ImageRef>,
@@ -57,6 +61,55 @@ pub struct AdapterSpec {
     pub contract: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
+}
+
+/// The agent CLIs Roundtable knows how to drive: each has its own launch plan, MCP manifest
+/// format and output format. `generic` runs `[command, ...args, prompt]`; `mock` is the
+/// deterministic stand-in built into the controller's own binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    Codex,
+    Claude,
+    Gemini,
+    Opencode,
+    Generic,
+    Mock,
+}
+
+impl Provider {
+    pub const ALL: [Provider; 6] =
+        [Provider::Codex, Provider::Claude, Provider::Gemini, Provider::Opencode, Provider::Generic, Provider::Mock];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Codex => "codex",
+            Provider::Claude => "claude",
+            Provider::Gemini => "gemini",
+            Provider::Opencode => "opencode",
+            Provider::Generic => "generic",
+            Provider::Mock => "mock",
+        }
+    }
+
+    /// One of the four provider CLIs (they take the prompt on stdin and speak MCP).
+    pub fn is_agent_cli(self) -> bool {
+        matches!(self, Provider::Codex | Provider::Claude | Provider::Gemini | Provider::Opencode)
+    }
+}
+
+impl std::fmt::Display for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Provider {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Provider::ALL.into_iter().find(|p| p.as_str() == text).ok_or_else(|| format!("unknown provider {text:?}"))
+    }
 }
 
 /// `spec.egress` of an Adapter.
@@ -155,6 +208,7 @@ impl Capability {
 #[serde(rename_all = "camelCase")]
 pub struct ResolvedAdapter {
     pub name: String,
+    pub provider: Provider,
     pub image: Option<ImageRef>,
     pub command: String,
     pub args: Vec<String>,
@@ -189,6 +243,7 @@ impl AdapterSpec {
             (mine, theirs) => mine.clone().or_else(|| theirs.clone()),
         };
         AdapterSpec {
+            provider: self.provider.or(base.provider),
             image: self.image.clone().or_else(|| base.image.clone()),
             command: self.command.clone().or_else(|| base.command.clone()),
             args: self.args.clone().or_else(|| base.args.clone()),
@@ -216,6 +271,7 @@ impl AdapterSpec {
         let command = self.command.clone().filter(|c| !c.is_empty()).unwrap_or_else(|| name.to_owned());
         ResolvedAdapter {
             name: name.to_owned(),
+            provider: self.provider.unwrap_or(Provider::Generic),
             image: self.image.clone(),
             command,
             args: self.args.clone().unwrap_or_default(),
@@ -244,17 +300,21 @@ impl AdapterSpec {
 }
 
 impl ResolvedAdapter {
-    /// Capabilities derived from the configuration, never from the adapter's name.
+    /// Capabilities derived from the configuration and what its provider's plan really does,
+    /// never from the adapter's name: MCP only where the plan writes a manifest (the four agent
+    /// CLIs), capture only where the provider has a machine-readable output, resume only where
+    /// an id can be captured to fill the pattern.
     pub fn capabilities(&self) -> BTreeSet<Capability> {
         let mut caps = BTreeSet::new();
-        if self.supports_mcp {
+        if self.supports_mcp && self.provider.is_agent_cli() {
             caps.insert(Capability::Mcp);
         }
-        if self.supports_resume && self.resume_pattern.is_some() {
-            caps.insert(Capability::Resume);
-        }
-        if self.captures_session_id {
+        let captures = self.captures_session_id && self.provider != Provider::Generic;
+        if captures {
             caps.insert(Capability::SessionCapture);
+        }
+        if self.supports_resume && self.resume_pattern.is_some() && captures {
+            caps.insert(Capability::Resume);
         }
         if self.supports_readonly_workspace {
             caps.insert(Capability::ReadonlyWorkspace);
@@ -302,8 +362,9 @@ mod tests {
     }
 
     #[test]
-    fn capabilities_come_from_configuration() {
+    fn capabilities_come_from_configuration_and_what_the_provider_can_do() {
         let spec = AdapterSpec {
+            provider: Some(Provider::Codex),
             supports_mcp: Some(true),
             supports_resume: Some(true),
             provider_hosts: Some(vec!["api.example.com".parse().expect("host")]),
@@ -312,5 +373,8 @@ mod tests {
         let caps = spec.resolve("anything").capabilities();
         // supportsResume without a pattern cannot resume.
         assert_eq!(caps, BTreeSet::from([Capability::Mcp, Capability::Egress]));
+        // A generic adapter has no manifest and no output to capture, whatever it declares.
+        let generic = AdapterSpec { supports_mcp: Some(true), captures_session_id: Some(true), ..Default::default() };
+        assert!(generic.resolve("custom").capabilities().is_empty());
     }
 }

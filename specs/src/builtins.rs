@@ -5,7 +5,7 @@
 //! `mock`, which needs none of the image's files. Resume is off for the provider CLIs because
 //! their home directories are disposable; the patterns are there for `sessions register`.
 
-use crate::adapter::AdapterSpec;
+use crate::adapter::{AdapterSpec, Provider};
 
 /// The names of the built-in templates, alphabetical.
 pub const BUILTIN_NAMES: [&str; 6] = ["claude", "codex", "gemini", "generic", "mock", "opencode"];
@@ -21,9 +21,10 @@ fn constant<T: std::str::FromStr>(text: &str) -> T {
     }
 }
 
-fn provider(command: &str, resume: &str, host: &str, credential: &str) -> AdapterSpec {
+fn provider(provider: Provider, resume: &str, host: &str, credential: &str) -> AdapterSpec {
     AdapterSpec {
-        command: Some(command.into()),
+        provider: Some(provider),
+        command: Some(provider.as_str().into()),
         supports_resume: Some(false),
         resume_pattern: Some(constant(resume)),
         supports_mcp: Some(true),
@@ -38,24 +39,30 @@ fn provider(command: &str, resume: &str, host: &str, credential: &str) -> Adapte
 /// The template named exactly `name`, if it is a built-in.
 pub fn template(name: &str) -> Option<AdapterSpec> {
     let spec = match name {
-        "codex" => provider("codex", "codex exec resume {{external_session_id}}", "api.openai.com", "CODEX_API_KEY"),
-        "claude" => {
-            provider("claude", "claude -p --resume {{external_session_id}}", "api.anthropic.com", "ANTHROPIC_API_KEY")
+        "codex" => {
+            provider(Provider::Codex, "codex exec resume {{external_session_id}}", "api.openai.com", "CODEX_API_KEY")
         }
+        "claude" => provider(
+            Provider::Claude,
+            "claude -p --resume {{external_session_id}}",
+            "api.anthropic.com",
+            "ANTHROPIC_API_KEY",
+        ),
         "gemini" => provider(
-            "gemini",
+            Provider::Gemini,
             "gemini --resume {{external_session_id}}",
             "generativelanguage.googleapis.com",
             "GEMINI_API_KEY",
         ),
         // OpenCode's host follows the model's provider; Anthropic is the default operators override.
         "opencode" => provider(
-            "opencode",
+            Provider::Opencode,
             "opencode run --session {{external_session_id}}",
             "api.anthropic.com",
             "ANTHROPIC_API_KEY",
         ),
         "generic" => AdapterSpec {
+            provider: Some(Provider::Generic),
             command: Some("sh".into()),
             args: Some(vec!["-c".into()]),
             supports_resume: Some(false),
@@ -65,6 +72,7 @@ pub fn template(name: &str) -> Option<AdapterSpec> {
             ..AdapterSpec::default()
         },
         "mock" => AdapterSpec {
+            provider: Some(Provider::Mock),
             command: Some(IN_CONTAINER_BINARY.into()),
             args: Some(vec!["sandbox".into(), "mock".into()]),
             supports_resume: Some(false),

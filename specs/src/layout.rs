@@ -21,3 +21,9 @@ pub const EGRESS_SOCKET: &str = "/run/roundtable/egress.sock";
 pub const PROXY_LISTEN: &str = "127.0.0.1:3128";
 /// The agent's `HOME`.
 pub const HOME: &str = "/tmp/roundtable/home";
+/// The session's MCP endpoint (the agent reaches it through `roundtable mcp stdio`).
+pub const MCP_SOCKET: &str = "/run/roundtable/mcp.sock";
+/// Root-owned 0755: the manifests Roundtable writes for the agent CLI, and its private homes.
+pub const AGENT_CONFIG: &str = "/tmp/roundtable";
+/// The variable that carries the agent's MCP capability, set only in the agent exec's environment.
+pub const CAPABILITY_ENV: &str = "ROUNDTABLE_AGENT_CAPABILITY";

@@ -108,6 +108,8 @@ words! {
         ImageNotConfigured = "ImageNotConfigured",
         SocketPathTooLong = "SocketPathTooLong",
         SocketDirFailed = "SocketDirFailed",
+        /// The session's MCP endpoint could not be started (socket, handover, capability).
+        McpUnavailable = "McpUnavailable",
         /// The engine refused or failed a step of the lifecycle.
         RuntimeError = "RuntimeError",
         /// The agent's workspace could not be exported within its caps; nothing is proposed.
@@ -348,10 +350,67 @@ pub struct SessionDetail {
     pub not_given: Vec<Rejected>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<EgressReport>,
+    /// The provider side of the session: plan, captured id, usage, MCP activity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentSession>,
     /// Milliseconds per phase: `provision`, `launch`, `selfCheck`, `proxy`, `agent`, `export`,
     /// `patch`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub timings_ms: BTreeMap<String, u64>,
+}
+
+/// Tokens a provider reported spending, summed over the run. Fields a provider does not report
+/// are absent rather than zero.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
+}
+
+/// What the agent CLI's side of a session recorded: how it was launched (names, never values),
+/// what its output said about itself, and how to resume it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentSession {
+    /// `codex`, `claude`, `gemini`, `opencode`, `generic` or `mock`.
+    pub provider: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The argv the agent ran with (the prompt, when it is an argument, elided).
+    #[serde(default)]
+    pub argv: Vec<String>,
+    /// Names of the variables in the agent's environment; values are never recorded.
+    #[serde(default)]
+    pub env_names: Vec<String>,
+    pub working_dir: String,
+    /// The MCP socket inside the container, when the session had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_socket: Option<String>,
+    /// Why no external session id was captured (`capturesSessionId` set, nothing usable found).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_note: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<TokenUsage>,
+    /// The command that resumes this session, when the adapter supports resume and an id was captured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_command: Option<Vec<String>>,
+    /// MCP tool calls the agent made, by tool name (refused ones included).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tool_calls: BTreeMap<String, u64>,
+    /// MCP calls refused (role, revoked or expired capability).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tool_calls_refused: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_heartbeat: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

@@ -44,3 +44,119 @@ pub fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
     }
     Ok(if errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
+
+/// `roundtable adapters plan NAME`: the launch plan, with environment names and never values.
+pub fn plan(
+    global: &Global,
+    name: &str,
+    request: &roundtable_service::agents::PlanRequest<'_>,
+    format: Format,
+) -> anyhow::Result<ExitCode> {
+    let plan = roundtable_service::agents::adapter_plan(&global.dir, name, request)?;
+    // OPENCODE_CONFIG_CONTENT's value is the manifest, shown with the files; no variable's value
+    // is printed.
+    let files: Vec<serde_json::Value> = plan
+        .files
+        .iter()
+        .map(|file| {
+            serde_json::json!({
+                "path": file.path,
+                "owner": file.owner,
+                "mode": format!("{:04o}", file.mode),
+                "kind": if file.contents.is_some() { "file" } else { "directory" },
+                "contents": file.contents,
+            })
+        })
+        .collect();
+    match format {
+        Format::Json => {
+            let value = serde_json::json!({
+                "provider": plan.provider,
+                "argv": plan.argv,
+                "stdin": plan.stdin,
+                "workingDir": plan.working_dir,
+                "env": plan.env_names(),
+                "passedEnv": plan.passed_env,
+                "mcp": plan.mcp,
+                "files": files,
+                "mounts": plan.mounts,
+            });
+            println!("{}", serde_json::to_string_pretty(&value)?);
+        }
+        Format::Text => {
+            let quoted: Vec<String> = plan.argv.iter().map(|arg| render::shell_quote(arg)).collect();
+            println!("provider:    {}", plan.provider);
+            println!("argv:        {}", render::sanitize(&quoted.join(" ")));
+            let stdin = match plan.stdin {
+                roundtable_agents::plan::Stdin::Prompt => "the prompt, then end of file",
+                roundtable_agents::plan::Stdin::Empty => "empty",
+            };
+            println!("stdin:       {stdin}");
+            println!("working dir: {}", plan.working_dir);
+            println!("environment: {}", plan.env_names().join(" "));
+            for passed in &plan.passed_env {
+                let from = match passed.source {
+                    "credential" => "the controller's environment or --secrets-file (credentialEnv)",
+                    "proxy" => "the session's egress proxy",
+                    _ => "a capability issued per session, held only in the agent's environment",
+                };
+                println!("  {:<28} {from}", passed.name);
+            }
+            println!(
+                "mcp:         {}",
+                if plan.mcp { "yes (capability in ROUNDTABLE_AGENT_CAPABILITY)" } else { "no" }
+            );
+            println!("files:");
+            for file in &plan.files {
+                let kind = if file.contents.is_some() { "file" } else { "dir " };
+                println!("  {kind} {:04o} uid {:<4} {}", file.mode, file.owner, file.path);
+            }
+            println!("mounts:");
+            for mount in &plan.mounts {
+                println!("  {:<28} {}{}", mount.path, mount.what, if mount.read_only { " (read-only)" } else { "" });
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `roundtable adapters capture NAME < OUTPUT`: the session id and usage, or why none. Exits 1
+/// when no id was captured.
+pub fn capture(global: &Global, name: &str, truncated: bool, format: Format) -> anyhow::Result<ExitCode> {
+    use std::io::Read as _;
+    let mut output = Vec::new();
+    std::io::stdin().lock().read_to_end(&mut output)?;
+    let captured = roundtable_service::agents::adapter_capture(&global.dir, name, &output, truncated)?;
+    let (id, reason) = match &captured.session_id {
+        Ok(id) => (Some(id.as_str().to_owned()), None),
+        Err(reason) => (None, Some(reason.to_string())),
+    };
+    match format {
+        Format::Json => {
+            let value = serde_json::json!({"sessionId": id, "reason": reason, "usage": captured.usage});
+            println!("{}", serde_json::to_string_pretty(&value)?);
+        }
+        Format::Text => {
+            match (&id, &reason) {
+                (Some(id), _) => println!("session id: {id}"),
+                (None, Some(reason)) => println!("no session id: {}", render::sanitize(reason)),
+                (None, None) => {}
+            }
+            match &captured.usage {
+                Some(usage) => {
+                    let mut line =
+                        format!("usage: {} input, {} output tokens", usage.input_tokens, usage.output_tokens);
+                    if let Some(cached) = usage.cached_input_tokens {
+                        line.push_str(&format!(", {cached} cached"));
+                    }
+                    if let Some(reasoning) = usage.reasoning_tokens {
+                        line.push_str(&format!(", {reasoning} reasoning"));
+                    }
+                    println!("{line}");
+                }
+                None => println!("usage: not reported"),
+            }
+        }
+    }
+    Ok(if id.is_some() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}

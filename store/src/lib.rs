@@ -1,6 +1,7 @@
 //! Roundtable's state store: the one owner of every migration and table. SQLite in WAL mode
 //! under the state directory; statements are kept portable to PostgreSQL.
 
+mod board;
 mod events;
 mod executions;
 pub mod lock;
@@ -13,6 +14,7 @@ use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
+pub use board::{Claim, Claimed, Note, paths_overlap};
 pub use events::{EventRecord, NewEvent, Severity};
 pub use executions::{ProposalRecord, SessionRecord, cutoff};
 pub use objects::{IndexEntry, ObjectRecord, Recorded, SpecSnapshot};
@@ -135,7 +137,16 @@ impl Store {
 /// Now, as RFC 3339 UTC text with a fixed nine-digit fraction, so that timestamps sort as text:
 /// the portable timestamp format of every table.
 pub fn now() -> String {
+    at(time::OffsetDateTime::now_utc())
+}
+
+/// The time `after` from now, in the store's format (for expiries).
+pub fn later(after: Duration) -> String {
+    at(time::OffsetDateTime::now_utc() + after)
+}
+
+fn at(moment: time::OffsetDateTime) -> String {
     const FORMAT: &[time::format_description::BorrowedFormatItem<'_>] =
         time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:9]Z");
-    time::OffsetDateTime::now_utc().format(FORMAT).unwrap_or_else(|_| "1970-01-01T00:00:00.000000000Z".into())
+    moment.format(FORMAT).unwrap_or_else(|_| "1970-01-01T00:00:00.000000000Z".into())
 }

@@ -137,3 +137,37 @@ async fn large_batches_record_the_same_generations_as_small_ones() {
     store.append_events(&events).await.expect("batch events");
     assert_eq!(store.events(&keys[149], 10).await.expect("read").len(), 1);
 }
+
+#[tokio::test]
+async fn claims_never_let_two_sessions_hold_one_path_and_notes_keep_their_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).await.expect("open");
+    let later = "2999-01-01T00:00:00.000000000Z";
+    let a = store.acquire_claims("fix", "sess-a", &["docs/".into()], later).await.expect("claim");
+    assert_eq!(a.granted, ["docs/"]);
+    let b = store
+        .acquire_claims("other", "sess-b", &["docs/guide.md".into(), "README.md".into()], later)
+        .await
+        .expect("claim");
+    assert_eq!(b.granted, ["README.md"]);
+    assert_eq!(b.refused.len(), 1);
+    assert_eq!((b.refused[0].0.as_str(), b.refused[0].1.session_id.as_str()), ("docs/guide.md", "sess-a"));
+    // An expired claim holds nothing.
+    let past = "2000-01-01T00:00:00.000000000Z";
+    store.acquire_claims("old", "sess-old", &["src/".into()], past).await.expect("claim");
+    let live: Vec<String> =
+        store.live_claims(&roundtable_store::now()).await.expect("live").into_iter().map(|c| c.path).collect();
+    assert_eq!(live, ["README.md", "docs/"]);
+    assert_eq!(store.release_claims("sess-a", &[]).await.expect("release"), 1);
+    let c = store.acquire_claims("other", "sess-b", &["docs/guide.md".into()], later).await.expect("claim");
+    assert_eq!(c.granted, ["docs/guide.md"], "released claims hold nothing");
+
+    store.append_note("fix", "sess-a", "first").await.expect("note");
+    store.append_note("fix", "sess-a", "second").await.expect("note");
+    store.append_note("other", "sess-b", "elsewhere").await.expect("note");
+    let notes: Vec<String> = store.notes("fix").await.expect("notes").into_iter().map(|n| n.text).collect();
+    assert_eq!(notes, ["first", "second"]);
+    store.heartbeat("sess-a", "reading").await.expect("beat");
+    store.heartbeat("sess-a", "editing").await.expect("beat");
+    assert_eq!(store.last_heartbeat("sess-a").await.expect("beat").map(|b| b.1).as_deref(), Some("editing"));
+}

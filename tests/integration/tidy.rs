@@ -64,21 +64,23 @@ fn lock_graph() -> BTreeMap<String, Vec<String>> {
 }
 
 /// Every package `root` depends on, directly or not, and `root` itself.
-fn reachable(graph: &BTreeMap<String, Vec<String>>, root: &str) -> BTreeSet<String> {
-    let mut seen = BTreeSet::new();
-    let mut pending = vec![root.to_owned()];
-    while let Some(name) = pending.pop() {
-        if seen.insert(name.clone()) {
-            pending.extend(graph.get(&name).cloned().unwrap_or_default());
-        }
-    }
-    seen
+fn reachable(root: &str) -> BTreeSet<String> {
+    // `cargo tree` resolves features and the target as a build of `root` alone would; the lock
+    // file lists every optional and other-platform edge (chrono's wasm-only `js-sys`, say).
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .current_dir(repo_root())
+        .args(["tree", "--offline", "-p", root, "-e", "normal", "--target", "x86_64-unknown-linux-gnu"])
+        .args(["--prefix", "none", "--format", "{p}"])
+        .output()
+        .expect("cargo tree");
+    assert!(out.status.success(), "cargo tree -p {root}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().filter_map(|line| line.split(' ').next()).map(str::to_owned).collect()
 }
 
 #[test]
 fn specs_depends_on_no_async_network_or_docker_crate() {
-    let graph = lock_graph();
-    let seen = reachable(&graph, "roundtable-specs");
+    let seen = reachable("roundtable-specs");
     let forbidden = [
         "tokio",
         "futures",
@@ -123,7 +125,7 @@ fn only_the_docker_runtime_depends_on_an_engine_crate() {
         .collect();
     assert_eq!(direct, ["roundtable-docker"], "crates that depend on bollard directly");
     for neutral in ["roundtable-runtime", "roundtable-workspace", "roundtable-reconcilers", "roundtable-service"] {
-        let seen = reachable(&graph, neutral);
+        let seen = reachable(neutral);
         assert!(!seen.contains("bollard"), "{neutral} reaches bollard: {seen:?}");
         assert!(!seen.contains("roundtable-docker"), "{neutral} names the Docker runtime");
     }
@@ -245,8 +247,7 @@ fn controller_names_no_concrete_kind() {
 /// The controller reaches no engine, store, API or gateway crate, even transitively.
 #[test]
 fn controller_depends_on_no_engine_store_or_api_crate() {
-    let graph = lock_graph();
-    let seen = reachable(&graph, "roundtable-controller");
+    let seen = reachable("roundtable-controller");
     let forbidden = [
         "bollard",
         "sqlx",

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use roundtable_agents::capability::Authority;
 use roundtable_controller::{Handle, Trigger};
 use roundtable_runtime::SessionRuntime;
 use roundtable_specs::adapter::ResolvedAdapter;
@@ -71,6 +72,8 @@ pub struct ExecutionManager {
 
 struct Inner {
     store: Store,
+    /// The MCP capabilities of running sessions; in memory only.
+    authority: Arc<Authority>,
     runtime: Arc<dyn SessionRuntime>,
     config: ExecutionConfig,
     slots: Semaphore,
@@ -120,6 +123,7 @@ impl ExecutionManager {
         Self {
             inner: Arc::new(Inner {
                 store,
+                authority: Arc::new(Authority::new()),
                 runtime,
                 config,
                 slots,

@@ -183,22 +183,6 @@ pub fn proposal_flags(paths: &[String], readable: &[String]) -> Vec<ProposalFlag
     flags
 }
 
-/// The first `session_id` (or `thread_id`, `sessionID`) in JSON-lines output.
-pub fn external_session_id(stdout: &[u8]) -> Option<String> {
-    let text = String::from_utf8_lossy(stdout);
-    for line in text.lines() {
-        let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else { continue };
-        for key in ["session_id", "thread_id", "sessionID"] {
-            if let Some(id) = value.get(key).and_then(|v| v.as_str())
-                && id.parse::<roundtable_specs::resume::ExternalSessionId>().is_ok()
-            {
-                return Some(id.to_owned());
-            }
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,13 +237,6 @@ mod tests {
         let protected: Vec<&str> =
             flags.iter().filter(|f| f.kind == ProposalFlagKind::ProtectedPath).map(|f| f.path.as_str()).collect();
         assert_eq!(protected, ["docs/.env.local", "certs/new.pem"]);
-    }
-
-    #[test]
-    fn session_ids_come_from_json_lines() {
-        let out = b"not json\n{\"type\":\"init\",\"session_id\":\"abc-123\"}\n";
-        assert_eq!(external_session_id(out).as_deref(), Some("abc-123"));
-        assert_eq!(external_session_id(b"{\"session_id\":\"bad id; rm\"}\n"), None);
     }
 
     fn outcome(end: RunEnd, exit_code: Option<i64>) -> RunOutcome {

@@ -7,10 +7,15 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use roundtable_runtime::{Expected, ExportLimits, Ownership, Purpose, Resources, RunOutcome, SessionPlan};
-use roundtable_specs::layout::{AGENT_UID, HOME};
+use roundtable_agents::capability::Token;
+use roundtable_agents::capture;
+use roundtable_agents::plan::{self, PlanInput, ProviderPlan, Stdin};
+use roundtable_agents::tools::ActivitySnapshot;
+use roundtable_runtime::{Expected, ExportLimits, Ownership, Purpose, Resources, RunOutcome, SessionPlan, TmpEntry};
+use roundtable_specs::adapter::ResolvedAdapter;
+use roundtable_specs::layout::{AGENT_UID, CAPABILITY_ENV, MCP_SOCKET};
 use roundtable_specs::session::{
-    EgressReport, Extracted, ProposalFlag, ProposalFlagKind, ProposalState, SessionCause, SessionPhase,
+    AgentSession, EgressReport, Extracted, ProposalFlag, ProposalFlagKind, ProposalState, SessionCause, SessionPhase,
 };
 use roundtable_store::{ProposalRecord, SessionRecord};
 use roundtable_workspace::provision::{self, ProvisionError, Provisioned};
@@ -18,19 +23,38 @@ use roundtable_workspace::settle::{self, Settled};
 use roundtable_workspace::{patch, sockets};
 use tokio::sync::watch;
 
-use super::outcome::{Ending, Stop, ending_of, ending_of_error, external_session_id, proposal_flags};
+use super::outcome::{Ending, Stop, ending_of, ending_of_error, proposal_flags};
 use super::{ExecutionRequest, Inner, now};
 use crate::egress::Sidecar;
+use crate::mcp::{McpSession, McpSidecar};
+
+/// The briefing a recorded resume command ends with; `roundtable resume` prints the full one.
+const RESUME_BRIEFING: &str = "<briefing from `roundtable resume`>";
 
 /// Milliseconds since `started`.
 fn millis(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-/// What provisioning produced: the confined repository and the exported source.
+/// What provisioning produced: the confined repository, the exported source and the brief.
 struct Source {
     repo: PathBuf,
     provisioned: Provisioned,
+    brief: serde_json::Value,
+}
+
+/// What a launch came back with: the run's outcome, and the final word of each sidecar.
+struct Launched {
+    outcome: Result<RunOutcome, Ending>,
+    egress: Option<EgressReport>,
+    mcp: Option<ActivitySnapshot>,
+}
+
+/// The sockets of one session and the sidecars serving on them.
+struct Sidecars {
+    socket_dir: PathBuf,
+    egress: Option<Sidecar>,
+    mcp: Option<(McpSidecar, Token)>,
 }
 
 impl Inner {
@@ -97,14 +121,31 @@ impl Inner {
         session.message = "running".into();
         self.save(&session).await;
 
-        let (outcome, egress) = self.launch(&session, &request, &exec_dir, cancel).await;
-        // The gateway's final counters are kept however the run ended.
-        session.detail.egress = egress;
-        let outcome = match outcome {
+        let proxy = !request.adapter.provider_hosts.is_empty();
+        let input = PlanInput { prompt: &request.spec.task.prompt, model: request.spec.model.as_deref() };
+        let provider_plan = plan::plan(&request.adapter, input, proxy);
+        session.detail.agent = Some(AgentSession {
+            provider: provider_plan.provider.to_string(),
+            model: request.spec.model.clone(),
+            argv: provider_plan.recorded_argv(&request.spec.task.prompt),
+            env_names: provider_plan.env_names(),
+            working_dir: provider_plan.working_dir.to_owned(),
+            mcp_socket: provider_plan.mcp.then(|| MCP_SOCKET.to_owned()),
+            ..AgentSession::default()
+        });
+        let launched = self.launch(&session, &request, &source, &provider_plan, &exec_dir, cancel).await;
+        // The gateway's final counters and the MCP activity are kept however the run ended.
+        session.detail.egress = launched.egress;
+        if let (Some(agent), Some(activity)) = (session.detail.agent.as_mut(), launched.mcp) {
+            agent.tool_calls = activity.calls;
+            agent.tool_calls_refused = activity.refused;
+            agent.last_heartbeat = activity.last_heartbeat;
+        }
+        let outcome = match launched.outcome {
             Ok(outcome) => outcome,
             Err(ending) => return self.end(session, ending).await,
         };
-        record_run(&mut session, &outcome, &exec_dir);
+        record_run(&mut session, &outcome, &exec_dir, &request.adapter);
         let timeout = request.spec.timeout.unwrap_or(request.adapter.timeout).as_std();
         if let Some(ending) = ending_of(&outcome, self.stop_of(&session.id), timeout) {
             return self.end(session, ending).await;
@@ -120,7 +161,11 @@ impl Inner {
         let provisioned = tokio::task::spawn_blocking(move || {
             let repo = provision::confine(&project_root, &repo)?;
             let commit = provision::resolve(&repo, &revision)?;
-            provision::export(&repo, &commit, &scope, &dest).map(|provisioned| Source { repo, provisioned })
+            provision::export(&repo, &commit, &scope, &dest).map(|provisioned| Source {
+                repo,
+                provisioned,
+                brief: serde_json::Value::Null,
+            })
         })
         .await;
         let source = match provisioned {
@@ -145,54 +190,67 @@ impl Inner {
         if let Err(error) = written {
             return Err(Ending::failed(SessionCause::ProvisionFailed, format!("cannot write the brief: {error}")));
         }
-        Ok(source)
+        Ok(Source { brief, ..source })
     }
 
-    /// Binds the session's sockets and starts its egress sidecar (when the Adapter has provider
-    /// hosts), runs the session on the runtime, and stops the sidecar after; the sidecar's final
-    /// report comes back beside the outcome.
+    /// Binds the session's sockets and starts its sidecars (the egress gateway when the Adapter
+    /// has provider hosts, the MCP endpoint when its plan speaks MCP), runs the session on the
+    /// runtime, and stops the sidecars after: the capability is revoked however the run ended.
     async fn launch(
         &self,
         session: &SessionRecord,
         request: &ExecutionRequest,
+        source: &Source,
+        provider_plan: &ProviderPlan,
         exec_dir: &Path,
         cancel: watch::Receiver<bool>,
-    ) -> (Result<RunOutcome, Ending>, Option<EgressReport>) {
-        match self.prepare_sockets(session, request, exec_dir).await {
-            Ok((socket_dir, sidecar)) => {
-                let plan = self.session_plan(session, request, exec_dir, &socket_dir, sidecar.is_some());
-                let outcome = self.runtime.run(plan, cancel).await;
-                let egress = match sidecar {
-                    Some(sidecar) => Some(sidecar.stop().await),
-                    None => None,
-                };
-                let _ = std::fs::remove_dir_all(&socket_dir);
-                (outcome.map_err(|error| ending_of_error(&error)), egress)
-            }
-            Err(ending) => (Err(ending), None),
-        }
+    ) -> Launched {
+        let sidecars = match self.prepare_sockets(session, request, source, provider_plan, exec_dir).await {
+            Ok(sidecars) => sidecars,
+            Err(ending) => return Launched { outcome: Err(ending), egress: None, mcp: None },
+        };
+        let Sidecars { socket_dir, egress, mcp } = sidecars;
+        let (mcp, token) = match mcp {
+            Some((sidecar, token)) => (Some(sidecar), Some(token)),
+            None => (None, None),
+        };
+        let plan =
+            self.session_plan(session, request, provider_plan, token.as_ref(), exec_dir, &socket_dir, egress.is_some());
+        drop(token);
+        let outcome = self.runtime.run(plan, cancel).await;
+        let mcp = match mcp {
+            Some(sidecar) => Some(sidecar.stop().await),
+            None => None,
+        };
+        let egress = match egress {
+            Some(sidecar) => Some(sidecar.stop().await),
+            None => None,
+        };
+        let _ = std::fs::remove_dir_all(&socket_dir);
+        Launched { outcome: outcome.map_err(|error| ending_of_error(&error)), egress, mcp }
     }
 
-    /// The session's socket directory, and its egress sidecar serving in it when the Adapter has
-    /// provider hosts.
+    /// The session's socket directory and the sidecars serving in it.
     async fn prepare_sockets(
         &self,
         session: &SessionRecord,
         request: &ExecutionRequest,
+        source: &Source,
+        provider_plan: &ProviderPlan,
         exec_dir: &Path,
-    ) -> Result<(PathBuf, Option<Sidecar>), Ending> {
+    ) -> Result<Sidecars, Ending> {
         let adapter = &request.adapter;
         let own_binary = adapter.command == roundtable_specs::builtins::IN_CONTAINER_BINARY;
         if adapter.image.is_none() && !own_binary {
             let message = format!("adapter {} has no image", adapter.name);
             return Err(Ending::failed(SessionCause::ImageNotConfigured, message));
         }
-        // Sockets (the egress gateway's; MCP's later) are bound before the container exists.
+        // Sockets are bound before the container exists.
         let socket_dir = sockets::plan(&self.config.socket_root, &session.id)
             .map_err(|error| Ending::failed(SessionCause::SocketPathTooLong, error_chain(&error)))?;
         sockets::create(&socket_dir)
             .map_err(|error| Ending::failed(SessionCause::SocketDirFailed, error_chain(&error)))?;
-        let sidecar = if adapter.provider_hosts.is_empty() {
+        let egress = if adapter.provider_hosts.is_empty() {
             None
         } else {
             let hosts: Vec<String> = adapter.provider_hosts.iter().map(ToString::to_string).collect();
@@ -205,26 +263,44 @@ impl Inner {
                 }
             }
         };
-        Ok((socket_dir, sidecar))
+        let mcp = if provider_plan.mcp {
+            let timeout = request.spec.timeout.unwrap_or(adapter.timeout).as_std();
+            let who = McpSession {
+                session: &session.id,
+                assignment: &request.assignment,
+                role: request.spec.role.into(),
+                brief: source.brief.clone(),
+                // Past the timeout the container is gone anyway; the margin covers launch and export.
+                ttl: timeout + std::time::Duration::from_secs(600),
+            };
+            match McpSidecar::start(&self.store, &self.authority, &socket_dir, who) {
+                Ok(started) => Some(started),
+                Err(error) => {
+                    drop(egress);
+                    let _ = std::fs::remove_dir_all(&socket_dir);
+                    return Err(Ending::failed(SessionCause::McpUnavailable, error_chain(&error)));
+                }
+            }
+        } else {
+            None
+        };
+        Ok(Sidecars { socket_dir, egress, mcp })
     }
 
     /// The backend-neutral plan for this session.
+    #[allow(clippy::too_many_arguments)]
     fn session_plan(
         &self,
         session: &SessionRecord,
         request: &ExecutionRequest,
+        provider_plan: &ProviderPlan,
+        capability: Option<&Token>,
         exec_dir: &Path,
         socket_dir: &Path,
         egress: bool,
     ) -> SessionPlan {
         let adapter = &request.adapter;
-        let own_binary = adapter.command == roundtable_specs::builtins::IN_CONTAINER_BINARY;
-        let mut argv = vec![adapter.command.clone()];
-        argv.extend(adapter.args.iter().cloned());
-        if !own_binary {
-            argv.push(request.spec.task.prompt.clone());
-        }
-        let mut env = vec![format!("HOME={HOME}"), "PATH=/usr/local/bin:/usr/bin:/bin".to_owned()];
+        let mut env: Vec<String> = provider_plan.env.iter().map(|(name, value)| format!("{name}={value}")).collect();
         for name in &adapter.credential_env {
             match self.config.secrets.get(name.as_str()) {
                 Some(value) => env.push(format!("{name}={value}")),
@@ -234,6 +310,24 @@ impl Inner {
         if egress {
             env.extend(crate::egress::proxy_env());
         }
+        // Only here, in the agent exec's environment: never in a file or the container's config.
+        if let Some(token) = capability {
+            env.push(format!("{CAPABILITY_ENV}={}", token.reveal()));
+        }
+        let stdin = match provider_plan.stdin {
+            Stdin::Prompt => Some(request.spec.task.prompt.clone().into_bytes()),
+            Stdin::Empty => None,
+        };
+        let tmp_entries = provider_plan
+            .files
+            .iter()
+            .map(|file| TmpEntry {
+                path: file.under_tmp().to_owned(),
+                owner: file.owner,
+                mode: file.mode,
+                contents: file.contents.as_ref().map(|c| c.clone().into_bytes()),
+            })
+            .collect();
         let resources = Resources {
             memory_bytes: adapter.resources.memory.bytes(),
             nano_cpus: adapter.resources.cpus.nanos(),
@@ -257,8 +351,10 @@ impl Inner {
             task_file: exec_dir.join("task.json"),
             socket_dir: Some(socket_dir.to_owned()),
             egress_proxy: egress,
-            argv,
+            argv: provider_plan.argv.clone(),
             env,
+            stdin,
+            tmp_entries,
             output_limit: adapter.output_limit.bytes(),
             timeout: request.spec.timeout.unwrap_or(adapter.timeout).as_std(),
             expected: Expected {
@@ -390,7 +486,7 @@ fn all_flags(paths: &[String], readable: &[String], settled: &Settled, extracted
 
 /// Keeps what the run produced on the session: exit code, captured output (and its logs),
 /// external session ID, self-check, export, egress counters, phase timings.
-fn record_run(session: &mut SessionRecord, outcome: &RunOutcome, exec_dir: &Path) {
+fn record_run(session: &mut SessionRecord, outcome: &RunOutcome, exec_dir: &Path, adapter: &ResolvedAdapter) {
     let _ = std::fs::write(exec_dir.join("stdout.log"), &outcome.stdout.bytes);
     let _ = std::fs::write(exec_dir.join("stderr.log"), &outcome.stderr.bytes);
     session.exit_code = outcome.exit_code;
@@ -398,7 +494,18 @@ fn record_run(session: &mut SessionRecord, outcome: &RunOutcome, exec_dir: &Path
     session.stderr_bytes = i64::try_from(outcome.stderr.total).ok();
     session.stdout_truncated = outcome.stdout.truncated();
     session.stderr_truncated = outcome.stderr.truncated();
-    session.external_session_id = external_session_id(&outcome.stdout.bytes);
+    if adapter.captures_session_id {
+        let captured = capture::capture(adapter.provider, &outcome.stdout.bytes, outcome.stdout.truncated());
+        let agent = session.detail.agent.get_or_insert_with(AgentSession::default);
+        agent.usage = captured.usage;
+        match captured.session_id {
+            Ok(id) => {
+                agent.resume_command = plan::resume_argv(adapter, &id, RESUME_BRIEFING).ok();
+                session.external_session_id = Some(id.as_str().to_owned());
+            }
+            Err(reason) => agent.capture_note = Some(reason.to_string()),
+        }
+    }
     session.cause = Some(SessionCause::from(outcome.end));
     let detail = &mut session.detail;
     detail.self_check = outcome.self_check.clone();

@@ -1,0 +1,186 @@
+//! MCP manifests in each provider's own format. Every one starts only
+//! `/roundtable/bin/roundtable mcp stdio --unix-socket /run/roundtable/mcp.sock` and forwards the
+//! capability by reference (each CLI's own variable syntax), never by value: the token exists only
+//! in the agent exec's environment.
+
+use roundtable_specs::layout::{BINARY, CAPABILITY_ENV, MCP_SOCKET};
+use serde_json::json;
+
+/// The server name every manifest uses (Gemini splits tool names on `_`, so no `_` in it).
+pub const SERVER: &str = "roundtable";
+pub const CLAUDE_PATH: &str = "/tmp/roundtable/mcp.json";
+pub const GEMINI_PATH: &str = "/tmp/roundtable/gemini-settings.json";
+pub const OPENCODE_PATH: &str = "/tmp/roundtable/opencode.json";
+
+/// The bridge's arguments after the binary.
+fn bridge_args() -> [&'static str; 4] {
+    ["mcp", "stdio", "--unix-socket", MCP_SOCKET]
+}
+
+/// A TOML basic string (the JSON escape rules are a subset TOML accepts for these values).
+fn toml_string(text: &str) -> String {
+    serde_json::Value::String(text.to_owned()).to_string()
+}
+
+/// `$CODEX_HOME/config.toml`. Codex gives a stdio server only a few standard variables plus those
+/// named in `env_vars`; `exec` has no approval UI, so tools are pre-approved (the container is the
+/// sandbox); `required` makes `exec` fail when the server cannot start.
+pub fn codex() -> String {
+    let args: Vec<String> = bridge_args().iter().map(|a| toml_string(a)).collect();
+    format!(
+        "# Written by Roundtable for this session; read-only.\n\
+         [mcp_servers.{SERVER}]\n\
+         command = {command}\n\
+         args = [{args}]\n\
+         env_vars = [{capability}]\n\
+         startup_timeout_sec = 20\n\
+         tool_timeout_sec = 600\n\
+         required = true\n\
+         default_tools_approval_mode = \"approve\"\n",
+        command = toml_string(BINARY),
+        args = args.join(", "),
+        capability = toml_string(CAPABILITY_ENV),
+    )
+}
+
+/// The file `claude --mcp-config` reads; `${VAR}` is expanded by Claude Code.
+pub fn claude() -> String {
+    let manifest = json!({
+        "mcpServers": {
+            SERVER: {
+                "type": "stdio",
+                "command": BINARY,
+                "args": bridge_args(),
+                "env": { CAPABILITY_ENV: format!("${{{CAPABILITY_ENV}}}") },
+            }
+        }
+    });
+    pretty(&manifest)
+}
+
+/// Gemini's system settings (they outrank user and workspace settings). Gemini strips inherited
+/// variables named like `*TOKEN*` or `*KEY*` from servers unless set explicitly in `env`.
+pub fn gemini(mcp: bool) -> String {
+    let mut settings = json!({
+        "security": { "folderTrust": { "enabled": false }, "auth": { "selectedType": "gemini-api-key" } },
+        "privacy": { "usageStatisticsEnabled": false },
+        "general": { "enableAutoUpdate": false, "enableAutoUpdateNotification": false },
+        "mcp": { "allowed": if mcp { vec![SERVER] } else { Vec::new() } },
+    });
+    if mcp {
+        settings["mcpServers"] = json!({
+            SERVER: {
+                "command": BINARY,
+                "args": bridge_args(),
+                "env": { CAPABILITY_ENV: format!("${CAPABILITY_ENV}") },
+                "timeout": 600_000,
+                "trust": true,
+            }
+        });
+    }
+    pretty(&settings)
+}
+
+/// OpenCode's configuration, passed in `OPENCODE_CONFIG_CONTENT` (loaded after a repository's
+/// own `opencode.json`, so the repository cannot override it). The local-server schema is
+/// strict: the program and its arguments are one `command` array, variables are `environment`.
+pub fn opencode(mcp: bool) -> String {
+    let mut config = json!({
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": false,
+        "share": "disabled",
+    });
+    if mcp {
+        let mut command = vec![BINARY];
+        command.extend(bridge_args());
+        config["mcp"] = json!({
+            SERVER: {
+                "type": "local",
+                "command": command,
+                "environment": { CAPABILITY_ENV: format!("{{env:{CAPABILITY_ENV}}}") },
+                "enabled": true,
+                "timeout": 30_000,
+            }
+        });
+    }
+    // One line: it travels in an environment variable too.
+    config.to_string()
+}
+
+fn pretty(value: &serde_json::Value) -> String {
+    let mut text = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codex_manifest_is_exact_toml() {
+        assert_eq!(
+            codex(),
+            "# Written by Roundtable for this session; read-only.\n\
+             [mcp_servers.roundtable]\n\
+             command = \"/roundtable/bin/roundtable\"\n\
+             args = [\"mcp\", \"stdio\", \"--unix-socket\", \"/run/roundtable/mcp.sock\"]\n\
+             env_vars = [\"ROUNDTABLE_AGENT_CAPABILITY\"]\n\
+             startup_timeout_sec = 20\n\
+             tool_timeout_sec = 600\n\
+             required = true\n\
+             default_tools_approval_mode = \"approve\"\n"
+        );
+    }
+
+    #[test]
+    fn claude_manifest_forwards_the_capability_by_reference() {
+        let value: serde_json::Value = serde_json::from_str(&claude()).expect("json");
+        assert_eq!(
+            value,
+            json!({"mcpServers": {"roundtable": {
+                "type": "stdio",
+                "command": "/roundtable/bin/roundtable",
+                "args": ["mcp", "stdio", "--unix-socket", "/run/roundtable/mcp.sock"],
+                "env": {"ROUNDTABLE_AGENT_CAPABILITY": "${ROUNDTABLE_AGENT_CAPABILITY}"}
+            }}})
+        );
+    }
+
+    #[test]
+    fn gemini_settings_allow_only_roundtable_and_switch_off_telemetry() {
+        let value: serde_json::Value = serde_json::from_str(&gemini(true)).expect("json");
+        assert_eq!(
+            value["mcpServers"]["roundtable"]["env"]["ROUNDTABLE_AGENT_CAPABILITY"],
+            "$ROUNDTABLE_AGENT_CAPABILITY"
+        );
+        assert_eq!(value["mcpServers"]["roundtable"]["trust"], true);
+        assert_eq!(value["mcp"]["allowed"], json!(["roundtable"]));
+        assert_eq!(value["privacy"]["usageStatisticsEnabled"], false);
+        assert_eq!(value["security"]["folderTrust"]["enabled"], false);
+        let without: serde_json::Value = serde_json::from_str(&gemini(false)).expect("json");
+        assert!(without.get("mcpServers").is_none());
+    }
+
+    #[test]
+    fn opencode_manifest_uses_the_strict_local_schema() {
+        let value: serde_json::Value = serde_json::from_str(&opencode(true)).expect("json");
+        let server = &value["mcp"]["roundtable"];
+        let keys: Vec<&str> = server.as_object().expect("object").keys().map(String::as_str).collect();
+        assert_eq!(keys, ["command", "enabled", "environment", "timeout", "type"]);
+        assert_eq!(
+            server["command"],
+            json!(["/roundtable/bin/roundtable", "mcp", "stdio", "--unix-socket", "/run/roundtable/mcp.sock"])
+        );
+        assert_eq!(server["environment"]["ROUNDTABLE_AGENT_CAPABILITY"], "{env:ROUNDTABLE_AGENT_CAPABILITY}");
+        assert!(!opencode(true).contains('\n'));
+    }
+
+    #[test]
+    fn no_manifest_holds_a_token_value() {
+        for text in [codex(), claude(), gemini(true), opencode(true)] {
+            assert!(text.contains(CAPABILITY_ENV));
+            assert!(!text.contains("roundtable_auth"));
+        }
+    }
+}

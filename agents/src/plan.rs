@@ -1,0 +1,439 @@
+//! Provider launch plans: from an Adapter, a prompt and the session's layout to the argv, stdin,
+//! environment and files one agent CLI needs. Pure: the execution manager and
+//! `roundtable adapters plan` call the same function, so what an operator inspects is what runs.
+
+use roundtable_specs::adapter::{Provider, ResolvedAdapter};
+use roundtable_specs::layout::{AGENT_CONFIG, AGENT_UID, BINARY, CAPABILITY_ENV, HOME, TASK, WORKSPACE};
+use roundtable_specs::resume::ExternalSessionId;
+use serde::Serialize;
+
+use crate::manifest;
+
+/// The search path every agent gets; images put their CLI in one of these.
+pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// What one launch needs from outside the Adapter.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanInput<'a> {
+    pub prompt: &'a str,
+    pub model: Option<&'a str>,
+}
+
+/// Where the agent's stdin comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Stdin {
+    /// The prompt, then end of file: no argv length limit, and a prompt starting with `-`
+    /// cannot be read as a flag.
+    Prompt,
+    /// Nothing: end of file at once (so no CLI waits on a terminal that is not there).
+    Empty,
+}
+
+/// One entry Roundtable writes under `/tmp/roundtable/` before the agent starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentFile {
+    /// Absolute path in the container, under [`AGENT_CONFIG`].
+    pub path: String,
+    pub owner: u32,
+    pub mode: u32,
+    /// `None`: a directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contents: Option<String>,
+}
+
+impl AgentFile {
+    fn dir(path: &str, owner: u32, mode: u32) -> Self {
+        Self { path: path.to_owned(), owner, mode, contents: None }
+    }
+
+    /// A manifest: root-owned and read-only, so the agent can read it but never rewrite it.
+    fn manifest(path: &str, contents: String) -> Self {
+        Self { path: path.to_owned(), owner: 0, mode: 0o444, contents: Some(contents) }
+    }
+
+    /// The path relative to `/tmp` (what the runtime uploads into the `/tmp` volume).
+    pub fn under_tmp(&self) -> &str {
+        self.path.strip_prefix("/tmp/").unwrap_or(&self.path)
+    }
+}
+
+/// A variable the launch fills in from outside the plan; only its name is part of the plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PassedVariable {
+    pub name: String,
+    /// Where the value comes from: `credential`, `proxy` or `capability`.
+    pub source: &'static str,
+}
+
+/// A mount every agent container has (the same for every provider).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Mount {
+    pub path: &'static str,
+    pub what: &'static str,
+    pub read_only: bool,
+}
+
+/// How one agent CLI is launched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderPlan {
+    pub provider: Provider,
+    pub argv: Vec<String>,
+    pub stdin: Stdin,
+    pub working_dir: &'static str,
+    /// Variables with values fixed by the plan (no secrets among them).
+    pub env: Vec<(String, String)>,
+    /// Variables whose values the launch supplies: credentials, proxy, the MCP capability.
+    pub passed_env: Vec<PassedVariable>,
+    /// Directories and manifests under `/tmp/roundtable/`, in creation order.
+    pub files: Vec<AgentFile>,
+    /// Whether the session gets an MCP endpoint (and the agent a capability).
+    pub mcp: bool,
+    pub mounts: Vec<Mount>,
+}
+
+impl ProviderPlan {
+    /// Every variable name the agent's environment will hold, sorted.
+    pub fn env_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.env.iter().map(|(name, _)| name.clone()).collect();
+        names.extend(self.passed_env.iter().map(|v| v.name.clone()));
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// The argv for the session record: the prompt, when it is an argument, elided.
+    pub fn recorded_argv(&self, prompt: &str) -> Vec<String> {
+        self.argv
+            .iter()
+            .map(|arg| if arg == prompt && !prompt.is_empty() { "<prompt>".into() } else { arg.clone() })
+            .collect()
+    }
+}
+
+/// The fixed mounts, as the session runtime creates them.
+pub fn mounts(sockets: bool) -> Vec<Mount> {
+    let mut mounts = vec![
+        Mount { path: "/roundtable/source", what: "the provisioned source", read_only: true },
+        Mount {
+            path: WORKSPACE,
+            what: "the agent's workspace (tmpfs volume, seeded from the source)",
+            read_only: false,
+        },
+        Mount { path: "/tmp", what: "scratch (tmpfs volume) holding /tmp/roundtable/", read_only: false },
+        Mount { path: BINARY, what: "the controller's own static binary", read_only: true },
+        Mount { path: TASK, what: "the brief", read_only: true },
+    ];
+    if sockets {
+        mounts.push(Mount { path: "/run/roundtable", what: "the session's sockets (egress, MCP)", read_only: false });
+    }
+    mounts
+}
+
+/// The launch plan for `adapter`. `proxy`: the session has an egress gateway.
+pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> ProviderPlan {
+    let provider = adapter.provider;
+    let mcp = adapter.supports_mcp && provider.is_agent_cli();
+    let mut env = vec![("HOME".to_owned(), HOME.to_owned()), ("PATH".to_owned(), PATH.to_owned())];
+    let mut files = vec![AgentFile::dir(AGENT_CONFIG, 0, 0o755), AgentFile::dir(HOME, AGENT_UID, 0o755)];
+    let model = input.model.filter(|m| !m.is_empty());
+    let model_flag = model.map(|m| format!("--model={m}"));
+    let mut argv = vec![adapter.command.clone()];
+    let stdin = match provider {
+        Provider::Codex => {
+            argv.extend(words(&[
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "--dangerously-bypass-approvals-and-sandbox",
+            ]));
+            argv.extend(["-C".to_owned(), WORKSPACE.to_owned()]);
+            argv.extend(model_flag);
+            argv.push("-".into());
+            let home = format!("{AGENT_CONFIG}/codex");
+            env.push(("CODEX_HOME".into(), home.clone()));
+            // Sticky and root-owned: Codex writes its state here but cannot replace the config.
+            files.push(AgentFile::dir(&home, 0, 0o1777));
+            if mcp {
+                files.push(AgentFile::manifest(&format!("{home}/config.toml"), manifest::codex()));
+            }
+            Stdin::Prompt
+        }
+        Provider::Claude => {
+            argv.extend(words(&["-p", "--output-format=stream-json", "--verbose"]));
+            argv.extend(model_flag);
+            if mcp {
+                argv.push(format!("--mcp-config={}", manifest::CLAUDE_PATH));
+            }
+            argv.extend(words(&["--strict-mcp-config", "--permission-mode=bypassPermissions"]));
+            let home = format!("{AGENT_CONFIG}/claude");
+            env.push(("CLAUDE_CONFIG_DIR".into(), home.clone()));
+            env.push(("DISABLE_AUTOUPDATER".into(), "1".into()));
+            env.push(("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(), "1".into()));
+            files.push(AgentFile::dir(&home, AGENT_UID, 0o755));
+            if mcp {
+                files.push(AgentFile::manifest(manifest::CLAUDE_PATH, manifest::claude()));
+            }
+            Stdin::Prompt
+        }
+        Provider::Gemini => {
+            argv.push("--output-format=stream-json".into());
+            argv.extend(model_flag);
+            argv.extend(words(&["--approval-mode=yolo", "--allowed-mcp-server-names=roundtable"]));
+            let home = format!("{AGENT_CONFIG}/gemini");
+            env.push(("GEMINI_CLI_HOME".into(), home.clone()));
+            env.push(("GEMINI_CLI_SYSTEM_SETTINGS_PATH".into(), manifest::GEMINI_PATH.into()));
+            env.push(("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into()));
+            files.push(AgentFile::dir(&home, AGENT_UID, 0o755));
+            // The system settings also switch off telemetry and updates, so they are written
+            // even when the adapter has no MCP.
+            files.push(AgentFile::manifest(manifest::GEMINI_PATH, manifest::gemini(mcp)));
+            Stdin::Prompt
+        }
+        Provider::Opencode => {
+            argv.extend(words(&["run", "--format=json"]));
+            argv.extend(model_flag);
+            argv.push(format!("--dir={WORKSPACE}"));
+            let config = manifest::opencode(mcp);
+            env.push(("OPENCODE_CONFIG_CONTENT".into(), config.clone()));
+            env.push(("OPENCODE_DISABLE_AUTOUPDATE".into(), "1".into()));
+            env.push(("OPENCODE_DISABLE_MODELS_FETCH".into(), "1".into()));
+            files.push(AgentFile::manifest(manifest::OPENCODE_PATH, config));
+            Stdin::Prompt
+        }
+        Provider::Generic => {
+            argv.extend(adapter.args.iter().cloned());
+            argv.push(input.prompt.to_owned());
+            Stdin::Empty
+        }
+        Provider::Mock => {
+            argv.extend(adapter.args.iter().cloned());
+            Stdin::Empty
+        }
+    };
+    let mut passed_env: Vec<PassedVariable> = adapter
+        .credential_env
+        .iter()
+        .map(|name| PassedVariable { name: name.to_string(), source: "credential" })
+        .collect();
+    if proxy {
+        for name in ["HTTPS_PROXY", "https_proxy"] {
+            passed_env.push(PassedVariable { name: name.into(), source: "proxy" });
+        }
+    }
+    if mcp {
+        passed_env.push(PassedVariable { name: CAPABILITY_ENV.into(), source: "capability" });
+    }
+    ProviderPlan {
+        provider,
+        argv,
+        stdin,
+        working_dir: WORKSPACE,
+        env,
+        passed_env,
+        files,
+        mcp,
+        mounts: mounts(proxy || mcp),
+    }
+}
+
+fn words(words: &[&str]) -> Vec<String> {
+    words.iter().map(|w| (*w).to_owned()).collect()
+}
+
+/// Why a session cannot be resumed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResumeRefused {
+    #[error("adapter {0} does not support resume (supportsResume is false)")]
+    NotSupported(String),
+    #[error("adapter {0} has no resumePattern")]
+    NoPattern(String),
+}
+
+/// The argv that resumes `session` with `briefing` as one final argument. No shell ever sees
+/// it: the pattern was split with shell quoting when it was parsed, and the id was checked.
+pub fn resume_argv(
+    adapter: &ResolvedAdapter,
+    session: &ExternalSessionId,
+    briefing: &str,
+) -> Result<Vec<String>, ResumeRefused> {
+    if !adapter.supports_resume {
+        return Err(ResumeRefused::NotSupported(adapter.name.clone()));
+    }
+    let pattern = adapter.resume_pattern.as_ref().ok_or_else(|| ResumeRefused::NoPattern(adapter.name.clone()))?;
+    let mut argv = pattern.render(session);
+    argv.push(briefing.to_owned());
+    Ok(argv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roundtable_specs::builtins::template;
+
+    fn adapter(name: &str) -> ResolvedAdapter {
+        template(name).expect("built-in").resolve(name)
+    }
+
+    fn input(model: Option<&str>) -> PlanInput<'_> {
+        PlanInput { prompt: "-rf fix the typo", model }
+    }
+
+    fn env_of(plan: &ProviderPlan) -> Vec<String> {
+        plan.env.iter().filter(|(n, _)| n != "OPENCODE_CONFIG_CONTENT").map(|(n, v)| format!("{n}={v}")).collect()
+    }
+
+    #[test]
+    fn codex_plan_is_exact() {
+        let plan = plan(&adapter("codex"), input(Some("gpt-5-codex")), true);
+        assert_eq!(
+            plan.argv,
+            [
+                "codex",
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "--dangerously-bypass-approvals-and-sandbox",
+                "-C",
+                "/roundtable/workspace",
+                "--model=gpt-5-codex",
+                "-"
+            ]
+        );
+        assert_eq!(plan.stdin, Stdin::Prompt);
+        assert_eq!(
+            env_of(&plan),
+            ["HOME=/tmp/roundtable/home", "PATH=/usr/local/bin:/usr/bin:/bin", "CODEX_HOME=/tmp/roundtable/codex"]
+        );
+        assert_eq!(
+            plan.env_names(),
+            [
+                "CODEX_API_KEY",
+                "CODEX_HOME",
+                "HOME",
+                "HTTPS_PROXY",
+                "PATH",
+                "ROUNDTABLE_AGENT_CAPABILITY",
+                "https_proxy"
+            ]
+        );
+        let dirs: Vec<(&str, u32, u32)> = plan.files.iter().map(|f| (f.path.as_str(), f.owner, f.mode)).collect();
+        assert_eq!(
+            dirs,
+            [
+                ("/tmp/roundtable", 0, 0o755),
+                ("/tmp/roundtable/home", 1000, 0o755),
+                ("/tmp/roundtable/codex", 0, 0o1777),
+                ("/tmp/roundtable/codex/config.toml", 0, 0o444),
+            ]
+        );
+    }
+
+    #[test]
+    fn claude_plan_is_exact_and_has_no_model_flag_without_a_model() {
+        let plan = plan(&adapter("claude"), input(None), false);
+        assert_eq!(
+            plan.argv,
+            [
+                "claude",
+                "-p",
+                "--output-format=stream-json",
+                "--verbose",
+                "--mcp-config=/tmp/roundtable/mcp.json",
+                "--strict-mcp-config",
+                "--permission-mode=bypassPermissions"
+            ]
+        );
+        assert_eq!(
+            env_of(&plan)[2..],
+            [
+                "CLAUDE_CONFIG_DIR=/tmp/roundtable/claude",
+                "DISABLE_AUTOUPDATER=1",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"
+            ]
+        );
+        assert!(!plan.env_names().contains(&"HTTPS_PROXY".to_owned()), "no gateway, no proxy variables");
+    }
+
+    #[test]
+    fn gemini_plan_is_exact() {
+        let plan = plan(&adapter("gemini"), input(Some("gemini-2.5-pro")), true);
+        assert_eq!(
+            plan.argv,
+            [
+                "gemini",
+                "--output-format=stream-json",
+                "--model=gemini-2.5-pro",
+                "--approval-mode=yolo",
+                "--allowed-mcp-server-names=roundtable"
+            ]
+        );
+        assert_eq!(
+            env_of(&plan)[2..],
+            [
+                "GEMINI_CLI_HOME=/tmp/roundtable/gemini",
+                "GEMINI_CLI_SYSTEM_SETTINGS_PATH=/tmp/roundtable/gemini-settings.json",
+                "GEMINI_CLI_TRUST_WORKSPACE=true"
+            ]
+        );
+    }
+
+    #[test]
+    fn opencode_plan_is_exact_and_carries_its_manifest_in_the_environment() {
+        let plan = plan(&adapter("opencode"), input(Some("anthropic/claude-sonnet-4-5")), true);
+        assert_eq!(
+            plan.argv,
+            ["opencode", "run", "--format=json", "--model=anthropic/claude-sonnet-4-5", "--dir=/roundtable/workspace"]
+        );
+        let content = plan.env.iter().find(|(n, _)| n == "OPENCODE_CONFIG_CONTENT").map(|(_, v)| v.clone());
+        let file =
+            plan.files.iter().find(|f| f.path == "/tmp/roundtable/opencode.json").and_then(|f| f.contents.clone());
+        assert_eq!(content, file, "the variable and the file say the same");
+    }
+
+    #[test]
+    fn generic_puts_the_prompt_last_and_mock_takes_none() {
+        let generic = plan(&adapter("generic"), input(None), false);
+        assert_eq!(generic.argv, ["sh", "-c", "-rf fix the typo"]);
+        assert_eq!(generic.stdin, Stdin::Empty);
+        assert!(!generic.mcp);
+        assert_eq!(generic.recorded_argv("-rf fix the typo"), ["sh", "-c", "<prompt>"]);
+        let mock = plan(&adapter("mock"), input(None), false);
+        assert_eq!(mock.argv, ["/roundtable/bin/roundtable", "sandbox", "mock"]);
+    }
+
+    #[test]
+    fn an_adapter_without_mcp_gets_no_manifest_and_no_capability() {
+        let mut codex = adapter("codex");
+        codex.supports_mcp = false;
+        let plan = plan(&codex, input(None), false);
+        assert!(!plan.mcp);
+        assert!(plan.files.iter().all(|f| f.contents.is_none()));
+        assert!(!plan.env_names().contains(&CAPABILITY_ENV.to_owned()));
+    }
+
+    #[test]
+    fn a_custom_adapter_runs_the_plan_of_its_provider() {
+        let mut custom = adapter("codex");
+        custom.name = "codex-fast".into();
+        custom.command = "/opt/codex/bin/codex".into();
+        let plan = plan(&custom, input(None), false);
+        assert_eq!(plan.argv[..2], ["/opt/codex/bin/codex", "exec"]);
+    }
+
+    #[test]
+    fn resume_appends_the_briefing_and_refuses_without_support() {
+        let id: ExternalSessionId = "0199a213-81c0-7800-8aa1-bbab2a035a53".parse().expect("id");
+        let codex = adapter("codex");
+        assert_eq!(resume_argv(&codex, &id, "brief"), Err(ResumeRefused::NotSupported("codex".into())));
+        let mut resumable = codex.clone();
+        resumable.supports_resume = true;
+        let argv = resume_argv(&resumable, &id, "go on; rm -rf /").expect("resumable");
+        assert_eq!(argv.last().map(String::as_str), Some("go on; rm -rf /"));
+        assert!(argv.contains(&id.as_str().to_owned()));
+    }
+}

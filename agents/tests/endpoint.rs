@@ -1,0 +1,184 @@
+//! The agent MCP endpoint on real Unix sockets with a real SQLite store: the auth line, the role
+//! table, revocation mid-connection, and what the tools write.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use roundtable_agents::capability::{Authority, Role, Token};
+use roundtable_agents::mcp::{self, SessionEndpoint};
+use roundtable_agents::tools::{Activity, Board};
+use roundtable_store::Store;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio_util::sync::CancellationToken;
+
+struct Served {
+    socket: PathBuf,
+    activity: Arc<Activity>,
+    cancel: CancellationToken,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+async fn serve(dir: &Path, store: &Store, authority: &Arc<Authority>, session: &str) -> Served {
+    let socket = dir.join(format!("{session}.sock"));
+    let activity = Arc::new(Activity::default());
+    let board = Board {
+        store: store.clone(),
+        session: session.into(),
+        assignment: "fix-typo".into(),
+        brief: json!({"assignment": "fix-typo", "task": {"id": "T-1", "title": "Fix the typo"}, "manifest": [{"path": "README.md"}]}),
+        activity: activity.clone(),
+    };
+    let endpoint = Arc::new(SessionEndpoint {
+        session: session.into(),
+        socket: socket.clone(),
+        authority: authority.clone(),
+        board: Arc::new(board),
+    });
+    let listener = mcp::bind(&socket).expect("bind");
+    let cancel = CancellationToken::new();
+    tokio::spawn(mcp::serve(endpoint, listener, cancel.clone()));
+    Served { socket, activity, cancel }
+}
+
+/// A minimal MCP client over the socket: the auth line, then newline-delimited JSON-RPC.
+struct Client {
+    reader: BufReader<OwnedReadHalf>,
+    writer: OwnedWriteHalf,
+    next: u64,
+}
+
+impl Client {
+    /// Connects and presents `token`; `None` when the endpoint closed the connection instead.
+    async fn connect(socket: &Path, token: &str) -> Option<Client> {
+        let stream = UnixStream::connect(socket).await.expect("connect");
+        let (read, mut writer) = stream.into_split();
+        let mut reader = BufReader::new(read);
+        writer.write_all(format!("{}\n", json!({"roundtable_auth": token})).as_bytes()).await.ok()?;
+        let mut line = String::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), reader.read_line(&mut line)).await.expect("answer");
+        if read.ok()? == 0 {
+            return None;
+        }
+        assert_eq!(line, "{\"ok\":true}\n");
+        let mut client = Client { reader, writer, next: 1 };
+        let init = client
+            .request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}))
+            .await;
+        assert!(init.get("result").is_some(), "{init}");
+        client.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        Some(client)
+    }
+
+    async fn send(&mut self, message: Value) {
+        self.writer.write_all(format!("{message}\n").as_bytes()).await.expect("write");
+    }
+
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+        loop {
+            let mut line = String::new();
+            let read = tokio::time::timeout(Duration::from_secs(5), self.reader.read_line(&mut line)).await;
+            assert!(matches!(read, Ok(Ok(n)) if n > 0), "no answer to {method}");
+            let message: Value = serde_json::from_str(&line).expect("json");
+            if message.get("id") == Some(&json!(id)) {
+                return message;
+            }
+        }
+    }
+
+    async fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        self.request("tools/call", json!({"name": tool, "arguments": arguments})).await
+    }
+}
+
+fn issue(authority: &Authority, session: &str, socket: &Path) -> Token {
+    authority.issue(session, socket, Role::Implementer, Duration::from_secs(600)).expect("issue")
+}
+
+#[tokio::test]
+async fn an_agent_reads_its_brief_and_writes_the_board() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&dir.path().join("state")).await.expect("store");
+    let authority = Arc::new(Authority::new());
+    let served = serve(dir.path(), &store, &authority, "sess-a").await;
+    let token = issue(&authority, "sess-a", &served.socket);
+    let mut client = Client::connect(&served.socket, token.reveal()).await.expect("accepted");
+
+    let listed = client.request("tools/list", json!({})).await;
+    let names: Vec<&str> =
+        listed["result"]["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        ["task.get", "workspace.manifest", "notes.append", "claims.acquire", "claims.release", "session.heartbeat"]
+    );
+    let brief = client.call("task.get", json!({})).await;
+    assert_eq!(brief["result"]["structuredContent"]["task"]["title"], "Fix the typo");
+    let note = client.call("notes.append", json!({"text": "read the brief"})).await;
+    assert_eq!(note["result"]["isError"], false, "{note}");
+    let claim = client.call("claims.acquire", json!({"paths": ["README.md"], "ttlSeconds": 60})).await;
+    assert_eq!(claim["result"]["structuredContent"]["granted"], json!(["README.md"]));
+    let escape = client.call("claims.acquire", json!({"paths": ["../etc/passwd"]})).await;
+    assert_eq!(escape["result"]["isError"], true);
+    client.call("session.heartbeat", json!({"status": "editing"})).await;
+
+    let notes: Vec<String> = store.notes("fix-typo").await.expect("notes").into_iter().map(|n| n.text).collect();
+    assert_eq!(notes, ["read the brief"]);
+    assert_eq!(store.last_heartbeat("sess-a").await.expect("beat").map(|b| b.1).as_deref(), Some("editing"));
+    let activity = served.activity.snapshot();
+    assert_eq!(activity.calls.get("task.get"), Some(&1));
+    assert!(activity.last_heartbeat.is_some());
+}
+
+#[tokio::test]
+async fn a_token_from_another_session_or_no_auth_line_is_closed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&dir.path().join("state")).await.expect("store");
+    let authority = Arc::new(Authority::new());
+    let a = serve(dir.path(), &store, &authority, "sess-a").await;
+    let b = serve(dir.path(), &store, &authority, "sess-b").await;
+    let token_a = issue(&authority, "sess-a", &a.socket);
+    let _token_b = issue(&authority, "sess-b", &b.socket);
+
+    assert!(Client::connect(&b.socket, token_a.reveal()).await.is_none(), "A's token on B's socket");
+    assert!(Client::connect(&a.socket, "rtcap_guess").await.is_none());
+    assert_eq!(b.activity.snapshot().refused, 1);
+
+    // Straight to MCP, no auth line: closed without an answer.
+    let mut stream = UnixStream::connect(&a.socket).await.expect("connect");
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}});
+    stream.write_all(format!("{initialize}\n").as_bytes()).await.expect("write");
+    let mut answer = String::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), BufReader::new(stream).read_line(&mut answer)).await;
+    assert!(matches!(read, Ok(Ok(0))), "closed without an answer, got {answer:?}");
+}
+
+#[tokio::test]
+async fn revocation_stops_an_open_connection_and_proposal_create_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&dir.path().join("state")).await.expect("store");
+    let authority = Arc::new(Authority::new());
+    let served = serve(dir.path(), &store, &authority, "sess-a").await;
+    let token = issue(&authority, "sess-a", &served.socket);
+    let mut client = Client::connect(&served.socket, token.reveal()).await.expect("accepted");
+
+    let proposal = client.call("proposal.create", json!({"summary": "mine"})).await;
+    assert_eq!(proposal["result"]["isError"], true, "{proposal}");
+    assert!(proposal["result"]["structuredContent"]["error"].as_str().is_some_and(|e| e.contains("not permitted")));
+
+    authority.revoke("sess-a");
+    let after = client.call("task.get", json!({})).await;
+    assert!(after.get("error").is_some_and(|e| e["message"] == "capability revoked"), "{after}");
+    assert!(Client::connect(&served.socket, token.reveal()).await.is_none(), "a revoked token cannot reconnect");
+    assert_eq!(served.activity.snapshot().refused, 3);
+}

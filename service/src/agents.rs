@@ -1,0 +1,60 @@
+//! Provider plans and output capture for the CLI (and, later, the API): the same pure functions
+//! the execution manager uses, applied to what the project declares.
+
+use std::path::Path;
+
+use roundtable_agents::capture::{self, Capture};
+use roundtable_agents::plan::{self, PlanInput, ProviderPlan};
+use roundtable_specs::parse::Spec;
+use roundtable_specs::{Catalog, Object};
+
+use crate::ServiceError;
+
+/// The prompt shown when none is given.
+pub const PLACEHOLDER_PROMPT: &str = "<the Assignment's task.prompt>";
+
+/// What to plan for.
+#[derive(Debug, Clone, Default)]
+pub struct PlanRequest<'a> {
+    pub assignment: Option<&'a str>,
+    pub prompt: Option<&'a str>,
+    pub model: Option<&'a str>,
+}
+
+fn loaded(dir: &Path) -> Vec<Object> {
+    if dir.is_dir() { roundtable_reconcilers::source::load(dir).objects } else { Vec::new() }
+}
+
+fn adapter(objects: &[Object], name: &str) -> Result<roundtable_specs::adapter::ResolvedAdapter, ServiceError> {
+    Catalog::build(objects)
+        .get(name)
+        .map(|entry| entry.resolved.clone())
+        .ok_or_else(|| ServiceError::NotFound { what: "adapter", id: name.to_owned() })
+}
+
+/// The launch plan of adapter `name`, for an Assignment's prompt and model or for the ones given.
+pub fn adapter_plan(dir: &Path, name: &str, request: &PlanRequest<'_>) -> Result<ProviderPlan, ServiceError> {
+    let objects = loaded(dir);
+    let adapter = adapter(&objects, name)?;
+    let (mut prompt, mut model) =
+        (request.prompt.unwrap_or(PLACEHOLDER_PROMPT).to_owned(), request.model.map(str::to_owned));
+    if let Some(wanted) = request.assignment {
+        let spec = objects
+            .iter()
+            .find_map(|object| match &object.spec {
+                Spec::Assignment(spec) if object.metadata.name == wanted => Some(spec),
+                _ => None,
+            })
+            .ok_or_else(|| ServiceError::NotFound { what: "assignment", id: wanted.to_owned() })?;
+        prompt.clone_from(&spec.task.prompt);
+        model = model.or_else(|| spec.model.clone());
+    }
+    let proxy = !adapter.provider_hosts.is_empty();
+    Ok(plan::plan(&adapter, PlanInput { prompt: &prompt, model: model.as_deref() }, proxy))
+}
+
+/// What adapter `name`'s provider would capture from `output`.
+pub fn adapter_capture(dir: &Path, name: &str, output: &[u8], truncated: bool) -> Result<Capture, ServiceError> {
+    let adapter = adapter(&loaded(dir), name)?;
+    Ok(capture::capture(adapter.provider, output, truncated))
+}
