@@ -174,6 +174,14 @@ pub enum Command {
     /// providerHosts).
     #[command(subcommand)]
     Gateway(GatewayCommand),
+    /// Print the briefing that resumes an Assignment (default: the one with the newest session):
+    /// task, earlier sessions and their resume commands, notes, claims, proposals. Claims of
+    /// finished sessions are released.
+    Resume {
+        assignment: Option<String>,
+        #[command(flatten)]
+        format: FormatArg,
+    },
     /// The agent side of the session's MCP endpoint.
     #[command(subcommand)]
     Mcp(McpCommand),
@@ -239,6 +247,26 @@ pub enum SessionsCommand {
     },
     /// The captured stdout and stderr of a session.
     Logs { id: String },
+    /// Record a session a provider CLI ran outside Roundtable, so `resume` can find it; with an
+    /// external id and a resumable adapter, the resume command is filled from its resumePattern.
+    Register {
+        #[arg(long)]
+        assignment: String,
+        #[arg(long)]
+        adapter: String,
+        /// The provider's own session id (1 to 128 of A-Z, a-z, 0-9, '_', '-').
+        #[arg(long)]
+        external_id: Option<String>,
+        #[arg(long)]
+        model: Option<String>,
+        #[arg(long)]
+        working_dir: Option<String>,
+        /// KEY=VALUE (repeatable).
+        #[arg(long = "metadata", value_parser = key_value)]
+        metadata: Vec<(String, String)>,
+        #[command(flatten)]
+        format: FormatArg,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -266,8 +294,8 @@ pub enum AdaptersCommand {
         /// Plan for this Assignment's prompt and model.
         #[arg(long, conflicts_with = "prompt")]
         assignment: Option<String>,
-        /// Plan for this prompt (default: a placeholder).
-        #[arg(long)]
+        /// Plan for this prompt (default: a placeholder); it may start with '-'.
+        #[arg(long, allow_hyphen_values = true)]
         prompt: Option<String>,
         /// The model flag, when not taken from --assignment.
         #[arg(long)]
@@ -360,4 +388,11 @@ pub struct StartArgs {
     /// Tunnels one session's gateway holds open at once; more are answered 429.
     #[arg(long, default_value_t = 256, value_parser = at_least_one)]
     pub gateway_max_tunnels: usize,
+}
+
+/// `KEY=VALUE`.
+fn key_value(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(key, value)| (key.to_owned(), value.to_owned()))
+        .ok_or_else(|| format!("{text:?} is not KEY=VALUE"))
 }

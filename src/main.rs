@@ -52,6 +52,28 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             commands::executions::sessions_show(global, id, format.format).await
         }
         Command::Sessions(SessionsCommand::Logs { id }) => commands::executions::sessions_logs(global, id).await,
+        Command::Sessions(SessionsCommand::Register {
+            assignment,
+            adapter,
+            external_id,
+            model,
+            working_dir,
+            metadata,
+            format,
+        }) => {
+            let request = roundtable_service::resume::RegisterRequest {
+                assignment: assignment.clone(),
+                adapter: adapter.clone(),
+                external_session_id: external_id.clone(),
+                model: model.clone(),
+                working_dir: working_dir.clone(),
+                metadata: metadata.iter().cloned().collect(),
+            };
+            commands::resume::register(global, request, format.format).await
+        }
+        Command::Resume { assignment, format } => {
+            commands::resume::resume(global, assignment.as_deref(), format.format).await
+        }
         Command::Proposals(ProposalsCommand::List(args)) => {
             commands::executions::proposals_list(global, args.format).await
         }

@@ -245,6 +245,9 @@ fn words(words: &[&str]) -> Vec<String> {
     words.iter().map(|w| (*w).to_owned()).collect()
 }
 
+/// What a recorded resume command ends with: `roundtable resume` prints the real briefing.
+pub const BRIEFING_PLACEHOLDER: &str = "<briefing from `roundtable resume`>";
+
 /// Why a session cannot be resumed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResumeRefused {
@@ -435,5 +438,55 @@ mod tests {
         let argv = resume_argv(&resumable, &id, "go on; rm -rf /").expect("resumable");
         assert_eq!(argv.last().map(String::as_str), Some("go on; rm -rf /"));
         assert!(argv.contains(&id.as_str().to_owned()));
+    }
+
+    #[test]
+    fn builtin_resume_commands_keep_the_headless_flags_and_end_with_the_briefing() {
+        let id: ExternalSessionId = "ses_f86f2df67ffep5CKpMOXIyR44R".parse().expect("id");
+        let expected: [(&str, &[&str]); 4] = [
+            (
+                "codex",
+                &[
+                    "exec",
+                    "--json",
+                    "--skip-git-repo-check",
+                    "--dangerously-bypass-approvals-and-sandbox",
+                    "-C",
+                    "/roundtable/workspace",
+                    "resume",
+                ],
+            ),
+            (
+                "claude",
+                &[
+                    "-p",
+                    "--output-format=stream-json",
+                    "--verbose",
+                    "--mcp-config=/tmp/roundtable/mcp.json",
+                    "--strict-mcp-config",
+                    "--permission-mode=bypassPermissions",
+                    "--resume",
+                ],
+            ),
+            (
+                "gemini",
+                &[
+                    "--output-format=stream-json",
+                    "--approval-mode=yolo",
+                    "--allowed-mcp-server-names=roundtable",
+                    "--resume",
+                ],
+            ),
+            ("opencode", &["run", "--format=json", "--dir=/roundtable/workspace", "--session"]),
+        ];
+        for (name, flags) in expected {
+            let mut resumable = adapter(name);
+            resumable.supports_resume = true;
+            let argv = resume_argv(&resumable, &id, "the briefing").expect("resumable");
+            let mut want = vec![name.to_owned()];
+            want.extend(flags.iter().map(|f| (*f).to_owned()));
+            want.extend([id.as_str().to_owned(), "the briefing".to_owned()]);
+            assert_eq!(argv, want, "{name}");
+        }
     }
 }

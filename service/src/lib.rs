@@ -4,6 +4,7 @@
 
 pub mod agents;
 mod lookup;
+pub mod resume;
 pub mod secrets;
 
 use std::collections::BTreeSet;
@@ -48,6 +49,8 @@ pub enum ServiceError {
     Backend(#[from] BackendError),
     #[error("a background task failed")]
     Task(#[from] tokio::task::JoinError),
+    #[error(transparent)]
+    Register(#[from] resume::RegisterError),
     #[error("no {what} {id:?}")]
     NotFound { what: &'static str, id: String },
     /// A prefix that names more than one thing: the matches are named so the caller can choose.

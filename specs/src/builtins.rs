@@ -3,7 +3,8 @@
 //! A template is an [`AdapterSpec`] like any other; a declared Adapter of the same name is laid
 //! over it field by field. Built-ins ship without an image (operators pin their own) except
 //! `mock`, which needs none of the image's files. Resume is off for the provider CLIs because
-//! their home directories are disposable; the patterns are there for `sessions register`.
+//! their home directories are disposable; the patterns (each the provider's headless launch with
+//! its resume flag; the briefing becomes the final argument) are there for `sessions register`.
 
 use crate::adapter::{AdapterSpec, Provider};
 
@@ -39,25 +40,28 @@ fn provider(provider: Provider, resume: &str, host: &str, credential: &str) -> A
 /// The template named exactly `name`, if it is a built-in.
 pub fn template(name: &str) -> Option<AdapterSpec> {
     let spec = match name {
-        "codex" => {
-            provider(Provider::Codex, "codex exec resume {{external_session_id}}", "api.openai.com", "CODEX_API_KEY")
-        }
+        "codex" => provider(
+            Provider::Codex,
+            "codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -C /roundtable/workspace resume {{external_session_id}}",
+            "api.openai.com",
+            "CODEX_API_KEY",
+        ),
         "claude" => provider(
             Provider::Claude,
-            "claude -p --resume {{external_session_id}}",
+            "claude -p --output-format=stream-json --verbose --mcp-config=/tmp/roundtable/mcp.json --strict-mcp-config --permission-mode=bypassPermissions --resume {{external_session_id}}",
             "api.anthropic.com",
             "ANTHROPIC_API_KEY",
         ),
         "gemini" => provider(
             Provider::Gemini,
-            "gemini --resume {{external_session_id}}",
+            "gemini --output-format=stream-json --approval-mode=yolo --allowed-mcp-server-names=roundtable --resume {{external_session_id}}",
             "generativelanguage.googleapis.com",
             "GEMINI_API_KEY",
         ),
         // OpenCode's host follows the model's provider; Anthropic is the default operators override.
         "opencode" => provider(
             Provider::Opencode,
-            "opencode run --session {{external_session_id}}",
+            "opencode run --format=json --dir=/roundtable/workspace --session {{external_session_id}}",
             "api.anthropic.com",
             "ANTHROPIC_API_KEY",
         ),

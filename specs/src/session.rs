@@ -110,6 +110,9 @@ words! {
         SocketDirFailed = "SocketDirFailed",
         /// The session's MCP endpoint could not be started (socket, handover, capability).
         McpUnavailable = "McpUnavailable",
+        /// Not run by Roundtable: an operator registered a session the CLI ran elsewhere, so
+        /// `resume` can find it.
+        Registered = "Registered",
         /// The engine refused or failed a step of the lifecycle.
         RuntimeError = "RuntimeError",
         /// The agent's workspace could not be exported within its caps; nothing is proposed.
@@ -407,6 +410,9 @@ pub struct AgentSession {
     pub tool_calls_refused: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_heartbeat: Option<String>,
+    /// Free-form labels given when the session was registered.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, String>,
 }
 
 fn is_zero(n: &u64) -> bool {

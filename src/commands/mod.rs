@@ -9,6 +9,7 @@ pub mod init;
 pub mod plan;
 pub mod prune;
 pub mod reconcile;
+pub mod resume;
 pub mod schema;
 pub mod start;
 pub mod state;

@@ -26,3 +26,8 @@ pub async fn runtime() -> Arc<dyn SessionRuntime> {
 pub async fn open_for_reading(global: &Global) -> anyhow::Result<Service> {
     Ok(Service::open_for_reading(&global.dir, &global.state_dir(), runtime().await).await?)
 }
+
+/// The project's service with its store created if missing (commands that write state).
+pub async fn open_for_writing(global: &Global) -> anyhow::Result<Service> {
+    Ok(Service::open(&global.dir, &global.state_dir(), runtime().await).await?)
+}

@@ -8,6 +8,7 @@ mod egress;
 mod engine_restart;
 mod execution;
 mod fidelity;
+mod providers;
 mod schemas;
 mod support;
 mod tidy;

@@ -109,7 +109,7 @@ fn now() -> String {
     roundtable_store::now()
 }
 
-fn new_session_id() -> String {
+pub fn new_session_id() -> String {
     let mut bytes = [0u8; 6];
     for byte in &mut bytes {
         *byte = fastrand::u8(..);

@@ -28,9 +28,6 @@ use super::{ExecutionRequest, Inner, now};
 use crate::egress::Sidecar;
 use crate::mcp::{McpSession, McpSidecar};
 
-/// The briefing a recorded resume command ends with; `roundtable resume` prints the full one.
-const RESUME_BRIEFING: &str = "<briefing from `roundtable resume`>";
-
 /// Milliseconds since `started`.
 fn millis(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
@@ -500,7 +497,7 @@ fn record_run(session: &mut SessionRecord, outcome: &RunOutcome, exec_dir: &Path
         agent.usage = captured.usage;
         match captured.session_id {
             Ok(id) => {
-                agent.resume_command = plan::resume_argv(adapter, &id, RESUME_BRIEFING).ok();
+                agent.resume_command = plan::resume_argv(adapter, &id, plan::BRIEFING_PLACEHOLDER).ok();
                 session.external_session_id = Some(id.as_str().to_owned());
             }
             Err(reason) => agent.capture_note = Some(reason.to_string()),

@@ -1,0 +1,55 @@
+//! `roundtable sessions register` and `roundtable resume`: recording a session run elsewhere, and
+//! the briefing that resumes an Assignment. Agent-written text is escaped before it is printed.
+
+use std::process::ExitCode;
+
+use roundtable_service::resume::RegisterRequest;
+use roundtable_specs::List;
+
+use crate::cli::{Format, Global};
+use crate::commands::state::open_for_writing;
+use crate::render;
+
+pub async fn register(global: &Global, request: RegisterRequest, format: Format) -> anyhow::Result<ExitCode> {
+    let item = open_for_writing(global).await?.register_session(request).await?;
+    match format {
+        Format::Json => print!("{}", render::json(&List::of(vec![item]))?),
+        Format::Text => {
+            println!("registered session {} for assignment {}", item.id, item.assignment);
+            match item.detail.agent.as_ref().and_then(|agent| agent.resume_command.as_ref()) {
+                Some(argv) => {
+                    let quoted: Vec<String> = argv.iter().map(|arg| render::shell_quote(arg)).collect();
+                    println!("resume command: {}", render::sanitize(&quoted.join(" ")));
+                }
+                None => println!("{}", render::sanitize(&item.message)),
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn resume(global: &Global, assignment: Option<&str>, format: Format) -> anyhow::Result<ExitCode> {
+    let briefing = open_for_writing(global).await?.resume(assignment).await?;
+    match format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&briefing)?),
+        Format::Text => {
+            print!("{}", render::sanitize_block(&briefing.text));
+            for claim in &briefing.released {
+                eprintln!(
+                    "released the claim on {} of finished session {}",
+                    render::sanitize(&claim.path),
+                    claim.session_id
+                );
+            }
+            let resumable = briefing.sessions.iter().find_map(|s| s.detail.agent.as_ref()?.resume_command.clone());
+            if let Some(argv) = resumable {
+                let quoted: Vec<String> = argv.iter().map(|arg| render::shell_quote(arg)).collect();
+                eprintln!(
+                    "resume the newest resumable session with (the briefing above as its last argument):\n  {}",
+                    render::sanitize(&quoted.join(" "))
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
