@@ -30,6 +30,9 @@ enum Agent {
     EngineLost,
     /// Runs until stopped; then reports the cancel, as the real runtime does.
     RunsUntilStopped,
+    /// A provider CLI: presents its capability on the session's MCP socket (recording the
+    /// endpoint's answer), edits README.md and prints Codex's JSON lines.
+    Codex,
 }
 
 /// A session runtime that acts out `agent` and records what it was asked.
@@ -38,11 +41,19 @@ struct FakeRuntime {
     running: AtomicUsize,
     removed: Mutex<Vec<String>>,
     plans: Mutex<Vec<SessionPlan>>,
+    /// What the MCP endpoint answered the capability, per run.
+    answers: Mutex<Vec<String>>,
 }
 
 impl FakeRuntime {
     fn new(agent: Agent) -> Arc<Self> {
-        Arc::new(Self { agent, running: AtomicUsize::new(0), removed: Mutex::default(), plans: Mutex::default() })
+        Arc::new(Self {
+            agent,
+            running: AtomicUsize::new(0),
+            removed: Mutex::default(),
+            plans: Mutex::default(),
+            answers: Mutex::default(),
+        })
     }
 }
 
@@ -94,6 +105,17 @@ impl SessionRuntime for FakeRuntime {
                     let _ = stop.wait_for(|stopped| *stopped).await;
                     Ok(RunOutcome::ended(RunEnd::Cancelled))
                 }
+                Agent::Codex => {
+                    let answer = present_capability(&plan).await;
+                    self.answers.lock().expect("lock").push(answer);
+                    copy_tree(&plan.source_dir, &plan.export_dir);
+                    std::fs::write(plan.export_dir.join("README.md"), "# Project\nEdited by codex.\n").expect("edit");
+                    let mut stdout = roundtable_runtime::Captured::default();
+                    let lines = "{\"type\":\"thread.started\",\"thread_id\":\"0199a213-81c0-7800-8aa1-bbab2a035a53\"}\n\
+                                 {\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":10,\"cached_input_tokens\":2,\"output_tokens\":5}}\n";
+                    stdout.push(lines.as_bytes(), 1 << 20);
+                    Ok(RunOutcome { exit_code: Some(0), stdout, ..RunOutcome::ended(RunEnd::Exited) })
+                }
             };
             self.running.fetch_sub(1, Ordering::SeqCst);
             outcome
@@ -120,6 +142,21 @@ impl SessionRuntime for FakeRuntime {
     fn health(&self) -> BoxFuture<'_, Result<Health, RuntimeError>> {
         Box::pin(async { Ok(Health { endpoint: "fake".into(), version: "0".into() }) })
     }
+}
+
+/// Connects to the session's MCP socket with the capability from the agent's environment; the
+/// endpoint's first answer line (empty when it closed the connection).
+async fn present_capability(plan: &SessionPlan) -> String {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    let token = plan.env.iter().find_map(|v| v.strip_prefix("ROUNDTABLE_AGENT_CAPABILITY=")).unwrap_or_default();
+    let socket = plan.socket_dir.as_ref().expect("a socket dir").join("mcp.sock");
+    let Ok(stream) = tokio::net::UnixStream::connect(&socket).await else { return "no socket".into() };
+    let (read, mut write) = stream.into_split();
+    let line = format!("{{\"roundtable_auth\":\"{token}\"}}\n");
+    write.write_all(line.as_bytes()).await.expect("auth line");
+    let mut answer = String::new();
+    let _ = tokio::io::BufReader::new(read).read_line(&mut answer).await;
+    answer.trim().to_owned()
 }
 
 fn git(dir: &Path, args: &[&str]) {
@@ -377,4 +414,50 @@ async fn a_run_replaced_by_a_newer_execution_generation_is_recorded_superseded()
         assert!(tokio::time::Instant::now() < deadline, "the superseded run let go of its slot");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+#[tokio::test]
+async fn a_provider_session_gets_a_manifest_a_capability_and_an_endpoint_then_loses_them() {
+    let project = Project::new().await;
+    // Another live session holds README.md.
+    let later = roundtable_store::later(Duration::from_secs(600));
+    project.store.acquire_claims("other", "other-session", &["README.md".into()], &later).await.expect("claim");
+    let runtime = FakeRuntime::new(Agent::Codex);
+    let manager = project.manager(runtime.clone());
+    let mut codex = request("README.md");
+    let mut adapter = roundtable_specs::builtins::template("codex").expect("built-in").resolve("codex");
+    adapter.image = Some(format!("sha256:{}", "0".repeat(64)).parse().expect("image"));
+    adapter.provider_hosts.clear();
+    codex.adapter = adapter;
+    let queued = manager.start(codex).await.expect("start");
+    let session = finished(&project.store, &queued.id).await;
+    assert_eq!(session.phase, SessionPhase::Succeeded, "{}", session.message);
+
+    assert_eq!(runtime.answers.lock().expect("lock").as_slice(), ["{\"ok\":true}"], "the endpoint took the capability");
+    assert_eq!(manager.live_capabilities(), 0, "revoked when the execution ended");
+    assert_eq!(session.external_session_id.as_deref(), Some("0199a213-81c0-7800-8aa1-bbab2a035a53"));
+    let agent = session.detail.agent.clone().expect("agent detail");
+    assert_eq!(agent.provider, "codex");
+    let usage = agent.usage.expect("usage");
+    assert_eq!((usage.input_tokens, usage.output_tokens, usage.cached_input_tokens), (10, 5, Some(2)));
+    assert!(agent.env_names.contains(&"ROUNDTABLE_AGENT_CAPABILITY".to_owned()));
+
+    let plans = runtime.plans.lock().expect("lock");
+    let plan = &plans[0];
+    assert_eq!(plan.stdin.as_deref(), Some(&b"edit"[..]), "the prompt goes on stdin");
+    assert_eq!(plan.argv.last().map(String::as_str), Some("-"));
+    let token = plan.env.iter().find_map(|v| v.strip_prefix("ROUNDTABLE_AGENT_CAPABILITY=")).expect("token");
+    assert!(token.starts_with("rtcap_"));
+    let manifest = plan.tmp_entries.iter().find(|e| e.path == "roundtable/codex/config.toml").expect("manifest");
+    assert_eq!((manifest.owner, manifest.mode), (0, 0o444));
+    for entry in &plan.tmp_entries {
+        let text = String::from_utf8_lossy(entry.contents.as_deref().unwrap_or_default()).into_owned();
+        assert!(!text.contains(token), "the token is in {}", entry.path);
+    }
+    let stored = serde_json::to_string(&session.detail).expect("json");
+    assert!(!stored.contains(token) && !format!("{plan:?}").contains(token), "the token leaked into a record");
+
+    let proposal = project.store.proposal_for("fix", 1).await.expect("read").expect("a proposal");
+    let flags: Vec<(ProposalFlagKind, &str)> = proposal.flags.iter().map(|f| (f.kind, f.path.as_str())).collect();
+    assert_eq!(flags, [(ProposalFlagKind::ClaimedElsewhere, "README.md")]);
 }

@@ -174,6 +174,8 @@ words! {
         NotGiven = "notGiven",
         /// An extra name of a hard-linked file: proposed with the content of the file it links to.
         HardLink = "hardLink",
+        /// Another live session claimed this path (MCP `claims.acquire`) when the proposal was made.
+        ClaimedElsewhere = "claimedElsewhere",
     }
 }
 

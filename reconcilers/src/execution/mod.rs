@@ -118,6 +118,11 @@ pub fn new_session_id() -> String {
 }
 
 impl ExecutionManager {
+    /// MCP capabilities that would be accepted now (one per running session with an endpoint).
+    pub fn live_capabilities(&self) -> usize {
+        self.inner.authority.live()
+    }
+
     pub fn new(store: Store, runtime: Arc<dyn SessionRuntime>, config: ExecutionConfig) -> Self {
         let slots = Semaphore::new(config.max_executions.max(1));
         Self {

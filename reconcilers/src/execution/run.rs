@@ -435,7 +435,11 @@ impl Inner {
             files_changed: i64::try_from(patch.files_changed).unwrap_or(i64::MAX),
             insertions: i64::try_from(patch.insertions).unwrap_or(i64::MAX),
             deletions: i64::try_from(patch.deletions).unwrap_or(i64::MAX),
-            flags: all_flags(&patch.paths, &request.spec.readable_paths, &settled, &extracted),
+            flags: {
+                let mut flags = all_flags(&patch.paths, &request.spec.readable_paths, &settled, &extracted);
+                flags.extend(self.claimed_elsewhere(&session.id, &patch.paths).await);
+                flags
+            },
             rejected: extracted.rejected.iter().chain(&settled.not_given).cloned().collect(),
             state: ProposalState::Pending,
             created_at: now(),
@@ -455,6 +459,27 @@ impl Inner {
         }
         self.save(&session).await;
         session
+    }
+}
+
+impl Inner {
+    /// A flag for each changed path another live session has claimed. A store that cannot be
+    /// read flags nothing, but says so.
+    async fn claimed_elsewhere(&self, session: &str, paths: &[String]) -> Vec<ProposalFlag> {
+        let claims = match self.store.live_claims(&now()).await {
+            Ok(claims) => claims,
+            Err(error) => {
+                tracing::warn!(session, %error, "cannot read claims; the proposal is not checked against them");
+                return Vec::new();
+            }
+        };
+        paths
+            .iter()
+            .filter(|path| {
+                claims.iter().any(|c| c.session_id != session && roundtable_store::paths_overlap(&c.path, path))
+            })
+            .map(|path| ProposalFlag { kind: ProposalFlagKind::ClaimedElsewhere, path: path.clone() })
+            .collect()
     }
 }
 
