@@ -442,8 +442,7 @@ async fn a_provider_session_gets_a_manifest_a_capability_and_an_endpoint_then_lo
     assert_eq!((usage.input_tokens, usage.output_tokens, usage.cached_input_tokens), (10, 5, Some(2)));
     assert!(agent.env_names.contains(&"ROUNDTABLE_AGENT_CAPABILITY".to_owned()));
 
-    let plans = runtime.plans.lock().expect("lock");
-    let plan = &plans[0];
+    let plan = runtime.plans.lock().expect("lock")[0].clone();
     assert_eq!(plan.stdin.as_deref(), Some(&b"edit"[..]), "the prompt goes on stdin");
     assert_eq!(plan.argv.last().map(String::as_str), Some("-"));
     let token = plan.env.iter().find_map(|v| v.strip_prefix("ROUNDTABLE_AGENT_CAPABILITY=")).expect("token");
