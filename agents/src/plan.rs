@@ -93,6 +93,10 @@ pub struct ProviderPlan {
     pub files: Vec<AgentFile>,
     /// Whether the session gets an MCP endpoint (and the agent a capability).
     pub mcp: bool,
+    /// The provider's state folder, kept in a volume per Assignment (`persistentHome`).
+    pub persistent_home: Option<&'static str>,
+    /// The provider session this launch resumes, when it is a resume.
+    pub resumes: Option<String>,
     pub mounts: Vec<Mount>,
 }
 
@@ -106,12 +110,20 @@ impl ProviderPlan {
         names
     }
 
-    /// The argv for the session record: the prompt, when it is an argument, elided.
+    /// The argv for the session record: the prompt (or a resume's briefing), when it is an
+    /// argument, elided.
     pub fn recorded_argv(&self, prompt: &str) -> Vec<String> {
-        self.argv
+        let mut argv: Vec<String> = self
+            .argv
             .iter()
             .map(|arg| if arg == prompt && !prompt.is_empty() { "<prompt>".into() } else { arg.clone() })
-            .collect()
+            .collect();
+        if self.resumes.is_some()
+            && let Some(last) = argv.last_mut()
+        {
+            *last = "<briefing>".into();
+        }
+        argv
     }
 }
 
@@ -228,6 +240,15 @@ pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> Pro
     if mcp {
         passed_env.push(PassedVariable { name: CAPABILITY_ENV.into(), source: "capability" });
     }
+    let persistent_home = if adapter.persistent_home { state_folder(provider) } else { None };
+    let mut mounts = mounts(proxy || mcp);
+    if let Some(home) = persistent_home {
+        mounts.push(Mount {
+            path: home,
+            what: "the provider's home, kept per Assignment (persistentHome)",
+            read_only: false,
+        });
+    }
     ProviderPlan {
         provider,
         argv,
@@ -237,8 +258,39 @@ pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> Pro
         passed_env,
         files,
         mcp,
-        mounts: mounts(proxy || mcp),
+        persistent_home,
+        resumes: None,
+        mounts,
     }
+}
+
+/// Where each provider CLI keeps its sessions: what a persistent home keeps.
+pub fn state_folder(provider: Provider) -> Option<&'static str> {
+    match provider {
+        Provider::Codex => Some("/tmp/roundtable/codex"),
+        Provider::Claude => Some("/tmp/roundtable/claude"),
+        Provider::Gemini => Some("/tmp/roundtable/gemini"),
+        // OpenCode keeps its database under $HOME/.local/share/opencode.
+        Provider::Opencode => Some(HOME),
+        Provider::Generic | Provider::Mock => None,
+    }
+}
+
+/// The plan that resumes provider session `session` with `briefing` as its final argument:
+/// the same environment, files and mounts as a fresh launch, nothing on stdin.
+pub fn resume_plan(
+    adapter: &ResolvedAdapter,
+    input: PlanInput<'_>,
+    proxy: bool,
+    session: &ExternalSessionId,
+    briefing: &str,
+) -> Result<ProviderPlan, ResumeRefused> {
+    let argv = resume_argv(adapter, session, briefing)?;
+    let mut resumed = plan(adapter, input, proxy);
+    resumed.argv = argv;
+    resumed.stdin = Stdin::Empty;
+    resumed.resumes = Some(session.as_str().to_owned());
+    Ok(resumed)
 }
 
 fn words(words: &[&str]) -> Vec<String> {

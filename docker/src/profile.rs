@@ -28,6 +28,17 @@ pub fn tmpfs_volume(name: &str, size_bytes: u64, labels: HashMap<String, String>
     }
 }
 
+/// A disk-backed named volume for a provider's persistent home (the local driver's default:
+/// it keeps its data after the container is gone).
+pub fn home_volume(name: &str, labels: HashMap<String, String>) -> VolumeCreateRequest {
+    VolumeCreateRequest {
+        name: Some(name.to_owned()),
+        driver: Some("local".into()),
+        labels: Some(labels),
+        ..VolumeCreateRequest::default()
+    }
+}
+
 /// Everything that differs between two hardened containers.
 #[derive(Debug, Clone)]
 pub struct SandboxSpec {
@@ -47,6 +58,8 @@ pub struct SandboxSpec {
     pub task_file: Option<PathBuf>,
     /// The session's socket directory, mounted at `/run/roundtable`.
     pub socket_dir: Option<PathBuf>,
+    /// A disk-backed named volume (the provider's persistent home) and where it is mounted.
+    pub home_volume: Option<(String, String)>,
 }
 
 fn bind(source: &Path, target: &str, read_only: bool) -> Mount {
@@ -91,6 +104,9 @@ impl SandboxSpec {
         }
         if let Some(sockets) = &self.socket_dir {
             mounts.push(bind(sockets, paths::SOCKETS, false));
+        }
+        if let Some((name, target)) = &self.home_volume {
+            mounts.push(volume(name, target));
         }
         let memory = i64::try_from(self.memory_bytes).unwrap_or(i64::MAX);
         ContainerCreateBody {
@@ -140,6 +156,7 @@ mod tests {
             source_dir: Some(PathBuf::from("/exec/source")),
             task_file: None,
             socket_dir: None,
+            home_volume: None,
         }
     }
 

@@ -14,14 +14,14 @@ use bollard::query_parameters::{
     UploadToContainerOptionsBuilder,
 };
 use futures::StreamExt as _;
-use roundtable_runtime::{Captured, RunEnd, RunOutcome, RuntimeError, SessionPlan, TmpEntry};
+use roundtable_runtime::{Captured, Purpose, RunEnd, RunOutcome, RuntimeError, SessionPlan, TmpEntry};
 use roundtable_specs::layout::{self as paths, AGENT_UID};
 use roundtable_specs::session::{CheckReport, Extracted};
 use roundtable_workspace::extract::{self, Limits};
 use tokio::sync::watch;
 
 use crate::Engine;
-use crate::profile::{SandboxSpec, tmpfs_volume};
+use crate::profile::{self, SandboxSpec, tmpfs_volume};
 
 /// The image that runs agents that need no files of their own (the built-in `mock`).
 pub const EMPTY_IMAGE: &str = "roundtable.dev/empty:v1";
@@ -29,6 +29,11 @@ pub const EMPTY_IMAGE: &str = "roundtable.dev/empty:v1";
 /// The container's name, and the prefix of its volumes' names.
 pub fn container_name(session: &str) -> String {
     format!("roundtable-{session}")
+}
+
+/// The name of a persistent provider home's volume.
+pub fn home_volume_name(key: &str) -> String {
+    format!("roundtable-home-{key}")
 }
 
 /// The names of a session's volumes: the workspace and `/tmp`.
@@ -469,6 +474,24 @@ impl<'a> Execution<'a> {
             .create_volume(tmpfs_volume(&tmp, resources.tmp_bytes, labels.clone()))
             .await
             .map_err(engine_error("create the /tmp volume"))?;
+        let home_volume = match &plan.persistent_home {
+            Some(home) => {
+                // Owned by the Assignment, not the session: no session label, so neither this
+                // session's cleanup nor `prune` of ended sessions removes it.
+                let mut home_labels = labels.clone();
+                home_labels.remove(roundtable_runtime::labels::SESSION);
+                home_labels.remove(roundtable_runtime::labels::CONTROLLER_RUN);
+                home_labels.insert(roundtable_runtime::labels::PURPOSE.into(), Purpose::Home.as_str().into());
+                let volume = home_volume_name(&home.key);
+                // Creating an existing volume returns it: the home of earlier sessions.
+                docker
+                    .create_volume(profile::home_volume(&volume, home_labels))
+                    .await
+                    .map_err(engine_error("create the persistent home volume"))?;
+                Some((volume, home.target.clone()))
+            }
+            None => None,
+        };
         let spec = SandboxSpec {
             image,
             labels,
@@ -481,6 +504,7 @@ impl<'a> Execution<'a> {
             source_dir: Some(plan.source_dir.clone()),
             task_file: Some(plan.task_file.clone()),
             socket_dir: plan.socket_dir.clone(),
+            home_volume,
         };
         tracing::debug!(container = %name, "creating the container");
         let options = CreateContainerOptionsBuilder::default().name(name).build();

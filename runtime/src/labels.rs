@@ -15,6 +15,9 @@ pub const PURPOSE: &str = "roundtable.dev/purpose";
 pub enum Purpose {
     Agent,
     Probe,
+    /// A provider's home kept per Assignment (`persistentHome`); it belongs to the Assignment,
+    /// not to a session.
+    Home,
 }
 
 impl Purpose {
@@ -22,6 +25,7 @@ impl Purpose {
         match self {
             Purpose::Agent => "agent",
             Purpose::Probe => "probe",
+            Purpose::Home => "home",
         }
     }
 }

@@ -60,6 +60,16 @@ pub struct TmpEntry {
     pub contents: Option<Vec<u8>>,
 }
 
+/// A provider home that outlives the session: created on first use, mounted at `target`, never
+/// removed with the session (only when its Assignment is gone: `prune`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PersistentHome {
+    /// Unique per project, Assignment and provider; safe in resource names.
+    pub key: String,
+    /// Where it is mounted in the container.
+    pub target: String,
+}
+
 /// Everything one session needs, backend-neutral. Host paths are the controller's; a backend
 /// that runs elsewhere (a Kubernetes node) carries their contents, not the paths.
 #[derive(Clone)]
@@ -90,6 +100,7 @@ pub struct SessionPlan {
     pub stdin: Option<Vec<u8>>,
     /// Directories and files under `/tmp`, in creation order (parents first).
     pub tmp_entries: Vec<TmpEntry>,
+    pub persistent_home: Option<PersistentHome>,
     /// Bytes kept per output stream (the rest is drained and counted).
     pub output_limit: u64,
     pub timeout: Duration,
@@ -114,6 +125,7 @@ impl std::fmt::Debug for SessionPlan {
             .field("env_names", &env_names)
             .field("stdin_bytes", &self.stdin.as_ref().map(Vec::len))
             .field("tmp_entries", &self.tmp_entries.iter().map(|e| &e.path).collect::<Vec<_>>())
+            .field("persistent_home", &self.persistent_home)
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }

@@ -167,59 +167,13 @@ impl Service {
         let claims: Vec<Claim> =
             self.store.live_claims(&now).await?.into_iter().filter(|c| c.assignment == assignment).collect();
         let notes = self.store.notes(&assignment).await?;
+        let proposal_records: Vec<_> =
+            self.store.proposals().await?.into_iter().filter(|p| p.assignment == assignment).collect();
+        let text =
+            roundtable_agents::briefing::text(&assignment, task.as_ref(), &records, &notes, &claims, &proposal_records);
         let proposals: Vec<ProposalItem> =
             self.proposals().await?.into_iter().filter(|p| p.assignment == assignment).collect();
         let sessions: Vec<SessionItem> = records.into_iter().map(lookup::session_item).collect();
-        let text = briefing_text(&assignment, task.as_ref(), &sessions, &notes, &claims, &proposals);
         Ok(Briefing { assignment, task, sessions, notes, claims, released, proposals, text })
     }
-}
-
-fn briefing_text(
-    assignment: &str,
-    task: Option<&roundtable_specs::assignment::Task>,
-    sessions: &[SessionItem],
-    notes: &[Note],
-    claims: &[Claim],
-    proposals: &[ProposalItem],
-) -> String {
-    use std::fmt::Write as _;
-    let mut text = format!("You are resuming assignment {assignment}.\n");
-    if let Some(task) = task {
-        let _ = writeln!(text, "\nTask {}: {}\n{}", task.id, task.title, task.prompt.trim_end());
-    }
-    if !sessions.is_empty() {
-        text.push_str("\nEarlier sessions (newest first):\n");
-        for session in sessions.iter().take(10) {
-            let external = session.external_session_id.as_deref().unwrap_or("-");
-            let _ = writeln!(
-                text,
-                "- {} {} {} (provider session {external}): {}",
-                session.id, session.adapter, session.phase, session.message
-            );
-        }
-    }
-    if !notes.is_empty() {
-        text.push_str("\nNotes left by earlier sessions:\n");
-        for note in notes.iter().rev().take(20).rev() {
-            let _ = writeln!(text, "- [{}] {}", note.session_id, note.text.trim_end());
-        }
-    }
-    if !claims.is_empty() {
-        text.push_str("\nPaths claimed by live sessions (leave them alone):\n");
-        for claim in claims {
-            let _ = writeln!(text, "- {} (session {}, until {})", claim.path, claim.session_id, claim.expires_at);
-        }
-    }
-    if !proposals.is_empty() {
-        text.push_str("\nProposals already made (pending review; nothing applied them):\n");
-        for proposal in proposals {
-            let _ = writeln!(
-                text,
-                "- {} {}: {} files, +{} -{}",
-                proposal.id, proposal.state, proposal.files_changed, proposal.insertions, proposal.deletions
-            );
-        }
-    }
-    text
 }

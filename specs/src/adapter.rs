@@ -38,6 +38,11 @@ pub struct AdapterSpec {
     pub supports_readonly_workspace: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub captures_session_id: Option<bool>,
+    /// Keep the provider CLI's home (its session store) in a volume per Assignment, so a later
+    /// execution of the same Assignment resumes the earlier provider session. Off by default:
+    /// the home then outlives the container (see docs/providers.md for what it holds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_home: Option<bool>,
     /// Exact DNS names the egress gateway may reach for this adapter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_hosts: Option<Vec<HostName>>,
@@ -217,6 +222,7 @@ pub struct ResolvedAdapter {
     pub supports_mcp: bool,
     pub supports_readonly_workspace: bool,
     pub captures_session_id: bool,
+    pub persistent_home: bool,
     pub provider_hosts: Vec<HostName>,
     pub credential_env: Vec<EnvVarName>,
     pub allow_cidrs: Vec<Cidr>,
@@ -252,6 +258,7 @@ impl AdapterSpec {
             supports_mcp: self.supports_mcp.or(base.supports_mcp),
             supports_readonly_workspace: self.supports_readonly_workspace.or(base.supports_readonly_workspace),
             captures_session_id: self.captures_session_id.or(base.captures_session_id),
+            persistent_home: self.persistent_home.or(base.persistent_home),
             provider_hosts: self.provider_hosts.clone().or_else(|| base.provider_hosts.clone()),
             credential_env: self.credential_env.clone().or_else(|| base.credential_env.clone()),
             egress: self.egress.clone().or_else(|| base.egress.clone()),
@@ -280,6 +287,7 @@ impl AdapterSpec {
             supports_mcp: self.supports_mcp.unwrap_or(false),
             supports_readonly_workspace: self.supports_readonly_workspace.unwrap_or(false),
             captures_session_id: self.captures_session_id.unwrap_or(false),
+            persistent_home: self.persistent_home.unwrap_or(false),
             provider_hosts: self.provider_hosts.clone().unwrap_or_default(),
             credential_env: self.credential_env.clone().unwrap_or_default(),
             allow_cidrs: self.egress.clone().unwrap_or_default().allow_cidrs,

@@ -401,6 +401,9 @@ pub struct AgentSession {
     pub capture_note: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<TokenUsage>,
+    /// The provider session this one resumed (`persistentHome` adapters re-running an Assignment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<String>,
     /// The command that resumes this session, when the adapter supports resume and an id was captured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_command: Option<Vec<String>>,

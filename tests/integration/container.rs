@@ -117,6 +117,7 @@ impl Sandbox {
             source_dir: Some(source.path().to_path_buf()),
             task_file: None,
             socket_dir: None,
+            home_volume: None,
         };
         let options = CreateContainerOptionsBuilder::default().name(&unique).build();
         let mut body = spec.container_body();

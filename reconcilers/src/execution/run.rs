@@ -11,9 +11,12 @@ use roundtable_agents::capability::Token;
 use roundtable_agents::capture;
 use roundtable_agents::plan::{self, PlanInput, ProviderPlan, Stdin};
 use roundtable_agents::tools::ActivitySnapshot;
-use roundtable_runtime::{Expected, ExportLimits, Ownership, Purpose, Resources, RunOutcome, SessionPlan, TmpEntry};
+use roundtable_runtime::{
+    Expected, ExportLimits, Ownership, PersistentHome, Purpose, Resources, RunOutcome, SessionPlan, TmpEntry,
+};
 use roundtable_specs::adapter::ResolvedAdapter;
 use roundtable_specs::layout::{AGENT_UID, CAPABILITY_ENV, MCP_SOCKET};
+use roundtable_specs::resume::ExternalSessionId;
 use roundtable_specs::session::{
     AgentSession, EgressReport, Extracted, ProposalFlag, ProposalFlagKind, ProposalState, SessionCause, SessionPhase,
 };
@@ -120,7 +123,11 @@ impl Inner {
 
         let proxy = !request.adapter.provider_hosts.is_empty();
         let input = PlanInput { prompt: &request.spec.task.prompt, model: request.spec.model.as_deref() };
-        let provider_plan = plan::plan(&request.adapter, input, proxy);
+        let provider_plan = match self.resumable(&session, &request).await {
+            Some((id, briefing)) => plan::resume_plan(&request.adapter, input, proxy, &id, &briefing)
+                .unwrap_or_else(|_| plan::plan(&request.adapter, input, proxy)),
+            None => plan::plan(&request.adapter, input, proxy),
+        };
         session.detail.agent = Some(AgentSession {
             provider: provider_plan.provider.to_string(),
             model: request.spec.model.clone(),
@@ -128,6 +135,7 @@ impl Inner {
             env_names: provider_plan.env_names(),
             working_dir: provider_plan.working_dir.to_owned(),
             mcp_socket: provider_plan.mcp.then(|| MCP_SOCKET.to_owned()),
+            resumed_from: provider_plan.resumes.clone(),
             ..AgentSession::default()
         });
         let launched = self.launch(&session, &request, &source, &provider_plan, &exec_dir, cancel).await;
@@ -352,6 +360,15 @@ impl Inner {
             env,
             stdin,
             tmp_entries,
+            persistent_home: provider_plan.persistent_home.map(|target| PersistentHome {
+                key: format!(
+                    "{}-{}-{}",
+                    self.config.project_id,
+                    &roundtable_specs::digest::sha256_hex(request.assignment.as_bytes())[..12],
+                    provider_plan.provider
+                ),
+                target: target.to_owned(),
+            }),
             output_limit: adapter.output_limit.bytes(),
             timeout: request.spec.timeout.unwrap_or(adapter.timeout).as_std(),
             expected: Expected {
@@ -463,6 +480,52 @@ impl Inner {
 }
 
 impl Inner {
+    /// The provider session this execution resumes, and its briefing: only for an adapter that
+    /// keeps its home (`persistentHome`) and can resume, when an earlier session of the same
+    /// Assignment on the same adapter captured an id. Otherwise the launch is fresh.
+    async fn resumable(
+        &self,
+        session: &SessionRecord,
+        request: &ExecutionRequest,
+    ) -> Option<(ExternalSessionId, String)> {
+        let adapter = &request.adapter;
+        if !(adapter.persistent_home && adapter.supports_resume && adapter.resume_pattern.is_some()) {
+            return None;
+        }
+        let sessions = self.store.sessions(Some(&request.assignment)).await.ok()?;
+        let id: ExternalSessionId = sessions
+            .iter()
+            .filter(|s| s.id != session.id && s.adapter == adapter.name && s.phase.is_finished())
+            .find_map(|s| s.external_session_id.as_deref()?.parse().ok())?;
+        let notes = self.store.notes(&request.assignment).await.unwrap_or_default();
+        let claims: Vec<_> = self
+            .store
+            .live_claims(&now())
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| c.assignment == request.assignment)
+            .collect();
+        let proposals: Vec<_> = self
+            .store
+            .proposals()
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| p.assignment == request.assignment)
+            .collect();
+        let earlier: Vec<SessionRecord> = sessions.into_iter().filter(|s| s.id != session.id).collect();
+        let briefing = roundtable_agents::briefing::text(
+            &request.assignment,
+            Some(&request.spec.task),
+            &earlier,
+            &notes,
+            &claims,
+            &proposals,
+        );
+        Some((id, briefing))
+    }
+
     /// A flag for each changed path another live session has claimed. A store that cannot be
     /// read flags nothing, but says so.
     async fn claimed_elsewhere(&self, session: &str, paths: &[String]) -> Vec<ProposalFlag> {
