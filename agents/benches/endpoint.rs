@@ -24,7 +24,9 @@ const CALLS: usize = 1000;
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
         .unwrap_or(0)
 }
 
@@ -51,7 +53,13 @@ impl Client {
     }
 }
 
-async fn live_session(dir: &Path, store: &Store, authority: &Arc<Authority>, n: usize, cancel: &CancellationToken) -> Client {
+async fn live_session(
+    dir: &Path,
+    store: &Store,
+    authority: &Arc<Authority>,
+    n: usize,
+    cancel: &CancellationToken,
+) -> Client {
     let session = format!("s{n}");
     let socket = dir.join(format!("{session}.sock"));
     let board = Board {
@@ -76,7 +84,8 @@ async fn live_session(dir: &Path, store: &Store, authority: &Arc<Authority>, n: 
     let mut ok = String::new();
     reader.read_line(&mut ok).await.expect("ok");
     let mut client = Client { reader, writer, next: 0 };
-    let init = json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}});
+    let init =
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}});
     client.request("initialize", init).await;
     client.writer.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n").await.expect("write");
     client.request("tools/list", json!({})).await;

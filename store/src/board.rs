@@ -114,7 +114,9 @@ impl Store {
         expires_at: &str,
     ) -> Result<Claimed> {
         let at = now();
-        let mut tx = self.pool.begin().await?;
+        // Immediate: a read that later writes in a deferred transaction fails outright (not after
+        // the busy timeout) when another session wrote in between.
+        let mut tx = self.write_transaction().await?;
         let rows =
             sqlx::query("SELECT * FROM claims WHERE released_at IS NULL AND expires_at > $1 AND session_id <> $2")
                 .bind(&at)

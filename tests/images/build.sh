@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds Roundtable's test images from scratch (no registry is reachable):
-#   roundtable-test/agent:latest   busybox-static + the static agent-double test binary
+#   roundtable-test/agent:latest   busybox-static + the static agent-double test binary, linked
+#                                  as each behaviour (fake-agent, …, codex, claude, gemini, opencode)
 #   roundtable-test/empty:latest   nothing at all (enough for the built-in mock adapter)
 # Usage: tests/images/build.sh            (idempotent; rebuilds when inputs changed)
 set -euo pipefail
@@ -29,7 +30,9 @@ for applet in $("$busybox" --list); do
   [ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
 done
 cp "$double" "$root/usr/local/bin/agent-double"
-for behaviour in fake-agent memory-hog egress-probe; do
+# The names agent-double answers to; the list is part of the image's inputs below.
+behaviours="fake-agent memory-hog egress-probe codex claude gemini opencode"
+for behaviour in $behaviours; do
   ln -s agent-double "$root/usr/local/bin/$behaviour"
 done
 printf 'root:x:0:0:root:/root:/bin/sh\nagent:x:1000:1000:agent:/tmp/roundtable/home:/bin/sh\n' > "$root/etc/passwd"
@@ -37,7 +40,7 @@ printf 'root:x:0:\nagent:x:1000:\n' > "$root/etc/group"
 chmod 1777 "$root/tmp"
 
 # Fixed owners and times make the layer reproducible; the label records its inputs.
-inputs=$( { sha256sum "$busybox" "$double"; } | sha256sum | cut -c1-16)
+inputs=$( { sha256sum "$busybox" "$double"; echo "$behaviours"; } | sha256sum | cut -c1-16)
 current=$(docker image inspect -f '{{ index .Config.Labels "roundtable.dev/test-image-inputs" }}' roundtable-test/agent:latest 2>/dev/null || true)
 if [ "$current" != "$inputs" ]; then
   tar --sort=name --owner=0 --group=0 --numeric-owner --mtime='2024-01-01 00:00Z' -C "$root" -c . \

@@ -71,3 +71,156 @@ fn registered_sessions_feed_the_resume_briefing() {
     assert!(briefing["text"].as_str().is_some_and(|t| t.contains("ses_abc123")));
     assert_eq!(roundtable(root, &["resume", "unknown"]).status.code(), Some(1));
 }
+
+/// The four provider CLIs, as the test image's fakes play them.
+const PROVIDERS: [&str; 4] = ["codex", "claude", "gemini", "opencode"];
+
+fn provider_prompt(provider: &str) -> String {
+    format!(
+        "Fix the typo for {provider}.\nmcp: proposal.create {{\"summary\":\"mine\"}}\nmcp: claims.acquire {{\"paths\":[\"{provider}-was-here.md\"],\"ttlSeconds\":60}}\nmcp: session.heartbeat {{\"status\":\"editing\"}}\nwrite: README.md # Project (edited by {provider})\nsleep: 3\n"
+    )
+}
+
+/// OpenCode names models `provider/model`; the others take a bare name.
+fn model_of(provider: &str) -> &'static str {
+    if provider == "opencode" { "anthropic/test-model" } else { "test-model" }
+}
+
+/// A committed project with one Adapter and one Assignment per provider, all on the test image.
+fn providers_project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    crate::support::write(root, "README.md", "# Project\n");
+    let mut specs = String::new();
+    for provider in PROVIDERS {
+        let prompt = serde_json::to_string(&provider_prompt(provider)).expect("json string");
+        let model = model_of(provider);
+        specs.push_str(&format!(
+            "{API}\nkind: Adapter\nmetadata: {{name: {provider}}}\nspec:\n  image: roundtable-test/agent:latest\n  resources: {{memory: 256Mi, cpus: 1, pids: 64, workspaceSize: 64Mi, tmpSize: 32Mi}}\n---\n\
+             {API}\nkind: Assignment\nmetadata: {{name: fix-{provider}}}\nspec:\n  adapter: {provider}\n  model: {model}\n  task: {{id: T-{provider}, title: Fix the {provider} typo, prompt: {prompt}}}\n  readablePaths: [README.md]\n---\n"
+        ));
+    }
+    crate::support::write(root, ".roundtable/specs.yaml", &specs);
+    crate::support::commit_all(root);
+    dir
+}
+
+/// Every file under `dir` (recursively) whose bytes contain `needle`.
+fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(folder) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => pending.push(path),
+                Ok(kind)
+                    if kind.is_file()
+                        && std::fs::read(&path).is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle)) =>
+                {
+                    found.push(path);
+                }
+                _ => {}
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_provider_cli_reads_its_manifest_calls_tools_through_the_bridge_and_proposes() {
+    use std::time::{Duration, Instant};
+
+    use crate::support::{ShowLogOnPanic, ensure_test_images, nothing_left, start_daemon};
+
+    let Some(engine) = crate::support::engine_or_skip().await else { return };
+    ensure_test_images();
+    let project = providers_project();
+    let root = project.path();
+    let executions = tempfile::tempdir().expect("tempdir");
+    // The fakes make no network calls; a resolver that answers nothing is enough for the gateways.
+    let daemon = start_daemon(root, &["--max-executions", "4", "--gateway-resolver", "127.0.0.1:9"], executions.path());
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
+
+    // While the agents run, nothing the engine shows about their containers holds a capability.
+    let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
+    let mut inspected = 0;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let sessions = loop {
+        for resource in engine.labelled(&project_id).await.expect("list") {
+            let out = std::process::Command::new("docker").args(["inspect", &resource.name]).output().expect("docker");
+            if out.status.success() {
+                inspected += 1;
+                assert!(!String::from_utf8_lossy(&out.stdout).contains("rtcap_"), "docker inspect shows a capability");
+            }
+            // Nor does any file in the container (the agent's own process environment aside).
+            if resource.kind == roundtable_runtime::ResourceKind::Container && resource.running {
+                let grep = std::process::Command::new("docker")
+                    .args(["exec", "-u", "0", &resource.name, "/bin/busybox", "grep", "-rl", "rtcap_"])
+                    .args(["/tmp", "/roundtable/workspace", "/roundtable/task.json"])
+                    .output()
+                    .expect("docker exec");
+                let found = String::from_utf8_lossy(&grep.stdout).trim().to_owned();
+                assert!(found.is_empty(), "a capability in a file in the container: {found}");
+            }
+        }
+        let listed = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
+        let items = listed["items"].as_array().cloned().unwrap_or_default();
+        if items.len() == PROVIDERS.len() && items.iter().all(|s| s["finishedAt"].is_string()) {
+            break items;
+        }
+        assert!(Instant::now() < deadline, "sessions did not finish: {listed:#}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert!(inspected > 0, "no running container was inspected");
+    drop(daemon);
+
+    for provider in PROVIDERS {
+        let assignment = format!("fix-{provider}");
+        let session = sessions.iter().find(|s| s["assignment"] == assignment.as_str()).expect("a session");
+        assert_eq!(session["phase"], "Succeeded", "{provider}: {session:#}");
+        let id = session["externalSessionId"].as_str().unwrap_or_default();
+        if provider == "opencode" {
+            assert!(id.starts_with("ses_") && id.len() == 30, "{provider} id {id:?}");
+        } else {
+            assert_eq!(id.len(), 36, "{provider} id {id:?} is a UUID");
+        }
+        let agent = &session["detail"]["agent"];
+        assert_eq!(agent["provider"], provider);
+        assert_eq!(agent["model"], model_of(provider));
+        let prompt_bytes = provider_prompt(provider).len() as u64;
+        assert_eq!(agent["usage"]["inputTokens"].as_u64(), Some(prompt_bytes), "{provider} usage: {agent:#}");
+        assert_eq!(agent["usage"]["outputTokens"].as_u64(), Some(42), "{provider}");
+        for tool in ["task.get", "notes.append", "proposal.create", "claims.acquire", "session.heartbeat"] {
+            assert_eq!(agent["toolCalls"][tool].as_u64(), Some(1), "{provider} called {tool}: {agent:#}");
+        }
+        assert!(agent["toolCallsRefused"].as_u64().is_some_and(|n| n >= 1), "proposal.create was refused");
+        assert!(agent["lastHeartbeat"].is_string());
+
+        let proposals = json(&roundtable(root, &["proposals", "list", "--format", "json"]));
+        let proposal = proposals["items"]
+            .as_array()
+            .and_then(|items| items.iter().find(|p| p["assignment"] == assignment.as_str()).cloned())
+            .unwrap_or_else(|| panic!("{provider}: no proposal in {proposals:#}"));
+        let patch = stdout(&roundtable(root, &["proposals", "export", proposal["id"].as_str().expect("id")]));
+        assert!(
+            patch.contains(&format!("+task: Fix the {provider} typo")),
+            "{provider}: the brief came through MCP:\n{patch}"
+        );
+        assert!(patch.contains(&format!("+# Project (edited by {provider})")), "{provider}:\n{patch}");
+
+        let briefing = json(&roundtable(root, &["resume", &assignment, "--format", "json"]));
+        let notes: Vec<&str> =
+            briefing["notes"].as_array().expect("notes").iter().filter_map(|n| n["text"].as_str()).collect();
+        assert_eq!(notes, [format!("{provider} read task T-{provider}")], "{provider}");
+        // The session has finished: its claim is released by the briefing.
+        assert_eq!(briefing["released"].as_array().map(Vec::len), Some(1), "{provider}: {briefing:#}");
+    }
+
+    // No file Roundtable wrote holds a capability: not the daemon's log, the execution folders
+    // (captured output, egress logs, briefs) or the state database.
+    assert_eq!(files_containing(executions.path(), b"rtcap_"), Vec::<std::path::PathBuf>::new());
+    assert_eq!(files_containing(&root.join(".roundtable/state"), b"rtcap_"), Vec::<std::path::PathBuf>::new());
+    nothing_left(&engine, root).await;
+}

@@ -4,8 +4,12 @@
 //! - `fake-agent`: edits files in the working directory like a well-behaved coding agent.
 //! - `memory-hog`: allocates and touches memory until the kernel kills it.
 //! - `egress-probe`: what the sandbox can reach through its egress proxy (see `egress.rs`).
+//! - `codex`, `claude`, `gemini`, `opencode`: the provider CLIs in headless mode, reading their
+//!   MCP manifests and calling tools through the server they name (see `providers/`).
+//! - `mcp-echo-server` (hidden): a small MCP server for the personalities' own tests.
 
 mod egress;
+mod providers;
 
 use std::io::Write as _;
 use std::path::Path;
@@ -54,9 +58,11 @@ fn main() -> ExitCode {
         "fake-agent" => fake_agent(rest),
         "memory-hog" => memory_hog(),
         "egress-probe" => egress::run(rest),
-        other => {
-            eprintln!("agent-double: unknown behaviour {other:?} (try fake-agent or memory-hog)");
+        other => providers::run(other, rest).unwrap_or_else(|| {
+            eprintln!(
+                "agent-double: unknown behaviour {other:?} (try fake-agent, memory-hog, egress-probe, codex, claude, gemini or opencode)"
+            );
             ExitCode::from(64)
-        }
+        }),
     }
 }
