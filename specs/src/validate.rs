@@ -41,7 +41,7 @@ fn check_object(object: &Object, out: &mut Vec<ValidationError>) {
         out.push(origin.error(&path("metadata.name"), error.0));
     }
     match &object.spec {
-        Spec::Adapter(spec) => check_adapter(spec, origin, out),
+        Spec::Adapter(spec) => check_adapter(name, spec, origin, out),
         Spec::Assignment(spec) => check_assignment(spec, origin, out),
         Spec::AdmissionPolicy(spec) => check_policy(spec, origin, out),
     }
@@ -114,7 +114,7 @@ fn reserved_env_problem(name: &str) -> Option<&'static str> {
     }
 }
 
-fn check_adapter(spec: &AdapterSpec, origin: &Origin, out: &mut Vec<ValidationError>) {
+fn check_adapter(name: &str, spec: &AdapterSpec, origin: &Origin, out: &mut Vec<ValidationError>) {
     use crate::units::Quantity;
     let resources = spec.resources.clone().unwrap_or_default();
     let one_byte = Quantity::from_bytes(1);
@@ -181,7 +181,9 @@ fn check_adapter(spec: &AdapterSpec, origin: &Origin, out: &mut Vec<ValidationEr
             );
         }
     }
-    if spec.supports_resume == Some(true) && spec.resume_pattern.is_none() {
+    // A built-in template may supply the pattern the spec leaves out.
+    let template_pattern = crate::builtins::template(name).and_then(|template| template.resume_pattern);
+    if spec.supports_resume == Some(true) && spec.resume_pattern.is_none() && template_pattern.is_none() {
         out.push(origin.error(&path("spec.supportsResume"), "supportsResume needs a resumePattern"));
     }
     if let Some(contract) = &spec.contract {

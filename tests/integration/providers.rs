@@ -224,3 +224,67 @@ async fn each_provider_cli_reads_its_manifest_calls_tools_through_the_bridge_and
     assert_eq!(files_containing(&root.join(".roundtable/state"), b"rtcap_"), Vec::<std::path::PathBuf>::new());
     nothing_left(&engine, root).await;
 }
+
+/// Home volumes of the project in `root`.
+fn home_volumes(root: &std::path::Path) -> Vec<String> {
+    let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
+    let out = std::process::Command::new("docker")
+        .args(["volume", "ls", "-q", "--filter", "label=roundtable.dev/purpose=home"])
+        .args(["--filter", &format!("label=roundtable.dev/project={project_id}")])
+        .output()
+        .expect("docker volume ls");
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persistent_home_lets_the_next_run_resume_the_provider_session_and_prune_removes_it() {
+    use crate::support::{ShowLogOnPanic, commit_all, ensure_test_images, start_daemon, wait_until, write};
+
+    let Some(_engine) = crate::support::engine_or_skip().await else { return };
+    ensure_test_images();
+    let project = tempfile::tempdir().expect("tempdir");
+    let root = project.path();
+    write(root, "README.md", "# Project\n");
+    let specs = |prompt: &str| {
+        format!(
+            "{API}\nkind: Adapter\nmetadata: {{name: codex}}\nspec:\n  image: roundtable-test/agent:latest\n  persistentHome: true\n  supportsResume: true\n  providerHosts: []\n---\n\
+             {API}\nkind: Assignment\nmetadata: {{name: fix}}\nspec:\n  adapter: codex\n  task: {{id: T-1, title: Fix it, prompt: '{prompt}'}}\n  readablePaths: [README.md]\n"
+        )
+    };
+    write(root, ".roundtable/specs.yaml", &specs("write: README.md first run"));
+    commit_all(root);
+    let executions = tempfile::tempdir().expect("tempdir");
+    let daemon = start_daemon(root, &[], executions.path());
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
+    let finished = |count: usize| {
+        move || {
+            let listed = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
+            let items = listed["items"].as_array().cloned().unwrap_or_default();
+            items.len() == count && items.iter().all(|s| s["finishedAt"].is_string())
+        }
+    };
+    wait_until("the first run", finished(1)).await;
+    assert_eq!(home_volumes(root).len(), 1, "the home outlives the first container");
+
+    // New run fields, new execution generation: it resumes the thread the first run started.
+    write(root, ".roundtable/specs.yaml", &specs("write: README.md second run"));
+    wait_until("the second run", finished(2)).await;
+    drop(daemon);
+    let listed = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
+    let sessions = listed["items"].as_array().expect("items");
+    let (second, first) = (&sessions[0], &sessions[1]);
+    assert_eq!(first["phase"], "Succeeded", "{first:#}");
+    assert_eq!(second["phase"], "Succeeded", "the rollout was still there: {second:#}");
+    let thread = first["externalSessionId"].as_str().expect("the first run's thread");
+    assert_eq!(second["detail"]["agent"]["resumedFrom"], thread);
+    assert_eq!(second["externalSessionId"], thread, "Codex resumed the same thread");
+    let argv: Vec<&str> =
+        second["detail"]["agent"]["argv"].as_array().expect("argv").iter().filter_map(|a| a.as_str()).collect();
+    assert_eq!(argv[argv.len() - 3..], ["resume", thread, "<briefing>"]);
+
+    // Once no spec declares the Assignment, prune removes its home.
+    write(root, ".roundtable/specs.yaml", &specs("x").split("---").next().expect("the Adapter").to_owned());
+    let pruned = roundtable(root, &["prune"]);
+    assert!(pruned.status.success(), "{}{}", stdout(&pruned), stderr(&pruned));
+    assert_eq!(home_volumes(root), Vec::<String>::new(), "{}", stdout(&pruned));
+}

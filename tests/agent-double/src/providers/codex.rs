@@ -73,6 +73,8 @@ pub struct Codex {
     last_message_file: Option<PathBuf>,
     home: PathBuf,
     approvals: Approvals,
+    /// `resume <UUID>`: the thread must be in `$CODEX_HOME/sessions/`.
+    resuming: bool,
     // The transcript.
     thread_id: String,
     next_item: usize,
@@ -109,6 +111,11 @@ fn codex_home(env: &Env) -> PathBuf {
 }
 
 impl Codex {
+    /// Where this thread's rollout lives.
+    fn rollout(&self) -> PathBuf {
+        self.home.join("sessions").join(format!("{}.jsonl", self.thread_id))
+    }
+
     fn item_id(&mut self) -> String {
         let id = format!("item_{}", self.next_item);
         self.next_item += 1;
@@ -183,6 +190,7 @@ impl Personality for Codex {
             // starts a new thread when no thread has that name (the double keeps no threads).
             if ids::is_uuid(&id) {
                 codex.thread_id = id.to_ascii_lowercase();
+                codex.resuming = true;
             }
         }
         codex.prompt = positionals.next();
@@ -205,6 +213,10 @@ impl Personality for Codex {
         let cwd = std::env::current_dir().unwrap_or_default();
         if !self.skip_git_repo_check && !self.bypass && !cwd.ancestors().any(|dir| dir.join(".git").exists()) {
             return Err(Refusal::new(1, "Not inside a trusted directory and --skip-git-repo-check was not specified."));
+        }
+        // Real Codex keeps a rollout per thread under CODEX_HOME; resuming an unknown UUID fails.
+        if self.resuming && !self.rollout().is_file() {
+            return Err(Refusal::new(1, format!("Error: no rollout found for thread id {}", self.thread_id)));
         }
         Ok(())
     }
@@ -262,6 +274,20 @@ impl Personality for Codex {
     }
 
     fn started(&mut self, started: &Started<'_>) -> Vec<Value> {
+        // The thread's rollout, so a later `resume` of it (with the same CODEX_HOME) finds it.
+        let rollout = self.rollout();
+        let recorded = rollout.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| {
+            use std::io::Write as _;
+            let line = json!({"type": "turn", "resumed": self.resuming, "prompt_bytes": started.prompt.len()});
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&rollout)?
+                .write_all(format!("{line}\n").as_bytes())
+        });
+        if let Err(error) = recorded {
+            eprintln!("codex: cannot record the rollout {}: {error}", rollout.display());
+        }
         let mut events = vec![json!({ "type": "thread.started", "thread_id": self.thread_id })];
         if started.server.is_ok() {
             events.push(json!({ "type": "turn.started" }));
@@ -404,7 +430,10 @@ mod tests {
     }
 
     fn parse(line: &str) -> Result<Codex, Refusal> {
-        match Codex::parse(&argv(line), &Env::of(&[("CODEX_HOME", "/tmp/roundtable/codex")]))? {
+        // A home of the test's own: `started` records rollouts in it.
+        static HOME: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+        let home = HOME.get_or_init(|| tempfile::tempdir().expect("tempdir")).path().display().to_string();
+        match Codex::parse(&argv(line), &Env::of(&[("CODEX_HOME", &home)]))? {
             Parsed::Run(codex) => Ok(codex),
             Parsed::Print(text) => Err(Refusal::new(0, text)),
         }
@@ -418,7 +447,7 @@ mod tests {
         assert!(codex.json && codex.skip_git_repo_check && codex.bypass);
         assert_eq!(codex.cd.as_deref(), Some(Path::new("/roundtable/workspace")));
         assert_eq!(codex.prompt.as_deref(), Some("-"));
-        assert_eq!(codex.home, Path::new("/tmp/roundtable/codex"));
+        assert!(codex.home.is_dir(), "CODEX_HOME comes from the environment");
         assert!(ids::is_uuid(&codex.thread_id));
         let resumed = parse(
             "exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -C /w resume 0199A213-81c0-7800-8aa1-bbab2a035a53 go-on",
