@@ -283,7 +283,7 @@ async fn a_persistent_home_lets_the_next_run_resume_the_provider_session_and_pru
     assert_eq!(argv[argv.len() - 3..], ["resume", thread, "<briefing>"]);
 
     // Once no spec declares the Assignment, prune removes its home.
-    write(root, ".roundtable/specs.yaml", &specs("x").split("---").next().expect("the Adapter").to_owned());
+    write(root, ".roundtable/specs.yaml", specs("x").split("---").next().expect("the Adapter"));
     let pruned = roundtable(root, &["prune"]);
     assert!(pruned.status.success(), "{}{}", stdout(&pruned), stderr(&pruned));
     assert_eq!(home_volumes(root), Vec::<String>::new(), "{}", stdout(&pruned));
