@@ -8,6 +8,7 @@
 //! what differs: argv, manifest, environment given to the server, and output events.
 
 mod args;
+mod bench;
 mod claude;
 mod codex;
 mod echo_server;
@@ -41,6 +42,7 @@ pub fn run(behaviour: &str, args: &[String]) -> Option<ExitCode> {
         "gemini" => drive::<gemini::Gemini>(args),
         "opencode" => drive::<opencode::Opencode>(args),
         "mcp-echo-server" => echo_server::run(args),
+        "mcp-bench" => bench::run(args),
         _ => return None,
     })
 }
