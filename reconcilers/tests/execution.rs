@@ -424,12 +424,7 @@ async fn a_provider_session_gets_a_manifest_a_capability_and_an_endpoint_then_lo
     project.store.acquire_claims("other", "other-session", &["README.md".into()], &later).await.expect("claim");
     let runtime = FakeRuntime::new(Agent::Codex);
     let manager = project.manager(runtime.clone());
-    let mut codex = request("README.md");
-    let mut adapter = roundtable_specs::builtins::template("codex").expect("built-in").resolve("codex");
-    adapter.image = Some(format!("sha256:{}", "0".repeat(64)).parse().expect("image"));
-    adapter.provider_hosts.clear();
-    codex.adapter = adapter;
-    let queued = manager.start(codex).await.expect("start");
+    let queued = manager.start(codex_request()).await.expect("start");
     let session = finished(&project.store, &queued.id).await;
     assert_eq!(session.phase, SessionPhase::Succeeded, "{}", session.message);
 
@@ -459,4 +454,37 @@ async fn a_provider_session_gets_a_manifest_a_capability_and_an_endpoint_then_lo
     let proposal = project.store.proposal_for("fix", 1).await.expect("read").expect("a proposal");
     let flags: Vec<(ProposalFlagKind, &str)> = proposal.flags.iter().map(|f| (f.kind, f.path.as_str())).collect();
     assert_eq!(flags, [(ProposalFlagKind::ClaimedElsewhere, "README.md")]);
+}
+
+/// A provider request: the built-in `codex` template on a pinned image, no egress.
+fn codex_request() -> ExecutionRequest {
+    let mut codex = request("README.md");
+    let mut adapter = roundtable_specs::builtins::template("codex").expect("built-in").resolve("codex");
+    adapter.image = Some(format!("sha256:{}", "0".repeat(64)).parse().expect("image"));
+    adapter.provider_hosts.clear();
+    codex.adapter = adapter;
+    codex
+}
+
+#[tokio::test]
+async fn a_cancelled_or_shut_down_session_loses_its_capability() {
+    let project = Project::new().await;
+    let runtime = FakeRuntime::new(Agent::RunsUntilStopped);
+    let manager = project.manager(runtime.clone());
+    let id = manager.start(codex_request()).await.expect("start").id;
+    until_running(&runtime).await;
+    assert_eq!(manager.live_capabilities(), 1, "issued for the running session");
+    manager.cancel("fix");
+    finished(&project.store, &id).await;
+    assert_eq!(manager.live_capabilities(), 0, "revoked on cancel");
+
+    let runtime = FakeRuntime::new(Agent::RunsUntilStopped);
+    let manager = project.manager(runtime.clone());
+    let mut request = codex_request();
+    request.execution_generation = 2;
+    manager.start(request).await.expect("start");
+    until_running(&runtime).await;
+    assert_eq!(manager.live_capabilities(), 1);
+    manager.shutdown(Duration::from_millis(100), std::future::pending()).await;
+    assert_eq!(manager.live_capabilities(), 0, "revoked at shutdown");
 }
