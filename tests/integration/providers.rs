@@ -77,7 +77,7 @@ const PROVIDERS: [&str; 4] = ["codex", "claude", "gemini", "opencode"];
 
 fn provider_prompt(provider: &str) -> String {
     format!(
-        "Fix the typo for {provider}.\nmcp: proposal.create {{\"summary\":\"mine\"}}\nmcp: claims.acquire {{\"paths\":[\"{provider}-was-here.md\"],\"ttlSeconds\":60}}\nmcp: session.heartbeat {{\"status\":\"editing\"}}\nwrite: README.md # Project (edited by {provider})\nsleep: 3\n"
+        "Fix the typo for {provider}.\nmcp: proposal.create {{\"summary\":\"mine\"}}\nmcp: claims.acquire {{\"paths\":[\"{provider}-was-here.md\"],\"ttlSeconds\":60}}\nmcp: session.heartbeat {{\"status\":\"editing\"}}\nwrite: README.md # Project (edited by {provider})\nscan: /tmp /roundtable /run/roundtable\nsleep: 3\n"
     )
 }
 
@@ -153,16 +153,6 @@ async fn each_provider_cli_reads_its_manifest_calls_tools_through_the_bridge_and
             if out.status.success() {
                 inspected += 1;
                 assert!(!String::from_utf8_lossy(&out.stdout).contains("rtcap_"), "docker inspect shows a capability");
-            }
-            // Nor does any file in the container (the agent's own process environment aside).
-            if resource.kind == roundtable_runtime::ResourceKind::Container && resource.running {
-                let grep = std::process::Command::new("docker")
-                    .args(["exec", "-u", "0", &resource.name, "/bin/busybox", "grep", "-rl", "rtcap_"])
-                    .args(["/tmp", "/roundtable/workspace", "/roundtable/task.json"])
-                    .output()
-                    .expect("docker exec");
-                let found = String::from_utf8_lossy(&grep.stdout).trim().to_owned();
-                assert!(found.is_empty(), "a capability in a file in the container: {found}");
             }
         }
         let listed = json(&roundtable(root, &["sessions", "list", "--format", "json"]));

@@ -393,6 +393,16 @@ impl<P: Personality, W: io::Write> Work<'_, P, W> {
                 }
                 Step::Write { path, text } => edits.push(script::write_file(path, &format!("{text}\n"))?),
                 Step::Sleep(duration) => std::thread::sleep(*duration),
+                Step::Scan(roots) => {
+                    let token = std::env::var("ROUNDTABLE_AGENT_CAPABILITY").unwrap_or_default();
+                    if token.is_empty() {
+                        return Err("scan: no capability in the environment to look for".into());
+                    }
+                    let holding = script::files_holding(roots, &token);
+                    if !holding.is_empty() {
+                        return Err(format!("scan: the capability is in {}", holding.join(", ")));
+                    }
+                }
             }
         }
         let signature = format!("{name}-was-here.md");

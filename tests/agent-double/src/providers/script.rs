@@ -28,6 +28,9 @@ pub enum Step {
         text: String,
     },
     Sleep(Duration),
+    /// `scan: PATH...`: fail the session if any readable file under these paths holds the
+    /// agent's own capability (it must exist only in the agent's environment).
+    Scan(Vec<String>),
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -69,11 +72,34 @@ fn step(line: &str) -> Option<Step> {
         }
         return Some(Step::Write { path: path.to_owned(), text: text.trim_start().to_owned() });
     }
+    if let Some(rest) = line.strip_prefix("scan:") {
+        let paths: Vec<String> = rest.split_whitespace().map(str::to_owned).collect();
+        return (!paths.is_empty()).then_some(Step::Scan(paths));
+    }
     if let Some(rest) = line.strip_prefix("sleep:") {
         let seconds = rest.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)?;
         return Some(Step::Sleep(Duration::from_secs_f64(seconds.min(MAX_SLEEP.as_secs_f64()))));
     }
     None
+}
+
+/// Files under `roots` (recursively; unreadable ones skipped) whose bytes contain `needle`.
+pub fn files_holding(roots: &[String], needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut pending: Vec<std::path::PathBuf> = roots.iter().map(std::path::PathBuf::from).collect();
+    while let Some(path) = pending.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        if meta.is_dir() {
+            if let Ok(entries) = std::fs::read_dir(&path) {
+                pending.extend(entries.flatten().map(|entry| entry.path()));
+            }
+        } else if meta.is_file()
+            && std::fs::read(&path).is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle.as_bytes()))
+        {
+            found.push(path.display().to_string());
+        }
+    }
+    found
 }
 
 /// Writes `content` to `path`, creating its parent directories.
@@ -208,5 +234,17 @@ mod tests {
         let second = write_file(path, "two\n").expect("write");
         assert!(!second.created);
         assert_eq!(std::fs::read_to_string(path).ok().as_deref(), Some("two\n"));
+    }
+
+    #[test]
+    fn scan_finds_a_secret_in_nested_files_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join("a/b")).expect("mkdir");
+        std::fs::write(dir.path().join("a/b/leak.txt"), "x rtcap_secret y").expect("write");
+        std::fs::write(dir.path().join("a/clean.txt"), "rtcap_").expect("write");
+        let roots = [dir.path().display().to_string()];
+        let found = files_holding(&roots, "rtcap_secret");
+        assert_eq!(found, [dir.path().join("a/b/leak.txt").display().to_string()]);
+        assert_eq!(Script::parse("scan: /tmp /run").steps, [Step::Scan(vec!["/tmp".into(), "/run".into()])]);
     }
 }
