@@ -74,6 +74,11 @@ pub struct Global {
     /// The state directory (default: <dir>/state); created with a .gitignore when needed.
     #[arg(long, global = true, env = "ROUNDTABLE_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
+    /// The audit chain's key, outside the state directory (default:
+    /// /var/lib/roundtable/keys/<project-id>.key as root, else under $XDG_STATE_HOME/roundtable/keys/).
+    /// `start` creates it (0600) when missing; verifiers only read it.
+    #[arg(long, global = true, env = "ROUNDTABLE_AUDIT_KEY")]
+    pub audit_key: Option<PathBuf>,
     /// Log format on stderr; the level comes from RUST_LOG (default: warn).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -182,6 +187,9 @@ pub enum Command {
         #[command(flatten)]
         format: FormatArg,
     },
+    /// The HMAC audit chain: verify it, export a slice.
+    #[command(subcommand)]
+    Audit(AuditCommand),
     /// The agent side of the session's MCP endpoint.
     #[command(subcommand)]
     Mcp(McpCommand),
@@ -311,6 +319,28 @@ pub enum AdaptersCommand {
         truncated: bool,
         #[command(flatten)]
         format: FormatArg,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Verify the chain (or entries FROM..=TO) with the key; names the first bad sequence number.
+    /// With --slice, verify an exported slice offline (no state store needed).
+    Verify {
+        #[arg(long)]
+        from: Option<i64>,
+        #[arg(long)]
+        to: Option<i64>,
+        /// A file written by `audit export`.
+        #[arg(long)]
+        slice: Option<PathBuf>,
+    },
+    /// Write entries FROM..=TO as JSON lines (seq, prevMac, mac, entry) to stdout.
+    Export {
+        #[arg(long, default_value_t = 1)]
+        from: i64,
+        #[arg(long, default_value_t = i64::MAX)]
+        to: i64,
     },
 }
 

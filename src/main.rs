@@ -11,8 +11,8 @@ use clap::Parser as _;
 use clap::error::ErrorKind;
 
 use cli::{
-    AdaptersCommand, Cli, Command, GatewayCommand, LogFormat, McpCommand, ProposalsCommand, SandboxCommand,
-    SessionsCommand,
+    AdaptersCommand, AuditCommand, Cli, Command, GatewayCommand, LogFormat, McpCommand, ProposalsCommand,
+    SandboxCommand, SessionsCommand,
 };
 
 /// The exit code for usage errors (sysexits' EX_USAGE).
@@ -71,6 +71,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             commands::resume::register(global, request, format.format).await
         }
+        Command::Audit(AuditCommand::Verify { from, to, slice }) => {
+            commands::audit::verify(global, *from, *to, slice.as_deref()).await
+        }
+        Command::Audit(AuditCommand::Export { from, to }) => commands::audit::export(global, *from, *to).await,
         Command::Resume { assignment, format } => {
             commands::resume::resume(global, assignment.as_deref(), format.format).await
         }

@@ -206,7 +206,15 @@ impl Project {
             socket_root: base.join("sockets"),
             secrets: HashMap::new(),
             egress: EgressOptions::default(),
+            audit_key: Some(Arc::new(
+                roundtable_store::audit::AuditKey::load_or_create(&base.join("keys/audit.key")).expect("audit key"),
+            )),
         }
+    }
+
+    fn manager_key(&self) -> roundtable_store::audit::AuditKey {
+        let base = self.root.parent().expect("parent");
+        roundtable_store::audit::AuditKey::load(&base.join("keys/audit.key")).expect("audit key")
     }
 
     fn manager(&self, runtime: Arc<FakeRuntime>) -> ExecutionManager {
@@ -454,6 +462,18 @@ async fn a_provider_session_gets_a_manifest_a_capability_and_an_endpoint_then_lo
     let proposal = project.store.proposal_for("fix", 1).await.expect("read").expect("a proposal");
     let flags: Vec<(ProposalFlagKind, &str)> = proposal.flags.iter().map(|f| (f.kind, f.path.as_str())).collect();
     assert_eq!(flags, [(ProposalFlagKind::ClaimedElsewhere, "README.md")]);
+
+    // The capability's life, the proposal and the session's end are in the audit chain, in order.
+    let key = project.manager_key();
+    let verified = project.store.verify_chain(&key, None, None).await.expect("read").expect("intact");
+    let rows = project.store.chain(1, verified.map_or(0, |h| h.seq)).await.expect("chain");
+    let kinds: Vec<String> = rows
+        .iter()
+        .filter_map(|row| serde_json::from_str::<serde_json::Value>(&row.entry).ok())
+        .filter(|entry| entry["subject"] == queued.id.as_str() || entry["subject"] == proposal.id.as_str())
+        .filter_map(|entry| entry["kind"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(kinds, ["capability.issued", "capability.revoked", "proposal.submitted", "session.ended"]);
 }
 
 /// A provider request: the built-in `codex` template on a pinned image, no egress.

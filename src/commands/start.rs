@@ -92,6 +92,8 @@ fn execution_config(global: &Global, args: &StartArgs) -> anyhow::Result<Executi
         secrets.extend(roundtable_service::secrets::read(file)?);
     }
     let run = format!("{:x}{:06x}", std::process::id(), fastrand_suffix());
+    let key_path = crate::commands::audit::key_path(global)?;
+    let audit_key = roundtable_store::audit::AuditKey::load_or_create(&key_path)?;
     Ok(ExecutionConfig {
         max_executions: args.max_executions.max(1),
         execution_root,
@@ -102,6 +104,7 @@ fn execution_config(global: &Global, args: &StartArgs) -> anyhow::Result<Executi
         controller_run: run,
         socket_root: roundtable_workspace::sockets::default_root_for_this_user(),
         secrets,
+        audit_key: Some(std::sync::Arc::new(audit_key)),
         egress: roundtable_reconcilers::egress::EgressOptions {
             resolver: args.gateway_resolver,
             allow_cidrs: args.gateway_allow_cidrs.iter().map(|cidr| cidr.net()).collect(),
@@ -117,14 +120,7 @@ fn fastrand_suffix() -> u32 {
 
 /// `/var/lib/roundtable/executions` as root, else `$XDG_STATE_HOME/roundtable/executions`.
 fn default_execution_root() -> anyhow::Result<PathBuf> {
-    if roundtable_workspace::sockets::running_as_root() {
-        return Ok(PathBuf::from("/var/lib/roundtable/executions"));
-    }
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state")))
-        .context("neither XDG_STATE_HOME nor HOME is set; pass --execution-root")?;
-    Ok(state.join("roundtable/executions"))
+    Ok(crate::commands::audit::host_state_root().context("pass --execution-root")?.join("executions"))
 }
 
 fn time_now() -> String {

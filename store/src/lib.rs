@@ -1,6 +1,7 @@
 //! Roundtable's state store: the one owner of every migration and table. SQLite in WAL mode
 //! under the state directory; statements are kept portable to PostgreSQL.
 
+pub mod audit;
 mod board;
 mod events;
 mod executions;

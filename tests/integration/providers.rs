@@ -208,6 +208,21 @@ async fn each_provider_cli_reads_its_manifest_calls_tools_through_the_bridge_and
         assert_eq!(briefing["released"].as_array().map(Vec::len), Some(1), "{provider}: {briefing:#}");
     }
 
+    // The chain verifies with the daemon's key, and holds each session's capability and end.
+    let key = executions.path().join("audit.key");
+    let key = key.to_str().expect("utf-8 path");
+    let verified = roundtable(root, &["audit", "verify", "--audit-key", key]);
+    assert!(verified.status.success(), "{}{}", stdout(&verified), stderr(&verified));
+    let exported = stdout(&roundtable(root, &["audit", "export", "--audit-key", key]));
+    for kind in ["capability.issued", "capability.revoked", "proposal.submitted", "session.ended"] {
+        let count = exported.matches(&format!("\\\"kind\\\":\\\"{kind}\\\"")).count();
+        assert_eq!(count, PROVIDERS.len(), "{kind} entries in\n{exported}");
+    }
+    let slice = root.join("slice.jsonl");
+    std::fs::write(&slice, &exported).expect("slice");
+    let offline = roundtable(root, &["audit", "verify", "--slice", slice.to_str().expect("utf-8"), "--audit-key", key]);
+    assert!(offline.status.success(), "{}", stdout(&offline));
+
     // No file Roundtable wrote holds a capability: not the daemon's log, the execution folders
     // (captured output, egress logs, briefs) or the state database.
     assert_eq!(files_containing(executions.path(), b"rtcap_"), Vec::<std::path::PathBuf>::new());

@@ -163,6 +163,8 @@ pub fn start_daemon_with_env(root: &Path, args: &[&str], executions: &Path, env:
         .arg(executions)
         .current_dir(root)
         .env("RUST_LOG", "info,roundtable_docker=debug")
+        // The audit key stays with the test, not under the host's /var/lib/roundtable.
+        .env("ROUNDTABLE_AUDIT_KEY", executions.join("audit.key"))
         .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(log)

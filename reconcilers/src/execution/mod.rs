@@ -46,6 +46,9 @@ pub struct ExecutionConfig {
     pub secrets: HashMap<String, String>,
     /// Options every session's egress gateway shares.
     pub egress: EgressOptions,
+    /// The audit chain's key: session ends, capability issue and revocation, and proposals are
+    /// appended to the chain. `None` records no audited entries (tests of other behaviour).
+    pub audit_key: Option<Arc<roundtable_store::audit::AuditKey>>,
 }
 
 /// What the Assignment reconciler asks to run.

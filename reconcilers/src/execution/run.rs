@@ -88,7 +88,25 @@ impl Inner {
         session.message = ending.message;
         session.finished_at = Some(now());
         self.save(&session).await;
+        self.audit_end(&session).await;
         session
+    }
+
+    /// The session's end, in the audit chain.
+    async fn audit_end(&self, session: &SessionRecord) {
+        let record = serde_json::json!({
+            "assignment": session.assignment,
+            "executionGeneration": session.execution_generation,
+            "attempt": session.attempt,
+            "adapter": session.adapter,
+            "image": session.image,
+            "phase": session.phase,
+            "cause": session.cause,
+            "exitCode": session.exit_code,
+            "externalSessionId": session.external_session_id,
+            "message": session.message,
+        });
+        self.audit("session.ended", &session.id, record).await;
     }
 
     /// Runs one session to its end and records it.
@@ -215,6 +233,11 @@ impl Inner {
             Err(ending) => return Launched { outcome: Err(ending), egress: None, mcp: None },
         };
         let Sidecars { socket_dir, egress, mcp } = sidecars;
+        if mcp.is_some() {
+            let record =
+                serde_json::json!({"assignment": request.assignment, "role": request.spec.role, "socket": MCP_SOCKET});
+            self.audit("capability.issued", &session.id, record).await;
+        }
         let (mcp, token) = match mcp {
             Some((sidecar, token)) => (Some(sidecar), Some(token)),
             None => (None, None),
@@ -224,7 +247,12 @@ impl Inner {
         drop(token);
         let outcome = self.runtime.run(plan, cancel).await;
         let mcp = match mcp {
-            Some(sidecar) => Some(sidecar.stop().await),
+            Some(sidecar) => {
+                let activity = sidecar.stop().await;
+                let record = serde_json::json!({"assignment": request.assignment, "toolCalls": activity.calls, "refused": activity.refused});
+                self.audit("capability.revoked", &session.id, record).await;
+                Some(activity)
+            }
             None => None,
         };
         let egress = match egress {
@@ -432,6 +460,7 @@ impl Inner {
                 )
             };
             self.save(&session).await;
+            self.audit_end(&session).await;
             return session;
         }
         let proposal_id = format!("{}-{}", &patch.sha256[..12], session.id);
@@ -462,7 +491,17 @@ impl Inner {
             created_at: now(),
         };
         match self.store.insert_proposal(&proposal).await {
-            Ok(true) => session.message = format!("pending proposal {proposal_id}"),
+            Ok(true) => {
+                session.message = format!("pending proposal {proposal_id}");
+                let record = serde_json::json!({
+                    "assignment": proposal.assignment,
+                    "executionGeneration": proposal.execution_generation,
+                    "baseCommit": proposal.base_commit,
+                    "sha256": proposal.sha256,
+                    "flags": proposal.flags,
+                });
+                self.audit("proposal.submitted", &proposal.id, record).await;
+            }
             Ok(false) => {
                 session.message = "a proposal for this execution generation already exists; this one was dropped".into()
             }
@@ -475,11 +514,22 @@ impl Inner {
             }
         }
         self.save(&session).await;
+        self.audit_end(&session).await;
         session
     }
 }
 
 impl Inner {
+    /// Appends an audited entry to the chain, when there is a key. The chain is evidence, not a
+    /// gate: a failed append is logged, the execution goes on.
+    async fn audit(&self, kind: &str, subject: &str, record: serde_json::Value) {
+        let Some(key) = &self.config.audit_key else { return };
+        let entry = roundtable_store::audit::AuditedEntry { kind, subject, record };
+        if let Err(error) = self.store.append_audited(key, &entry).await {
+            tracing::error!(%error, kind, subject, "cannot append to the audit chain");
+        }
+    }
+
     /// The provider session this execution resumes, and its briefing: only for an adapter that
     /// keeps its home (`persistentHome`) and can resume, when an earlier session of the same
     /// Assignment on the same adapter captured an id. Otherwise the launch is fresh.
