@@ -23,7 +23,7 @@ assignment() { printf "%s\nkind: Assignment\nmetadata: {name: %s}\nspec:\n  adap
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 ms_between() { python3 -c "import sys,datetime as d; p=lambda s: d.datetime.fromisoformat(s.replace('Z','+00:00')[:26]+'+00:00'); print(int((p(sys.argv[2])-p(sys.argv[1])).total_seconds()*1000))" "$1" "$2"; }
 run_daemon() { # project, max-executions, expected sessions
-  (cd "$1" && exec "$bin" start --max-executions "$2" --execution-root "$work/exec-$(basename "$1")" >/dev/null 2>&1) &
+  (cd "$1" && exec "$bin" start --max-executions "$2" --execution-root "$work/exec-$(basename "$1")" --audit-key "$work/audit-$(basename "$1").key" >/dev/null 2>&1) &
   daemon=$!
   for _ in $(seq 1 1200); do
     done_count=$(cd "$1" && "$bin" sessions list --format json | grep -c '"phase": "Succeeded"' || true)

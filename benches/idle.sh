@@ -11,7 +11,7 @@ work=$(mktemp -d)
 trap 'kill "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 bash examples/quickstart/setup.sh "$work/quickstart" >/dev/null
 cd "$work/quickstart"
-"$bin" start >"$work/daemon.log" 2>&1 &
+"$bin" start --audit-key "$work/audit.key" >"$work/daemon.log" 2>&1 &
 pid=$!
 sleep 5   # first scan and first reconciles
 

@@ -33,7 +33,7 @@ spec:
 YAML
 git -C "$p" init -q -b main && git -C "$p" add -A && git -C "$p" commit -qm base
 mkdir -m 700 "$work/exec"
-(cd "$p" && exec "$bin" start --execution-root "$work/exec" >/dev/null 2>&1) &
+(cd "$p" && exec "$bin" start --execution-root "$work/exec" --audit-key "$work/audit.key" >/dev/null 2>&1) &
 daemon=$!
 for _ in $(seq 1 600); do
   (cd "$p" && "$bin" sessions list --format json) | grep -q '"finishedAt"' && break

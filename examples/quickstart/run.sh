@@ -13,7 +13,11 @@ cd target/quickstart
 echo; echo "== roundtable validate"; "$bin" validate
 echo; echo "== roundtable plan"; "$bin" plan
 echo; echo "== roundtable start (until both Assignments have proposals)"
-"$bin" start --execution-root "$PWD/../quickstart-executions" &
+# The project (and its state) was just recreated: so is its audit chain, and the key's head
+# checkpoint with it. The key lives outside the state directory, as in production.
+key=$PWD/../quickstart-audit.key
+rm -f "$key" "$key.head"
+"$bin" start --execution-root "$PWD/../quickstart-executions" --audit-key "$key" &
 daemon=$!
 trap 'kill "$daemon" 2>/dev/null || true' EXIT
 for _ in $(seq 1 120); do
@@ -26,6 +30,7 @@ trap - EXIT
 echo; echo "== roundtable status"; "$bin" status
 echo; echo "== roundtable sessions list"; "$bin" sessions list
 echo; echo "== roundtable proposals list"; "$bin" proposals list
+echo; echo "== roundtable audit verify"; "$bin" audit verify --audit-key "$key"
 for id in $("$bin" proposals list --format json | sed -n 's/^      "id": "\(.*\)",$/\1/p'); do
   echo; echo "== roundtable proposals show $id"; "$bin" proposals show "$id"
 done
