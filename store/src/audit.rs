@@ -135,6 +135,10 @@ impl AuditKey {
 pub struct Head {
     pub seq: i64,
     pub mac: String,
+    /// The MAC of entry 1: which chain this head belongs to (a state directory recreated with
+    /// the same key starts another chain).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<String>,
 }
 
 /// An audited record to append; `record` is any JSON (objects' keys are sorted when hashed).
@@ -169,6 +173,10 @@ pub enum ChainBreak {
     Truncated { seq: i64, last: i64, seq_head: i64 },
     #[error("entry {seq}: the head checkpoint's MAC differs from the stored one (the tail was rewritten)")]
     HeadMismatch { seq: i64 },
+    #[error(
+        "entry 1: the head checkpoint beside the key belongs to another chain (this state was recreated, or replaced, while the key was kept)"
+    )]
+    OtherChain,
 }
 
 /// JSON with object keys sorted and no whitespace: the one form that is hashed.
@@ -202,7 +210,7 @@ pub fn verify_rows(
         }
         prev.clone_from(&row.mac);
         previous_seq = Some(row.seq);
-        head = Some(Head { seq: row.seq, mac: row.mac.clone() });
+        head = Some(Head { seq: row.seq, mac: row.mac.clone(), chain: None });
     }
     Ok(head)
 }
@@ -224,6 +232,11 @@ impl Store {
         let last = sqlx::query("SELECT seq, mac FROM events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1")
             .fetch_optional(&mut *tx)
             .await?;
+        let first = sqlx::query("SELECT mac FROM events WHERE seq = 1").fetch_optional(&mut *tx).await?;
+        let first: Option<String> = match first {
+            Some(row) => row.try_get("mac")?,
+            None => None,
+        };
         let (seq, prev) = match last {
             Some(row) => {
                 (row.try_get::<i64, _>("seq")? + 1, row.try_get::<Option<String>, _>("mac")?.unwrap_or_default())
@@ -256,7 +269,8 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        let head = Head { seq, mac };
+        let chain = first.or_else(|| (seq == 1).then(|| mac.clone()));
+        let head = Head { seq, mac, chain };
         if let Err(error) = key.write_head(&head) {
             tracing::warn!(path = %key.head_path().display(), %error, "cannot write the audit head checkpoint");
         }
@@ -306,6 +320,12 @@ impl Store {
         if to.is_none()
             && let Some(checkpoint) = key.read_head()
         {
+            if let Some(chain) = &checkpoint.chain {
+                let first = if from == 1 { rows.first().cloned() } else { self.chain(1, 1).await?.pop() };
+                if first.is_some_and(|row| &row.mac != chain) {
+                    return Ok(Err(ChainBreak::OtherChain));
+                }
+            }
             let last = head.as_ref().map_or(from - 1, |h| h.seq);
             if checkpoint.seq > last {
                 return Ok(Err(ChainBreak::Truncated { seq: last + 1, last, seq_head: checkpoint.seq }));

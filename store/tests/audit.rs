@@ -81,6 +81,20 @@ async fn each_kind_of_tampering_names_the_first_bad_entry() {
 }
 
 #[tokio::test]
+async fn a_checkpoint_of_another_chain_is_named_as_such_not_as_truncation() {
+    let chain = chain_of(5).await;
+    // The state is recreated while the key (and its checkpoint) are kept.
+    let fresh = Store::open(&chain.dir.path().join("state2")).await.expect("store");
+    let entry = AuditedEntry { kind: "session.ended", subject: "s9", record: json!({}) };
+    let head = fresh.append_audited(&chain.key, &entry).await.expect("append");
+    assert_eq!(head.seq, 1);
+    // The old chain's checkpoint was overwritten by the new chain's first append: the old store
+    // now reads as belonging to another chain.
+    assert_eq!(chain.verify().await, Err(ChainBreak::OtherChain));
+    assert_eq!(fresh.verify_chain(&chain.key, None, None).await.expect("read").map(|h| h.map(|h| h.seq)), Ok(Some(1)));
+}
+
+#[tokio::test]
 async fn two_writers_on_one_database_never_fork_the_chain() {
     let chain = chain_of(0).await;
     let other = Store::open(&chain.dir.path().join("state")).await.expect("second handle");
