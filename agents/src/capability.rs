@@ -109,7 +109,7 @@ impl Authority {
     pub fn issue(&self, session: &str, socket: &Path, role: Role, ttl: Duration) -> Result<Token, IssueError> {
         let mut secret = [0u8; 32];
         getrandom::fill(&mut secret).map_err(|error| IssueError(error.to_string()))?;
-        let token = Token(format!("rtcap_{}", hex(&secret)));
+        let token = Token(format!("rtcap_{}", roundtable_specs::digest::hex(&secret)));
         let grant = Grant {
             digest: digest(&token.0),
             socket: socket.to_owned(),
@@ -161,14 +161,6 @@ impl Authority {
         let now = Instant::now();
         self.grants().values().filter(|g| !g.revoked && now < g.expires).count()
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
-        let _ = write!(out, "{b:02x}");
-        out
-    })
 }
 
 #[cfg(test)]

@@ -7,16 +7,30 @@ use sha2::{Digest, Sha256};
 
 use crate::parse::{Object, Spec};
 
+/// Lowercase hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut out, byte| {
+        let _ = write!(out, "{byte:02x}");
+        out
+    })
+}
+
 /// Lowercase hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|byte| format!("{byte:02x}")).collect()
+    hex(&Sha256::digest(bytes))
+}
+
+/// The one canonical JSON form (object keys sorted, no whitespace): what digests and the audit
+/// chain hash.
+pub fn canonical_json<T: Serialize>(value: &T) -> String {
+    // serde_json's Value keeps object keys sorted, which makes the text canonical.
+    serde_json::to_value(value).map(|value| value.to_string()).unwrap_or_default()
 }
 
 /// Lowercase hex SHA-256 of the canonical JSON of `value`.
 pub fn canonical_digest<T: Serialize>(value: &T) -> String {
-    // serde_json's Value keeps object keys sorted, which makes the text canonical.
-    let canonical = serde_json::to_value(value).and_then(|v| serde_json::to_vec(&v)).unwrap_or_default();
-    Sha256::digest(&canonical).iter().map(|byte| format!("{byte:02x}")).collect()
+    sha256_hex(canonical_json(value).as_bytes())
 }
 
 /// The digest of everything an object declares: a change of any field changes it.

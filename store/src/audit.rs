@@ -12,6 +12,8 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use sqlx::Row;
 
+use roundtable_specs::digest::hex;
+
 use crate::{Result, Store, now};
 
 type HmacSha256 = Hmac<Sha256>;
@@ -44,10 +46,6 @@ impl fmt::Debug for AuditKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "AuditKey({}, <redacted>)", self.path.display())
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {
@@ -179,10 +177,10 @@ pub enum ChainBreak {
     OtherChain,
 }
 
-/// JSON with object keys sorted and no whitespace: the one form that is hashed.
+/// JSON with object keys sorted and no whitespace: the one form that is hashed (the same form
+/// the spec digests use).
 pub fn canonical(value: &serde_json::Value) -> String {
-    // serde_json's map is ordered by key (no `preserve_order`), so serialising is canonical.
-    value.to_string()
+    roundtable_specs::digest::canonical_json(value)
 }
 
 /// Checks `rows` (in order) link and MAC correctly, starting from `prev` (the MAC before the
