@@ -2,17 +2,34 @@
 //! left through MCP, live claims, proposals made). One text for `roundtable resume` and for the
 //! execution manager's resume launches.
 
-use roundtable_store::{Claim, Note, ProposalRecord, SessionRecord};
+use roundtable_store::{Claim, Note, ProposalRecord, SessionRecord, Store};
+
+/// What the store holds about one assignment beyond its sessions: notes, live claims, proposals.
+#[derive(Debug, Clone, Default)]
+pub struct Board {
+    pub notes: Vec<Note>,
+    pub claims: Vec<Claim>,
+    pub proposals: Vec<ProposalRecord>,
+}
+
+impl Board {
+    /// Reads `assignment`'s board from the store.
+    pub async fn read(store: &Store, assignment: &str) -> roundtable_store::Result<Self> {
+        let now = roundtable_store::now();
+        let claims = store.live_claims(&now).await?.into_iter().filter(|c| c.assignment == assignment).collect();
+        let proposals = store.proposals().await?.into_iter().filter(|p| p.assignment == assignment).collect();
+        Ok(Self { notes: store.notes(assignment).await?, claims, proposals })
+    }
+}
 
 /// The briefing for `assignment`, bounded: the ten newest sessions and the twenty newest notes.
 pub fn text(
     assignment: &str,
     task: Option<&roundtable_specs::assignment::Task>,
     sessions: &[SessionRecord],
-    notes: &[Note],
-    claims: &[Claim],
-    proposals: &[ProposalRecord],
+    board: &Board,
 ) -> String {
+    let Board { notes, claims, proposals } = board;
     use std::fmt::Write as _;
     let mut text = format!("You are resuming assignment {assignment}.\n");
     if let Some(task) = task {

@@ -163,17 +163,12 @@ impl Service {
                 released.push(claim);
             }
         }
-        let now = roundtable_store::now();
-        let claims: Vec<Claim> =
-            self.store.live_claims(&now).await?.into_iter().filter(|c| c.assignment == assignment).collect();
-        let notes = self.store.notes(&assignment).await?;
-        let proposal_records: Vec<_> =
-            self.store.proposals().await?.into_iter().filter(|p| p.assignment == assignment).collect();
-        let text =
-            roundtable_agents::briefing::text(&assignment, task.as_ref(), &records, &notes, &claims, &proposal_records);
+        let board = roundtable_agents::briefing::Board::read(&self.store, &assignment).await?;
+        let text = roundtable_agents::briefing::text(&assignment, task.as_ref(), &records, &board);
         let proposals: Vec<ProposalItem> =
             self.proposals().await?.into_iter().filter(|p| p.assignment == assignment).collect();
         let sessions: Vec<SessionItem> = records.into_iter().map(lookup::session_item).collect();
+        let roundtable_agents::briefing::Board { notes, claims, .. } = board;
         Ok(Briefing { assignment, task, sessions, notes, claims, released, proposals, text })
     }
 }

@@ -547,32 +547,11 @@ impl Inner {
             .iter()
             .filter(|s| s.id != session.id && s.adapter == adapter.name && s.phase.is_finished())
             .find_map(|s| s.external_session_id.as_deref()?.parse().ok())?;
-        let notes = self.store.notes(&request.assignment).await.unwrap_or_default();
-        let claims: Vec<_> = self
-            .store
-            .live_claims(&now())
-            .await
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|c| c.assignment == request.assignment)
-            .collect();
-        let proposals: Vec<_> = self
-            .store
-            .proposals()
-            .await
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|p| p.assignment == request.assignment)
-            .collect();
+        let board =
+            roundtable_agents::briefing::Board::read(&self.store, &request.assignment).await.unwrap_or_default();
         let earlier: Vec<SessionRecord> = sessions.into_iter().filter(|s| s.id != session.id).collect();
-        let briefing = roundtable_agents::briefing::text(
-            &request.assignment,
-            Some(&request.spec.task),
-            &earlier,
-            &notes,
-            &claims,
-            &proposals,
-        );
+        let briefing =
+            roundtable_agents::briefing::text(&request.assignment, Some(&request.spec.task), &earlier, &board);
         Some((id, briefing))
     }
 
