@@ -8,7 +8,7 @@ use serde_json::json;
 
 /// The server name every manifest uses (Gemini splits tool names on `_`, so no `_` in it).
 pub const SERVER: &str = "roundtable";
-pub const CLAUDE_PATH: &str = "/tmp/roundtable/mcp.json";
+pub const CLAUDE_PATH: &str = roundtable_specs::layout::CLAUDE_MCP_CONFIG;
 pub const GEMINI_PATH: &str = "/tmp/roundtable/gemini-settings.json";
 pub const OPENCODE_PATH: &str = "/tmp/roundtable/opencode.json";
 

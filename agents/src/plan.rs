@@ -3,6 +3,7 @@
 //! `roundtable adapters plan` call the same function, so what an operator inspects is what runs.
 
 use roundtable_specs::adapter::{Provider, ResolvedAdapter};
+use roundtable_specs::builtins::headless;
 use roundtable_specs::layout::{AGENT_CONFIG, AGENT_UID, BINARY, CAPABILITY_ENV, HOME, TASK, WORKSPACE};
 use roundtable_specs::resume::ExternalSessionId;
 use serde::Serialize;
@@ -155,16 +156,16 @@ pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> Pro
     let model = input.model.filter(|m| !m.is_empty());
     let model_flag = model.map(|m| format!("--model={m}"));
     let mut argv = vec![adapter.command.clone()];
+    // The four CLIs' flags come from one table, shared with their built-in resume patterns.
+    if let Some(flags) = headless(provider) {
+        argv.extend(flags.before);
+        argv.extend(model_flag);
+        argv.extend(flags.mcp.filter(|_| mcp));
+        argv.extend(flags.after);
+    }
     let stdin = match provider {
         Provider::Codex => {
-            argv.extend(words(&[
-                "exec",
-                "--json",
-                "--skip-git-repo-check",
-                "--dangerously-bypass-approvals-and-sandbox",
-            ]));
-            argv.extend(["-C".to_owned(), WORKSPACE.to_owned()]);
-            argv.extend(model_flag);
+            // Codex reads the prompt from stdin when it is `-`.
             argv.push("-".into());
             let home = format!("{AGENT_CONFIG}/codex");
             env.push(("CODEX_HOME".into(), home.clone()));
@@ -176,12 +177,6 @@ pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> Pro
             Stdin::Prompt
         }
         Provider::Claude => {
-            argv.extend(words(&["-p", "--output-format=stream-json", "--verbose"]));
-            argv.extend(model_flag);
-            if mcp {
-                argv.push(format!("--mcp-config={}", manifest::CLAUDE_PATH));
-            }
-            argv.extend(words(&["--strict-mcp-config", "--permission-mode=bypassPermissions"]));
             let home = format!("{AGENT_CONFIG}/claude");
             env.push(("CLAUDE_CONFIG_DIR".into(), home.clone()));
             env.push(("DISABLE_AUTOUPDATER".into(), "1".into()));
@@ -193,9 +188,6 @@ pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> Pro
             Stdin::Prompt
         }
         Provider::Gemini => {
-            argv.push("--output-format=stream-json".into());
-            argv.extend(model_flag);
-            argv.extend(words(&["--approval-mode=yolo", "--allowed-mcp-server-names=roundtable"]));
             let home = format!("{AGENT_CONFIG}/gemini");
             env.push(("GEMINI_CLI_HOME".into(), home.clone()));
             env.push(("GEMINI_CLI_SYSTEM_SETTINGS_PATH".into(), manifest::GEMINI_PATH.into()));
@@ -207,9 +199,6 @@ pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> Pro
             Stdin::Prompt
         }
         Provider::Opencode => {
-            argv.extend(words(&["run", "--format=json"]));
-            argv.extend(model_flag);
-            argv.push(format!("--dir={WORKSPACE}"));
             let config = manifest::opencode(mcp);
             env.push(("OPENCODE_CONFIG_CONTENT".into(), config.clone()));
             env.push(("OPENCODE_DISABLE_AUTOUPDATE".into(), "1".into()));
@@ -291,10 +280,6 @@ pub fn resume_plan(
     resumed.stdin = Stdin::Empty;
     resumed.resumes = Some(session.as_str().to_owned());
     Ok(resumed)
-}
-
-fn words(words: &[&str]) -> Vec<String> {
-    words.iter().map(|w| (*w).to_owned()).collect()
 }
 
 /// What a recorded resume command ends with: `roundtable resume` prints the real briefing.

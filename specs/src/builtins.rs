@@ -22,12 +22,81 @@ fn constant<T: std::str::FromStr>(text: &str) -> T {
     }
 }
 
-fn provider(provider: Provider, resume: &str, host: &str, credential: &str) -> AdapterSpec {
+/// The flags that run one provider CLI headless, in order: `before`, the model flag when a
+/// model is set, `mcp` when the session has an MCP manifest, `after`. The launch plans (in
+/// `roundtable-agents`) and the built-in resume patterns are both made from these, so the two
+/// cannot drift apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Headless {
+    pub before: Vec<String>,
+    pub mcp: Option<String>,
+    pub after: Vec<String>,
+    /// The flag or subcommand that precedes the session id when resuming.
+    pub resume: &'static str,
+}
+
+/// The headless flags of `provider`, for the four provider CLIs.
+pub fn headless(provider: Provider) -> Option<Headless> {
+    use crate::layout::{CLAUDE_MCP_CONFIG, WORKSPACE};
+    let words = |words: &[&str]| words.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+    let flags = match provider {
+        Provider::Codex => Headless {
+            before: [
+                &words(&[
+                    "exec",
+                    "--json",
+                    "--skip-git-repo-check",
+                    "--dangerously-bypass-approvals-and-sandbox",
+                    "-C",
+                ])[..],
+                &[WORKSPACE.to_owned()],
+            ]
+            .concat(),
+            mcp: None,
+            after: Vec::new(),
+            resume: "resume",
+        },
+        Provider::Claude => Headless {
+            before: words(&["-p", "--output-format=stream-json", "--verbose"]),
+            mcp: Some(format!("--mcp-config={CLAUDE_MCP_CONFIG}")),
+            after: words(&["--strict-mcp-config", "--permission-mode=bypassPermissions"]),
+            resume: "--resume",
+        },
+        Provider::Gemini => Headless {
+            before: words(&["--output-format=stream-json"]),
+            mcp: None,
+            after: words(&["--approval-mode=yolo", "--allowed-mcp-server-names=roundtable"]),
+            resume: "--resume",
+        },
+        Provider::Opencode => Headless {
+            before: words(&["run", "--format=json"]),
+            mcp: None,
+            after: vec![format!("--dir={WORKSPACE}")],
+            resume: "--session",
+        },
+        Provider::Generic | Provider::Mock => return None,
+    };
+    Some(flags)
+}
+
+/// The built-in resume pattern of `provider`: its headless launch with the resume flag and the
+/// placeholder. Every word is plain (no quoting needed).
+fn resume_pattern(provider: Provider) -> String {
+    let Some(flags) = headless(provider) else { return String::new() };
+    let mut words = vec![provider.as_str().to_owned()];
+    words.extend(flags.before);
+    words.extend(flags.mcp);
+    words.extend(flags.after);
+    words.extend([flags.resume.to_owned(), crate::resume::PLACEHOLDER.to_owned()]);
+    words.join(" ")
+}
+
+fn provider(provider: Provider, host: &str, credential: &str) -> AdapterSpec {
     AdapterSpec {
         provider: Some(provider),
         command: Some(provider.as_str().into()),
         supports_resume: Some(false),
-        resume_pattern: Some(constant(resume)),
+        resume_pattern: Some(constant(&resume_pattern(provider))),
         supports_mcp: Some(true),
         supports_readonly_workspace: Some(true),
         captures_session_id: Some(true),
@@ -40,31 +109,11 @@ fn provider(provider: Provider, resume: &str, host: &str, credential: &str) -> A
 /// The template named exactly `name`, if it is a built-in.
 pub fn template(name: &str) -> Option<AdapterSpec> {
     let spec = match name {
-        "codex" => provider(
-            Provider::Codex,
-            "codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -C /roundtable/workspace resume {{external_session_id}}",
-            "api.openai.com",
-            "CODEX_API_KEY",
-        ),
-        "claude" => provider(
-            Provider::Claude,
-            "claude -p --output-format=stream-json --verbose --mcp-config=/tmp/roundtable/mcp.json --strict-mcp-config --permission-mode=bypassPermissions --resume {{external_session_id}}",
-            "api.anthropic.com",
-            "ANTHROPIC_API_KEY",
-        ),
-        "gemini" => provider(
-            Provider::Gemini,
-            "gemini --output-format=stream-json --approval-mode=yolo --allowed-mcp-server-names=roundtable --resume {{external_session_id}}",
-            "generativelanguage.googleapis.com",
-            "GEMINI_API_KEY",
-        ),
+        "codex" => provider(Provider::Codex, "api.openai.com", "CODEX_API_KEY"),
+        "claude" => provider(Provider::Claude, "api.anthropic.com", "ANTHROPIC_API_KEY"),
+        "gemini" => provider(Provider::Gemini, "generativelanguage.googleapis.com", "GEMINI_API_KEY"),
         // OpenCode's host follows the model's provider; Anthropic is the default operators override.
-        "opencode" => provider(
-            Provider::Opencode,
-            "opencode run --format=json --dir=/roundtable/workspace --session {{external_session_id}}",
-            "api.anthropic.com",
-            "ANTHROPIC_API_KEY",
-        ),
+        "opencode" => provider(Provider::Opencode, "api.anthropic.com", "ANTHROPIC_API_KEY"),
         "generic" => AdapterSpec {
             provider: Some(Provider::Generic),
             command: Some("sh".into()),
