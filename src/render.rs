@@ -78,9 +78,16 @@ pub fn json<T: Serialize>(value: &T) -> anyhow::Result<String> {
     Ok(text)
 }
 
+/// An argv as one line a shell would split back into it, escaped for the terminal. For display
+/// only; nothing Roundtable runs goes through a shell.
+pub fn command_line(argv: &[String]) -> String {
+    let quoted: Vec<String> = argv.iter().map(|arg| shell_quote(arg)).collect();
+    sanitize(&quoted.join(" "))
+}
+
 /// `arg` as a POSIX shell word: bare when it is plainly safe, else single-quoted. For display
 /// only; nothing Roundtable runs goes through a shell.
-pub fn shell_quote(arg: &str) -> String {
+fn shell_quote(arg: &str) -> String {
     let plain = !arg.is_empty() && arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
     if plain { arg.to_owned() } else { format!("'{}'", arg.replace('\'', "'\\''")) }
 }

@@ -22,7 +22,7 @@ pub struct PlanRequest<'a> {
 }
 
 fn loaded(dir: &Path) -> Vec<Object> {
-    if dir.is_dir() { roundtable_reconcilers::source::load(dir).objects } else { Vec::new() }
+    crate::load(dir).objects
 }
 
 fn adapter(objects: &[Object], name: &str) -> Result<roundtable_specs::adapter::ResolvedAdapter, ServiceError> {

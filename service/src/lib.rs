@@ -31,10 +31,15 @@ pub fn validate(dir: &Path) -> Scan {
     scan(dir)
 }
 
+/// What the spec directory `dir` declares; nothing without one (only the built-ins apply).
+fn load(dir: &Path) -> roundtable_reconcilers::source::Loaded {
+    if dir.is_dir() { roundtable_reconcilers::source::load(dir) } else { Default::default() }
+}
+
 /// Built-in templates and declared Adapters, merged field by field, alphabetical; and the
 /// errors that kept spec files from loading. Without a spec directory, only the built-ins.
 pub fn adapters(dir: &Path) -> (Vec<roundtable_specs::output::AdapterItem>, Vec<ValidationError>) {
-    let loaded = if dir.is_dir() { roundtable_reconcilers::source::load(dir) } else { Default::default() };
+    let loaded = load(dir);
     let items = roundtable_specs::Catalog::build(&loaded.objects).items();
     let errors = loaded.errors.into_iter().filter(|e| e.severity == roundtable_specs::Severity::Error).collect();
     (items, errors)

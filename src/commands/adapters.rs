@@ -84,9 +84,8 @@ pub fn plan(
             println!("{}", serde_json::to_string_pretty(&value)?);
         }
         Format::Text => {
-            let quoted: Vec<String> = plan.argv.iter().map(|arg| render::shell_quote(arg)).collect();
             println!("provider:    {}", plan.provider);
-            println!("argv:        {}", render::sanitize(&quoted.join(" ")));
+            println!("argv:        {}", render::command_line(&plan.argv));
             let stdin = match plan.stdin {
                 roundtable_agents::plan::Stdin::Prompt => "the prompt, then end of file",
                 roundtable_agents::plan::Stdin::Empty => "empty",

@@ -17,10 +17,7 @@ pub async fn register(global: &Global, request: RegisterRequest, format: Format)
         Format::Text => {
             println!("registered session {} for assignment {}", item.id, item.assignment);
             match item.detail.agent.as_ref().and_then(|agent| agent.resume_command.as_ref()) {
-                Some(argv) => {
-                    let quoted: Vec<String> = argv.iter().map(|arg| render::shell_quote(arg)).collect();
-                    println!("resume command: {}", render::sanitize(&quoted.join(" ")));
-                }
+                Some(argv) => println!("resume command: {}", render::command_line(argv)),
                 None => println!("{}", render::sanitize(&item.message)),
             }
         }
@@ -43,10 +40,9 @@ pub async fn resume(global: &Global, assignment: Option<&str>, format: Format) -
             }
             let resumable = briefing.sessions.iter().find_map(|s| s.detail.agent.as_ref()?.resume_command.clone());
             if let Some(argv) = resumable {
-                let quoted: Vec<String> = argv.iter().map(|arg| render::shell_quote(arg)).collect();
                 eprintln!(
                     "resume the newest resumable session with (the briefing above as its last argument):\n  {}",
-                    render::sanitize(&quoted.join(" "))
+                    render::command_line(&argv)
                 );
             }
         }
