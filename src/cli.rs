@@ -187,6 +187,9 @@ pub enum Command {
         #[command(flatten)]
         format: FormatArg,
     },
+    /// Receipt-gated admission: check or seal an adapter's receipt, list them, run a canary.
+    #[command(subcommand)]
+    Admission(AdmissionCommand),
     /// The HMAC audit chain: verify it, export a slice.
     #[command(subcommand)]
     Audit(AuditCommand),
@@ -317,6 +320,36 @@ pub enum AdaptersCommand {
         /// The output was cut at the capture cap (its last partial line is never parsed).
         #[arg(long)]
         truncated: bool,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdmissionCommand {
+    /// Re-derive NAME's evidence (a probe in its image, the contract, the transcript replay, the
+    /// canary) and compare it with its sealed receipt. Exit 0 admitted, 1 refused, 2 unknown name.
+    Check {
+        name: String,
+        /// Seal a fresh receipt from the live evidence first (a refusal is sealed too) and
+        /// anchor it in the audit chain.
+        #[arg(long)]
+        seal: bool,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Every adapter's admission: decision, version, receipt and its expiry.
+    List {
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Run NAME's canary (its contract's first transcript, launched for real in its image with no
+    /// network) and attest the verdict for the image. Exit 0 green, 1 red.
+    Canary {
+        name: String,
+        /// How long the attestation holds.
+        #[arg(long, default_value = "24h", value_parser = period)]
+        ttl: Duration,
         #[command(flatten)]
         format: FormatArg,
     },

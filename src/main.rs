@@ -11,8 +11,8 @@ use clap::Parser as _;
 use clap::error::ErrorKind;
 
 use cli::{
-    AdaptersCommand, AuditCommand, Cli, Command, GatewayCommand, LogFormat, McpCommand, ProposalsCommand,
-    SandboxCommand, SessionsCommand,
+    AdaptersCommand, AdmissionCommand, AuditCommand, Cli, Command, GatewayCommand, LogFormat, McpCommand,
+    ProposalsCommand, SandboxCommand, SessionsCommand,
 };
 
 /// The exit code for usage errors (sysexits' EX_USAGE).
@@ -31,7 +31,9 @@ fn init_logging(format: LogFormat) {
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let global = &cli.global;
     match &cli.command {
-        Command::Init => commands::init::run(&global.dir, &global.state_dir()).await,
+        Command::Init => {
+            commands::init::run(&global.dir, &global.state_dir(), &commands::audit::key_path(global)?).await
+        }
         Command::Validate(args) => commands::validate::run(global, args.format),
         Command::Schema { out } => commands::schema::run(out.as_deref()),
         Command::Doctor(args) => commands::doctor::run(args.format).await,
@@ -70,6 +72,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 metadata: metadata.iter().cloned().collect(),
             };
             commands::resume::register(global, request, format.format).await
+        }
+        Command::Admission(AdmissionCommand::Check { name, seal, format }) => {
+            commands::admission::check(global, name, *seal, format.format).await
+        }
+        Command::Admission(AdmissionCommand::List { format }) => commands::admission::list(global, format.format).await,
+        Command::Admission(AdmissionCommand::Canary { name, ttl, format }) => {
+            commands::admission::canary(global, name, ttl.as_std(), format.format).await
         }
         Command::Audit(AuditCommand::Verify { from, to, slice }) => {
             commands::audit::verify(global, *from, *to, slice.as_deref()).await

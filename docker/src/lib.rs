@@ -4,11 +4,14 @@
 //! bollard; everything else sees [`roundtable_runtime::SessionRuntime`].
 
 pub mod engine;
+pub mod probe;
 pub mod profile;
 pub mod session;
 
 use futures::future::BoxFuture;
-use roundtable_runtime::{Health, OwnedResource, ResourceKind, RunOutcome, RuntimeError, SessionPlan, SessionRuntime};
+use roundtable_runtime::{
+    Health, OwnedResource, ProbeOutcome, ProbePlan, ResourceKind, RunOutcome, RuntimeError, SessionPlan, SessionRuntime,
+};
 use tokio::sync::watch;
 
 pub use engine::{Engine, EngineError};
@@ -131,5 +134,8 @@ impl SessionRuntime for DockerRuntime {
             let version = self.engine.docker().version().await.map_err(engine_error("ask the engine its version"))?;
             Ok(Health { endpoint: self.engine.endpoint().to_owned(), version: version.version.unwrap_or_default() })
         })
+    }
+    fn probe(&self, plan: ProbePlan) -> BoxFuture<'_, Result<ProbeOutcome, RuntimeError>> {
+        Box::pin(async move { probe::run(&self.engine, plan).await })
     }
 }

@@ -65,6 +65,17 @@ fn engine_gone(error: &bollard::errors::Error) -> bool {
 const ENGINE_POLL: Duration = Duration::from_millis(500);
 const ENGINE_RETURN_WAIT: Duration = Duration::from_secs(120);
 
+/// Creates a container named `name` from the hardened profile: the one place containers are
+/// created (agents and admission probes alike).
+pub(crate) async fn create_hardened(docker: &Docker, name: &str, spec: &SandboxSpec) -> Result<(), RuntimeError> {
+    let options = CreateContainerOptionsBuilder::default().name(name).build();
+    docker
+        .create_container(Some(options), spec.container_body())
+        .await
+        .map_err(engine_error("create the container"))?;
+    Ok(())
+}
+
 /// Imports the empty image once (no registry is ever pulled from).
 pub async fn ensure_empty_image(docker: &Docker) -> Result<(), RuntimeError> {
     if docker.inspect_image(EMPTY_IMAGE).await.is_ok() {
@@ -143,15 +154,15 @@ fn tmp_archive(entries: &[TmpEntry]) -> Result<Vec<u8>, RuntimeError> {
     builder.into_inner().map_err(io)
 }
 
-struct ExecResult {
-    exit_code: Option<i64>,
-    stdout: Captured,
-    stderr: Captured,
+pub(crate) struct ExecResult {
+    pub(crate) exit_code: Option<i64>,
+    pub(crate) stdout: Captured,
+    pub(crate) stderr: Captured,
     interrupted: Option<RunEnd>,
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn run_exec(
+pub(crate) async fn run_exec(
     docker: &Docker,
     container: &str,
     argv: Vec<String>,
@@ -507,11 +518,7 @@ impl<'a> Execution<'a> {
             home_volume,
         };
         tracing::debug!(container = %name, "creating the container");
-        let options = CreateContainerOptionsBuilder::default().name(name).build();
-        docker
-            .create_container(Some(options), spec.container_body())
-            .await
-            .map_err(engine_error("create the container"))?;
+        create_hardened(docker, name, &spec).await?;
         docker.start_container(name, None).await.map_err(engine_error("start PID 1"))?;
 
         tracing::debug!(container = %name, "started PID 1; seeding");

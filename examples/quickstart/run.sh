@@ -12,11 +12,14 @@ bin=$PWD/target/x86_64-unknown-linux-gnu/debug/roundtable
 cd target/quickstart
 echo; echo "== roundtable validate"; "$bin" validate
 echo; echo "== roundtable plan"; "$bin" plan
-echo; echo "== roundtable start (until both Assignments have proposals)"
 # The project (and its state) was just recreated: so is its audit chain, and the key's head
 # checkpoint with it. The key lives outside the state directory, as in production.
 key=$PWD/../quickstart-audit.key
 rm -f "$key" "$key.head"
+echo; echo "== roundtable admission check generic --seal (the policy enforces admission)"
+"$bin" admission check generic --seal --audit-key "$key"
+echo; echo "== roundtable admission list"; "$bin" admission list
+echo; echo "== roundtable start (until both Assignments have proposals)"
 "$bin" start --execution-root "$PWD/../quickstart-executions" --audit-key "$key" &
 daemon=$!
 trap 'kill "$daemon" 2>/dev/null || true' EXIT

@@ -5,8 +5,12 @@ use roundtable_specs::adapter::ResolvedAdapter;
 use roundtable_specs::output::{Condition, ConditionStatus};
 use serde::{Deserialize, Serialize};
 
+use roundtable_admission::GateOutcome;
+use roundtable_specs::admission::{EvidenceSummary, GateDecision, GateKind, ReceiptSummary};
+use roundtable_specs::policy::AdmissionMode;
+
 use crate::backend::{BackendError, ImageBackend};
-use crate::conditions::{DEGRADED, READY, desired, reason};
+use crate::conditions::{ADMITTED, DEGRADED, READY, desired, reason};
 
 /// An Adapter's kind-specific status.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -14,6 +18,59 @@ use crate::conditions::{DEGRADED, READY, desired, reason};
 pub struct AdapterStatus {
     /// The image ID the reference resolved to in the engine.
     pub image_id: Option<String>,
+    /// The AdmissionPolicy's mode when the gates were last decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission_mode: Option<AdmissionMode>,
+    /// The admission and security-floor decisions for the adapter (capability routing is
+    /// decided per Assignment).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub admission: Vec<GateDecision>,
+    /// The evidence admission saw: image ID, version, contract, conformance, replay, canary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<EvidenceSummary>,
+    /// The current receipt: id, verdict and expiry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<ReceiptSummary>,
+}
+
+/// `no_receipt` → `NoReceipt`: a refusal reason as a condition reason.
+fn camel(word: &str) -> String {
+    word.split('_')
+        .map(|part| {
+            let mut chars = part.chars();
+            chars.next().map(|c| c.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The `Admitted` condition for the adapter-level gates.
+fn admitted(outcome: &GateOutcome, generation: i64) -> Condition {
+    use ConditionStatus::{False, True, Unknown};
+    if outcome.mode == AdmissionMode::Off {
+        return desired(
+            ADMITTED,
+            Unknown,
+            "AdmissionOff",
+            "the AdmissionPolicy's mode is off: no gate runs",
+            generation,
+        );
+    }
+    let adapter_level: Vec<&GateDecision> =
+        outcome.decisions.iter().filter(|d| d.gate != GateKind::CapabilityRouting).collect();
+    match adapter_level.iter().find(|d| !d.admitted()) {
+        Some(refused) => {
+            let reason = camel(refused.reason.as_deref().unwrap_or("refused"));
+            let consequence = match outcome.mode {
+                AdmissionMode::Enforce => "spawns are refused",
+                _ => "recorded; spawns continue under warn",
+            };
+            desired(ADMITTED, False, &reason, format!("{refused} ({consequence})"), generation)
+        }
+        None => {
+            let message = adapter_level.iter().map(|d| d.message.as_str()).collect::<Vec<_>>().join("; ");
+            desired(ADMITTED, True, "Admitted", message, generation)
+        }
+    }
 }
 
 /// What the engine says about the adapter's image.
@@ -50,6 +107,7 @@ pub async fn observe_image<I: ImageBackend>(images: &I, adapter: &ResolvedAdapte
 pub fn desired_state(
     adapter: &ResolvedAdapter,
     image: &ImageState,
+    gates: Option<&GateOutcome>,
     generation: i64,
 ) -> (Vec<Condition>, AdapterStatus) {
     use ConditionStatus::{False, True};
@@ -105,5 +163,15 @@ pub fn desired_state(
     } else {
         desired(DEGRADED, False, reason::AS_EXPECTED, "", generation)
     };
-    (vec![ready, degraded], AdapterStatus { image_id })
+    let mut conditions = vec![ready, degraded];
+    let mut status = AdapterStatus { image_id, ..AdapterStatus::default() };
+    if let Some(outcome) = gates {
+        conditions.push(admitted(outcome, generation));
+        status.admission_mode = Some(outcome.mode);
+        status.admission =
+            outcome.decisions.iter().filter(|d| d.gate != GateKind::CapabilityRouting).cloned().collect();
+        status.evidence = outcome.evidence.clone();
+        status.receipt = outcome.receipt.clone();
+    }
+    (conditions, status)
 }

@@ -3,9 +3,10 @@
 //! Pure: the dispatcher observes and applies.
 
 use roundtable_specs::adapter::ResolvedAdapter;
+use roundtable_specs::admission::GateDecision;
 use roundtable_specs::assignment::AssignmentSpec;
 use roundtable_specs::output::{Condition, ConditionStatus};
-use roundtable_specs::session::{AssignmentPhase, SessionPhase};
+use roundtable_specs::session::{AssignmentPhase, SessionCause, SessionPhase};
 use roundtable_store::{ProposalRecord, SessionRecord};
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +32,8 @@ pub struct AssignmentObserved {
     pub adapter: Option<ResolvedAdapter>,
     /// Whether the adapter is ready to execute (its `Ready` condition), with why not.
     pub adapter_ready: Result<(), String>,
+    /// The spawn-path gate that refuses it under `enforce`, if one does.
+    pub refused: Option<GateDecision>,
 }
 
 /// An Assignment's kind-specific status.
@@ -95,7 +98,13 @@ pub fn decide(
     }
     let interrupted =
         observed.sessions.iter().filter(|s| s.phase == SessionPhase::Interrupted).count() + usize::from(orphaned);
-    let failed = observed.sessions.iter().filter(|s| s.phase == SessionPhase::Failed).count();
+    // A spawn the gates refused never ran: it does not spend the retries budget.
+    let gated = |s: &SessionRecord| s.cause == Some(SessionCause::AdmissionRefused);
+    let failed = observed.sessions.iter().filter(|s| s.phase == SessionPhase::Failed && !gated(s)).count();
+    let refused = |status: &mut AssignmentStatus, decision: &GateDecision| {
+        status.phase = AssignmentPhase::Refused;
+        ready(False, "AdmissionRefused", decision.to_string())
+    };
     let condition = match latest.map(|s| s.phase) {
         _ if orphaned || latest.is_some_and(|s| s.phase == SessionPhase::Interrupted) => {
             if interrupted <= MAX_INTERRUPTED_RERUNS {
@@ -125,6 +134,14 @@ pub fn decide(
             let message = latest.map(|s| s.message.clone()).unwrap_or_default();
             ready(True, if observed.proposal.is_some() { "ProposalPending" } else { "NoChanges" }, message)
         }
+        Some(SessionPhase::Failed) if latest.is_some_and(gated) => match &observed.refused {
+            Some(decision) => refused(&mut status, decision),
+            None => {
+                changes.push(Change::StartExecution { attempt: next_attempt });
+                status.phase = AssignmentPhase::Queued;
+                ready(Unknown, "Admitted", "the spawn-path gates admit it now; starting".into())
+            }
+        },
         Some(SessionPhase::Failed) if failed <= spec.retries as usize => {
             changes.push(Change::StartExecution { attempt: next_attempt });
             status.phase = AssignmentPhase::Queued;
@@ -143,11 +160,14 @@ pub fn decide(
                 status.phase = AssignmentPhase::Pending;
                 ready(False, "AdapterNotReady", why.clone())
             }
-            Ok(()) => {
-                changes.push(Change::StartExecution { attempt: next_attempt });
-                status.phase = AssignmentPhase::Queued;
-                ready(Unknown, "Queued", format!("execution generation {execution_generation} queued for a slot"))
-            }
+            Ok(()) => match &observed.refused {
+                Some(decision) => refused(&mut status, decision),
+                None => {
+                    changes.push(Change::StartExecution { attempt: next_attempt });
+                    status.phase = AssignmentPhase::Queued;
+                    ready(Unknown, "Queued", format!("execution generation {execution_generation} queued for a slot"))
+                }
+            },
         },
     };
     (vec![condition], status, changes)
@@ -186,6 +206,7 @@ mod tests {
             controller_run: Some("run".into()),
             adapter: None,
             adapter_ready: Ok(()),
+            refused: None,
         }
     }
 
@@ -275,6 +296,37 @@ mod tests {
             let (phase, changes) = changes(&spec, &observed);
             assert_eq!((phase.as_str(), changes), (expected, expected_changes), "{:?}", observed.sessions);
         }
+    }
+
+    fn refusal() -> GateDecision {
+        GateDecision {
+            gate: roundtable_specs::admission::GateKind::Admission,
+            adapter: "generic".into(),
+            verdict: roundtable_specs::admission::Verdict::Refuse,
+            reason: Some("no_receipt".into()),
+            message: "the evidence is green but no receipt is sealed".into(),
+            remediation: "run `roundtable admission check generic --seal`".into(),
+            receipt: None,
+        }
+    }
+
+    #[test]
+    fn a_refusal_under_enforce_starts_nothing_until_the_gates_admit() {
+        let refused = AssignmentObserved { refused: Some(refusal()), ..observed(vec![], false) };
+        let (conditions, status, changes) = decide(&spec(false, 0), &refused, 1, 1);
+        assert_eq!(
+            (status.phase, conditions[0].reason.as_str(), changes),
+            (AssignmentPhase::Refused, "AdmissionRefused", vec![])
+        );
+        assert!(conditions[0].message.contains("admission check generic --seal"), "{}", conditions[0].message);
+        // The spawn path refused it (the gates changed between the look and the spawn): it stays
+        // refused while they refuse, and starts once they admit, outside the retries budget.
+        let mut gated = session("Failed", 1, "run");
+        gated.cause = Some(SessionCause::AdmissionRefused);
+        let still = AssignmentObserved { refused: Some(refusal()), ..observed(vec![gated.clone()], false) };
+        assert_eq!(decide(&spec(false, 0), &still, 1, 1).1.phase, AssignmentPhase::Refused);
+        let (_, status, changes) = decide(&spec(false, 0), &observed(vec![gated], false), 1, 1);
+        assert_eq!((status.phase, changes), (AssignmentPhase::Queued, vec![Change::StartExecution { attempt: 2 }]));
     }
 
     #[test]

@@ -3,7 +3,9 @@
 
 use std::future::Future;
 
+use roundtable_admission::{Admitter, GateOutcome};
 use roundtable_specs::ObjectKey;
+use roundtable_specs::adapter::{Capability, ResolvedAdapter};
 use roundtable_specs::output::Condition;
 use roundtable_store::{NewEvent, ObjectRecord, ProposalRecord, SessionRecord, Severity, Store};
 
@@ -64,10 +66,29 @@ pub struct ImageInfo {
     pub id: String,
 }
 
-/// The container engine's images.
+/// The container engine's images, and what admission finds in them.
 pub trait ImageBackend: Send + Sync + 'static {
     /// `None` when the engine does not have the image (no pull is ever attempted).
     fn inspect_image(&self, reference: &str) -> impl Future<Output = Result<Option<ImageInfo>, BackendError>> + Send;
+
+    /// The spawn-path gates for `adapter` and an Assignment's `requires`, decided without
+    /// recording anything; `None` where admission is not evaluated (fakes, tests of other
+    /// behaviour).
+    fn gates(
+        &self,
+        adapter: &ResolvedAdapter,
+        requires: &[Capability],
+    ) -> impl Future<Output = Result<Option<GateOutcome>, BackendError>> + Send {
+        let _ = (adapter, requires);
+        async { Ok(None) }
+    }
+
+    /// Anchors gate decisions about `subject` in the audit chain (a refusal the reconciler acted
+    /// on); nothing where admission is not evaluated.
+    fn record_gates(&self, subject: &ObjectKey, outcome: &GateOutcome) -> impl Future<Output = ()> + Send {
+        let _ = (subject, outcome);
+        async {}
+    }
 }
 
 /// An event or audited record.
@@ -241,12 +262,29 @@ impl AuditSink for Store {
 
 // === impl for the session runtime ===
 
-/// Images through the session runtime (never pulled).
+/// Images through the session runtime (never pulled), and admission through its authority
+/// when there is one.
 #[derive(Clone)]
-pub struct RuntimeImages(pub std::sync::Arc<dyn roundtable_runtime::SessionRuntime>);
+pub struct RuntimeImages(pub std::sync::Arc<dyn roundtable_runtime::SessionRuntime>, pub Option<Admitter>);
 
 impl ImageBackend for RuntimeImages {
     async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>, BackendError> {
         Ok(self.0.inspect_image(reference).await?.map(|id| ImageInfo { id }))
+    }
+
+    async fn gates(
+        &self,
+        adapter: &ResolvedAdapter,
+        requires: &[Capability],
+    ) -> Result<Option<GateOutcome>, BackendError> {
+        let Some(admitter) = &self.1 else { return Ok(None) };
+        let policy = admitter.policy().await;
+        Ok(Some(admitter.decide(adapter, requires, &policy).await))
+    }
+
+    async fn record_gates(&self, subject: &ObjectKey, outcome: &GateOutcome) {
+        if let Some(admitter) = &self.1 {
+            admitter.record(outcome, &subject.to_string()).await;
+        }
     }
 }

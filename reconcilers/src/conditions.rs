@@ -5,6 +5,8 @@ use roundtable_specs::output::{Condition, ConditionStatus, Health};
 pub const READY: &str = "Ready";
 pub const DEGRADED: &str = "Degraded";
 pub const STALLED: &str = "Stalled";
+/// An Adapter's spawn-path gates: admission, the security floor.
+pub const ADMITTED: &str = "Admitted";
 
 pub mod reason {
     pub const IMAGE_RESOLVED: &str = "ImageResolved";
@@ -62,6 +64,9 @@ pub fn health(conditions: &[Condition]) -> (Health, String) {
         return (Health::Stalled, message(STALLED));
     }
     match find(conditions, READY).map(|c| c.status) {
+        Some(ConditionStatus::True) if is(conditions, ADMITTED, ConditionStatus::False) => {
+            (Health::Degraded, message(ADMITTED))
+        }
         Some(ConditionStatus::True) if is(conditions, DEGRADED, ConditionStatus::True) => {
             (Health::Degraded, message(DEGRADED))
         }

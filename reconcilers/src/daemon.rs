@@ -134,7 +134,6 @@ pub async fn run(
     // Held while this daemon runs, so a `prune` elsewhere on the host (another state directory)
     // can tell this run's containers are in use.
     let _lease = roundtable_workspace::runs::hold(&execution_config.socket_root, &execution_config.controller_run)?;
-    let images = RuntimeImages(runtime.clone());
     let pruner = tokio::spawn(prune_periodically(
         store.clone(),
         runtime.clone(),
@@ -143,7 +142,8 @@ pub async fn run(
         config.retention,
         config.prune_every,
     ));
-    let executions = ExecutionManager::new(store.clone(), runtime, execution_config);
+    let executions = ExecutionManager::new(store.clone(), runtime.clone(), execution_config);
+    let images = RuntimeImages(runtime, executions.admitter().cloned());
     let mut reconciler = ObjectReconciler::with_executions(store.clone(), images, store.clone(), executions.clone());
     reconciler.error_budget = config.controller.error_budget;
     let grace = config.controller.grace;

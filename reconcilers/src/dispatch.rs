@@ -11,6 +11,8 @@ use roundtable_specs::{Kind, ObjectKey};
 use roundtable_specs::adapter::ResolvedAdapter;
 use roundtable_store::Store;
 
+use roundtable_admission::GateOutcome;
+
 use crate::adapter::{ImageState, desired_state, observe_image};
 use crate::assignment::{AssignmentObserved, decide};
 use crate::backend::{
@@ -22,6 +24,9 @@ use crate::execution::{ExecutionRequest, RUNNING_RECHECK};
 
 /// How often an Adapter whose image is missing is looked at again.
 const MISSING_IMAGE_RECHECK: Duration = Duration::from_secs(60);
+/// How often a refused Adapter or Assignment looks at its receipt again.
+const ADMISSION_RECHECK: Duration = Duration::from_secs(3);
+const ADAPTER_ADMISSION_RECHECK: Duration = Duration::from_secs(15);
 /// How often an Assignment whose adapter is not ready looks again.
 const ADAPTER_RECHECK: Duration = Duration::from_secs(1);
 
@@ -47,6 +52,8 @@ pub struct Observed {
     pub status_json: Option<String>,
     pub observed_generation: Option<i64>,
     pub image: Option<ImageState>,
+    /// An Adapter's spawn-path gates, when admission is evaluated here.
+    pub gates: Option<GateOutcome>,
     pub assignment: Option<AssignmentObserved>,
 }
 
@@ -96,12 +103,18 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
     /// Reads the store and the engine for `desired`; writes nothing.
     pub async fn observe(&self, desired: &Desired) -> Result<Observed, Error> {
         let record = self.status.object(&desired.key).await?;
-        let image = match &desired.spec {
+        let (image, mut gates) = match &desired.spec {
             Spec::Adapter(spec) => {
                 let adapter = roundtable_specs::catalog::resolve_declared(&desired.metadata.name, spec);
-                Some(observe_image(&self.images, &adapter).await?)
+                let image = observe_image(&self.images, &adapter).await?;
+                // A disabled adapter, or one with no image to probe, is not gated yet.
+                let gates = match image {
+                    ImageState::Present { .. } | ImageState::NotNeeded => self.images.gates(&adapter, &[]).await?,
+                    _ => None,
+                };
+                (Some(image), gates)
             }
-            _ => None,
+            _ => (None, None),
         };
         let assignment = match &desired.spec {
             Spec::Assignment(spec) => {
@@ -109,6 +122,12 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                 let mut sessions = self.executions.sessions(&desired.key.name).await?;
                 sessions.retain(|s| s.execution_generation == generation);
                 let (adapter, adapter_ready) = self.adapter_for(&spec.adapter).await?;
+                let assignment_gates = match (&adapter, &adapter_ready) {
+                    (Some(adapter), Ok(())) => self.images.gates(adapter, &spec.requires).await?,
+                    _ => None,
+                };
+                let refused = assignment_gates.as_ref().and_then(|o| o.blocking().cloned());
+                gates = assignment_gates;
                 Some(AssignmentObserved {
                     sessions,
                     proposal: self.executions.proposal(&desired.key.name, generation).await?,
@@ -117,6 +136,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                     controller_run: self.executions.controller_run(),
                     adapter,
                     adapter_ready,
+                    refused,
                 })
             }
             _ => None,
@@ -126,6 +146,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
             status_json: record.as_ref().and_then(|r| r.status_json.clone()),
             observed_generation: record.and_then(|r| r.observed_generation),
             image,
+            gates,
             assignment,
         })
     }
@@ -137,7 +158,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
         let (wanted, status_json) = match (&desired.spec, &observed.image) {
             (Spec::Adapter(spec), Some(image)) => {
                 let adapter = roundtable_specs::catalog::resolve_declared(&desired.metadata.name, spec);
-                let (conditions, status) = desired_state(&adapter, image, generation);
+                let (conditions, status) = desired_state(&adapter, image, observed.gates.as_ref(), generation);
                 (conditions, serde_json::to_string(&status).ok())
             }
             (Spec::Assignment(spec), _) => match &observed.assignment {
@@ -149,16 +170,18 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                 }
                 None => (Vec::new(), None),
             },
-            (Spec::AdmissionPolicy(_), _) => (
-                vec![conditions::desired(
-                    READY,
-                    ConditionStatus::Unknown,
-                    reason::NOT_RECONCILED_YET,
-                    "the policy is recorded but admission is not enforced yet: receipts are not built",
-                    generation,
-                )],
-                None,
-            ),
+            (Spec::AdmissionPolicy(policy), _) => {
+                let exempt = if policy.exempt.is_empty() { "none".to_owned() } else { policy.exempt.join(", ") };
+                let message = format!(
+                    "mode {}; receipts are fresh for {}; exempt: {exempt}",
+                    serde_json::to_value(policy.mode)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default(),
+                    policy.receipt_ttl
+                );
+                (vec![conditions::desired(READY, ConditionStatus::True, reason::RECONCILED, message, generation)], None)
+            }
             (Spec::Adapter(_), None) => (Vec::new(), None),
         };
         let mut changes: Vec<Change> = wanted
@@ -241,6 +264,15 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                 _ => {}
             }
             self.status.apply(key, change).await?;
+            // A refusal the reconciler acts on is a gate decision: anchored when it starts.
+            if let (Change::SetCondition(condition), Some(gates)) = (change, &observed.gates)
+                && key.kind == Kind::Assignment
+                && condition.type_ == READY
+                && condition.reason == "AdmissionRefused"
+                && conditions::find(before, READY).is_none_or(|c| c.reason != condition.reason)
+            {
+                self.images.record_gates(key, gates).await;
+            }
             // Ready transitions are events an operator wants to see.
             if let Change::SetCondition(condition) = change
                 && condition.type_ == READY
@@ -293,8 +325,16 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Recon
             || changes.iter().any(|c| matches!(c, Change::StartExecution { .. }));
         // An Assignment waiting for its adapter looks again soon (adapters converge in seconds).
         let waiting_for_adapter = observed.assignment.as_ref().is_some_and(|a| a.adapter_ready.is_err());
+        // A refusal clears when an operator seals a receipt (a file outside the specs): look again.
+        let refused = observed.assignment.as_ref().is_some_and(|a| a.refused.is_some())
+            || (key.kind == Kind::Adapter
+                && observed.gates.as_ref().is_some_and(|g| g.decisions.iter().any(|d| !d.admitted())));
         Ok(if waiting_for_adapter {
             Action::requeue(ADAPTER_RECHECK)
+        } else if refused && key.kind == Kind::Assignment {
+            Action::requeue(ADMISSION_RECHECK)
+        } else if refused {
+            Action::requeue(ADAPTER_ADMISSION_RECHECK)
         } else if missing_image {
             Action::requeue(MISSING_IMAGE_RECHECK)
         } else if executing {

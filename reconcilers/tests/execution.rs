@@ -142,6 +142,13 @@ impl SessionRuntime for FakeRuntime {
     fn health(&self) -> BoxFuture<'_, Result<Health, RuntimeError>> {
         Box::pin(async { Ok(Health { endpoint: "fake".into(), version: "0".into() }) })
     }
+
+    fn probe(
+        &self,
+        _plan: roundtable_runtime::ProbePlan,
+    ) -> BoxFuture<'_, Result<roundtable_runtime::ProbeOutcome, RuntimeError>> {
+        Box::pin(async { Err(RuntimeError::Unavailable { reason: "the fake runtime runs no probes".into() }) })
+    }
 }
 
 /// Connects to the session's MCP socket with the capability from the agent's environment; the
@@ -209,6 +216,7 @@ impl Project {
             audit_key: Some(Arc::new(
                 roundtable_store::audit::AuditKey::load_or_create(&base.join("keys/audit.key")).expect("audit key"),
             )),
+            spec_dir: None,
         }
     }
 

@@ -244,6 +244,9 @@ pub enum RuntimeError {
         #[source]
         source: std::io::Error,
     },
+    /// The image is not on the engine (nothing is ever pulled).
+    #[error("image {image} is not on the engine (nothing is pulled; build or load it first)")]
+    ImageMissing { image: String },
     /// The workspace came back but could not be extracted within bounds.
     #[error("export")]
     Export(#[source] BoxError),
@@ -291,6 +294,58 @@ pub struct Health {
     pub version: String,
 }
 
+/// A short-lived container that runs a few commands in an adapter's image to read its surface
+/// (admission's version and help probe): the agent's hardening, no network, no source, no sockets.
+#[derive(Debug, Clone)]
+pub struct ProbePlan {
+    /// Unique, short, safe in resource names.
+    pub id: String,
+    /// Labelled [`Purpose::Probe`], so nothing mistakes it for an agent.
+    pub ownership: Ownership,
+    /// `None`: the empty image (the built-in mock).
+    pub image: Option<String>,
+    pub binary: PathBuf,
+    /// Run one after another, each as the agent's UID in the (empty) workspace.
+    pub commands: Vec<ProbeCommand>,
+    /// The environment of every command.
+    pub env: Vec<String>,
+    /// Per command.
+    pub timeout: Duration,
+    /// Bytes kept per stream per command.
+    pub output_limit: u64,
+}
+
+/// One command of a probe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeCommand {
+    pub argv: Vec<String>,
+    /// What it reads on stdin, then end of file; `None`: nothing attached.
+    pub stdin: Option<Vec<u8>>,
+}
+
+impl ProbeCommand {
+    pub fn new(argv: Vec<String>) -> Self {
+        Self { argv, stdin: None }
+    }
+}
+
+/// What one probe command did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProbeRun {
+    pub argv: Vec<String>,
+    /// `None`: it did not finish in time.
+    pub exit_code: Option<i64>,
+    pub stdout: Captured,
+    pub stderr: Captured,
+}
+
+/// What a probe found: the image it ran in and each command's result.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProbeOutcome {
+    pub image_id: String,
+    pub runs: Vec<ProbeRun>,
+}
+
 /// A container backend that runs sessions. Object-safe: the controller holds it as
 /// `Arc<dyn SessionRuntime>`.
 pub trait SessionRuntime: Send + Sync + 'static {
@@ -317,6 +372,10 @@ pub trait SessionRuntime: Send + Sync + 'static {
 
     /// Whether the engine answers now.
     fn health(&self) -> BoxFuture<'_, Result<Health, RuntimeError>>;
+
+    /// Runs a probe to its end; whatever it created is removed before this returns. A missing
+    /// image is an error (nothing is ever pulled).
+    fn probe(&self, plan: ProbePlan) -> BoxFuture<'_, Result<ProbeOutcome, RuntimeError>>;
 }
 
 /// The runtime when no engine could be reached: every call fails with the reason, so reconciles
@@ -360,6 +419,10 @@ impl SessionRuntime for Unavailable {
     }
 
     fn health(&self) -> BoxFuture<'_, Result<Health, RuntimeError>> {
+        Box::pin(async move { Err(self.error()) })
+    }
+
+    fn probe(&self, _plan: ProbePlan) -> BoxFuture<'_, Result<ProbeOutcome, RuntimeError>> {
         Box::pin(async move { Err(self.error()) })
     }
 }

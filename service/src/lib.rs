@@ -2,6 +2,7 @@
 //! in one place. `src/` parses arguments and renders what these return; the HTTP API will serve
 //! the same values as JSON. Nothing here prints.
 
+pub mod admission;
 pub mod agents;
 mod lookup;
 pub mod resume;
@@ -54,6 +55,8 @@ pub enum ServiceError {
     Backend(#[from] BackendError),
     #[error("a background task failed")]
     Task(#[from] tokio::task::JoinError),
+    #[error(transparent)]
+    Admission(roundtable_admission::authority::AdmissionError),
     #[error(transparent)]
     Register(#[from] resume::RegisterError),
     #[error("no {what} {id:?}")]
@@ -280,7 +283,14 @@ impl Service {
     }
 
     fn reconciler(&self) -> ObjectReconciler<Store, RuntimeImages, Store> {
-        ObjectReconciler::new(self.store.clone(), RuntimeImages(self.runtime.clone()), self.store.clone())
+        // `plan` decides the gates as the daemon would, without recording or sealing anything.
+        let binary = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("roundtable"));
+        let admitter = self.admitter(binary, None).with_policy(self.declared_policy());
+        ObjectReconciler::new(
+            self.store.clone(),
+            RuntimeImages(self.runtime.clone(), Some(admitter)),
+            self.store.clone(),
+        )
     }
 
     /// What reconciling now would change; nothing is changed.

@@ -197,6 +197,14 @@ pub enum Capability {
 }
 
 impl Capability {
+    pub const ALL: [Capability; 5] = [
+        Capability::Mcp,
+        Capability::Resume,
+        Capability::SessionCapture,
+        Capability::ReadonlyWorkspace,
+        Capability::Egress,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Capability::Mcp => "mcp",

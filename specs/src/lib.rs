@@ -2,9 +2,11 @@
 //! built-in adapter templates. It does no IO beyond being handed text.
 
 pub mod adapter;
+pub mod admission;
 pub mod assignment;
 pub mod builtins;
 pub mod catalog;
+pub mod contract;
 pub mod digest;
 pub mod egress;
 pub mod layout;

@@ -3,6 +3,8 @@
 
 use schemars::{JsonSchema, generate::SchemaSettings};
 
+use crate::admission::{AdmissionItem, CanaryItem, SealedReceipt};
+use crate::contract::Contract;
 use crate::output::{
     AdapterItem, DescribeItem, DoctorReport, EventItem, List, ObjectStatus, PlannedChange, ProposalItem, SessionItem,
     ValidationError,
@@ -28,6 +30,8 @@ pub fn all() -> Vec<(String, String)> {
         render::<Assignment>("assignment.json", "Assignment"),
         render::<AdmissionPolicy>("admission-policy.json", "AdmissionPolicy"),
         render::<AnyResource>("roundtable.json", "Roundtable resource (any kind)"),
+        render::<Contract>("contract.json", "Admission contract"),
+        render::<SealedReceipt>("admission-receipt.json", "Admission receipt"),
         render::<List<ValidationError>>("outputs/validation-error-list.json", "ValidationErrorList"),
         render::<List<AdapterItem>>("outputs/adapter-list.json", "AdapterList"),
         render::<List<DoctorReport>>("outputs/doctor-report-list.json", "DoctorReportList"),
@@ -37,6 +41,8 @@ pub fn all() -> Vec<(String, String)> {
         render::<List<DescribeItem>>("outputs/describe-list.json", "DescribeList"),
         render::<List<SessionItem>>("outputs/session-list.json", "SessionList"),
         render::<List<ProposalItem>>("outputs/proposal-list.json", "ProposalList"),
+        render::<List<AdmissionItem>>("outputs/admission-list.json", "AdmissionList"),
+        render::<List<CanaryItem>>("outputs/canary-list.json", "CanaryList"),
     ]
 }
 

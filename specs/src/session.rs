@@ -47,6 +47,7 @@ macro_rules! words {
         }
     };
 }
+pub(crate) use words;
 
 /// A stored word that no variant has (a newer controller wrote it, or the row was edited).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -113,6 +114,9 @@ words! {
         /// Not run by Roundtable: an operator registered a session the CLI ran elsewhere, so
         /// `resume` can find it.
         Registered = "Registered",
+        /// A spawn-path gate (admission, the security floor, capability routing) refused the
+        /// spawn under `enforce`; no agent container was created.
+        AdmissionRefused = "AdmissionRefused",
         /// The engine refused or failed a step of the lifecycle.
         RuntimeError = "RuntimeError",
         /// The agent's workspace could not be exported within its caps; nothing is proposed.
@@ -141,6 +145,8 @@ words! {
         Succeeded = "Succeeded",
         Failed = "Failed",
         Suspended = "Suspended",
+        /// A spawn-path gate refuses its adapter under `enforce`: nothing runs until it admits.
+        Refused = "Refused",
     }
 }
 
@@ -358,6 +364,9 @@ pub struct SessionDetail {
     /// The provider side of the session: plan, captured id, usage, MCP activity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentSession>,
+    /// What the spawn-path gates decided before anything was created (empty under `off`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub admission: Vec<crate::admission::GateDecision>,
     /// Milliseconds per phase: `provision`, `launch`, `selfCheck`, `proxy`, `agent`, `export`,
     /// `patch`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

@@ -56,7 +56,7 @@ spec:
 pub const SCAFFOLD: [(&str, &str); 3] =
     [("adapters.yaml", ADAPTERS), ("assignments.yaml", ASSIGNMENTS), ("policy.yaml", POLICY)];
 
-pub async fn run(dir: &Path, state_dir: &Path) -> anyhow::Result<ExitCode> {
+pub async fn run(dir: &Path, state_dir: &Path, audit_key: &Path) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for (name, text) in SCAFFOLD {
         let path = dir.join(name);
@@ -70,6 +70,14 @@ pub async fn run(dir: &Path, state_dir: &Path) -> anyhow::Result<ExitCode> {
     let store = roundtable_store::Store::open(state_dir).await?;
     println!("state    {} (migrated; ignored by git)", store.path().display());
     store.close().await;
+    // The chain's key lives outside the state directory (which travels with the project).
+    let existed = audit_key.exists();
+    roundtable_store::audit::AuditKey::load_or_create(audit_key)?;
+    println!(
+        "{} {} (the audit chain's key; 0600, outside the state directory)",
+        if existed { "kept    " } else { "created " },
+        audit_key.display()
+    );
     println!("next: edit the files, then run `roundtable validate --dir {}`", dir.display());
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,7 @@
 //! One module per command; each returns the process exit code.
 
 pub mod adapters;
+pub mod admission;
 pub mod audit;
 pub mod describe;
 pub mod doctor;

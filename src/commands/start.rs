@@ -105,6 +105,7 @@ fn execution_config(global: &Global, args: &StartArgs) -> anyhow::Result<Executi
         socket_root: roundtable_workspace::sockets::default_root_for_this_user(),
         secrets,
         audit_key: Some(std::sync::Arc::new(audit_key)),
+        spec_dir: Some(global.dir.clone()),
         egress: roundtable_reconcilers::egress::EgressOptions {
             resolver: args.gateway_resolver,
             allow_cidrs: args.gateway_allow_cidrs.iter().map(|cidr| cidr.net()).collect(),

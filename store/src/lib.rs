@@ -1,6 +1,7 @@
 //! Roundtable's state store: the one owner of every migration and table. SQLite in WAL mode
 //! under the state directory; statements are kept portable to PostgreSQL.
 
+mod admission;
 pub mod audit;
 mod board;
 mod events;
@@ -15,6 +16,7 @@ use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
+pub use admission::Canary;
 pub use board::{Claim, Claimed, Note, paths_overlap};
 pub use events::{EventRecord, NewEvent, Severity};
 pub use executions::{ProposalRecord, SessionRecord, cutoff};

@@ -382,7 +382,9 @@ async fn sigterm_cancels_a_running_execution_after_the_grace_then_the_next_start
     let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
     wait_until("its container", || {
         let listed = Command::new("docker")
+            // The session's agent container (admission probes come and go before it).
             .args(["ps", "-q", "--filter", &format!("label=roundtable.dev/project={project_id}")])
+            .args(["--filter", "label=roundtable.dev/purpose=agent"])
             .output()
             .expect("docker ps");
         !stdout(&listed).trim().is_empty()
@@ -731,7 +733,9 @@ async fn prune_from_another_state_directory_leaves_a_live_session_alone() {
     let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
     let running = || {
         let listed = Command::new("docker")
+            // The session's agent container (admission probes come and go before it).
             .args(["ps", "-q", "--filter", &format!("label=roundtable.dev/project={project_id}")])
+            .args(["--filter", "label=roundtable.dev/purpose=agent"])
             .output()
             .expect("docker ps");
         !stdout(&listed).trim().is_empty()

@@ -1,6 +1,7 @@
 //! The root package's one integration-test binary: the real `roundtable` binary, real files,
 //! and the real container engine.
 
+mod admission;
 mod cli;
 mod container;
 mod daemon;

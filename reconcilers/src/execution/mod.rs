@@ -49,6 +49,9 @@ pub struct ExecutionConfig {
     /// The audit chain's key: session ends, capability issue and revocation, and proposals are
     /// appended to the chain. `None` records no audited entries (tests of other behaviour).
     pub audit_key: Option<Arc<roundtable_store::audit::AuditKey>>,
+    /// The spec directory, whose `contracts/` and `admission/` the spawn-path gates read.
+    /// `None` runs no gates (tests of other behaviour).
+    pub spec_dir: Option<PathBuf>,
 }
 
 /// What the Assignment reconciler asks to run.
@@ -79,6 +82,8 @@ struct Inner {
     authority: Arc<Authority>,
     runtime: Arc<dyn SessionRuntime>,
     config: ExecutionConfig,
+    /// The spawn-path gates, when the config names a spec directory.
+    admitter: Option<roundtable_admission::Admitter>,
     slots: Semaphore,
     active: Mutex<HashMap<String, Active>>,
     wake: Mutex<Option<Handle<ObjectKey>>>,
@@ -128,12 +133,24 @@ impl ExecutionManager {
 
     pub fn new(store: Store, runtime: Arc<dyn SessionRuntime>, config: ExecutionConfig) -> Self {
         let slots = Semaphore::new(config.max_executions.max(1));
+        let admitter = config.spec_dir.as_ref().map(|dir| {
+            roundtable_admission::Admitter::new(
+                runtime.clone(),
+                store.clone(),
+                dir.clone(),
+                config.binary.clone(),
+                config.project_id.clone(),
+                config.audit_key.clone(),
+            )
+            .with_controller_run(config.controller_run.clone())
+        });
         Self {
             inner: Arc::new(Inner {
                 store,
                 authority: Arc::new(Authority::new()),
                 runtime,
                 config,
+                admitter,
                 slots,
                 active: Mutex::new(HashMap::new()),
                 wake: Mutex::new(None),
@@ -154,6 +171,11 @@ impl ExecutionManager {
 
     pub fn config(&self) -> &ExecutionConfig {
         &self.inner.config
+    }
+
+    /// The spawn-path gates this manager runs, if any.
+    pub fn admitter(&self) -> Option<&roundtable_admission::Admitter> {
+        self.inner.admitter.as_ref()
     }
 
     /// Marks a session of an earlier controller run `Interrupted` and removes what it left.

@@ -121,8 +121,19 @@ impl Inner {
             return self.end(session, ending).await;
         }
         session.phase = SessionPhase::Running;
-        session.message = "provisioning".into();
         session.started_at = Some(now());
+        // The gates decide before anything of the session exists: a refusal under `enforce`
+        // leaves no folder, socket or container behind.
+        if let Some(admitter) = &self.admitter {
+            session.message = "admission".into();
+            let policy = admitter.policy().await;
+            let outcome = admitter.gate(&request.adapter, &request.spec.requires, &policy, &session.id).await;
+            session.detail.admission = outcome.decisions.clone();
+            if let Some(refused) = outcome.blocking() {
+                return self.end(session, Ending::failed(SessionCause::AdmissionRefused, refused.to_string())).await;
+            }
+        }
+        session.message = "provisioning".into();
         let exec_dir = self.config.execution_root.join(&session.id);
         session.exec_dir = Some(exec_dir.display().to_string());
         self.save(&session).await;

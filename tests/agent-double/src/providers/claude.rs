@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::args::{self, Arg, ArgError, Flag};
 use super::fields;
+use super::version;
 use super::{
     Call, Edit, Env, Outcome, Parsed, Personality, Refusal, SERVER, ServerSpec, Started, Usage, ids, sanitize,
 };
@@ -176,7 +177,7 @@ impl Claude {
         let value = value.unwrap_or_default();
         match name {
             "--help" => return Ok(Some(Parsed::Print(HELP.to_owned()))),
-            "--version" => return Ok(Some(Parsed::Print(format!("{VERSION} (Claude Code)\n")))),
+            "--version" => return Ok(Some(Parsed::Print(format!("{} (Claude Code)\n", version(VERSION))))),
             "--print" => self.print = true,
             "--output-format" if ["text", "json", "stream-json"].contains(&value.as_str()) => {
                 self.output_format = Some(value);

@@ -10,9 +10,10 @@ use serde_json::{Value, json};
 
 use super::args::{self, Arg, ArgError, Flag};
 use super::fields::{self, Object};
+use super::version;
 use super::{Call, Edit, Env, Outcome, Parsed, Personality, Refusal, SERVER, ServerSpec, Started, Usage, ids, toml};
 
-const VERSION: &str = "codex-cli 0.171.0";
+const VERSION: &str = "0.171.0";
 
 /// What Codex copies from its own environment into every stdio server's (`DEFAULT_ENV_VARS`).
 const DEFAULT_ENV_VARS: [&str; 10] =
@@ -126,7 +127,7 @@ impl Codex {
         let value = value.unwrap_or_default();
         match name {
             "--help" => return Ok(Some(Parsed::Print(HELP.to_owned()))),
-            "--version" => return Ok(Some(Parsed::Print(format!("{VERSION}\n")))),
+            "--version" => return Ok(Some(Parsed::Print(format!("codex-cli {}\n", version(VERSION))))),
             "--json" => self.json = true,
             "--skip-git-repo-check" => self.skip_git_repo_check = true,
             "--dangerously-bypass-approvals-and-sandbox" => self.bypass = true,
@@ -157,7 +158,7 @@ impl Personality for Codex {
         match command.as_str() {
             "exec" | "e" => {}
             "--help" | "-h" => return Ok(Parsed::Print(HELP.to_owned())),
-            "--version" | "-V" => return Ok(Parsed::Print(format!("{VERSION}\n"))),
+            "--version" | "-V" => return Ok(Parsed::Print(format!("codex-cli {}\n", version(VERSION)))),
             other => {
                 return Err(clap_error(&format!(
                     "unrecognized subcommand '{other}' (agent-double plays only `codex exec`)"

@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::args::{self, Arg, ArgError, Flag};
 use super::fields::{self, Object};
+use super::version;
 use super::{
     Call, Edit, Env, Outcome, Parsed, Personality, Refusal, SERVER, ServerSpec, Started, Usage, ids, sanitize,
 };
@@ -254,7 +255,7 @@ impl Gemini {
     fn flag(&mut self, name: &str, value: Option<String>, yolo: &mut bool) -> Result<Option<Parsed<Self>>, Refusal> {
         match (name, value) {
             ("--help", _) => return Ok(Some(Parsed::Print(HELP.to_owned()))),
-            ("--version", _) => return Ok(Some(Parsed::Print(format!("{VERSION}\n")))),
+            ("--version", _) => return Ok(Some(Parsed::Print(format!("{}\n", version(VERSION))))),
             ("--output-format", Some(format)) => {
                 if !["text", "json", "stream-json"].contains(&format.as_str()) {
                     return Err(choices("output-format", &format, &["text", "json", "stream-json"]));

@@ -49,6 +49,12 @@ pub fn run(behaviour: &str, args: &[String]) -> Option<ExitCode> {
 
 // === what the personalities share ===
 
+/// The version a personality reports: `AGENT_DOUBLE_VERSION` when set (an image built with it
+/// plays a newer release of the CLI), else its own.
+pub fn version(own: &str) -> String {
+    std::env::var("AGENT_DOUBLE_VERSION").ok().filter(|v| !v.is_empty()).unwrap_or_else(|| own.to_owned())
+}
+
 /// The process environment as a personality sees it: a snapshot, so tests can give their own.
 #[derive(Debug, Clone, Default)]
 pub struct Env {

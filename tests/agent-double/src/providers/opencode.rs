@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::args::{self, Arg, ArgError, Flag};
 use super::fields::{self, Object};
+use super::version;
 use super::{
     Call, Edit, Env, Outcome, Parsed, Personality, Refusal, SERVER, ServerSpec, Started, Usage, ids, sanitize,
 };
@@ -249,7 +250,7 @@ impl Personality for Opencode {
         match command.as_str() {
             "run" => {}
             "--help" | "-h" => return Ok(Parsed::Print(HELP.to_owned())),
-            "--version" | "-v" => return Ok(Parsed::Print(format!("{VERSION}\n"))),
+            "--version" | "-v" => return Ok(Parsed::Print(format!("{}\n", version(VERSION)))),
             other => {
                 return Err(Refusal::usage(format!(
                     "Error: unknown command {other:?} (agent-double plays only `opencode run`)"

@@ -1,0 +1,553 @@
+//! The admission authority: gathers the evidence for an adapter (its contract, a probe in its
+//! image through the session runtime, cached by image ID and contract hash, the canary
+//! attestation), reads its receipt, decides, seals, and anchors every receipt and gate decision
+//! in the audit chain. The CLI, the reconcilers and the execution manager all go through it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use roundtable_runtime::{
+    Captured, Ownership, ProbeCommand, ProbePlan, ProbeRun, Purpose, RuntimeError, SessionRuntime,
+};
+use roundtable_specs::adapter::{Capability, ResolvedAdapter};
+use roundtable_specs::admission::{
+    CanaryVerdict, ChainHead, EvidenceSummary, GateDecision, GateKind, ReceiptSummary, SealedReceipt,
+    TranscriptOutcome, Verdict,
+};
+use roundtable_specs::policy::{AdmissionMode, AdmissionPolicySpec};
+use roundtable_store::audit::{AuditKey, AuditedEntry};
+use roundtable_store::{Canary, Store};
+use serde_json::json;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::contracts::{self, LoadedContract};
+use crate::evidence::Evidence;
+use crate::gate::{self, Stored};
+use crate::receipts::{ReceiptError, ReceiptFolder};
+use crate::surface::{self, Surface};
+
+/// How long one probe command may run.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What can go wrong beyond a refusal.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmissionError {
+    #[error(transparent)]
+    Receipt(#[from] ReceiptError),
+    #[error(transparent)]
+    Store(#[from] roundtable_store::Error),
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error("adapter {0} has no image to run a canary in")]
+    NoImage(String),
+    #[error("adapter {adapter}: {why}")]
+    Canary { adapter: String, why: String },
+}
+
+/// The clock admission decides by (tests pause it).
+pub type Clock = Arc<dyn Fn() -> OffsetDateTime + Send + Sync>;
+
+/// One adapter's admission as `admission check` and `status` show it.
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub evidence: Evidence,
+    pub stored: Stored,
+    pub decision: GateDecision,
+    /// The policy exempts the adapter: it spawns whatever the decision says.
+    pub exempt: bool,
+}
+
+impl Check {
+    /// The evidence as listings show it.
+    pub fn evidence_summary(&self) -> EvidenceSummary {
+        let evidence = &self.evidence;
+        EvidenceSummary {
+            image: evidence.image.clone(),
+            image_id: evidence.image_id.clone(),
+            installed_version: evidence.surface.version.clone(),
+            contract: match &evidence.contract {
+                Ok(Some(loaded)) => loaded.source_text(),
+                _ => String::new(),
+            },
+            contract_hash: evidence.contract_hash(),
+            profile_hash: evidence.profile_hash(),
+            conformance: evidence.surface.verdict,
+            conformance_detail: evidence.surface.detail.clone(),
+            transcripts: evidence
+                .replay
+                .iter()
+                .map(|r| TranscriptOutcome {
+                    name: r.transcript.clone(),
+                    passed: r.passed,
+                    diverged: r.diverged.clone(),
+                })
+                .collect(),
+            canary: evidence.canary,
+            replay_fingerprint: evidence.fingerprint(),
+        }
+    }
+
+    /// The stored receipt as listings show it, its expiry under the policy's `ttl_seconds`.
+    pub fn receipt_summary(&self, receipts: &ReceiptFolder, ttl_seconds: u64) -> Option<ReceiptSummary> {
+        let Stored::Found(sealed) = &self.stored else { return None };
+        let body = &sealed.receipt;
+        Some(ReceiptSummary {
+            id: sealed.id.clone(),
+            path: receipts.path(&body.adapter).map(|p| p.display().to_string()).unwrap_or_default(),
+            verdict: body.verdict,
+            reason: body.reason,
+            generated_at: body.generated_at.clone(),
+            expires_at: gate::expiry(&body.generated_at, body.ttl_seconds.min(ttl_seconds))
+                .and_then(|at| at.format(&Rfc3339).ok()),
+        })
+    }
+}
+
+/// What the spawn-path gates decided for one spawn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateOutcome {
+    pub mode: AdmissionMode,
+    pub decisions: Vec<GateDecision>,
+    /// The evidence the admission gate saw (absent under `off`).
+    pub evidence: Option<EvidenceSummary>,
+    /// The receipt it compared against.
+    pub receipt: Option<ReceiptSummary>,
+}
+
+impl GateOutcome {
+    /// The first refusal that blocks the spawn (only under `enforce`).
+    pub fn blocking(&self) -> Option<&GateDecision> {
+        if self.mode != AdmissionMode::Enforce {
+            return None;
+        }
+        self.decisions.iter().find(|d| !d.admitted())
+    }
+}
+
+/// The admission authority of one project.
+#[derive(Clone)]
+pub struct Admitter {
+    runtime: Arc<dyn SessionRuntime>,
+    store: Store,
+    contracts: PathBuf,
+    receipts: ReceiptFolder,
+    binary: PathBuf,
+    project: String,
+    audit_key: Option<Arc<AuditKey>>,
+    clock: Clock,
+    /// The controller run probes are labelled with: the daemon's (its lease tells `status` and
+    /// `prune` elsewhere that they are in use), or `probe` for a CLI command's.
+    controller_run: String,
+    /// The policy to decide by instead of the one recorded in the store (the CLI's `plan`
+    /// reads the spec directory, which may be ahead of the store).
+    policy: Option<AdmissionPolicySpec>,
+}
+
+impl std::fmt::Debug for Admitter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admitter")
+            .field("contracts", &self.contracts)
+            .field("receipts", &self.receipts)
+            .finish_non_exhaustive()
+    }
+}
+
+fn run_to_json(run: &ProbeRun) -> serde_json::Value {
+    json!({
+        "argv": run.argv,
+        "exitCode": run.exit_code,
+        "stdout": String::from_utf8_lossy(&run.stdout.bytes),
+        "stderr": String::from_utf8_lossy(&run.stderr.bytes),
+    })
+}
+
+fn run_from_json(value: &serde_json::Value) -> Option<ProbeRun> {
+    let text = |name: &str| value.get(name).and_then(|v| v.as_str()).unwrap_or_default().as_bytes().to_vec();
+    let captured = |bytes: Vec<u8>| Captured { total: bytes.len() as u64, bytes };
+    Some(ProbeRun {
+        argv: serde_json::from_value(value.get("argv")?.clone()).ok()?,
+        exit_code: value.get("exitCode").and_then(serde_json::Value::as_i64),
+        stdout: captured(text("stdout")),
+        stderr: captured(text("stderr")),
+    })
+}
+
+impl Admitter {
+    /// `spec_dir` holds `contracts/` and `admission/`; `binary` is mounted into probes.
+    pub fn new(
+        runtime: Arc<dyn SessionRuntime>,
+        store: Store,
+        spec_dir: PathBuf,
+        binary: PathBuf,
+        project: String,
+        audit_key: Option<Arc<AuditKey>>,
+    ) -> Self {
+        Self {
+            runtime,
+            store,
+            contracts: spec_dir.join("contracts"),
+            receipts: ReceiptFolder::new(spec_dir.join("admission")),
+            binary,
+            project,
+            audit_key,
+            clock: Arc::new(OffsetDateTime::now_utc),
+            controller_run: "probe".into(),
+            policy: None,
+        }
+    }
+
+    /// Decides by `policy` rather than the one recorded in the store.
+    pub fn with_policy(mut self, policy: AdmissionPolicySpec) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// Labels probes with `run` (the daemon's controller run).
+    pub fn with_controller_run(mut self, run: String) -> Self {
+        self.controller_run = run;
+        self
+    }
+
+    /// Decides by `clock` instead of the wall clock.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The policy recorded in this project's state store.
+    pub async fn policy(&self) -> AdmissionPolicySpec {
+        match &self.policy {
+            Some(policy) => policy.clone(),
+            None => Self::recorded_policy(&self.store).await,
+        }
+    }
+
+    pub fn receipts(&self) -> &ReceiptFolder {
+        &self.receipts
+    }
+
+    fn now(&self) -> OffsetDateTime {
+        (self.clock)()
+    }
+
+    /// The policy recorded in the state store (the default when there is none).
+    pub async fn recorded_policy(store: &Store) -> AdmissionPolicySpec {
+        let Ok(records) = store.objects().await else { return AdmissionPolicySpec::default() };
+        records
+            .iter()
+            .filter(|r| r.key.kind == roundtable_specs::Kind::AdmissionPolicy && r.deleted_at.is_none())
+            .find_map(|r| match roundtable_specs::resource::from_json(&r.spec_json) {
+                Ok((_, roundtable_specs::Spec::AdmissionPolicy(spec))) => Some(spec),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+
+    /// A probe of `commands` in `adapter`'s image, labelled apart from agents.
+    fn probe_plan(&self, adapter: &ResolvedAdapter, commands: Vec<ProbeCommand>) -> ProbePlan {
+        let nonce = format!("{}:{}:{:?}", adapter.name, std::process::id(), std::time::SystemTime::now());
+        let id = format!(
+            "{}-{}",
+            roundtable_specs::names::slug(&adapter.name),
+            &roundtable_specs::digest::sha256_hex(nonce.as_bytes())[..12]
+        );
+        ProbePlan {
+            id: id.clone(),
+            ownership: Ownership {
+                project: self.project.clone(),
+                assignment: None,
+                session: format!("probe-{id}"),
+                controller_run: self.controller_run.clone(),
+                purpose: Purpose::Probe,
+            },
+            image: adapter.image.as_ref().map(ToString::to_string),
+            binary: self.binary.clone(),
+            commands,
+            env: surface::probe_env(),
+            timeout: PROBE_TIMEOUT,
+            output_limit: surface::PROBE_OUTPUT_LIMIT,
+        }
+    }
+
+    /// Runs (or reads from the cache) the probe for `contract` in `adapter`'s image.
+    async fn probe(&self, adapter: &ResolvedAdapter, loaded: &LoadedContract) -> (String, Surface) {
+        let image = adapter.image.as_ref().map(ToString::to_string);
+        if image.is_none() && adapter.command != roundtable_specs::builtins::IN_CONTAINER_BINARY {
+            return (String::new(), Surface::skipped("spec.image is not set: there is nothing to probe"));
+        }
+        // The cache is keyed by image ID; the empty image runs our own binary, which changes
+        // with every build, so the mock is always probed afresh.
+        let known_id = match &image {
+            Some(reference) => match self.runtime.inspect_image(reference).await {
+                Ok(Some(id)) => Some(id),
+                Ok(None) => {
+                    return (String::new(), Surface::skipped(format!("image {reference} is not on the engine")));
+                }
+                Err(error) => {
+                    return (String::new(), Surface::skipped(format!("cannot inspect image {reference}: {error}")));
+                }
+            },
+            // The empty image runs our own mounted binary: its identity (path, size, modification
+            // time) stands in for the image ID, so a new build is probed afresh.
+            None => Some(self.own_binary_identity()),
+        };
+        if let Some(id) = &known_id
+            && let Ok(Some(cached)) = self.store.probe(id, &loaded.hash).await
+            && let Ok(serde_json::Value::Array(values)) = serde_json::from_str::<serde_json::Value>(&cached)
+        {
+            let runs: Vec<ProbeRun> = values.iter().filter_map(run_from_json).collect();
+            return (id.clone(), surface::conformance(&loaded.contract, &runs));
+        }
+        let plan = self.probe_plan(adapter, surface::probe_commands(&loaded.contract));
+        match self.runtime.probe(plan).await {
+            Ok(outcome) => {
+                let id = if image.is_some() { outcome.image_id } else { known_id.unwrap_or_default() };
+                let runs: Vec<serde_json::Value> = outcome.runs.iter().map(run_to_json).collect();
+                let text = serde_json::Value::Array(runs).to_string();
+                if let Err(error) = self.store.save_probe(&id, &loaded.hash, &text).await {
+                    tracing::warn!(%error, "cannot cache the probe result");
+                }
+                let surface = surface::conformance(&loaded.contract, &outcome.runs);
+                (id, surface)
+            }
+            Err(error) => (
+                known_id.unwrap_or_default(),
+                Surface::skipped(format!("the probe did not run: {}", error_chain(&error))),
+            ),
+        }
+    }
+
+    fn own_binary_identity(&self) -> String {
+        let meta = std::fs::metadata(&self.binary).ok();
+        let modified = meta.as_ref().and_then(|m| m.modified().ok()).map(|t| format!("{t:?}")).unwrap_or_default();
+        let identity = format!("{}:{}:{modified}", self.binary.display(), meta.map_or(0, |m| m.len()));
+        format!("empty+{}", &roundtable_specs::digest::sha256_hex(identity.as_bytes())[..16])
+    }
+
+    async fn canary_verdict(&self, adapter: &str, image_id: &str) -> CanaryVerdict {
+        match self.store.canary(adapter, image_id).await {
+            Ok(Some(canary)) => {
+                let fresh = OffsetDateTime::parse(&canary.expires_at, &Rfc3339).is_ok_and(|at| self.now() <= at);
+                match (canary.verdict.as_str(), fresh) {
+                    ("red", true) => CanaryVerdict::Red,
+                    ("green", true) => CanaryVerdict::Green,
+                    _ => CanaryVerdict::Stale,
+                }
+            }
+            _ => CanaryVerdict::Unknown,
+        }
+    }
+
+    /// The live evidence for `adapter`.
+    pub async fn evidence(&self, adapter: &ResolvedAdapter) -> Evidence {
+        let contract = contracts::load(&self.contracts, adapter);
+        let (image_id, surface) = match &contract {
+            Ok(Some(loaded)) => self.probe(adapter, loaded).await,
+            Ok(None) => (String::new(), Surface::skipped("no contract to probe with")),
+            Err(why) => (String::new(), Surface::skipped(format!("the contract does not load: {why}"))),
+        };
+        let canary = self.canary_verdict(&adapter.name, &image_id).await;
+        Evidence::gather(adapter, image_id, contract, surface, canary)
+    }
+
+    /// The admission gate for `adapter` now, under `policy`.
+    pub async fn check(&self, adapter: &ResolvedAdapter, policy: &AdmissionPolicySpec) -> Check {
+        let evidence = self.evidence(adapter).await;
+        let stored = self.receipts.load(&adapter.name);
+        let decision = gate::admission(&evidence, &stored, policy.receipt_ttl.as_std().as_secs(), self.now());
+        let exempt = policy.exempt.iter().any(|name| name == &adapter.name);
+        Check { evidence, stored, decision, exempt }
+    }
+
+    /// Seals a receipt from the live evidence (an admit or a refusal) and anchors it.
+    pub async fn seal(
+        &self,
+        adapter: &ResolvedAdapter,
+        policy: &AdmissionPolicySpec,
+    ) -> Result<(SealedReceipt, PathBuf), AdmissionError> {
+        let evidence = self.evidence(adapter).await;
+        let head =
+            self.audit_key.as_ref().and_then(|key| key.read_head()).map(|h| ChainHead { seq: h.seq, mac: h.mac });
+        let generated_at = self.now().format(&Rfc3339).unwrap_or_default();
+        let body = evidence.receipt(policy.receipt_ttl.as_std().as_secs(), generated_at, head);
+        let (sealed, path) = self.receipts.seal(body)?;
+        let r = &sealed.receipt;
+        let record = json!({
+            "adapter": r.adapter,
+            "receipt": sealed.id,
+            "verdict": r.verdict,
+            "reason": r.reason,
+            "imageId": r.image_id,
+            "installedVersion": r.installed_version,
+            "contractHash": r.contract_hash,
+            "replayFingerprint": r.replay_fingerprint,
+            "conformanceRunId": r.conformance_run_id,
+            "allowedCapabilities": r.allowed_capabilities,
+            "forbiddenCapabilities": r.forbidden_capabilities,
+        });
+        self.audit("admission.receipt", &format!("Adapter/{}", adapter.name), record).await;
+        Ok((sealed, path))
+    }
+
+    /// The three spawn-path gates for `adapter` requiring `requires`, decided without recording
+    /// anything (what `status` and the Assignment reconciler look at). `off` decides nothing.
+    pub async fn decide(
+        &self,
+        adapter: &ResolvedAdapter,
+        requires: &[Capability],
+        policy: &AdmissionPolicySpec,
+    ) -> GateOutcome {
+        let mode = policy.mode;
+        if mode == AdmissionMode::Off {
+            return GateOutcome { mode, decisions: Vec::new(), evidence: None, receipt: None };
+        }
+        let check = self.check(adapter, policy).await;
+        let evidence = Some(check.evidence_summary());
+        let receipt = check.receipt_summary(&self.receipts, policy.receipt_ttl.as_std().as_secs());
+        let admission = if check.exempt {
+            GateDecision {
+                gate: GateKind::Admission,
+                adapter: adapter.name.clone(),
+                verdict: Verdict::Admit,
+                reason: None,
+                message: "exempt by the AdmissionPolicy".into(),
+                remediation: String::new(),
+                receipt: None,
+            }
+        } else {
+            check.decision
+        };
+        let floor = gate::floor_of(policy.min_versions.get(&adapter.name), adapter.min_version.as_ref());
+        let decisions = vec![
+            admission,
+            gate::security_floor(&adapter.name, check.evidence.surface.version.as_deref(), floor),
+            gate::capability_routing(adapter, requires),
+        ];
+        GateOutcome { mode, decisions, evidence, receipt }
+    }
+
+    /// The gates for one spawn, each decision anchored in the audit chain under `subject` (the
+    /// session), with the mode and whether it blocked.
+    pub async fn gate(
+        &self,
+        adapter: &ResolvedAdapter,
+        requires: &[Capability],
+        policy: &AdmissionPolicySpec,
+        subject: &str,
+    ) -> GateOutcome {
+        let outcome = self.decide(adapter, requires, policy).await;
+        self.record(&outcome, subject).await;
+        outcome
+    }
+
+    /// Anchors each decision of `outcome` in the audit chain under `subject`, with the mode and
+    /// whether it blocked.
+    pub async fn record(&self, outcome: &GateOutcome, subject: &str) {
+        for decision in &outcome.decisions {
+            let blocked = outcome.mode == AdmissionMode::Enforce && !decision.admitted();
+            let mut record = serde_json::to_value(decision).unwrap_or_default();
+            if let Some(map) = record.as_object_mut() {
+                map.insert("mode".into(), json!(outcome.mode));
+                map.insert("blocked".into(), json!(blocked));
+            }
+            self.audit("admission.gate", subject, record).await;
+        }
+    }
+
+    /// The canary: the contract's first golden transcript launched for real in the adapter's
+    /// image (its planned command line, the prompt on stdin when the plan says so), under the
+    /// probe's hardening with no network, no MCP endpoint and no credentials. Green when the CLI
+    /// exits 0 and, where the transcript expects a session id, the capture finds one in what it
+    /// printed; red otherwise. The verdict is attested for the image ID for `ttl`.
+    pub async fn canary(
+        &self,
+        adapter: &ResolvedAdapter,
+        ttl: std::time::Duration,
+    ) -> Result<(Canary, ProbeRun), AdmissionError> {
+        let failed = |why: String| AdmissionError::Canary { adapter: adapter.name.clone(), why };
+        let loaded = match contracts::load(&self.contracts, adapter) {
+            Ok(Some(loaded)) => loaded,
+            Ok(None) => return Err(failed("has no contract, so no canary transcript".into())),
+            Err(why) => return Err(failed(why)),
+        };
+        let Some(transcript) = loaded.transcripts.first() else {
+            return Err(failed("its contract has no golden transcript to run as the canary".into()));
+        };
+        if adapter.image.is_none() && adapter.command != roundtable_specs::builtins::IN_CONTAINER_BINARY {
+            return Err(AdmissionError::NoImage(adapter.name.clone()));
+        }
+        let input =
+            roundtable_agents::plan::PlanInput { prompt: &transcript.prompt, model: transcript.model.as_deref() };
+        let planned = roundtable_agents::plan::plan(adapter, input, false);
+        let stdin = match planned.stdin {
+            roundtable_agents::plan::Stdin::Prompt => Some(transcript.prompt.clone().into_bytes()),
+            roundtable_agents::plan::Stdin::Empty => Some(Vec::new()),
+        };
+        let plan = self.probe_plan(adapter, vec![ProbeCommand { argv: planned.argv.clone(), stdin }]);
+        let outcome = self.runtime.probe(plan).await?;
+        let Some(run) = outcome.runs.into_iter().next() else {
+            return Err(failed("the canary ran no command".into()));
+        };
+        let captured = roundtable_agents::capture::capture(adapter.provider, &run.stdout.bytes, run.stdout.truncated());
+        let (passed, detail) = match (run.exit_code, transcript.session_id.is_some(), captured.session_id) {
+            (Some(0), false, _) => (true, "exited 0".to_owned()),
+            (Some(0), true, Ok(id)) => (true, format!("exited 0; captured session {}", id.as_str())),
+            (Some(0), true, Err(why)) => (false, format!("exited 0 but no session id was captured: {why}")),
+            (Some(code), _, _) => (false, format!("exited {code}")),
+            (None, _, _) => (false, format!("did not finish within {} s", PROBE_TIMEOUT.as_secs())),
+        };
+        // Attested under the same image identity the evidence uses.
+        let image_id = if adapter.image.is_some() { outcome.image_id } else { self.own_binary_identity() };
+        let canary = self.attest(&adapter.name, &image_id, passed, detail, ttl).await?;
+        Ok((canary, run))
+    }
+
+    /// Records a canary attestation for `adapter`'s image.
+    pub async fn attest(
+        &self,
+        adapter: &str,
+        image_id: &str,
+        passed: bool,
+        detail: String,
+        ttl: std::time::Duration,
+    ) -> Result<Canary, AdmissionError> {
+        let now = self.now();
+        let expires = now + ttl;
+        let canary = Canary {
+            adapter: adapter.into(),
+            image_id: image_id.into(),
+            verdict: if passed { "green" } else { "red" }.into(),
+            detail,
+            at: now.format(&Rfc3339).unwrap_or_default(),
+            expires_at: expires.format(&Rfc3339).unwrap_or_default(),
+        };
+        self.store.record_canary(&canary).await?;
+        self.audit(
+            "admission.canary",
+            &format!("Adapter/{adapter}"),
+            serde_json::to_value(&canary).unwrap_or_default(),
+        )
+        .await;
+        Ok(canary)
+    }
+
+    async fn audit(&self, kind: &str, subject: &str, record: serde_json::Value) {
+        let Some(key) = &self.audit_key else { return };
+        let entry = AuditedEntry { kind, subject, record };
+        if let Err(error) = self.store.append_audited(key, &entry).await {
+            tracing::error!(%error, kind, subject, "cannot append to the audit chain");
+        }
+    }
+}
+
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,96 @@
+//! Finding an adapter's contract: the file its spec names, else `<slug>.yaml` in the contracts
+//! folder, else (for a built-in adapter name only) the contract shipped in the binary. A custom
+//! adapter never borrows a built-in's contract: it is admitted on evidence written for it.
+
+use std::path::Path;
+
+use roundtable_specs::adapter::ResolvedAdapter;
+use roundtable_specs::builtins::BUILTIN_NAMES;
+use roundtable_specs::contract::{self, Contract, ContractSource, Transcript, TranscriptEntry};
+use roundtable_specs::digest::sha256_hex;
+use roundtable_specs::names::slug;
+
+/// Contract and transcript files larger than this are refused.
+const MAX_BYTES: u64 = 1 << 20;
+
+/// A contract with its transcripts read and its content hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedContract {
+    pub contract: Contract,
+    pub source: ContractSource,
+    /// SHA-256 over the contract's bytes and every transcript file it names.
+    pub hash: String,
+    pub transcripts: Vec<Transcript>,
+}
+
+impl LoadedContract {
+    pub fn source_text(&self) -> String {
+        match &self.source {
+            ContractSource::Builtin => "builtin".into(),
+            ContractSource::File(name) => name.clone(),
+        }
+    }
+}
+
+fn read_bounded(path: &Path) -> Result<String, String> {
+    let shown = path.display();
+    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("{shown}: not a regular file"));
+    }
+    if meta.len() > MAX_BYTES {
+        return Err(format!("{shown}: {} bytes; contracts are limited to {MAX_BYTES}", meta.len()));
+    }
+    std::fs::read_to_string(path).map_err(|e| format!("{shown}: {e}"))
+}
+
+fn shown(error: &roundtable_specs::ValidationError) -> String {
+    if error.line == 0 {
+        format!("{}: {}: {}", error.file, error.path, error.message)
+    } else {
+        format!("{}:{}:{}: {}: {}", error.file, error.line, error.column, error.path, error.message)
+    }
+}
+
+/// The contract for `adapter`: `Ok(None)` when there is none; `Err` names what is wrong with
+/// the one there is (file, line and field).
+pub fn load(folder: &Path, adapter: &ResolvedAdapter) -> Result<Option<LoadedContract>, String> {
+    let own = adapter.contract.clone().unwrap_or_else(|| format!("{}.yaml", slug(&adapter.name)));
+    if !contract::is_plain_file_name(&own) {
+        return Err(format!("spec.contract {own:?} is not a file name in the contracts folder"));
+    }
+    let path = folder.join(&own);
+    let (text, source, file) = if std::fs::symlink_metadata(&path).is_ok() {
+        (read_bounded(&path)?, ContractSource::File(own.clone()), path.display().to_string())
+    } else if adapter.contract.is_some() {
+        return Err(format!("spec.contract names {}, which does not exist", path.display()));
+    } else if BUILTIN_NAMES.contains(&adapter.name.as_str()) && adapter.provider.as_str() == adapter.name {
+        let (name, text) = contract::builtin(adapter.provider);
+        (text.to_owned(), ContractSource::Builtin, format!("<built-in {name}>"))
+    } else {
+        return Ok(None);
+    };
+    let parsed = contract::parse(&file, &text).map_err(|e| shown(&e))?;
+    if parsed.adapter != adapter.name {
+        return Err(format!("{file}: the contract is for adapter {:?}, not {:?}", parsed.adapter, adapter.name));
+    }
+    let mut hashed = text.into_bytes();
+    let mut transcripts = Vec::new();
+    for entry in &parsed.transcripts {
+        match entry {
+            TranscriptEntry::Inline(transcript) => transcripts.push((**transcript).clone()),
+            TranscriptEntry::File(name) => {
+                let path = folder.join(name);
+                let text = read_bounded(&path)?;
+                let transcript =
+                    contract::parse_transcript(&path.display().to_string(), &text).map_err(|e| shown(&e))?;
+                hashed.extend_from_slice(b"\0");
+                hashed.extend_from_slice(name.as_bytes());
+                hashed.extend_from_slice(b"\0");
+                hashed.extend_from_slice(text.as_bytes());
+                transcripts.push(transcript);
+            }
+        }
+    }
+    Ok(Some(LoadedContract { contract: parsed, source, hash: sha256_hex(&hashed), transcripts }))
+}

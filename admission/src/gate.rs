@@ -1,0 +1,253 @@
+//! The spawn-path gates. Admission compares the live evidence with the sealed receipt: green
+//! evidence alone does not admit, the receipt is the gate. Beside it, the security floor (the
+//! installed CLI is at least the minimum safe version) and capability routing (the adapter
+//! offers what the Assignment requires).
+
+use roundtable_specs::adapter::{Capability, ResolvedAdapter};
+use roundtable_specs::admission::{GateDecision, GateKind, RECEIPT_KIND, RefusalReason, SealedReceipt, Verdict};
+use roundtable_specs::names::VersionFloor;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::evidence::Evidence;
+
+/// What the receipt folder holds for an adapter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stored {
+    Missing,
+    /// There is a file but it is not a receipt that verifies: why.
+    Unreadable(String),
+    Found(Box<SealedReceipt>),
+}
+
+fn refuse(
+    gate: GateKind,
+    adapter: &str,
+    reason: &str,
+    message: String,
+    remediation: String,
+    receipt: Option<String>,
+) -> GateDecision {
+    GateDecision {
+        gate,
+        adapter: adapter.into(),
+        verdict: Verdict::Refuse,
+        reason: Some(reason.into()),
+        message,
+        remediation,
+        receipt,
+    }
+}
+
+fn admission_refusal(adapter: &str, reason: RefusalReason, message: String, receipt: Option<String>) -> GateDecision {
+    refuse(GateKind::Admission, adapter, reason.as_str(), message, reason.remediation(adapter), receipt)
+}
+
+/// When a receipt generated at `generated_at` with `ttl_seconds` expires; `None` when the time
+/// does not parse (which counts as stale).
+pub fn expiry(generated_at: &str, ttl_seconds: u64) -> Option<OffsetDateTime> {
+    let at = OffsetDateTime::parse(generated_at, &Rfc3339).ok()?;
+    at.checked_add(time::Duration::seconds(i64::try_from(ttl_seconds).ok()?))
+}
+
+/// The admission gate: the live evidence against the stored receipt, at `now`, with the
+/// policy's `ttl_seconds` (a receipt's own TTL can only shorten it).
+pub fn admission(evidence: &Evidence, stored: &Stored, ttl_seconds: u64, now: OffsetDateTime) -> GateDecision {
+    let adapter = evidence.adapter.as_str();
+    let receipt_id = match stored {
+        Stored::Found(sealed) => Some(sealed.id.clone()),
+        _ => None,
+    };
+    if let Some((reason, detail)) = evidence.refusal() {
+        return admission_refusal(adapter, reason, detail, receipt_id);
+    }
+    let sealed = match stored {
+        Stored::Missing => {
+            return admission_refusal(
+                adapter,
+                RefusalReason::NoReceipt,
+                "the evidence is green but no receipt is sealed".into(),
+                None,
+            );
+        }
+        Stored::Unreadable(why) => {
+            return admission_refusal(adapter, RefusalReason::ReceiptTampered, why.clone(), None);
+        }
+        Stored::Found(sealed) => sealed,
+    };
+    let body = &sealed.receipt;
+    if !sealed.intact() {
+        return admission_refusal(
+            adapter,
+            RefusalReason::ReceiptTampered,
+            format!("the receipt no longer hashes to its id {}", sealed.id),
+            receipt_id,
+        );
+    }
+    if body.kind != RECEIPT_KIND || body.adapter != adapter {
+        let why = format!(
+            "the receipt is a {:?} for adapter {:?}, not an {RECEIPT_KIND} for {adapter:?}",
+            body.kind, body.adapter
+        );
+        return admission_refusal(adapter, RefusalReason::ReceiptTampered, why, receipt_id);
+    }
+    if body.verdict == Verdict::Refuse {
+        let why = format!("the sealed receipt records a refusal ({})", body.reason.map_or("unknown", |r| r.as_str()));
+        return admission_refusal(adapter, RefusalReason::StoredRefusal, why, receipt_id);
+    }
+    match expiry(&body.generated_at, body.ttl_seconds.min(ttl_seconds)) {
+        Some(expires) if now <= expires => {}
+        Some(expires) => {
+            let why = format!("the receipt expired at {}", expires.format(&Rfc3339).unwrap_or_default());
+            return admission_refusal(adapter, RefusalReason::ReceiptStale, why, receipt_id);
+        }
+        None => {
+            let why = format!("the receipt's generatedAt {:?} does not parse", body.generated_at);
+            return admission_refusal(adapter, RefusalReason::ReceiptStale, why, receipt_id);
+        }
+    }
+    let live = evidence.fingerprint();
+    if body.replay_fingerprint != live {
+        let mut changed = Vec::new();
+        if body.image_id != evidence.image_id {
+            changed.push(format!("image {} → {}", short(&body.image_id), short(&evidence.image_id)));
+        }
+        if body.installed_version != evidence.surface.version {
+            changed.push(format!("version {:?} → {:?}", body.installed_version, evidence.surface.version));
+        }
+        if body.contract_hash != evidence.contract_hash() {
+            changed.push("the contract".into());
+        }
+        if body.profile_hash != evidence.profile_hash() {
+            changed.push("the capability profile".into());
+        }
+        if changed.is_empty() {
+            changed.push("the transcript replay".into());
+        }
+        let why = format!("changed since sealing: {}", changed.join(", "));
+        return admission_refusal(adapter, RefusalReason::FingerprintMismatch, why, receipt_id);
+    }
+    GateDecision {
+        gate: GateKind::Admission,
+        adapter: adapter.into(),
+        verdict: Verdict::Admit,
+        reason: None,
+        message: format!(
+            "receipt {} pins version {} in image {}",
+            short(&sealed.id),
+            body.installed_version.as_deref().unwrap_or("?"),
+            short(&body.image_id)
+        ),
+        remediation: String::new(),
+        receipt: receipt_id,
+    }
+}
+
+fn short(id: &str) -> &str {
+    let id = id.strip_prefix("sha256:").unwrap_or(id);
+    &id[..id.len().min(12)]
+}
+
+/// The numbers of a version (`1.2.3-rc1` → `[1, 2, 3]`), padded to three.
+fn numbers(version: &str) -> Option<[u64; 3]> {
+    let core = version.trim().trim_start_matches('v').split(['-', '+', ' ']).next()?;
+    let mut out = [0u64; 3];
+    let parts: Vec<&str> = core.split('.').collect();
+    if parts.is_empty() || parts.len() > 3 {
+        return None;
+    }
+    for (slot, part) in out.iter_mut().zip(parts) {
+        *slot = part.parse().ok()?;
+    }
+    Some(out)
+}
+
+/// The higher of two floors (the policy's and the Adapter's own).
+pub fn floor_of<'a>(a: Option<&'a VersionFloor>, b: Option<&'a VersionFloor>) -> Option<&'a VersionFloor> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if numbers(a.as_str()) >= numbers(b.as_str()) { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The security floor: the installed version must be at least `floor`.
+pub fn security_floor(adapter: &str, installed: Option<&str>, floor: Option<&VersionFloor>) -> GateDecision {
+    let admit = |message: String| GateDecision {
+        gate: GateKind::SecurityFloor,
+        adapter: adapter.into(),
+        verdict: Verdict::Admit,
+        reason: None,
+        message,
+        remediation: String::new(),
+        receipt: None,
+    };
+    let Some(floor) = floor else { return admit("no minimum version".into()) };
+    let remediation = format!("pin an image whose CLI is at least {floor}");
+    match installed.and_then(numbers) {
+        Some(have) if Some(have) >= numbers(floor.as_str()) => {
+            admit(format!("version {} is at least {floor}", installed.unwrap_or_default()))
+        }
+        Some(_) => refuse(
+            GateKind::SecurityFloor,
+            adapter,
+            "below_floor",
+            format!("version {} is below the minimum {floor}", installed.unwrap_or_default()),
+            remediation,
+            None,
+        ),
+        None => refuse(
+            GateKind::SecurityFloor,
+            adapter,
+            "below_floor",
+            format!("the installed version is unknown ({installed:?}); the minimum is {floor}"),
+            remediation,
+            None,
+        ),
+    }
+}
+
+/// Capability routing: every capability `requires` names must be in the adapter's profile.
+pub fn capability_routing(adapter: &ResolvedAdapter, requires: &[Capability]) -> GateDecision {
+    let offered = adapter.capabilities();
+    let missing: Vec<&str> = requires.iter().filter(|c| !offered.contains(c)).map(|c| c.as_str()).collect();
+    if missing.is_empty() {
+        let names: Vec<&str> = requires.iter().map(|c| c.as_str()).collect();
+        return GateDecision {
+            gate: GateKind::CapabilityRouting,
+            adapter: adapter.name.clone(),
+            verdict: Verdict::Admit,
+            reason: None,
+            message: if names.is_empty() { "nothing required".into() } else { format!("offers {}", names.join(", ")) },
+            remediation: String::new(),
+            receipt: None,
+        };
+    }
+    refuse(
+        GateKind::CapabilityRouting,
+        &adapter.name,
+        "capability_unmet",
+        format!("adapter {} does not offer {}", adapter.name, missing.join(", ")),
+        "route the Assignment to an adapter that offers them, or drop them from spec.requires".into(),
+        None,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_compare_by_number_not_text() {
+        let floor: VersionFloor = "0.50.0".parse().expect("floor");
+        assert!(security_floor("codex", Some("0.171.0"), Some(&floor)).admitted());
+        let low = security_floor("codex", Some("0.9.9"), Some(&floor));
+        assert_eq!(
+            (low.reason.as_deref(), low.message.as_str()),
+            (Some("below_floor"), "version 0.9.9 is below the minimum 0.50.0")
+        );
+        assert!(!security_floor("codex", None, Some(&floor)).admitted());
+        assert!(security_floor("codex", None, None).admitted());
+        let higher: VersionFloor = "1.2".parse().expect("floor");
+        assert_eq!(floor_of(Some(&floor), Some(&higher)), Some(&higher));
+    }
+}

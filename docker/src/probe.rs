@@ -1,0 +1,118 @@
+//! One admission probe on the engine: a container under the agent's full hardening (no network,
+//! read-only root, every capability dropped, the agent's UID), with no source, brief or sockets,
+//! that runs the contract's version and help commands and is removed whatever happens.
+
+use std::time::Duration;
+
+use bollard::query_parameters::{RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder};
+use roundtable_runtime::{ProbeOutcome, ProbePlan, ProbeRun, RuntimeError};
+use tokio::sync::watch;
+
+use crate::Engine;
+use crate::profile::{SandboxSpec, tmpfs_volume};
+use crate::session::{EMPTY_IMAGE, container_name, create_hardened, ensure_empty_image, run_exec, volume_names};
+
+/// What a probe container may use: enough for a CLI to print its help, nothing more.
+const MEMORY: u64 = 512 << 20;
+const NANO_CPUS: u64 = 1_000_000_000;
+const PIDS: u32 = 128;
+const WORKSPACE_BYTES: u64 = 16 << 20;
+const TMP_BYTES: u64 = 64 << 20;
+
+fn engine_error(step: &'static str) -> impl FnOnce(bollard::errors::Error) -> RuntimeError {
+    move |source| RuntimeError::Engine { step, source: Box::new(source) }
+}
+
+/// Runs `plan` on `engine`; the container and volumes are removed on every path.
+pub async fn run(engine: &Engine, plan: ProbePlan) -> Result<ProbeOutcome, RuntimeError> {
+    let name = format!("probe-{}", plan.id);
+    let outcome = lifecycle(engine, &plan, &name).await;
+    cleanup(engine, &name).await;
+    outcome
+}
+
+async fn lifecycle(engine: &Engine, plan: &ProbePlan, name: &str) -> Result<ProbeOutcome, RuntimeError> {
+    let docker = engine.docker();
+    let image = match &plan.image {
+        Some(image) => image.clone(),
+        None => {
+            ensure_empty_image(docker).await?;
+            EMPTY_IMAGE.to_owned()
+        }
+    };
+    let image_id = match docker.inspect_image(&image).await {
+        Ok(found) => found.id.unwrap_or_default(),
+        Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => {
+            return Err(RuntimeError::ImageMissing { image });
+        }
+        Err(error) => return Err(engine_error("inspect the image")(error)),
+    };
+    let labels = plan.ownership.labels();
+    let [workspace, tmp] = volume_names(name);
+    docker
+        .create_volume(tmpfs_volume(&workspace, WORKSPACE_BYTES, labels.clone()))
+        .await
+        .map_err(engine_error("create the probe's workspace volume"))?;
+    docker
+        .create_volume(tmpfs_volume(&tmp, TMP_BYTES, labels.clone()))
+        .await
+        .map_err(engine_error("create the probe's /tmp volume"))?;
+    let spec = SandboxSpec {
+        // The ID, not the reference: what is probed is exactly what the receipt names.
+        image: image_id.clone(),
+        labels,
+        memory_bytes: MEMORY,
+        nano_cpus: NANO_CPUS,
+        pids: PIDS,
+        workspace_volume: workspace,
+        tmp_volume: tmp,
+        binary: plan.binary.clone(),
+        source_dir: None,
+        task_file: None,
+        socket_dir: None,
+        home_volume: None,
+    };
+    let container = container_name(name);
+    create_hardened(docker, &container, &spec).await?;
+    docker.start_container(&container, None).await.map_err(engine_error("start the probe's PID 1"))?;
+    // A probe is never cancelled from outside; its commands are bounded by their timeout.
+    let (_keep, mut never) = watch::channel(false);
+    let mut runs = Vec::with_capacity(plan.commands.len());
+    for command in &plan.commands {
+        let argv = &command.argv;
+        let result = run_exec(
+            docker,
+            &container,
+            argv.clone(),
+            plan.env.clone(),
+            command.stdin.clone(),
+            plan.output_limit,
+            Some(plan.timeout),
+            &mut never,
+        )
+        .await?;
+        runs.push(ProbeRun {
+            argv: argv.clone(),
+            exit_code: result.exit_code,
+            stdout: result.stdout,
+            stderr: result.stderr,
+        });
+    }
+    Ok(ProbeOutcome { image_id, runs })
+}
+
+async fn cleanup(engine: &Engine, name: &str) {
+    let docker = engine.docker();
+    let bound = Duration::from_secs(60);
+    let container = container_name(name);
+    let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
+    if tokio::time::timeout(bound, docker.remove_container(&container, Some(options))).await.is_err() {
+        tracing::error!(%container, "removing the probe container timed out; it is left for garbage collection");
+    }
+    for volume in volume_names(name) {
+        let options = RemoveVolumeOptionsBuilder::default().force(true).build();
+        if tokio::time::timeout(bound, docker.remove_volume(&volume, Some(options))).await.is_err() {
+            tracing::error!(%volume, "removing the probe volume timed out; it is left for garbage collection");
+        }
+    }
+}

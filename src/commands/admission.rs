@@ -1,0 +1,182 @@
+//! `roundtable admission check|list|canary`: receipt-gated admission from the operator's side.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use roundtable_service::{Service, ServiceError};
+use roundtable_specs::List;
+use roundtable_specs::admission::{AdmissionItem, CanaryVerdict};
+use roundtable_specs::policy::AdmissionMode;
+use roundtable_store::audit::AuditKey;
+
+use crate::cli::{Format, Global};
+use crate::commands::audit::key_path;
+use crate::commands::state::{open_for_reading, open_for_writing};
+use crate::render;
+
+fn binary() -> anyhow::Result<std::path::PathBuf> {
+    std::env::current_exe().context("cannot find roundtable's own binary (it is mounted into probes)")
+}
+
+/// The writer's key: sealing and attesting anchor in the chain, so they create it like `start`.
+fn writer_key(global: &Global) -> anyhow::Result<Arc<AuditKey>> {
+    Ok(Arc::new(AuditKey::load_or_create(&key_path(global)?)?))
+}
+
+fn mode_word(mode: AdmissionMode) -> &'static str {
+    match mode {
+        AdmissionMode::Off => "off",
+        AdmissionMode::Warn => "warn",
+        AdmissionMode::Enforce => "enforce",
+    }
+}
+
+fn verdict_text(item: &AdmissionItem) -> String {
+    match item.decisions.first() {
+        _ if item.exempt => "exempt".into(),
+        Some(d) if d.admitted() => "admitted".into(),
+        Some(d) => format!("refused ({})", d.reason.as_deref().unwrap_or("?")),
+        None => "unknown".into(),
+    }
+}
+
+fn print_check(item: &AdmissionItem) {
+    let admission = item.decisions.first();
+    println!("adapter {}: {}", render::sanitize(&item.adapter), verdict_text(item));
+    if let Some(decision) = admission {
+        println!("  decision:      {}", render::sanitize(&decision.message));
+        if !decision.remediation.is_empty() {
+            println!("  remediation:   {}", render::sanitize(&decision.remediation));
+        }
+    }
+    let consequence = match (item.mode, item.spawn) {
+        (AdmissionMode::Off, _) => "the gates are off",
+        (_, true) => "spawns go ahead",
+        (_, false) => "spawns are refused",
+    };
+    println!(
+        "  policy:        mode {}{}; {consequence}",
+        mode_word(item.mode),
+        if item.exempt { ", exempt" } else { "" }
+    );
+    let e = &item.evidence;
+    let image = e.image.as_deref().unwrap_or("(the empty image)");
+    let id = if e.image_id.is_empty() { "not resolved".to_owned() } else { e.image_id.clone() };
+    println!("  image:         {} → {id}", render::sanitize(image));
+    println!("  version:       {}", e.installed_version.as_deref().map_or("unknown".into(), render::sanitize));
+    let contract =
+        if e.contract.is_empty() { "none".to_owned() } else { format!("{} (sha256 {})", e.contract, e.contract_hash) };
+    println!("  contract:      {}", render::sanitize(&contract));
+    println!("  conformance:   {}: {}", e.conformance, render::sanitize(&e.conformance_detail));
+    for transcript in &e.transcripts {
+        let outcome = if transcript.passed { "replays clean".to_owned() } else { transcript.diverged.join("; ") };
+        println!("  transcript:    {}: {}", render::sanitize(&transcript.name), render::sanitize(&outcome));
+    }
+    println!("  canary:        {}", e.canary);
+    println!("  fingerprint:   {}", e.replay_fingerprint);
+    if let Some(floor) = item.decisions.get(1) {
+        println!("  security floor: {}", render::sanitize(&floor.to_string()));
+    }
+    match &item.receipt {
+        Some(r) => println!(
+            "  receipt:       {} ({}{}) sealed {}, expires {}; {}",
+            r.id,
+            r.verdict,
+            r.reason.map(|reason| format!(": {reason}")).unwrap_or_default(),
+            r.generated_at,
+            r.expires_at.as_deref().unwrap_or("never (unparseable time)"),
+            render::sanitize(&r.path)
+        ),
+        None => println!("  receipt:       none"),
+    }
+}
+
+/// Exit 0 when it is admitted (or exempt), 1 when refused, 2 when no adapter has the name.
+pub async fn check(global: &Global, name: &str, seal: bool, format: Format) -> anyhow::Result<ExitCode> {
+    let (service, key): (Service, Option<Arc<AuditKey>>) = if seal {
+        (open_for_writing(global).await?, Some(writer_key(global)?))
+    } else {
+        (open_for_reading(global).await?, None)
+    };
+    let admitter = service.admitter(binary()?, key);
+    let item = match service.admission_check(&admitter, name, seal).await {
+        Ok(item) => item,
+        Err(ServiceError::NotFound { .. }) => {
+            let (adapters, _) = roundtable_service::adapters(&global.dir);
+            let names: Vec<String> = adapters.into_iter().map(|a| a.name).collect();
+            eprintln!("error: no adapter named {:?}; known adapters: {}", render::sanitize(name), names.join(", "));
+            return Ok(ExitCode::from(2));
+        }
+        Err(error) => return Err(error.into()),
+    };
+    match format {
+        Format::Json => print!("{}", render::json(&List::of(vec![item.clone()]))?),
+        Format::Text => print_check(&item),
+    }
+    let admitted = item.exempt || item.decisions.first().is_some_and(|d| d.admitted());
+    Ok(if admitted { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+pub async fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
+    let service = open_for_reading(global).await?;
+    let admitter = service.admitter(binary()?, None);
+    let items = service.admission_list(&admitter).await?;
+    match format {
+        Format::Json => print!("{}", render::json(&List::of(items))?),
+        Format::Text => {
+            let rows: Vec<Vec<String>> = items
+                .iter()
+                .map(|item| {
+                    vec![
+                        item.adapter.clone(),
+                        mode_word(item.mode).into(),
+                        verdict_text(item),
+                        if item.spawn { "yes".into() } else { "no".into() },
+                        item.evidence.installed_version.clone().unwrap_or_else(|| "-".into()),
+                        item.receipt.as_ref().map_or("-".into(), |r| r.id[..12].to_owned()),
+                        item.receipt.as_ref().and_then(|r| r.expires_at.clone()).unwrap_or_else(|| "-".into()),
+                    ]
+                })
+                .map(|row| row.iter().map(|cell| render::sanitize(cell)).collect())
+                .collect();
+            print!(
+                "{}",
+                render::table(&["ADAPTER", "MODE", "ADMISSION", "SPAWN", "VERSION", "RECEIPT", "EXPIRES"], &rows)
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Exit 0 when the canary is green, 1 when red.
+pub async fn canary(global: &Global, name: &str, ttl: std::time::Duration, format: Format) -> anyhow::Result<ExitCode> {
+    let service = open_for_writing(global).await?;
+    let admitter = service.admitter(binary()?, Some(writer_key(global)?));
+    let item = match service.admission_canary(&admitter, name, ttl).await {
+        Ok(item) => item,
+        Err(ServiceError::NotFound { .. }) => {
+            eprintln!("error: no adapter named {:?}", render::sanitize(name));
+            return Ok(ExitCode::from(2));
+        }
+        Err(error) => return Err(error.into()),
+    };
+    match format {
+        Format::Json => print!("{}", render::json(&List::of(vec![item.clone()]))?),
+        Format::Text => {
+            println!(
+                "canary {} in {}: {} ({})",
+                item.adapter,
+                item.image_id,
+                item.verdict,
+                render::sanitize(&item.detail)
+            );
+            println!("  ran:      {}", render::sanitize(&crate::render::command_line(&item.argv)));
+            println!("  expires:  {}", item.expires_at);
+            if !item.output.is_empty() {
+                println!("{}", render::sanitize_block(&item.output));
+            }
+        }
+    }
+    Ok(if item.verdict == CanaryVerdict::Green { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}

@@ -1,0 +1,314 @@
+//! Receipt-gated admission on the real engine: every refusal reason reached through the real
+//! evidence path (a probe container in the adapter's image, the contract, the transcript replay,
+//! the canary, the receipt on disk), and the gate in the daemon's spawn path under `enforce`
+//! and `warn`.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::support::{
+    API, ShowLogOnPanic, commit_all, engine_or_skip, ensure_test_images, json, nothing_left, roundtable,
+    start_daemon_with_env, stderr, stdout, wait_until, write,
+};
+
+const IMAGE: &str = "roundtable-test/agent:latest";
+
+/// A project declaring `codex`, `generic` and the custom `my-agent` on the test image.
+fn project(extra: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write(root, "README.md", "# Project\n");
+    let specs = format!(
+        "{API}\nkind: Adapter\nmetadata: {{name: codex}}\nspec: {{image: '{IMAGE}'}}\n---\n{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec: {{image: '{IMAGE}'}}\n---\n{API}\nkind: Adapter\nmetadata: {{name: my-agent}}\nspec: {{image: '{IMAGE}', command: fake-agent}}\n{extra}"
+    );
+    write(root, ".roundtable/specs.yaml", &specs);
+    commit_all(root);
+    dir
+}
+
+/// `admission check NAME --format json`: its exit code and the item.
+fn check(root: &Path, name: &str, seal: bool) -> (Option<i32>, Value) {
+    let mut args = vec!["admission", "check", name, "--format", "json"];
+    if seal {
+        args.push("--seal");
+    }
+    let out = roundtable(root, &args);
+    assert!(out.status.code().is_some_and(|c| c <= 1), "{}{}", stdout(&out), stderr(&out));
+    (out.status.code(), json(&out)["items"][0].clone())
+}
+
+fn reason(item: &Value) -> String {
+    item["decisions"][0]["reason"].as_str().unwrap_or("admitted").to_owned()
+}
+
+fn builtin_contract(name: &str) -> String {
+    std::fs::read_to_string(crate::support::repo_root().join(format!("specs/contracts/{name}.yaml"))).expect("contract")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_refusal_reason_is_reached_through_the_real_evidence_path() {
+    let Some(engine) = engine_or_skip().await else { return };
+    ensure_test_images();
+    let dir = project("");
+    let root = dir.path();
+
+    // Green evidence alone does not admit: the receipt is the gate.
+    let (code, item) = check(root, "codex", false);
+    assert_eq!((code, reason(&item).as_str()), (Some(1), "no_receipt"), "{item:#}");
+    assert_eq!(item["evidence"]["installedVersion"], "0.171.0");
+    assert_eq!(item["evidence"]["conformance"], "ok");
+    assert!(item["decisions"][0]["remediation"].as_str().is_some_and(|r| r.contains("admission check codex --seal")));
+
+    // Sealing admits; the receipt lands beside the specs.
+    let (code, item) = check(root, "codex", true);
+    assert_eq!((code, reason(&item).as_str()), (Some(0), "admitted"), "{item:#}");
+    let receipt_path = root.join(".roundtable/admission/codex.json");
+    let sealed = std::fs::read_to_string(&receipt_path).expect("receipt");
+
+    // A byte changed in the body: the id no longer matches.
+    std::fs::write(
+        &receipt_path,
+        sealed.replace("\"installedVersion\": \"0.171.0\"", "\"installedVersion\": \"0.171.1\""),
+    )
+    .expect("tamper");
+    assert_eq!(reason(&check(root, "codex", false).1), "receipt_tampered");
+    std::fs::write(&receipt_path, &sealed).expect("restore");
+    assert_eq!(reason(&check(root, "codex", false).1), "admitted");
+
+    // Deleting the receipt withdraws the admission.
+    std::fs::remove_file(&receipt_path).expect("delete");
+    assert_eq!(reason(&check(root, "codex", false).1), "no_receipt");
+
+    // A contract that requires a flag the CLI does not advertise (matched as a whole token).
+    let contracts = root.join(".roundtable/contracts");
+    std::fs::create_dir_all(&contracts).expect("mkdir");
+    let wrong = builtin_contract("codex").replace("requiredFlags: [--json,", "requiredFlags: [--frobnicate, --json,");
+    std::fs::write(contracts.join("codex.yaml"), &wrong).expect("write");
+    let (_, item) = check(root, "codex", false);
+    assert_eq!(reason(&item), "conformance_fail");
+    assert!(item["decisions"][0]["message"].as_str().is_some_and(|m| m.contains("--frobnicate")), "{item:#}");
+    // Sealed while refused, the receipt records the refusal; fixing the contract leaves it stored.
+    assert_eq!(check(root, "codex", true).0, Some(1));
+    std::fs::remove_file(contracts.join("codex.yaml")).expect("rm");
+    assert_eq!(reason(&check(root, "codex", false).1), "stored_refusal");
+
+    // A transcript that expects a command line the planner no longer makes.
+    let diverged = builtin_contract("codex")
+        .replace("--skip-git-repo-check, --dangerously", "--skip-git-repo-check, --ephemeral, --dangerously");
+    std::fs::write(contracts.join("codex.yaml"), &diverged).expect("write");
+    let (_, item) = check(root, "codex", false);
+    assert_eq!(reason(&item), "replay_diverged");
+    assert_eq!(item["evidence"]["transcripts"][0]["passed"], false);
+    std::fs::remove_file(contracts.join("codex.yaml")).expect("rm");
+
+    // A custom adapter has no contract until one is written for it; a contract without a
+    // transcript is still refused.
+    assert_eq!(reason(&check(root, "my-agent", false).1), "no_contract");
+    std::fs::write(
+        contracts.join("my-agent.yaml"),
+        "adapter: my-agent\nversionCommand: [codex, --version]\nhelpCommand: [codex, exec, --help]\nrequiredFlags: [--json]\n",
+    )
+    .expect("write");
+    assert_eq!(reason(&check(root, "my-agent", false).1), "no_transcript");
+
+    // An image without the CLI: the probe is inconclusive.
+    write(
+        root,
+        ".roundtable/claude.yaml",
+        &format!("{API}\nkind: Adapter\nmetadata: {{name: claude}}\nspec: {{image: 'roundtable-test/empty:latest'}}\n"),
+    );
+    let (_, item) = check(root, "claude", false);
+    assert_eq!(reason(&item), "conformance_skip", "{item:#}");
+
+    // A red canary refuses whatever the receipt says: generic's canary runs `exit 3`.
+    let red = builtin_contract("generic")
+        .replace("prompt: echo hello > hello.txt", "prompt: exit 3")
+        .replace("args: [-c, echo hello > hello.txt]", "args: [-c, exit 3]");
+    std::fs::write(contracts.join("generic.yaml"), &red).expect("write");
+    assert_eq!(check(root, "generic", true).0, Some(0));
+    let canary = roundtable(root, &["admission", "canary", "generic", "--format", "json"]);
+    assert_eq!(canary.status.code(), Some(1), "{}{}", stdout(&canary), stderr(&canary));
+    assert_eq!(json(&canary)["items"][0]["verdict"], "red");
+    assert_eq!(reason(&check(root, "generic", false).1), "canary_red");
+    std::fs::remove_file(contracts.join("generic.yaml")).expect("rm");
+    let canary = roundtable(root, &["admission", "canary", "generic"]);
+    assert_eq!(canary.status.code(), Some(0), "{}{}", stdout(&canary), stderr(&canary));
+    assert!(stdout(&canary).contains("green"), "{}", stdout(&canary));
+
+    // Every seal and attestation is in the chain, which verifies.
+    let verify = roundtable(root, &["audit", "verify"]);
+    assert!(verify.status.success(), "{}{}", stdout(&verify), stderr(&verify));
+    let list = json(&roundtable(root, &["admission", "list", "--format", "json"]));
+    assert_eq!(list["kind"], "AdmissionList");
+    nothing_left(&engine, root).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuilt_image_with_another_version_is_a_fingerprint_mismatch() {
+    let Some(engine) = engine_or_skip().await else { return };
+    ensure_test_images();
+    // The same image with the CLI reporting a newer release.
+    let docker = |args: &[&str]| {
+        let out = Command::new("docker").args(args).output().expect("docker");
+        assert!(out.status.success(), "docker {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let container = docker(&["create", IMAGE, "true"]);
+    docker(&[
+        "commit",
+        "--change",
+        "ENV AGENT_DOUBLE_VERSION=0.172.0",
+        &container,
+        "roundtable-test/agent-next:latest",
+    ]);
+    docker(&["rm", &container]);
+
+    let dir = project("");
+    let root = dir.path();
+    assert_eq!(check(root, "codex", true).0, Some(0));
+    write(
+        root,
+        ".roundtable/codex.yaml",
+        &format!(
+            "{API}\nkind: Adapter\nmetadata: {{name: codex}}\nspec: {{image: 'roundtable-test/agent-next:latest'}}\n"
+        ),
+    );
+    let specs = std::fs::read_to_string(root.join(".roundtable/specs.yaml")).expect("specs");
+    let first = specs.split("---\n").skip(1).collect::<Vec<_>>().join("---\n");
+    write(root, ".roundtable/specs.yaml", &first);
+    let (code, item) = check(root, "codex", false);
+    assert_eq!((code, reason(&item).as_str()), (Some(1), "fingerprint_mismatch"), "{item:#}");
+    let message = item["decisions"][0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("version Some(\"0.171.0\") → Some(\"0.172.0\")"), "{message}");
+    nothing_left(&engine, root).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receipt_past_its_ttl_is_stale_by_the_gates_clock() {
+    let Some(_engine) = engine_or_skip().await else { return };
+    ensure_test_images();
+    let dir = project("");
+    let root = dir.path();
+    assert_eq!(check(root, "codex", true).0, Some(0));
+    let store = roundtable_store::Store::open_in_memory().await.expect("store");
+    let runtime: Arc<dyn roundtable_runtime::SessionRuntime> =
+        Arc::new(roundtable_docker::DockerRuntime::connect().await.expect("engine"));
+    let adapter = roundtable_specs::builtins::template("codex").expect("built-in").resolve("codex");
+    let adapter = roundtable_specs::adapter::ResolvedAdapter { image: Some(IMAGE.parse().expect("image")), ..adapter };
+    let paused = time::OffsetDateTime::now_utc() + time::Duration::hours(25);
+    let admitter = roundtable_admission::Admitter::new(
+        runtime,
+        store,
+        root.join(".roundtable"),
+        crate::support::binary(),
+        "test".into(),
+        None,
+    );
+    let policy = roundtable_specs::policy::AdmissionPolicySpec::default();
+    assert!(admitter.check(&adapter, &policy).await.decision.admitted());
+    let later = admitter.with_clock(Arc::new(move || paused));
+    let decision = later.check(&adapter, &policy).await.decision;
+    assert_eq!(decision.reason.as_deref(), Some("receipt_stale"), "{decision}");
+}
+
+/// The daemon's spawn path: under `enforce` an unsealed adapter's Assignment is Refused and no
+/// agent container is created; after `--seal` it runs. `mock` is never blocked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enforce_refuses_an_unsealed_adapter_until_it_is_sealed() {
+    let Some(engine) = engine_or_skip().await else { return };
+    ensure_test_images();
+    let extra = format!(
+        "---\n{API}\nkind: AdmissionPolicy\nmetadata: {{name: default}}\nspec: {{mode: enforce}}\n---\n{API}\nkind: Assignment\nmetadata: {{name: gated}}\nspec:\n  adapter: generic\n  task: {{id: T, prompt: 'echo gated >> README.md'}}\n  readablePaths: [README.md]\n---\n{API}\nkind: Assignment\nmetadata: {{name: mocked}}\nspec:\n  adapter: mock\n  task: {{id: M, prompt: hello}}\n  readablePaths: [README.md]\n"
+    );
+    let dir = project(&extra);
+    let root = dir.path();
+    let executions = tempfile::tempdir().expect("executions");
+    let _log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_owned());
+    // The daemon and the CLI append to one chain: they share the key, as they do by default.
+    let key = root.join(".test-audit.key");
+    let _daemon =
+        start_daemon_with_env(root, &[], executions.path(), &[("ROUNDTABLE_AUDIT_KEY", key.to_str().expect("utf-8"))]);
+    let status_of = |name: &str| -> Option<Value> {
+        let out = roundtable(root, &["describe", &format!("Assignment/{name}"), "--format", "json"]);
+        out.status.success().then(|| json(&out)["items"][0].clone())
+    };
+    let phase = |name: &str| status_of(name).and_then(|d| d["observed"]["phase"].as_str().map(str::to_owned));
+    wait_until("the gated Assignment is refused", || phase("gated").as_deref() == Some("Refused")).await;
+    wait_until("the mock Assignment runs regardless", || phase("mocked").as_deref() == Some("Succeeded")).await;
+    let described = status_of("gated").expect("described");
+    let ready =
+        described["status"]["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == "Ready").cloned());
+    let message = ready.as_ref().and_then(|r| r["message"].as_str()).unwrap_or_default().to_owned();
+    assert!(message.contains("no_receipt") && message.contains("admission check generic --seal"), "{message}");
+    // The refusal came before anything was created: no agent container ever ran for it.
+    let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
+    let labelled = engine.labelled(&project_id).await.expect("labelled");
+    assert!(
+        labelled.iter().all(|r| r.labels.get("roundtable.dev/assignment").map(String::as_str) != Some("gated")),
+        "{labelled:?}"
+    );
+    let adapter = stdout(&roundtable(root, &["status"]));
+    assert!(adapter.contains("no_receipt"), "status shows the adapter's admission: {adapter}");
+
+    // Sealing clears it: the next look starts the execution.
+    assert_eq!(check(root, "generic", true).0, Some(0));
+    wait_until("the sealed adapter's Assignment succeeds", || phase("gated").as_deref() == Some("Succeeded")).await;
+
+    // The chain holds the blocked refusal, the receipt, then the admitting gate.
+    let chain = stdout(&roundtable(root, &["audit", "export"]));
+    let entries: Vec<Value> = chain
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("row"))
+        .map(|row| serde_json::from_str::<Value>(row["entry"].as_str().expect("entry")).expect("entry json"))
+        .collect();
+    let gates: Vec<&Value> =
+        entries.iter().filter(|e| e["kind"] == "admission.gate" && e["record"]["gate"] == "admission").collect();
+    assert!(
+        gates.iter().any(|e| e["record"]["blocked"] == true && e["record"]["reason"] == "no_receipt"),
+        "{gates:#?}"
+    );
+    assert!(
+        gates.iter().any(|e| e["record"]["verdict"] == "admit" && e["record"]["adapter"] == "generic"),
+        "{gates:#?}"
+    );
+    assert!(entries.iter().any(|e| e["kind"] == "admission.receipt"));
+    drop(_daemon);
+    let verify = roundtable(root, &["audit", "verify"]);
+    assert!(verify.status.success(), "{}{}", stdout(&verify), stderr(&verify));
+    nothing_left(&engine, root).await;
+}
+
+/// Under `warn` (the default) the refusal is recorded in the chain and the spawn goes ahead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warn_records_the_refusal_and_runs() {
+    let Some(engine) = engine_or_skip().await else { return };
+    ensure_test_images();
+    let extra = format!(
+        "---\n{API}\nkind: Assignment\nmetadata: {{name: warned}}\nspec:\n  adapter: generic\n  task: {{id: T, prompt: 'echo warned >> README.md'}}\n  readablePaths: [README.md]\n"
+    );
+    let dir = project(&extra);
+    let root = dir.path();
+    let executions = tempfile::tempdir().expect("executions");
+    let _log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_owned());
+    let key = root.join(".test-audit.key");
+    let daemon =
+        start_daemon_with_env(root, &[], executions.path(), &[("ROUNDTABLE_AUDIT_KEY", key.to_str().expect("utf-8"))]);
+    wait_until("the warned Assignment succeeds", || {
+        let out = roundtable(root, &["describe", "Assignment/warned", "--format", "json"]);
+        out.status.success() && json(&out)["items"][0]["observed"]["phase"] == "Succeeded"
+    })
+    .await;
+    drop(daemon);
+    let chain = stdout(&roundtable(root, &["audit", "export"]));
+    assert!(
+        chain.contains(r#"\"blocked\":false"#) && chain.contains(r#"\"reason\":\"no_receipt\""#),
+        "the refusal is in the chain: {chain}"
+    );
+    let sessions = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
+    let admission = &sessions["items"][0]["detail"]["admission"];
+    assert_eq!(admission[0]["verdict"], "refuse", "{admission:#}");
+    nothing_left(&engine, root).await;
+}
