@@ -260,6 +260,36 @@ impl AuditSink for Store {
     }
 }
 
+/// The daemon's events: with the audit key, every reconcile event is an entry of the HMAC chain
+/// (still shown by `describe` with its reason and message); without one, plain rows.
+#[derive(Clone)]
+pub struct ChainedEvents {
+    pub store: Store,
+    pub key: Option<std::sync::Arc<roundtable_store::audit::AuditKey>>,
+}
+
+impl AuditSink for ChainedEvents {
+    async fn record(&self, event: AuditEvent) -> Result<(), BackendError> {
+        self.record_all(vec![event]).await
+    }
+
+    async fn record_all(&self, events: Vec<AuditEvent>) -> Result<(), BackendError> {
+        let Some(key) = &self.key else { return self.store.record_all(events).await };
+        let rows: Vec<NewEvent<'_>> = events
+            .iter()
+            .map(|event| NewEvent {
+                object: &event.object,
+                severity: if event.warning { Severity::Warning } else { Severity::Normal },
+                reason: &event.reason,
+                message: &event.message,
+                record: None,
+            })
+            .collect();
+        self.store.append_audited_events(key, &rows).await?;
+        Ok(())
+    }
+}
+
 // === impl for the session runtime ===
 
 /// Images through the session runtime (never pulled), and admission through its authority

@@ -14,7 +14,7 @@ use roundtable_store::Store;
 
 use roundtable_runtime::SessionRuntime;
 
-use crate::backend::{BackendError, RuntimeImages};
+use crate::backend::{BackendError, ChainedEvents, RuntimeImages};
 use crate::desired::{SyncCache, SyncOutcome, sync_with};
 use crate::dispatch::ObjectReconciler;
 use crate::execution::{ExecutionConfig, ExecutionManager, ShutdownSummary};
@@ -35,6 +35,8 @@ pub struct DaemonConfig {
     /// Finished sessions and proposals older than this are pruned every `prune_every`.
     pub retention: Duration,
     pub prune_every: Duration,
+    /// With a key, spec changes and reconcile events are entries of the audit chain.
+    pub audit_key: Option<Arc<roundtable_store::audit::AuditKey>>,
 }
 
 impl DaemonConfig {
@@ -48,6 +50,7 @@ impl DaemonConfig {
             request_poll: Duration::from_secs(1),
             retention: Duration::from_secs(30 * 24 * 3600),
             prune_every: Duration::from_secs(3600),
+            audit_key: None,
         }
     }
 }
@@ -89,7 +92,8 @@ async fn rescan(
     })
     .await?;
     let scan_ms = started.elapsed().as_millis();
-    let outcome = sync_with(store, store, &scanned, &mut *sync_cache.lock().await).await?;
+    let events = ChainedEvents { store: store.clone(), key: config.audit_key.clone() };
+    let outcome = sync_with(store, &events, &scanned, &mut *sync_cache.lock().await).await?;
     let sync_ms = started.elapsed().as_millis() - scan_ms;
     for key in outcome.changed.iter().chain(&outcome.removed) {
         handle.trigger(Trigger::SpecChanged(key.clone()));
@@ -144,7 +148,8 @@ pub async fn run(
     ));
     let executions = ExecutionManager::new(store.clone(), runtime.clone(), execution_config);
     let images = RuntimeImages(runtime, executions.admitter().cloned());
-    let mut reconciler = ObjectReconciler::with_executions(store.clone(), images, store.clone(), executions.clone());
+    let events = ChainedEvents { store: store.clone(), key: config.audit_key.clone() };
+    let mut reconciler = ObjectReconciler::with_executions(store.clone(), images, events, executions.clone());
     reconciler.error_budget = config.controller.error_budget;
     let grace = config.controller.grace;
     let waker = executions.clone();

@@ -481,7 +481,10 @@ async fn a_provider_session_gets_a_manifest_a_capability_and_an_endpoint_then_lo
         .filter(|entry| entry["subject"] == queued.id.as_str() || entry["subject"] == proposal.id.as_str())
         .filter_map(|entry| entry["kind"].as_str().map(str::to_owned))
         .collect();
-    assert_eq!(kinds, ["capability.issued", "capability.revoked", "proposal.submitted", "session.ended"]);
+    assert_eq!(
+        kinds,
+        ["session.started", "capability.issued", "capability.revoked", "proposal.submitted", "session.ended"]
+    );
 }
 
 /// A provider request: the built-in `codex` template on a pinned image, no egress.

@@ -35,6 +35,29 @@ pub fn key_path(global: &Global) -> anyhow::Result<PathBuf> {
     }
 }
 
+/// Anchors an operator's action (`operator.reconcile`, `operator.prune`, `operator.register`) in
+/// the project's audit chain. A project with no recorded state has no chain to anchor in yet;
+/// the key is created like `start` creates it.
+pub async fn record_operator(
+    global: &Global,
+    kind: &str,
+    subject: &str,
+    record: serde_json::Value,
+) -> anyhow::Result<()> {
+    let Some(store) = roundtable_store::Store::open_existing(&global.state_dir()).await? else { return Ok(()) };
+    let key = AuditKey::load_or_create(&key_path(global)?)?;
+    let mut record = record;
+    if let Some(map) = record.as_object_mut() {
+        let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_default();
+        map.insert("pid".into(), std::process::id().into());
+        map.insert("user".into(), user.into());
+    }
+    let entry = roundtable_store::audit::AuditedEntry { kind, subject, record };
+    store.append_audited(&key, &entry).await?;
+    store.close().await;
+    Ok(())
+}
+
 pub async fn verify(
     global: &Global,
     from: Option<i64>,

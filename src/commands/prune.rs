@@ -13,6 +13,15 @@ use crate::render;
 pub async fn run(global: &Global, retention: Duration, dry_run: bool, format: Format) -> anyhow::Result<ExitCode> {
     let pruned = open_for_reading(global).await?.prune(retention, dry_run).await?;
     let failed = pruned.iter().filter(|p| p.error.is_some()).count();
+    let removed: Vec<String> = pruned
+        .iter()
+        .filter(|p| p.error.is_none() && p.item.skipped.is_none())
+        .map(|p| format!("{}/{}", p.item.kind.as_str(), p.item.name))
+        .collect();
+    if !dry_run && !removed.is_empty() {
+        let record = serde_json::json!({"removed": removed, "retentionSeconds": retention.as_secs()});
+        crate::commands::audit::record_operator(global, "operator.prune", "Project/prune", record).await?;
+    }
     let rows: Vec<ObjectStatus> = pruned
         .iter()
         .map(|pruned| ObjectStatus {

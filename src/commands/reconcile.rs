@@ -12,7 +12,17 @@ use crate::commands::state::runtime;
 pub async fn run(global: &Global, object: &str) -> anyhow::Result<ExitCode> {
     let key = parse_key(object)?;
     let service = Service::open(&global.dir, &global.state_dir(), runtime().await).await?;
-    match service.reconcile(&key).await {
+    let outcome = service.reconcile(&key).await;
+    let how = match &outcome {
+        Ok(Reconciled::Requested { .. }) => Some("requested"),
+        Ok(Reconciled::InProcess { .. }) => Some("in-process"),
+        Err(_) => None,
+    };
+    if let Some(how) = how {
+        let record = serde_json::json!({"object": key.to_string(), "how": how});
+        crate::commands::audit::record_operator(global, "operator.reconcile", &key.to_string(), record).await?;
+    }
+    match outcome {
         Ok(Reconciled::Requested { daemon }) => {
             println!("requested a reconcile of {key} from the daemon ({daemon})");
             Ok(ExitCode::SUCCESS)

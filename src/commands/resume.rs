@@ -12,6 +12,12 @@ use crate::render;
 
 pub async fn register(global: &Global, request: RegisterRequest, format: Format) -> anyhow::Result<ExitCode> {
     let item = open_for_writing(global).await?.register_session(request).await?;
+    let record = serde_json::json!({
+        "assignment": item.assignment,
+        "adapter": item.adapter,
+        "externalSessionId": item.external_session_id,
+    });
+    crate::commands::audit::record_operator(global, "operator.register", &item.id, record).await?;
     match format {
         Format::Json => print!("{}", render::json(&List::of(vec![item]))?),
         Format::Text => {

@@ -38,6 +38,7 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     let (shutdown, hurry) = crate::signals::shutdown_then_hurry()?;
     eprintln!("roundtable: watching {} (state in {})", global.dir.display(), global.state_dir().display());
     let execution = execution_config(global, args)?;
+    config.audit_key = execution.audit_key.clone();
     // Each egress tunnel holds two descriptors.
     if let Err(error) = roundtable_gateway::limits::raise_open_file_limit() {
         tracing::warn!(%error, "cannot raise the open-file limit");

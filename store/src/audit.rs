@@ -149,6 +149,14 @@ pub struct AuditedEntry<'a> {
     pub record: serde_json::Value,
 }
 
+/// How an audited reconcile event reads in `describe` (its own words, not the entry kind).
+#[derive(Debug, Clone, Copy)]
+struct Shown<'a> {
+    severity: &'a str,
+    reason: &'a str,
+    message: &'a str,
+}
+
 /// One chain row as exported (`audit export`) and verified offline.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -226,6 +234,34 @@ impl Store {
     /// Appends `entry` to the chain in one immediate transaction; the new head, also written
     /// beside the key.
     pub async fn append_audited(&self, key: &AuditKey, entry: &AuditedEntry<'_>) -> Result<Head> {
+        self.append_chained(key, &[(entry.clone(), None)]).await
+    }
+
+    /// Appends reconcile events to the chain in one transaction: `describe` shows each with its
+    /// own severity, reason and message; the chain carries them in the entry's record. `None`
+    /// when there were none.
+    pub async fn append_audited_events(&self, key: &AuditKey, events: &[crate::NewEvent<'_>]) -> Result<Option<Head>> {
+        if events.is_empty() {
+            return Ok(None);
+        }
+        let subjects: Vec<String> = events.iter().map(|e| format!("{}/{}", e.object.kind, e.object.name)).collect();
+        let entries: Vec<(AuditedEntry<'_>, Option<Shown<'_>>)> = events
+            .iter()
+            .zip(&subjects)
+            .map(|(event, subject)| {
+                let record = serde_json::json!({
+                    "severity": event.severity.as_str(),
+                    "reason": event.reason,
+                    "message": event.message,
+                });
+                let entry = AuditedEntry { kind: "reconcile.event", subject, record };
+                (entry, Some(Shown { severity: event.severity.as_str(), reason: event.reason, message: event.message }))
+            })
+            .collect();
+        self.append_chained(key, &entries).await.map(Some)
+    }
+
+    async fn append_chained(&self, key: &AuditKey, entries: &[(AuditedEntry<'_>, Option<Shown<'_>>)]) -> Result<Head> {
         let mut tx = self.write_transaction().await?;
         let last = sqlx::query("SELECT seq, mac FROM events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1")
             .fetch_optional(&mut *tx)
@@ -235,40 +271,48 @@ impl Store {
             Some(row) => row.try_get("mac")?,
             None => None,
         };
-        let (seq, prev) = match last {
-            Some(row) => {
-                (row.try_get::<i64, _>("seq")? + 1, row.try_get::<Option<String>, _>("mac")?.unwrap_or_default())
-            }
-            None => (1, GENESIS.to_owned()),
+        let (mut seq, mut prev) = match last {
+            Some(row) => (row.try_get::<i64, _>("seq")?, row.try_get::<Option<String>, _>("mac")?.unwrap_or_default()),
+            None => (0, GENESIS.to_owned()),
         };
-        let at = now();
-        let text = canonical(&serde_json::json!({
-            "seq": seq,
-            "at": at,
-            "kind": entry.kind,
-            "subject": entry.subject,
-            "record": entry.record,
-        }));
-        let mac = key.mac(&prev, &text);
-        let (kind, name) = entry.subject.split_once('/').unwrap_or(("Session", entry.subject));
-        sqlx::query(
-            "INSERT INTO events (at, kind, name, severity, reason, message, record, audited, seq, prev_mac, mac) \
-             VALUES ($1, $2, $3, 'Normal', $4, $5, $6, 1, $7, $8, $9)",
-        )
-        .bind(&at)
-        .bind(kind)
-        .bind(name)
-        .bind(entry.kind)
-        .bind(format!("audited {}", entry.kind))
-        .bind(&text)
-        .bind(seq)
-        .bind(&prev)
-        .bind(&mac)
-        .execute(&mut *tx)
-        .await?;
+        let mut first = first;
+        for (entry, shown) in entries {
+            seq += 1;
+            let at = now();
+            let text = canonical(&serde_json::json!({
+                "seq": seq,
+                "at": at,
+                "kind": entry.kind,
+                "subject": entry.subject,
+                "record": entry.record,
+            }));
+            let mac = key.mac(&prev, &text);
+            let (kind, name) = entry.subject.split_once('/').unwrap_or(("Session", entry.subject));
+            let audited = format!("audited {}", entry.kind);
+            let shown = shown.unwrap_or(Shown { severity: "Normal", reason: entry.kind, message: &audited });
+            sqlx::query(
+                "INSERT INTO events (at, kind, name, severity, reason, message, record, audited, seq, prev_mac, mac) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9, $10)",
+            )
+            .bind(&at)
+            .bind(kind)
+            .bind(name)
+            .bind(shown.severity)
+            .bind(shown.reason)
+            .bind(shown.message)
+            .bind(&text)
+            .bind(seq)
+            .bind(&prev)
+            .bind(&mac)
+            .execute(&mut *tx)
+            .await?;
+            if seq == 1 {
+                first = Some(mac.clone());
+            }
+            prev = mac;
+        }
         tx.commit().await?;
-        let chain = first.or_else(|| (seq == 1).then(|| mac.clone()));
-        let head = Head { seq, mac, chain };
+        let head = Head { seq, mac: prev, chain: first };
         if let Err(error) = key.write_head(&head) {
             tracing::warn!(path = %key.head_path().display(), %error, "cannot write the audit head checkpoint");
         }

@@ -13,7 +13,7 @@ pub enum Severity {
 }
 
 impl Severity {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Severity::Normal => "Normal",
             Severity::Warning => "Warning",

@@ -302,11 +302,21 @@ async fn warn_records_the_refusal_and_runs() {
     })
     .await;
     drop(daemon);
+    // An operator's override is anchored too.
+    assert!(roundtable(root, &["reconcile", "Assignment/warned"]).status.success());
     let chain = stdout(&roundtable(root, &["audit", "export"]));
     assert!(
         chain.contains(r#"\"blocked\":false"#) && chain.contains(r#"\"reason\":\"no_receipt\""#),
         "the refusal is in the chain: {chain}"
     );
+    for kind in ["session.started", "session.ended", "reconcile.event", "proposal.submitted", "operator.reconcile"] {
+        assert!(chain.contains(&format!(r#"\"kind\":\"{kind}\""#)), "{kind} is in the chain: {chain}");
+    }
+    // Reconcile events in the chain still read as themselves in `describe`.
+    let described = stdout(&roundtable(root, &["describe", "Assignment/warned"]));
+    assert!(described.contains("SpecChanged") && described.contains("ExecutionQueued"), "{described}");
+    let verify = roundtable(root, &["audit", "verify"]);
+    assert!(verify.status.success(), "{}{}", stdout(&verify), stderr(&verify));
     let sessions = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
     let admission = &sessions["items"][0]["detail"]["admission"];
     assert_eq!(admission[0]["verdict"], "refuse", "{admission:#}");

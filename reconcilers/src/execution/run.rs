@@ -133,6 +133,15 @@ impl Inner {
                 return self.end(session, Ending::failed(SessionCause::AdmissionRefused, refused.to_string())).await;
             }
         }
+        let started = serde_json::json!({
+            "assignment": request.assignment,
+            "executionGeneration": session.execution_generation,
+            "attempt": session.attempt,
+            "adapter": request.adapter.name,
+            "image": request.adapter.image.as_ref().map(ToString::to_string),
+            "controllerRun": self.config.controller_run,
+        });
+        self.audit("session.started", &session.id, started).await;
         session.message = "provisioning".into();
         let exec_dir = self.config.execution_root.join(&session.id);
         session.exec_dir = Some(exec_dir.display().to_string());
@@ -169,6 +178,10 @@ impl Inner {
         });
         let launched = self.launch(&session, &request, &source, &provider_plan, &exec_dir, cancel).await;
         // The gateway's final counters and the MCP activity are kept however the run ended.
+        if let Some(report) = &launched.egress {
+            let summary = serde_json::to_value(report).unwrap_or_default();
+            self.audit("egress.summary", &session.id, summary).await;
+        }
         session.detail.egress = launched.egress;
         if let (Some(agent), Some(activity)) = (session.detail.agent.as_mut(), launched.mcp) {
             agent.tool_calls = activity.calls;
