@@ -233,10 +233,11 @@ impl Admitter {
 
     /// The policy recorded in the state store (the default when there is none).
     pub async fn recorded_policy(store: &Store) -> AdmissionPolicySpec {
-        let Ok(records) = store.objects().await else { return AdmissionPolicySpec::default() };
+        let Ok(records) = store.live_objects_of(roundtable_specs::Kind::AdmissionPolicy).await else {
+            return AdmissionPolicySpec::default();
+        };
         records
             .iter()
-            .filter(|r| r.key.kind == roundtable_specs::Kind::AdmissionPolicy && r.deleted_at.is_none())
             .find_map(|r| match roundtable_specs::resource::from_json(&r.spec_json) {
                 Ok((_, roundtable_specs::Spec::AdmissionPolicy(spec))) => Some(spec),
                 _ => None,

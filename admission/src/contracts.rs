@@ -94,3 +94,60 @@ pub fn load(folder: &Path, adapter: &ResolvedAdapter) -> Result<Option<LoadedCon
     }
     Ok(Some(LoadedContract { contract: parsed, source, hash: sha256_hex(&hashed), transcripts }))
 }
+
+/// Every problem with the contract files in `folder` (for `validate`): a file that is neither a
+/// contract nor a transcript a contract names, and transcripts that are missing or do not parse.
+pub fn check_folder(folder: &Path) -> Vec<roundtable_specs::ValidationError> {
+    let Ok(entries) = std::fs::read_dir(folder) else { return Vec::new() };
+    let mut files: Vec<std::path::PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .collect();
+    files.sort();
+    let mut contracts = Vec::new();
+    let mut failed = Vec::new();
+    let mut problems = Vec::new();
+    for path in &files {
+        let shown = path.display().to_string();
+        let text = match read_bounded(path) {
+            Ok(text) => text,
+            Err(why) => {
+                problems.push(roundtable_specs::parse::file_error(&shown, why));
+                continue;
+            }
+        };
+        match contract::parse(&shown, &text) {
+            Ok(parsed) => contracts.push(parsed),
+            Err(error) => failed.push((path.clone(), text, error)),
+        }
+    }
+    let named: Vec<&String> = contracts
+        .iter()
+        .flat_map(|c| &c.transcripts)
+        .filter_map(|t| match t {
+            TranscriptEntry::File(name) => Some(name),
+            TranscriptEntry::Inline(_) => None,
+        })
+        .collect();
+    for name in &named {
+        if !folder.join(name).is_file() {
+            let shown = folder.join(name).display().to_string();
+            problems.push(roundtable_specs::parse::file_error(
+                &shown,
+                "a contract names this transcript, but there is no such file",
+            ));
+        }
+    }
+    for (path, text, error) in failed {
+        let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if named.iter().any(|n| **n == file_name) {
+            if let Err(error) = contract::parse_transcript(&path.display().to_string(), &text) {
+                problems.push(error);
+            }
+        } else {
+            problems.push(error);
+        }
+    }
+    problems
+}

@@ -237,6 +237,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn routing_names_what_the_adapter_does_not_offer() {
+        let generic = roundtable_specs::builtins::template("generic").expect("built-in").resolve("generic");
+        let refused = capability_routing(&generic, &[Capability::ReadonlyWorkspace, Capability::Mcp]);
+        assert_eq!(
+            (refused.reason.as_deref(), refused.message.as_str()),
+            (Some("capability_unmet"), "adapter generic does not offer mcp")
+        );
+        assert!(capability_routing(&generic, &[Capability::ReadonlyWorkspace]).admitted());
+    }
+
+    #[test]
     fn versions_compare_by_number_not_text() {
         let floor: VersionFloor = "0.50.0".parse().expect("floor");
         assert!(security_floor("codex", Some("0.171.0"), Some(&floor)).admitted());

@@ -100,6 +100,19 @@ pub struct AuditEvent {
     pub message: String,
 }
 
+impl AuditEvent {
+    /// The event as a row of the events table.
+    pub fn row(&self) -> NewEvent<'_> {
+        NewEvent {
+            object: &self.object,
+            severity: if self.warning { Severity::Warning } else { Severity::Normal },
+            reason: &self.reason,
+            message: &self.message,
+            record: None,
+        }
+    }
+}
+
 /// Every event and audited record goes through this one trait; the HMAC chain will replace
 /// the implementation, nothing else.
 pub trait AuditSink: Send + Sync + 'static {
@@ -237,24 +250,12 @@ impl StatusBackend for Store {
 
 impl AuditSink for Store {
     async fn record(&self, event: AuditEvent) -> Result<(), BackendError> {
-        let severity = if event.warning { Severity::Warning } else { Severity::Normal };
-        let new =
-            NewEvent { object: &event.object, severity, reason: &event.reason, message: &event.message, record: None };
-        self.append_event(&new).await?;
+        self.append_event(&event.row()).await?;
         Ok(())
     }
 
     async fn record_all(&self, events: Vec<AuditEvent>) -> Result<(), BackendError> {
-        let rows: Vec<NewEvent<'_>> = events
-            .iter()
-            .map(|event| NewEvent {
-                object: &event.object,
-                severity: if event.warning { Severity::Warning } else { Severity::Normal },
-                reason: &event.reason,
-                message: &event.message,
-                record: None,
-            })
-            .collect();
+        let rows: Vec<NewEvent<'_>> = events.iter().map(AuditEvent::row).collect();
         self.append_events(&rows).await?;
         Ok(())
     }
@@ -275,16 +276,7 @@ impl AuditSink for ChainedEvents {
 
     async fn record_all(&self, events: Vec<AuditEvent>) -> Result<(), BackendError> {
         let Some(key) = &self.key else { return self.store.record_all(events).await };
-        let rows: Vec<NewEvent<'_>> = events
-            .iter()
-            .map(|event| NewEvent {
-                object: &event.object,
-                severity: if event.warning { Severity::Warning } else { Severity::Normal },
-                reason: &event.reason,
-                message: &event.message,
-                record: None,
-            })
-            .collect();
+        let rows: Vec<NewEvent<'_>> = events.iter().map(AuditEvent::row).collect();
         self.store.append_audited_events(key, &rows).await?;
         Ok(())
     }

@@ -174,10 +174,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                 let exempt = if policy.exempt.is_empty() { "none".to_owned() } else { policy.exempt.join(", ") };
                 let message = format!(
                     "mode {}; receipts are fresh for {}; exempt: {exempt}",
-                    serde_json::to_value(policy.mode)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_owned))
-                        .unwrap_or_default(),
+                    policy.mode.as_str(),
                     policy.receipt_ttl
                 );
                 (vec![conditions::desired(READY, ConditionStatus::True, reason::RECONCILED, message, generation)], None)

@@ -27,9 +27,12 @@ use roundtable_store::{ProposalRecord, SessionRecord, Store};
 
 pub use lookup::{proposal_item, session_item};
 
-/// Every finding of the static checks over the spec directory `dir` (nothing is created).
+/// Every finding of the static checks over the spec directory `dir` (nothing is created),
+/// admission contracts in `contracts/` included.
 pub fn validate(dir: &Path) -> Scan {
-    scan(dir)
+    let mut scanned = scan(dir);
+    scanned.findings.extend(roundtable_admission::contracts::check_folder(&dir.join("contracts")));
+    scanned
 }
 
 /// What the spec directory `dir` declares; nothing without one (only the built-ins apply).

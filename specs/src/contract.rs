@@ -97,18 +97,7 @@ pub fn parse(file: &str, text: &str) -> Result<Contract, ValidationError> {
             format!("contract is {} bytes; the limit is {}", text.len(), yaml::MAX_FILE_BYTES),
         ));
     }
-    let documents = yaml::split_documents(text);
-    let [document] = documents.as_slice() else {
-        return Err(crate::parse::file_error(file, "a contract file holds exactly one YAML document"));
-    };
-    let contract: Contract = document.deserialize().map_err(|problem| ValidationError {
-        file: file.into(),
-        line: problem.position.line,
-        column: problem.position.column,
-        path: problem.path.to_string(),
-        message: problem.message,
-        severity: Severity::Error,
-    })?;
+    let contract: Contract = single_document(file, text, "contract")?;
     let at = |path: &str, message: String| ValidationError {
         file: file.into(),
         line: 0,
@@ -145,18 +134,16 @@ pub fn parse(file: &str, text: &str) -> Result<Contract, ValidationError> {
 
 /// Parses a transcript file named by a contract.
 pub fn parse_transcript(file: &str, text: &str) -> Result<Transcript, ValidationError> {
+    single_document(file, text, "transcript")
+}
+
+/// The one YAML document of a `what` file, typed; errors name the file, line, column and field.
+fn single_document<T: serde::de::DeserializeOwned>(file: &str, text: &str, what: &str) -> Result<T, ValidationError> {
     let documents = yaml::split_documents(text);
     let [document] = documents.as_slice() else {
-        return Err(crate::parse::file_error(file, "a transcript file holds exactly one YAML document"));
+        return Err(crate::parse::file_error(file, format!("a {what} file holds exactly one YAML document")));
     };
-    document.deserialize().map_err(|problem| ValidationError {
-        file: file.into(),
-        line: problem.position.line,
-        column: problem.position.column,
-        path: problem.path.to_string(),
-        message: problem.message,
-        severity: Severity::Error,
-    })
+    document.deserialize().map_err(|problem| crate::parse::problem_to_error(file, problem, ""))
 }
 
 /// A name with no folder part, no `..` and nothing hidden: it can only name a file beside the contract.

@@ -191,7 +191,7 @@ pub fn parse_file(file: &str, relative_path: &str, text: &str) -> ParsedFile {
     parsed
 }
 
-fn problem_to_error(file: &str, problem: yaml::YamlProblem, prefix: &str) -> ValidationError {
+pub(crate) fn problem_to_error(file: &str, problem: yaml::YamlProblem, prefix: &str) -> ValidationError {
     ValidationError {
         file: file.into(),
         line: problem.position.line,

@@ -59,3 +59,13 @@ pub enum AdmissionMode {
     Warn,
     Enforce,
 }
+
+impl AdmissionMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdmissionMode::Off => "off",
+            AdmissionMode::Warn => "warn",
+            AdmissionMode::Enforce => "enforce",
+        }
+    }
+}

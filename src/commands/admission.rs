@@ -24,14 +24,6 @@ fn writer_key(global: &Global) -> anyhow::Result<Arc<AuditKey>> {
     Ok(Arc::new(AuditKey::load_or_create(&key_path(global)?)?))
 }
 
-fn mode_word(mode: AdmissionMode) -> &'static str {
-    match mode {
-        AdmissionMode::Off => "off",
-        AdmissionMode::Warn => "warn",
-        AdmissionMode::Enforce => "enforce",
-    }
-}
-
 fn verdict_text(item: &AdmissionItem) -> String {
     match item.decisions.first() {
         _ if item.exempt => "exempt".into(),
@@ -57,7 +49,7 @@ fn print_check(item: &AdmissionItem) {
     };
     println!(
         "  policy:        mode {}{}; {consequence}",
-        mode_word(item.mode),
+        item.mode.as_str(),
         if item.exempt { ", exempt" } else { "" }
     );
     let e = &item.evidence;
@@ -130,7 +122,7 @@ pub async fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
                 .map(|item| {
                     vec![
                         item.adapter.clone(),
-                        mode_word(item.mode).into(),
+                        item.mode.as_str().into(),
                         verdict_text(item),
                         if item.spawn { "yes".into() } else { "no".into() },
                         item.evidence.installed_version.clone().unwrap_or_else(|| "-".into()),

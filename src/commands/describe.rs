@@ -54,6 +54,7 @@ fn text(item: &DescribeItem) -> String {
     );
     if let Some(observed) = &item.observed {
         out.push_str(&format!("Observed:    {}\n", render::sanitize(&observed.to_string())));
+        out.push_str(&admission_text(observed));
     }
     out.push_str("\nConditions:\n");
     let conditions: Vec<Vec<String>> = status
@@ -74,6 +75,59 @@ fn text(item: &DescribeItem) -> String {
     let events: Vec<Vec<String>> =
         item.events.iter().map(|e| vec![e.at.clone(), e.type_.clone(), e.reason.clone(), e.message.clone()]).collect();
     out.push_str(&indent(&render::table(&["AT", "TYPE", "REASON", "MESSAGE"], &events)));
+    out
+}
+
+/// An Adapter's admission, readable: the receipt (id, verdict, expiry) and the evidence.
+fn admission_text(observed: &serde_json::Value) -> String {
+    let text = |value: &serde_json::Value| render::sanitize(value.as_str().unwrap_or("-"));
+    let mut out = String::new();
+    let (receipt, evidence) = (&observed["receipt"], &observed["evidence"]);
+    if observed["admission"].is_array() {
+        out.push_str("\nAdmission:\n");
+        out.push_str(&format!("  Mode:          {}\n", text(&observed["admissionMode"])));
+        for decision in observed["admission"].as_array().into_iter().flatten() {
+            let verdict = match decision["reason"].as_str() {
+                Some(reason) => format!("refused ({reason})"),
+                None => "admitted".into(),
+            };
+            out.push_str(&format!(
+                "  {:<14} {verdict}: {}\n",
+                format!("{}:", text(&decision["gate"])),
+                text(&decision["message"])
+            ));
+        }
+        match receipt.is_object() {
+            true => out.push_str(&format!(
+                "  Receipt:       {} ({}) sealed {}, expires {}\n",
+                text(&receipt["id"]),
+                text(&receipt["verdict"]),
+                text(&receipt["generatedAt"]),
+                text(&receipt["expiresAt"])
+            )),
+            false => out.push_str("  Receipt:       none\n"),
+        }
+    }
+    if evidence.is_object() {
+        out.push_str(&format!("  Image ID:      {}\n", text(&evidence["imageId"])));
+        out.push_str(&format!("  Version:       {}\n", text(&evidence["installedVersion"])));
+        out.push_str(&format!(
+            "  Contract:      {} ({})\n",
+            text(&evidence["contract"]),
+            text(&evidence["contractHash"])
+        ));
+        out.push_str(&format!(
+            "  Conformance:   {}: {}\n",
+            text(&evidence["conformance"]),
+            text(&evidence["conformanceDetail"])
+        ));
+        for transcript in evidence["transcripts"].as_array().into_iter().flatten() {
+            let passed = if transcript["passed"] == true { "replays clean" } else { "diverged" };
+            out.push_str(&format!("  Transcript:    {}: {passed}\n", text(&transcript["name"])));
+        }
+        out.push_str(&format!("  Canary:        {}\n", text(&evidence["canary"])));
+        out.push_str(&format!("  Fingerprint:   {}\n", text(&evidence["replayFingerprint"])));
+    }
     out
 }
 

@@ -155,6 +155,15 @@ impl Store {
             .collect()
     }
 
+    /// The live objects of one kind, ordered by name.
+    pub async fn live_objects_of(&self, kind: Kind) -> Result<Vec<ObjectRecord>> {
+        let rows = sqlx::query("SELECT * FROM objects WHERE kind = $1 AND deleted_at IS NULL ORDER BY name")
+            .bind(kind.as_str())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(object_from_row).collect()
+    }
+
     /// Every object, live and tombstoned, ordered by kind and name.
     pub async fn objects(&self) -> Result<Vec<ObjectRecord>> {
         let rows = sqlx::query("SELECT * FROM objects ORDER BY kind, name").fetch_all(&self.pool).await?;

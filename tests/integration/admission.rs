@@ -138,6 +138,19 @@ async fn every_refusal_reason_is_reached_through_the_real_evidence_path() {
     assert_eq!(canary.status.code(), Some(0), "{}{}", stdout(&canary), stderr(&canary));
     assert!(stdout(&canary).contains("green"), "{}", stdout(&canary));
 
+    // The security floor decides beside admission: under enforce a CLI below it does not spawn.
+    write(
+        root,
+        ".roundtable/policy.yaml",
+        &format!(
+            "{API}\nkind: AdmissionPolicy\nmetadata: {{name: default}}\nspec: {{mode: enforce, minVersions: {{codex: '0.200.0'}}}}\n"
+        ),
+    );
+    let (_, item) = check(root, "codex", false);
+    assert_eq!(item["decisions"][1]["reason"], "below_floor", "{item:#}");
+    assert_eq!(item["decisions"][1]["message"], "version 0.171.0 is below the minimum 0.200.0");
+    assert_eq!(item["spawn"], false);
+
     // Every seal and attestation is in the chain, which verifies.
     let verify = roundtable(root, &["audit", "verify"]);
     assert!(verify.status.success(), "{}{}", stdout(&verify), stderr(&verify));
@@ -252,10 +265,23 @@ async fn enforce_refuses_an_unsealed_adapter_until_it_is_sealed() {
     );
     let adapter = stdout(&roundtable(root, &["status"]));
     assert!(adapter.contains("no_receipt"), "status shows the adapter's admission: {adapter}");
+    let policy = json(&roundtable(root, &["describe", "AdmissionPolicy/default", "--format", "json"]));
+    assert_eq!(
+        (policy["items"][0]["status"]["sync"].as_str(), policy["items"][0]["status"]["health"].as_str()),
+        (Some("Synced"), Some("Healthy"))
+    );
 
     // Sealing clears it: the next look starts the execution.
     assert_eq!(check(root, "generic", true).0, Some(0));
     wait_until("the sealed adapter's Assignment succeeds", || phase("gated").as_deref() == Some("Succeeded")).await;
+    // `describe` shows the receipt the adapter is admitted by, its evidence and its expiry.
+    wait_until("the adapter shows its receipt", || {
+        let shown = stdout(&roundtable(root, &["describe", "Adapter/generic"]));
+        shown.contains("Receipt:") && shown.contains("(admit) sealed") && shown.contains("expires 20")
+    })
+    .await;
+    let shown = stdout(&roundtable(root, &["describe", "Adapter/generic"]));
+    assert!(shown.contains("Transcript:    generic-script: replays clean"), "{shown}");
 
     // The chain holds the blocked refusal, the receipt, then the admitting gate.
     let chain = stdout(&roundtable(root, &["audit", "export"]));
@@ -321,4 +347,23 @@ async fn warn_records_the_refusal_and_runs() {
     let admission = &sessions["items"][0]["detail"]["admission"];
     assert_eq!(admission[0]["verdict"], "refuse", "{admission:#}");
     nothing_left(&engine, root).await;
+}
+
+#[test]
+fn validate_names_the_file_line_and_field_of_a_bad_contract() {
+    let tree = crate::support::spec_tree(&[
+        (".roundtable/contracts/x.yaml", "adapter: x\nversionCommand: [x]\nhelpCommand: [x]\nrequiredFlag: [-m]\n"),
+        (
+            ".roundtable/contracts/y.yaml",
+            "adapter: y\nversionCommand: [y]\nhelpCommand: [y]\ntranscripts: [t.yaml, gone.yaml]\n",
+        ),
+        (".roundtable/contracts/t.yaml", "name: t\nprompt: p\nexpect: {args: [], stdin: prompt, env: []}\nbogus: 1\n"),
+    ]);
+    let out = roundtable(tree.path(), &["validate"]);
+    assert_eq!(out.status.code(), Some(1));
+    let said = stdout(&out) + &stderr(&out);
+    assert!(said.contains("contracts/x.yaml:4:1: requiredFlag: unknown field"), "{said}");
+    assert!(said.contains("contracts/t.yaml:4:1: bogus: unknown field"), "a named transcript is read as one: {said}");
+    assert!(said.contains("contracts/gone.yaml") && said.contains("no such file"), "{said}");
+    assert!(!said.contains("contracts/t.yaml:1:1"), "a transcript is not reported as a broken contract: {said}");
 }
