@@ -10,6 +10,7 @@ mod engine_restart;
 mod execution;
 mod fidelity;
 mod providers;
+mod real_clis;
 mod schemas;
 mod support;
 mod tidy;
