@@ -12,12 +12,21 @@ use roundtable_specs::contract::Contract;
 /// Output kept per probe command.
 pub const PROBE_OUTPUT_LIMIT: u64 = 256 * 1024;
 
-/// The environment of every probe command: no credentials, nothing interactive.
+/// The environment of every probe command: no credentials, nothing interactive; home and
+/// scratch in the probe's own (empty, writable) workspace, since `/tmp` is root's.
 pub fn probe_env() -> Vec<String> {
-    ["HOME=/tmp", "PATH=/usr/local/bin:/usr/bin:/bin", "CI=1", "NO_COLOR=1", "TERM=dumb", "DO_NOT_TRACK=1"]
-        .iter()
-        .map(|v| (*v).to_owned())
-        .collect()
+    [
+        "HOME=/roundtable/workspace",
+        "TMPDIR=/roundtable/workspace",
+        "PATH=/usr/local/bin:/usr/bin:/bin",
+        "CI=1",
+        "NO_COLOR=1",
+        "TERM=dumb",
+        "DO_NOT_TRACK=1",
+    ]
+    .iter()
+    .map(|v| (*v).to_owned())
+    .collect()
 }
 
 /// The commands a probe runs for `contract`: the version command, then the help command.

@@ -9,8 +9,8 @@ use std::time::Duration;
 use rmcp::ServiceExt as _;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, Implementation, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, Tool as McpTool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, Implementation, InitializeRequestParams,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, Tool as McpTool, ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
@@ -19,7 +19,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::capability::{Authority, Refused, Role};
-use crate::tools::{Board, Tool};
+use crate::tools::{Board, McpClient, Tool};
 
 /// The auth line's bound: a token is 70 bytes; anything far longer is not one.
 const MAX_AUTH_LINE: usize = 1024;
@@ -178,6 +178,21 @@ fn describe(tool: Tool) -> McpTool {
 }
 
 impl ServerHandler for Handler {
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        // The connection presented a valid capability before MCP began: this client is the CLI.
+        self.endpoint.board.activity.initialized(McpClient {
+            name: request.client_info.name.clone(),
+            version: request.client_info.version.clone(),
+            protocol_version: request.protocol_version.to_string(),
+        });
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
     fn get_info(&self) -> InitializeResult {
         InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("roundtable", env!("CARGO_PKG_VERSION")))
@@ -193,6 +208,7 @@ impl ServerHandler for Handler {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let role = self.recheck()?;
+        self.endpoint.board.activity.listed_tools();
         Ok(ListToolsResult::with_all_items(Board::tools_for(role).into_iter().map(describe).collect()))
     }
 

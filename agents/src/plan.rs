@@ -4,7 +4,7 @@
 
 use roundtable_specs::adapter::{Provider, ResolvedAdapter};
 use roundtable_specs::builtins::headless;
-use roundtable_specs::layout::{AGENT_CONFIG, AGENT_UID, BINARY, CAPABILITY_ENV, HOME, TASK, WORKSPACE};
+use roundtable_specs::layout::{AGENT_CONFIG, AGENT_UID, BINARY, CAPABILITY_ENV, HOME, TASK, TMPDIR, WORKSPACE};
 use roundtable_specs::resume::ExternalSessionId;
 use serde::Serialize;
 
@@ -151,8 +151,16 @@ pub fn mounts(sockets: bool) -> Vec<Mount> {
 pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> ProviderPlan {
     let provider = adapter.provider;
     let mcp = adapter.supports_mcp && provider.is_agent_cli();
-    let mut env = vec![("HOME".to_owned(), HOME.to_owned()), ("PATH".to_owned(), PATH.to_owned())];
-    let mut files = vec![AgentFile::dir(AGENT_CONFIG, 0, 0o755), AgentFile::dir(HOME, AGENT_UID, 0o755)];
+    let mut env = vec![
+        ("HOME".to_owned(), HOME.to_owned()),
+        ("PATH".to_owned(), PATH.to_owned()),
+        ("TMPDIR".to_owned(), TMPDIR.to_owned()),
+    ];
+    let mut files = vec![
+        AgentFile::dir(AGENT_CONFIG, 0, 0o755),
+        AgentFile::dir(HOME, AGENT_UID, 0o755),
+        AgentFile::dir(TMPDIR, AGENT_UID, 0o700),
+    ];
     let model = input.model.filter(|m| !m.is_empty());
     let model_flag = model.map(|m| format!("--model={m}"));
     let mut argv = vec![adapter.command.clone()];
@@ -347,7 +355,12 @@ mod tests {
         assert_eq!(plan.stdin, Stdin::Prompt);
         assert_eq!(
             env_of(&plan),
-            ["HOME=/tmp/roundtable/home", "PATH=/usr/local/bin:/usr/bin:/bin", "CODEX_HOME=/tmp/roundtable/codex"]
+            [
+                "HOME=/tmp/roundtable/home",
+                "PATH=/usr/local/bin:/usr/bin:/bin",
+                "TMPDIR=/tmp/roundtable/tmp",
+                "CODEX_HOME=/tmp/roundtable/codex"
+            ]
         );
         assert_eq!(
             plan.env_names(),
@@ -358,6 +371,7 @@ mod tests {
                 "HTTPS_PROXY",
                 "PATH",
                 "ROUNDTABLE_AGENT_CAPABILITY",
+                "TMPDIR",
                 "https_proxy"
             ]
         );
@@ -367,6 +381,7 @@ mod tests {
             [
                 ("/tmp/roundtable", 0, 0o755),
                 ("/tmp/roundtable/home", 1000, 0o755),
+                ("/tmp/roundtable/tmp", 1000, 0o700),
                 ("/tmp/roundtable/codex", 0, 0o1777),
                 ("/tmp/roundtable/codex/config.toml", 0, 0o444),
             ]
@@ -389,7 +404,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            env_of(&plan)[2..],
+            env_of(&plan)[3..],
             [
                 "CLAUDE_CONFIG_DIR=/tmp/roundtable/claude",
                 "DISABLE_AUTOUPDATER=1",
@@ -413,7 +428,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            env_of(&plan)[2..],
+            env_of(&plan)[3..],
             [
                 "GEMINI_CLI_HOME=/tmp/roundtable/gemini",
                 "GEMINI_CLI_SYSTEM_SETTINGS_PATH=/tmp/roundtable/gemini-settings.json",

@@ -123,12 +123,18 @@ pub enum ToolError {
     Unavailable(&'static str),
 }
 
+pub use roundtable_specs::session::McpClient;
+
 /// What a session did through its endpoint, for the session record.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ActivitySnapshot {
     pub calls: BTreeMap<String, u64>,
     pub refused: u64,
     pub last_heartbeat: Option<String>,
+    /// The MCP clients that completed `initialize` on an authenticated connection, in order.
+    pub clients: Vec<McpClient>,
+    /// How many times the tool list was asked for.
+    pub tool_lists: u64,
 }
 
 /// Live activity counters, shared between the endpoint and the execution that owns it.
@@ -146,6 +152,14 @@ impl Activity {
 
     pub fn refused(&self) {
         self.with(|a| a.refused += 1);
+    }
+
+    pub fn initialized(&self, client: McpClient) {
+        self.with(|a| a.clients.push(client));
+    }
+
+    pub fn listed_tools(&self) {
+        self.with(|a| a.tool_lists += 1);
     }
 
     fn beat(&self, at: &str) {

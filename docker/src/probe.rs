@@ -9,7 +9,7 @@ use roundtable_runtime::{ProbeOutcome, ProbePlan, ProbeRun, RuntimeError};
 use tokio::sync::watch;
 
 use crate::Engine;
-use crate::profile::{SandboxSpec, tmpfs_volume};
+use crate::profile::{SandboxSpec, TmpfsRoot, tmpfs_volume};
 use crate::session::{EMPTY_IMAGE, container_name, create_hardened, ensure_empty_image, run_exec, volume_names};
 
 /// What a probe container may use: enough for a CLI to print its help, nothing more.
@@ -50,11 +50,11 @@ async fn lifecycle(engine: &Engine, plan: &ProbePlan, name: &str) -> Result<Prob
     let labels = plan.ownership.labels();
     let [workspace, tmp] = volume_names(name);
     docker
-        .create_volume(tmpfs_volume(&workspace, WORKSPACE_BYTES, labels.clone()))
+        .create_volume(tmpfs_volume(&workspace, WORKSPACE_BYTES, TmpfsRoot::Agent, labels.clone()))
         .await
         .map_err(engine_error("create the probe's workspace volume"))?;
     docker
-        .create_volume(tmpfs_volume(&tmp, TMP_BYTES, labels.clone()))
+        .create_volume(tmpfs_volume(&tmp, TMP_BYTES, TmpfsRoot::Root, labels.clone()))
         .await
         .map_err(engine_error("create the probe's /tmp volume"))?;
     let spec = SandboxSpec {

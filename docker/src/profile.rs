@@ -12,16 +12,37 @@ use bollard::models::{
 pub use roundtable_specs::layout as paths;
 use roundtable_specs::layout::AGENT_UID;
 
+/// Who owns the root of a tmpfs volume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TmpfsRoot {
+    /// The agent's own folder (the workspace): UID 1000, 0755.
+    Agent,
+    /// `/tmp`: root's, 0755. What Roundtable writes there (the CLIs' manifests) sits under
+    /// folders only root can change, which CLIs check: the Gemini CLI ignores a system settings
+    /// file whose parent folders are not root's or are writable by others. The agent writes in
+    /// its home and its `TMPDIR` below it.
+    Root,
+}
+
 /// A named tmpfs volume: the archive API can copy into and out of it (it cannot see `--tmpfs`
 /// mounts), and its data lives only while a running container mounts it.
-pub fn tmpfs_volume(name: &str, size_bytes: u64, labels: HashMap<String, String>) -> VolumeCreateRequest {
+pub fn tmpfs_volume(
+    name: &str,
+    size_bytes: u64,
+    root: TmpfsRoot,
+    labels: HashMap<String, String>,
+) -> VolumeCreateRequest {
+    let owner = match root {
+        TmpfsRoot::Agent => format!("uid={AGENT_UID},gid={AGENT_UID},mode=0755"),
+        TmpfsRoot::Root => "uid=0,gid=0,mode=0755".to_owned(),
+    };
     VolumeCreateRequest {
         name: Some(name.to_owned()),
         driver: Some("local".into()),
         driver_opts: Some(HashMap::from([
             ("type".to_owned(), "tmpfs".to_owned()),
             ("device".to_owned(), "tmpfs".to_owned()),
-            ("o".to_owned(), format!("size={size_bytes},uid={AGENT_UID},gid={AGENT_UID},mode=0755,nosuid,nodev")),
+            ("o".to_owned(), format!("size={size_bytes},{owner},nosuid,nodev")),
         ])),
         labels: Some(labels),
         ..VolumeCreateRequest::default()
@@ -184,10 +205,13 @@ mod tests {
 
     #[test]
     fn tmpfs_volumes_belong_to_the_agent() {
-        let volume = tmpfs_volume("ws", 1 << 30, HashMap::new());
+        let volume = tmpfs_volume("ws", 1 << 30, TmpfsRoot::Agent, HashMap::new());
         let options = volume.driver_opts.expect("options");
         assert_eq!(options.get("type").map(String::as_str), Some("tmpfs"));
         let mount_options = options.get("o").expect("o");
         assert!(mount_options.contains("size=1073741824") && mount_options.contains("uid=1000"), "{mount_options}");
+        let tmp = tmpfs_volume("tmp", 1 << 20, TmpfsRoot::Root, HashMap::new());
+        let tmp_options = tmp.driver_opts.expect("options");
+        assert!(tmp_options.get("o").is_some_and(|o| o.contains("uid=0,gid=0,mode=0755")), "{tmp_options:?}");
     }
 }

@@ -21,7 +21,7 @@ use roundtable_workspace::extract::{self, Limits};
 use tokio::sync::watch;
 
 use crate::Engine;
-use crate::profile::{self, SandboxSpec, tmpfs_volume};
+use crate::profile::{self, SandboxSpec, TmpfsRoot, tmpfs_volume};
 
 /// The image that runs agents that need no files of their own (the built-in `mock`).
 pub const EMPTY_IMAGE: &str = "roundtable.dev/empty:v1";
@@ -478,11 +478,11 @@ impl<'a> Execution<'a> {
         let resources = plan.resources;
         let [workspace, tmp] = self.volumes();
         docker
-            .create_volume(tmpfs_volume(&workspace, resources.workspace_bytes, labels.clone()))
+            .create_volume(tmpfs_volume(&workspace, resources.workspace_bytes, TmpfsRoot::Agent, labels.clone()))
             .await
             .map_err(engine_error("create the workspace volume"))?;
         docker
-            .create_volume(tmpfs_volume(&tmp, resources.tmp_bytes, labels.clone()))
+            .create_volume(tmpfs_volume(&tmp, resources.tmp_bytes, TmpfsRoot::Root, labels.clone()))
             .await
             .map_err(engine_error("create the /tmp volume"))?;
         let home_volume = match &plan.persistent_home {

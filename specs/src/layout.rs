@@ -8,7 +8,11 @@ pub const AGENT_UID: u32 = 1000;
 pub const SOURCE: &str = "/roundtable/source";
 /// The agent's writable workspace (seeded from the source; exported after the run).
 pub const WORKSPACE: &str = "/roundtable/workspace";
+/// Root-owned 0755, like every parent of a file a CLI trusts as system configuration (the
+/// Gemini CLI ignores settings under a folder that is not root's or that others can write).
 pub const TMP: &str = "/tmp";
+/// The agent's scratch folder (its `TMPDIR`), its own 0700: `/tmp` itself is not writable.
+pub const TMPDIR: &str = "/tmp/roundtable/tmp";
 /// The controller's own static binary, read-only: PID 1, the self-check, the proxy, `mock`.
 pub const BINARY: &str = "/roundtable/bin/roundtable";
 /// The brief (assignment, task, base commit, manifest), read-only.

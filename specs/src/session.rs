@@ -373,6 +373,15 @@ pub struct SessionDetail {
     pub timings_ms: BTreeMap<String, u64>,
 }
 
+/// An MCP client as it named itself in `initialize`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpClient {
+    pub name: String,
+    pub version: String,
+    pub protocol_version: String,
+}
+
 /// Tokens a provider reported spending, summed over the run. Fields a provider does not report
 /// are absent rather than zero.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -391,6 +400,13 @@ pub struct TokenUsage {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentSession {
+    /// The MCP clients that completed `initialize` on the session's authenticated endpoint (the
+    /// CLI's own name and version, e.g. `codex-mcp-client` 0.171.0).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_clients: Vec<McpClient>,
+    /// How many times a client listed the tools.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tools_listed: u64,
     /// `codex`, `claude`, `gemini`, `opencode`, `generic` or `mock`.
     pub provider: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -52,14 +52,16 @@ fn broken_files_are_positioned_in_text_and_json() {
         shown.contains("nested/bad.yaml:16:5: spec.resources.memory: 64Gi exceeds the hard cap of 16Gi"),
         "{shown}"
     );
-    assert!(!shown.contains("ignored.yaml"), "state/ and contracts/ are skipped: {shown}");
+    assert!(!shown.contains("state/ignored.yaml") && !shown.contains("admission/ignored.yml"), "skipped: {shown}");
+    // contracts/ is not read as resources, but as admission contracts.
+    assert!(shown.contains("contracts/ignored.yaml:1:1: neither: unknown field"), "{shown}");
 
     let as_json = roundtable(tree.path(), &["validate", "--dir", dir, "--format", "json"]);
     assert_eq!(as_json.status.code(), Some(1));
     let list = json(&stdout(&as_json));
     assert_eq!(list["kind"], "ValidationErrorList");
     let items = list["items"].as_array().expect("items");
-    assert_eq!(items.len(), 2, "{list:#}");
+    assert_eq!(items.len(), 3, "{list:#}");
     let first = &items[0];
     assert!(first["file"].as_str().expect("file").ends_with("nested/bad.yaml"));
     assert_eq!((first["line"].as_u64(), first["column"].as_u64()), (Some(9), Some(7)));

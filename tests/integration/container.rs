@@ -13,7 +13,7 @@ use roundtable_docker::bollard::query_parameters::{
     CreateContainerOptionsBuilder, DownloadFromContainerOptionsBuilder, EventsOptionsBuilder,
     RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder, UploadToContainerOptionsBuilder,
 };
-use roundtable_docker::profile::{SandboxSpec, paths, tmpfs_volume};
+use roundtable_docker::profile::{SandboxSpec, TmpfsRoot, paths, tmpfs_volume};
 use roundtable_runtime::labels::{Ownership, Purpose};
 
 use crate::support::{binary, engine_or_skip, ensure_test_images};
@@ -100,8 +100,9 @@ impl Sandbox {
         }
         .labels();
         let volumes = [format!("{unique}-workspace"), format!("{unique}-tmp")];
-        for (name, size) in volumes.iter().zip([32u64 << 20, 16 << 20]) {
-            docker.create_volume(tmpfs_volume(name, size, labels.clone())).await.expect("create volume");
+        let roots = [TmpfsRoot::Agent, TmpfsRoot::Root];
+        for ((name, size), root) in volumes.iter().zip([32u64 << 20, 16 << 20]).zip(roots) {
+            docker.create_volume(tmpfs_volume(name, size, root, labels.clone())).await.expect("create volume");
         }
         let source = tempfile::tempdir().expect("tempdir");
         std::fs::write(source.path().join("README.md"), "# source\n").expect("write");
@@ -246,16 +247,21 @@ async fn hardened_lifecycle_is_proven_from_inside() {
     assert!(mount_options("/").split_whitespace().nth(5).is_some_and(|o| o.split(',').any(|x| x == "ro")));
     assert!(mount_options(paths::SOURCE).split_whitespace().nth(5).is_some_and(|o| o.split(',').any(|x| x == "ro")));
     assert!(mount_options(paths::BINARY).split_whitespace().nth(5).is_some_and(|o| o.split(',').any(|x| x == "ro")));
-    for volume in [paths::WORKSPACE, paths::TMP] {
-        let line = mount_options(volume);
-        assert!(line.contains(" - tmpfs ") && line.contains("uid=1000"), "{line}");
-    }
+    // The workspace is the agent's; /tmp is root's and 0755 (the agent writes below it).
+    let workspace = mount_options(paths::WORKSPACE);
+    assert!(workspace.contains(" - tmpfs ") && workspace.contains("uid=1000"), "{workspace}");
+    let tmp = mount_options(paths::TMP);
+    assert!(tmp.contains(" - tmpfs ") && !tmp.contains("uid=") && tmp.contains("mode=755"), "{tmp}");
     assert!(!mounts.contains("docker.sock"), "the engine socket is never mounted");
 
     let denied = sh(docker, id, "touch /x; touch /roundtable/source/x; touch /roundtable/bin/x; echo done").await;
     assert_eq!(denied.stderr.matches("Read-only file system").count(), 3, "{}", denied.stderr);
-    let allowed = sh(docker, id, "echo agent > /roundtable/workspace/out.txt && echo tmp > /tmp/out.txt && stat -c %u /roundtable/workspace/seed.txt").await;
+    let allowed =
+        sh(docker, id, "echo agent > /roundtable/workspace/out.txt && stat -c %u /roundtable/workspace/seed.txt").await;
     assert_eq!((allowed.code, allowed.stdout.trim()), (0, "1000"), "{}", allowed.stderr);
+    // /tmp is root's: the agent writes in its home and TMPDIR below it, not beside the manifests.
+    let tmp_denied = sh(docker, id, "echo tmp > /tmp/out.txt").await;
+    assert!(tmp_denied.code != 0 && tmp_denied.stderr.contains("Permission denied"), "{}", tmp_denied.stderr);
     let source = sh(docker, id, "cat /roundtable/source/README.md").await;
     assert_eq!(source.stdout, "# source\n");
 
@@ -275,7 +281,6 @@ async fn hardened_lifecycle_is_proven_from_inside() {
         ("/roundtable/workspace/seed.txt", "seeded into /roundtable/workspace\n"),
         ("/tmp/seed.txt", "seeded into /tmp\n"),
         ("/roundtable/workspace/out.txt", "agent\n"),
-        ("/tmp/out.txt", "tmp\n"),
     ] {
         assert_eq!(String::from_utf8(download_file(docker, id, path).await).expect("utf-8"), expected, "{path}");
     }

@@ -165,7 +165,8 @@ async fn labelled_leftovers_no_spec_owns_require_pruning() {
         purpose: Purpose::Agent,
     }
     .labels();
-    let volume = roundtable_docker::profile::tmpfs_volume(&name, 1 << 20, labels);
+    let volume =
+        roundtable_docker::profile::tmpfs_volume(&name, 1 << 20, roundtable_docker::profile::TmpfsRoot::Agent, labels);
     engine.docker().create_volume(volume).await.expect("create a labelled volume");
     let status = status_json(root);
     let leftover = row(&status, "Volume", &name).map(|r| r["message"].as_str().unwrap_or_default().to_owned());

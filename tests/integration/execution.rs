@@ -449,7 +449,12 @@ async fn prune_removes_what_is_past_retention_and_unowned() {
     let volume = format!("rt-prune-test-{}", std::process::id());
     engine
         .docker()
-        .create_volume(roundtable_docker::profile::tmpfs_volume(&volume, 1 << 20, labels))
+        .create_volume(roundtable_docker::profile::tmpfs_volume(
+            &volume,
+            1 << 20,
+            roundtable_docker::profile::TmpfsRoot::Agent,
+            labels,
+        ))
         .await
         .expect("volume");
     // And one of the declared Assignment, left by its finished session (as when the engine was
@@ -465,7 +470,12 @@ async fn prune_removes_what_is_past_retention_and_unowned() {
     let orphan = format!("rt-prune-orphan-{}", std::process::id());
     engine
         .docker()
-        .create_volume(roundtable_docker::profile::tmpfs_volume(&orphan, 1 << 20, left_by_finished))
+        .create_volume(roundtable_docker::profile::tmpfs_volume(
+            &orphan,
+            1 << 20,
+            roundtable_docker::profile::TmpfsRoot::Agent,
+            left_by_finished,
+        ))
         .await
         .expect("volume");
 

@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::support::{commit_all, engine_or_skip, json, nothing_left, repo_root, roundtable, stderr, stdout, write};
+use crate::support::{
+    API, ShowLogOnPanic, commit_all, engine_or_skip, json, nothing_left, repo_root, roundtable, start_daemon, stderr,
+    stdout, write,
+};
 
 /// The folder holding the CLI files, or `None` (skip) when the run does not require them.
 fn provider_clis() -> Option<PathBuf> {
@@ -70,4 +73,91 @@ async fn the_real_clis_are_admitted_on_their_real_surfaces() {
     assert_eq!(item["decisions"][0]["reason"], "conformance_fail", "{item:#}");
     assert_eq!(item["decisions"][0]["message"], "the help surface does not advertise --session-id");
     nothing_left(&engine, root).await;
+}
+
+/// Each real CLI runs its exact built-in plan in the hardened container with no gateway: it gets
+/// past argument parsing (offline it then retries until the Assignment's timeout), its MCP client
+/// completes `initialize` and lists the tools on the session's authenticated endpoint, and the
+/// provider session id is captured where the CLI prints one before the model call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_real_cli_accepts_its_plan_and_speaks_mcp_to_the_endpoint() {
+    let Some(clis) = provider_clis() else { return };
+    let Some(engine) = engine_or_skip().await else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write(root, "README.md", "# Project\n");
+    // No provider hosts: no gateway, no proxy, no network at all.
+    let adapters = real_cli_adapters(&clis).replace("\"}", "\", providerHosts: []}");
+    write(root, ".roundtable/adapters.yaml", &adapters);
+    let mut assignments = String::new();
+    for cli in CLIS {
+        assignments.push_str(&format!(
+            "---\n{API}\nkind: Assignment\nmetadata: {{name: {cli}-argv}}\nspec:\n  adapter: {cli}\n  task: {{id: T, prompt: Say hi.}}\n  readablePaths: [README.md]\n  timeout: 20s\n"
+        ));
+    }
+    write(root, ".roundtable/assignments.yaml", &assignments);
+    commit_all(root);
+    let executions = tempfile::tempdir().expect("executions");
+    let secrets = executions.path().join("secrets.env");
+    std::fs::write(&secrets, "CODEX_API_KEY=sk-test\nANTHROPIC_API_KEY=sk-test\nGEMINI_API_KEY=test\n")
+        .expect("secrets");
+    std::fs::set_permissions(&secrets, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
+    let _log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_owned());
+    let daemon = start_daemon(
+        root,
+        &["--secrets-file", secrets.to_str().expect("utf-8"), "--max-executions", "3"],
+        executions.path(),
+    );
+    let sessions = || json(&roundtable(root, &["sessions", "list", "--format", "json"]))["items"].clone();
+    let finished = || {
+        let items = sessions();
+        let done = items
+            .as_array()
+            .map_or(0, |items| items.iter().filter(|s| s["phase"] != "Running" && s["phase"] != "Queued").count());
+        done == CLIS.len()
+    };
+    wait_until_for("the three sessions to end", std::time::Duration::from_secs(150), finished).await;
+    drop(daemon);
+
+    for (cli, client, version) in [
+        ("codex", "codex-mcp-client", "0.171.0"),
+        ("opencode", "opencode", "1.18.33"),
+        ("gemini", "gemini-cli-mcp-client", "0.61.0"),
+    ] {
+        let items = sessions();
+        let session = items
+            .as_array()
+            .and_then(|items| items.iter().find(|s| s["adapter"] == cli).cloned())
+            .unwrap_or_else(|| panic!("no session of {cli}: {items:#}"));
+        let id = session["id"].as_str().expect("id");
+        let logs = stdout(&roundtable(root, &["sessions", "logs", id]));
+        // A usage error ends at once with a parser's complaint; a clean start runs into the timeout.
+        for complaint in ["unexpected argument", "Unknown argument", "Unknown arguments", "error: unrecognized"] {
+            assert!(!logs.contains(complaint), "{cli} rejected its argv: {logs}");
+        }
+        assert_eq!(session["cause"], "TimedOut", "{cli}: {session:#}\n{logs}");
+        let agent = &session["detail"]["agent"];
+        let clients = agent["mcpClients"].as_array().cloned().unwrap_or_default();
+        assert!(
+            clients.iter().any(|c| c["name"] == client && c["version"] == version),
+            "{cli}'s MCP client did not initialize on the endpoint: {agent:#}"
+        );
+        assert!(agent["toolsListed"].as_u64().is_some_and(|n| n >= 1), "{cli} listed no tools: {agent:#}");
+        // Codex and Gemini name their session before the first model call.
+        if cli != "opencode" {
+            assert!(session["externalSessionId"].as_str().is_some_and(|id| id.len() >= 32), "{cli}: {session:#}");
+        }
+    }
+    nothing_left(&engine, root).await;
+}
+
+const CLIS: [&str; 3] = ["codex", "opencode", "gemini"];
+
+/// Polls `check` until it holds; panics after `limit`.
+async fn wait_until_for(what: &str, limit: std::time::Duration, check: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !check() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
 }

@@ -186,6 +186,8 @@ impl Inner {
         if let (Some(agent), Some(activity)) = (session.detail.agent.as_mut(), launched.mcp) {
             agent.tool_calls = activity.calls;
             agent.tool_calls_refused = activity.refused;
+            agent.mcp_clients = activity.clients;
+            agent.tools_listed = activity.tool_lists;
             agent.last_heartbeat = activity.last_heartbeat;
         }
         let outcome = match launched.outcome {
