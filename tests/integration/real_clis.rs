@@ -97,6 +97,8 @@ async fn each_real_cli_accepts_its_plan_and_speaks_mcp_to_the_endpoint() {
     }
     write(root, ".roundtable/assignments.yaml", &assignments);
     commit_all(root);
+    let validated = roundtable(root, &["validate"]);
+    assert!(validated.status.success(), "{}{}", stdout(&validated), stderr(&validated));
     let executions = tempfile::tempdir().expect("executions");
     let secrets = executions.path().join("secrets.env");
     std::fs::write(&secrets, "CODEX_API_KEY=sk-test\nANTHROPIC_API_KEY=sk-test\nGEMINI_API_KEY=test\n")
