@@ -6,29 +6,26 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use roundtable_runtime::{
-    Captured, Ownership, ProbeCommand, ProbePlan, ProbeRun, Purpose, RuntimeError, SessionRuntime,
-};
+use roundtable_runtime::{RuntimeError, SessionRuntime};
 use roundtable_specs::adapter::{Capability, ResolvedAdapter};
 use roundtable_specs::admission::{
-    CanaryVerdict, ChainHead, EvidenceSummary, GateDecision, GateKind, ReceiptSummary, SealedReceipt,
-    TranscriptOutcome, Verdict,
+    ChainHead, EvidenceSummary, GateDecision, GateKind, ReceiptSummary, SealedReceipt, TranscriptOutcome, Verdict,
 };
 use roundtable_specs::policy::{AdmissionMode, AdmissionPolicySpec};
+use roundtable_store::Store;
 use roundtable_store::audit::{AuditKey, AuditedEntry};
-use roundtable_store::{Canary, Store};
 use serde_json::json;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::contracts::{self, LoadedContract};
+use crate::contracts;
 use crate::evidence::Evidence;
 use crate::gate::{self, Stored};
 use crate::receipts::{ReceiptError, ReceiptFolder};
-use crate::surface::{self, Surface};
+use crate::surface::Surface;
 
 /// How long one probe command may run.
-const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+pub(crate) const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What can go wrong beyond a refusal.
 #[derive(Debug, thiserror::Error)]
@@ -128,20 +125,20 @@ impl GateOutcome {
 /// The admission authority of one project.
 #[derive(Clone)]
 pub struct Admitter {
-    runtime: Arc<dyn SessionRuntime>,
-    store: Store,
-    contracts: PathBuf,
-    receipts: ReceiptFolder,
-    binary: PathBuf,
-    project: String,
-    audit_key: Option<Arc<AuditKey>>,
-    clock: Clock,
+    pub(crate) runtime: Arc<dyn SessionRuntime>,
+    pub(crate) store: Store,
+    pub(crate) contracts: PathBuf,
+    pub(crate) receipts: ReceiptFolder,
+    pub(crate) binary: PathBuf,
+    pub(crate) project: String,
+    pub(crate) audit_key: Option<Arc<AuditKey>>,
+    pub(crate) clock: Clock,
     /// The controller run probes are labelled with: the daemon's (its lease tells `status` and
     /// `prune` elsewhere that they are in use), or `probe` for a CLI command's.
-    controller_run: String,
+    pub(crate) controller_run: String,
     /// The policy to decide by instead of the one recorded in the store (the CLI's `plan`
     /// reads the spec directory, which may be ahead of the store).
-    policy: Option<AdmissionPolicySpec>,
+    pub(crate) policy: Option<AdmissionPolicySpec>,
 }
 
 impl std::fmt::Debug for Admitter {
@@ -151,26 +148,6 @@ impl std::fmt::Debug for Admitter {
             .field("receipts", &self.receipts)
             .finish_non_exhaustive()
     }
-}
-
-fn run_to_json(run: &ProbeRun) -> serde_json::Value {
-    json!({
-        "argv": run.argv,
-        "exitCode": run.exit_code,
-        "stdout": String::from_utf8_lossy(&run.stdout.bytes),
-        "stderr": String::from_utf8_lossy(&run.stderr.bytes),
-    })
-}
-
-fn run_from_json(value: &serde_json::Value) -> Option<ProbeRun> {
-    let text = |name: &str| value.get(name).and_then(|v| v.as_str()).unwrap_or_default().as_bytes().to_vec();
-    let captured = |bytes: Vec<u8>| Captured { total: bytes.len() as u64, bytes };
-    Some(ProbeRun {
-        argv: serde_json::from_value(value.get("argv")?.clone()).ok()?,
-        exit_code: value.get("exitCode").and_then(serde_json::Value::as_i64),
-        stdout: captured(text("stdout")),
-        stderr: captured(text("stderr")),
-    })
 }
 
 impl Admitter {
@@ -227,7 +204,7 @@ impl Admitter {
         &self.receipts
     }
 
-    fn now(&self) -> OffsetDateTime {
+    pub(crate) fn now(&self) -> OffsetDateTime {
         (self.clock)()
     }
 
@@ -243,101 +220,6 @@ impl Admitter {
                 _ => None,
             })
             .unwrap_or_default()
-    }
-
-    /// A probe of `commands` in `adapter`'s image, labelled apart from agents.
-    fn probe_plan(&self, adapter: &ResolvedAdapter, commands: Vec<ProbeCommand>) -> ProbePlan {
-        let nonce = format!("{}:{}:{:?}", adapter.name, std::process::id(), std::time::SystemTime::now());
-        let id = format!(
-            "{}-{}",
-            roundtable_specs::names::slug(&adapter.name),
-            &roundtable_specs::digest::sha256_hex(nonce.as_bytes())[..12]
-        );
-        ProbePlan {
-            id: id.clone(),
-            ownership: Ownership {
-                project: self.project.clone(),
-                assignment: None,
-                session: format!("probe-{id}"),
-                controller_run: self.controller_run.clone(),
-                purpose: Purpose::Probe,
-            },
-            image: adapter.image.as_ref().map(ToString::to_string),
-            binary: self.binary.clone(),
-            commands,
-            env: surface::probe_env(),
-            timeout: PROBE_TIMEOUT,
-            output_limit: surface::PROBE_OUTPUT_LIMIT,
-        }
-    }
-
-    /// Runs (or reads from the cache) the probe for `contract` in `adapter`'s image.
-    async fn probe(&self, adapter: &ResolvedAdapter, loaded: &LoadedContract) -> (String, Surface) {
-        let image = adapter.image.as_ref().map(ToString::to_string);
-        if image.is_none() && adapter.command != roundtable_specs::builtins::IN_CONTAINER_BINARY {
-            return (String::new(), Surface::skipped("spec.image is not set: there is nothing to probe"));
-        }
-        // The cache is keyed by image ID; the empty image runs our own binary, which changes
-        // with every build, so the mock is always probed afresh.
-        let known_id = match &image {
-            Some(reference) => match self.runtime.inspect_image(reference).await {
-                Ok(Some(id)) => Some(id),
-                Ok(None) => {
-                    return (String::new(), Surface::skipped(format!("image {reference} is not on the engine")));
-                }
-                Err(error) => {
-                    return (String::new(), Surface::skipped(format!("cannot inspect image {reference}: {error}")));
-                }
-            },
-            // The empty image runs our own mounted binary: its identity (path, size, modification
-            // time) stands in for the image ID, so a new build is probed afresh.
-            None => Some(self.own_binary_identity()),
-        };
-        if let Some(id) = &known_id
-            && let Ok(Some(cached)) = self.store.probe(id, &loaded.hash).await
-            && let Ok(serde_json::Value::Array(values)) = serde_json::from_str::<serde_json::Value>(&cached)
-        {
-            let runs: Vec<ProbeRun> = values.iter().filter_map(run_from_json).collect();
-            return (id.clone(), surface::conformance(&loaded.contract, &runs));
-        }
-        let plan = self.probe_plan(adapter, surface::probe_commands(&loaded.contract));
-        match self.runtime.probe(plan).await {
-            Ok(outcome) => {
-                let id = if image.is_some() { outcome.image_id } else { known_id.unwrap_or_default() };
-                let runs: Vec<serde_json::Value> = outcome.runs.iter().map(run_to_json).collect();
-                let text = serde_json::Value::Array(runs).to_string();
-                if let Err(error) = self.store.save_probe(&id, &loaded.hash, &text).await {
-                    tracing::warn!(%error, "cannot cache the probe result");
-                }
-                let surface = surface::conformance(&loaded.contract, &outcome.runs);
-                (id, surface)
-            }
-            Err(error) => (
-                known_id.unwrap_or_default(),
-                Surface::skipped(format!("the probe did not run: {}", error_chain(&error))),
-            ),
-        }
-    }
-
-    fn own_binary_identity(&self) -> String {
-        let meta = std::fs::metadata(&self.binary).ok();
-        let modified = meta.as_ref().and_then(|m| m.modified().ok()).map(|t| format!("{t:?}")).unwrap_or_default();
-        let identity = format!("{}:{}:{modified}", self.binary.display(), meta.map_or(0, |m| m.len()));
-        format!("empty+{}", &roundtable_specs::digest::sha256_hex(identity.as_bytes())[..16])
-    }
-
-    async fn canary_verdict(&self, adapter: &str, image_id: &str) -> CanaryVerdict {
-        match self.store.canary(adapter, image_id).await {
-            Ok(Some(canary)) => {
-                let fresh = OffsetDateTime::parse(&canary.expires_at, &Rfc3339).is_ok_and(|at| self.now() <= at);
-                match (canary.verdict.as_str(), fresh) {
-                    ("red", true) => CanaryVerdict::Red,
-                    ("green", true) => CanaryVerdict::Green,
-                    _ => CanaryVerdict::Stale,
-                }
-            }
-            _ => CanaryVerdict::Unknown,
-        }
     }
 
     /// The live evidence for `adapter`.
@@ -456,84 +338,7 @@ impl Admitter {
         }
     }
 
-    /// The canary: the contract's first golden transcript launched for real in the adapter's
-    /// image (its planned command line, the prompt on stdin when the plan says so), under the
-    /// probe's hardening with no network, no MCP endpoint and no credentials. Green when the CLI
-    /// exits 0 and, where the transcript expects a session id, the capture finds one in what it
-    /// printed; red otherwise. The verdict is attested for the image ID for `ttl`.
-    pub async fn canary(
-        &self,
-        adapter: &ResolvedAdapter,
-        ttl: std::time::Duration,
-    ) -> Result<(Canary, ProbeRun), AdmissionError> {
-        let failed = |why: String| AdmissionError::Canary { adapter: adapter.name.clone(), why };
-        let loaded = match contracts::load(&self.contracts, adapter) {
-            Ok(Some(loaded)) => loaded,
-            Ok(None) => return Err(failed("has no contract, so no canary transcript".into())),
-            Err(why) => return Err(failed(why)),
-        };
-        let Some(transcript) = loaded.transcripts.first() else {
-            return Err(failed("its contract has no golden transcript to run as the canary".into()));
-        };
-        if adapter.image.is_none() && adapter.command != roundtable_specs::builtins::IN_CONTAINER_BINARY {
-            return Err(AdmissionError::NoImage(adapter.name.clone()));
-        }
-        let input =
-            roundtable_agents::plan::PlanInput { prompt: &transcript.prompt, model: transcript.model.as_deref() };
-        let planned = roundtable_agents::plan::plan(adapter, input, false);
-        let stdin = match planned.stdin {
-            roundtable_agents::plan::Stdin::Prompt => Some(transcript.prompt.clone().into_bytes()),
-            roundtable_agents::plan::Stdin::Empty => Some(Vec::new()),
-        };
-        let plan = self.probe_plan(adapter, vec![ProbeCommand { argv: planned.argv.clone(), stdin }]);
-        let outcome = self.runtime.probe(plan).await?;
-        let Some(run) = outcome.runs.into_iter().next() else {
-            return Err(failed("the canary ran no command".into()));
-        };
-        let captured = roundtable_agents::capture::capture(adapter.provider, &run.stdout.bytes, run.stdout.truncated());
-        let (passed, detail) = match (run.exit_code, transcript.session_id.is_some(), captured.session_id) {
-            (Some(0), false, _) => (true, "exited 0".to_owned()),
-            (Some(0), true, Ok(id)) => (true, format!("exited 0; captured session {}", id.as_str())),
-            (Some(0), true, Err(why)) => (false, format!("exited 0 but no session id was captured: {why}")),
-            (Some(code), _, _) => (false, format!("exited {code}")),
-            (None, _, _) => (false, format!("did not finish within {} s", PROBE_TIMEOUT.as_secs())),
-        };
-        // Attested under the same image identity the evidence uses.
-        let image_id = if adapter.image.is_some() { outcome.image_id } else { self.own_binary_identity() };
-        let canary = self.attest(&adapter.name, &image_id, passed, detail, ttl).await?;
-        Ok((canary, run))
-    }
-
-    /// Records a canary attestation for `adapter`'s image.
-    pub async fn attest(
-        &self,
-        adapter: &str,
-        image_id: &str,
-        passed: bool,
-        detail: String,
-        ttl: std::time::Duration,
-    ) -> Result<Canary, AdmissionError> {
-        let now = self.now();
-        let expires = now + ttl;
-        let canary = Canary {
-            adapter: adapter.into(),
-            image_id: image_id.into(),
-            verdict: if passed { "green" } else { "red" }.into(),
-            detail,
-            at: now.format(&Rfc3339).unwrap_or_default(),
-            expires_at: expires.format(&Rfc3339).unwrap_or_default(),
-        };
-        self.store.record_canary(&canary).await?;
-        self.audit(
-            "admission.canary",
-            &format!("Adapter/{adapter}"),
-            serde_json::to_value(&canary).unwrap_or_default(),
-        )
-        .await;
-        Ok(canary)
-    }
-
-    async fn audit(&self, kind: &str, subject: &str, record: serde_json::Value) {
+    pub(crate) async fn audit(&self, kind: &str, subject: &str, record: serde_json::Value) {
         let Some(key) = &self.audit_key else { return };
         let entry = AuditedEntry { kind, subject, record };
         if let Err(error) = self.store.append_audited(key, &entry).await {
@@ -542,7 +347,7 @@ impl Admitter {
     }
 }
 
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

@@ -7,9 +7,11 @@
 //! the clock); the service layer gathers them.
 
 pub mod authority;
+mod canary;
 pub mod contracts;
 pub mod evidence;
 pub mod gate;
+mod probing;
 pub mod receipts;
 pub mod replay;
 pub mod surface;
