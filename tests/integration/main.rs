@@ -3,6 +3,7 @@
 
 mod admission;
 mod cli;
+mod codex_offline;
 mod container;
 mod daemon;
 mod egress;

@@ -13,7 +13,7 @@ use crate::support::{
 };
 
 /// The folder holding the CLI files, or `None` (skip) when the run does not require them.
-fn provider_clis() -> Option<PathBuf> {
+pub(crate) fn provider_clis() -> Option<PathBuf> {
     let required = std::env::var("ROUNDTABLE_REQUIRE_PROVIDER_CLIS").is_ok_and(|v| v == "1");
     match std::env::var_os("ROUNDTABLE_PROVIDER_CLIS").map(PathBuf::from) {
         Some(dir) if dir.join("SHA256SUMS").is_file() => Some(dir),
@@ -26,7 +26,7 @@ fn provider_clis() -> Option<PathBuf> {
 }
 
 /// Builds the three images once per test run; the Adapters file pinning them by ID.
-fn real_cli_adapters(clis: &Path) -> String {
+pub(crate) fn real_cli_adapters(clis: &Path) -> String {
     static BUILT: OnceLock<Result<String, String>> = OnceLock::new();
     let built = BUILT.get_or_init(|| {
         let adapters = repo_root().join("target/provider-images/test-adapters.yaml");

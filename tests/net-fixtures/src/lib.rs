@@ -4,7 +4,9 @@
 //! a TLS client that trusts them. Nothing here touches a non-loopback address.
 
 pub mod dns;
+pub mod responses;
 pub mod upstream;
 
 pub use dns::{FakeDns, Reply};
+pub use responses::{FakeResponses, Recorded, Script};
 pub use upstream::{RawUpstream, TlsEcho, TlsIdentity, client_hello_for, tls_client};

@@ -21,6 +21,8 @@ fn install_provider() {
 #[derive(Clone)]
 pub struct TlsIdentity {
     pub certificate: CertificateDer<'static>,
+    /// The same certificate in PEM (what `SSL_CERT_FILE` names).
+    pub pem: String,
     key: Arc<PrivatePkcs8KeyDer<'static>>,
 }
 
@@ -29,12 +31,13 @@ impl TlsIdentity {
         let names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
         let generated = rcgen::generate_simple_self_signed(names).expect("rcgen generates a certificate");
         Self {
+            pem: generated.cert.pem(),
             certificate: generated.cert.der().clone(),
             key: Arc::new(PrivatePkcs8KeyDer::from(generated.signing_key.serialize_der())),
         }
     }
 
-    fn acceptor(&self) -> TlsAcceptor {
+    pub(crate) fn acceptor(&self) -> TlsAcceptor {
         install_provider();
         let config = rustls::ServerConfig::builder()
             .with_no_client_auth()
