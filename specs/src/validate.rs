@@ -410,6 +410,15 @@ fn check_assignment_routing(spec: &AssignmentSpec, origin: &Origin, catalog: &Ca
             ));
         }
     }
+    // Seen live with Codex 0.171.0 (docs/providers.md): its default model offers only a
+    // "code mode" tool that needs a helper its distribution does not ship.
+    if entry.resolved.provider == crate::adapter::Provider::Codex && spec.model.as_deref().is_none_or(str::is_empty) {
+        out.push(origin.finding(
+            &path("spec.model"),
+            Severity::Warning,
+            "no model: Codex then uses its default model's code mode, whose only tool needs a codex-code-mode-host helper the CLI does not ship (every tool call fails); set a model such as gpt-5-codex",
+        ));
+    }
 }
 
 fn check_image_pinning(
@@ -833,6 +842,20 @@ mod tests {
         assert_clean(&findings(&[("a.yaml", &policy("  mode: warn\n"))]));
         assert_one(&findings(&[("a.yaml", &policy("  exempt: [nobody]\n"))]), "spec.exempt[0]", "unknown adapter");
         assert_one(&findings(&[("a.yaml", &policy("  mode: strict\n"))]), "spec.mode", "unknown variant");
+    }
+
+    #[test]
+    fn a_codex_assignment_without_a_model_is_warned() {
+        let assignment = |model: &str| {
+            format!(
+                "apiVersion: roundtable.dev/v1alpha1\nkind: Assignment\nmetadata: {{name: a}}\nspec:\n  adapter: codex\n  task: {{id: T, prompt: p}}\n  readablePaths: [a]\n{model}"
+            )
+        };
+        let found = findings(&[("a.yaml", &assignment(""))]);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert_eq!((found[0].severity, found[0].path.as_str()), (Severity::Warning, "spec.model"));
+        assert!(found[0].message.contains("gpt-5-codex"), "{}", found[0].message);
+        assert!(findings(&[("a.yaml", &assignment("  model: gpt-5-codex\n"))]).is_empty());
     }
 
     #[test]
