@@ -187,7 +187,13 @@ pub(crate) async fn run_exec(
                 Some(Ok(bollard::container::LogOutput::StdOut { message })) => result.stdout.push(&message, cap),
                 Some(Ok(bollard::container::LogOutput::StdErr { message })) => result.stderr.push(&message, cap),
                 Some(Ok(_)) => {}
-                Some(Err(_)) | None => break,
+                // Said, because the engine then ends the exec itself (126, "exec attach failed"):
+                // seen once under CI load, cause not yet known.
+                Some(Err(error)) => {
+                    tracing::warn!(container, %error, "the exec's output stream failed");
+                    break;
+                }
+                None => break,
             },
             _ = exit_poll.tick() => {
                 if docker.inspect_exec(&exec_id).await.is_ok_and(|e| e.running == Some(false)) {
