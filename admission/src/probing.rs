@@ -6,7 +6,9 @@ use roundtable_runtime::{Captured, Ownership, ProbeCommand, ProbePlan, ProbeRun,
 use roundtable_specs::adapter::ResolvedAdapter;
 use serde_json::json;
 
-use crate::authority::{Admitter, PROBE_TIMEOUT, error_chain};
+use roundtable_controller::error_chain;
+
+use crate::authority::{Admitter, PROBE_TIMEOUT};
 use crate::contracts::LoadedContract;
 use crate::surface::{self, Surface};
 

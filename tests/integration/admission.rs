@@ -4,13 +4,12 @@
 //! and `warn`.
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::support::{
-    API, ShowLogOnPanic, commit_all, engine_or_skip, ensure_test_images, json, nothing_left, roundtable,
+    API, ShowLogOnPanic, commit_all, docker, engine_or_skip, ensure_test_images, json, nothing_left, roundtable,
     start_daemon_with_env, stderr, stdout, wait_until, write,
 };
 
@@ -164,11 +163,6 @@ async fn a_rebuilt_image_with_another_version_is_a_fingerprint_mismatch() {
     let Some(engine) = engine_or_skip().await else { return };
     ensure_test_images();
     // The same image with the CLI reporting a newer release.
-    let docker = |args: &[&str]| {
-        let out = Command::new("docker").args(args).output().expect("docker");
-        assert!(out.status.success(), "docker {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    };
     let container = docker(&["create", IMAGE, "true"]);
     docker(&[
         "commit",

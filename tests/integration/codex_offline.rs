@@ -9,8 +9,8 @@ use roundtable_net_fixtures::{FakeDns, FakeResponses, Reply, Script};
 use serde_json::{Value, json};
 
 use crate::support::{
-    API, ShowLogOnPanic, commit_all, engine_or_skip, json as json_of, nothing_left, roundtable, start_daemon_with_env,
-    stdout, write,
+    API, ShowLogOnPanic, commit_all, docker, engine_or_skip, json as json_of, nothing_left, roundtable,
+    start_daemon_with_env, stdout, write,
 };
 
 const MODEL_HOST: &str = "api.openai.com";
@@ -20,11 +20,6 @@ const CA_PATH: &str = "/etc/roundtable-test-ca.pem";
 
 /// `image` plus `pem` at [`CA_PATH`]: the new image's ID.
 fn image_with_ca(image: &str, pem: &str) -> String {
-    let docker = |args: &[&str]| {
-        let out = std::process::Command::new("docker").args(args).output().expect("docker");
-        assert!(out.status.success(), "docker {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    };
     let file = tempfile::NamedTempFile::new().expect("temp file");
     std::fs::write(file.path(), pem).expect("write the certificate");
     std::fs::set_permissions(file.path(), std::os::unix::fs::PermissionsExt::from_mode(0o644)).expect("chmod");
@@ -127,11 +122,7 @@ async fn the_real_codex_edits_through_the_gateway_and_proposes() {
         let sessions = json_of(&roundtable(root, &["sessions", "list", "--format", "json"]));
         sessions["items"][0]["phase"].as_str().is_some_and(|p| p != "Running" && p != "Queued")
     };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(150);
-    while !finished() {
-        assert!(std::time::Instant::now() < deadline, "the Codex session did not end");
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    }
+    crate::support::wait_until_within("the Codex session to end", std::time::Duration::from_secs(150), finished).await;
     drop(daemon);
     let sessions = json_of(&roundtable(root, &["sessions", "list", "--format", "json"]));
     let session = sessions["items"][0].clone();

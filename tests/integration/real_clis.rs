@@ -118,8 +118,12 @@ async fn each_real_cli_accepts_its_plan_and_speaks_mcp_to_the_endpoint() {
         sessions().as_array().is_some_and(|items| items.iter().any(|s| s["adapter"] == cli && s["cause"] == "TimedOut"))
     };
     let finished = || CLIS.iter().all(|cli| timed_out(cli));
-    wait_until_for("a session of each CLI to run into its timeout", std::time::Duration::from_secs(150), finished)
-        .await;
+    crate::support::wait_until_within(
+        "a session of each CLI to run into its timeout",
+        std::time::Duration::from_secs(150),
+        finished,
+    )
+    .await;
     stop_gracefully(daemon);
 
     for (cli, client, version) in [
@@ -163,14 +167,5 @@ fn stop_gracefully(mut daemon: crate::support::Daemon) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while daemon.0.try_wait().ok().flatten().is_none() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(200));
-    }
-}
-
-/// Polls `check` until it holds; panics after `limit`.
-async fn wait_until_for(what: &str, limit: std::time::Duration, check: impl Fn() -> bool) {
-    let deadline = std::time::Instant::now() + limit;
-    while !check() {
-        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
 }

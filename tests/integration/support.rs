@@ -212,11 +212,24 @@ pub async fn nothing_left(engine: &roundtable_docker::Engine, root: &Path) {
 
 /// Polls `check` until it holds; panics after 60 s.
 pub async fn wait_until(what: &str, check: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    wait_until_within(what, Duration::from_secs(60), check).await;
+}
+
+/// Polls `check` until it holds; panics after `limit`.
+pub async fn wait_until_within(what: &str, limit: Duration, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + limit;
     while !check() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Runs the `docker` CLI (for image fixtures the runtime does not make); panics on failure,
+/// returns trimmed stdout.
+pub fn docker(args: &[&str]) -> String {
+    let out = Command::new("docker").args(args).output().expect("docker");
+    assert!(out.status.success(), "docker {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 /// Prints the daemon's log and the sessions when a test fails, for diagnosis.
