@@ -193,6 +193,9 @@ pub enum Command {
     /// The HMAC audit chain: verify it, export a slice.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// The state store: back it up while a daemon runs.
+    #[command(subcommand)]
+    State(StateCommand),
     /// The agent side of the session's MCP endpoint.
     #[command(subcommand)]
     Mcp(McpCommand),
@@ -205,6 +208,13 @@ pub enum Command {
         #[arg(long, default_value = "unix:/run/roundtable/egress.sock")]
         upstream: roundtable_gateway::Endpoint,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StateCommand {
+    /// Write a consistent copy of the state database to FILE (0600; never overwrites), safe
+    /// while the daemon runs, and check it.
+    Backup { file: PathBuf },
 }
 
 #[derive(Debug, Subcommand)]
@@ -412,6 +422,13 @@ pub enum SandboxCommand {
         #[arg(long)]
         cpu_millis: u64,
     },
+    /// Agent diagnostics: try to write in each DIR; prints a JSON report, exits 1 unless every
+    /// write failed as read-only.
+    #[command(hide = true)]
+    WriteProbe {
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -451,6 +468,19 @@ pub struct StartArgs {
     /// Tunnels one session's gateway holds open at once; more are answered 429.
     #[arg(long, default_value_t = 256, value_parser = at_least_one)]
     pub gateway_max_tunnels: usize,
+    /// Where the HTTP API and the admin MCP endpoint listen: IP:PORT (port 0: any free one) or
+    /// unix:PATH. The CLI reaches the daemon through <state-dir>/api.sock whatever this says.
+    #[arg(long, env = "ROUNDTABLE_API_LISTEN", default_value = "127.0.0.1:7420")]
+    pub api_listen: roundtable_api::Listen,
+    /// Serve the API over TLS with this PEM certificate chain (with --tls-key).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// The workspace name in API paths (/v1/workspaces/{ws}/…); default: the project folder's name.
+    #[arg(long)]
+    pub workspace: Option<String>,
 }
 
 /// `KEY=VALUE`.

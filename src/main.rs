@@ -12,7 +12,7 @@ use clap::error::ErrorKind;
 
 use cli::{
     AdaptersCommand, AdmissionCommand, AuditCommand, Cli, Command, GatewayCommand, LogFormat, McpCommand,
-    ProposalsCommand, SandboxCommand, SessionsCommand,
+    ProposalsCommand, SandboxCommand, SessionsCommand, StateCommand,
 };
 
 /// The exit code for usage errors (sysexits' EX_USAGE).
@@ -84,6 +84,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             commands::audit::verify(global, *from, *to, slice.as_deref()).await
         }
         Command::Audit(AuditCommand::Export { from, to }) => commands::audit::export(global, *from, *to).await,
+        Command::State(StateCommand::Backup { file }) => commands::state::backup(global, file).await,
         Command::Resume { assignment, format } => {
             commands::resume::resume(global, assignment.as_deref(), format.format).await
         }
@@ -125,6 +126,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sandbox(SandboxCommand::Init) => {
             roundtable_incontainer::init::run().await?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Sandbox(SandboxCommand::WriteProbe { dirs }) => {
+            let report = roundtable_incontainer::write_probe::run(dirs);
+            print!("{}", render::json(&report)?);
+            Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Sandbox(SandboxCommand::Check { uid, gid, memory, pids, cpu_millis }) => {
             let expected = roundtable_incontainer::check::Expected {

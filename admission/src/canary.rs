@@ -55,7 +55,7 @@ impl Admitter {
             roundtable_agents::plan::Stdin::Prompt => Some(transcript.prompt.clone().into_bytes()),
             roundtable_agents::plan::Stdin::Empty => Some(Vec::new()),
         };
-        let plan = self.probe_plan(adapter, vec![ProbeCommand { argv: planned.argv.clone(), stdin }]);
+        let plan = self.probe_plan(adapter, vec![ProbeCommand { stdin, ..ProbeCommand::new(planned.argv.clone()) }]);
         let outcome = self.runtime.probe(plan).await?;
         let Some(run) = outcome.runs.into_iter().next() else {
             return Err(failed("the canary ran no command".into()));

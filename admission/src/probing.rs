@@ -56,6 +56,7 @@ impl Admitter {
             env: surface::probe_env(),
             timeout: PROBE_TIMEOUT,
             output_limit: surface::PROBE_OUTPUT_LIMIT,
+            mounts: Default::default(),
         }
     }
 

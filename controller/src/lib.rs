@@ -5,6 +5,7 @@
 
 pub mod action;
 pub mod backoff;
+pub mod metrics;
 pub mod runner;
 pub mod scheduler;
 pub mod watch;

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use crate::action::Action;
 use crate::backoff::{BackoffConfig, KeyBackoff};
+use crate::metrics::{self, InFlight};
 use crate::scheduler::Scheduler;
 
 /// An error a reconciler returns; permanent errors stall the key at once.
@@ -229,7 +230,10 @@ where
                 }
                 let reconciler = self.reconciler.clone();
                 let task_key = key.clone();
+                // Made before the spawn and moved in: an abort before the first poll drops it too.
+                let in_flight = InFlight::start();
                 let handle = inflight.spawn(async move {
+                    let _in_flight = in_flight;
                     let result = reconciler.reconcile(&task_key).await;
                     (task_key, result)
                 });
@@ -259,6 +263,7 @@ where
                     if outcome.is_err() {
                         summary.failures += 1;
                     }
+                    metrics::finished(outcome.is_ok());
                     running.remove(&key);
                     self.on_finished(key, outcome, permanent).await;
                 },
@@ -269,9 +274,11 @@ where
         let drained = tokio::time::timeout(self.config.grace, async {
             while let Some(joined) = inflight.join_next().await {
                 summary.reconciles += 1;
-                if !matches!(joined, Ok((_, Ok(_)))) {
+                let ok = matches!(joined, Ok((_, Ok(_))));
+                if !ok {
                     summary.failures += 1;
                 }
+                metrics::finished(ok);
             }
         })
         .await;

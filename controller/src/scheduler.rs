@@ -3,7 +3,9 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::hash::Hash;
+use std::sync::Arc;
 
+use roundtable_telemetry::Gauge;
 use tokio::time::Instant;
 
 /// Pending reconciles, one per key, ordered by deadline.
@@ -14,15 +16,34 @@ pub struct Scheduler<K> {
     /// Breaks ties between equal deadlines in arrival order.
     sequence: u64,
     sequence_of: HashMap<K, u64>,
+    /// Holds this scheduler's share of the queued keys: each key adds one while it is queued,
+    /// and a dropped scheduler takes back what it still holds.
+    depth: Arc<Gauge>,
 }
 
 impl<K: Clone + Eq + Hash + Ord> Default for Scheduler<K> {
+    /// A scheduler counted in the process-wide `roundtable_queue_depth`.
     fn default() -> Self {
-        Self { deadlines: HashMap::new(), queue: BTreeSet::new(), sequence: 0, sequence_of: HashMap::new() }
+        Self::counted_in(crate::metrics::queue_depth())
     }
 }
 
+impl<K> Drop for Scheduler<K> {
+    fn drop(&mut self) {
+        self.depth.sub(gauge_amount(self.deadlines.len()));
+    }
+}
+
+fn gauge_amount(keys: usize) -> i64 {
+    i64::try_from(keys).unwrap_or(i64::MAX)
+}
+
 impl<K: Clone + Eq + Hash + Ord> Scheduler<K> {
+    /// A scheduler whose queued keys are counted in `depth`.
+    pub fn counted_in(depth: Arc<Gauge>) -> Self {
+        Self { deadlines: HashMap::new(), queue: BTreeSet::new(), sequence: 0, sequence_of: HashMap::new(), depth }
+    }
+
     /// Queues `key` at `at`, unless it is already queued at or before `at`.
     pub fn schedule(&mut self, key: K, at: Instant) {
         if let Some(&current) = self.deadlines.get(&key) {
@@ -31,6 +52,8 @@ impl<K: Clone + Eq + Hash + Ord> Scheduler<K> {
             }
             let sequence = self.sequence_of[&key];
             self.queue.remove(&(current, sequence, key.clone()));
+        } else {
+            self.depth.inc();
         }
         self.sequence += 1;
         self.deadlines.insert(key.clone(), at);
@@ -42,6 +65,7 @@ impl<K: Clone + Eq + Hash + Ord> Scheduler<K> {
     pub fn cancel(&mut self, key: &K) {
         if let (Some(at), Some(sequence)) = (self.deadlines.remove(key), self.sequence_of.remove(key)) {
             self.queue.remove(&(at, sequence, key.clone()));
+            self.depth.dec();
         }
     }
 
@@ -96,6 +120,26 @@ mod tests {
         assert_eq!(scheduler.pop_due(now + Duration::from_secs(6)), None);
         assert_eq!(scheduler.pop_due(now + Duration::from_secs(30)), Some("b"));
         assert!(scheduler.is_empty());
+    }
+
+    #[test]
+    fn the_depth_gauge_follows_the_queued_keys_and_is_given_back_on_drop() {
+        let now = Instant::now();
+        let depth = Arc::new(Gauge::new());
+        let mut scheduler = Scheduler::counted_in(depth.clone());
+        scheduler.schedule("a", now + Duration::from_secs(5));
+        scheduler.schedule("a", now);
+        scheduler.schedule("b", now + Duration::from_secs(5));
+        scheduler.schedule("c", now + Duration::from_secs(5));
+        assert_eq!(depth.get(), 3, "a rescheduled key counts once");
+        assert_eq!(scheduler.pop_due(now), Some("a"));
+        scheduler.cancel(&"b");
+        scheduler.cancel(&"b");
+        assert_eq!(depth.get(), 1);
+        let other = Scheduler::<&str>::counted_in(depth.clone());
+        drop(other);
+        drop(scheduler);
+        assert_eq!(depth.get(), 0, "a dropped scheduler takes back what it held");
     }
 
     #[test]

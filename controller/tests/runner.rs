@@ -267,3 +267,38 @@ async fn shutdown_waits_for_in_flight_work_up_to_the_grace() {
     let summary = task.await.expect("join");
     assert_eq!(summary.abandoned, 1);
 }
+
+/// The value of one series in the process-wide registry's rendering; zero while it is absent.
+fn scraped(series: &str) -> f64 {
+    roundtable_telemetry::global().sample(series).unwrap_or(0.0)
+}
+
+/// Other tests run controllers into the same registry at the same time, so every series is
+/// compared as "at least" this test's own share.
+#[tokio::test(start_paused = true)]
+async fn reconciles_are_counted_timed_and_seen_in_flight_and_queued() {
+    use roundtable_controller::metrics::{
+        QUEUE_DEPTH, RECONCILE_DURATION_SECONDS, RECONCILES_IN_FLIGHT, RECONCILES_TOTAL,
+    };
+    let ok = format!("{RECONCILES_TOTAL}{{result=\"ok\"}}");
+    let error = format!("{RECONCILES_TOTAL}{{result=\"error\"}}");
+    let timed = format!("{RECONCILE_DURATION_SECONDS}_count");
+    let before = [scraped(&ok), scraped(&error), scraped(&timed)];
+
+    let fake = Fake::with_work(Duration::from_secs(10));
+    fake.set("fails", Behaviour::Fail);
+    let (handle, stop, task) = spawn(&fake, Config::default());
+    handle.trigger(Trigger::SpecChanged("fails"));
+    handle.trigger(Trigger::SpecChanged("succeeds"));
+    settle(Duration::from_secs(1)).await;
+    assert!(scraped(RECONCILES_IN_FLIGHT) >= 2.0, "both keys are running");
+    // The failed key waits out its first backoff (0.8 to 1.2 s) in the scheduler.
+    settle(Duration::from_millis(9_500)).await;
+    assert!(scraped(QUEUE_DEPTH) >= 1.0, "the failed key is queued for its retry");
+    let _ = stop.send(());
+    task.await.expect("join");
+
+    assert!(scraped(&ok) >= before[0] + 1.0, "{ok}");
+    assert!(scraped(&error) >= before[1] + 1.0, "{error}");
+    assert!(scraped(&timed) >= before[2] + 2.0, "{timed}");
+}

@@ -1,6 +1,7 @@
-//! One admission probe on the engine: a container under the agent's full hardening (no network,
-//! read-only root, every capability dropped, the agent's UID), with no source, brief or sockets,
-//! that runs the contract's version and help commands and is removed whatever happens.
+//! One probe on the engine: a container under the agent's full hardening (no network, read-only
+//! root, every capability dropped, the agent's UID), never a brief, a source or sockets beyond
+//! what the plan names (admission: none; diagnostics: an empty read-only source and the MCP
+//! socket), that runs the plan's commands one after another and is removed whatever happens.
 
 use std::time::Duration;
 
@@ -67,9 +68,9 @@ async fn lifecycle(engine: &Engine, plan: &ProbePlan, name: &str) -> Result<Prob
         workspace_volume: workspace,
         tmp_volume: tmp,
         binary: plan.binary.clone(),
-        source_dir: None,
+        source_dir: plan.mounts.source_dir.clone(),
         task_file: None,
-        socket_dir: None,
+        socket_dir: plan.mounts.socket_dir.clone(),
         home_volume: None,
     };
     let container = container_name(name);
@@ -80,11 +81,14 @@ async fn lifecycle(engine: &Engine, plan: &ProbePlan, name: &str) -> Result<Prob
     let mut runs = Vec::with_capacity(plan.commands.len());
     for command in &plan.commands {
         let argv = &command.argv;
+        // The command's own variables (a capability) reach its exec alone, never the container.
+        let env = plan.env.iter().chain(&command.env).cloned().collect();
+        // Output beyond `output_limit` is drained and counted as it streams, never held.
         let result = run_exec(
             docker,
             &container,
             argv.clone(),
-            plan.env.clone(),
+            env,
             command.stdin.clone(),
             plan.output_limit,
             Some(plan.timeout),

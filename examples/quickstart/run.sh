@@ -20,7 +20,8 @@ echo; echo "== roundtable admission check generic --seal (the policy enforces ad
 "$bin" admission check generic --seal --audit-key "$key"
 echo; echo "== roundtable admission list"; "$bin" admission list
 echo; echo "== roundtable start (until both Assignments have proposals)"
-"$bin" start --execution-root "$PWD/../quickstart-executions" --audit-key "$key" &
+# Any free loopback port (7420 by default): the daemon writes the one it got to api-address.
+"$bin" start --execution-root "$PWD/../quickstart-executions" --audit-key "$key" --api-listen 127.0.0.1:0 &
 daemon=$!
 trap 'kill "$daemon" 2>/dev/null || true' EXIT
 for _ in $(seq 1 120); do
@@ -28,6 +29,15 @@ for _ in $(seq 1 120); do
   [ "$count" -ge 2 ] && break
   sleep 0.5
 done
+echo; echo "== the HTTP API: GET /v1/workspaces/quickstart/agents/generic (operator token from the state directory)"
+python3 - .roundtable/state <<'PY'
+import json, pathlib, sys, urllib.request
+state = pathlib.Path(sys.argv[1])
+address, token = (state / "api-address").read_text().strip(), (state / "api-token").read_text().strip()
+request = urllib.request.Request(f"http://{address}/v1/workspaces/quickstart/agents/generic", headers={"Authorization": f"Bearer {token}"})
+agent = json.load(urllib.request.urlopen(request, timeout=10))
+print(json.dumps({k: agent.get(k) for k in ("id", "state", "capabilities", "executableVersion", "activeSessions", "health")}, indent=2))
+PY
 kill -TERM "$daemon"; wait "$daemon" || true
 trap - EXIT
 echo; echo "== roundtable status"; "$bin" status

@@ -13,6 +13,7 @@ pub mod forward;
 pub mod journal;
 pub mod limits;
 pub mod local;
+pub mod metrics;
 pub mod request;
 pub mod resolve;
 pub mod server;

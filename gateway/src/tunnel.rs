@@ -20,6 +20,7 @@ use crate::address::{DenyClass, classify};
 use crate::client_hello::{self, Progress, Refusal};
 use crate::dial::Dial;
 use crate::journal::{Close, Counters, Decision, Journal, now};
+use crate::metrics;
 use crate::request::{Head, check_allowed, parse_head};
 use crate::resolve::{LookupError, Resolve};
 use crate::settings::{Settings, UPSTREAM_PORT};
@@ -82,6 +83,7 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
         journal: Arc<dyn Journal>,
         counters: Arc<Counters>,
     ) -> Self {
+        metrics::register();
         Self { settings, resolver, dialer, journal, counters, next_id: AtomicU64::new(0) }
     }
 
@@ -100,6 +102,7 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
     fn report(&self, decision: &mut Decision, reason: GatewayReason) {
         decision.conclude(reason);
         self.counters.record(decision);
+        metrics::decision(reason);
         self.journal.decision(decision);
     }
 
@@ -164,6 +167,7 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
         .map_err(|_| Denial::new(GatewayReason::ClientHelloTimeout, Answer::Alert(ALERT_ACCESS_DENIED)))??;
         decision.sni = Some(sni);
         decision.client_hello_bytes = Some(hello_bytes);
+        metrics::client_hello(hello_bytes);
 
         let upstream = self.dial_pinned(&addresses, decision).await?;
         Ok(Opened { upstream, buffered: buffer })
@@ -174,7 +178,9 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
         let started = Instant::now();
         let outcome =
             tokio::time::timeout(self.settings.limits.dns_timeout, self.resolver.lookup(&format!("{host}."))).await;
-        decision.dns_ms = Some(millis(started.elapsed()));
+        let elapsed = started.elapsed();
+        decision.dns_ms = Some(millis(elapsed));
+        metrics::dns_lookup(elapsed);
         match outcome {
             Err(_) => Err(Denial::new(GatewayReason::DnsTimeout, Answer::Status(504))),
             Ok(Err(LookupError::NoRecords)) => Err(Denial::new(GatewayReason::DnsNoRecords, Answer::Status(502))),
@@ -225,7 +231,10 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
         let mut reason = GatewayReason::UpstreamConnectFailed;
         for ip in addresses.iter().take(MAX_DIAL_ATTEMPTS) {
             let target = SocketAddr::new(*ip, UPSTREAM_PORT);
-            match tokio::time::timeout(self.settings.limits.connect_timeout, self.dialer.dial(target)).await {
+            let dialing = Instant::now();
+            let dialed = tokio::time::timeout(self.settings.limits.connect_timeout, self.dialer.dial(target)).await;
+            metrics::dial(dialing.elapsed());
+            match dialed {
                 Ok(Ok(upstream)) => {
                     decision.dialed = Some(target);
                     decision.connect_ms = Some(millis(started.elapsed()));
@@ -277,6 +286,7 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
             () = meter.idle_for(idle) => CloseReason::IdleTimeout,
             () = cancel.cancelled() => CloseReason::GatewayShutdown,
         };
+        let elapsed = started.elapsed();
         let close = Close {
             event: "close",
             time: now(),
@@ -284,10 +294,11 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
             host: decision.host.clone().unwrap_or_default(),
             bytes_in: meter.written.load(Ordering::Relaxed),
             bytes_out: meter.read.load(Ordering::Relaxed),
-            duration_ms: millis(started.elapsed()),
+            duration_ms: millis(elapsed),
             close_reason,
         };
         self.counters.tunnel_closed(&close);
+        metrics::tunnel_closed(&close, elapsed);
         self.journal.close(&close);
     }
 }

@@ -706,3 +706,55 @@ async fn a_long_answer_is_dialed_in_order_and_only_its_first_four() {
     assert_eq!(gateway.dialed(), expected);
     gateway.stop().await;
 }
+
+/// The value of one series in the process-wide registry's rendering; zero while it is absent.
+fn scraped(series: &str) -> f64 {
+    roundtable_telemetry::global().sample(series).unwrap_or(0.0)
+}
+
+/// Other tests record into the same registry at the same time, so every series is compared as
+/// "grew by at least" this test's own tunnels.
+#[tokio::test]
+async fn decisions_and_finished_tunnels_reach_the_process_metrics() {
+    use roundtable_gateway::metrics::{
+        CLIENT_HELLO_BYTES, CONNECT_SECONDS, DECISIONS_TOTAL, DNS_LOOKUP_SECONDS, TUNNEL_BYTES, TUNNEL_DURATION_SECONDS,
+    };
+    let host = "metrics.roundtable.test";
+    let upstream =
+        RawUpstream::start(SocketAddr::new(own_address().into(), 443), b"metered".to_vec()).await.expect("upstream");
+    let dns = fake_dns().await;
+    dns.answer(host, vec![Reply::Addresses(vec![upstream.address.ip()])]);
+    let gateway = start(loopback_settings(&[host]), RecordingDialer::default(), dns).await;
+    let series = [
+        format!("{DECISIONS_TOTAL}{{reason=\"allowed\"}}"),
+        format!("{DECISIONS_TOTAL}{{reason=\"host_not_allowlisted\"}}"),
+        format!("{DNS_LOOKUP_SECONDS}_count"),
+        format!("{CONNECT_SECONDS}_count"),
+        format!("{CLIENT_HELLO_BYTES}_count"),
+        format!("{TUNNEL_BYTES}_count{{direction=\"upstream\"}}"),
+        format!("{TUNNEL_BYTES}_count{{direction=\"downstream\"}}"),
+        format!("{TUNNEL_DURATION_SECONDS}_count"),
+    ];
+    let before: Vec<f64> = series.iter().map(|series| scraped(series)).collect();
+
+    let (head, mut refused) = gateway.request(&connect_request("elsewhere.roundtable.test")).await;
+    assert!(head.starts_with("HTTP/1.1 403 "), "{head}");
+    read_to_close(&mut refused).await;
+    let mut allowed = gateway.tunnel(host).await;
+    allowed.write_all(&client_hello_for(host)).await.expect("hello");
+    let mut reply = [0u8; 7];
+    allowed.read_exact(&mut reply).await.expect("reply");
+    allowed.shutdown().await.expect("half-close");
+    read_to_close(&mut allowed).await;
+    gateway.close(1).await;
+
+    for (series, before) in series.iter().zip(before) {
+        let after = scraped(series);
+        assert!(after >= before + 1.0, "{series}: {before} before, {after} after");
+    }
+    let text = roundtable_telemetry::global().render();
+    assert!(text.contains(&format!("# TYPE {DECISIONS_TOTAL} counter\n")), "{text}");
+    assert!(text.contains(&format!("# TYPE {TUNNEL_DURATION_SECONDS} histogram\n")), "{text}");
+    assert!(scraped(&format!("{TUNNEL_DURATION_SECONDS}_count")) > 0.0);
+    gateway.stop().await;
+}

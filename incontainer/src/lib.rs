@@ -1,8 +1,10 @@
-//! The commands that run inside agent containers (`roundtable sandbox init|check|mock`): PID 1,
-//! the self-check the runtime runs before the agent, and the built-in `mock` agent. The
-//! in-container proxy lives beside the gateway it forwards to (`roundtable-gateway::forward`).
+//! The commands that run inside agent containers (`roundtable sandbox init|check|mock|write-probe`):
+//! PID 1, the self-check the runtime runs before the agent, the built-in `mock` agent, and the
+//! read-only write probe of agent diagnostics. The in-container proxy lives beside the gateway it
+//! forwards to (`roundtable-gateway::forward`).
 
 pub mod check;
 pub mod init;
 pub mod mcp_bridge;
 pub mod mock;
+pub mod write_probe;

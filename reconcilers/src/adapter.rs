@@ -3,6 +3,7 @@
 
 use roundtable_specs::adapter::ResolvedAdapter;
 use roundtable_specs::output::{Condition, ConditionStatus};
+use roundtable_store::{AgentOverride, OverrideState};
 use serde::{Deserialize, Serialize};
 
 use roundtable_admission::GateOutcome;
@@ -103,18 +104,32 @@ pub async fn observe_image<I: ImageBackend>(images: &I, adapter: &ResolvedAdapte
     })
 }
 
+/// `adapter` as an operator's runtime override leaves it: disabled while the override disables
+/// or drains it, enabled while it enables it, whatever the spec says.
+pub fn with_override(mut adapter: ResolvedAdapter, agent_override: Option<&AgentOverride>) -> ResolvedAdapter {
+    if let Some(agent_override) = agent_override {
+        adapter.enabled = agent_override.state == OverrideState::Enabled;
+    }
+    adapter
+}
+
 /// The conditions and status an Adapter should have; pure.
 pub fn desired_state(
     adapter: &ResolvedAdapter,
     image: &ImageState,
     gates: Option<&GateOutcome>,
+    agent_override: Option<&AgentOverride>,
     generation: i64,
 ) -> (Vec<Condition>, AdapterStatus) {
     use ConditionStatus::{False, True};
     let reference = adapter.image.as_ref().map(ToString::to_string).unwrap_or_default();
     let (ready, image_id) = match image {
         ImageState::NotInspected => {
-            (desired(READY, False, reason::DISABLED, "the adapter is disabled (spec.enabled: false)", generation), None)
+            let message = match agent_override.filter(|o| o.state != OverrideState::Enabled) {
+                Some(by) => format!("the adapter is {} by an operator through the API", by.state.as_str()),
+                None => "the adapter is disabled (spec.enabled: false)".to_owned(),
+            };
+            (desired(READY, False, reason::DISABLED, message, generation), None)
         }
         ImageState::NotConfigured => (
             desired(

@@ -57,6 +57,15 @@ pub trait StatusBackend: Send + Sync + 'static {
     fn object(&self, key: &ObjectKey) -> impl Future<Output = Result<Option<ObjectRecord>, BackendError>> + Send;
     fn conditions(&self, key: &ObjectKey) -> impl Future<Output = Result<Vec<Condition>, BackendError>> + Send;
     fn apply(&self, key: &ObjectKey, change: &Change) -> impl Future<Output = Result<(), BackendError>> + Send;
+
+    /// An operator's runtime override of adapter `name`'s `enabled` (made through the API).
+    fn agent_override(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<roundtable_store::AgentOverride>, BackendError>> + Send {
+        let _ = name;
+        async { Ok(None) }
+    }
 }
 
 /// What the engine knows about an image.
@@ -245,6 +254,10 @@ impl StatusBackend for Store {
             | Change::InterruptSession(_) => {}
         }
         Ok(())
+    }
+
+    async fn agent_override(&self, name: &str) -> Result<Option<roundtable_store::AgentOverride>, BackendError> {
+        Ok(Store::agent_override(self, name).await?)
     }
 }
 

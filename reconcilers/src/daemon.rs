@@ -1,5 +1,5 @@
 //! `roundtable start`: the first scan, then the controller fed by file-watch hints, a jittered
-//! resync and operators' reconcile requests, until shutdown.
+//! resync and operators' reconcile requests (through the API's [`DaemonLink`]), until shutdown.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -30,8 +30,6 @@ pub struct DaemonConfig {
     pub resync: Duration,
     /// Quiet time that ends a burst of file events.
     pub watch_debounce: Duration,
-    /// How often reconcile requests from the CLI are picked up.
-    pub request_poll: Duration,
     /// Finished sessions and proposals older than this are pruned every `prune_every`.
     pub retention: Duration,
     pub prune_every: Duration,
@@ -47,7 +45,6 @@ impl DaemonConfig {
             controller: Config::default(),
             resync: Duration::from_secs(600),
             watch_debounce: Duration::from_millis(100),
-            request_poll: Duration::from_secs(1),
             retention: Duration::from_secs(30 * 24 * 3600),
             prune_every: Duration::from_secs(3600),
             audit_key: None,
@@ -116,6 +113,47 @@ async fn rescan(
     Ok(outcome)
 }
 
+/// What a running daemon offers the HTTP API beside the store: reconciles on request (at once,
+/// not at the next poll of the request table), cancelling an adapter's executions, and whether
+/// the first scan is done. Cheap to clone; empty until the daemon has started.
+#[derive(Clone, Default)]
+pub struct DaemonLink {
+    inner: Arc<LinkInner>,
+}
+
+#[derive(Default)]
+struct LinkInner {
+    handle: std::sync::OnceLock<Handle<ObjectKey>>,
+    executions: std::sync::OnceLock<ExecutionManager>,
+    ready: std::sync::atomic::AtomicBool,
+}
+
+impl DaemonLink {
+    /// Queues a reconcile of `key` now; false when the daemon is not (or no longer) running.
+    pub fn reconcile(&self, key: ObjectKey) -> bool {
+        self.inner.handle.get().is_some_and(|handle| handle.trigger(Trigger::Requested(key)))
+    }
+
+    /// Asks every queued or running execution of `adapter` to stop; how many.
+    pub fn cancel_sessions_of(&self, adapter: &str) -> usize {
+        self.inner.executions.get().map_or(0, |executions| executions.cancel_sessions_of(adapter))
+    }
+
+    /// Whether the first scan has been merged into the store (the daemon serves what it says).
+    pub fn is_ready(&self) -> bool {
+        self.inner.ready.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// MCP capabilities that would be accepted now.
+    pub fn live_capabilities(&self) -> usize {
+        self.inner.executions.get().map_or(0, ExecutionManager::live_capabilities)
+    }
+
+    fn set_ready(&self) {
+        self.inner.ready.store(true, std::sync::atomic::Ordering::Release);
+    }
+}
+
 /// What the daemon did before it stopped.
 #[derive(Debug, Clone, Default)]
 pub struct DaemonSummary {
@@ -134,6 +172,7 @@ pub async fn run(
     execution_config: ExecutionConfig,
     shutdown: impl Future<Output = ()>,
     hurry: impl Future<Output = ()>,
+    link: DaemonLink,
 ) -> Result<DaemonSummary, DaemonError> {
     // Held while this daemon runs, so a `prune` elsewhere on the host (another state directory)
     // can tell this run's containers are in use.
@@ -147,14 +186,19 @@ pub async fn run(
         config.prune_every,
     ));
     let executions = ExecutionManager::new(store.clone(), runtime.clone(), execution_config);
+    let _ = link.inner.executions.set(executions.clone());
     let images = RuntimeImages(runtime, executions.admitter().cloned());
     let events = ChainedEvents { store: store.clone(), key: config.audit_key.clone() };
     let mut reconciler = ObjectReconciler::with_executions(store.clone(), images, events, executions.clone());
     reconciler.error_budget = config.controller.error_budget;
     let grace = config.controller.grace;
     let waker = executions.clone();
-    let reconciles =
-        run_with(config, store, Arc::new(reconciler), move |handle| waker.wake_with(handle), shutdown).await;
+    let linked = link.clone();
+    let with_handle = move |handle: Handle<ObjectKey>| {
+        let _ = linked.inner.handle.set(handle.clone());
+        waker.wake_with(handle);
+    };
+    let reconciles = run_with_link(config, store, Arc::new(reconciler), with_handle, shutdown, &link).await;
     pruner.abort();
     // Whatever happened to the controller, running executions are finished or cancelled and
     // recorded: none is left running without its daemon.
@@ -208,6 +252,17 @@ pub async fn run_with<R: Reconciler<ObjectKey>>(
     with_handle: impl FnOnce(Handle<ObjectKey>),
     shutdown: impl Future<Output = ()>,
 ) -> Result<Summary, DaemonError> {
+    run_with_link(config, store, reconciler, with_handle, shutdown, &DaemonLink::default()).await
+}
+
+async fn run_with_link<R: Reconciler<ObjectKey>>(
+    config: DaemonConfig,
+    store: Store,
+    reconciler: Arc<R>,
+    with_handle: impl FnOnce(Handle<ObjectKey>),
+    shutdown: impl Future<Output = ()>,
+    link: &DaemonLink,
+) -> Result<Summary, DaemonError> {
     let (controller, handle) = Controller::new(reconciler, config.controller);
     with_handle(handle.clone());
     let cache = Arc::new(Mutex::new(ScanCache::default()));
@@ -221,6 +276,7 @@ pub async fn run_with<R: Reconciler<ObjectKey>>(
             handle.trigger(Trigger::SpecChanged(record.key));
         }
     }
+    link.set_ready();
     let (stop_controller, controller_stopped) = tokio::sync::oneshot::channel::<()>();
     let controller_task = tokio::spawn(controller.run(async move {
         let _ = controller_stopped.await;
@@ -230,8 +286,6 @@ pub async fn run_with<R: Reconciler<ObjectKey>>(
     let (_watcher, mut hints) =
         watch::watch(&config.dir, vec![config.state_dir.clone(), state_dir], config.watch_debounce)?;
     let mut resync_at = tokio::time::Instant::now() + jittered(config.resync);
-    let mut requests = tokio::time::interval(config.request_poll);
-    requests.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tracing::info!(dir = %config.dir.display(), "roundtable is running");
     let mut watching = true;
     tokio::pin!(shutdown);
@@ -259,13 +313,6 @@ pub async fn run_with<R: Reconciler<ObjectKey>>(
                     tracing::error!(%error, "resync failed");
                 }
             }
-            _ = requests.tick() => match store.take_reconcile_requests().await {
-                Ok(keys) => for key in keys {
-                    tracing::info!(%key, "reconcile requested");
-                    handle.trigger(Trigger::Requested(key));
-                },
-                Err(error) => tracing::error!(%error, "cannot read reconcile requests"),
-            },
         }
     }
     tracing::info!("shutting down: no new work, waiting for in-flight reconciles");

@@ -55,6 +55,8 @@ pub struct Observed {
     /// An Adapter's spawn-path gates, when admission is evaluated here.
     pub gates: Option<GateOutcome>,
     pub assignment: Option<AssignmentObserved>,
+    /// An Adapter's runtime override of `enabled`, made by an operator through the API.
+    pub agent_override: Option<roundtable_store::AgentOverride>,
 }
 
 /// The per-object reconciler over its backends.
@@ -91,6 +93,10 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
         let desired = Desired::from_record(&record)?;
         let Spec::Adapter(spec) = &desired.spec else { return Ok((None, Err(format!("{key} is not an adapter")))) };
         let adapter = roundtable_specs::catalog::resolve_declared(name, spec);
+        if let Some(refusing) = self.status.agent_override(name).await?.filter(|o| !o.state.allows_sessions()) {
+            let why = format!("adapter {name} is {} by an operator through the API", refusing.state.as_str());
+            return Ok((Some(adapter), Err(why)));
+        }
         let conditions = self.status.conditions(&key).await?;
         let ready = match conditions::find(&conditions, READY) {
             Some(c) if c.status == ConditionStatus::True => Ok(()),
@@ -103,9 +109,16 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
     /// Reads the store and the engine for `desired`; writes nothing.
     pub async fn observe(&self, desired: &Desired) -> Result<Observed, Error> {
         let record = self.status.object(&desired.key).await?;
+        let agent_override = match &desired.spec {
+            Spec::Adapter(_) => self.status.agent_override(&desired.metadata.name).await?,
+            _ => None,
+        };
         let (image, mut gates) = match &desired.spec {
             Spec::Adapter(spec) => {
-                let adapter = roundtable_specs::catalog::resolve_declared(&desired.metadata.name, spec);
+                let adapter = crate::adapter::with_override(
+                    roundtable_specs::catalog::resolve_declared(&desired.metadata.name, spec),
+                    agent_override.as_ref(),
+                );
                 let image = observe_image(&self.images, &adapter).await?;
                 // A disabled adapter, or one with no image to probe, is not gated yet.
                 let gates = match image {
@@ -148,6 +161,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
             image,
             gates,
             assignment,
+            agent_override,
         })
     }
 
@@ -157,8 +171,17 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
         let mut executions = Vec::new();
         let (wanted, status_json) = match (&desired.spec, &observed.image) {
             (Spec::Adapter(spec), Some(image)) => {
-                let adapter = roundtable_specs::catalog::resolve_declared(&desired.metadata.name, spec);
-                let (conditions, status) = desired_state(&adapter, image, observed.gates.as_ref(), generation);
+                let adapter = crate::adapter::with_override(
+                    roundtable_specs::catalog::resolve_declared(&desired.metadata.name, spec),
+                    observed.agent_override.as_ref(),
+                );
+                let (conditions, status) = desired_state(
+                    &adapter,
+                    image,
+                    observed.gates.as_ref(),
+                    observed.agent_override.as_ref(),
+                    generation,
+                );
                 (conditions, serde_json::to_string(&status).ok())
             }
             (Spec::Assignment(spec), _) => match &observed.assignment {

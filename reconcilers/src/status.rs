@@ -45,11 +45,17 @@ pub async fn status(
     let records: BTreeMap<ObjectKey, ObjectRecord> =
         store.objects().await?.into_iter().map(|r| (r.key.clone(), r)).collect();
     let keys: BTreeSet<ObjectKey> = declared.keys().chain(records.keys()).cloned().collect();
+    // Two queries for every object, not two per object.
+    let mut all_conditions = store.all_conditions().await?;
+    let mut sessions_of: BTreeMap<String, Vec<SessionRecord>> = BTreeMap::new();
+    for session in store.sessions(None).await? {
+        sessions_of.entry(session.assignment.clone()).or_default().push(session);
+    }
     let mut rows = Vec::new();
     for key in keys {
         let record = records.get(&key);
         let conditions = match record {
-            Some(_) => store.conditions(&key).await?,
+            Some(_) => all_conditions.remove(&key).unwrap_or_default(),
             None => Vec::new(),
         };
         let (health, health_message) = conditions::health(&conditions);
@@ -101,7 +107,8 @@ pub async fn status(
                     SyncStatus::Synced
                 };
                 if key.kind == Kind::Assignment
-                    && let Some(message) = in_flight_message(record, &store.sessions(Some(&key.name)).await?)
+                    && let Some(message) =
+                        in_flight_message(record, sessions_of.get(&key.name).map_or(&[][..], Vec::as_slice))
                 {
                     row.message = message;
                 }

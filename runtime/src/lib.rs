@@ -114,8 +114,7 @@ pub struct SessionPlan {
 
 impl std::fmt::Debug for SessionPlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let env_names: Vec<&str> =
-            self.env.iter().map(|pair| pair.split_once('=').map_or(pair.as_str(), |(n, _)| n)).collect();
+        let env_names = env_names(&self.env);
         f.debug_struct("SessionPlan")
             .field("session", &self.session)
             .field("ownership", &self.ownership)
@@ -294,8 +293,9 @@ pub struct Health {
     pub version: String,
 }
 
-/// A short-lived container that runs a few commands in an adapter's image to read its surface
-/// (admission's version and help probe): the agent's hardening, no network, no source, no sockets.
+/// A short-lived container that runs a few commands in an adapter's image: admission's version and
+/// help probe (no source, no sockets) and agent diagnostics (an empty read-only source and the MCP
+/// socket). Always the agent's hardening and no network.
 #[derive(Debug, Clone)]
 pub struct ProbePlan {
     /// Unique, short, safe in resource names.
@@ -311,22 +311,63 @@ pub struct ProbePlan {
     pub env: Vec<String>,
     /// Per command.
     pub timeout: Duration,
-    /// Bytes kept per stream per command.
+    /// Bytes kept per stream per command; the rest is drained and counted as it streams.
     pub output_limit: u64,
+    /// What is mounted besides the binary; nothing by default.
+    pub mounts: ProbeMounts,
+}
+
+/// What a probe may have mounted besides the binary, each where a session has it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProbeMounts {
+    /// A host directory mounted read-only at `/roundtable/source`.
+    pub source_dir: Option<PathBuf>,
+    /// A socket directory (sockets already bound in it) mounted at `/run/roundtable`.
+    pub socket_dir: Option<PathBuf>,
 }
 
 /// One command of a probe.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ProbeCommand {
     pub argv: Vec<String>,
     /// What it reads on stdin, then end of file; `None`: nothing attached.
     pub stdin: Option<Vec<u8>>,
+    /// `KEY=VALUE` added to the plan's environment for this command alone. It may hold a secret
+    /// (an MCP capability): it goes into this exec only, and `Debug` prints only the names.
+    pub env: Vec<String>,
 }
 
 impl ProbeCommand {
     pub fn new(argv: Vec<String>) -> Self {
-        Self { argv, stdin: None }
+        Self { argv, stdin: None, env: Vec::new() }
     }
+
+    /// The same command, reading `stdin` and then end of file.
+    pub fn with_stdin(mut self, stdin: Vec<u8>) -> Self {
+        self.stdin = Some(stdin);
+        self
+    }
+
+    /// The same command with `KEY=VALUE` in its own environment.
+    pub fn with_env(mut self, pair: String) -> Self {
+        self.env.push(pair);
+        self
+    }
+}
+
+impl std::fmt::Debug for ProbeCommand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProbeCommand")
+            .field("argv", &self.argv)
+            .field("stdin_bytes", &self.stdin.as_ref().map(Vec::len))
+            .field("env_names", &env_names(&self.env))
+            .finish()
+    }
+}
+
+/// The names of `KEY=VALUE` pairs, for `Debug` output that must not show values.
+fn env_names(env: &[String]) -> Vec<&str> {
+    env.iter().map(|pair| pair.split_once('=').map_or(pair.as_str(), |(name, _)| name)).collect()
 }
 
 /// What one probe command did.
@@ -439,5 +480,15 @@ mod tests {
         assert_eq!(captured.bytes, b"hello wo");
         assert_eq!(captured.total, 11);
         assert!(captured.truncated());
+    }
+
+    #[test]
+    fn a_probe_command_never_prints_its_environment_values() {
+        let command = ProbeCommand::new(vec!["roundtable".into(), "mcp".into(), "stdio".into()])
+            .with_stdin(b"{}".to_vec())
+            .with_env("ROUNDTABLE_AGENT_CAPABILITY=rtcap_secret".into());
+        let shown = format!("{command:?}");
+        assert!(shown.contains("ROUNDTABLE_AGENT_CAPABILITY") && !shown.contains("rtcap_secret"), "{shown}");
+        assert_eq!(command.stdin.as_deref(), Some(&b"{}"[..]));
     }
 }

@@ -1,4 +1,4 @@
-//! Provider plans and output capture for the CLI (and, later, the API): the same pure functions
+//! Provider plans and output capture for the CLI: the same pure functions
 //! the execution manager uses, applied to what the project declares.
 
 use std::path::Path;

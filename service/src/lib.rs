@@ -1,10 +1,13 @@
 //! Roundtable's service layer: every query and command that both the CLI and the HTTP API offer,
-//! in one place. `src/` parses arguments and renders what these return; the HTTP API will serve
-//! the same values as JSON. Nothing here prints.
+//! in one place. `src/` parses arguments and renders what these return; `api/` serves the same
+//! values as JSON. Nothing here prints.
 
 pub mod admission;
+pub mod agent_registry;
 pub mod agents;
+pub mod diagnostics;
 mod lookup;
+pub mod redact;
 pub mod resume;
 pub mod secrets;
 
@@ -86,6 +89,8 @@ pub enum ServiceError {
         #[source]
         source: roundtable_reconcilers::dispatch::Error,
     },
+    #[error("cannot run the diagnostic")]
+    Diagnose(#[from] diagnostics::DiagnoseError),
 }
 
 pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
@@ -97,6 +102,9 @@ pub struct Service {
     state_dir: PathBuf,
     store: Store,
     runtime: Arc<dyn SessionRuntime>,
+    /// Parsed spec files kept between calls (a long-lived process: the daemon's API), so a
+    /// request parses only the files that changed since the last one.
+    scan_cache: Option<Arc<std::sync::Mutex<roundtable_reconcilers::source::ScanCache>>>,
 }
 
 /// What `plan` found.
@@ -155,15 +163,6 @@ impl std::fmt::Display for EngineUnreachable {
     }
 }
 
-/// What a reconcile request did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reconciled {
-    /// A daemon runs: it was asked, and will reconcile within its request poll.
-    Requested { daemon: String },
-    /// No daemon: reconciled once in this process; look again after `requeue` if set.
-    InProcess { requeue: Option<Duration> },
-}
-
 /// One session's captured output, as kept (capped at the Adapter's `outputLimit`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionLogs {
@@ -214,22 +213,46 @@ impl Service {
             Some(store) => store,
             None => Store::open_in_memory().await?,
         };
-        Ok(Self { dir: dir.to_owned(), state_dir: state_dir.to_owned(), store, runtime })
+        Ok(Self { dir: dir.to_owned(), state_dir: state_dir.to_owned(), store, runtime, scan_cache: None })
     }
 
     /// A service whose store is created if missing (commands that write state).
     pub async fn open(dir: &Path, state_dir: &Path, runtime: Arc<dyn SessionRuntime>) -> Result<Self> {
         let store = Store::open(state_dir).await?;
-        Ok(Self { dir: dir.to_owned(), state_dir: state_dir.to_owned(), store, runtime })
+        Ok(Self { dir: dir.to_owned(), state_dir: state_dir.to_owned(), store, runtime, scan_cache: None })
     }
 
     pub fn store(&self) -> &Store {
         &self.store
     }
 
+    /// The spec directory (`.roundtable/`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    /// This service, keeping parsed spec files between calls.
+    #[must_use]
+    pub fn with_scan_cache(mut self) -> Self {
+        self.scan_cache = Some(Arc::default());
+        self
+    }
+
     async fn scan(&self) -> Result<Scan> {
         let dir = self.dir.clone();
-        Ok(tokio::task::spawn_blocking(move || scan(&dir)).await?)
+        let cache = self.scan_cache.clone();
+        Ok(tokio::task::spawn_blocking(move || match cache {
+            Some(cache) => {
+                let mut cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                roundtable_reconcilers::source::scan_cached(&dir, &mut cache)
+            }
+            None => scan(&dir),
+        })
+        .await?)
     }
 
     fn project_id(&self) -> String {
@@ -266,6 +289,7 @@ impl Service {
         };
         let mut rows: Vec<ObjectStatus> = unreachable.iter().map(EngineUnreachable::status_row).collect();
         rows.extend(roundtable_reconcilers::status::status(&self.store, &scanned, &leftovers).await?);
+        self.override_drift(&scanned, &mut rows).await?;
         rows.extend(roundtable_reconcilers::egress::status_rows(&self.store.sessions(None).await?));
         // Labelled leftovers are listed above; here the sessions and proposals past retention.
         let declared = BTreeSet::new();
@@ -283,6 +307,32 @@ impl Service {
             });
         }
         Ok(rows)
+    }
+
+    /// An operator's runtime override of an Adapter's `enabled` that its spec does not agree
+    /// with is drift, shown on the Adapter's row until the spec says the same.
+    async fn override_drift(&self, scanned: &Scan, rows: &mut [ObjectStatus]) -> Result<()> {
+        for found in self.store.agent_overrides().await? {
+            let declared = scanned.accepted().find_map(|object| match &object.spec {
+                roundtable_specs::parse::Spec::Adapter(spec) if object.metadata.name == found.adapter => {
+                    Some(roundtable_specs::catalog::resolve_declared(&found.adapter, spec).enabled)
+                }
+                _ => None,
+            });
+            let Some(spec_enabled) = declared else { continue };
+            if spec_enabled == found.state.allows_sessions() {
+                continue;
+            }
+            if let Some(row) = rows.iter_mut().find(|r| r.kind == Kind::Adapter.as_str() && r.name == found.adapter) {
+                row.sync = SyncStatus::OutOfSync;
+                row.message = format!(
+                    "{} by an operator through the API since {} (a runtime override); the spec says enabled: {spec_enabled}",
+                    found.state.as_str(),
+                    found.changed_at
+                );
+            }
+        }
+        Ok(())
     }
 
     fn reconciler(&self) -> ObjectReconciler<Store, RuntimeImages, Store> {
@@ -328,20 +378,34 @@ impl Service {
         })
     }
 
-    /// Asks the running daemon to reconcile `key`, or reconciles it once in this process when no
-    /// daemon runs. Either way a stall is cleared.
-    pub async fn reconcile(&self, key: &ObjectKey) -> Result<Reconciled> {
-        if let Some(holder) = roundtable_store::lock::holder(&self.state_dir) {
-            self.store.request_reconcile(key).await?;
-            return Ok(Reconciled::Requested { daemon: holder });
-        }
+    /// Events of every object, newest first, older than event `before`; each with its ID (the
+    /// cursor of the next page).
+    pub async fn events(&self, before: Option<i64>, limit: usize) -> Result<Vec<(i64, EventItem)>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        Ok(self
+            .store
+            .recent_events(before, limit)
+            .await?
+            .into_iter()
+            .map(|e| {
+                (
+                    e.id,
+                    EventItem { at: e.at, object: e.object, type_: e.severity, reason: e.reason, message: e.message },
+                )
+            })
+            .collect())
+    }
+
+    /// Reconciles `key` once in this process (no daemon runs: a running one is asked through
+    /// its API instead), clearing a stall; when to look again, if the reconciler says.
+    pub async fn reconcile_in_process(&self, key: &ObjectKey) -> Result<Option<Duration>> {
         let scanned = self.scan().await?;
         roundtable_reconcilers::desired::sync(&self.store, &self.store, &scanned).await?;
         if self.store.object(key).await?.is_none() {
             return Err(ServiceError::UnknownObject { key: key.clone() });
         }
         match self.reconciler().reconcile(key).await {
-            Ok(action) => Ok(Reconciled::InProcess { requeue: action.requeue_after() }),
+            Ok(action) => Ok(action.requeue_after()),
             Err(source) => Err(ServiceError::Reconcile { key: key.clone(), source }),
         }
     }

@@ -7,6 +7,7 @@ pub mod assignment;
 pub mod builtins;
 pub mod catalog;
 pub mod contract;
+pub mod diagnostics;
 pub mod digest;
 pub mod egress;
 pub mod layout;

@@ -108,6 +108,93 @@ impl ListItem for AdapterItem {
     const LIST_KIND: &'static str = "AdapterList";
 }
 
+// === agents (the HTTP API's view of adapters) ===
+
+/// Whether an adapter may start sessions, as an operator's runtime override leaves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum AgentState {
+    Enabled,
+    /// Disabled while its active sessions finish: no new session starts; `disabled` when the
+    /// last one ends.
+    Draining,
+    Disabled,
+}
+
+impl AgentState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentState::Enabled => "enabled",
+            AgentState::Draining => "draining",
+            AgentState::Disabled => "disabled",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "enabled" => Some(AgentState::Enabled),
+            "draining" => Some(AgentState::Draining),
+            "disabled" => Some(AgentState::Disabled),
+            _ => None,
+        }
+    }
+
+    /// Whether a new session may start.
+    pub fn allows_sessions(self) -> bool {
+        self == AgentState::Enabled
+    }
+}
+
+/// An operator's runtime override of an adapter's `spec.enabled`, made through the API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentOverrideItem {
+    pub state: AgentState,
+    pub changed_at: String,
+    pub message: String,
+}
+
+/// An agent: an adapter (built-in or declared) with what it can do, what its image holds, and
+/// what it is doing now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentItem {
+    /// The adapter's name.
+    pub id: String,
+    pub slug: String,
+    pub provider: String,
+    pub builtin: bool,
+    /// Declared under `.roundtable/` (a built-in that is not declared never runs).
+    pub declared: bool,
+    /// What `spec.enabled` says.
+    pub spec_enabled: bool,
+    /// What applies now: the override when there is one, else the spec.
+    pub state: AgentState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub r#override: Option<AgentOverrideItem>,
+    /// From the adapter's resolved configuration (its template merged with its declaration).
+    pub capabilities: Vec<Capability>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_id: Option<String>,
+    /// The executable's version as admission's last probe of the image read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executable_version: Option<String>,
+    /// Queued or running sessions, oldest first.
+    pub active_sessions: Vec<String>,
+    /// The newest heartbeat any of its sessions sent through MCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_heartbeat: Option<String>,
+    /// The Adapter's `status` health (`-` when it is not declared).
+    pub health: Health,
+    pub message: String,
+}
+
+impl ListItem for AgentItem {
+    const LIST_KIND: &'static str = "AgentList";
+}
+
 // === status ===
 
 /// `True`, `False` or `Unknown`, as in Kubernetes conditions.

@@ -5,6 +5,7 @@ use schemars::{JsonSchema, generate::SchemaSettings};
 
 use crate::admission::{AdmissionItem, CanaryItem, SealedReceipt};
 use crate::contract::Contract;
+use crate::diagnostics::DiagnosticReport;
 use crate::output::{
     AdapterItem, DescribeItem, DoctorReport, EventItem, List, ObjectStatus, PlannedChange, ProposalItem, SessionItem,
     ValidationError,
@@ -43,6 +44,7 @@ pub fn all() -> Vec<(String, String)> {
         render::<List<ProposalItem>>("outputs/proposal-list.json", "ProposalList"),
         render::<List<AdmissionItem>>("outputs/admission-list.json", "AdmissionList"),
         render::<List<CanaryItem>>("outputs/canary-list.json", "CanaryList"),
+        render::<List<DiagnosticReport>>("outputs/diagnostic-report-list.json", "DiagnosticReportList"),
     ]
 }
 

@@ -78,6 +78,12 @@ pub async fn run(dir: &Path, state_dir: &Path, audit_key: &Path) -> anyhow::Resu
         if existed { "kept    " } else { "created " },
         audit_key.display()
     );
+    let created = roundtable_api::auth::ensure_token(state_dir)?;
+    println!(
+        "{} {} (the API's operator token; 0600)",
+        if created { "created " } else { "kept    " },
+        roundtable_api::auth::token_path(state_dir).display()
+    );
     println!("next: edit the files, then run `roundtable validate --dir {}`", dir.display());
     Ok(ExitCode::SUCCESS)
 }

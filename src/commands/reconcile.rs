@@ -1,9 +1,9 @@
-//! `roundtable reconcile KIND/NAME`: asks the running daemon, or reconciles once in-process when
-//! no daemon runs. Either way a stall is cleared.
+//! `roundtable reconcile KIND/NAME`: asks the running daemon through its API (it takes effect at
+//! once), or reconciles once in-process when no daemon runs. Either way a stall is cleared.
 
 use std::process::ExitCode;
 
-use roundtable_service::{Reconciled, Service, ServiceError};
+use roundtable_service::{Service, ServiceError};
 
 use crate::cli::Global;
 use crate::commands::describe::parse_key;
@@ -11,23 +11,30 @@ use crate::commands::state::runtime;
 
 pub async fn run(global: &Global, object: &str) -> anyhow::Result<ExitCode> {
     let key = parse_key(object)?;
-    let service = Service::open(&global.dir, &global.state_dir(), runtime().await).await?;
-    let outcome = service.reconcile(&key).await;
-    let how = match &outcome {
-        Ok(Reconciled::Requested { .. }) => Some("requested"),
-        Ok(Reconciled::InProcess { .. }) => Some("in-process"),
-        Err(_) => None,
-    };
-    if let Some(how) = how {
-        let record = serde_json::json!({"object": key.to_string(), "how": how});
+    let state_dir = global.state_dir();
+    if let Some(holder) = roundtable_store::lock::holder(&state_dir) {
+        // The daemon anchors the request in the audit chain itself.
+        let path = format!("/v1/reconcile/{}/{}", key.kind.as_str(), key.name);
+        let answer = roundtable_api::client::request(&state_dir, "POST", &path, None).await?;
+        if answer.status == 202 {
+            println!("the daemon ({holder}) is reconciling {key} now");
+            return Ok(ExitCode::SUCCESS);
+        }
+        let message = serde_json::from_slice::<serde_json::Value>(&answer.body)
+            .ok()
+            .and_then(|body| body["error"]["message"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| String::from_utf8_lossy(&answer.body).into_owned());
+        eprintln!("error: the daemon answered {}: {message}", answer.status);
+        return Ok(ExitCode::from(1));
+    }
+    let service = Service::open(&global.dir, &state_dir, runtime().await).await?;
+    let outcome = service.reconcile_in_process(&key).await;
+    if outcome.is_ok() {
+        let record = serde_json::json!({"object": key.to_string(), "how": "in-process"});
         crate::commands::audit::record_operator(global, "operator.reconcile", &key.to_string(), record).await?;
     }
     match outcome {
-        Ok(Reconciled::Requested { daemon }) => {
-            println!("requested a reconcile of {key} from the daemon ({daemon})");
-            Ok(ExitCode::SUCCESS)
-        }
-        Ok(Reconciled::InProcess { requeue }) => {
+        Ok(requeue) => {
             let next = requeue.map_or_else(String::new, |d| format!("; look again in {} s", d.as_secs()));
             println!("reconciled {key} (no daemon running){next}");
             Ok(ExitCode::SUCCESS)

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 
 pub fn run(out: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let schemas = roundtable_specs::schema::all();
+    let mut schemas = roundtable_specs::schema::all();
+    schemas.push(("openapi.json".to_owned(), roundtable_api::openapi::document_text()));
     let Some(out) = out else {
         let combined = schemas.iter().find(|(name, _)| name == "roundtable.json").map(|(_, text)| text.as_str());
         print!("{}", combined.unwrap_or_default());

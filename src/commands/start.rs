@@ -24,12 +24,18 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     }
     let state_dir = global.state_dir();
     roundtable_store::prepare_state_dir(&state_dir)?;
+    if roundtable_api::auth::ensure_token(&state_dir)? {
+        eprintln!(
+            "roundtable: created the API's operator token {} (0600)",
+            roundtable_api::auth::token_path(&state_dir).display()
+        );
+    }
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let holder = format!("pid {} on {} since {}", std::process::id(), host.trim(), time_now());
     let _lock = roundtable_store::lock::acquire(&state_dir, &holder)?;
     let store = Store::open(&state_dir).await?;
 
-    let mut config = DaemonConfig::new(global.dir.clone(), state_dir);
+    let mut config = DaemonConfig::new(global.dir.clone(), state_dir.clone());
     config.controller.concurrency = args.concurrency.max(1);
     config.controller.grace = args.grace.as_std();
     config.resync = args.resync.as_std();
@@ -58,6 +64,8 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
         eprintln!("roundtable: second signal: cancelling running executions now (they are still cleaned up)");
     };
     let runtime = crate::commands::state::runtime().await;
+    let link = roundtable_reconcilers::daemon::DaemonLink::default();
+    let api = serve_api(global, args, &state_dir, &runtime, &link, &execution).await?;
     match runtime.health().await {
         Ok(health) => {
             tracing::info!(endpoint = %health.endpoint, version = %health.version, "connected to the container engine")
@@ -66,7 +74,8 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
             tracing::warn!(error = %roundtable_controller::error_chain(&error), "no container engine: Adapter reconciles and executions will fail and retry")
         }
     }
-    let summary = daemon::run(config, store.clone(), runtime, execution, shutdown, hurry).await?;
+    let summary = daemon::run(config, store.clone(), runtime, execution, shutdown, hurry, link).await?;
+    api.stop().await;
     store.close().await;
     let (reconciles, executions) = (summary.reconciles, summary.executions);
     eprintln!(
@@ -127,4 +136,81 @@ fn default_execution_root() -> anyhow::Result<PathBuf> {
 
 fn time_now() -> String {
     time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
+}
+
+/// The API's listeners: the configured one and the CLI's private socket in the state directory.
+struct ServedApi {
+    stop: tokio_util::sync::CancellationToken,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    socket: PathBuf,
+}
+
+impl ServedApi {
+    /// Stops accepting, lets requests in flight finish (up to 5 s), removes the CLI socket.
+    async fn stop(self) {
+        self.stop.cancel();
+        for task in self.tasks {
+            if tokio::time::timeout(std::time::Duration::from_secs(5), task).await.is_err() {
+                tracing::warn!("API requests still in flight after 5 s; abandoned");
+            }
+        }
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// Binds the API before the daemon starts (a taken port fails `start` at once), and serves it
+/// beside the daemon.
+async fn serve_api(
+    global: &Global,
+    args: &StartArgs,
+    state_dir: &std::path::Path,
+    runtime: &std::sync::Arc<dyn roundtable_runtime::SessionRuntime>,
+    link: &roundtable_reconcilers::daemon::DaemonLink,
+    execution: &ExecutionConfig,
+) -> anyhow::Result<ServedApi> {
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(roundtable_api::TlsFiles { cert: cert.clone(), key: key.clone() }),
+        _ => None,
+    };
+    let bound = roundtable_api::listen::bind(&args.api_listen, tls.as_ref())
+        .await
+        .with_context(|| format!("cannot serve the API (another daemon on {}? pass --api-listen)", args.api_listen))?;
+    let socket = roundtable_api::cli_socket(state_dir);
+    let private = roundtable_api::listen::bind_unix(&socket)
+        .with_context(|| format!("cannot serve the API on {}", socket.display()))?;
+    let service = roundtable_service::Service::open(&global.dir, state_dir, runtime.clone()).await?.with_scan_cache();
+    let workspace = match &args.workspace {
+        Some(name) => name.clone(),
+        None => project_root(&global.dir)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "default".into()),
+    };
+    let state = roundtable_api::ApiState {
+        service,
+        link: link.clone(),
+        workspace: workspace.clone(),
+        token: roundtable_api::auth::OperatorToken::load_or_create(state_dir)?,
+        audit_key: execution.audit_key.clone(),
+        binary: execution.binary.clone(),
+        retention: args.retention.as_std(),
+    };
+    let where_ = bound.local();
+    std::fs::write(state_dir.join("api-address"), format!("{where_}\n"))
+        .with_context(|| format!("cannot write {}", state_dir.join("api-address").display()))?;
+    eprintln!(
+        "roundtable: API and admin MCP on {where_} (workspace {workspace:?}; token in {})",
+        roundtable_api::auth::token_path(state_dir).display()
+    );
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut tasks = Vec::new();
+    for bound in [bound, roundtable_api::Bound::Unix(private)] {
+        let (state, stop) = (state.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            if let Err(error) = roundtable_api::serve(bound, state, async move { stop.cancelled().await }).await {
+                tracing::error!(%error, "the API stopped serving");
+            }
+        }));
+    }
+    Ok(ServedApi { stop, tasks, socket })
 }

@@ -1,6 +1,6 @@
 //! Opening a project for commands: the session runtime (the Docker engine, or the reason there is
 //! none) and the service over the state store. The daemon creates the store; read-only views
-//! never do.
+//! never do. Also `roundtable state backup`.
 
 use std::sync::Arc;
 
@@ -30,4 +30,26 @@ pub async fn open_for_reading(global: &Global) -> anyhow::Result<Service> {
 /// The project's service with its store created if missing (commands that write state).
 pub async fn open_for_writing(global: &Global) -> anyhow::Result<Service> {
     Ok(Service::open(&global.dir, &global.state_dir(), runtime().await).await?)
+}
+
+/// `roundtable state backup FILE`: a consistent copy of the state database, checked.
+pub async fn backup(global: &Global, file: &std::path::Path) -> anyhow::Result<std::process::ExitCode> {
+    use anyhow::Context as _;
+    if file.exists() {
+        anyhow::bail!("{} exists; a backup never overwrites", file.display());
+    }
+    let store = roundtable_store::Store::open_existing(&global.state_dir())
+        .await?
+        .with_context(|| format!("no state database in {} to back up", global.state_dir().display()))?;
+    let started = std::time::Instant::now();
+    store.backup_to(file).await.with_context(|| format!("cannot back up to {}", file.display()))?;
+    store.close().await;
+    let bytes = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+    println!(
+        "backed up {} to {} ({bytes} bytes, integrity ok, {} ms)",
+        global.state_dir().join(roundtable_store::DATABASE_FILE).display(),
+        file.display(),
+        started.elapsed().as_millis()
+    );
+    Ok(std::process::ExitCode::SUCCESS)
 }

@@ -187,6 +187,17 @@ impl Store {
         Ok(at)
     }
 
+    /// The newest heartbeat of any session of `adapter`.
+    pub async fn last_heartbeat_of_adapter(&self, adapter: &str) -> Result<Option<String>> {
+        let row = sqlx::query(
+            "SELECT MAX(h.at) AS at FROM heartbeats h JOIN sessions s ON s.id = h.session_id WHERE s.adapter = $1",
+        )
+        .bind(adapter)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(row.try_get("at")?)
+    }
+
     /// The last heartbeat of `session`: when, and what it said.
     pub async fn last_heartbeat(&self, session: &str) -> Result<Option<(String, String)>> {
         let row = sqlx::query("SELECT at, status FROM heartbeats WHERE session_id = $1")

@@ -90,6 +90,16 @@ impl Store {
     }
 
     /// The most recent `limit` events of an object, oldest first.
+    /// Events of every object, newest first, older than event `before` when given.
+    pub async fn recent_events(&self, before: Option<i64>, limit: i64) -> Result<Vec<EventRecord>> {
+        let rows = sqlx::query("SELECT * FROM events WHERE id < $1 ORDER BY id DESC LIMIT $2")
+            .bind(before.unwrap_or(i64::MAX))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(event_from_row).collect()
+    }
+
     pub async fn events(&self, object: &ObjectKey, limit: i64) -> Result<Vec<EventRecord>> {
         let rows = sqlx::query(
             "SELECT * FROM (SELECT * FROM events WHERE kind = $1 AND name = $2 ORDER BY id DESC LIMIT $3) AS recent ORDER BY id",
@@ -99,19 +109,19 @@ impl Store {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(EventRecord {
-                    id: row.try_get("id")?,
-                    at: row.try_get("at")?,
-                    object: format!("{}/{}", row.try_get::<String, _>("kind")?, row.try_get::<String, _>("name")?),
-                    severity: row.try_get("severity")?,
-                    reason: row.try_get("reason")?,
-                    message: row.try_get("message")?,
-                    record: row.try_get("record")?,
-                    seq: row.try_get("seq")?,
-                })
-            })
-            .collect()
+        rows.iter().map(event_from_row).collect()
     }
+}
+
+fn event_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<EventRecord> {
+    Ok(EventRecord {
+        id: row.try_get("id")?,
+        at: row.try_get("at")?,
+        object: format!("{}/{}", row.try_get::<String, _>("kind")?, row.try_get::<String, _>("name")?),
+        severity: row.try_get("severity")?,
+        reason: row.try_get("reason")?,
+        message: row.try_get("message")?,
+        record: row.try_get("record")?,
+        seq: row.try_get("seq")?,
+    })
 }

@@ -120,8 +120,15 @@ fn proposal_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<ProposalRecord> {
 impl Store {
     /// Inserts or replaces a session row.
     pub async fn save_session(&self, session: &SessionRecord) -> Result<()> {
-        let created_at = if session.created_at.is_empty() { now() } else { session.created_at.clone() };
-        sqlx::query(
+        save_session_with(&self.pool, session).await
+    }
+}
+
+/// Inserts or replaces a session row through `executor` (the pool, or a transaction that checks
+/// something first).
+pub(crate) async fn save_session_with(executor: impl sqlx::SqliteExecutor<'_>, session: &SessionRecord) -> Result<()> {
+    let created_at = if session.created_at.is_empty() { now() } else { session.created_at.clone() };
+    sqlx::query(
             "INSERT INTO sessions (id, assignment, execution_generation, attempt, controller_run, adapter, image, phase, cause, exit_code, message, base_commit, exec_dir, stdout_bytes, stderr_bytes, stdout_truncated, stderr_truncated, external_session_id, detail_json, created_at, started_at, finished_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22) \
              ON CONFLICT (id) DO UPDATE SET image = excluded.image, phase = excluded.phase, cause = excluded.cause, exit_code = excluded.exit_code, message = excluded.message, base_commit = excluded.base_commit, exec_dir = excluded.exec_dir, stdout_bytes = excluded.stdout_bytes, stderr_bytes = excluded.stderr_bytes, stdout_truncated = excluded.stdout_truncated, stderr_truncated = excluded.stderr_truncated, external_session_id = excluded.external_session_id, detail_json = excluded.detail_json, started_at = excluded.started_at, finished_at = excluded.finished_at",
@@ -148,11 +155,12 @@ impl Store {
         .bind(&created_at)
         .bind(&session.started_at)
         .bind(&session.finished_at)
-        .execute(&self.pool)
+        .execute(executor)
         .await?;
-        Ok(())
-    }
+    Ok(())
+}
 
+impl Store {
     pub async fn session(&self, id: &str) -> Result<Option<SessionRecord>> {
         let row = sqlx::query("SELECT * FROM sessions WHERE id = $1").bind(id).fetch_optional(&self.pool).await?;
         row.as_ref().map(session_from_row).transpose()

@@ -4,10 +4,13 @@
 mod admission;
 pub mod audit;
 mod board;
+mod diagnostics;
 mod events;
 mod executions;
+pub mod idempotency;
 pub mod lock;
 mod objects;
+mod overrides;
 mod scan;
 
 use std::path::{Path, PathBuf};
@@ -21,6 +24,7 @@ pub use board::{Claim, Claimed, Note, paths_overlap};
 pub use events::{EventRecord, NewEvent, Severity};
 pub use executions::{ProposalRecord, SessionRecord, cutoff};
 pub use objects::{IndexEntry, ObjectRecord, Recorded, SpecSnapshot};
+pub use overrides::{AgentOverride, OverrideChange, OverrideState, StartRefused};
 pub use scan::FileError;
 
 /// The database file inside the state directory.
@@ -126,6 +130,33 @@ impl Store {
     /// wrote in between, which no busy timeout can wait out. On PostgreSQL this is plain `BEGIN`.
     pub(crate) async fn write_transaction(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    /// Writes a transactionally consistent copy of the database to `file` (which must not
+    /// exist) while others keep writing, then checks the copy's integrity.
+    pub async fn backup_to(&self, file: &Path) -> Result<()> {
+        let text = file.to_str().ok_or_else(|| Error::Corrupt(format!("{} is not UTF-8", file.display())))?;
+        sqlx::query("VACUUM INTO $1").bind(text).execute(&self.pool).await?;
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600))
+                .map_err(|source| Error::StateDir { path: file.to_owned(), source })?;
+        }
+        let options = SqliteConnectOptions::from_str("sqlite://")
+            .map_err(|source| Error::Open { path: file.to_owned(), source })?
+            .filename(file)
+            .read_only(true);
+        let copy = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .map_err(|source| Error::Open { path: file.to_owned(), source })?;
+        let verdict: String = sqlx::query_scalar("PRAGMA integrity_check").fetch_one(&copy).await?;
+        copy.close().await;
+        if verdict != "ok" {
+            return Err(Error::Corrupt(format!("the copy at {} fails its integrity check: {verdict}", file.display())));
+        }
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {

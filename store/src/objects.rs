@@ -256,19 +256,33 @@ impl Store {
             .bind(&key.name)
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(Condition {
-                    type_: row.try_get("type")?,
-                    status: parse_status(&row.try_get::<String, _>("status")?)?,
-                    reason: row.try_get("reason")?,
-                    message: row.try_get("message")?,
-                    last_transition_time: row.try_get("last_transition_time")?,
-                    observed_generation: row.try_get("observed_generation")?,
-                })
-            })
-            .collect()
+        rows.iter().map(condition_from_row).collect()
     }
+
+    /// Every object's conditions in one query (what `status` reads), each list by type.
+    pub async fn all_conditions(&self) -> Result<std::collections::BTreeMap<ObjectKey, Vec<Condition>>> {
+        let rows = sqlx::query("SELECT * FROM conditions ORDER BY kind, name, type").fetch_all(&self.pool).await?;
+        let mut all: std::collections::BTreeMap<ObjectKey, Vec<Condition>> = std::collections::BTreeMap::new();
+        for row in &rows {
+            let kind: String = row.try_get("kind")?;
+            let kind = Kind::parse(&kind).ok_or_else(|| Error::Corrupt(format!("condition kind {kind:?}")))?;
+            all.entry(ObjectKey::new(kind, row.try_get::<String, _>("name")?))
+                .or_default()
+                .push(condition_from_row(row)?);
+        }
+        Ok(all)
+    }
+}
+
+fn condition_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Condition> {
+    Ok(Condition {
+        type_: row.try_get("type")?,
+        status: parse_status(&row.try_get::<String, _>("status")?)?,
+        reason: row.try_get("reason")?,
+        message: row.try_get("message")?,
+        last_transition_time: row.try_get("last_transition_time")?,
+        observed_generation: row.try_get("observed_generation")?,
+    })
 }
 
 /// One row of [`Store::object_index`].

@@ -1,10 +1,9 @@
 //! What the latest scan left behind for `status`: file errors, and reconcile requests queued
 //! for a running daemon.
 
-use roundtable_specs::{Kind, ObjectKey};
 use sqlx::Row;
 
-use crate::{Error, Result, Store, now};
+use crate::{Result, Store, now};
 
 /// One error that keeps a spec file from loading.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,33 +51,5 @@ impl Store {
                 })
             })
             .collect()
-    }
-
-    pub async fn request_reconcile(&self, key: &ObjectKey) -> Result<()> {
-        sqlx::query("INSERT INTO reconcile_requests (kind, name, requested_at) VALUES ($1, $2, $3)")
-            .bind(key.kind.as_str())
-            .bind(&key.name)
-            .bind(now())
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    /// Removes and returns every pending reconcile request, oldest first.
-    pub async fn take_reconcile_requests(&self) -> Result<Vec<ObjectKey>> {
-        let mut tx = self.write_transaction().await?;
-        let rows = sqlx::query("SELECT id, kind, name FROM reconcile_requests ORDER BY id").fetch_all(&mut *tx).await?;
-        let mut keys = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let kind: String = row.try_get("kind")?;
-            let kind = Kind::parse(&kind).ok_or_else(|| Error::Corrupt(format!("reconcile request kind {kind:?}")))?;
-            keys.push(ObjectKey::new(kind, row.try_get::<String, _>("name")?));
-        }
-        if let Some(last) = rows.last() {
-            let last_id: i64 = last.try_get("id")?;
-            sqlx::query("DELETE FROM reconcile_requests WHERE id <= $1").bind(last_id).execute(&mut *tx).await?;
-        }
-        tx.commit().await?;
-        Ok(keys)
     }
 }

@@ -98,7 +98,7 @@ async fn events_are_kept_per_object_in_order() {
 }
 
 #[tokio::test]
-async fn file_errors_are_replaced_by_each_scan_and_requests_are_taken_once() {
+async fn file_errors_are_replaced_by_each_scan() {
     use roundtable_store::FileError;
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path()).await.expect("open");
@@ -108,12 +108,6 @@ async fn file_errors_are_replaced_by_each_scan_and_requests_are_taken_once() {
     store.replace_file_errors(&[error("b.yaml")]).await.expect("replace");
     let errors = store.file_errors().await.expect("read");
     assert_eq!(errors.iter().map(|e| e.file.as_str()).collect::<Vec<_>>(), ["b.yaml"]);
-
-    let key = ObjectKey::new(Kind::Adapter, "codex");
-    store.request_reconcile(&key).await.expect("request");
-    store.request_reconcile(&key).await.expect("request");
-    assert_eq!(store.take_reconcile_requests().await.expect("take"), [key.clone(), key]);
-    assert!(store.take_reconcile_requests().await.expect("take").is_empty());
 }
 
 #[tokio::test]
@@ -170,4 +164,62 @@ async fn claims_never_let_two_sessions_hold_one_path_and_notes_keep_their_order(
     store.heartbeat("sess-a", "reading").await.expect("beat");
     store.heartbeat("sess-a", "editing").await.expect("beat");
     assert_eq!(store.last_heartbeat("sess-a").await.expect("beat").map(|b| b.1).as_deref(), Some("editing"));
+}
+
+/// A disable sees the adapter's running session and drains; a session start sees the disable
+/// and is refused; the drain completes when the last session ends.
+#[tokio::test]
+async fn a_disable_drains_and_refuses_new_sessions_until_enabled() {
+    use roundtable_specs::session::SessionPhase;
+    use roundtable_store::{OverrideState, SessionRecord, StartRefused};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).await.expect("open");
+    let session = |id: &str| SessionRecord {
+        id: id.into(),
+        assignment: "a".into(),
+        adapter: "codex".into(),
+        phase: SessionPhase::Running,
+        ..SessionRecord::default()
+    };
+    store.start_session(&session("s1")).await.expect("starts while enabled");
+    let change = store.set_agent_enabled("codex", false, "by a test").await.expect("disable");
+    assert_eq!((change.before, change.after.state), (None, OverrideState::Draining));
+    assert_eq!(change.active_sessions, ["s1"]);
+    let refused = store.start_session(&session("s2")).await.expect_err("draining refuses");
+    assert!(matches!(refused, StartRefused::Overridden { state: OverrideState::Draining, .. }), "{refused}");
+    assert!(store.session("s2").await.expect("read").is_none(), "nothing recorded");
+
+    let still = store.complete_drain("codex").await.expect("drain").expect("an override");
+    assert_eq!(still.state, OverrideState::Draining, "s1 still runs");
+    let mut ended = session("s1");
+    ended.phase = SessionPhase::Succeeded;
+    store.save_session(&ended).await.expect("end");
+    let done = store.complete_drain("codex").await.expect("drain").expect("an override");
+    assert_eq!(done.state, OverrideState::Disabled);
+    assert!(store.start_session(&session("s3")).await.is_err(), "disabled refuses");
+    // Another adapter is not concerned.
+    store.start_session(&SessionRecord { adapter: "claude".into(), ..session("s4") }).await.expect("other adapter");
+
+    let enabled = store.set_agent_enabled("codex", true, "by a test").await.expect("enable");
+    assert_eq!((enabled.before, enabled.after.state), (Some(OverrideState::Disabled), OverrideState::Enabled));
+    store.start_session(&session("s5")).await.expect("enabled again");
+}
+
+/// A key claimed once replays its stored response; another request under it is refused; a
+/// released key acts again.
+#[tokio::test]
+async fn idempotency_keys_replay_refuse_reuse_and_release() {
+    use roundtable_store::idempotency::{Claimed, StoredResponse};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).await.expect("open");
+    assert_eq!(store.claim_idempotency_key("k", "h1").await.expect("claim"), Claimed::New);
+    assert_eq!(store.claim_idempotency_key("k", "h1").await.expect("claim"), Claimed::InFlight);
+    let response =
+        StoredResponse { status: 201, content_type: "application/json".into(), body: b"{\"x\":1}\n".to_vec() };
+    store.finish_idempotent("k", &response).await.expect("finish");
+    assert_eq!(store.claim_idempotency_key("k", "h1").await.expect("claim"), Claimed::Replay(response));
+    assert_eq!(store.claim_idempotency_key("k", "h2").await.expect("claim"), Claimed::Reused);
+    assert_eq!(store.claim_idempotency_key("j", "h1").await.expect("claim"), Claimed::New);
+    store.release_idempotency_key("j").await.expect("release");
+    assert_eq!(store.claim_idempotency_key("j", "h1").await.expect("claim"), Claimed::New);
 }

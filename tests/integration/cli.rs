@@ -187,6 +187,8 @@ fn roundtable_within(cwd: &std::path::Path, args: &[&str], envs: &[(&str, &str)]
     let mut child = Command::new(crate::support::binary())
         .args(args)
         .current_dir(cwd)
+        // Daemons of parallel tests each take a free port (the default is 7420).
+        .env("ROUNDTABLE_API_LISTEN", "127.0.0.1:0")
         .env_remove("RUST_LOG")
         .env_remove("ROUNDTABLE_DIR")
         .env_remove("ROUNDTABLE_STATE_DIR")

@@ -14,7 +14,7 @@ use crate::support::{
 };
 
 const MODEL_HOST: &str = "api.openai.com";
-const FAKE_API: &str = "127.0.0.201:443";
+const FAKE_API: &str = "127.0.0.202:443";
 /// Where the test image carries the fake API's certificate.
 const CA_PATH: &str = "/etc/roundtable-test-ca.pem";
 
@@ -79,7 +79,7 @@ async fn the_real_codex_edits_through_the_gateway_and_proposes() {
         ],
         get_body: json!({"models": [], "data": [], "object": "list"}),
     };
-    let api = FakeResponses::start(address, &[MODEL_HOST], script).await.expect("fake API on 127.0.0.201:443");
+    let api = FakeResponses::start(address, &[MODEL_HOST], script).await.expect("fake API on 127.0.0.202:443");
     let dns = FakeDns::start("127.0.0.1:0".parse().expect("address")).await.expect("fake DNS");
     dns.answer(MODEL_HOST, vec![Reply::Addresses(vec![address.ip()])]);
 
@@ -111,7 +111,7 @@ async fn the_real_codex_edits_through_the_gateway_and_proposes() {
             "--gateway-resolver",
             &resolver,
             "--gateway-allow-cidr",
-            "127.0.0.201/32",
+            "127.0.0.202/32",
             "--gateway-dial-allow",
             "127.0.0.0/8",
         ],

@@ -2,14 +2,17 @@
 //! and the real container engine.
 
 mod admission;
+mod api;
 mod cli;
 mod codex_offline;
 mod container;
 mod daemon;
+mod diagnostics;
 mod egress;
 mod engine_restart;
 mod execution;
 mod fidelity;
+mod http;
 mod providers;
 mod real_clis;
 mod schemas;

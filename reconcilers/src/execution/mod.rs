@@ -66,6 +66,7 @@ pub struct ExecutionRequest {
 
 struct Active {
     session: String,
+    adapter: String,
     generation: i64,
     cancel: watch::Sender<bool>,
 }
@@ -101,6 +102,8 @@ pub enum StartError {
     Store(#[from] roundtable_store::Error),
     #[error("the controller is shutting down; no new execution starts")]
     ShuttingDown,
+    #[error(transparent)]
+    Refused(roundtable_store::StartRefused),
 }
 
 /// What happened to executions at shutdown.
@@ -196,7 +199,22 @@ impl ExecutionManager {
         record.cause = Some(SessionCause::ControllerRunEnded);
         record.message = format!("the controller run {} ended before this session finished", record.controller_run);
         record.finished_at = Some(now());
-        self.inner.store.save_session(&record).await
+        self.inner.store.save_session(&record).await?;
+        self.inner.complete_drain(&record.adapter).await;
+        Ok(())
+    }
+
+    /// Cancels every queued or running execution of `adapter` in this process (an operator's
+    /// forced disable); how many were asked to stop.
+    pub fn cancel_sessions_of(&self, adapter: &str) -> usize {
+        let assignments: Vec<String> = {
+            let active = self.inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            active.iter().filter(|(_, run)| run.adapter == adapter).map(|(assignment, _)| assignment.clone()).collect()
+        };
+        for assignment in &assignments {
+            self.stop(assignment, Stop::Cancelled);
+        }
+        assignments.len()
     }
 
     /// Whether an execution of `assignment` is queued or running in this process.
@@ -297,11 +315,21 @@ impl ExecutionManager {
             created_at: now(),
             ..SessionRecord::default()
         };
-        self.inner.store.save_session(&session).await?;
+        // One transaction with the operator's override: a disable either sees this session and
+        // drains, or refuses it here.
+        self.inner.store.start_session(&session).await.map_err(|refused| match refused {
+            roundtable_store::StartRefused::Store(error) => StartError::Store(error),
+            refused => StartError::Refused(refused),
+        })?;
         let (cancel, cancelled) = watch::channel(false);
         self.inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(
             request.assignment.clone(),
-            Active { session: session.id.clone(), generation: request.execution_generation, cancel },
+            Active {
+                session: session.id.clone(),
+                adapter: request.adapter.name.clone(),
+                generation: request.execution_generation,
+                cancel,
+            },
         );
         let inner = self.inner.clone();
         let queued = session.clone();
@@ -316,11 +344,13 @@ impl ExecutionManager {
                     let _ = std::fs::remove_dir_all(std::path::Path::new(dir).join(folder));
                 }
             }
-            let mut active = inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if active.get(&request.assignment).is_some_and(|a| a.session == finished.id) {
-                active.remove(&request.assignment);
+            {
+                let mut active = inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if active.get(&request.assignment).is_some_and(|a| a.session == finished.id) {
+                    active.remove(&request.assignment);
+                }
             }
-            drop(active);
+            inner.complete_drain(&finished.adapter).await;
             if let Some(handle) = inner.wake.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref() {
                 handle.trigger(Trigger::Requested(ObjectKey::new(Kind::Assignment, request.assignment)));
             }
@@ -331,3 +361,39 @@ impl ExecutionManager {
 
 /// How long a reconcile waits between looks at a running execution (the manager also wakes it).
 pub const RUNNING_RECHECK: Duration = Duration::from_secs(30);
+
+impl Inner {
+    /// Turns an operator's `draining` of `adapter` into `disabled` once its last session has
+    /// ended, with an event, and has the Adapter reconciled so its status says so.
+    async fn complete_drain(&self, adapter: &str) {
+        let was_draining = matches!(
+            self.store.agent_override(adapter).await,
+            Ok(Some(o)) if o.state == roundtable_store::OverrideState::Draining
+        );
+        if !was_draining {
+            return;
+        }
+        match self.store.complete_drain(adapter).await {
+            Ok(Some(now)) if now.state == roundtable_store::OverrideState::Disabled => {
+                let key = ObjectKey::new(Kind::Adapter, adapter);
+                let message = "the adapter's last active session ended: disabled (drain complete)";
+                let event = roundtable_store::NewEvent {
+                    object: &key,
+                    severity: roundtable_store::Severity::Normal,
+                    reason: "DrainCompleted",
+                    message,
+                    record: None,
+                };
+                if let Err(error) = self.store.append_event(&event).await {
+                    tracing::warn!(adapter, %error, "cannot record the end of a drain");
+                }
+                tracing::info!(adapter, "drain complete: the adapter is disabled");
+                if let Some(handle) = self.wake.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref() {
+                    handle.trigger(Trigger::Requested(key));
+                }
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(adapter, %error, "cannot complete the drain"),
+        }
+    }
+}

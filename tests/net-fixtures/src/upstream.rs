@@ -23,6 +23,8 @@ pub struct TlsIdentity {
     pub certificate: CertificateDer<'static>,
     /// The same certificate in PEM (what `SSL_CERT_FILE` names).
     pub pem: String,
+    /// The private key in PEM (what a server's `--tls-key` names).
+    pub key_pem: String,
     key: Arc<PrivatePkcs8KeyDer<'static>>,
 }
 
@@ -32,6 +34,7 @@ impl TlsIdentity {
         let generated = rcgen::generate_simple_self_signed(names).expect("rcgen generates a certificate");
         Self {
             pem: generated.cert.pem(),
+            key_pem: generated.signing_key.serialize_pem(),
             certificate: generated.cert.der().clone(),
             key: Arc::new(PrivatePkcs8KeyDer::from(generated.signing_key.serialize_der())),
         }

@@ -1,0 +1,155 @@
+//! Operator authentication: one bearer token per state directory, in a file only its owner can
+//! read (created by `init`, or by `start` when missing). Held in memory by SHA-256 digest and
+//! compared in constant time. Agents never see it: it is not mounted, passed or logged.
+
+use std::io::Write as _;
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest as _, Sha256};
+use subtle::ConstantTimeEq as _;
+
+use crate::error::ApiError;
+use crate::state::ApiState;
+
+/// The token file inside the state directory.
+pub const TOKEN_FILE: &str = "api-token";
+const PREFIX: &str = "rt_";
+
+/// What can go wrong with the token file.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("cannot read or create the API token {path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the API token {path} is readable by others (mode {mode:o}); run `chmod 600 {path}`")]
+    Exposed { path: PathBuf, mode: u32 },
+    #[error("the API token {path} does not hold a token (rt_ and 64 hex digits)")]
+    Malformed { path: PathBuf },
+    #[error("the operating system's random source failed")]
+    Random,
+}
+
+/// The operator token, by digest.
+#[derive(Clone)]
+pub struct OperatorToken {
+    digest: [u8; 32],
+}
+
+impl std::fmt::Debug for OperatorToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OperatorToken(..)")
+    }
+}
+
+pub fn token_path(state_dir: &Path) -> PathBuf {
+    state_dir.join(TOKEN_FILE)
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// Reads the token in `state_dir`, refusing one others can read.
+pub fn read_token(state_dir: &Path) -> Result<String, TokenError> {
+    let path = token_path(state_dir);
+    let io = |source| TokenError::Io { path: path.clone(), source };
+    let mode = std::fs::metadata(&path).map_err(io)?.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(TokenError::Exposed { path, mode });
+    }
+    let text = std::fs::read_to_string(&path).map_err(io)?;
+    let token = text.trim();
+    let well_formed =
+        token.strip_prefix(PREFIX).is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()));
+    if !well_formed {
+        return Err(TokenError::Malformed { path });
+    }
+    Ok(token.to_owned())
+}
+
+/// Creates the token file (0600) unless it exists; whether it was created.
+pub fn ensure_token(state_dir: &Path) -> Result<bool, TokenError> {
+    let path = token_path(state_dir);
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|_| TokenError::Random)?;
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let created = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path);
+    match created {
+        Ok(mut file) => {
+            file.write_all(format!("{PREFIX}{token}\n").as_bytes())
+                .and_then(|()| file.sync_all())
+                .map_err(|source| TokenError::Io { path, source })?;
+            Ok(true)
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(source) => Err(TokenError::Io { path, source }),
+    }
+}
+
+impl OperatorToken {
+    /// The token of `state_dir`, created when missing.
+    pub fn load_or_create(state_dir: &Path) -> Result<Self, TokenError> {
+        ensure_token(state_dir)?;
+        Ok(Self { digest: digest(&read_token(state_dir)?) })
+    }
+
+    /// A token given directly (tests, benchmarks).
+    pub fn from_secret(token: &str) -> Self {
+        Self { digest: digest(token) }
+    }
+
+    /// Whether `presented` is the token; constant time in its content.
+    pub fn matches(&self, presented: &str) -> bool {
+        bool::from(digest(presented).ct_eq(&self.digest))
+    }
+}
+
+/// The bearer token of a request, if it carries one.
+fn bearer(request: &Request) -> Option<&str> {
+    let value = request.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// Refuses a request without the operator token before anything else sees it.
+pub async fn require_operator(State(state): State<ApiState>, request: Request, next: Next) -> Response {
+    match bearer(&request) {
+        Some(token) if state.token.matches(token) => next.run(request).await,
+        Some(_) => unauthorized("the bearer token is not this daemon's operator token"),
+        None => unauthorized("no operator token: send Authorization: Bearer <the state directory's api-token>"),
+    }
+}
+
+fn unauthorized(message: &str) -> Response {
+    ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_file_is_private_and_only_its_token_matches() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert!(ensure_token(dir.path()).expect("created"));
+        assert!(!ensure_token(dir.path()).expect("kept"), "an existing token is never replaced");
+        let mode = std::fs::metadata(token_path(dir.path())).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let token = read_token(dir.path()).expect("reads");
+        let operator = OperatorToken::load_or_create(dir.path()).expect("loads");
+        assert!(operator.matches(&token));
+        assert!(!operator.matches(&format!("{token}x")));
+        assert!(!operator.matches(""));
+
+        std::fs::set_permissions(token_path(dir.path()), std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        assert!(matches!(read_token(dir.path()), Err(TokenError::Exposed { .. })));
+    }
+}

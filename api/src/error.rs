@@ -1,0 +1,85 @@
+//! The API's error body, `{"error": {"code", "message", "details"}}`, and how service errors map
+//! to it: stable codes a client can branch on, messages a person can act on.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use roundtable_service::ServiceError;
+
+/// An error response.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub details: serde_json::Value,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self { status, code, message: message.into(), details: serde_json::Value::Object(Default::default()) }
+    }
+
+    pub fn with_details(mut self, details: serde_json::Value) -> Self {
+        self.details = details;
+        self
+    }
+
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, code, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+
+    /// The JSON body alone (also what the admin MCP endpoint reports as a tool error).
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::json!({"error": {"code": self.code, "message": self.message, "details": self.details}})
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::error!(code = self.code, message = %self.message, "API request failed");
+        }
+        let mut response = crate::respond::json(self.status, &self.body());
+        if self.status == StatusCode::UNAUTHORIZED
+            && let Ok(value) = axum::http::HeaderValue::from_str("Bearer realm=\"roundtable\"")
+        {
+            response.headers_mut().insert(axum::http::header::WWW_AUTHENTICATE, value);
+        }
+        response
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(error: ServiceError) -> Self {
+        let message = roundtable_controller::error_chain(&error);
+        match &error {
+            ServiceError::NotFound { what, id } => {
+                let code = match *what {
+                    "agent" | "adapter" => "agent_not_found",
+                    "session" => "session_not_found",
+                    "proposal" => "proposal_not_found",
+                    "assignment" => "assignment_not_found",
+                    _ => "not_found",
+                };
+                ApiError::not_found(code, message).with_details(serde_json::json!({"kind": what, "id": id}))
+            }
+            ServiceError::UnknownObject { key } => ApiError::not_found("object_not_found", message)
+                .with_details(serde_json::json!({"object": key.to_string()})),
+            ServiceError::Ambiguous { matches, .. } => ApiError::new(StatusCode::CONFLICT, "ambiguous_id", message)
+                .with_details(serde_json::json!({"matches": matches})),
+            ServiceError::Register(_) => ApiError::bad_request("invalid_session", message),
+            ServiceError::PatchTampered { .. } => ApiError::new(StatusCode::CONFLICT, "patch_tampered", message),
+            _ => ApiError::internal(message),
+        }
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

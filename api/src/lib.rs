@@ -1,0 +1,51 @@
+//! Roundtable's HTTP API and admin MCP endpoint, served by `roundtable start`: thin handlers over
+//! the service layer (the CLI's own, so the two never disagree), operator bearer auth, idempotent
+//! mutations, keyset cursors, Prometheus metrics and the OpenAPI 3.1 document. Agents never reach
+//! it: nothing of it is mounted into a container.
+
+pub mod auth;
+pub mod client;
+mod cursor;
+mod error;
+mod idempotency;
+pub mod listen;
+mod mcp;
+mod metrics;
+pub mod openapi;
+mod query;
+mod respond;
+mod routes;
+mod state;
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+
+pub use error::ApiError;
+pub use listen::{Bound, Listen, ListenError, TlsFiles};
+pub use routes::router;
+pub use state::ApiState;
+
+/// The private socket through which the CLI reaches the daemon of `state_dir` (whatever
+/// `--api-listen` says): `api-<12 hex of the state directory's path digest>.sock` under this
+/// user's socket root (`/run/roundtable` as root, else `$XDG_RUNTIME_DIR/roundtable`), mode
+/// 0600, the operator token still required. Not in the state directory: a project's path can be
+/// longer than a Unix socket path may be, and tools that walk the project need not meet it.
+pub fn cli_socket(state_dir: &Path) -> PathBuf {
+    let canonical = state_dir.canonicalize().unwrap_or_else(|_| state_dir.to_owned());
+    let digest = roundtable_specs::digest::sha256_hex(canonical.as_os_str().as_encoded_bytes());
+    roundtable_workspace::sockets::default_root_for_this_user().join(format!("api-{}.sock", &digest[..12]))
+}
+
+/// Serves the API on `bound` until `shutdown` resolves; requests in flight then finish.
+pub async fn serve(
+    bound: Bound,
+    state: ApiState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(state);
+    match bound {
+        Bound::Tcp(listener) => axum::serve(listener, app).with_graceful_shutdown(shutdown).await,
+        Bound::Tls(listener) => axum::serve(listener, app).with_graceful_shutdown(shutdown).await,
+        Bound::Unix(listener) => axum::serve(listener, app).with_graceful_shutdown(shutdown).await,
+    }
+}

@@ -1,0 +1,223 @@
+//! The admin MCP endpoint at `/mcp`: MCP's streamable HTTP transport in its plain-JSON form (each
+//! POSTed request is answered with one JSON response; no server-initiated stream, so GET is 405),
+//! behind the same operator token as the rest of the API. Tools read status, adapters,
+//! assignments, sessions and proposals, and queue a reconcile; each answers with the same JSON as
+//! the matching endpoint. It never reaches a container: agents get their own endpoint per session.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use roundtable_specs::{Kind, List, ObjectKey};
+use serde_json::{Value, json};
+
+use crate::error::ApiError;
+use crate::respond;
+use crate::state::ApiState;
+
+/// Protocol revisions this endpoint speaks, newest first.
+const PROTOCOL_VERSIONS: [&str; 3] = ["2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// JSON-RPC error codes.
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const METHOD_NOT_FOUND: i64 = -32601;
+const INVALID_PARAMS: i64 = -32602;
+
+struct Tool {
+    name: &'static str,
+    description: &'static str,
+    input: fn() -> Value,
+}
+
+fn no_arguments() -> Value {
+    json!({"type": "object", "properties": {}, "additionalProperties": false})
+}
+
+fn object_argument() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"object": {"type": "string", "description": "Kind/name, like Assignment/fix-login"}},
+        "required": ["object"],
+        "additionalProperties": false
+    })
+}
+
+const TOOLS: [Tool; 6] = [
+    Tool {
+        name: "status",
+        description: "Every object's sync and health, as `roundtable status --format json`.",
+        input: no_arguments,
+    },
+    Tool {
+        name: "adapters",
+        description: "Built-in and declared adapters, merged, as `roundtable adapters list --format json`.",
+        input: no_arguments,
+    },
+    Tool { name: "assignments", description: "The status rows of every Assignment.", input: no_arguments },
+    Tool { name: "sessions", description: "Every session, newest first.", input: no_arguments },
+    Tool {
+        name: "proposals",
+        description: "Every pending (or superseded, rejected) proposal, newest first.",
+        input: no_arguments,
+    },
+    Tool {
+        name: "reconcile",
+        description: "Queues a reconcile of one object now (clears a stall).",
+        input: object_argument,
+    },
+];
+
+fn rpc_error(id: &Value, code: i64, message: impl Into<String>) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
+}
+
+fn rpc_result(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+pub async fn get() -> Response {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this MCP endpoint sends no server-initiated stream; POST requests to it",
+    )
+    .into_response()
+}
+
+pub async fn delete() -> Response {
+    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this MCP endpoint keeps no sessions to end")
+        .into_response()
+}
+
+pub async fn post(State(state): State<ApiState>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Some(version) = headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok())
+        && !PROTOCOL_VERSIONS.contains(&version)
+    {
+        return ApiError::bad_request(
+            "unsupported_protocol_version",
+            format!("MCP protocol version {version:?} is not one of {PROTOCOL_VERSIONS:?}"),
+        )
+        .into_response();
+    }
+    let message: Value = match serde_json::from_slice(&body) {
+        Ok(message) => message,
+        Err(error) => {
+            return respond::json(StatusCode::BAD_REQUEST, &rpc_error(&Value::Null, PARSE_ERROR, error.to_string()));
+        }
+    };
+    let answers: Vec<Value> = match &message {
+        Value::Array(batch) if !batch.is_empty() => {
+            let mut answers = Vec::new();
+            for one in batch {
+                answers.extend(handle(&state, one).await);
+            }
+            answers
+        }
+        _ => handle(&state, &message).await.into_iter().collect(),
+    };
+    match (message.is_array(), answers.len()) {
+        // Only notifications or responses: accepted, nothing to say.
+        (_, 0) => StatusCode::ACCEPTED.into_response(),
+        (false, _) => respond::ok(&answers[0]),
+        (true, _) => respond::ok(&answers),
+    }
+}
+
+/// One JSON-RPC message's answer; `None` for a notification.
+async fn handle(state: &ApiState, message: &Value) -> Option<Value> {
+    let id = message.get("id").cloned();
+    let Some(method) = message.get("method").and_then(Value::as_str) else {
+        // A response from the client, or nonsense: answer nonsense that has an id.
+        return match (&id, message.get("result").or_else(|| message.get("error"))) {
+            (Some(_), Some(_)) | (None, _) => None,
+            (Some(id), None) => Some(rpc_error(id, INVALID_REQUEST, "not a JSON-RPC request")),
+        };
+    };
+    let id = id?;
+    let params = message.get("params").cloned().unwrap_or(Value::Null);
+    Some(match method {
+        "initialize" => {
+            let asked = params.get("protocolVersion").and_then(Value::as_str).unwrap_or_default();
+            let version = PROTOCOL_VERSIONS.iter().find(|v| **v == asked).copied().unwrap_or(PROTOCOL_VERSIONS[0]);
+            rpc_result(
+                &id,
+                json!({
+                    "protocolVersion": version,
+                    "capabilities": {"tools": {"listChanged": false}},
+                    "serverInfo": {"name": "roundtable-admin", "version": env!("CARGO_PKG_VERSION")},
+                    "instructions": "Roundtable's operator tools for this daemon's workspace."
+                }),
+            )
+        }
+        "ping" => rpc_result(&id, json!({})),
+        "tools/list" => {
+            let tools: Vec<Value> = TOOLS
+                .iter()
+                .map(|t| json!({"name": t.name, "description": t.description, "inputSchema": (t.input)()}))
+                .collect();
+            rpc_result(&id, json!({"tools": tools}))
+        }
+        "tools/call" => {
+            let Some(name) = params.get("name").and_then(Value::as_str) else {
+                return Some(rpc_error(&id, INVALID_PARAMS, "tools/call needs params.name"));
+            };
+            if !TOOLS.iter().any(|t| t.name == name) {
+                return Some(rpc_error(&id, INVALID_PARAMS, format!("no tool {name:?}")));
+            }
+            let arguments = params.get("arguments").cloned().unwrap_or(json!({}));
+            let result = match call(state, name, &arguments).await {
+                Ok(value) => json!({
+                    "content": [{"type": "text", "text": respond::json_text(&value)}],
+                    "structuredContent": value,
+                    "isError": false
+                }),
+                Err(error) => json!({
+                    "content": [{"type": "text", "text": respond::json_text(&error.body())}],
+                    "structuredContent": error.body(),
+                    "isError": true
+                }),
+            };
+            rpc_result(&id, result)
+        }
+        other => rpc_error(&id, METHOD_NOT_FOUND, format!("no method {other:?}")),
+    })
+}
+
+async fn call(state: &ApiState, tool: &str, arguments: &Value) -> Result<Value, ApiError> {
+    let service = &state.service;
+    let value = |v: Result<Value, serde_json::Error>| v.map_err(|e| ApiError::internal(e.to_string()));
+    match tool {
+        "status" => value(serde_json::to_value(List::of(service.status(state.retention).await?))),
+        "adapters" => {
+            let dir = service.dir().to_owned();
+            let (items, _) = tokio::task::spawn_blocking(move || roundtable_service::adapters(&dir))
+                .await
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+            value(serde_json::to_value(List::of(items)))
+        }
+        "assignments" => {
+            let rows = service.status(state.retention).await?;
+            let rows: Vec<_> = rows.into_iter().filter(|r| r.kind == Kind::Assignment.as_str()).collect();
+            value(serde_json::to_value(List::of(rows)))
+        }
+        "sessions" => value(serde_json::to_value(List::of(service.sessions().await?))),
+        "proposals" => value(serde_json::to_value(List::of(service.proposals().await?))),
+        "reconcile" => {
+            let object = arguments.get("object").and_then(Value::as_str).unwrap_or_default();
+            let queued = crate::routes::write::queue_reconcile(state, parse_key(object)?, "mcp").await?;
+            value(serde_json::to_value(queued))
+        }
+        _ => Err(ApiError::not_found("no_such_tool", format!("no tool {tool:?}"))),
+    }
+}
+
+fn parse_key(object: &str) -> Result<ObjectKey, ApiError> {
+    let invalid = || ApiError::bad_request("invalid_object", format!("object must be Kind/name, not {object:?}"));
+    let (kind, name) = object.split_once('/').ok_or_else(invalid)?;
+    let kind = Kind::parse(kind).ok_or_else(invalid)?;
+    if name.is_empty() {
+        return Err(invalid());
+    }
+    Ok(ObjectKey::new(kind, name))
+}

@@ -1,0 +1,430 @@
+//! The OpenAPI 3.1 document of the API, assembled from the same schemars schemas as `schemas/`
+//! (OpenAPI 3.1's schema dialect is JSON Schema 2020-12, which they are). Checked in as
+//! `schemas/openapi.json`; a test fails when it is stale.
+
+use schemars::JsonSchema;
+use schemars::generate::{SchemaGenerator, SchemaSettings};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use roundtable_specs::List;
+use roundtable_specs::diagnostics::DiagnosticReport;
+use roundtable_specs::output::{
+    AdapterItem, AgentItem, DescribeItem, EventItem, ObjectStatus, ProposalItem, SessionItem,
+};
+
+use crate::routes::agents::AgentChangeBody;
+use crate::routes::read::SessionLogsBody;
+use crate::routes::write::{ReconcileBody, RegisterSessionBody};
+
+/// The error body every failure has.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ErrorDetail {
+    /// Stable and machine-readable, like `agent_not_found` or `idempotency_key_reused`.
+    pub code: String,
+    pub message: String,
+    pub details: Value,
+}
+
+struct Builder {
+    generator: SchemaGenerator,
+    paths: Map<String, Value>,
+}
+
+fn parameter(name: &str, location: &str, description: &str, schema: Value, required: bool) -> Value {
+    json!({"name": name, "in": location, "description": description, "required": required, "schema": schema})
+}
+
+fn path_parameter(name: &str, description: &str) -> Value {
+    parameter(name, "path", description, json!({"type": "string"}), true)
+}
+
+fn page_parameters() -> Vec<Value> {
+    vec![
+        parameter(
+            "limit",
+            "query",
+            "Items per page, 1 to 200 (default 50).",
+            json!({"type": "integer", "minimum": 1, "maximum": 200}),
+            false,
+        ),
+        parameter(
+            "continue",
+            "query",
+            "The `metadata.continue` of the previous page, verbatim.",
+            json!({"type": "string"}),
+            false,
+        ),
+    ]
+}
+
+fn idempotency_parameter() -> Value {
+    parameter(
+        "Idempotency-Key",
+        "header",
+        "Makes a retry safe: the same key and request replay the stored response for 24 hours; the same key with another request is 409.",
+        json!({"type": "string", "minLength": 1, "maxLength": 255}),
+        false,
+    )
+}
+
+fn workspace_parameters() -> Vec<Value> {
+    vec![
+        path_parameter("ws", "The workspace this daemon serves (its project's name)."),
+        path_parameter("id", "The agent: an adapter's name."),
+    ]
+}
+
+impl Builder {
+    fn new() -> Self {
+        let settings = SchemaSettings::draft2020_12().with(|s| s.definitions_path = "/components/schemas".into());
+        Self { generator: settings.into_generator(), paths: Map::new() }
+    }
+
+    fn schema<T: JsonSchema>(&mut self) -> Value {
+        self.generator.subschema_for::<T>().to_value()
+    }
+
+    fn json_response<T: JsonSchema>(&mut self, description: &str) -> Value {
+        json!({"description": description, "content": {"application/json": {"schema": self.schema::<T>()}}})
+    }
+
+    fn text_response(description: &str, media: &str) -> Value {
+        json!({"description": description, "content": {media: {"schema": {"type": "string"}}}})
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn operation(
+        &mut self,
+        method: &str,
+        path: &str,
+        id: &str,
+        summary: &str,
+        parameters: Vec<Value>,
+        body: Option<Value>,
+        responses: Vec<(&str, Value)>,
+        public: bool,
+    ) {
+        let mut operation = json!({"operationId": id, "summary": summary});
+        if !parameters.is_empty() {
+            operation["parameters"] = Value::Array(parameters);
+        }
+        if let Some(body) = body {
+            operation["requestBody"] = json!({"required": true, "content": {"application/json": {"schema": body}}});
+        }
+        let mut answers = Map::new();
+        for (status, response) in responses {
+            answers.insert(status.to_owned(), response);
+        }
+        let error = self.schema::<ErrorBody>();
+        answers.insert("default".into(), json!({"description": "An error: `{\"error\": {code, message, details}}`.", "content": {"application/json": {"schema": error}}}));
+        operation["responses"] = Value::Object(answers);
+        if public {
+            operation["security"] = json!([]);
+        }
+        let entry = self.paths.entry(path.to_owned()).or_insert_with(|| json!({}));
+        entry[method] = operation;
+    }
+}
+
+/// The document.
+pub fn document() -> Value {
+    let mut b = Builder::new();
+    b.operation(
+        "get",
+        "/healthz",
+        "healthz",
+        "Liveness: the process answers.",
+        vec![],
+        None,
+        vec![("200", Builder::text_response("Alive.", "text/plain"))],
+        true,
+    );
+    b.operation(
+        "get",
+        "/readyz",
+        "readyz",
+        "Readiness: the first scan of the spec directory is merged.",
+        vec![],
+        None,
+        vec![("200", Builder::text_response("Ready.", "text/plain"))],
+        true,
+    );
+    b.operation("get", "/v1/openapi.json", "openapi", "This document.", vec![], None, vec![("200", json!({"description": "The OpenAPI 3.1 document.", "content": {"application/json": {"schema": {"type": "object"}}}}))], true);
+    b.operation(
+        "get",
+        "/metrics",
+        "metrics",
+        "Prometheus metrics (text format 0.0.4).",
+        vec![],
+        None,
+        vec![("200", Builder::text_response("Metrics.", "text/plain"))],
+        false,
+    );
+    let r = b.json_response::<List<ObjectStatus>>(
+        "Every object's sync and health, exactly as `roundtable status --format json`.",
+    );
+    b.operation("get", "/v1/status", "status", "Drift of every object.", vec![], None, vec![("200", r)], false);
+    let r = b.json_response::<List<AdapterItem>>("Built-in and declared adapters, merged.");
+    b.operation("get", "/v1/adapters", "adapters", "Adapters.", vec![], None, vec![("200", r)], false);
+    let r = b.json_response::<DescribeItem>("Status, stored spec, observed status and recent events.");
+    b.operation(
+        "get",
+        "/v1/assignments/{name}",
+        "assignment",
+        "One Assignment, as `roundtable describe`.",
+        vec![path_parameter("name", "The Assignment's name.")],
+        None,
+        vec![("200", r)],
+        false,
+    );
+    let r = b.json_response::<List<SessionItem>>("Sessions, newest first.");
+    b.operation("get", "/v1/sessions", "sessions", "Sessions.", page_parameters(), None, vec![("200", r)], false);
+    let body = b.schema::<RegisterSessionBody>();
+    let r = b.json_response::<SessionItem>("The recorded session.");
+    b.operation(
+        "post",
+        "/v1/sessions",
+        "registerSession",
+        "Records a session run outside Roundtable (as `roundtable sessions register`).",
+        vec![idempotency_parameter()],
+        Some(body),
+        vec![("201", r)],
+        false,
+    );
+    let r = b.json_response::<SessionItem>("The session.");
+    b.operation(
+        "get",
+        "/v1/sessions/{id}",
+        "session",
+        "One session by ID or unique prefix.",
+        vec![path_parameter("id", "A session ID or a unique prefix of one.")],
+        None,
+        vec![("200", r)],
+        false,
+    );
+    let mut r =
+        b.json_response::<SessionLogsBody>("Captured output; `?stream=` returns one stream's raw bytes instead.");
+    r["content"]["application/octet-stream"] = json!({"schema": {"type": "string", "format": "binary"}});
+    let stream = parameter(
+        "stream",
+        "query",
+        "`stdout` or `stderr`: that stream's bytes as captured.",
+        json!({"type": "string", "enum": ["stdout", "stderr"]}),
+        false,
+    );
+    b.operation(
+        "get",
+        "/v1/sessions/{id}/logs",
+        "sessionLogs",
+        "A session's captured output.",
+        vec![path_parameter("id", "A session ID or a unique prefix of one."), stream],
+        None,
+        vec![("200", r)],
+        false,
+    );
+    let r = b.json_response::<List<ProposalItem>>("Proposals, newest first.");
+    b.operation(
+        "get",
+        "/v1/proposals",
+        "proposals",
+        "Pending proposals.",
+        page_parameters(),
+        None,
+        vec![("200", r)],
+        false,
+    );
+    let item = b.schema::<ProposalItem>();
+    b.operation(
+        "get",
+        "/v1/proposals/{id}",
+        "proposal",
+        "One proposal; its patch with `Accept: text/x-diff` (refused when it does not match its recorded digest).",
+        vec![path_parameter("id", "A proposal ID or a unique prefix of one.")],
+        None,
+        vec![("200", json!({"description": "The proposal, or its patch.", "content": {"application/json": {"schema": item}, "text/x-diff": {"schema": {"type": "string"}}}}))],
+        false,
+    );
+    let r = b.json_response::<List<EventItem>>("Events of every object, newest first.");
+    b.operation("get", "/v1/events", "events", "Events.", page_parameters(), None, vec![("200", r)], false);
+    let r = b.json_response::<ReconcileBody>("Queued: the daemon's controller has it now.");
+    b.operation(
+        "post",
+        "/v1/reconcile/{kind}/{name}",
+        "reconcile",
+        "Reconciles one object now, clearing a stall.",
+        vec![
+            parameter(
+                "kind",
+                "path",
+                "The object's kind.",
+                json!({"type": "string", "enum": ["Adapter", "Assignment", "AdmissionPolicy"]}),
+                true,
+            ),
+            path_parameter("name", "The object's name."),
+            idempotency_parameter(),
+        ],
+        None,
+        vec![("202", r)],
+        false,
+    );
+    let mut list_parameters = vec![path_parameter("ws", "The workspace this daemon serves (its project's name).")];
+    list_parameters.extend(page_parameters());
+    let r = b.json_response::<List<AgentItem>>("Agents in name order.");
+    b.operation(
+        "get",
+        "/v1/workspaces/{ws}/agents",
+        "agents",
+        "Agents (adapters) with capabilities, version, sessions and heartbeat.",
+        list_parameters,
+        None,
+        vec![("200", r)],
+        false,
+    );
+    let r = b.json_response::<AgentItem>("The agent.");
+    b.operation(
+        "get",
+        "/v1/workspaces/{ws}/agents/{id}",
+        "agent",
+        "One agent.",
+        workspace_parameters(),
+        None,
+        vec![("200", r)],
+        false,
+    );
+    let mut enable_parameters = workspace_parameters();
+    enable_parameters.push(idempotency_parameter());
+    let r = b.json_response::<AgentChangeBody>("The agent after the change.");
+    b.operation(
+        "post",
+        "/v1/workspaces/{ws}/agents/{id}/enable",
+        "enableAgent",
+        "Enables an agent (a runtime override of spec.enabled).",
+        enable_parameters.clone(),
+        None,
+        vec![("200", r)],
+        false,
+    );
+    let mut disable_parameters = enable_parameters.clone();
+    disable_parameters.push(parameter(
+        "force",
+        "query",
+        "Cancel the agent's active sessions instead of waiting for them.",
+        json!({"type": "string", "enum": ["true", "false"]}),
+        false,
+    ));
+    let r = b.json_response::<AgentChangeBody>(
+        "The agent after the change: `draining` while active sessions finish, else `disabled`.",
+    );
+    b.operation(
+        "post",
+        "/v1/workspaces/{ws}/agents/{id}/disable",
+        "disableAgent",
+        "Disables an agent, draining its active sessions first.",
+        disable_parameters,
+        None,
+        vec![("200", r)],
+        false,
+    );
+    let r = b.json_response::<DiagnosticReport>("The stored report (its checks say what passed).");
+    b.operation(
+        "post",
+        "/v1/workspaces/{ws}/agents/{id}/diagnostics",
+        "diagnoseAgent",
+        "Probes inside the agent's image under the full hardening, with no network and no credentials.",
+        enable_parameters,
+        None,
+        vec![("201", r)],
+        false,
+    );
+    let r = b.json_response::<List<DiagnosticReport>>("The agent's stored reports, newest first.");
+    b.operation(
+        "get",
+        "/v1/workspaces/{ws}/agents/{id}/diagnostics",
+        "agentDiagnostics",
+        "An agent's diagnostic reports.",
+        workspace_parameters(),
+        None,
+        vec![("200", r)],
+        false,
+    );
+    let mut one = workspace_parameters();
+    one.push(path_parameter("diagnostic", "A diagnostic report's ID."));
+    let r = b.json_response::<DiagnosticReport>("The report.");
+    b.operation(
+        "get",
+        "/v1/workspaces/{ws}/agents/{id}/diagnostics/{diagnostic}",
+        "agentDiagnostic",
+        "One diagnostic report.",
+        one,
+        None,
+        vec![("200", r)],
+        false,
+    );
+    b.operation(
+        "post",
+        "/mcp",
+        "adminMcp",
+        "The admin MCP endpoint (streamable HTTP, JSON responses): tools status, adapters, assignments, sessions, proposals, reconcile.",
+        vec![],
+        Some(json!({"type": ["object", "array"], "description": "A JSON-RPC 2.0 message (or a batch)."})),
+        vec![
+            ("200", json!({"description": "The JSON-RPC response.", "content": {"application/json": {"schema": {"type": ["object", "array"]}}}})),
+            ("202", json!({"description": "Notifications only: accepted."})),
+            ("400", json!({"description": "Not JSON: a JSON-RPC parse error; or an unsupported MCP-Protocol-Version (this API's error body).", "content": {"application/json": {"schema": {"type": "object"}}}})),
+        ],
+        false,
+    );
+    let Builder { mut generator, paths } = b;
+    let schemas = generator.take_definitions(true);
+    json!({
+        "openapi": "3.1.0",
+        "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
+        "info": {
+            "title": "Roundtable",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "The HTTP API of a Roundtable daemon (`roundtable start`): status, adapters, assignments, sessions, proposals and events; agents with enable, disable and diagnostics; reconcile requests; the admin MCP endpoint. Every endpoint but /healthz, /readyz and this document needs the operator token of the daemon's state directory (`Authorization: Bearer …`)."
+        },
+        "security": [{"operatorToken": []}],
+        "paths": paths,
+        "components": {
+            "securitySchemes": {"operatorToken": {"type": "http", "scheme": "bearer", "description": "The token in the state directory's api-token file."}},
+            "schemas": schemas
+        }
+    })
+}
+
+/// The document as served and checked in: pretty, with a trailing newline.
+pub fn document_text() -> String {
+    crate::respond::json_text(&document())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_checked_in_document_is_current() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../schemas/openapi.json");
+        let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            checked_in == super::document_text(),
+            "{} is stale: run `roundtable schema --out schemas` and commit it",
+            path.display()
+        );
+    }
+
+    #[test]
+    fn every_reference_resolves() {
+        let document = super::document();
+        let text = document.to_string();
+        let schemas = document["components"]["schemas"].as_object().expect("schemas");
+        for reference in text.split("\"$ref\":\"#/components/schemas/").skip(1) {
+            let name = reference.split('"').next().unwrap_or_default();
+            assert!(schemas.contains_key(name), "dangling $ref to {name}");
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! Liveness, readiness, metrics, the OpenAPI document, and the answers for unknown paths.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use crate::error::ApiError;
+use crate::respond;
+use crate::state::ApiState;
+
+pub async fn healthz() -> Response {
+    respond::with_type(StatusCode::OK, "text/plain; charset=utf-8", b"ok\n".to_vec())
+}
+
+/// Ready once the daemon's first scan is merged into the store: before that, reads would show
+/// the state of the previous run.
+pub async fn readyz(State(state): State<ApiState>) -> Response {
+    if state.link.is_ready() {
+        respond::with_type(StatusCode::OK, "text/plain; charset=utf-8", b"ready\n".to_vec())
+    } else {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            "the first scan of the spec directory has not finished",
+        )
+        .into_response()
+    }
+}
+
+pub async fn metrics(State(state): State<ApiState>) -> Response {
+    match crate::metrics::render(&state).await {
+        Ok(text) => respond::with_type(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", text.into_bytes()),
+        Err(error) => error.into_response(),
+    }
+}
+
+pub async fn openapi() -> Response {
+    respond::with_type(StatusCode::OK, respond::JSON, crate::openapi::document_text().into_bytes())
+}
+
+pub async fn not_found() -> ApiError {
+    ApiError::not_found("not_found", "no such endpoint; GET /v1/openapi.json lists them")
+}
+
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this endpoint does not take that method")
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Runs schemathesis (PyPI) against the OpenAPI document of a real daemon on loopback: every
+# operation, generated valid and invalid inputs, and the checks that no answer is a 5xx and that
+# every answer's status, content type and body match the document. Called by .ci/run.
+#   ROUNDTABLE_BIN   the binary (default: target/x86_64-unknown-linux-gnu/debug/roundtable)
+#   MAX_EXAMPLES     examples per operation and phase (default 40)
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+bin="${ROUNDTABLE_BIN:-$repo/target/x86_64-unknown-linux-gnu/debug/roundtable}"
+command -v schemathesis >/dev/null || python3 -m pip install -q --disable-pip-version-check "schemathesis==4.32.5"
+
+work="$(mktemp -d /tmp/roundtable-conformance.XXXXXX)"
+daemon=""
+cleanup() {
+  if [ -n "$daemon" ]; then kill -TERM "$daemon" 2>/dev/null || true; wait "$daemon" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# A project with an adapter, an Assignment that produces a proposal, and the built-ins.
+mkdir -p "$work/project/.roundtable" "$work/executions"
+chmod 700 "$work/executions"
+cd "$work/project"
+printf '# Project\n' > README.md
+cat > .roundtable/specs.yaml <<'YAML'
+apiVersion: roundtable.dev/v1alpha1
+kind: Adapter
+metadata: {name: mock}
+spec: {timeout: 2m}
+---
+apiVersion: roundtable.dev/v1alpha1
+kind: Assignment
+metadata: {name: docs}
+spec:
+  adapter: mock
+  task: {id: DOC-1, prompt: 'append a line to README.md'}
+  readablePaths: [README.md]
+YAML
+git init -q -b main && git add -A && git -c user.email=ci@roundtable.dev -c user.name=ci commit -q -m base
+"$bin" init >/dev/null
+"$bin" start --api-listen 127.0.0.1:0 --execution-root "$work/executions" --audit-key "$work/audit.key" \
+  --workspace conformance 2>"$work/daemon.log" &
+daemon=$!
+for _ in $(seq 1 100); do
+  [ -s .roundtable/state/api-address ] && break
+  sleep 0.1
+done
+address="$(cat .roundtable/state/api-address)"
+token="$(cat .roundtable/state/api-token)"
+for _ in $(seq 1 100); do
+  python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "http://$address/readyz" 2>/dev/null && break
+  sleep 0.1
+done
+echo "conformance: daemon API on $address"
+
+status=0
+schemathesis run "http://$address/v1/openapi.json" \
+  --header "Authorization: Bearer $token" \
+  --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
+  --max-examples "${MAX_EXAMPLES:-40}" \
+  --phases examples,coverage,fuzzing \
+  --workers 2 \
+  --request-timeout 60 \
+  --seed 1 \
+  --no-color || status=$?
+if [ "$status" -ne 0 ]; then
+  echo "conformance: schemathesis failed ($status); the daemon's log:" >&2
+  tail -n 50 "$work/daemon.log" >&2
+fi
+exit "$status"
