@@ -391,3 +391,33 @@ async fn the_api_listens_with_tls_and_on_a_unix_socket() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains("\"specEnabled\": false"), "{answer}");
 }
+
+/// `?force=true` cancels the running session instead of waiting for it; the drain completes when
+/// it has been recorded, and nothing starts again while the agent is disabled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_disable_cancels_the_running_session() {
+    let Some(_engine) = crate::support::engine_or_skip().await else { return };
+    ensure_test_images();
+    let dir = one_assignment_project("endless", "sleep 120");
+    let root = dir.path();
+    let executions = tempfile::tempdir().expect("tempdir");
+    let _daemon = start_daemon(root, &["--workspace", "w"], executions.path());
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
+    let api = Api::of(&root.join(".roundtable/state")).await;
+    wait_until("a running session", || api.get("/v1/sessions").json()["items"][0]["phase"] == "Running").await;
+    let forced = api.call("POST", "/v1/workspaces/w/agents/generic/disable?force=true", &[], None).json();
+    assert_eq!(
+        (forced["agent"]["state"].as_str(), forced["cancelled"].as_u64()),
+        (Some("draining"), Some(1)),
+        "{forced}"
+    );
+    wait_until_within("the drain to complete", Duration::from_secs(60), || agent(&api, "w")["state"] == "disabled")
+        .await;
+    let sessions = api.get("/v1/sessions").json();
+    assert_eq!(sessions["items"][0]["phase"], "Cancelled", "{sessions}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(api.get("/v1/sessions").json()["items"].as_array().map(Vec::len), Some(1), "nothing started again");
+    let assignment = api.get("/v1/assignments/endless").json();
+    let message = assignment["status"]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(message.contains("disabled by an operator"), "the Assignment says why it waits: {message}");
+}
