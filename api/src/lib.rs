@@ -15,6 +15,7 @@ pub mod openapi;
 mod query;
 mod respond;
 mod routes;
+pub mod serve;
 mod state;
 
 use std::future::Future;
@@ -37,15 +38,6 @@ pub fn cli_socket(state_dir: &Path) -> PathBuf {
 }
 
 /// Serves the API on `bound` until `shutdown` resolves; requests in flight then finish.
-pub async fn serve(
-    bound: Bound,
-    state: ApiState,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let app = router(state);
-    match bound {
-        Bound::Tcp(listener) => axum::serve(listener, app).with_graceful_shutdown(shutdown).await,
-        Bound::Tls(listener) => axum::serve(listener, app).with_graceful_shutdown(shutdown).await,
-        Bound::Unix(listener) => axum::serve(listener, app).with_graceful_shutdown(shutdown).await,
-    }
+pub async fn serve(bound: Bound, state: ApiState, shutdown: impl Future<Output = ()> + Send) {
+    serve::serve_router(bound, router(state), serve::Limits::default(), shutdown).await;
 }

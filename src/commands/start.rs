@@ -146,12 +146,13 @@ struct ServedApi {
 }
 
 impl ServedApi {
-    /// Stops accepting, lets requests in flight finish (up to 5 s), removes the CLI socket.
+    /// Stops accepting, lets requests in flight finish (the server bounds that wait), removes the
+    /// CLI socket.
     async fn stop(self) {
         self.stop.cancel();
         for task in self.tasks {
-            if tokio::time::timeout(std::time::Duration::from_secs(5), task).await.is_err() {
-                tracing::warn!("API requests still in flight after 5 s; abandoned");
+            if tokio::time::timeout(std::time::Duration::from_secs(10), task).await.is_err() {
+                tracing::warn!("the API did not stop within 10 s; abandoned");
             }
         }
         let _ = std::fs::remove_file(&self.socket);
@@ -207,9 +208,7 @@ async fn serve_api(
     for bound in [bound, roundtable_api::Bound::Unix(private)] {
         let (state, stop) = (state.clone(), stop.clone());
         tasks.push(tokio::spawn(async move {
-            if let Err(error) = roundtable_api::serve(bound, state, async move { stop.cancelled().await }).await {
-                tracing::error!(%error, "the API stopped serving");
-            }
+            roundtable_api::serve(bound, state, async move { stop.cancelled().await }).await;
         }));
     }
     Ok(ServedApi { stop, tasks, socket })

@@ -1,0 +1,138 @@
+//! The accept loop: axum's router served by hyper with what `axum::serve` does not offer, a
+//! deadline on reading each request's head (a client that trickles headers, or holds an idle
+//! keep-alive connection, is cut off) and a cap on open connections (beyond it, accepting waits).
+//! On shutdown, requests in flight finish (for up to a bound); idle connections close.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::serve::Listener;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::sync::Semaphore;
+
+use crate::listen::Bound;
+
+/// What one server allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// From the connection's start (or the end of the previous response) to the end of the next
+    /// request's head.
+    pub header_read_timeout: Duration,
+    pub max_connections: usize,
+    /// How long shutdown waits for requests in flight.
+    pub drain: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { header_read_timeout: Duration::from_secs(10), max_connections: 1024, drain: Duration::from_secs(5) }
+    }
+}
+
+/// Serves `app` on `bound` until `shutdown` resolves.
+pub async fn serve_router(bound: Bound, app: Router, limits: Limits, shutdown: impl Future<Output = ()> + Send) {
+    match bound {
+        Bound::Tcp(listener) => accept_loop(listener, app, limits, shutdown).await,
+        Bound::Tls(listener) => accept_loop(listener, app, limits, shutdown).await,
+        Bound::Unix(listener) => accept_loop(listener, app, limits, shutdown).await,
+    }
+}
+
+async fn accept_loop<L: Listener>(mut listener: L, app: Router, limits: Limits, shutdown: impl Future<Output = ()>) {
+    let open = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            () = &mut shutdown => break,
+            permit = open.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+        };
+        let (stream, _peer) = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+        };
+        let connection = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_read_timeout)
+            .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "API connection ended with an error");
+            }
+            drop(permit);
+        });
+    }
+    if tokio::time::timeout(limits.drain, graceful.shutdown()).await.is_err() {
+        tracing::warn!(drain = ?limits.drain, "API requests still in flight at shutdown; abandoned");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    async fn server(limits: Limits) -> (String, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address").to_string();
+        let app = Router::new().route("/", axum::routing::get(|| async { "hello" }));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(serve_router(Bound::Tcp(listener), app, limits, async move {
+            let _ = stopped.await;
+        }));
+        (address, stop, task)
+    }
+
+    #[tokio::test]
+    async fn a_client_that_trickles_its_headers_is_cut_off() {
+        let limits = Limits { header_read_timeout: Duration::from_millis(300), ..Limits::default() };
+        let (address, stop, task) = server(limits).await;
+        let mut slow = tokio::net::TcpStream::connect(&address).await.expect("connect");
+        slow.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").await.expect("write");
+        let mut answer = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), slow.read_to_end(&mut answer)).await;
+        assert!(read.is_ok(), "the server closed the connection within the deadline");
+        assert!(!String::from_utf8_lossy(&answer).contains("hello"), "no request was served");
+
+        let mut quick = tokio::net::TcpStream::connect(&address).await.expect("connect");
+        quick.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.expect("write");
+        let mut answer = String::new();
+        quick.read_to_string(&mut answer).await.expect("read");
+        assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("hello"), "{answer}");
+        let _ = stop.send(());
+        task.await.expect("stops");
+    }
+
+    #[tokio::test]
+    async fn beyond_the_connection_cap_accepting_waits() {
+        let limits = Limits { max_connections: 1, ..Limits::default() };
+        let (address, stop, task) = server(limits).await;
+        let mut first = tokio::net::TcpStream::connect(&address).await.expect("connect");
+        first.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.expect("write");
+        let mut buffer = [0u8; 256];
+        let n = first.read(&mut buffer).await.expect("answer");
+        assert!(String::from_utf8_lossy(&buffer[..n]).starts_with("HTTP/1.1 200"));
+        // The first connection is kept alive: a second waits for it.
+        let mut second = tokio::net::TcpStream::connect(&address).await.expect("connect (the kernel's backlog)");
+        second.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.expect("write");
+        let waiting = tokio::time::timeout(Duration::from_millis(300), second.read(&mut buffer)).await;
+        assert!(waiting.is_err(), "not served while the first holds the only slot");
+        drop(first);
+        let mut answer = String::new();
+        tokio::time::timeout(Duration::from_secs(5), second.read_to_string(&mut answer))
+            .await
+            .expect("served")
+            .expect("read");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        let _ = stop.send(());
+        task.await.expect("stops");
+    }
+}
