@@ -46,6 +46,28 @@ fn engine_error(step: &'static str) -> impl FnOnce(bollard::errors::Error) -> Ru
     move |source| RuntimeError::Engine { step, source: Box::new(source) }
 }
 
+/// Pauses `name`, retrying when the cgroup freezer gave up ("unable to freeze": runc could not
+/// freeze every process in time, which happens under load while processes fork or exit). Each
+/// try is a fresh attempt at the same pause; nothing else is retried.
+async fn pause_for_export(docker: &bollard::Docker, name: &str) -> Result<(), bollard::errors::Error> {
+    const RETRY_AFTER: [u64; 3] = [50, 200, 800];
+    let mut delays = RETRY_AFTER.iter();
+    loop {
+        match docker.pause_container(name).await {
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 500, message })
+                if message.contains("unable to freeze") =>
+            {
+                let Some(delay) = delays.next() else {
+                    return Err(bollard::errors::Error::DockerResponseServerError { status_code: 500, message });
+                };
+                tracing::warn!(container = name, %message, retry_in_ms = delay, "the engine could not freeze the container; retrying the pause");
+                tokio::time::sleep(std::time::Duration::from_millis(*delay)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 fn io_error(step: &'static str) -> impl Fn(std::io::Error) -> RuntimeError + Copy {
     move |source| RuntimeError::Io { step, source }
 }
@@ -621,7 +643,7 @@ impl<'a> Execution<'a> {
         }
 
         // Pause so surviving children cannot race the export, then stream the workspace out.
-        docker.pause_container(name).await.map_err(engine_error("pause before export"))?;
+        pause_for_export(docker, name).await.map_err(engine_error("pause before export"))?;
         outcome.paused_for_export = true;
         match self.export(docker, name).await {
             Ok(extracted) => outcome.extracted = Some(extracted),
