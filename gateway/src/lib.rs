@@ -20,11 +20,13 @@ pub mod server;
 pub mod settings;
 pub mod splice;
 pub mod tunnel;
+pub mod zero_copy;
 
 pub use dial::{Dial, DirectDialer};
 pub use journal::{Close, CounterSnapshot, Counters, Decision, Journal, StdoutJournal};
 pub use resolve::{DnsResolver, LookupError, Resolve};
 pub use roundtable_specs::egress::{self, AddressClass, CloseReason, GatewayReason};
 pub use server::{Endpoint, Listener, serve};
-pub use settings::{Limits, Settings};
+pub use settings::{Limits, Settings, SplicePath};
 pub use tunnel::Gateway;
+pub use zero_copy::ClientStream;

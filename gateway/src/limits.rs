@@ -1,5 +1,6 @@
-//! Process limits a gateway needs: each tunnel holds two descriptors, so the soft open-file
-//! limit (often 1024) is raised to the hard one at start.
+//! Process limits a gateway needs: each tunnel holds two descriptors (six while spliced in the
+//! kernel, with a pipe pair per direction), so the soft open-file limit (often 1024) is raised to
+//! the hard one at start.
 
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 

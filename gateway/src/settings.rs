@@ -1,7 +1,9 @@
 //! What one gateway enforces: the exact allowlist, the explicit address exceptions, the optional
-//! narrowing of where it may dial, and its bounds (timeouts, buffer sizes, tunnel count).
+//! narrowing of where it may dial, its bounds (timeouts, buffer sizes, tunnel count), and how a
+//! spliced tunnel's bytes are moved.
 
 use std::net::IpAddr;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -57,6 +59,47 @@ pub enum SettingsError {
     WholeFamily(IpNet),
 }
 
+/// How an allowed tunnel's bytes are moved once the buffered bytes are replayed. Either way the
+/// bytes, their counts, the idle timeout and the half-closes are the same; only the cost differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SplicePath {
+    /// `splice(2)` through a pipe per direction, so the bytes never enter the gateway's memory
+    /// (`zero_copy.rs`). A tunnel falls back to [`SplicePath::Copy`] when it cannot have it: a
+    /// client stream that is not a socket, no pipes to be had, or a kernel (or seccomp filter) that
+    /// refuses the first splice of a direction.
+    #[default]
+    Kernel,
+    /// Read into and write from a buffer of the gateway's own, 16 KiB to 256 KiB per direction.
+    Copy,
+}
+
+/// The variable that turns the kernel path off for every gateway of a process (`0`, `off`,
+/// `false` or `copy`), read once.
+pub const SPLICE_ENV: &str = "ROUNDTABLE_GATEWAY_SPLICE";
+
+impl SplicePath {
+    /// The path [`Settings::new`] starts from: [`SplicePath::Kernel`] unless [`SPLICE_ENV`] says
+    /// otherwise. An operator can then fall back without a new build, should a kernel misbehave.
+    pub fn from_env() -> Self {
+        static FROM_ENV: OnceLock<SplicePath> = OnceLock::new();
+        *FROM_ENV.get_or_init(|| Self::parse_env(std::env::var(SPLICE_ENV).ok().as_deref()))
+    }
+
+    fn parse_env(value: Option<&str>) -> Self {
+        match value.map(str::trim) {
+            None | Some("" | "1" | "on" | "true" | "kernel") => SplicePath::Kernel,
+            Some("0" | "off" | "false" | "copy") => SplicePath::Copy,
+            Some(other) => {
+                tracing::warn!(
+                    value = other,
+                    "{SPLICE_ENV} is neither 0/off/false/copy nor 1/on/true/kernel; splicing in the kernel"
+                );
+                SplicePath::Kernel
+            }
+        }
+    }
+}
+
 /// One gateway's policy.
 #[derive(Debug, Clone, Default)]
 pub struct Settings {
@@ -69,6 +112,8 @@ pub struct Settings {
     /// This host's own addresses, never dialed whatever `allow_cidrs` says.
     pub self_addresses: Vec<IpAddr>,
     pub limits: Limits,
+    /// How allowed tunnels move their bytes; [`SplicePath::from_env`] when made by [`Settings::new`].
+    pub splice_path: SplicePath,
 }
 
 impl Settings {
@@ -86,7 +131,7 @@ impl Settings {
         if allowlist.is_empty() {
             return Err(SettingsError::EmptyAllowlist);
         }
-        Ok(Self { allowlist, ..Self::default() })
+        Ok(Self { allowlist, splice_path: SplicePath::from_env(), ..Self::default() })
     }
 
     pub fn allowlist(&self) -> &[String] {
@@ -129,6 +174,24 @@ mod tests {
         for whole in ["0.0.0.0/0", "::/0"] {
             let net: IpNet = whole.parse().expect("net");
             assert_eq!(settings.set_allow_cidrs([net]), Err(SettingsError::WholeFamily(net)));
+        }
+    }
+
+    #[test]
+    fn the_splice_variable_only_ever_turns_the_kernel_path_off() {
+        let cases = [
+            (None, SplicePath::Kernel),
+            (Some(""), SplicePath::Kernel),
+            (Some("1"), SplicePath::Kernel),
+            (Some("on"), SplicePath::Kernel),
+            (Some("0"), SplicePath::Copy),
+            (Some(" off "), SplicePath::Copy),
+            (Some("false"), SplicePath::Copy),
+            (Some("copy"), SplicePath::Copy),
+            (Some("maybe"), SplicePath::Kernel),
+        ];
+        for (value, expected) in cases {
+            assert_eq!(SplicePath::parse_env(value), expected, "{value:?}");
         }
     }
 }

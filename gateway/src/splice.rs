@@ -5,6 +5,9 @@
 //! other side's write half is shut down and the other direction runs to its own end; when one
 //! direction fails (the peer went away), the other still gets a short grace to deliver what is in
 //! flight, so a refusal written just before a close is not lost to a broken pipe the other way.
+//!
+//! This is the copy path. Between two sockets the gateway prefers the kernel path
+//! (`zero_copy.rs`), which keeps these semantics and falls back to the pieces here.
 
 use std::time::Duration;
 
@@ -33,7 +36,10 @@ where
 }
 
 /// Lets the other direction run to its end after a clean end, or for a grace after a failure.
-async fn finish(first: std::io::Result<()>, other: impl Future<Output = std::io::Result<()>>) -> std::io::Result<()> {
+pub(crate) async fn finish(
+    first: std::io::Result<()>,
+    other: impl Future<Output = std::io::Result<()>>,
+) -> std::io::Result<()> {
     match first {
         Ok(()) => other.await,
         Err(error) => {
@@ -44,7 +50,7 @@ async fn finish(first: std::io::Result<()>, other: impl Future<Output = std::io:
 }
 
 /// One direction: read, write all, adapt; at the end of input, shut down the writer.
-async fn pump<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(mut from: R, mut to: W) -> std::io::Result<()> {
+pub(crate) async fn pump<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(mut from: R, mut to: W) -> std::io::Result<()> {
     let mut buffer = vec![0u8; MIN_BUFFER];
     loop {
         let read = from.read(&mut buffer).await?;

@@ -1,7 +1,8 @@
 //! One tunnel from accept to close, in the order docs/gateway.md describes: the bounded CONNECT
 //! head, the exact allowlist, one DNS lookup, every answer classified, `200`, a bounded and timed
 //! ClientHello check, a dial of the pinned address only then, a replay of the buffered bytes and a
-//! splice. Every refusal is final and names one reason; a denied tunnel never touches upstream.
+//! splice (in the kernel when it can be, by copying otherwise). Every refusal is final and names
+//! one reason; a denied tunnel never touches upstream.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -23,7 +24,8 @@ use crate::journal::{Close, Counters, Decision, Journal, now};
 use crate::metrics;
 use crate::request::{Head, check_allowed, parse_head};
 use crate::resolve::{LookupError, Resolve};
-use crate::settings::{Settings, UPSTREAM_PORT};
+use crate::settings::{Settings, SplicePath, UPSTREAM_PORT};
+use crate::zero_copy::{self, ClientSocket, ClientStream, Pipes, Tally};
 
 /// Bytes asked of the client per read before the splice.
 const READ_CHUNK: usize = 4096;
@@ -107,10 +109,7 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
     }
 
     /// Runs one tunnel to its end. `cancel` closes a spliced tunnel when the gateway stops.
-    pub async fn handle<S>(&self, mut client: S, cancel: &CancellationToken)
-    where
-        S: AsyncRead + AsyncWrite + Unpin + Send,
-    {
+    pub async fn handle<S: ClientStream>(&self, mut client: S, cancel: &CancellationToken) {
         let started = Instant::now();
         let mut decision = self.start_decision();
         let opened = tokio::select! {
@@ -256,27 +255,24 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
 
     /// Replays the buffered bytes, then carries bytes both ways until either side is done, the
     /// tunnel idles out or the gateway stops; then reports the close.
-    async fn splice<S>(
+    async fn splice<S: ClientStream>(
         &self,
-        client: S,
+        mut client: S,
         opened: Opened,
         decision: &Decision,
         started: Instant,
         cancel: &CancellationToken,
-    ) where
-        S: AsyncRead + AsyncWrite + Unpin + Send,
-    {
+    ) {
         let Opened { mut upstream, buffered } = opened;
         self.counters.tunnel_opened();
         let meter = Arc::new(Meter::new(started));
-        let mut client = Metered { inner: client, meter: meter.clone() };
         let idle = self.settings.limits.idle_timeout;
         let outcome = async {
             // Replay first and let the buffer go: it would otherwise live as long as the tunnel.
             upstream.write_all(&buffered).await?;
             meter.add(&meter.read, buffered.len());
             drop(buffered);
-            crate::splice::splice(&mut client, &mut upstream).await
+            self.carry(&mut client, &mut upstream, &meter).await
         };
         let close_reason = tokio::select! {
             result = outcome => match result {
@@ -300,6 +296,32 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
         self.counters.tunnel_closed(&close);
         metrics::tunnel_closed(&close, elapsed);
         self.journal.close(&close);
+    }
+
+    /// Carries bytes both ways: in the kernel when the settings, the client stream and the pipes
+    /// allow it, otherwise by copying.
+    async fn carry<S: ClientStream>(
+        &self,
+        client: &mut S,
+        upstream: &mut TcpStream,
+        meter: &Arc<Meter>,
+    ) -> io::Result<()> {
+        if self.settings.splice_path == SplicePath::Kernel
+            && let Some(socket) = client.socket()
+        {
+            match Pipes::new() {
+                Ok(pipes) => {
+                    let tally = meter.as_ref();
+                    return match socket {
+                        ClientSocket::Tcp(client) => zero_copy::splice(client, upstream, pipes, tally).await,
+                        ClientSocket::Unix(client) => zero_copy::splice(client, upstream, pipes, tally).await,
+                    };
+                }
+                Err(error) => tracing::debug!(%error, "no pipes for a kernel splice; copying instead"),
+            }
+        }
+        let mut client = Metered { inner: client, meter: meter.clone() };
+        crate::splice::splice(&mut client, upstream).await
     }
 }
 
@@ -473,7 +495,17 @@ impl Meter {
     }
 }
 
-/// The client side of a splice, reporting to its [`Meter`].
+impl Tally for Meter {
+    fn read(&self, bytes: usize) {
+        self.add(&self.read, bytes);
+    }
+
+    fn written(&self, bytes: usize) {
+        self.add(&self.written, bytes);
+    }
+}
+
+/// The client side of a copied splice, reporting to its [`Meter`].
 struct Metered<S> {
     inner: S,
     meter: Arc<Meter>,
