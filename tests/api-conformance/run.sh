@@ -37,7 +37,8 @@ spec:
   readablePaths: [README.md]
 YAML
 git init -q -b main && git add -A && git -c user.email=ci@roundtable.dev -c user.name=ci commit -q -m base
-"$bin" init >/dev/null
+# The audit key stays in the scratch folder, not under the host's /var/lib/roundtable.
+"$bin" init --audit-key "$work/audit.key" >/dev/null
 "$bin" start --api-listen 127.0.0.1:0 --execution-root "$work/executions" --audit-key "$work/audit.key" \
   --workspace conformance 2>"$work/daemon.log" &
 daemon=$!
