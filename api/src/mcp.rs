@@ -189,13 +189,7 @@ async fn call(state: &ApiState, tool: &str, arguments: &Value) -> Result<Value, 
     let value = |v: Result<Value, serde_json::Error>| v.map_err(|e| ApiError::internal(e.to_string()));
     match tool {
         "status" => value(serde_json::to_value(List::of(service.status(state.retention).await?))),
-        "adapters" => {
-            let dir = service.dir().to_owned();
-            let (items, _) = tokio::task::spawn_blocking(move || roundtable_service::adapters(&dir))
-                .await
-                .map_err(|e| ApiError::internal(e.to_string()))?;
-            value(serde_json::to_value(List::of(items)))
-        }
+        "adapters" => value(serde_json::to_value(crate::routes::read::adapter_list(state).await?)),
         "assignments" => {
             let rows = service.status(state.retention).await?;
             let rows: Vec<_> = rows.into_iter().filter(|r| r.kind == Kind::Assignment.as_str()).collect();

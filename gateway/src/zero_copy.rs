@@ -50,39 +50,30 @@ pub trait Socket: AsFd + Send + Sync {
     ) -> impl Future<Output = io::Result<R>> + Send;
 }
 
-impl Socket for TcpStream {
-    type ReadHalf<'a> = tcp::ReadHalf<'a>;
-    type WriteHalf<'a> = tcp::WriteHalf<'a>;
+/// Tokio's TCP and Unix streams are sockets the same way.
+macro_rules! socket {
+    ($stream:ty, $halves:ident) => {
+        impl Socket for $stream {
+            type ReadHalf<'a> = $halves::ReadHalf<'a>;
+            type WriteHalf<'a> = $halves::WriteHalf<'a>;
 
-    fn halves(&mut self) -> (Self::ReadHalf<'_>, Self::WriteHalf<'_>) {
-        self.split()
-    }
+            fn halves(&mut self) -> (Self::ReadHalf<'_>, Self::WriteHalf<'_>) {
+                self.split()
+            }
 
-    fn when_ready<R: Send>(
-        &self,
-        interest: Interest,
-        syscall: impl FnMut() -> io::Result<R> + Send,
-    ) -> impl Future<Output = io::Result<R>> + Send {
-        self.async_io(interest, syscall)
-    }
+            fn when_ready<R: Send>(
+                &self,
+                interest: Interest,
+                syscall: impl FnMut() -> io::Result<R> + Send,
+            ) -> impl Future<Output = io::Result<R>> + Send {
+                self.async_io(interest, syscall)
+            }
+        }
+    };
 }
 
-impl Socket for UnixStream {
-    type ReadHalf<'a> = unix::ReadHalf<'a>;
-    type WriteHalf<'a> = unix::WriteHalf<'a>;
-
-    fn halves(&mut self) -> (Self::ReadHalf<'_>, Self::WriteHalf<'_>) {
-        self.split()
-    }
-
-    fn when_ready<R: Send>(
-        &self,
-        interest: Interest,
-        syscall: impl FnMut() -> io::Result<R> + Send,
-    ) -> impl Future<Output = io::Result<R>> + Send {
-        self.async_io(interest, syscall)
-    }
-}
+socket!(TcpStream, tcp);
+socket!(UnixStream, unix);
 
 /// A stream a tunnel's client arrives on. Sockets offer themselves to the kernel path; any other
 /// stream (an in-memory one in a test) is spliced by copying.

@@ -37,11 +37,16 @@ pub async fn status(State(state): State<ApiState>) -> ApiResult<Response> {
 }
 
 pub async fn adapters(State(state): State<ApiState>) -> ApiResult<Response> {
+    Ok(respond::ok(&adapter_list(&state).await?))
+}
+
+/// Built-in and declared adapters, merged (what `adapters list` prints).
+pub async fn adapter_list(state: &ApiState) -> ApiResult<List<roundtable_specs::output::AdapterItem>> {
     let dir = state.service.dir().to_owned();
     let (items, _errors) = tokio::task::spawn_blocking(move || roundtable_service::adapters(&dir))
         .await
         .map_err(|error| ApiError::internal(error.to_string()))?;
-    Ok(respond::ok(&List::of(items)))
+    Ok(List::of(items))
 }
 
 pub async fn assignment(State(state): State<ApiState>, Path(name): Path<String>) -> ApiResult<Response> {
