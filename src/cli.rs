@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use roundtable_specs::names::{Cidr, HostName};
 use roundtable_specs::units::Duration;
+use roundtable_store::StoreUrl;
 
 // === value parsers: what clap cannot check from the type alone is still a usage error (64) ===
 
@@ -74,6 +75,11 @@ pub struct Global {
     /// The state directory (default: <dir>/state); created with a .gitignore when needed.
     #[arg(long, global = true, env = "ROUNDTABLE_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
+    /// Where the state store is: `sqlite:PATH` (default: <state-dir>/state.db; one controller) or
+    /// `postgres://USER@HOST/DATABASE` (several controllers sharing it; `?host=/DIR` for a Unix
+    /// socket). Every command reads it.
+    #[arg(long, global = true, env = "ROUNDTABLE_STORE", value_parser = parse_store)]
+    pub store: Option<StoreUrl>,
     /// The audit chain's key, outside the state directory (default:
     /// /var/lib/roundtable/keys/<project-id>.key as root, else under $XDG_STATE_HOME/roundtable/keys/).
     /// `start` creates it (0600) when missing; verifiers only read it.
@@ -88,6 +94,15 @@ impl Global {
     pub fn state_dir(&self) -> PathBuf {
         self.state_dir.clone().unwrap_or_else(|| self.dir.join("state"))
     }
+
+    /// `--store`, or the database file in the state directory.
+    pub fn store_url(&self) -> StoreUrl {
+        self.store.clone().unwrap_or_else(|| StoreUrl::in_state_dir(&self.state_dir()))
+    }
+}
+
+fn parse_store(text: &str) -> Result<StoreUrl, String> {
+    StoreUrl::parse(text).map_err(|error| error.to_string())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -151,6 +166,11 @@ pub enum Command {
         /// KIND/NAME, like Adapter/codex.
         #[arg(value_parser = object_reference)]
         object: String,
+    },
+    /// Controllers registered in the store: live or stopped, their heartbeats, what each runs.
+    Controllers {
+        #[command(flatten)]
+        format: FormatArg,
     },
     /// Remove finished sessions, proposals and logs past retention, and labelled leftovers no spec owns.
     Prune {
@@ -442,6 +462,11 @@ pub struct StartArgs {
     /// How long shutdown waits for in-flight reconciles.
     #[arg(long, default_value = "30s")]
     pub grace: Duration,
+    /// How long this controller's registration and its execution leases live without a
+    /// heartbeat (sent every third of it). With a shared store, another controller takes over an
+    /// execution of one that was killed or cut off once this has passed.
+    #[arg(long, default_value = "15s", env = "ROUNDTABLE_LEASE_TTL", value_parser = period)]
+    pub lease_ttl: Duration,
     /// Executions running at once; more wait in a queue (phase Queued).
     #[arg(long, default_value_t = 4, value_parser = at_least_one)]
     pub max_executions: usize,

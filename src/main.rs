@@ -32,7 +32,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let global = &cli.global;
     match &cli.command {
         Command::Init => {
-            commands::init::run(&global.dir, &global.state_dir(), &commands::audit::key_path(global)?).await
+            commands::init::run(
+                &global.dir,
+                &global.state_dir(),
+                &global.store_url(),
+                &commands::audit::key_path(global)?,
+            )
+            .await
         }
         Command::Validate(args) => commands::validate::run(global, args.format),
         Command::Schema { out } => commands::schema::run(out.as_deref()),
@@ -44,6 +50,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plan(args) => commands::plan::run(global, args.format).await,
         Command::Describe { object, format } => commands::describe::run(global, object, format.format).await,
         Command::Reconcile { object } => commands::reconcile::run(global, object).await,
+        Command::Controllers { format } => commands::controllers::run(global, format.format).await,
         Command::Prune { retention, dry_run, format } => {
             commands::prune::run(global, retention.as_std(), *dry_run, format.format).await
         }

@@ -28,6 +28,11 @@ pub struct AssignmentObserved {
     pub active_generation: Option<i64>,
     /// The current controller run, when this process runs executions.
     pub controller_run: Option<String>,
+    /// The lease on its execution, as read before the sessions.
+    pub lease: Option<roundtable_store::LeaseRecord>,
+    /// Another live controller that holds that lease: it runs the execution, and this one
+    /// neither interrupts nor starts anything.
+    pub held_by: Option<String>,
     /// The adapter it names, resolved; `None` when unknown.
     pub adapter: Option<ResolvedAdapter>,
     /// Whether the adapter is ready to execute (its `Ready` condition), with why not.
@@ -72,7 +77,9 @@ pub fn decide(
     // An unfinished session that no execution task of this process owns is interrupted: an earlier
     // controller run left it, or its final record could not be written. (The manager registers a
     // session before this reconcile returns and records its end before letting go of it.)
-    let orphaned = unfinished && !observed.active && observed.controller_run.is_some();
+    // With several controllers, only one whose lease has expired: a session another live
+    // controller holds is that controller's to run.
+    let orphaned = unfinished && !observed.active && observed.controller_run.is_some() && observed.held_by.is_none();
 
     if spec.suspend {
         if observed.active || unfinished {
@@ -170,6 +177,9 @@ pub fn decide(
             },
         },
     };
+    if observed.held_by.is_some() {
+        changes.retain(|c| !matches!(c, Change::StartExecution { .. } | Change::InterruptSession(_)));
+    }
     (vec![condition], status, changes)
 }
 
@@ -204,6 +214,8 @@ mod tests {
             active,
             active_generation: active.then_some(1),
             controller_run: Some("run".into()),
+            lease: None,
+            held_by: None,
             adapter: None,
             adapter_ready: Ok(()),
             refused: None,
@@ -246,6 +258,23 @@ mod tests {
                 vec![Change::CancelExecution],
             ),
             (spec(true, 0), observed(vec![], false), "Suspended:Suspended", vec![]),
+            // Another live controller holds the lease: its running session is neither interrupted
+            // nor re-run here, and a failed one is retried by whoever claims the lease.
+            (
+                spec(false, 0),
+                AssignmentObserved {
+                    held_by: Some("other".into()),
+                    ..observed(vec![session("Running", 1, "other")], false)
+                },
+                "Running:Running",
+                vec![],
+            ),
+            (
+                spec(false, 0),
+                AssignmentObserved { held_by: Some("other".into()), ..observed(vec![], false) },
+                "Queued:Queued",
+                vec![],
+            ),
             (
                 spec(false, 0),
                 observed(vec![session("Cancelled", 1, "run")], false),

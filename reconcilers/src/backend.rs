@@ -7,7 +7,7 @@ use roundtable_admission::{Admitter, GateOutcome};
 use roundtable_specs::ObjectKey;
 use roundtable_specs::adapter::{Capability, ResolvedAdapter};
 use roundtable_specs::output::Condition;
-use roundtable_store::{NewEvent, ObjectRecord, ProposalRecord, SessionRecord, Severity, Store};
+use roundtable_store::{Lease, LeaseRecord, NewEvent, ObjectRecord, ProposalRecord, SessionRecord, Severity, Store};
 
 use crate::execution::{ExecutionManager, ExecutionRequest};
 
@@ -155,7 +155,25 @@ pub trait ExecutionBackend: Send + Sync + 'static {
     fn cancel(&self, assignment: &str);
     /// Cancels the active execution because execution generation `by` replaces it.
     fn supersede(&self, assignment: &str, by: i64);
-    fn interrupt(&self, session: &str) -> impl Future<Output = Result<(), BackendError>> + Send;
+    /// Marks an orphaned session `Interrupted`, under `lease` when there is one.
+    fn interrupt(&self, session: &str, lease: Option<&Lease>) -> impl Future<Output = Result<(), BackendError>> + Send;
+    /// The lease on the Assignment's execution: which controller runs it. Read before its
+    /// sessions, so a claim made on what was read cannot miss a session recorded meanwhile.
+    fn lease(&self, _assignment: &str) -> impl Future<Output = Result<Option<LeaseRecord>, BackendError>> + Send {
+        async { Ok(None) }
+    }
+    /// How soon to look again at an Assignment another controller runs: its lease expires this
+    /// long after that controller's last heartbeat.
+    fn lease_recheck(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(15)
+    }
+    /// Claims the Assignment's execution for this controller if the lease is still where `seen`
+    /// left it; `None` when another controller holds it or got there first.
+    fn claim(
+        &self,
+        assignment: &str,
+        seen: Option<&LeaseRecord>,
+    ) -> impl Future<Output = Result<Option<Lease>, BackendError>> + Send;
 }
 
 /// Read-only executions for `status` and `plan`: what the store recorded, nothing started.
@@ -187,7 +205,15 @@ impl ExecutionBackend for RecordedExecutions {
 
     fn supersede(&self, _assignment: &str, _by: i64) {}
 
-    async fn interrupt(&self, _session: &str) -> Result<(), BackendError> {
+    async fn interrupt(&self, _session: &str, _lease: Option<&Lease>) -> Result<(), BackendError> {
+        Err(BackendError::NotTheDaemon)
+    }
+
+    async fn lease(&self, assignment: &str) -> Result<Option<LeaseRecord>, BackendError> {
+        Ok(self.0.execution_lease(assignment).await?)
+    }
+
+    async fn claim(&self, _assignment: &str, _seen: Option<&LeaseRecord>) -> Result<Option<Lease>, BackendError> {
         Err(BackendError::NotTheDaemon)
     }
 }
@@ -222,9 +248,21 @@ impl ExecutionBackend for ExecutionManager {
         ExecutionManager::supersede(self, assignment, by);
     }
 
-    async fn interrupt(&self, session: &str) -> Result<(), BackendError> {
-        ExecutionManager::interrupt(self, session).await?;
+    async fn interrupt(&self, session: &str, lease: Option<&Lease>) -> Result<(), BackendError> {
+        ExecutionManager::interrupt(self, session, lease).await?;
         Ok(())
+    }
+
+    async fn lease(&self, assignment: &str) -> Result<Option<LeaseRecord>, BackendError> {
+        Ok(self.store().execution_lease(assignment).await?)
+    }
+
+    async fn claim(&self, assignment: &str, seen: Option<&LeaseRecord>) -> Result<Option<Lease>, BackendError> {
+        Ok(ExecutionManager::claim(self, assignment, seen).await?)
+    }
+
+    fn lease_recheck(&self) -> std::time::Duration {
+        self.config().lease_ttl
     }
 }
 

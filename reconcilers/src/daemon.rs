@@ -18,6 +18,7 @@ use crate::backend::{BackendError, ChainedEvents, RuntimeImages};
 use crate::desired::{SyncCache, SyncOutcome, sync_with};
 use crate::dispatch::ObjectReconciler;
 use crate::execution::{ExecutionConfig, ExecutionManager, ShutdownSummary};
+use crate::revision::Gate;
 use crate::source::{ScanCache, scan_changed};
 
 /// How the daemon runs.
@@ -35,6 +36,9 @@ pub struct DaemonConfig {
     pub prune_every: Duration,
     /// With a key, spec changes and reconcile events are entries of the audit chain.
     pub audit_key: Option<Arc<roundtable_store::audit::AuditKey>>,
+    /// This controller's id in the store; on a shared store, scans write desired state only
+    /// while its checkout is not behind (see `revision`).
+    pub controller_id: Option<String>,
 }
 
 impl DaemonConfig {
@@ -48,6 +52,7 @@ impl DaemonConfig {
             retention: Duration::from_secs(30 * 24 * 3600),
             prune_every: Duration::from_secs(3600),
             audit_key: None,
+            controller_id: None,
         }
     }
 }
@@ -90,7 +95,36 @@ async fn rescan(
     .await?;
     let scan_ms = started.elapsed().as_millis();
     let events = ChainedEvents { store: store.clone(), key: config.audit_key.clone() };
-    let outcome = sync_with(store, &events, &scanned, &mut *sync_cache.lock().await).await?;
+    let outcome = match &config.controller_id {
+        Some(id) if store.is_shared() => {
+            let gate = crate::revision::gate(store, &crate::source::project_root(&config.dir), id).await?;
+            let (revision, note) = match &gate {
+                Gate::Write { revision, .. } => (revision.clone(), None),
+                Gate::Behind { revision, note } => (revision.clone(), Some(note.clone())),
+            };
+            let outcome = match gate {
+                Gate::Write { store: pinned, .. } => {
+                    match sync_with(&pinned, &events, &scanned, &mut *sync_cache.lock().await).await {
+                        Err(BackendError::Store(behind @ roundtable_store::Error::Behind { .. })) => {
+                            let note = behind.to_string();
+                            store.note_controller_sync(id, revision.as_deref(), Some(&note)).await?;
+                            tracing::warn!(%note, "desired state not written");
+                            return live_in_store(store, handle, resync).await;
+                        }
+                        other => other?,
+                    }
+                }
+                Gate::Behind { note, .. } => {
+                    tracing::warn!(%note, "desired state not written");
+                    store.note_controller_sync(id, revision.as_deref(), Some(&note)).await?;
+                    return live_in_store(store, handle, resync).await;
+                }
+            };
+            store.note_controller_sync(id, revision.as_deref(), note.as_deref()).await?;
+            outcome
+        }
+        _ => sync_with(store, &events, &scanned, &mut *sync_cache.lock().await).await?,
+    };
     let sync_ms = started.elapsed().as_millis() - scan_ms;
     for key in outcome.changed.iter().chain(&outcome.removed) {
         handle.trigger(Trigger::SpecChanged(key.clone()));
@@ -110,6 +144,19 @@ async fn rescan(
         sync_ms,
         "scanned specs"
     );
+    Ok(outcome)
+}
+
+/// A scan that wrote nothing (its checkout is behind): what the store holds is reconciled as it
+/// is, on a resync as on any other.
+async fn live_in_store(store: &Store, handle: &Handle<ObjectKey>, resync: bool) -> Result<SyncOutcome, BackendError> {
+    let live = store.object_index().await?.into_iter().filter(|e| !e.deleted).map(|e| e.key).collect();
+    let outcome = SyncOutcome { live, ..SyncOutcome::default() };
+    if resync {
+        for key in &outcome.live {
+            handle.trigger(Trigger::Resync(key.clone()));
+        }
+    }
     Ok(outcome)
 }
 
@@ -185,7 +232,10 @@ pub async fn run(
         config.retention,
         config.prune_every,
     ));
+    let mut config = config;
+    config.controller_id = Some(execution_config.controller_run.clone());
     let executions = ExecutionManager::new(store.clone(), runtime.clone(), execution_config);
+    let presence = crate::presence::Presence::start(&store, &executions, &config.dir.display().to_string()).await?;
     let _ = link.inner.executions.set(executions.clone());
     let images = RuntimeImages(runtime, executions.admitter().cloned());
     let events = ChainedEvents { store: store.clone(), key: config.audit_key.clone() };
@@ -203,6 +253,7 @@ pub async fn run(
     // Whatever happened to the controller, running executions are finished or cancelled and
     // recorded: none is left running without its daemon.
     let executions = executions.shutdown(grace, hurry).await;
+    presence.stop().await;
     Ok(DaemonSummary { reconciles: reconciles?, executions })
 }
 
@@ -215,8 +266,11 @@ async fn prune_periodically(
     retention: Duration,
     every: Duration,
 ) {
-    // The first pass waits a period: at start, the first scan and the restart recovery go first.
-    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    // The first pass comes shortly after start (the first scan and the restart recovery go
+    // first): a controller that comes back reaps what its engine kept of sessions another
+    // controller took over while it was gone.
+    let first = every.min(Duration::from_secs(10));
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + first, every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;

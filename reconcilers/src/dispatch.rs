@@ -132,6 +132,14 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
         let assignment = match &desired.spec {
             Spec::Assignment(spec) => {
                 let generation = desired.execution_generation.unwrap_or(1);
+                // The lease first: a claim on what was read here fails if a session was recorded
+                // after the sessions below were read.
+                let lease = self.executions.lease(&desired.key.name).await?;
+                let me = self.executions.controller_run();
+                let held_by = lease
+                    .as_ref()
+                    .filter(|l| l.is_held(&roundtable_store::now()) && Some(&l.holder) != me.as_ref())
+                    .map(|l| l.holder.clone());
                 let mut sessions = self.executions.sessions(&desired.key.name).await?;
                 sessions.retain(|s| s.execution_generation == generation);
                 let (adapter, adapter_ready) = self.adapter_for(&spec.adapter).await?;
@@ -146,7 +154,9 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                     proposal: self.executions.proposal(&desired.key.name, generation).await?,
                     active: self.executions.active_generation(&desired.key.name).is_some(),
                     active_generation: self.executions.active_generation(&desired.key.name),
-                    controller_run: self.executions.controller_run(),
+                    controller_run: me,
+                    lease,
+                    held_by,
                     adapter,
                     adapter_ready,
                     refused,
@@ -247,8 +257,21 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
     async fn apply(&self, desired: &Desired, observed: &Observed, changes: &[Change]) -> Result<(), Error> {
         let key = &desired.key;
         let before = &observed.conditions;
+        // Claimed once, before the first change that acts on the execution; `Some(None)` when
+        // another controller holds it or claimed it since it was observed.
+        let mut claimed: Option<Option<roundtable_store::Lease>> = None;
         for change in changes {
+            if matches!(change, Change::StartExecution { .. } | Change::InterruptSession(_)) && claimed.is_none() {
+                let seen = observed.assignment.as_ref().and_then(|found| found.lease.as_ref());
+                let lease = self.executions.claim(&key.name, seen).await?;
+                if lease.is_none() {
+                    tracing::info!(assignment = %key.name, "another controller holds or just claimed this execution; leaving it to that one");
+                }
+                claimed = Some(lease);
+            }
+            let lease = claimed.as_ref().and_then(Option::as_ref);
             match change {
+                Change::StartExecution { .. } | Change::InterruptSession(_) if lease.is_none() => continue,
                 Change::StartExecution { attempt } => {
                     let (Spec::Assignment(spec), Some(found)) = (&desired.spec, &observed.assignment) else { continue };
                     let Some(adapter) = found.adapter.clone() else { continue };
@@ -258,6 +281,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                         attempt: *attempt,
                         spec: spec.clone(),
                         adapter,
+                        lease: lease.cloned(),
                     };
                     self.executions.start(request).await?;
                     let message = format!("execution attempt {attempt} queued");
@@ -278,7 +302,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                     continue;
                 }
                 Change::InterruptSession(id) => {
-                    self.executions.interrupt(id).await?;
+                    self.executions.interrupt(id, lease).await?;
                     continue;
                 }
                 _ => {}
@@ -349,7 +373,12 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Recon
         let refused = observed.assignment.as_ref().is_some_and(|a| a.refused.is_some())
             || (key.kind == Kind::Adapter
                 && observed.gates.as_ref().is_some_and(|g| g.decisions.iter().any(|d| !d.admitted())));
-        Ok(if waiting_for_adapter {
+        // Another controller runs it: look again when its lease could have expired, so a
+        // controller that died is taken over within about one lease TTL.
+        let held_elsewhere = observed.assignment.as_ref().is_some_and(|a| a.held_by.is_some());
+        Ok(if held_elsewhere {
+            Action::requeue(self.executions.lease_recheck())
+        } else if waiting_for_adapter {
             Action::requeue(ADAPTER_RECHECK)
         } else if refused && key.kind == Kind::Assignment {
             Action::requeue(ADMISSION_RECHECK)

@@ -217,6 +217,7 @@ impl Project {
                 roundtable_store::audit::AuditKey::load_or_create(&base.join("keys/audit.key")).expect("audit key"),
             )),
             spec_dir: None,
+            lease_ttl: std::time::Duration::from_secs(15),
         }
     }
 
@@ -242,6 +243,7 @@ fn request(readable: &str) -> ExecutionRequest {
         unreachable!("an Adapter")
     };
     ExecutionRequest {
+        lease: None,
         assignment: "fix".into(),
         execution_generation: 1,
         attempt: 1,
@@ -406,7 +408,7 @@ async fn interrupting_an_earlier_runs_session_removes_what_it_left_through_the_r
     };
     project.store.save_session(&left).await.expect("save");
     let runtime = FakeRuntime::new(Agent::Exits(0));
-    project.manager(runtime.clone()).interrupt(&left.id).await.expect("interrupt");
+    project.manager(runtime.clone()).interrupt(&left.id, None).await.expect("interrupt");
     assert_eq!(*runtime.removed.lock().expect("lock"), std::slice::from_ref(&left.id));
     let session = project.store.session(&left.id).await.expect("read").expect("recorded");
     assert_eq!((session.phase, session.cause), (SessionPhase::Interrupted, Some(SessionCause::ControllerRunEnded)));

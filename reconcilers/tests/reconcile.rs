@@ -121,8 +121,15 @@ impl ExecutionBackend for NoExecutions {
     }
     fn cancel(&self, _: &str) {}
     fn supersede(&self, _: &str, _: i64) {}
-    async fn interrupt(&self, _: &str) -> Result<(), BackendError> {
+    async fn interrupt(&self, _: &str, _: Option<&roundtable_store::Lease>) -> Result<(), BackendError> {
         Ok(())
+    }
+    async fn claim(
+        &self,
+        _: &str,
+        _: Option<&roundtable_store::LeaseRecord>,
+    ) -> Result<Option<roundtable_store::Lease>, BackendError> {
+        Err(BackendError::NotTheDaemon)
     }
 }
 

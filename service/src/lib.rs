@@ -26,7 +26,7 @@ use roundtable_specs::output::{
     DescribeItem, EventItem, Health, ObjectStatus, PlannedChange, ProposalItem, SessionItem, SyncStatus,
 };
 use roundtable_specs::{Kind, ObjectKey, ValidationError};
-use roundtable_store::{ProposalRecord, SessionRecord, Store};
+use roundtable_store::{ProposalRecord, SessionRecord, Store, StoreUrl};
 
 pub use lookup::{proposal_item, session_item};
 
@@ -209,7 +209,17 @@ impl Service {
     /// store is opened if it exists; otherwise an empty in-memory one stands in, so read-only
     /// views of a fresh project create nothing on disk.
     pub async fn open_for_reading(dir: &Path, state_dir: &Path, runtime: Arc<dyn SessionRuntime>) -> Result<Self> {
-        let store = match Store::open_existing(state_dir).await? {
+        Self::open_for_reading_at(dir, state_dir, &StoreUrl::in_state_dir(state_dir), runtime).await
+    }
+
+    /// [`Service::open_for_reading`] with the store at `store` (`--store`).
+    pub async fn open_for_reading_at(
+        dir: &Path,
+        state_dir: &Path,
+        store: &StoreUrl,
+        runtime: Arc<dyn SessionRuntime>,
+    ) -> Result<Self> {
+        let store = match Store::open_existing(store).await? {
             Some(store) => store,
             None => Store::open_in_memory().await?,
         };
@@ -218,7 +228,18 @@ impl Service {
 
     /// A service whose store is created if missing (commands that write state).
     pub async fn open(dir: &Path, state_dir: &Path, runtime: Arc<dyn SessionRuntime>) -> Result<Self> {
-        let store = Store::open(state_dir).await?;
+        Self::open_at(dir, state_dir, &StoreUrl::in_state_dir(state_dir), runtime).await
+    }
+
+    /// [`Service::open`] with the store at `store` (`--store`).
+    pub async fn open_at(
+        dir: &Path,
+        state_dir: &Path,
+        store: &StoreUrl,
+        runtime: Arc<dyn SessionRuntime>,
+    ) -> Result<Self> {
+        roundtable_store::prepare_state_dir(state_dir)?;
+        let store = Store::connect(store).await?;
         Ok(Self { dir: dir.to_owned(), state_dir: state_dir.to_owned(), store, runtime, scan_cache: None })
     }
 
@@ -291,6 +312,9 @@ impl Service {
         rows.extend(roundtable_reconcilers::status::status(&self.store, &scanned, &leftovers).await?);
         self.override_drift(&scanned, &mut rows).await?;
         rows.extend(roundtable_reconcilers::egress::status_rows(&self.store.sessions(None).await?));
+        if self.store.is_shared() {
+            rows.extend(self.controller_rows().await?);
+        }
         // Labelled leftovers are listed above; here the sessions and proposals past retention.
         let declared = BTreeSet::new();
         for item in prune::find(&self.store, None, &self.project_id(), &declared, retention, &runs).await? {
@@ -307,6 +331,46 @@ impl Service {
             });
         }
         Ok(rows)
+    }
+
+    /// On a shared store, a row per controller that has not stopped: `OutOfSync` while its checkout
+    /// is behind the store's desired revision (it writes no specs), `Degraded` once its heartbeat
+    /// expired (its executions are taken over).
+    async fn controller_rows(&self) -> Result<Vec<ObjectStatus>> {
+        let leases = self.store.execution_leases().await?;
+        let at = roundtable_store::now();
+        let rows = self.store.controllers().await?.into_iter().filter(|c| c.stopped_at.is_none()).map(|c| {
+            let live = c.is_live(&at);
+            let running: Vec<&str> =
+                leases.iter().filter(|l| l.holder == c.id && l.is_held(&at)).map(|l| l.assignment.as_str()).collect();
+            let revision = c.revision.as_deref().map_or("no revision", |r| r.get(..12).unwrap_or(r));
+            let message = match (&c.sync_note, live) {
+                (_, false) => format!(
+                    "heartbeat expired at {} ({} pid {}): its executions are taken over",
+                    c.expires_at, c.host, c.pid
+                ),
+                (Some(note), true) => note.clone(),
+                (None, true) => format!(
+                    "{} pid {}, heartbeat {}, at {revision}, running {}",
+                    c.host,
+                    c.pid,
+                    c.heartbeat_at,
+                    if running.is_empty() { "nothing".to_owned() } else { running.join(", ") }
+                ),
+            };
+            ObjectStatus {
+                kind: "Controller".into(),
+                name: c.id,
+                generation: None,
+                observed_generation: None,
+                sync: if c.sync_note.is_some() { SyncStatus::OutOfSync } else { SyncStatus::Synced },
+                health: if live { Health::Healthy } else { Health::Degraded },
+                created_at: Some(c.started_at),
+                message,
+                conditions: Vec::new(),
+            }
+        });
+        Ok(rows.collect())
     }
 
     /// An operator's runtime override of an Adapter's `enabled` that its spec does not agree

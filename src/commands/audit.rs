@@ -44,7 +44,7 @@ pub async fn record_operator(
     subject: &str,
     record: serde_json::Value,
 ) -> anyhow::Result<()> {
-    let Some(store) = roundtable_store::Store::open_existing(&global.state_dir()).await? else { return Ok(()) };
+    let Some(store) = roundtable_store::Store::open_existing(&global.store_url()).await? else { return Ok(()) };
     let key = AuditKey::load_or_create(&key_path(global)?)?;
     let mut record = record;
     if let Some(map) = record.as_object_mut() {

@@ -56,7 +56,12 @@ spec:
 pub const SCAFFOLD: [(&str, &str); 3] =
     [("adapters.yaml", ADAPTERS), ("assignments.yaml", ASSIGNMENTS), ("policy.yaml", POLICY)];
 
-pub async fn run(dir: &Path, state_dir: &Path, audit_key: &Path) -> anyhow::Result<ExitCode> {
+pub async fn run(
+    dir: &Path,
+    state_dir: &Path,
+    store: &roundtable_store::StoreUrl,
+    audit_key: &Path,
+) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for (name, text) in SCAFFOLD {
         let path = dir.join(name);
@@ -67,8 +72,9 @@ pub async fn run(dir: &Path, state_dir: &Path, audit_key: &Path) -> anyhow::Resu
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
         println!("created  {}", path.display());
     }
-    let store = roundtable_store::Store::open(state_dir).await?;
-    println!("state    {} (migrated; ignored by git)", store.path().display());
+    roundtable_store::prepare_state_dir(state_dir)?;
+    let store = roundtable_store::Store::connect(store).await?;
+    println!("state    {} (migrated; ignored by git)", store.url());
     store.close().await;
     // The chain's key lives outside the state directory (which travels with the project).
     let existed = audit_key.exists();

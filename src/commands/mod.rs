@@ -3,6 +3,7 @@
 pub mod adapters;
 pub mod admission;
 pub mod audit;
+pub mod controllers;
 pub mod describe;
 pub mod doctor;
 pub mod executions;

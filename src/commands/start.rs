@@ -32,8 +32,11 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     }
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let holder = format!("pid {} on {} since {}", std::process::id(), host.trim(), time_now());
-    let _lock = roundtable_store::lock::acquire(&state_dir, &holder)?;
-    let store = Store::open(&state_dir).await?;
+    let store_url = global.store_url();
+    // On a store of its own (SQLite) one daemon per state directory; several controllers share a
+    // PostgreSQL store, each registered in it, and lease executions.
+    let _lock = if store_url.is_shared() { None } else { Some(roundtable_store::lock::acquire(&state_dir, &holder)?) };
+    let store = Store::connect(&store_url).await?;
 
     let mut config = DaemonConfig::new(global.dir.clone(), state_dir.clone());
     config.controller.concurrency = args.concurrency.max(1);
@@ -116,6 +119,7 @@ fn execution_config(global: &Global, args: &StartArgs) -> anyhow::Result<Executi
         secrets,
         audit_key: Some(std::sync::Arc::new(audit_key)),
         spec_dir: Some(global.dir.clone()),
+        lease_ttl: args.lease_ttl.as_std(),
         egress: roundtable_reconcilers::egress::EgressOptions {
             resolver: args.gateway_resolver,
             allow_cidrs: args.gateway_allow_cidrs.iter().map(|cidr| cidr.net()).collect(),
@@ -179,7 +183,9 @@ async fn serve_api(
     let socket = roundtable_api::cli_socket(state_dir);
     let private = roundtable_api::listen::bind_unix(&socket)
         .with_context(|| format!("cannot serve the API on {}", socket.display()))?;
-    let service = roundtable_service::Service::open(&global.dir, state_dir, runtime.clone()).await?.with_scan_cache();
+    let service = roundtable_service::Service::open_at(&global.dir, state_dir, &global.store_url(), runtime.clone())
+        .await?
+        .with_scan_cache();
     let workspace = match &args.workspace {
         Some(name) => name.clone(),
         None => project_root(&global.dir)

@@ -24,12 +24,12 @@ pub async fn runtime() -> Arc<dyn SessionRuntime> {
 /// The project's service; its store if it exists, else an empty in-memory one (so a fresh
 /// project shows everything as not yet recorded, and nothing is created on disk).
 pub async fn open_for_reading(global: &Global) -> anyhow::Result<Service> {
-    Ok(Service::open_for_reading(&global.dir, &global.state_dir(), runtime().await).await?)
+    Ok(Service::open_for_reading_at(&global.dir, &global.state_dir(), &global.store_url(), runtime().await).await?)
 }
 
 /// The project's service with its store created if missing (commands that write state).
 pub async fn open_for_writing(global: &Global) -> anyhow::Result<Service> {
-    Ok(Service::open(&global.dir, &global.state_dir(), runtime().await).await?)
+    Ok(Service::open_at(&global.dir, &global.state_dir(), &global.store_url(), runtime().await).await?)
 }
 
 /// `roundtable state backup FILE`: a consistent copy of the state database, checked.
@@ -38,16 +38,17 @@ pub async fn backup(global: &Global, file: &std::path::Path) -> anyhow::Result<s
     if file.exists() {
         anyhow::bail!("{} exists; a backup never overwrites", file.display());
     }
-    let store = roundtable_store::Store::open_existing(&global.state_dir())
+    let url = global.store_url();
+    let store = roundtable_store::Store::open_existing(&url)
         .await?
-        .with_context(|| format!("no state database in {} to back up", global.state_dir().display()))?;
+        .with_context(|| format!("no state database at {url} to back up"))?;
     let started = std::time::Instant::now();
     store.backup_to(file).await.with_context(|| format!("cannot back up to {}", file.display()))?;
     store.close().await;
     let bytes = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
     println!(
         "backed up {} to {} ({bytes} bytes, integrity ok, {} ms)",
-        global.state_dir().join(roundtable_store::DATABASE_FILE).display(),
+        url,
         file.display(),
         started.elapsed().as_millis()
     );

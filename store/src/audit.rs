@@ -221,7 +221,7 @@ pub fn verify_rows(
     Ok(head)
 }
 
-fn chain_row(row: &sqlx::sqlite::SqliteRow) -> Result<ChainRow> {
+fn chain_row(row: &sqlx::any::AnyRow) -> Result<ChainRow> {
     Ok(ChainRow {
         seq: row.try_get("seq")?,
         prev_mac: row.try_get::<Option<String>, _>("prev_mac")?.unwrap_or_default(),

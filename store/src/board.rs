@@ -35,7 +35,7 @@ pub fn paths_overlap(a: &str, b: &str) -> bool {
     a == b || inside(a, b) || inside(b, a)
 }
 
-fn claim_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Claim> {
+fn claim_from_row(row: &sqlx::any::AnyRow) -> Result<Claim> {
     Ok(Claim {
         path: row.try_get("path")?,
         session_id: row.try_get("session_id")?,

@@ -72,18 +72,23 @@ impl Store {
         let mut tx = self.write_transaction().await?;
         let at = now();
         for chunk in events.chunks(EVENT_CHUNK) {
-            let mut insert =
-                sqlx::QueryBuilder::new("INSERT INTO events (at, kind, name, severity, reason, message, record) ");
-            insert.push_values(chunk, |mut row, event| {
-                row.push_bind(at.as_str())
-                    .push_bind(event.object.kind.as_str())
-                    .push_bind(event.object.name.as_str())
-                    .push_bind(event.severity.as_str())
-                    .push_bind(event.reason)
-                    .push_bind(event.message)
-                    .push_bind(event.record);
-            });
-            insert.build().execute(&mut *tx).await?;
+            let sql = crate::values_insert(
+                "INSERT INTO events (at, kind, name, severity, reason, message, record)",
+                7,
+                chunk.len(),
+            );
+            let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for event in chunk {
+                insert = insert
+                    .bind(at.as_str())
+                    .bind(event.object.kind.as_str())
+                    .bind(event.object.name.as_str())
+                    .bind(event.severity.as_str())
+                    .bind(event.reason)
+                    .bind(event.message)
+                    .bind(event.record);
+            }
+            insert.execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -113,7 +118,7 @@ impl Store {
     }
 }
 
-fn event_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<EventRecord> {
+fn event_from_row(row: &sqlx::any::AnyRow) -> Result<EventRecord> {
     Ok(EventRecord {
         id: row.try_get("id")?,
         at: row.try_get("at")?,

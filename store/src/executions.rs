@@ -70,7 +70,7 @@ fn to_json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_default()
 }
 
-fn session_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<SessionRecord> {
+fn session_from_row(row: &sqlx::any::AnyRow) -> Result<SessionRecord> {
     Ok(SessionRecord {
         id: row.try_get("id")?,
         assignment: row.try_get("assignment")?,
@@ -97,7 +97,7 @@ fn session_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<SessionRecord> {
     })
 }
 
-fn proposal_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<ProposalRecord> {
+fn proposal_from_row(row: &sqlx::any::AnyRow) -> Result<ProposalRecord> {
     Ok(ProposalRecord {
         id: row.try_get("id")?,
         session_id: row.try_get("session_id")?,
@@ -126,7 +126,10 @@ impl Store {
 
 /// Inserts or replaces a session row through `executor` (the pool, or a transaction that checks
 /// something first).
-pub(crate) async fn save_session_with(executor: impl sqlx::SqliteExecutor<'_>, session: &SessionRecord) -> Result<()> {
+pub(crate) async fn save_session_with(
+    executor: impl sqlx::Executor<'_, Database = sqlx::Any>,
+    session: &SessionRecord,
+) -> Result<()> {
     let created_at = if session.created_at.is_empty() { now() } else { session.created_at.clone() };
     sqlx::query(
             "INSERT INTO sessions (id, assignment, execution_generation, attempt, controller_run, adapter, image, phase, cause, exit_code, message, base_commit, exec_dir, stdout_bytes, stderr_bytes, stdout_truncated, stderr_truncated, external_session_id, detail_json, created_at, started_at, finished_at) \
@@ -184,28 +187,7 @@ impl Store {
 
     /// Records a proposal; false when the execution generation already has one.
     pub async fn insert_proposal(&self, proposal: &ProposalRecord) -> Result<bool> {
-        let done = sqlx::query(
-            "INSERT INTO proposals (id, session_id, assignment, execution_generation, base_commit, adapter, patch_path, sha256, files_changed, insertions, deletions, flags_json, state, created_at, rejected_json) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT (assignment, execution_generation) DO NOTHING",
-        )
-        .bind(&proposal.id)
-        .bind(&proposal.session_id)
-        .bind(&proposal.assignment)
-        .bind(proposal.execution_generation)
-        .bind(&proposal.base_commit)
-        .bind(&proposal.adapter)
-        .bind(&proposal.patch_path)
-        .bind(&proposal.sha256)
-        .bind(proposal.files_changed)
-        .bind(proposal.insertions)
-        .bind(proposal.deletions)
-        .bind(to_json(&proposal.flags))
-        .bind(proposal.state.as_str())
-        .bind(if proposal.created_at.is_empty() { now() } else { proposal.created_at.clone() })
-        .bind(to_json(&proposal.rejected))
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        insert_proposal_with(&self.pool, proposal).await
     }
 
     pub async fn proposals(&self) -> Result<Vec<ProposalRecord>> {
@@ -291,4 +273,33 @@ impl Store {
         sqlx::query("DELETE FROM proposals WHERE id = $1").bind(id).execute(&self.pool).await?;
         Ok(())
     }
+}
+
+/// Inserts a proposal through `executor`; false when its execution generation already has one.
+pub(crate) async fn insert_proposal_with(
+    executor: impl sqlx::Executor<'_, Database = sqlx::Any>,
+    proposal: &ProposalRecord,
+) -> Result<bool> {
+    let done = sqlx::query(
+            "INSERT INTO proposals (id, session_id, assignment, execution_generation, base_commit, adapter, patch_path, sha256, files_changed, insertions, deletions, flags_json, state, created_at, rejected_json) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT (assignment, execution_generation) DO NOTHING",
+        )
+        .bind(&proposal.id)
+        .bind(&proposal.session_id)
+        .bind(&proposal.assignment)
+        .bind(proposal.execution_generation)
+        .bind(&proposal.base_commit)
+        .bind(&proposal.adapter)
+        .bind(&proposal.patch_path)
+        .bind(&proposal.sha256)
+        .bind(proposal.files_changed)
+        .bind(proposal.insertions)
+        .bind(proposal.deletions)
+        .bind(to_json(&proposal.flags))
+        .bind(proposal.state.as_str())
+        .bind(if proposal.created_at.is_empty() { now() } else { proposal.created_at.clone() })
+        .bind(to_json(&proposal.rejected))
+        .execute(executor)
+        .await?;
+    Ok(done.rows_affected() == 1)
 }

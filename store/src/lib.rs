@@ -1,5 +1,6 @@
 //! Roundtable's state store: the one owner of every migration and table. SQLite in WAL mode
-//! under the state directory; statements are kept portable to PostgreSQL.
+//! under the state directory for one controller, or PostgreSQL for several; the statements are
+//! portable and each dialect has its own migrations.
 
 mod admission;
 pub mod audit;
@@ -8,29 +9,42 @@ mod diagnostics;
 mod events;
 mod executions;
 pub mod idempotency;
+pub mod leases;
 pub mod lock;
 mod objects;
 mod overrides;
+mod revision;
 mod scan;
+#[cfg(feature = "scratch")]
+pub mod scratch;
 
+use std::fmt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::AnyPool;
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 
 pub use admission::Canary;
 pub use board::{Claim, Claimed, Note, paths_overlap};
 pub use events::{EventRecord, NewEvent, Severity};
 pub use executions::{ProposalRecord, SessionRecord, cutoff};
+pub use leases::{ControllerRecord, Fenced, Lease, LeaseRecord, Registration};
 pub use objects::{IndexEntry, ObjectRecord, Recorded, SpecSnapshot};
 pub use overrides::{AgentOverride, OverrideChange, OverrideState, StartRefused};
+pub use revision::DesiredRevision;
 pub use scan::FileError;
 
 /// The database file inside the state directory.
 pub const DATABASE_FILE: &str = "state.db";
 
-static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// The advisory lock every PostgreSQL write transaction takes, so that writes serialise as
+/// SQLite's `BEGIN IMMEDIATE` makes them (the audit chain's read-then-append relies on it).
+/// The number is arbitrary; it only has to be the same in every controller.
+const WRITE_LOCK: i64 = 0x726f_756e_6474_626c;
 
 /// What can go wrong with the state store.
 #[derive(Debug, thiserror::Error)]
@@ -41,15 +55,15 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot open the state database {path}")]
+    #[error("cannot open the state store {location}")]
     Open {
-        path: PathBuf,
+        location: String,
         #[source]
         source: sqlx::Error,
     },
-    #[error("cannot migrate the state database {path}")]
+    #[error("cannot migrate the state store {location}")]
     Migrate {
-        path: PathBuf,
+        location: String,
         #[source]
         source: sqlx::migrate::MigrateError,
     },
@@ -57,15 +71,118 @@ pub enum Error {
     Query(#[from] sqlx::Error),
     #[error("stored value is corrupt: {0}")]
     Corrupt(String),
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("the store's desired state now comes from revision {held}, not {pinned}: this checkout is behind")]
+    Behind { held: String, pinned: String },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// A `--store` value that is neither `sqlite:PATH` nor a PostgreSQL URL.
+#[derive(Debug, thiserror::Error)]
+#[error("--store {given:?}: {why} (expected sqlite:PATH or postgres://USER@HOST/DATABASE)")]
+pub struct UrlError {
+    given: String,
+    why: &'static str,
+}
+
+/// Where the state lives: a SQLite file, which one controller owns, or a PostgreSQL database,
+/// which several controllers share.
+#[derive(Clone, PartialEq, Eq)]
+pub enum StoreUrl {
+    Sqlite(PathBuf),
+    Postgres(String),
+}
+
+impl StoreUrl {
+    /// `sqlite:PATH` (the database file), or `postgres://…` / `postgresql://…` in libpq's URL
+    /// form (`?host=/run/postgresql` for a Unix socket).
+    pub fn parse(text: &str) -> Result<Self, UrlError> {
+        let error = |why| UrlError { given: Self::redact(text), why };
+        if let Some(path) = text.strip_prefix("sqlite:") {
+            let path = path.strip_prefix("//").unwrap_or(path);
+            if path.is_empty() {
+                return Err(error("names no database file"));
+            }
+            return Ok(Self::Sqlite(PathBuf::from(path)));
+        }
+        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            url_is_valid(text).map_err(|_| error("is not a valid URL"))?;
+            return Ok(Self::Postgres(text.to_owned()));
+        }
+        Err(error("names no known store"))
+    }
+
+    /// The default: the database file in the state directory.
+    pub fn in_state_dir(state_dir: &Path) -> Self {
+        Self::Sqlite(state_dir.join(DATABASE_FILE))
+    }
+
+    /// The URL as given, password included: for handing to a child process, never for display.
+    pub fn expose(&self) -> String {
+        match self {
+            Self::Sqlite(path) => format!("sqlite:{}", path.display()),
+            Self::Postgres(url) => url.clone(),
+        }
+    }
+
+    /// Whether several controllers may share it.
+    pub fn is_shared(&self) -> bool {
+        matches!(self, Self::Postgres(_))
+    }
+
+    /// The URL with any password replaced by `***`, for messages and `status`.
+    fn redact(text: &str) -> String {
+        match (text.find("://"), text.find('@')) {
+            (Some(scheme), Some(at)) if at > scheme => {
+                let credentials = &text[scheme + 3..at];
+                match credentials.split_once(':') {
+                    Some((user, _)) => format!("{}{user}:***{}", &text[..scheme + 3], &text[at..]),
+                    None => text.to_owned(),
+                }
+            }
+            _ => text.to_owned(),
+        }
+    }
+}
+
+fn url_is_valid(text: &str) -> Result<(), sqlx::Error> {
+    text.parse::<AnyConnectOptions>().map(drop)
+}
+
+/// Shown without the password.
+impl fmt::Display for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Sqlite(path) => write!(f, "sqlite:{}", path.display()),
+            Self::Postgres(url) => f.write_str(&Self::redact(url)),
+        }
+    }
+}
+
+impl fmt::Debug for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// The SQL dialect behind a store; only the store's own modules look at it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
 /// A handle on the state database; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Store {
-    pool: SqlitePool,
-    path: PathBuf,
+    pool: AnyPool,
+    dialect: Dialect,
+    url: StoreUrl,
+    /// The desired revision spec writes through this handle require (see
+    /// [`Store::pinned_to_revision`]).
+    revision_pin: Option<std::sync::Arc<str>>,
 }
 
 /// Creates the state directory, with a `.gitignore` that keeps it out of commits.
@@ -79,62 +196,107 @@ pub fn prepare_state_dir(state_dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Pragmas of every SQLite connection: WAL so readers never block the writer, a busy timeout
+/// so writers queue instead of failing, and foreign keys on.
+const SQLITE_PRAGMAS: &str =
+    "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;";
+
 impl Store {
     /// Opens (creating if needed) the database in `state_dir` and applies pending migrations.
     pub async fn open(state_dir: &Path) -> Result<Self> {
         prepare_state_dir(state_dir)?;
-        let path = state_dir.join(DATABASE_FILE);
-        let options = SqliteConnectOptions::from_str("sqlite://")
-            .map_err(|source| Error::Open { path: path.clone(), source })?
-            .filename(&path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_secs(5))
-            .foreign_keys(true);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(options)
-            .await
-            .map_err(|source| Error::Open { path: path.clone(), source })?;
-        // The daemon and the CLI may open a new database at the same moment; one migrates.
-        let _guard = lock::migration_guard(state_dir)
-            .await
-            .map_err(|source| Error::StateDir { path: state_dir.to_owned(), source })?;
-        MIGRATIONS.run(&pool).await.map_err(|source| Error::Migrate { path: path.clone(), source })?;
-        Ok(Self { pool, path })
+        Self::connect(&StoreUrl::in_state_dir(state_dir)).await
+    }
+
+    /// Opens the store at `url`, creating a SQLite file (and its folder) if missing, and applies
+    /// pending migrations (on PostgreSQL under the migrator's advisory lock, so controllers
+    /// starting together migrate once).
+    pub async fn connect(url: &StoreUrl) -> Result<Self> {
+        sqlx::any::install_default_drivers();
+        let location = url.to_string();
+        let open = |source| Error::Open { location: location.clone(), source };
+        match url {
+            StoreUrl::Sqlite(path) => {
+                let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                std::fs::create_dir_all(folder)
+                    .map_err(|source| Error::StateDir { path: folder.to_owned(), source })?;
+                let pool = sqlite_pool(path, 4).await.map_err(open)?;
+                // The daemon and the CLI may open a new database at the same moment; one migrates.
+                let _guard = lock::migration_guard(folder)
+                    .await
+                    .map_err(|source| Error::StateDir { path: folder.to_owned(), source })?;
+                SQLITE_MIGRATIONS.run(&pool).await.map_err(|source| Error::Migrate { location, source })?;
+                Ok(Self { pool, dialect: Dialect::Sqlite, url: url.clone(), revision_pin: None })
+            }
+            StoreUrl::Postgres(text) => {
+                let options: AnyConnectOptions = text.parse().map_err(open)?;
+                let pool = AnyPoolOptions::new()
+                    .max_connections(8)
+                    .acquire_timeout(Duration::from_secs(10))
+                    .connect_with(options)
+                    .await
+                    .map_err(open)?;
+                POSTGRES_MIGRATIONS.run(&pool).await.map_err(|source| Error::Migrate { location, source })?;
+                Ok(Self { pool, dialect: Dialect::Postgres, url: url.clone(), revision_pin: None })
+            }
+        }
     }
 
     /// A throw-away in-memory store with the same schema, for read-only views of a project
     /// whose state directory does not exist yet.
     pub async fn open_in_memory() -> Result<Self> {
-        let path = PathBuf::from(":memory:");
-        let options = SqliteConnectOptions::from_str("sqlite::memory:")
-            .map_err(|source| Error::Open { path: path.clone(), source })?;
-        let pool = SqlitePoolOptions::new()
+        sqlx::any::install_default_drivers();
+        let location = "sqlite::memory:".to_owned();
+        let options: AnyConnectOptions =
+            location.parse().map_err(|source| Error::Open { location: location.clone(), source })?;
+        let pool = AnyPoolOptions::new()
             .max_connections(1)
             .connect_with(options)
             .await
-            .map_err(|source| Error::Open { path: path.clone(), source })?;
-        MIGRATIONS.run(&pool).await.map_err(|source| Error::Migrate { path: path.clone(), source })?;
-        Ok(Self { pool, path })
+            .map_err(|source| Error::Open { location: location.clone(), source })?;
+        SQLITE_MIGRATIONS.run(&pool).await.map_err(|source| Error::Migrate { location, source })?;
+        Ok(Self {
+            pool,
+            dialect: Dialect::Sqlite,
+            url: StoreUrl::Sqlite(PathBuf::from(":memory:")),
+            revision_pin: None,
+        })
     }
 
-    /// Opens the store only if its database exists; never creates anything.
-    pub async fn open_existing(state_dir: &Path) -> Result<Option<Self>> {
-        if state_dir.join(DATABASE_FILE).is_file() { Self::open(state_dir).await.map(Some) } else { Ok(None) }
+    /// Opens the store only if there is one: a SQLite file that exists, or any PostgreSQL
+    /// database (which is migrated if it is empty).
+    pub async fn open_existing(url: &StoreUrl) -> Result<Option<Self>> {
+        match url {
+            StoreUrl::Sqlite(path) if !path.is_file() => Ok(None),
+            _ => Self::connect(url).await.map(Some),
+        }
     }
 
-    /// A transaction that takes the write lock up front (`BEGIN IMMEDIATE`): a deferred one that
-    /// reads and then writes fails at once with SQLITE_BUSY_SNAPSHOT when another connection
-    /// wrote in between, which no busy timeout can wait out. On PostgreSQL this is plain `BEGIN`.
-    pub(crate) async fn write_transaction(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    /// A transaction that takes the write lock up front. On SQLite that is `BEGIN IMMEDIATE`: a
+    /// deferred one that reads and then writes fails at once with SQLITE_BUSY_SNAPSHOT when
+    /// another connection wrote in between, which no busy timeout can wait out. On PostgreSQL it
+    /// is a transaction-scoped advisory lock, which serialises writers across controllers.
+    pub(crate) async fn write_transaction(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
+        match self.dialect {
+            Dialect::Sqlite => Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?),
+            Dialect::Postgres => {
+                let mut tx = self.pool.begin().await?;
+                sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(WRITE_LOCK).execute(&mut *tx).await?;
+                Ok(tx)
+            }
+        }
     }
 
     /// Writes a transactionally consistent copy of the database to `file` (which must not
-    /// exist) while others keep writing, then checks the copy's integrity.
+    /// exist) while others keep writing, then checks the copy's integrity. SQLite only: a
+    /// PostgreSQL store is backed up with `pg_dump`.
     pub async fn backup_to(&self, file: &Path) -> Result<()> {
+        if self.dialect == Dialect::Postgres {
+            return Err(Error::Unsupported(format!(
+                "the store is PostgreSQL ({}): back it up with pg_dump, which gives a consistent copy while controllers write",
+                self.url
+            )));
+        }
         let text = file.to_str().ok_or_else(|| Error::Corrupt(format!("{} is not UTF-8", file.display())))?;
         sqlx::query("VACUUM INTO $1").bind(text).execute(&self.pool).await?;
         {
@@ -142,15 +304,9 @@ impl Store {
             std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600))
                 .map_err(|source| Error::StateDir { path: file.to_owned(), source })?;
         }
-        let options = SqliteConnectOptions::from_str("sqlite://")
-            .map_err(|source| Error::Open { path: file.to_owned(), source })?
-            .filename(file)
-            .read_only(true);
-        let copy = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(options)
+        let copy = sqlite_pool_read_only(file)
             .await
-            .map_err(|source| Error::Open { path: file.to_owned(), source })?;
+            .map_err(|source| Error::Open { location: format!("sqlite:{}", file.display()), source })?;
         let verdict: String = sqlx::query_scalar("PRAGMA integrity_check").fetch_one(&copy).await?;
         copy.close().await;
         if verdict != "ok" {
@@ -159,13 +315,62 @@ impl Store {
         Ok(())
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Where the store is (a PostgreSQL URL without its password).
+    pub fn url(&self) -> &StoreUrl {
+        &self.url
+    }
+
+    /// Whether several controllers may share this store (and so must lease executions).
+    pub fn is_shared(&self) -> bool {
+        self.dialect == Dialect::Postgres
     }
 
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// A SQLite URL for `path` (made absolute; the URL form has no relative paths), opened in
+/// `mode` (`rwc` creates the file, `ro` only reads).
+fn sqlite_url(path: &Path, mode: &str) -> Result<AnyConnectOptions, sqlx::Error> {
+    let path = std::path::absolute(path)?;
+    let mut options: AnyConnectOptions = "sqlite:///".parse()?;
+    options.database_url.set_path(&path.to_string_lossy());
+    options.database_url.set_query(Some(&format!("mode={mode}")));
+    Ok(options)
+}
+
+async fn sqlite_pool(path: &Path, connections: u32) -> Result<AnyPool, sqlx::Error> {
+    AnyPoolOptions::new()
+        .max_connections(connections)
+        .after_connect(|connection, _| {
+            Box::pin(async move {
+                sqlx::raw_sql(SQLITE_PRAGMAS).execute(connection).await?;
+                Ok(())
+            })
+        })
+        .connect_with(sqlite_url(path, "rwc")?)
+        .await
+}
+
+async fn sqlite_pool_read_only(path: &Path) -> Result<AnyPool, sqlx::Error> {
+    AnyPoolOptions::new().max_connections(1).connect_with(sqlite_url(path, "ro")?).await
+}
+
+/// `HEAD VALUES ($1, …), (…)` for `rows` rows of `columns` values each: numbered placeholders,
+/// which both dialects read (sqlx's query builder writes `?` for the Any driver, which
+/// PostgreSQL does not).
+pub(crate) fn values_insert(head: &str, columns: usize, rows: usize) -> String {
+    use std::fmt::Write as _;
+    let mut sql = format!("{head} VALUES ");
+    for row in 0..rows {
+        sql.push_str(if row == 0 { "(" } else { ", (" });
+        for column in 0..columns {
+            let _ = write!(sql, "{}${}", if column == 0 { "" } else { ", " }, row * columns + column + 1);
+        }
+        sql.push(')');
+    }
+    sql
 }
 
 /// Now, as RFC 3339 UTC text with a fixed nine-digit fraction, so that timestamps sort as text:

@@ -68,6 +68,7 @@ impl Store {
     /// [`Store::record_spec`] for many objects in one transaction.
     pub async fn record_specs(&self, specs: &[SpecSnapshot<'_>]) -> Result<Vec<Recorded>> {
         let mut tx = self.write_transaction().await?;
+        crate::revision::check_pin(self, &mut tx).await?;
         let now = now();
         // One read for a large batch (a first scan), one per key for a small one (an edit).
         let mut existing: HashMap<(String, String), Existing> = HashMap::new();
@@ -103,22 +104,26 @@ impl Store {
             }
         }
         for chunk in inserts.chunks(INSERT_CHUNK) {
-            let mut insert = sqlx::QueryBuilder::new(
-                "INSERT INTO objects (kind, name, generation, spec_digest, execution_digest, execution_generation, spec_json, source_file, created_at, updated_at) ",
+            let sql = crate::values_insert(
+                "INSERT INTO objects (kind, name, generation, spec_digest, execution_digest, execution_generation, spec_json, source_file, created_at, updated_at)",
+                10,
+                chunk.len(),
             );
-            insert.push_values(chunk, |mut row, spec| {
-                row.push_bind(spec.key.kind.as_str())
-                    .push_bind(spec.key.name.as_str())
-                    .push_bind(1i64)
-                    .push_bind(spec.spec_digest)
-                    .push_bind(spec.execution_digest)
-                    .push_bind(spec.execution_digest.map(|_| 1i64))
-                    .push_bind(spec.spec_json)
-                    .push_bind(spec.source_file)
-                    .push_bind(now.as_str())
-                    .push_bind(now.as_str());
-            });
-            insert.build().execute(&mut *tx).await?;
+            let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for spec in chunk {
+                insert = insert
+                    .bind(spec.key.kind.as_str())
+                    .bind(spec.key.name.as_str())
+                    .bind(1i64)
+                    .bind(spec.spec_digest)
+                    .bind(spec.execution_digest)
+                    .bind(spec.execution_digest.map(|_| 1i64))
+                    .bind(spec.spec_json)
+                    .bind(spec.source_file)
+                    .bind(now.as_str())
+                    .bind(now.as_str());
+            }
+            insert.execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(recorded)
@@ -172,13 +177,16 @@ impl Store {
 
     /// Marks an object whose spec disappeared; its cleanup reconcile will [`Store::forget`] it.
     pub async fn tombstone(&self, key: &ObjectKey) -> Result<bool> {
+        let mut tx = self.write_transaction().await?;
+        crate::revision::check_pin(self, &mut tx).await?;
         let done =
             sqlx::query("UPDATE objects SET deleted_at = $3 WHERE kind = $1 AND name = $2 AND deleted_at IS NULL")
                 .bind(key.kind.as_str())
                 .bind(&key.name)
                 .bind(now())
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await?;
+        tx.commit().await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -274,7 +282,7 @@ impl Store {
     }
 }
 
-fn condition_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Condition> {
+fn condition_from_row(row: &sqlx::any::AnyRow) -> Result<Condition> {
     Ok(Condition {
         type_: row.try_get("type")?,
         status: parse_status(&row.try_get::<String, _>("status")?)?,
@@ -323,7 +331,7 @@ struct Existing {
 }
 
 impl Existing {
-    fn from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Self> {
+    fn from_row(row: &sqlx::any::AnyRow) -> Result<Self> {
         Ok(Self {
             generation: row.try_get("generation")?,
             spec_digest: row.try_get("spec_digest")?,
@@ -335,7 +343,7 @@ impl Existing {
 }
 
 async fn update_one(
-    tx: &mut sqlx::SqliteConnection,
+    tx: &mut sqlx::AnyConnection,
     previous: &Existing,
     spec: &SpecSnapshot<'_>,
     now: &str,
@@ -377,7 +385,7 @@ async fn update_one(
     })
 }
 
-fn object_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<ObjectRecord> {
+fn object_from_row(row: &sqlx::any::AnyRow) -> Result<ObjectRecord> {
     Ok(ObjectRecord {
         key: ObjectKey::new(parse_kind(&row.try_get::<String, _>("kind")?)?, row.try_get::<String, _>("name")?),
         generation: row.try_get("generation")?,

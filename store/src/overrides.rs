@@ -39,10 +39,12 @@ pub enum StartRefused {
     #[error("adapter {adapter} is {} by an operator (through the API); no new session starts", state.as_str())]
     Overridden { adapter: String, state: OverrideState },
     #[error(transparent)]
+    Fenced(#[from] crate::leases::Fenced),
+    #[error(transparent)]
     Store(#[from] Error),
 }
 
-fn override_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<AgentOverride> {
+fn override_from_row(row: &sqlx::any::AnyRow) -> Result<AgentOverride> {
     Ok(AgentOverride {
         adapter: row.try_get("adapter")?,
         state: parse_state(&row.try_get::<String, _>("state")?)?,
@@ -140,8 +142,16 @@ impl Store {
 
     /// Records a new session unless an operator has disabled (or is draining) its adapter, in
     /// one transaction with that check.
-    pub async fn start_session(&self, session: &SessionRecord) -> Result<(), StartRefused> {
+    /// With `lease`, also only while that lease is held with its fence.
+    pub async fn start_session(
+        &self,
+        session: &SessionRecord,
+        lease: Option<&crate::leases::Lease>,
+    ) -> Result<(), StartRefused> {
         let mut tx = self.write_transaction().await?;
+        if let Some(lease) = lease {
+            crate::leases::check_fence(&mut tx, lease).await??;
+        }
         let state = sqlx::query("SELECT state FROM agent_overrides WHERE adapter = $1")
             .bind(&session.adapter)
             .fetch_optional(&mut *tx)

@@ -1,35 +1,34 @@
-//! The audit chain against real SQLite files: every kind of tampering is found at the right
+//! The audit chain on a real SQLite file and a real PostgreSQL database: every kind of tampering is found at the right
 //! sequence number, concurrent writers never fork it, and an exported slice verifies offline.
+
+mod support;
 
 use roundtable_store::Store;
 use roundtable_store::audit::{AuditKey, AuditedEntry, ChainBreak, verify_rows};
 use serde_json::json;
+use support::Backend;
 
 struct Chain {
-    dir: tempfile::TempDir,
+    scratch: support::Scratch,
     store: Store,
     key: AuditKey,
 }
 
-async fn chain_of(entries: usize) -> Chain {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(&dir.path().join("state")).await.expect("store");
-    let key = AuditKey::load_or_create(&dir.path().join("keys/audit.key")).expect("key");
+async fn chain_of(backend: Backend, entries: usize) -> Chain {
+    let scratch = backend.fresh().await;
+    let store = scratch.store.clone();
+    let key = AuditKey::load_or_create(&scratch.dir.path().join("keys/audit.key")).expect("key");
     for n in 1..=entries {
         let entry =
             AuditedEntry { kind: "session.ended", subject: "s1", record: json!({"n": n, "phase": "Succeeded"}) };
         store.append_audited(&key, &entry).await.expect("append");
     }
-    Chain { dir, store, key }
+    Chain { scratch, store, key }
 }
 
 impl Chain {
-    /// Runs raw SQL on the database, as an attacker with file access would.
     async fn tamper(&self, sql: &'static str) {
-        let url = format!("sqlite://{}", self.dir.path().join("state/state.db").display());
-        let pool = sqlx::SqlitePool::connect(&url).await.expect("connect");
-        sqlx::query(sql).execute(&pool).await.expect(sql);
-        pool.close().await;
+        self.scratch.tamper(sql).await;
     }
 
     async fn verify(&self) -> Result<i64, ChainBreak> {
@@ -39,90 +38,103 @@ impl Chain {
 
 #[tokio::test]
 async fn an_intact_chain_verifies_and_its_head_is_checkpointed_beside_the_key() {
-    let chain = chain_of(5).await;
-    assert_eq!(chain.verify().await, Ok(5));
-    assert_eq!(chain.key.read_head().map(|h| h.seq), Some(5));
-    let key_mode =
-        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(chain.key.path()).expect("key").permissions());
-    assert_eq!(key_mode & 0o777, 0o600);
-    assert_eq!(
-        chain.store.verify_chain(&chain.key, Some(2), Some(4)).await.expect("read").map(|h| h.map(|h| h.seq)),
-        Ok(Some(4))
-    );
+    for backend in support::backends() {
+        let chain = chain_of(backend, 5).await;
+        assert_eq!(chain.verify().await, Ok(5));
+        assert_eq!(chain.key.read_head().map(|h| h.seq), Some(5));
+        let key_mode =
+            std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(chain.key.path()).expect("key").permissions());
+        assert_eq!(key_mode & 0o777, 0o600);
+        assert_eq!(
+            chain.store.verify_chain(&chain.key, Some(2), Some(4)).await.expect("read").map(|h| h.map(|h| h.seq)),
+            Ok(Some(4))
+        );
+    }
 }
 
 #[tokio::test]
 async fn each_kind_of_tampering_names_the_first_bad_entry() {
-    let edited = chain_of(5).await;
-    edited.tamper("UPDATE events SET record = replace(record, 'Succeeded', 'Failed') WHERE seq = 3").await;
-    assert_eq!(edited.verify().await, Err(ChainBreak::BadMac { seq: 3 }));
+    for backend in support::backends() {
+        let edited = chain_of(backend, 5).await;
+        edited.tamper("UPDATE events SET record = replace(record, 'Succeeded', 'Failed') WHERE seq = 3").await;
+        assert_eq!(edited.verify().await, Err(ChainBreak::BadMac { seq: 3 }));
 
-    let deleted = chain_of(5).await;
-    deleted.tamper("DELETE FROM events WHERE seq = 3").await;
-    assert_eq!(deleted.verify().await, Err(ChainBreak::BadLink { seq: 4, previous: 2 }));
+        let deleted = chain_of(backend, 5).await;
+        deleted.tamper("DELETE FROM events WHERE seq = 3").await;
+        assert_eq!(deleted.verify().await, Err(ChainBreak::BadLink { seq: 4, previous: 2 }));
 
-    let inserted = chain_of(5).await;
-    inserted.tamper("UPDATE events SET seq = -seq - 1 WHERE seq >= 3").await;
-    inserted.tamper("UPDATE events SET seq = -seq WHERE seq < 0").await;
-    inserted
-        .tamper("INSERT INTO events (at, kind, name, severity, reason, message, record, audited, seq, prev_mac, mac) SELECT at, kind, name, severity, reason, message, record, 1, 3, mac, mac FROM events WHERE seq = 2")
-        .await;
-    assert!(matches!(inserted.verify().await, Err(ChainBreak::BadMac { seq: 3 })), "{:?}", inserted.verify().await);
+        let inserted = chain_of(backend, 5).await;
+        inserted.tamper("UPDATE events SET seq = -seq - 1 WHERE seq >= 3").await;
+        inserted.tamper("UPDATE events SET seq = -seq WHERE seq < 0").await;
+        inserted
+            .tamper("INSERT INTO events (at, kind, name, severity, reason, message, record, audited, seq, prev_mac, mac) SELECT at, kind, name, severity, reason, message, record, 1, 3, mac, mac FROM events WHERE seq = 2")
+            .await;
+        assert!(matches!(inserted.verify().await, Err(ChainBreak::BadMac { seq: 3 })), "{:?}", inserted.verify().await);
 
-    let reordered = chain_of(5).await;
-    reordered.tamper("UPDATE events SET seq = -1 WHERE seq = 2").await;
-    reordered.tamper("UPDATE events SET seq = 2 WHERE seq = 3").await;
-    reordered.tamper("UPDATE events SET seq = 3 WHERE seq = -1").await;
-    assert_eq!(reordered.verify().await, Err(ChainBreak::BadLink { seq: 2, previous: 1 }));
+        let reordered = chain_of(backend, 5).await;
+        reordered.tamper("UPDATE events SET seq = -1 WHERE seq = 2").await;
+        reordered.tamper("UPDATE events SET seq = 2 WHERE seq = 3").await;
+        reordered.tamper("UPDATE events SET seq = 3 WHERE seq = -1").await;
+        assert_eq!(reordered.verify().await, Err(ChainBreak::BadLink { seq: 2, previous: 1 }));
 
-    let truncated = chain_of(5).await;
-    truncated.tamper("DELETE FROM events WHERE seq >= 4").await;
-    assert_eq!(truncated.verify().await, Err(ChainBreak::Truncated { seq: 4, last: 3, seq_head: 5 }));
+        let truncated = chain_of(backend, 5).await;
+        truncated.tamper("DELETE FROM events WHERE seq >= 4").await;
+        assert_eq!(truncated.verify().await, Err(ChainBreak::Truncated { seq: 4, last: 3, seq_head: 5 }));
+    }
 }
 
 #[tokio::test]
 async fn a_checkpoint_of_another_chain_is_named_as_such_not_as_truncation() {
-    let chain = chain_of(5).await;
-    // The state is recreated while the key (and its checkpoint) are kept.
-    let fresh = Store::open(&chain.dir.path().join("state2")).await.expect("store");
-    let entry = AuditedEntry { kind: "session.ended", subject: "s9", record: json!({}) };
-    let head = fresh.append_audited(&chain.key, &entry).await.expect("append");
-    assert_eq!(head.seq, 1);
-    // The old chain's checkpoint was overwritten by the new chain's first append: the old store
-    // now reads as belonging to another chain.
-    assert_eq!(chain.verify().await, Err(ChainBreak::OtherChain));
-    assert_eq!(fresh.verify_chain(&chain.key, None, None).await.expect("read").map(|h| h.map(|h| h.seq)), Ok(Some(1)));
+    for backend in support::backends() {
+        let chain = chain_of(backend, 5).await;
+        // The state is recreated while the key (and its checkpoint) are kept.
+        let fresh = Store::connect(&backend.new_url(chain.scratch.dir.path()).await).await.expect("store");
+        let entry = AuditedEntry { kind: "session.ended", subject: "s9", record: json!({}) };
+        let head = fresh.append_audited(&chain.key, &entry).await.expect("append");
+        assert_eq!(head.seq, 1);
+        // The old chain's checkpoint was overwritten by the new chain's first append: the old store
+        // now reads as belonging to another chain.
+        assert_eq!(chain.verify().await, Err(ChainBreak::OtherChain));
+        assert_eq!(
+            fresh.verify_chain(&chain.key, None, None).await.expect("read").map(|h| h.map(|h| h.seq)),
+            Ok(Some(1))
+        );
+    }
 }
 
 #[tokio::test]
 async fn two_writers_on_one_database_never_fork_the_chain() {
-    let chain = chain_of(0).await;
-    let other = Store::open(&chain.dir.path().join("state")).await.expect("second handle");
-    let key_path = chain.key.path().to_owned();
-    let write = |store: Store, who: &'static str| {
-        let key_path = key_path.clone();
-        tokio::spawn(async move {
-            let key = AuditKey::load(&key_path).expect("key");
-            for n in 0..40 {
-                let entry = AuditedEntry { kind: "test.append", subject: who, record: json!({"n": n}) };
-                store.append_audited(&key, &entry).await.expect("append");
-            }
-        })
-    };
-    let (a, b) = (write(chain.store.clone(), "daemon"), write(other, "cli"));
-    a.await.expect("daemon");
-    b.await.expect("cli");
-    assert_eq!(chain.verify().await, Ok(80));
+    for backend in support::backends() {
+        let chain = chain_of(backend, 0).await;
+        let other = Store::connect(&chain.scratch.url).await.expect("second handle");
+        let key_path = chain.key.path().to_owned();
+        let write = |store: Store, who: &'static str| {
+            let key_path = key_path.clone();
+            tokio::spawn(async move {
+                let key = AuditKey::load(&key_path).expect("key");
+                for n in 0..40 {
+                    let entry = AuditedEntry { kind: "test.append", subject: who, record: json!({"n": n}) };
+                    store.append_audited(&key, &entry).await.expect("append");
+                }
+            })
+        };
+        let (a, b) = (write(chain.store.clone(), "daemon"), write(other, "cli"));
+        a.await.expect("daemon");
+        b.await.expect("cli");
+        assert_eq!(chain.verify().await, Ok(80));
+    }
 }
 
 #[tokio::test]
 async fn an_exported_slice_verifies_offline_with_the_key_and_fails_with_another() {
-    let chain = chain_of(6).await;
-    let slice = chain.store.chain(3, 5).await.expect("slice");
-    let start = slice[0].prev_mac.clone();
-    assert_eq!(verify_rows(&chain.key, &slice, start.clone(), None).map(|h| h.map(|h| h.seq)), Ok(Some(5)));
-    let other = AuditKey::load_or_create(&chain.dir.path().join("other.key")).expect("other key");
-    assert_eq!(verify_rows(&other, &slice, start, None), Err(ChainBreak::BadMac { seq: 3 }));
+    for backend in support::backends() {
+        let chain = chain_of(backend, 6).await;
+        let slice = chain.store.chain(3, 5).await.expect("slice");
+        let start = slice[0].prev_mac.clone();
+        assert_eq!(verify_rows(&chain.key, &slice, start.clone(), None).map(|h| h.map(|h| h.seq)), Ok(Some(5)));
+        let other = AuditKey::load_or_create(&chain.scratch.dir.path().join("other.key")).expect("other key");
+        assert_eq!(verify_rows(&other, &slice, start, None), Err(ChainBreak::BadMac { seq: 3 }));
+    }
 }
 
 #[test]

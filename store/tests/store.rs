@@ -1,4 +1,7 @@
-//! The state store against real SQLite files: generations, tombstones, conditions, events.
+//! The state store's contract, on a real SQLite file and a real PostgreSQL database: generations,
+//! tombstones, conditions, events, claims, overrides, idempotency.
+
+mod support;
 
 use roundtable_specs::output::{Condition, ConditionStatus};
 use roundtable_specs::{Kind, ObjectKey};
@@ -23,147 +26,152 @@ async fn creates_the_state_dir_with_a_gitignore_and_wal() {
 
 #[tokio::test]
 async fn generations_follow_digests_and_run_fields() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).await.expect("open");
-    let key = ObjectKey::new(Kind::Assignment, "fix");
-    let first = store.record_spec(&snapshot(&key, "d1", Some("r1"))).await.expect("record");
-    assert_eq!((first.generation, first.execution_generation), (1, Some(1)));
-    let same = store.record_spec(&snapshot(&key, "d1", Some("r1"))).await.expect("record");
-    assert_eq!((same.generation, same.execution_generation), (1, Some(1)));
-    let relabelled = store.record_spec(&snapshot(&key, "d2", Some("r1"))).await.expect("record");
-    assert_eq!((relabelled.generation, relabelled.execution_generation), (2, Some(1)));
-    let rerun = store.record_spec(&snapshot(&key, "d3", Some("r2"))).await.expect("record");
-    assert_eq!((rerun.generation, rerun.execution_generation), (3, Some(2)));
+    for support::Scratch { store, .. } in support::each_store().await {
+        let key = ObjectKey::new(Kind::Assignment, "fix");
+        let first = store.record_spec(&snapshot(&key, "d1", Some("r1"))).await.expect("record");
+        assert_eq!((first.generation, first.execution_generation), (1, Some(1)));
+        let same = store.record_spec(&snapshot(&key, "d1", Some("r1"))).await.expect("record");
+        assert_eq!((same.generation, same.execution_generation), (1, Some(1)));
+        let relabelled = store.record_spec(&snapshot(&key, "d2", Some("r1"))).await.expect("record");
+        assert_eq!((relabelled.generation, relabelled.execution_generation), (2, Some(1)));
+        let rerun = store.record_spec(&snapshot(&key, "d3", Some("r2"))).await.expect("record");
+        assert_eq!((rerun.generation, rerun.execution_generation), (3, Some(2)));
+    }
 }
 
 #[tokio::test]
 async fn tombstones_are_revived_or_forgotten() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).await.expect("open");
-    let key = ObjectKey::new(Kind::Adapter, "codex");
-    store.record_spec(&snapshot(&key, "d1", None)).await.expect("record");
-    assert!(store.tombstone(&key).await.expect("tombstone"));
-    assert!(!store.tombstone(&key).await.expect("second tombstone is a no-op"));
-    assert!(store.object(&key).await.expect("read").and_then(|o| o.deleted_at).is_some());
-    let revived = store.record_spec(&snapshot(&key, "d1", None)).await.expect("revive");
-    assert_eq!((revived.deleted_at, revived.generation), (None, 1));
-    store.tombstone(&key).await.expect("tombstone");
-    store.forget(&key).await.expect("forget");
-    assert!(store.object(&key).await.expect("read").is_none());
+    for support::Scratch { store, .. } in support::each_store().await {
+        let key = ObjectKey::new(Kind::Adapter, "codex");
+        store.record_spec(&snapshot(&key, "d1", None)).await.expect("record");
+        assert!(store.tombstone(&key).await.expect("tombstone"));
+        assert!(!store.tombstone(&key).await.expect("second tombstone is a no-op"));
+        assert!(store.object(&key).await.expect("read").and_then(|o| o.deleted_at).is_some());
+        let revived = store.record_spec(&snapshot(&key, "d1", None)).await.expect("revive");
+        assert_eq!((revived.deleted_at, revived.generation), (None, 1));
+        store.tombstone(&key).await.expect("tombstone");
+        store.forget(&key).await.expect("forget");
+        assert!(store.object(&key).await.expect("read").is_none());
+    }
 }
 
 #[tokio::test]
 async fn condition_transition_time_moves_only_with_status() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).await.expect("open");
-    let key = ObjectKey::new(Kind::Adapter, "codex");
-    let condition = |status, reason: &str| Condition {
-        type_: "Ready".into(),
-        status,
-        reason: reason.into(),
-        message: String::new(),
-        last_transition_time: String::new(),
-        observed_generation: 1,
-    };
-    let first = store.set_condition(&key, &condition(ConditionStatus::False, "ImageMissing")).await.expect("set");
-    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    let same_status =
-        store.set_condition(&key, &condition(ConditionStatus::False, "ImageNotPinned")).await.expect("set");
-    assert_eq!(first.last_transition_time, same_status.last_transition_time);
-    let flipped = store.set_condition(&key, &condition(ConditionStatus::True, "Ready")).await.expect("set");
-    assert_ne!(first.last_transition_time, flipped.last_transition_time);
-    let stored = store.conditions(&key).await.expect("read");
-    assert_eq!(stored.len(), 1);
-    assert_eq!((stored[0].status, stored[0].reason.as_str()), (ConditionStatus::True, "Ready"));
+    for support::Scratch { store, .. } in support::each_store().await {
+        let key = ObjectKey::new(Kind::Adapter, "codex");
+        let condition = |status, reason: &str| Condition {
+            type_: "Ready".into(),
+            status,
+            reason: reason.into(),
+            message: String::new(),
+            last_transition_time: String::new(),
+            observed_generation: 1,
+        };
+        let first = store.set_condition(&key, &condition(ConditionStatus::False, "ImageMissing")).await.expect("set");
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+        let same_status =
+            store.set_condition(&key, &condition(ConditionStatus::False, "ImageNotPinned")).await.expect("set");
+        assert_eq!(first.last_transition_time, same_status.last_transition_time);
+        let flipped = store.set_condition(&key, &condition(ConditionStatus::True, "Ready")).await.expect("set");
+        assert_ne!(first.last_transition_time, flipped.last_transition_time);
+        let stored = store.conditions(&key).await.expect("read");
+        assert_eq!(stored.len(), 1);
+        assert_eq!((stored[0].status, stored[0].reason.as_str()), (ConditionStatus::True, "Ready"));
+    }
 }
 
 #[tokio::test]
 async fn events_are_kept_per_object_in_order() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).await.expect("open");
-    let key = ObjectKey::new(Kind::Adapter, "codex");
-    let other = ObjectKey::new(Kind::Adapter, "claude");
-    for i in 0..5 {
-        let message = format!("event {i}");
-        let event =
-            NewEvent { object: &key, severity: Severity::Normal, reason: "Tick", message: &message, record: None };
-        store.append_event(&event).await.expect("append");
+    for support::Scratch { store, .. } in support::each_store().await {
+        let key = ObjectKey::new(Kind::Adapter, "codex");
+        let other = ObjectKey::new(Kind::Adapter, "claude");
+        for i in 0..5 {
+            let message = format!("event {i}");
+            let event =
+                NewEvent { object: &key, severity: Severity::Normal, reason: "Tick", message: &message, record: None };
+            store.append_event(&event).await.expect("append");
+        }
+        let noise = NewEvent { object: &other, severity: Severity::Warning, reason: "X", message: "x", record: None };
+        store.append_event(&noise).await.expect("append");
+        let recent = store.events(&key, 3).await.expect("read");
+        let messages: Vec<&str> = recent.iter().map(|e| e.message.as_str()).collect();
+        assert_eq!(messages, ["event 2", "event 3", "event 4"]);
+        assert!(recent.iter().all(|e| e.seq.is_none()), "plain events are not audited");
     }
-    let noise = NewEvent { object: &other, severity: Severity::Warning, reason: "X", message: "x", record: None };
-    store.append_event(&noise).await.expect("append");
-    let recent = store.events(&key, 3).await.expect("read");
-    let messages: Vec<&str> = recent.iter().map(|e| e.message.as_str()).collect();
-    assert_eq!(messages, ["event 2", "event 3", "event 4"]);
-    assert!(recent.iter().all(|e| e.seq.is_none()), "plain events are not audited");
 }
 
 #[tokio::test]
 async fn file_errors_are_replaced_by_each_scan() {
     use roundtable_store::FileError;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).await.expect("open");
-    let error =
-        |file: &str| FileError { file: file.into(), line: 3, column: 1, path: "spec".into(), message: "bad".into() };
-    store.replace_file_errors(&[error("a.yaml"), error("b.yaml")]).await.expect("replace");
-    store.replace_file_errors(&[error("b.yaml")]).await.expect("replace");
-    let errors = store.file_errors().await.expect("read");
-    assert_eq!(errors.iter().map(|e| e.file.as_str()).collect::<Vec<_>>(), ["b.yaml"]);
+    for support::Scratch { store, .. } in support::each_store().await {
+        let error = |file: &str| FileError {
+            file: file.into(),
+            line: 3,
+            column: 1,
+            path: "spec".into(),
+            message: "bad".into(),
+        };
+        store.replace_file_errors(&[error("a.yaml"), error("b.yaml")]).await.expect("replace");
+        store.replace_file_errors(&[error("b.yaml")]).await.expect("replace");
+        let errors = store.file_errors().await.expect("read");
+        assert_eq!(errors.iter().map(|e| e.file.as_str()).collect::<Vec<_>>(), ["b.yaml"]);
+    }
 }
 
 #[tokio::test]
 async fn large_batches_record_the_same_generations_as_small_ones() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).await.expect("open");
-    let keys: Vec<ObjectKey> = (0..150).map(|i| ObjectKey::new(Kind::Assignment, format!("a{i}"))).collect();
-    let first: Vec<SpecSnapshot> = keys.iter().map(|k| snapshot(k, "d1", Some("r1"))).collect();
-    let recorded = store.record_specs(&first).await.expect("bulk insert");
-    assert!(recorded.iter().all(|r| r.moved && r.generation == 1));
-    let mut second: Vec<SpecSnapshot> = keys.iter().map(|k| snapshot(k, "d1", Some("r1"))).collect();
-    second[7] = snapshot(&keys[7], "d2", Some("r2"));
-    let recorded = store.record_specs(&second).await.expect("bulk update");
-    assert_eq!(recorded.iter().filter(|r| r.moved).count(), 1);
-    assert_eq!((recorded[7].generation, recorded[7].execution_generation), (2, Some(2)));
-    assert_eq!(store.object_index().await.expect("index").len(), 150);
-    let events: Vec<NewEvent> = keys
-        .iter()
-        .map(|k| NewEvent { object: k, severity: Severity::Normal, reason: "R", message: "m", record: None })
-        .collect();
-    store.append_events(&events).await.expect("batch events");
-    assert_eq!(store.events(&keys[149], 10).await.expect("read").len(), 1);
+    for support::Scratch { store, .. } in support::each_store().await {
+        let keys: Vec<ObjectKey> = (0..150).map(|i| ObjectKey::new(Kind::Assignment, format!("a{i}"))).collect();
+        let first: Vec<SpecSnapshot> = keys.iter().map(|k| snapshot(k, "d1", Some("r1"))).collect();
+        let recorded = store.record_specs(&first).await.expect("bulk insert");
+        assert!(recorded.iter().all(|r| r.moved && r.generation == 1));
+        let mut second: Vec<SpecSnapshot> = keys.iter().map(|k| snapshot(k, "d1", Some("r1"))).collect();
+        second[7] = snapshot(&keys[7], "d2", Some("r2"));
+        let recorded = store.record_specs(&second).await.expect("bulk update");
+        assert_eq!(recorded.iter().filter(|r| r.moved).count(), 1);
+        assert_eq!((recorded[7].generation, recorded[7].execution_generation), (2, Some(2)));
+        assert_eq!(store.object_index().await.expect("index").len(), 150);
+        let events: Vec<NewEvent> = keys
+            .iter()
+            .map(|k| NewEvent { object: k, severity: Severity::Normal, reason: "R", message: "m", record: None })
+            .collect();
+        store.append_events(&events).await.expect("batch events");
+        assert_eq!(store.events(&keys[149], 10).await.expect("read").len(), 1);
+    }
 }
 
 #[tokio::test]
 async fn claims_never_let_two_sessions_hold_one_path_and_notes_keep_their_order() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).await.expect("open");
-    let later = "2999-01-01T00:00:00.000000000Z";
-    let a = store.acquire_claims("fix", "sess-a", &["docs/".into()], later).await.expect("claim");
-    assert_eq!(a.granted, ["docs/"]);
-    let b = store
-        .acquire_claims("other", "sess-b", &["docs/guide.md".into(), "README.md".into()], later)
-        .await
-        .expect("claim");
-    assert_eq!(b.granted, ["README.md"]);
-    assert_eq!(b.refused.len(), 1);
-    assert_eq!((b.refused[0].0.as_str(), b.refused[0].1.session_id.as_str()), ("docs/guide.md", "sess-a"));
-    // An expired claim holds nothing.
-    let past = "2000-01-01T00:00:00.000000000Z";
-    store.acquire_claims("old", "sess-old", &["src/".into()], past).await.expect("claim");
-    let live: Vec<String> =
-        store.live_claims(&roundtable_store::now()).await.expect("live").into_iter().map(|c| c.path).collect();
-    assert_eq!(live, ["README.md", "docs/"]);
-    assert_eq!(store.release_claims("sess-a", &[]).await.expect("release"), 1);
-    let c = store.acquire_claims("other", "sess-b", &["docs/guide.md".into()], later).await.expect("claim");
-    assert_eq!(c.granted, ["docs/guide.md"], "released claims hold nothing");
+    for support::Scratch { store, .. } in support::each_store().await {
+        let later = "2999-01-01T00:00:00.000000000Z";
+        let a = store.acquire_claims("fix", "sess-a", &["docs/".into()], later).await.expect("claim");
+        assert_eq!(a.granted, ["docs/"]);
+        let b = store
+            .acquire_claims("other", "sess-b", &["docs/guide.md".into(), "README.md".into()], later)
+            .await
+            .expect("claim");
+        assert_eq!(b.granted, ["README.md"]);
+        assert_eq!(b.refused.len(), 1);
+        assert_eq!((b.refused[0].0.as_str(), b.refused[0].1.session_id.as_str()), ("docs/guide.md", "sess-a"));
+        // An expired claim holds nothing.
+        let past = "2000-01-01T00:00:00.000000000Z";
+        store.acquire_claims("old", "sess-old", &["src/".into()], past).await.expect("claim");
+        let live: Vec<String> =
+            store.live_claims(&roundtable_store::now()).await.expect("live").into_iter().map(|c| c.path).collect();
+        assert_eq!(live, ["README.md", "docs/"]);
+        assert_eq!(store.release_claims("sess-a", &[]).await.expect("release"), 1);
+        let c = store.acquire_claims("other", "sess-b", &["docs/guide.md".into()], later).await.expect("claim");
+        assert_eq!(c.granted, ["docs/guide.md"], "released claims hold nothing");
 
-    store.append_note("fix", "sess-a", "first").await.expect("note");
-    store.append_note("fix", "sess-a", "second").await.expect("note");
-    store.append_note("other", "sess-b", "elsewhere").await.expect("note");
-    let notes: Vec<String> = store.notes("fix").await.expect("notes").into_iter().map(|n| n.text).collect();
-    assert_eq!(notes, ["first", "second"]);
-    store.heartbeat("sess-a", "reading").await.expect("beat");
-    store.heartbeat("sess-a", "editing").await.expect("beat");
-    assert_eq!(store.last_heartbeat("sess-a").await.expect("beat").map(|b| b.1).as_deref(), Some("editing"));
+        store.append_note("fix", "sess-a", "first").await.expect("note");
+        store.append_note("fix", "sess-a", "second").await.expect("note");
+        store.append_note("other", "sess-b", "elsewhere").await.expect("note");
+        let notes: Vec<String> = store.notes("fix").await.expect("notes").into_iter().map(|n| n.text).collect();
+        assert_eq!(notes, ["first", "second"]);
+        store.heartbeat("sess-a", "reading").await.expect("beat");
+        store.heartbeat("sess-a", "editing").await.expect("beat");
+        assert_eq!(store.last_heartbeat("sess-a").await.expect("beat").map(|b| b.1).as_deref(), Some("editing"));
+    }
 }
 
 /// A disable sees the adapter's running session and drains; a session start sees the disable
@@ -172,37 +180,40 @@ async fn claims_never_let_two_sessions_hold_one_path_and_notes_keep_their_order(
 async fn a_disable_drains_and_refuses_new_sessions_until_enabled() {
     use roundtable_specs::session::SessionPhase;
     use roundtable_store::{OverrideState, SessionRecord, StartRefused};
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).await.expect("open");
-    let session = |id: &str| SessionRecord {
-        id: id.into(),
-        assignment: "a".into(),
-        adapter: "codex".into(),
-        phase: SessionPhase::Running,
-        ..SessionRecord::default()
-    };
-    store.start_session(&session("s1")).await.expect("starts while enabled");
-    let change = store.set_agent_enabled("codex", false, "by a test").await.expect("disable");
-    assert_eq!((change.before, change.after.state), (None, OverrideState::Draining));
-    assert_eq!(change.active_sessions, ["s1"]);
-    let refused = store.start_session(&session("s2")).await.expect_err("draining refuses");
-    assert!(matches!(refused, StartRefused::Overridden { state: OverrideState::Draining, .. }), "{refused}");
-    assert!(store.session("s2").await.expect("read").is_none(), "nothing recorded");
+    for support::Scratch { store, .. } in support::each_store().await {
+        let session = |id: &str| SessionRecord {
+            id: id.into(),
+            assignment: "a".into(),
+            adapter: "codex".into(),
+            phase: SessionPhase::Running,
+            ..SessionRecord::default()
+        };
+        store.start_session(&session("s1"), None).await.expect("starts while enabled");
+        let change = store.set_agent_enabled("codex", false, "by a test").await.expect("disable");
+        assert_eq!((change.before, change.after.state), (None, OverrideState::Draining));
+        assert_eq!(change.active_sessions, ["s1"]);
+        let refused = store.start_session(&session("s2"), None).await.expect_err("draining refuses");
+        assert!(matches!(refused, StartRefused::Overridden { state: OverrideState::Draining, .. }), "{refused}");
+        assert!(store.session("s2").await.expect("read").is_none(), "nothing recorded");
 
-    let still = store.complete_drain("codex").await.expect("drain").expect("an override");
-    assert_eq!(still.state, OverrideState::Draining, "s1 still runs");
-    let mut ended = session("s1");
-    ended.phase = SessionPhase::Succeeded;
-    store.save_session(&ended).await.expect("end");
-    let done = store.complete_drain("codex").await.expect("drain").expect("an override");
-    assert_eq!(done.state, OverrideState::Disabled);
-    assert!(store.start_session(&session("s3")).await.is_err(), "disabled refuses");
-    // Another adapter is not concerned.
-    store.start_session(&SessionRecord { adapter: "claude".into(), ..session("s4") }).await.expect("other adapter");
+        let still = store.complete_drain("codex").await.expect("drain").expect("an override");
+        assert_eq!(still.state, OverrideState::Draining, "s1 still runs");
+        let mut ended = session("s1");
+        ended.phase = SessionPhase::Succeeded;
+        store.save_session(&ended).await.expect("end");
+        let done = store.complete_drain("codex").await.expect("drain").expect("an override");
+        assert_eq!(done.state, OverrideState::Disabled);
+        assert!(store.start_session(&session("s3"), None).await.is_err(), "disabled refuses");
+        // Another adapter is not concerned.
+        store
+            .start_session(&SessionRecord { adapter: "claude".into(), ..session("s4") }, None)
+            .await
+            .expect("other adapter");
 
-    let enabled = store.set_agent_enabled("codex", true, "by a test").await.expect("enable");
-    assert_eq!((enabled.before, enabled.after.state), (Some(OverrideState::Disabled), OverrideState::Enabled));
-    store.start_session(&session("s5")).await.expect("enabled again");
+        let enabled = store.set_agent_enabled("codex", true, "by a test").await.expect("enable");
+        assert_eq!((enabled.before, enabled.after.state), (Some(OverrideState::Disabled), OverrideState::Enabled));
+        store.start_session(&session("s5"), None).await.expect("enabled again");
+    }
 }
 
 /// A key claimed once replays its stored response; another request under it is refused; a
@@ -210,16 +221,16 @@ async fn a_disable_drains_and_refuses_new_sessions_until_enabled() {
 #[tokio::test]
 async fn idempotency_keys_replay_refuse_reuse_and_release() {
     use roundtable_store::idempotency::{Claimed, StoredResponse};
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path()).await.expect("open");
-    assert_eq!(store.claim_idempotency_key("k", "h1").await.expect("claim"), Claimed::New);
-    assert_eq!(store.claim_idempotency_key("k", "h1").await.expect("claim"), Claimed::InFlight);
-    let response =
-        StoredResponse { status: 201, content_type: "application/json".into(), body: b"{\"x\":1}\n".to_vec() };
-    store.finish_idempotent("k", &response).await.expect("finish");
-    assert_eq!(store.claim_idempotency_key("k", "h1").await.expect("claim"), Claimed::Replay(response));
-    assert_eq!(store.claim_idempotency_key("k", "h2").await.expect("claim"), Claimed::Reused);
-    assert_eq!(store.claim_idempotency_key("j", "h1").await.expect("claim"), Claimed::New);
-    store.release_idempotency_key("j").await.expect("release");
-    assert_eq!(store.claim_idempotency_key("j", "h1").await.expect("claim"), Claimed::New);
+    for support::Scratch { store, .. } in support::each_store().await {
+        assert_eq!(store.claim_idempotency_key("k", "h1").await.expect("claim"), Claimed::New);
+        assert_eq!(store.claim_idempotency_key("k", "h1").await.expect("claim"), Claimed::InFlight);
+        let response =
+            StoredResponse { status: 201, content_type: "application/json".into(), body: b"{\"x\":1}\n".to_vec() };
+        store.finish_idempotent("k", &response).await.expect("finish");
+        assert_eq!(store.claim_idempotency_key("k", "h1").await.expect("claim"), Claimed::Replay(response));
+        assert_eq!(store.claim_idempotency_key("k", "h2").await.expect("claim"), Claimed::Reused);
+        assert_eq!(store.claim_idempotency_key("j", "h1").await.expect("claim"), Claimed::New);
+        store.release_idempotency_key("j").await.expect("release");
+        assert_eq!(store.claim_idempotency_key("j", "h1").await.expect("claim"), Claimed::New);
+    }
 }

@@ -15,6 +15,7 @@ mod fidelity;
 mod http;
 mod providers;
 mod real_clis;
+mod scale_out;
 mod schemas;
 mod support;
 mod tidy;

@@ -29,6 +29,7 @@ pub fn roundtable(cwd: &Path, args: &[&str]) -> Output {
         .env_remove("RUST_LOG")
         .env_remove("ROUNDTABLE_DIR")
         .env_remove("ROUNDTABLE_STATE_DIR")
+        .env_remove("ROUNDTABLE_STORE")
         // A command that writes the audit chain keeps its key with the test project.
         .env("ROUNDTABLE_AUDIT_KEY", cwd.join(".test-audit.key"))
         .output()

@@ -19,7 +19,7 @@ use roundtable_specs::adapter::ResolvedAdapter;
 use roundtable_specs::assignment::AssignmentSpec;
 use roundtable_specs::session::{SessionCause, SessionPhase};
 use roundtable_specs::{Kind, ObjectKey};
-use roundtable_store::{SessionRecord, Store};
+use roundtable_store::{Lease, LeaseRecord, SessionRecord, Store};
 use tokio::sync::{Semaphore, watch};
 use tokio_util::task::TaskTracker;
 
@@ -52,6 +52,9 @@ pub struct ExecutionConfig {
     /// The spec directory, whose `contracts/` and `admission/` the spawn-path gates read.
     /// `None` runs no gates (tests of other behaviour).
     pub spec_dir: Option<PathBuf>,
+    /// How long this controller's registration and execution leases live without a heartbeat;
+    /// another controller sharing the store takes an execution over once it has passed.
+    pub lease_ttl: Duration,
 }
 
 /// What the Assignment reconciler asks to run.
@@ -62,12 +65,16 @@ pub struct ExecutionRequest {
     pub attempt: i64,
     pub spec: AssignmentSpec,
     pub adapter: ResolvedAdapter,
+    /// The lease this controller claimed for the execution; every record of it carries the fence.
+    /// `None` runs unleased (tests of the manager alone).
+    pub lease: Option<Lease>,
 }
 
 struct Active {
     session: String,
     adapter: String,
     generation: i64,
+    lease: Option<Lease>,
     cancel: watch::Sender<bool>,
 }
 
@@ -181,8 +188,10 @@ impl ExecutionManager {
         self.inner.admitter.as_ref()
     }
 
-    /// Marks a session of an earlier controller run `Interrupted` and removes what it left.
-    pub async fn interrupt(&self, session: &str) -> Result<(), roundtable_store::Error> {
+    /// Marks a session of an earlier controller run `Interrupted` and removes what it left (on
+    /// this engine; another host's engine is its own controller's to reap). With `lease`, the
+    /// record is written only while the lease holds.
+    pub async fn interrupt(&self, session: &str, lease: Option<&Lease>) -> Result<(), roundtable_store::Error> {
         let Some(mut record) = self.inner.store.session(session).await? else { return Ok(()) };
         if let Err(error) = self.inner.runtime.remove_session(&self.inner.config.project_id, &record.id).await {
             // What is left carries the ownership labels; `status` lists it and `prune` removes it.
@@ -199,7 +208,15 @@ impl ExecutionManager {
         record.cause = Some(SessionCause::ControllerRunEnded);
         record.message = format!("the controller run {} ended before this session finished", record.controller_run);
         record.finished_at = Some(now());
-        self.inner.store.save_session(&record).await?;
+        match lease {
+            Some(lease) => {
+                if let Err(fenced) = self.inner.store.save_session_fenced(&record, lease).await? {
+                    tracing::warn!(session, %fenced, "not recording the interruption");
+                    return Ok(());
+                }
+            }
+            None => self.inner.store.save_session(&record).await?,
+        }
         self.inner.complete_drain(&record.adapter).await;
         Ok(())
     }
@@ -293,6 +310,44 @@ impl ExecutionManager {
         ShutdownSummary { finished: running.saturating_sub(cancelled.len()), interrupted: cancelled.len() }
     }
 
+    /// This controller's id in the store (its run).
+    pub fn controller_id(&self) -> &str {
+        &self.inner.config.controller_run
+    }
+
+    /// Claims `assignment`'s execution if the lease is where `seen` left it (see
+    /// [`Store::claim_execution`]); `None` when another controller holds it or got there first.
+    pub async fn claim(
+        &self,
+        assignment: &str,
+        seen: Option<&LeaseRecord>,
+    ) -> Result<Option<Lease>, roundtable_store::Error> {
+        let config = &self.inner.config;
+        self.inner.store.claim_execution(assignment, &config.controller_run, seen, config.lease_ttl).await
+    }
+
+    /// Stops the executions whose leases this controller no longer holds (another took them over
+    /// while this one was stalled or cut off); `held` is what the store says it holds. Their
+    /// records are refused by the fence anyway; this frees the slot and the container.
+    pub fn stop_lost(&self, held: &[(String, i64)]) -> usize {
+        let lost: Vec<String> = {
+            let active = self.inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            active
+                .iter()
+                .filter_map(|(assignment, run)| {
+                    let lease = run.lease.as_ref()?;
+                    let kept = held.iter().any(|(a, fence)| a == assignment && *fence == lease.fence);
+                    (!kept).then(|| assignment.clone())
+                })
+                .collect()
+        };
+        for assignment in &lost {
+            tracing::warn!(%assignment, "the execution's lease was taken over by another controller: stopping it here");
+            self.stop(assignment, Stop::Cancelled);
+        }
+        lost.len()
+    }
+
     fn active_count(&self) -> usize {
         self.inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
     }
@@ -317,7 +372,7 @@ impl ExecutionManager {
         };
         // One transaction with the operator's override: a disable either sees this session and
         // drains, or refuses it here.
-        self.inner.store.start_session(&session).await.map_err(|refused| match refused {
+        self.inner.store.start_session(&session, request.lease.as_ref()).await.map_err(|refused| match refused {
             roundtable_store::StartRefused::Store(error) => StartError::Store(error),
             refused => StartError::Refused(refused),
         })?;
@@ -328,6 +383,7 @@ impl ExecutionManager {
                 session: session.id.clone(),
                 adapter: request.adapter.name.clone(),
                 generation: request.execution_generation,
+                lease: request.lease.clone(),
                 cancel,
             },
         );
@@ -342,6 +398,14 @@ impl ExecutionManager {
             if let Some(dir) = &finished.exec_dir {
                 for folder in ["source", "export", "scratch"] {
                     let _ = std::fs::remove_dir_all(std::path::Path::new(dir).join(folder));
+                }
+            }
+            // Recorded: let the lease go, so another controller may run the next attempt.
+            if let Some(lease) = &request.lease {
+                match inner.store.release_execution(lease).await {
+                    Ok(true) => {}
+                    Ok(false) => tracing::warn!(assignment = %lease.assignment, fence = lease.fence, "the execution's lease had already moved on"),
+                    Err(error) => tracing::warn!(assignment = %lease.assignment, %error, "cannot release the execution's lease; it expires"),
                 }
             }
             {

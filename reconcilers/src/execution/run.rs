@@ -60,9 +60,20 @@ struct Sidecars {
 impl Inner {
     /// Records the session, retrying while the database is busy: an execution's outcome must not
     /// be lost to a transient lock.
+    /// Under a lease, a write the fence refuses is dropped: another controller owns the
+    /// execution now.
     pub(super) async fn save(&self, session: &SessionRecord) {
+        let lease = self.lease_of(session);
         for attempt in 1..=10u64 {
-            match self.store.save_session(session).await {
+            let saved = match &lease {
+                Some(lease) => self.store.save_session_fenced(session, lease).await.map(|fenced| {
+                    if let Err(fenced) = fenced {
+                        tracing::warn!(session = %session.id, %fenced, "not recording the session");
+                    }
+                }),
+                None => self.store.save_session(session).await,
+            };
+            match saved {
                 Ok(()) => return,
                 Err(error) if attempt < 10 => {
                     tracing::warn!(session = %session.id, attempt, %error, "cannot record the session yet; retrying");
@@ -71,6 +82,12 @@ impl Inner {
                 Err(error) => tracing::error!(session = %session.id, %error, "cannot record the session"),
             }
         }
+    }
+
+    /// The lease `session`'s execution runs under, if any.
+    fn lease_of(&self, session: &SessionRecord) -> Option<roundtable_store::Lease> {
+        let active = self.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        active.get(&session.assignment).filter(|run| run.session == session.id).and_then(|run| run.lease.clone())
     }
 
     /// Why the manager stopped `session`, if it did; taken, since it is read once.
@@ -516,7 +533,18 @@ impl Inner {
             state: ProposalState::Pending,
             created_at: now(),
         };
-        match self.store.insert_proposal(&proposal).await {
+        let inserted = match self.lease_of(&session) {
+            Some(lease) => match self.store.insert_proposal_fenced(&proposal, &lease).await {
+                Ok(Ok(inserted)) => Ok(inserted),
+                Ok(Err(fenced)) => {
+                    tracing::warn!(session = %session.id, %fenced, "not recording the proposal");
+                    return self.end(session, Ending::failed(SessionCause::PatchFailed, fenced.to_string())).await;
+                }
+                Err(error) => Err(error),
+            },
+            None => self.store.insert_proposal(&proposal).await,
+        };
+        match inserted {
             Ok(true) => {
                 session.message = format!("pending proposal {proposal_id}");
                 let record = serde_json::json!({

@@ -1,0 +1,161 @@
+//! A throw-away PostgreSQL cluster for tests and benchmarks: `initdb` and `pg_ctl` from
+//! Debian's `postgresql` package, listening only on a Unix socket in a private temporary folder,
+//! run as an unprivileged user when this process is root (PostgreSQL refuses to run as root). A
+//! watchdog stops the cluster and removes its folder when the process that started it exits, so
+//! a test that panics or is killed leaves nothing behind.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use crate::StoreUrl;
+
+/// Set to `1` (CI sets it) to fail, not skip, when no cluster can be started.
+pub const REQUIRE_ENV: &str = "ROUNDTABLE_REQUIRE_POSTGRES";
+
+/// A running scratch cluster.
+#[derive(Debug)]
+pub struct Cluster {
+    socket_dir: PathBuf,
+    user: String,
+}
+
+/// The cluster of this process, started on first use; `None` (with the reason printed) when
+/// PostgreSQL is not installed and [`REQUIRE_ENV`] is unset.
+pub fn cluster() -> Option<&'static Cluster> {
+    static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
+    match CLUSTER.get_or_init(start) {
+        Ok(cluster) => Some(cluster),
+        Err(why) if std::env::var(REQUIRE_ENV).as_deref() == Ok("1") => {
+            panic!("{REQUIRE_ENV}=1 but no scratch PostgreSQL: {why}")
+        }
+        Err(why) => {
+            eprintln!("skipping the PostgreSQL half: {why}");
+            None
+        }
+    }
+}
+
+impl Cluster {
+    /// A URL of a new, empty database in the cluster.
+    pub async fn database(&self) -> StoreUrl {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("t{}_{n}", std::process::id());
+        let admin = self.url("postgres");
+        sqlx::any::install_default_drivers();
+        let mut connection = <sqlx::AnyConnection as sqlx::Connection>::connect(&admin).await.expect("scratch admin");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut connection)
+            .await
+            .expect("create a scratch database");
+        let _ = sqlx::Connection::close(connection).await;
+        StoreUrl::Postgres(self.url(&name))
+    }
+
+    /// The URL of `database` over the cluster's socket.
+    pub fn url(&self, database: &str) -> String {
+        format!("postgres://{}@localhost/{database}?host={}", self.user, self.socket_dir.display())
+    }
+}
+
+fn start() -> Result<Cluster, String> {
+    let bin = binaries().ok_or("no initdb found (install Debian's postgresql package)")?;
+    let runner = Runner::for_this_process()?;
+    let dir = tempfile::Builder::new()
+        .prefix("roundtable-pg-")
+        .tempdir_in("/tmp")
+        .map_err(|e| format!("cannot create a folder for the cluster: {e}"))?
+        .keep();
+    runner.give(&dir)?;
+    let data = dir.join("data");
+    let user = "roundtable";
+    run(runner
+        .command(bin.join("initdb"))
+        .args(["--auth=trust", "--encoding=UTF8", "--no-sync", "--no-instructions", "-U", user, "-D"])
+        .arg(&data))?;
+    let options = format!(
+        "-k {} -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300",
+        dir.display()
+    );
+    run(runner
+        .command(bin.join("pg_ctl"))
+        .args(["-w", "-D"])
+        .arg(&data)
+        .arg("-l")
+        .arg(dir.join("server.log"))
+        .args(["-o", &options, "start"]))?;
+    // The watchdog outlives a panicking or killed test process by at most a second.
+    let watchdog = format!(
+        "while [ -d /proc/{pid} ]; do sleep 1; done; '{pg_ctl}' -D '{data}' -m immediate stop >/dev/null 2>&1; rm -rf '{dir}'",
+        pid = std::process::id(),
+        pg_ctl = bin.join("pg_ctl").display(),
+        data = data.display(),
+        dir = dir.display(),
+    );
+    let mut command = runner.command("setsid");
+    command.args(["sh", "-c", &watchdog]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    command.spawn().map_err(|e| format!("cannot start the cluster's watchdog: {e}"))?;
+    Ok(Cluster { socket_dir: dir, user: user.into() })
+}
+
+/// The newest installed server's `bin` folder.
+fn binaries() -> Option<PathBuf> {
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let version = entry.file_name().to_str()?.parse().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("initdb").is_file().then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, bin)| bin)
+}
+
+/// Runs the cluster's commands as this process's user, or, as root, as an unprivileged one.
+struct Runner {
+    user: Option<String>,
+}
+
+impl Runner {
+    fn for_this_process() -> Result<Self, String> {
+        if !rustix::process::geteuid().is_root() {
+            return Ok(Self { user: None });
+        }
+        let passwd = std::fs::read_to_string("/etc/passwd").map_err(|e| format!("cannot read /etc/passwd: {e}"))?;
+        let known = |name: &str| passwd.lines().any(|line| line.split(':').next() == Some(name));
+        let user =
+            ["postgres", "nobody"].into_iter().find(|name| known(name)).ok_or("no unprivileged user to run as")?;
+        Ok(Self { user: Some(user.to_owned()) })
+    }
+
+    fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        match &self.user {
+            Some(user) => {
+                let mut command = Command::new("runuser");
+                command.args(["-u", user, "--"]).arg(program);
+                command
+            }
+            None => Command::new(program),
+        }
+    }
+
+    /// Hands `dir` to the user the cluster runs as.
+    fn give(&self, dir: &Path) -> Result<(), String> {
+        match &self.user {
+            Some(user) => run(Command::new("chown").arg(user).arg(dir)),
+            None => Ok(()),
+        }
+    }
+}
+
+fn run(command: &mut Command) -> Result<(), String> {
+    let output = command.stdin(Stdio::null()).output().map_err(|e| format!("cannot run {command:?}: {e}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!("{command:?} failed: {}", String::from_utf8_lossy(&output.stderr).trim()))
+    }
+}

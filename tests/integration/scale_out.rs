@@ -1,0 +1,256 @@
+//! Several controllers on one PostgreSQL store, each with its own checkout of the same
+//! repository and its own execution root: every Assignment runs exactly once, both take a share,
+//! a killed controller's execution is taken over once its lease expires (and the fence keeps it
+//! from recording anything when it comes back), and the audit chain that both and the CLI append
+//! to verifies.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use crate::support::{
+    API, Daemon, ShowLogOnPanic, binary, commit_all, ensure_test_images, git, json, nothing_left,
+    start_daemon_with_env, stdout, wait_until_within, write,
+};
+
+/// `roundtable` in `root` with the shared store and the shared audit key.
+fn rt(root: &Path, store: &str, key: &Path, args: &[&str]) -> Output {
+    Command::new(binary())
+        .args(args)
+        .current_dir(root)
+        .env_remove("RUST_LOG")
+        .env("ROUNDTABLE_STORE", store)
+        .env("ROUNDTABLE_AUDIT_KEY", key)
+        .output()
+        .expect("run roundtable")
+}
+
+/// A committed project with `assignments` Assignments, each appending a line to README.md after
+/// `seconds`, and a clone of it: two checkouts of one repository.
+fn two_checkouts(assignments: usize, seconds: u32) -> (tempfile::TempDir, tempfile::TempDir) {
+    let first = tempfile::tempdir().expect("tempdir");
+    let root = first.path();
+    write(root, "README.md", "# Project\n");
+    let mut specs =
+        format!("{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n");
+    for n in 0..assignments {
+        specs.push_str(&format!(
+            "---\n{API}\nkind: Assignment\nmetadata: {{name: a{n:02}}}\nspec:\n  adapter: generic\n  task: {{id: T{n}, prompt: 'sleep {seconds}; echo line {n} >> README.md'}}\n  readablePaths: [README.md]\n"
+        ));
+    }
+    write(root, ".roundtable/specs.yaml", &specs);
+    commit_all(root);
+    let second = tempfile::tempdir().expect("tempdir");
+    git(second.path(), &["clone", "-q", &root.display().to_string(), "."]);
+    (first, second)
+}
+
+struct Controller {
+    daemon: Daemon,
+    executions: tempfile::TempDir,
+}
+
+fn start(root: &Path, store: &str, key: &Path) -> Controller {
+    let executions = tempfile::tempdir().expect("tempdir");
+    let key = key.display().to_string();
+    let env = [("ROUNDTABLE_STORE", store), ("ROUNDTABLE_AUDIT_KEY", key.as_str()), ("ROUNDTABLE_LEASE_TTL", "3s")];
+    let daemon = start_daemon_with_env(root, &["--max-executions", "4"], executions.path(), &env);
+    Controller { daemon, executions }
+}
+
+impl Controller {
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.executions.path().join("daemon.log")).unwrap_or_default()
+    }
+
+    /// The controller run this daemon printed at start.
+    fn run_id(&self) -> Option<String> {
+        let log = self.log();
+        let line = log.lines().find(|l| l.contains("roundtable: controller run "))?;
+        line.split("controller run ").nth(1)?.split_whitespace().next().map(str::to_owned)
+    }
+}
+
+fn sessions(root: &Path, store: &str, key: &Path) -> Vec<serde_json::Value> {
+    json(&rt(root, store, key, &["sessions", "list", "--format", "json"]))["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_controllers_share_twenty_assignments_and_run_each_exactly_once() {
+    let Some(engine) = crate::support::engine_or_skip().await else { return };
+    let Some(cluster) = roundtable_store::scratch::cluster() else { return };
+    ensure_test_images();
+    let store = cluster.database().await.expose();
+    let (first, second) = two_checkouts(20, 1);
+    let keys = tempfile::tempdir().expect("tempdir");
+    let key = keys.path().join("audit.key");
+    let a = start(first.path(), &store, &key);
+    let b = start(second.path(), &store, &key);
+    let _log_a = ShowLogOnPanic(a.executions.path().join("daemon.log"), first.path().to_path_buf());
+    let _log_b = ShowLogOnPanic(b.executions.path().join("daemon.log"), second.path().to_path_buf());
+
+    // The CLI appends to the same chain while both controllers do.
+    for _ in 0..3 {
+        let out = rt(first.path(), &store, &key, &["reconcile", "Adapter/generic"]);
+        assert!(out.status.success(), "{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    }
+    wait_until_within("20 succeeded sessions", Duration::from_secs(240), || {
+        let all = sessions(first.path(), &store, &key);
+        all.len() >= 20 && all.iter().all(|s| s["phase"] == "Succeeded")
+    })
+    .await;
+    let all = sessions(first.path(), &store, &key);
+    let mut assignments: Vec<&str> = all.iter().filter_map(|s| s["assignment"].as_str()).collect();
+    assignments.sort_unstable();
+    let before = assignments.len();
+    assignments.dedup();
+    assert_eq!((before, assignments.len()), (20, 20), "every Assignment ran exactly once: {all:#?}");
+    let (run_a, run_b) = (a.run_id().expect("a's run"), b.run_id().expect("b's run"));
+    let share = |run: &str| all.iter().filter(|s| s["controllerRun"] == run).count();
+    assert!(share(&run_a) > 0 && share(&run_b) > 0, "both took a share: a {} b {}", share(&run_a), share(&run_b));
+    assert_eq!(share(&run_a) + share(&run_b), 20);
+    let proposals = json(&rt(second.path(), &store, &key, &["proposals", "list", "--format", "json"]));
+    assert_eq!(proposals["items"].as_array().map(Vec::len), Some(20), "{proposals:#}");
+
+    let controllers = json(&rt(first.path(), &store, &key, &["controllers", "--format", "json"]));
+    let live: Vec<&str> = controllers["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["live"] == true)
+        .filter_map(|c| c["id"].as_str())
+        .collect();
+    assert!(live.contains(&run_a.as_str()) && live.contains(&run_b.as_str()), "{controllers:#}");
+
+    drop(a);
+    drop(b);
+    let verified = rt(first.path(), &store, &key, &["audit", "verify"]);
+    assert!(verified.status.success(), "{}{}", stdout(&verified), String::from_utf8_lossy(&verified.stderr));
+    nothing_left(&engine, first.path()).await;
+    nothing_left(&engine, second.path()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_controllers_execution_is_taken_over_once_and_it_records_nothing_when_back() {
+    let Some(engine) = crate::support::engine_or_skip().await else { return };
+    let Some(cluster) = roundtable_store::scratch::cluster() else { return };
+    ensure_test_images();
+    let store = cluster.database().await.expose();
+    let (first, second) = two_checkouts(1, 6);
+    let keys = tempfile::tempdir().expect("tempdir");
+    let key = keys.path().join("audit.key");
+    let mut a = start(first.path(), &store, &key);
+    let mut b = start(second.path(), &store, &key);
+    let _log_a = ShowLogOnPanic(a.executions.path().join("daemon.log"), first.path().to_path_buf());
+    wait_until_within("the session to run", Duration::from_secs(60), || {
+        sessions(first.path(), &store, &key).first().is_some_and(|s| s["phase"] == "Running")
+    })
+    .await;
+    let running = sessions(first.path(), &store, &key)[0].clone();
+    let holder = running["controllerRun"].as_str().expect("run").to_owned();
+    // kill -9 whichever runs it: no shutdown, no release, no cleanup.
+    let (dead, dead_root, survivor) = if a.run_id().as_deref() == Some(holder.as_str()) {
+        (&mut a, first.path(), &b)
+    } else {
+        (&mut b, second.path(), &a)
+    };
+    dead.daemon.0.kill().expect("kill -9");
+    dead.daemon.0.wait().expect("reap");
+    let survivor_run = survivor.run_id().expect("survivor's run");
+
+    wait_until_within("the take-over to succeed", Duration::from_secs(90), || {
+        let phases: Vec<String> = sessions(first.path(), &store, &key)
+            .iter()
+            .filter_map(|s| s["phase"].as_str().map(str::to_owned))
+            .collect();
+        phases == ["Succeeded", "Interrupted"]
+    })
+    .await;
+    let all = sessions(first.path(), &store, &key);
+    assert_eq!(all[0]["controllerRun"], survivor_run.as_str(), "the survivor re-ran it: {all:#?}");
+    let proposals = json(&rt(first.path(), &store, &key, &["proposals", "list", "--format", "json"]));
+    assert_eq!(proposals["items"].as_array().map(Vec::len), Some(1), "exactly one proposal: {proposals:#}");
+
+    // The dead controller comes back: it records nothing about the session it lost, and reaps
+    // what its engine kept of it.
+    let back = start(dead_root, &store, &key);
+    let _log_back = ShowLogOnPanic(back.executions.path().join("daemon.log"), dead_root.to_path_buf());
+    nothing_left(&engine, dead_root).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let after = sessions(first.path(), &store, &key);
+    assert_eq!(after, all, "nothing more was recorded");
+    drop(back);
+    drop(a);
+    drop(b);
+    let verified = rt(first.path(), &store, &key, &["audit", "verify"]);
+    assert!(verified.status.success(), "{}{}", stdout(&verified), String::from_utf8_lossy(&verified.stderr));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkout_one_commit_behind_never_rolls_an_object_back() {
+    if crate::support::engine_or_skip().await.is_none() {
+        return;
+    }
+    let Some(cluster) = roundtable_store::scratch::cluster() else { return };
+    let store = cluster.database().await.expose();
+    // Suspended: nothing runs; only the desired state is at stake.
+    let (first, second) = two_checkouts(1, 1);
+    let specs = first.path().join(".roundtable/specs.yaml");
+    let text =
+        std::fs::read_to_string(&specs).expect("specs").replace("readablePaths:", "suspend: true\n  readablePaths:");
+    std::fs::write(&specs, &text).expect("write");
+    git(first.path(), &["commit", "-q", "-am", "suspend"]);
+    git(second.path(), &["pull", "-q"]);
+    // The first checkout moves one commit ahead; the second stays where it is.
+    std::fs::write(&specs, text.replace("echo line 0", "echo newer line 0")).expect("write");
+    git(first.path(), &["commit", "-q", "-am", "newer prompt"]);
+    let keys = tempfile::tempdir().expect("tempdir");
+    let key = keys.path().join("audit.key");
+    let behind = start(second.path(), &store, &key);
+    let _log_behind = ShowLogOnPanic(behind.executions.path().join("daemon.log"), second.path().to_path_buf());
+    let prompt = |root: &Path| {
+        let described = json(&rt(root, &store, &key, &["describe", "Assignment/a00", "--format", "json"]));
+        let item = &described["items"][0];
+        (item["spec"].to_string(), item["status"]["generation"].as_i64())
+    };
+    wait_until_within("the older checkout to write first", Duration::from_secs(30), || {
+        prompt(second.path()).0.contains("echo line 0")
+    })
+    .await;
+    let ahead = start(first.path(), &store, &key);
+    let _log_ahead = ShowLogOnPanic(ahead.executions.path().join("daemon.log"), first.path().to_path_buf());
+    wait_until_within("the newer checkout to take over the desired state", Duration::from_secs(30), || {
+        prompt(first.path()).0.contains("newer line 0")
+    })
+    .await;
+    let (_, generation) = prompt(first.path());
+    // The checkout that is behind rescans (an edit of its own specs, and its resyncs) but writes nothing.
+    std::fs::write(second.path().join(".roundtable/specs.yaml"), format!("{text}\n# touched\n")).expect("touch");
+    wait_until_within("the older controller to say it is behind", Duration::from_secs(30), || {
+        let controllers = json(&rt(first.path(), &store, &key, &["controllers", "--format", "json"]));
+        controllers["items"].as_array().into_iter().flatten().any(|c| {
+            c["id"].as_str() == behind.run_id().as_deref()
+                && c["syncNote"].as_str().is_some_and(|n| n.contains("behind"))
+        })
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (now, generation_now) = prompt(first.path());
+    assert!(now.contains("newer line 0"), "rolled back to {now:?}");
+    assert_eq!(generation_now, generation, "the generation did not move");
+    let status = rt(second.path(), &store, &key, &["status", "--format", "json"]);
+    let rows = json(&status);
+    let row = rows["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["kind"] == "Controller" && r["name"].as_str() == behind.run_id().as_deref())
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(row["sync"], "OutOfSync", "{rows:#}");
+    drop(ahead);
+    drop(behind);
+}
