@@ -235,6 +235,18 @@ pub enum StateCommand {
     /// Write a consistent copy of the state database to FILE (0600; never overwrites), safe
     /// while the daemon runs, and check it.
     Backup { file: PathBuf },
+    /// Copy the project's state (objects, conditions, events and the audit chain, sessions,
+    /// proposals, the agents' board, overrides, probes, diagnostics) into another store, which
+    /// must be empty: typically from the SQLite file to the PostgreSQL database several
+    /// controllers will share. Stop the daemon first.
+    Migrate {
+        /// The store to copy from (default: --store, or the state directory's SQLite file).
+        #[arg(long, value_parser = parse_store)]
+        from: Option<StoreUrl>,
+        /// The store to copy into (created tables, no rows).
+        #[arg(long, value_parser = parse_store)]
+        to: StoreUrl,
+    },
 }
 
 #[derive(Debug, Subcommand)]

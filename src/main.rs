@@ -92,6 +92,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Audit(AuditCommand::Export { from, to }) => commands::audit::export(global, *from, *to).await,
         Command::State(StateCommand::Backup { file }) => commands::state::backup(global, file).await,
+        Command::State(StateCommand::Migrate { from, to }) => commands::state::migrate(global, from.as_ref(), to).await,
         Command::Resume { assignment, format } => {
             commands::resume::resume(global, assignment.as_deref(), format.format).await
         }

@@ -188,4 +188,23 @@ async fn main() {
         );
     }
     println!("peak resident memory overall             {:8.1} MiB", peak_rss_mib());
+
+    // The same first scan and resync on PostgreSQL (a scratch cluster on a Unix socket), after
+    // the figures above so they are not disturbed.
+    if let Some(cluster) = roundtable_store::scratch::cluster() {
+        let pg = Store::connect(&cluster.database().await).await.expect("postgres store");
+        let mut cache = ScanCache::default();
+        let started = Instant::now();
+        let first = scan_cached(&dir, &mut cache);
+        let outcome = sync(&pg, &pg, &first).await.expect("sync");
+        let first_total = started.elapsed();
+        assert_eq!(outcome.changed.len(), FILES * PER_FILE);
+        let started = Instant::now();
+        let again = scan_cached(&dir, &mut cache);
+        let unchanged = sync(&pg, &pg, &again).await.expect("sync");
+        let resync = started.elapsed();
+        assert!(unchanged.changed.is_empty());
+        println!("PostgreSQL: first scan + parse + diff + record {:8.1} ms", first_total.as_secs_f64() * 1e3);
+        println!("PostgreSQL: resync, nothing changed (wall)      {:8.1} ms", resync.as_secs_f64() * 1e3);
+    }
 }

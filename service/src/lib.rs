@@ -543,7 +543,14 @@ impl Service {
     pub async fn proposal(&self, id_or_prefix: &str) -> Result<ProposalWithPatch> {
         let record = self.proposal_record(id_or_prefix).await?;
         let path = PathBuf::from(&record.patch_path);
-        let patch = std::fs::read(&path).map_err(|source| ServiceError::Read { path, source })?;
+        // Another controller's proposal (a shared store) has its patch in the store, not here.
+        let patch = match std::fs::read(&path) {
+            Ok(patch) => patch,
+            Err(source) => match self.store.proposal_patch(&record.id).await? {
+                Some(patch) => patch,
+                None => return Err(ServiceError::Read { path, source }),
+            },
+        };
         let actual = roundtable_specs::digest::sha256_hex(&patch);
         if actual != record.sha256 {
             return Err(ServiceError::PatchTampered { id: record.id, recorded: record.sha256, actual });

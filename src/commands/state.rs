@@ -54,3 +54,37 @@ pub async fn backup(global: &Global, file: &std::path::Path) -> anyhow::Result<s
     );
     Ok(std::process::ExitCode::SUCCESS)
 }
+
+/// `roundtable state migrate --from STORE --to STORE`: copies the project's state into an empty
+/// store, refusing while a daemon holds the state directory (it would keep writing to the source).
+pub async fn migrate(
+    global: &Global,
+    from: Option<&roundtable_store::StoreUrl>,
+    to: &roundtable_store::StoreUrl,
+) -> anyhow::Result<std::process::ExitCode> {
+    use anyhow::Context as _;
+    let from = from.cloned().unwrap_or_else(|| global.store_url());
+    if from == *to {
+        anyhow::bail!("--from and --to are the same store ({from})");
+    }
+    if let Some(holder) = roundtable_store::lock::holder(&global.state_dir()) {
+        anyhow::bail!("a daemon ({holder}) is running on this state directory; stop it before migrating");
+    }
+    let source = roundtable_store::Store::open_existing(&from)
+        .await?
+        .with_context(|| format!("no state store at {from} to migrate"))?;
+    let target = roundtable_store::Store::connect(to).await.with_context(|| format!("cannot open {to}"))?;
+    let started = std::time::Instant::now();
+    let copied = source.copy_into(&target).await.with_context(|| format!("cannot migrate {from} to {to}"))?;
+    source.close().await;
+    target.close().await;
+    let rows: usize = copied.iter().map(|c| c.rows).sum();
+    for table in &copied {
+        println!("{:<18} {:>8} rows", table.table, table.rows);
+    }
+    println!(
+        "migrated {rows} rows from {from} to {to} in {} ms; verify the audit chain there with `roundtable --store '{to}' audit verify`",
+        started.elapsed().as_millis()
+    );
+    Ok(std::process::ExitCode::SUCCESS)
+}

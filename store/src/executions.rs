@@ -270,8 +270,17 @@ impl Store {
     }
 
     pub async fn delete_proposal(&self, id: &str) -> Result<()> {
+        sqlx::query("DELETE FROM proposal_patches WHERE proposal_id = $1").bind(id).execute(&self.pool).await?;
         sqlx::query("DELETE FROM proposals WHERE id = $1").bind(id).execute(&self.pool).await?;
         Ok(())
+    }
+
+    /// The patch of proposal `id` kept in the store (a shared store keeps every patch), if any.
+    pub async fn proposal_patch(&self, id: &str) -> Result<Option<Vec<u8>>> {
+        Ok(sqlx::query_scalar("SELECT patch FROM proposal_patches WHERE proposal_id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?)
     }
 }
 

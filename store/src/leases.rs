@@ -316,10 +316,12 @@ impl Store {
     }
 
     /// Records a proposal under `lease`, like [`Store::save_session_fenced`]; `Ok(false)` when
-    /// its execution generation already has one.
+    /// its execution generation already has one. On a shared store its `patch` is kept with it,
+    /// so every host can export it.
     pub async fn insert_proposal_fenced(
         &self,
         proposal: &crate::ProposalRecord,
+        patch: &[u8],
         lease: &Lease,
     ) -> Result<std::result::Result<bool, Fenced>> {
         let mut tx = self.write_transaction().await?;
@@ -327,6 +329,13 @@ impl Store {
             return Ok(Err(fenced));
         }
         let inserted = crate::executions::insert_proposal_with(&mut *tx, proposal).await?;
+        if inserted && self.is_shared() {
+            sqlx::query("INSERT INTO proposal_patches (proposal_id, patch) VALUES ($1, $2)")
+                .bind(&proposal.id)
+                .bind(patch)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await.map_err(Error::from)?;
         Ok(Ok(inserted))
     }

@@ -17,6 +17,7 @@ mod revision;
 mod scan;
 #[cfg(feature = "scratch")]
 pub mod scratch;
+pub mod transfer;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -534,7 +534,7 @@ impl Inner {
             created_at: now(),
         };
         let inserted = match self.lease_of(&session) {
-            Some(lease) => match self.store.insert_proposal_fenced(&proposal, &lease).await {
+            Some(lease) => match self.store.insert_proposal_fenced(&proposal, &patch.text, &lease).await {
                 Ok(Ok(inserted)) => Ok(inserted),
                 Ok(Err(fenced)) => {
                     tracing::warn!(session = %session.id, %fenced, "not recording the proposal");

@@ -37,3 +37,11 @@ CREATE TABLE execution_leases (
     released_at  TEXT
 );
 CREATE INDEX execution_leases_by_holder ON execution_leases (holder);
+
+-- Patches of proposals made by a controller sharing the store, so that any host can export them
+-- (the file is in the state directory of the host that made it). Checked against the proposal's
+-- SHA-256 like the file.
+CREATE TABLE proposal_patches (
+    proposal_id  TEXT PRIMARY KEY,
+    patch        BLOB NOT NULL
+);
