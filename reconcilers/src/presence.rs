@@ -9,6 +9,9 @@ use tokio::task::JoinHandle;
 
 use crate::execution::ExecutionManager;
 
+/// How long a stopped or expired registration is still listed by `roundtable controllers`.
+const FORGET_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// Registered until [`Presence::stop`]; heartbeating meanwhile.
 pub struct Presence {
     store: Store,
@@ -34,6 +37,8 @@ impl Presence {
         if !store.is_shared() {
             store.forget_controllers_except(&id).await?;
         }
+        // Every start registers anew; registrations gone for a week are only history.
+        store.forget_controllers_before(&roundtable_store::cutoff(FORGET_AFTER)).await?;
         let heartbeat = tokio::spawn(beat(store.clone(), executions.clone(), id.clone(), config.lease_ttl));
         Ok(Self { store: store.clone(), id, heartbeat })
     }

@@ -207,6 +207,17 @@ impl Store {
         Ok(())
     }
 
+    /// Forgets registrations that stopped, or stopped heartbeating, before `cutoff`; how many.
+    pub async fn forget_controllers_before(&self, cutoff: &str) -> Result<u64> {
+        let done = sqlx::query(
+            "DELETE FROM controllers WHERE (stopped_at IS NOT NULL AND stopped_at < $1) OR (stopped_at IS NULL AND expires_at < $1)",
+        )
+        .bind(cutoff)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
     /// Every registered controller, live ones first, newest first.
     pub async fn controllers(&self) -> Result<Vec<ControllerRecord>> {
         let rows = sqlx::query("SELECT * FROM controllers ORDER BY started_at DESC, id").fetch_all(&self.pool).await?;

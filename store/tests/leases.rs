@@ -107,5 +107,9 @@ async fn a_stopped_controller_releases_at_once_and_is_listed_as_stopped() {
             listed.iter().map(|c| (c.id.as_str(), c.is_live(&at))).collect::<Vec<_>>(),
             [("b", true), ("a", false)]
         );
+        // Old registrations are forgotten; live ones stay.
+        let cutoff = roundtable_store::later(Duration::from_secs(1));
+        assert_eq!(store.forget_controllers_before(&cutoff).await.expect("forget"), 1);
+        assert_eq!(store.controllers().await.expect("list").len(), 1);
     }
 }
