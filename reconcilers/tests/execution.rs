@@ -415,6 +415,32 @@ async fn interrupting_an_earlier_runs_session_removes_what_it_left_through_the_r
     assert!(session.message.contains("an-earlier-run"), "{}", session.message);
 }
 
+/// On a shared store the session may have run on another host: only a folder under this
+/// controller's execution root is removed, never a path the store names elsewhere.
+#[tokio::test]
+async fn interrupting_removes_only_folders_under_the_own_execution_root() {
+    let project = Project::new().await;
+    let runtime = FakeRuntime::new(Agent::Exits(0));
+    let manager = project.manager(runtime.clone());
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let inside = manager.config().execution_root.join("0123456789ab");
+    std::fs::create_dir_all(&inside).expect("mkdir");
+    for (id, dir) in [("0123456789ab", inside.clone()), ("ba9876543210", elsewhere.path().to_owned())] {
+        let left = SessionRecord {
+            id: id.into(),
+            assignment: "fix".into(),
+            controller_run: "another-host".into(),
+            phase: SessionPhase::Running,
+            exec_dir: Some(dir.display().to_string()),
+            ..SessionRecord::default()
+        };
+        project.store.save_session(&left).await.expect("save");
+        manager.interrupt(id, None).await.expect("interrupt");
+    }
+    assert!(!inside.exists(), "its own folder is removed");
+    assert!(elsewhere.path().exists(), "a folder outside the execution root is left alone");
+}
+
 #[tokio::test]
 async fn a_run_replaced_by_a_newer_execution_generation_is_recorded_superseded() {
     let project = Project::new().await;

@@ -197,7 +197,11 @@ impl ExecutionManager {
             // What is left carries the ownership labels; `status` lists it and `prune` removes it.
             tracing::warn!(session, error = %roundtable_controller::error_chain(&error), "cannot remove what the session left");
         }
-        if let Some(dir) = &record.exec_dir {
+        // Only a folder under this controller's own execution root: on a shared store the
+        // session may have run on another host, whose paths mean nothing (or something else) here.
+        if let Some(dir) = record.exec_dir.as_deref().map(std::path::Path::new)
+            && dir.starts_with(&self.inner.config.execution_root)
+        {
             let _ = std::fs::remove_dir_all(dir);
         }
         // Its socket directory (and a gateway socket in it) on the runtime tmpfs.
