@@ -583,20 +583,49 @@ impl<'a> Execution<'a> {
             format!("--pids={}", e.pids),
             format!("--cpu-millis={}", e.cpu_millis),
         ];
-        let check =
-            run_exec(docker, name, check_argv, Vec::new(), None, 1 << 20, Some(Duration::from_secs(60)), &mut cancel)
-                .await?;
+        // A check that says what failed fails at once. One that printed no report at all (an
+        // engine that lost the exec's output under load) runs once more; it is read-only, and the
+        // second answer decides, still failing closed.
+        let mut attempt = 1;
+        let (check, report) = loop {
+            let check = run_exec(
+                docker,
+                name,
+                check_argv.clone(),
+                Vec::new(),
+                None,
+                1 << 20,
+                Some(Duration::from_secs(60)),
+                &mut cancel,
+            )
+            .await?;
+            let report: Option<CheckReport> = serde_json::from_slice(&check.stdout.bytes).ok();
+            let cancelled = check.interrupted == Some(RunEnd::Cancelled);
+            if report.is_some() || cancelled || attempt == 2 {
+                break (check, report);
+            }
+            tracing::warn!(container = %name, exit_code = ?check.exit_code, stderr = %String::from_utf8_lossy(&check.stderr.bytes).trim(), "the self-check printed no report; running it once more");
+            attempt += 1;
+        };
         lap(&mut outcome.timings, "selfCheck");
         if let Some(cause) = check.interrupted.filter(|c| *c == RunEnd::Cancelled) {
             outcome.end = cause;
             return Ok(outcome);
         }
-        let report: Option<CheckReport> = serde_json::from_slice(&check.stdout.bytes).ok();
         let passed = check.exit_code == Some(0) && report.as_ref().is_some_and(|r| r.ok);
+        let silent = report.is_none();
         outcome.self_check = report;
         if !passed {
             outcome.end = RunEnd::SelfCheckFailed;
             outcome.stderr = check.stderr;
+            if silent && outcome.stderr.bytes.is_empty() {
+                let said = format!(
+                    "the check printed no report twice (exit code {}, {} bytes on stdout)",
+                    check.exit_code.map_or_else(|| "unknown".to_owned(), |c| c.to_string()),
+                    check.stdout.bytes.len()
+                );
+                outcome.stderr.push(said.as_bytes(), 1 << 20);
+            }
             return Ok(outcome);
         }
 

@@ -54,7 +54,7 @@ fn start(root: &Path, store: &str, key: &Path) -> Controller {
     let executions = tempfile::tempdir().expect("tempdir");
     let key = key.display().to_string();
     let env = [("ROUNDTABLE_STORE", store), ("ROUNDTABLE_AUDIT_KEY", key.as_str()), ("ROUNDTABLE_LEASE_TTL", "3s")];
-    let daemon = start_daemon_with_env(root, &["--max-executions", "4"], executions.path(), &env);
+    let daemon = start_daemon_with_env(root, &["--max-executions", "2"], executions.path(), &env);
     Controller { daemon, executions }
 }
 
