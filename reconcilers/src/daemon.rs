@@ -97,31 +97,29 @@ async fn rescan(
     let events = ChainedEvents { store: store.clone(), key: config.audit_key.clone() };
     let outcome = match &config.controller_id {
         Some(id) if store.is_shared() => {
-            let gate = crate::revision::gate(store, &crate::source::project_root(&config.dir), id).await?;
-            let (revision, note) = match &gate {
-                Gate::Write { revision, .. } => (revision.clone(), None),
-                Gate::Behind { revision, note } => (revision.clone(), Some(note.clone())),
-            };
-            let outcome = match gate {
-                Gate::Write { store: pinned, .. } => {
-                    match sync_with(&pinned, &events, &scanned, &mut *sync_cache.lock().await).await {
-                        Err(BackendError::Store(behind @ roundtable_store::Error::Behind { .. })) => {
-                            let note = behind.to_string();
-                            store.note_controller_sync(id, revision.as_deref(), Some(&note)).await?;
-                            tracing::warn!(%note, "desired state not written");
-                            return live_in_store(store, handle, resync).await;
-                        }
-                        other => other?,
+            // Written, or why not: the checkout is behind, found by the gate or (a race) by the
+            // pin inside the write.
+            let (revision, synced) =
+                match crate::revision::gate(store, &crate::source::project_root(&config.dir), id).await? {
+                    Gate::Write { store: pinned, revision } => {
+                        let synced = match sync_with(&pinned, &events, &scanned, &mut *sync_cache.lock().await).await {
+                            Err(BackendError::Store(behind @ roundtable_store::Error::Behind { .. })) => {
+                                Err(behind.to_string())
+                            }
+                            other => Ok(other?),
+                        };
+                        (revision, synced)
                     }
-                }
-                Gate::Behind { note, .. } => {
+                    Gate::Behind { revision, note } => (revision, Err(note)),
+                };
+            store.note_controller_sync(id, revision.as_deref(), synced.as_ref().err().map(String::as_str)).await?;
+            match synced {
+                Ok(outcome) => outcome,
+                Err(note) => {
                     tracing::warn!(%note, "desired state not written");
-                    store.note_controller_sync(id, revision.as_deref(), Some(&note)).await?;
                     return live_in_store(store, handle, resync).await;
                 }
-            };
-            store.note_controller_sync(id, revision.as_deref(), note.as_deref()).await?;
-            outcome
+            }
         }
         _ => sync_with(store, &events, &scanned, &mut *sync_cache.lock().await).await?,
     };

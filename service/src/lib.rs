@@ -223,7 +223,7 @@ impl Service {
             Some(store) => store,
             None => Store::open_in_memory().await?,
         };
-        Ok(Self { dir: dir.to_owned(), state_dir: state_dir.to_owned(), store, runtime, scan_cache: None })
+        Ok(Self::over(dir, state_dir, store, runtime))
     }
 
     /// A service whose store is created if missing (commands that write state).
@@ -239,8 +239,11 @@ impl Service {
         runtime: Arc<dyn SessionRuntime>,
     ) -> Result<Self> {
         roundtable_store::prepare_state_dir(state_dir)?;
-        let store = Store::connect(store).await?;
-        Ok(Self { dir: dir.to_owned(), state_dir: state_dir.to_owned(), store, runtime, scan_cache: None })
+        Ok(Self::over(dir, state_dir, Store::connect(store).await?, runtime))
+    }
+
+    fn over(dir: &Path, state_dir: &Path, store: Store, runtime: Arc<dyn SessionRuntime>) -> Self {
+        Self { dir: dir.to_owned(), state_dir: state_dir.to_owned(), store, runtime, scan_cache: None }
     }
 
     pub fn store(&self) -> &Store {

@@ -99,8 +99,14 @@ fn controller_from_row(row: &sqlx::any::AnyRow) -> Result<ControllerRecord> {
     })
 }
 
-const LEASE_COLUMNS: &str = "l.assignment, l.holder, l.fence, l.acquired_at, l.expires_at, l.released_at, \
-     c.stopped_at AS holder_stopped_at, c.expires_at AS holder_expires_at";
+/// Leases matching `filter`, each with its holder's registration (whether it still heartbeats).
+fn leases_where(filter: &str) -> sqlx::AssertSqlSafe<String> {
+    sqlx::AssertSqlSafe(format!(
+        "SELECT l.assignment, l.holder, l.fence, l.acquired_at, l.expires_at, l.released_at, \
+         c.stopped_at AS holder_stopped_at, c.expires_at AS holder_expires_at \
+         FROM execution_leases l LEFT JOIN controllers c ON c.id = l.holder WHERE {filter} ORDER BY l.assignment"
+    ))
+}
 
 fn lease_from_row(row: &sqlx::any::AnyRow, at: &str) -> Result<LeaseRecord> {
     let stopped: Option<String> = row.try_get("holder_stopped_at")?;
@@ -195,7 +201,7 @@ impl Store {
         Ok(())
     }
 
-    /// Marks every other controller of `checkout` stopped: on a store of one controller (SQLite),
+    /// Marks every other controller stopped: on a store of one controller (SQLite),
     /// the daemon lock proves that an earlier run is gone, so its leases need not expire first.
     pub async fn forget_controllers_except(&self, id: &str) -> Result<()> {
         let at = now();
@@ -229,20 +235,14 @@ impl Store {
 
     /// The lease on `assignment`'s execution, with whether its holder still heartbeats.
     pub async fn execution_lease(&self, assignment: &str) -> Result<Option<LeaseRecord>> {
-        let sql = format!(
-            "SELECT {LEASE_COLUMNS} FROM execution_leases l LEFT JOIN controllers c ON c.id = l.holder WHERE l.assignment = $1"
-        );
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(assignment).fetch_optional(&self.pool).await?;
+        let row = sqlx::query(leases_where("l.assignment = $1")).bind(assignment).fetch_optional(&self.pool).await?;
         let at = now();
         row.map(|row| lease_from_row(&row, &at)).transpose()
     }
 
     /// Every lease not released, by assignment.
     pub async fn execution_leases(&self) -> Result<Vec<LeaseRecord>> {
-        let sql = format!(
-            "SELECT {LEASE_COLUMNS} FROM execution_leases l LEFT JOIN controllers c ON c.id = l.holder WHERE l.released_at IS NULL ORDER BY l.assignment"
-        );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_all(&self.pool).await?;
+        let rows = sqlx::query(leases_where("l.released_at IS NULL")).fetch_all(&self.pool).await?;
         let at = now();
         rows.iter().map(|row| lease_from_row(row, &at)).collect()
     }
