@@ -2,12 +2,14 @@
 //! objects get generations; objects of files that stop loading keep their last valid spec;
 //! objects that disappeared become tombstones that drive a cleanup.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use roundtable_specs::adapter::AdapterSpec;
 use roundtable_specs::digest::{run_digest, spec_digest};
 use roundtable_specs::parse::Spec;
-use roundtable_specs::{Kind, ObjectKey, ObjectMeta, builtins};
+use roundtable_specs::{Kind, Object, ObjectKey, ObjectMeta, builtins};
 use roundtable_store::{FileError, IndexEntry, ObjectRecord, SpecSnapshot, Store};
 
 use crate::backend::{AuditEvent, AuditSink, BackendError};
@@ -51,17 +53,39 @@ pub struct CorruptSpec {
 
 /// An object the specs declare: from a file that loads, or a built-in Adapter that an
 /// Assignment references (built-ins become objects only when declared or referenced).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Declared {
+/// Declared objects borrow from the scan: a rescan of 10,000 objects copies none of them.
+#[derive(Debug, Clone)]
+pub struct Declared<'a> {
     pub key: ObjectKey,
-    pub metadata: ObjectMeta,
-    pub spec: Spec,
+    body: Body<'a>,
     /// The declaring file, or how a built-in came to be referenced.
-    pub source: String,
-    pub digests: ObjectDigests,
+    pub source: Arc<str>,
+    pub digests: Cow<'a, ObjectDigests>,
 }
 
-impl Declared {
+/// Where a declared object's metadata and spec live. Both variants are a pointer wide, so a map
+/// of 10,000 of them moves little when it grows.
+#[derive(Debug, Clone)]
+enum Body<'a> {
+    Scanned(&'a Object),
+    BuiltIn(Box<(ObjectMeta, Spec)>),
+}
+
+impl Declared<'_> {
+    pub fn metadata(&self) -> &ObjectMeta {
+        match &self.body {
+            Body::Scanned(object) => &object.metadata,
+            Body::BuiltIn(built_in) => &built_in.0,
+        }
+    }
+
+    pub fn spec(&self) -> &Spec {
+        match &self.body {
+            Body::Scanned(object) => &object.spec,
+            Body::BuiltIn(built_in) => &built_in.1,
+        }
+    }
+
     pub fn digest(&self) -> &str {
         &self.digests.spec
     }
@@ -73,35 +97,35 @@ impl Declared {
 
 /// Every declared object, by key: the first accepted declaration of each, then the built-in
 /// Adapters that Assignments reference without declaring.
-pub fn declared(scan: &Scan) -> BTreeMap<ObjectKey, Declared> {
+pub fn declared(scan: &Scan) -> BTreeMap<ObjectKey, Declared<'_>> {
     let mut map = BTreeMap::new();
     for (object, digests) in scan.accepted_with_digests() {
-        map.entry(object.key()).or_insert_with(|| Declared {
-            key: object.key(),
-            metadata: object.metadata.clone(),
-            spec: object.spec.clone(),
-            source: object.origin.file.to_string(),
-            digests: digests.clone(),
-        });
+        let key = object.key();
+        if let std::collections::btree_map::Entry::Vacant(entry) = map.entry(key.clone()) {
+            entry.insert(Declared {
+                key,
+                body: Body::Scanned(object),
+                source: object.origin.file.clone(),
+                digests: Cow::Borrowed(digests),
+            });
+        }
     }
-    let references: Vec<(String, String)> = scan
-        .objects
-        .iter()
-        .filter_map(|object| match &object.spec {
-            Spec::Assignment(spec) => Some((spec.adapter.clone(), object.metadata.name.clone())),
-            _ => None,
-        })
-        .collect();
-    for (adapter, assignment) in references {
+    for object in &scan.objects {
+        let Spec::Assignment(spec) = &object.spec else { continue };
+        let adapter = &spec.adapter;
         let key = ObjectKey::new(Kind::Adapter, adapter.clone());
-        if map.contains_key(&key) || builtins::template(&adapter).is_none() {
+        if map.contains_key(&key) || builtins::template(adapter).is_none() {
             continue;
         }
-        let metadata = ObjectMeta { name: adapter, labels: Default::default(), annotations: Default::default() };
+        let metadata =
+            ObjectMeta { name: adapter.clone(), labels: Default::default(), annotations: Default::default() };
         let spec = Spec::Adapter(AdapterSpec::default());
         let digests = ObjectDigests { spec: spec_digest(&metadata, &spec), execution: run_digest(&spec) };
-        let source = format!("built-in, referenced by Assignment/{assignment}");
-        map.insert(key.clone(), Declared { key, metadata, spec, source, digests });
+        let source = format!("built-in, referenced by Assignment/{}", object.metadata.name).into();
+        map.insert(
+            key.clone(),
+            Declared { key, body: Body::BuiltIn(Box::new((metadata, spec))), source, digests: Cow::Owned(digests) },
+        );
     }
     map
 }
@@ -154,20 +178,19 @@ pub async fn sync_with<A: AuditSink>(
         cache.file_errors = Some(file_errors);
     }
 
-    let before = match cache.index.take() {
+    let mut index = match cache.index.take() {
         Some(index) => index,
         None => store.object_index().await?.into_iter().map(|entry| (entry.key.clone(), entry)).collect(),
     };
-    let mut after = before.clone();
     let mut outcome = SyncOutcome::default();
     let declared = declared(scan);
     // Only what differs from the store is written, all in one transaction.
     let mut pending = Vec::new();
     for (key, object) in &declared {
         outcome.live.push(key.clone());
-        let unchanged = before.get(key).is_some_and(|r| r.spec_digest == object.digest() && !r.deleted);
+        let unchanged = index.get(key).is_some_and(|r| r.spec_digest == object.digest() && !r.deleted);
         if !unchanged {
-            let spec_json = roundtable_specs::resource::to_value(&object.metadata, &object.spec).to_string();
+            let spec_json = roundtable_specs::resource::to_value(object.metadata(), object.spec()).to_string();
             pending.push((key, object, spec_json));
         }
     }
@@ -181,15 +204,16 @@ pub async fn sync_with<A: AuditSink>(
             source_file: &object.source,
         })
         .collect();
+    // On any error below the index is dropped, so the next sync reads it from the store again.
     let mut events = Vec::new();
     for (recorded, (_, object, ..)) in store.record_specs(&snapshots).await?.into_iter().zip(&pending) {
-        after.insert(
+        index.insert(
             recorded.key.clone(),
             IndexEntry {
                 key: recorded.key.clone(),
                 generation: recorded.generation,
                 spec_digest: object.digest().to_owned(),
-                source_file: object.source.clone(),
+                source_file: object.source.to_string(),
                 deleted: false,
             },
         );
@@ -204,27 +228,29 @@ pub async fn sync_with<A: AuditSink>(
             outcome.changed.push(recorded.key);
         }
     }
-    for (key, record) in &before {
-        if declared.contains_key(key) || record.deleted {
-            continue;
-        }
+    let gone: Vec<ObjectKey> = index
+        .iter()
+        .filter(|(key, record)| !record.deleted && !declared.contains_key(key))
+        .map(|(key, _)| key.clone())
+        .collect();
+    for key in gone {
+        let Some(record) = index.get_mut(&key) else { continue };
         if scan.broken_files.contains(&record.source_file) {
             outcome.kept.push(key.clone());
-            outcome.live.push(key.clone());
+            outcome.live.push(key);
             continue;
         }
-        if let Some(entry) = after.get_mut(key) {
-            entry.deleted = true;
-        }
-        if store.tombstone(key).await? {
-            let message = format!("no longer declared (was in {}); cleaning up", record.source_file);
+        record.deleted = true;
+        let source_file = record.source_file.clone();
+        if store.tombstone(&key).await? {
+            let message = format!("no longer declared (was in {source_file}); cleaning up");
             events.push(AuditEvent { object: key.clone(), warning: false, reason: "SpecRemoved".into(), message });
-            outcome.removed.push(key.clone());
+            outcome.removed.push(key);
         }
     }
     if !events.is_empty() {
         audit.record_all(events).await?;
     }
-    cache.index = Some(after);
+    cache.index = Some(index);
     Ok(outcome)
 }

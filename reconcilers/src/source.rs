@@ -6,19 +6,22 @@ use std::fs::FileType;
 use std::io::Read as _;
 use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use roundtable_specs::digest::{execution_digest, object_digest};
 use roundtable_specs::parse::{file_error, parse_file};
+use roundtable_specs::validate::{sort_findings, validate_across, validate_object};
 use roundtable_specs::yaml::MAX_FILE_BYTES;
-use roundtable_specs::{Object, Severity, ValidationError, validate};
+use roundtable_specs::{Object, Severity, ValidationError};
 
 /// Folders directly under the spec directory that never hold specs.
 const SKIPPED_FOLDERS: [&str; 3] = ["state", "admission", "contracts"];
 
-/// Everything read from a spec directory.
+/// Everything read from a spec directory. Objects are shared with the scan cache: a rescan
+/// hands out the parses of unchanged files without copying them.
 #[derive(Debug, Default)]
 pub struct Loaded {
-    pub objects: Vec<Object>,
+    pub objects: Vec<Arc<Object>>,
     pub errors: Vec<ValidationError>,
     pub files: usize,
 }
@@ -74,13 +77,17 @@ fn spec_files(dir: &Path, errors: &mut Vec<ValidationError>) -> Vec<PathBuf> {
     files
 }
 
-/// One file's objects with their digests (spec, run fields), as parsed from its content.
+/// One file's objects with their digests (spec, run fields) and the findings of the rules
+/// about each object alone, as parsed from its content.
 #[derive(Debug, Clone)]
 struct ParsedEntry {
     content_hash: String,
-    objects: Vec<Object>,
+    objects: Vec<Arc<Object>>,
+    /// Why the file does not read or parse.
     errors: Vec<ValidationError>,
-    digests: Vec<ObjectDigests>,
+    /// [`validate_object`] of each object: the cross-object rules are checked on every scan.
+    findings: Vec<ValidationError>,
+    digests: Vec<Arc<ObjectDigests>>,
 }
 
 /// The whole-spec digest and the run-fields digest of an object.
@@ -223,15 +230,24 @@ fn targeted_files(dir: &Path, cache: &ScanCache, changed: &[PathBuf]) -> Option<
     Some(files)
 }
 
-fn load_with(dir: &Path, cache: &mut ScanCache, changed: Option<&[PathBuf]>) -> (Loaded, Vec<ObjectDigests>) {
-    let mut loaded = Loaded::default();
-    let mut digests = Vec::new();
+/// What [`load_with`] reads: the objects and their digests, and the findings of the per-object
+/// rules, fresh for changed files and kept for the rest.
+#[derive(Debug, Default)]
+struct LoadedWith {
+    loaded: Loaded,
+    digests: Vec<Arc<ObjectDigests>>,
+    object_findings: Vec<ValidationError>,
+}
+
+fn load_with(dir: &Path, cache: &mut ScanCache, changed: Option<&[PathBuf]>) -> LoadedWith {
+    let mut out = LoadedWith::default();
+    let LoadedWith { loaded, digests, object_findings } = &mut out;
     if !dir.is_dir() {
         loaded.errors.push(file_error(
             &dir.display().to_string(),
             "spec directory not found (run `roundtable init`, or pass --dir)",
         ));
-        return (loaded, digests);
+        return out;
     }
     let targeted = changed.and_then(|changed| targeted_files(dir, cache, changed).map(|files| (files, changed)));
     let (files, trusted): (Vec<PathBuf>, Option<&[PathBuf]>) = match targeted {
@@ -259,6 +275,7 @@ fn load_with(dir: &Path, cache: &mut ScanCache, changed: Option<&[PathBuf]>) -> 
                         content_hash: String::new(),
                         objects: Vec::new(),
                         errors: read_errors,
+                        findings: Vec::new(),
                         digests: Vec::new(),
                     };
                     next_cache.insert(path, unreadable);
@@ -273,37 +290,42 @@ fn load_with(dir: &Path, cache: &mut ScanCache, changed: Option<&[PathBuf]>) -> 
                         let digests = parsed
                             .objects
                             .iter()
-                            .map(|object| ObjectDigests {
-                                spec: object_digest(object),
-                                execution: execution_digest(object),
+                            .map(|object| {
+                                Arc::new(ObjectDigests {
+                                    spec: object_digest(object),
+                                    execution: execution_digest(object),
+                                })
                             })
                             .collect();
-                        ParsedEntry { content_hash, objects: parsed.objects, errors: parsed.errors, digests }
+                        let findings = parsed.objects.iter().flat_map(validate_object).collect();
+                        let objects = parsed.objects.into_iter().map(Arc::new).collect();
+                        ParsedEntry { content_hash, objects, errors: parsed.errors, findings, digests }
                     }
                 }
             }
         };
         loaded.objects.extend(entry.objects.iter().cloned());
         loaded.errors.extend(entry.errors.iter().cloned());
+        object_findings.extend(entry.findings.iter().cloned());
         digests.extend(entry.digests.iter().cloned());
         next_cache.insert(path, entry);
     }
     cache.files = next_cache;
-    (loaded, digests)
+    out
 }
 
 /// Reads and parses every spec file under `dir`. A missing directory is an error, not an
 /// empty project.
 pub fn load(dir: &Path) -> Loaded {
-    load_with(dir, &mut ScanCache::default(), None).0
+    load_with(dir, &mut ScanCache::default(), None).loaded
 }
 
 /// A scan: the loaded objects, every finding, and which files carry errors.
 #[derive(Debug, Default)]
 pub struct Scan {
-    pub objects: Vec<Object>,
+    pub objects: Vec<Arc<Object>>,
     /// The digests of `objects`, index for index.
-    pub digests: Vec<ObjectDigests>,
+    pub digests: Vec<Arc<ObjectDigests>>,
     /// Parse errors and validation findings, by file and position.
     pub findings: Vec<ValidationError>,
     pub files: usize,
@@ -320,7 +342,11 @@ impl Scan {
 
     /// Accepted objects with their digests.
     pub fn accepted_with_digests(&self) -> impl Iterator<Item = (&Object, &ObjectDigests)> {
-        self.objects.iter().zip(&self.digests).filter(|(object, _)| !self.broken_files.contains(&*object.origin.file))
+        self.objects
+            .iter()
+            .map(Arc::as_ref)
+            .zip(self.digests.iter().map(Arc::as_ref))
+            .filter(|(object, _)| !self.broken_files.contains(&*object.origin.file))
     }
 
     pub fn errors(&self) -> impl Iterator<Item = &ValidationError> {
@@ -341,10 +367,11 @@ pub fn scan_cached(dir: &Path, cache: &mut ScanCache) -> Scan {
 /// [`scan_cached`] that reads only `changed` files (as file-watch events named them) and trusts
 /// the cache for the rest; a changed path that is not a plain spec file falls back to a full walk.
 pub fn scan_changed(dir: &Path, cache: &mut ScanCache, changed: Option<&[PathBuf]>) -> Scan {
-    let (loaded, digests) = load_with(dir, cache, changed);
+    let LoadedWith { loaded, digests, object_findings } = load_with(dir, cache, changed);
     let mut findings = loaded.errors;
-    findings.extend(validate(&loaded.objects));
-    findings.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
+    findings.extend(object_findings);
+    findings.extend(validate_across(&loaded.objects));
+    sort_findings(&mut findings);
     let broken_files = findings.iter().filter(|f| f.severity == Severity::Error).map(|f| f.file.clone()).collect();
     Scan { objects: loaded.objects, digests, findings, files: loaded.files, broken_files }
 }

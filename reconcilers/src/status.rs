@@ -253,8 +253,8 @@ pub async fn plan<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionB
                     r.execution_generation.map(|g| if changed { g + 1 } else { g })
                 })
                 .or(object.execution_digest().map(|_| 1)),
-            metadata: object.metadata.clone(),
-            spec: object.spec.clone(),
+            metadata: object.metadata().clone(),
+            spec: object.spec().clone(),
         };
         match reconciler.observe(&desired).await {
             Ok(observed) => {

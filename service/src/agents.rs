@@ -2,6 +2,7 @@
 //! the execution manager uses, applied to what the project declares.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use roundtable_agents::capture::{self, Capture};
 use roundtable_agents::plan::{self, PlanInput, ProviderPlan};
@@ -21,11 +22,11 @@ pub struct PlanRequest<'a> {
     pub model: Option<&'a str>,
 }
 
-fn loaded(dir: &Path) -> Vec<Object> {
+fn loaded(dir: &Path) -> Vec<Arc<Object>> {
     crate::load(dir).objects
 }
 
-fn adapter(objects: &[Object], name: &str) -> Result<roundtable_specs::adapter::ResolvedAdapter, ServiceError> {
+fn adapter(objects: &[Arc<Object>], name: &str) -> Result<roundtable_specs::adapter::ResolvedAdapter, ServiceError> {
     Catalog::build(objects)
         .get(name)
         .map(|entry| entry.resolved.clone())

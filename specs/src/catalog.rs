@@ -1,5 +1,6 @@
 //! The adapter catalog: built-in templates and declared Adapters merged, looked up by exact name.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use crate::adapter::{AdapterSpec, ResolvedAdapter};
@@ -26,7 +27,7 @@ pub struct Catalog {
 impl Catalog {
     /// Built-ins first, then each declared Adapter laid over its template (if any).
     /// The first declaration of a name wins; duplicates are reported by validation.
-    pub fn build(objects: &[Object]) -> Self {
+    pub fn build<O: Borrow<Object>>(objects: &[O]) -> Self {
         let mut entries = BTreeMap::new();
         for name in builtins::BUILTIN_NAMES {
             if let Some(template) = builtins::template(name) {
@@ -36,7 +37,7 @@ impl Catalog {
                 );
             }
         }
-        for object in objects {
+        for object in objects.iter().map(Borrow::borrow) {
             let Spec::Adapter(spec) = &object.spec else {
                 continue;
             };

@@ -1,6 +1,7 @@
 //! Static validation: per-object rules and the rules across objects. Never touches the
 //! repository, the engine or the state directory.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::adapter::{AdapterSpec, limits};
@@ -16,14 +17,36 @@ use crate::units::Duration;
 use crate::yaml::FieldPath;
 
 /// Every finding about a set of objects, in file order then position order.
-pub fn validate(objects: &[Object]) -> Vec<ValidationError> {
+pub fn validate<O: Borrow<Object>>(objects: &[O]) -> Vec<ValidationError> {
     let mut findings = Vec::new();
     for object in objects {
-        check_object(object, &mut findings);
+        check_object(object.borrow(), &mut findings);
     }
     check_across(objects, &mut findings);
-    findings.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
+    sort_findings(&mut findings);
     findings
+}
+
+/// The findings of the rules about one object alone. They depend on nothing else, so a rescan
+/// keeps them for every file whose content did not change and checks only the changed files'.
+pub fn validate_object(object: &Object) -> Vec<ValidationError> {
+    let mut findings = Vec::new();
+    check_object(object, &mut findings);
+    findings
+}
+
+/// The findings of the rules across objects (duplicates, adapter slugs, the one AdmissionPolicy,
+/// routing to adapters, image pinning under the policy, the names a policy uses): together with
+/// [`validate_object`] of each object, what [`validate`] finds, unsorted.
+pub fn validate_across<O: Borrow<Object>>(objects: &[O]) -> Vec<ValidationError> {
+    let mut findings = Vec::new();
+    check_across(objects, &mut findings);
+    findings
+}
+
+/// File order, then position order: how findings are always shown.
+pub fn sort_findings(findings: &mut [ValidationError]) {
+    findings.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
 }
 
 fn path(text: &str) -> FieldPath {
@@ -331,44 +354,58 @@ fn check_policy(spec: &AdmissionPolicySpec, origin: &Origin, out: &mut Vec<Valid
     }
 }
 
-fn check_across(objects: &[Object], out: &mut Vec<ValidationError>) {
+fn check_across<O: Borrow<Object>>(all: &[O], out: &mut Vec<ValidationError>) {
+    let objects = || all.iter().map(Borrow::borrow);
     // Duplicate KIND/NAME, naming both places.
-    let mut first_seen: BTreeMap<_, &Object> = BTreeMap::new();
-    for object in objects {
-        match first_seen.get(&object.key()) {
-            Some(first) => out.push(object.origin.error(
+    let mut first_seen: BTreeMap<(Kind, &str), &Object> = BTreeMap::new();
+    for object in objects() {
+        match first_seen.entry((object.kind(), &object.metadata.name)) {
+            std::collections::btree_map::Entry::Occupied(first) => out.push(object.origin.error(
                 &path("metadata.name"),
-                format!("{} is declared twice; first at {}", object.key(), first.origin.describe()),
+                format!("{} is declared twice; first at {}", object.key(), first.get().origin.describe()),
             )),
-            None => {
-                first_seen.insert(object.key(), object);
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                slot.insert(object);
             }
         }
     }
 
-    // Adapter names whose slugs collide (receipts and contracts are stored by slug).
-    let mut slugs: BTreeMap<String, String> =
-        builtins::BUILTIN_NAMES.iter().map(|name| (slug(name), format!("built-in adapter {name}"))).collect();
+    // Adapter names whose slugs collide (receipts and contracts are stored by slug). Owners are
+    // described only when a collision is reported: finding an object's line is not free.
+    enum SlugOwner<'o> {
+        BuiltIn(&'static str),
+        Declared(&'o Object),
+    }
+    let mut slugs: BTreeMap<String, SlugOwner<'_>> =
+        builtins::BUILTIN_NAMES.iter().map(|name| (slug(name), SlugOwner::BuiltIn(name))).collect();
     let mut declared_names = BTreeSet::new();
-    for object in objects.iter().filter(|o| o.kind() == Kind::Adapter) {
+    for object in objects().filter(|o| o.kind() == Kind::Adapter) {
         let name = &object.metadata.name;
-        if !declared_names.insert(name.clone()) {
+        if !declared_names.insert(name.as_str()) {
             continue;
         }
         let object_slug = slug(name);
         match slugs.get(&object_slug) {
-            Some(owner) if owner != &format!("built-in adapter {name}") => out.push(object.origin.error(
-                &path("metadata.name"),
-                format!("adapter {name:?} has slug {object_slug:?}, which {owner} already uses"),
-            )),
-            Some(_) => {}
+            Some(SlugOwner::BuiltIn(built_in)) if built_in == name => {}
+            Some(owner) => {
+                let owner = match owner {
+                    SlugOwner::BuiltIn(built_in) => format!("built-in adapter {built_in}"),
+                    SlugOwner::Declared(first) => {
+                        format!("adapter {:?} at {}", first.metadata.name, first.origin.describe())
+                    }
+                };
+                out.push(object.origin.error(
+                    &path("metadata.name"),
+                    format!("adapter {name:?} has slug {object_slug:?}, which {owner} already uses"),
+                ))
+            }
             None => {
-                slugs.insert(object_slug, format!("adapter {name:?} at {}", object.origin.describe()));
+                slugs.insert(object_slug, SlugOwner::Declared(object));
             }
         }
     }
 
-    let policies: Vec<&Object> = objects.iter().filter(|o| o.kind() == Kind::AdmissionPolicy).collect();
+    let policies: Vec<&Object> = objects().filter(|o| o.kind() == Kind::AdmissionPolicy).collect();
     for extra in policies.iter().skip(1) {
         out.push(extra.origin.error(
             &path("metadata.name"),
@@ -380,8 +417,8 @@ fn check_across(objects: &[Object], out: &mut Vec<ValidationError>) {
         _ => None,
     });
 
-    let catalog = Catalog::build(objects);
-    for object in objects {
+    let catalog = Catalog::build(all);
+    for object in objects() {
         match &object.spec {
             Spec::Assignment(spec) => check_assignment_routing(spec, &object.origin, &catalog, out),
             Spec::Adapter(spec) => {
@@ -401,7 +438,7 @@ fn check_assignment_routing(spec: &AssignmentSpec, origin: &Origin, catalog: &Ca
         ));
         return;
     };
-    let offered = entry.resolved.capabilities();
+    let offered = if spec.requires.is_empty() { Default::default() } else { entry.resolved.capabilities() };
     for (i, capability) in spec.requires.iter().enumerate() {
         if !offered.contains(capability) {
             out.push(origin.error(
@@ -740,6 +777,19 @@ mod tests {
         // A missing required field names its parent.
         let missing = findings(&[("a.yaml", &assignment("fix", "  adapter: generic\n  task: {id: T-1, prompt: x}\n"))]);
         assert!(missing[0].message.contains("readablePaths"), "{missing:#?}");
+    }
+
+    #[test]
+    fn adapter_slug_collisions_name_the_first_owner() {
+        // With a built-in: its own name is fine, another spelling of its slug is not.
+        assert_clean(&findings(&[("a.yaml", &adapter("codex", "  command: codex\n"))]));
+        let found = findings(&[("a.yaml", &adapter("'Codex'", "  command: codex\n"))]);
+        assert_one(&found, "metadata.name", "slug \"codex\", which built-in adapter codex already uses");
+        // Between declared adapters: the first keeps the slug and is named with its line.
+        let two =
+            format!("{}---\n{}", adapter("'Qwen CLI'", "  command: qwen\n"), adapter("qwen-cli", "  command: q\n"));
+        let found = findings(&[("a.yaml", &two)]);
+        assert_one(&found, "metadata.name", "slug \"qwen-cli\", which adapter \"Qwen CLI\" at a.yaml:4 already uses");
     }
 
     #[test]
