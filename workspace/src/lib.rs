@@ -2,6 +2,7 @@
 //! path-filtered source (provisioning from git), the rooted extractor for what comes back, the
 //! patch and its verification, and the controller's private folders and session socket folders.
 
+pub mod changes;
 pub mod extract;
 pub mod git;
 pub mod patch;

@@ -211,3 +211,129 @@ fn names_the_way_back_cannot_carry_are_withheld_not_renamed() {
     assert_eq!(patch.paths, ["README.md"]);
     patch::verify(root, &commit, &patch, &export, &work.path().join("verify")).expect("applies");
 }
+
+/// The reference: git's own diff between the whole of both folders, each staged in full (what
+/// `patch::diff` did before it handed git only the changed files).
+fn whole_folder_diff(base: &Path, export: &Path) -> Vec<u8> {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let git_dir = scratch.path().join("ref.git");
+    let run = |work_tree: Option<&Path>, index: &str, args: &[&str]| {
+        let mut command = Command::new("git");
+        command
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_INDEX_FILE", scratch.path().join(index))
+            .arg(format!("--git-dir={}", git_dir.display()));
+        if let Some(tree) = work_tree {
+            command.arg(format!("--work-tree={}", tree.display()));
+        }
+        let output = command.args(args).output().expect("git");
+        assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        output.stdout
+    };
+    let init = git_dir.display().to_string();
+    run(None, "unused", &["init", "-q", "--bare", &init]);
+    let mut trees = Vec::new();
+    for (folder, index) in [(base, "before"), (export, "after")] {
+        run(Some(folder), index, &["add", "--all", "--force", "."]);
+        trees.push(String::from_utf8(run(None, index, &["write-tree"])).expect("id").trim().to_owned());
+    }
+    let flags = ["--binary", "--no-ext-diff", "--no-textconv", "--no-color", "--find-renames", "--full-index"];
+    let mut args = vec!["diff"];
+    args.extend(flags);
+    args.extend(trees.iter().map(String::as_str));
+    run(None, "unused", &args)
+}
+
+/// A base folder of text and binary files, in several folders.
+fn many_files(root: &Path) {
+    for i in 0..60 {
+        write(root, &format!("src/m{}/file{i:02}.txt", i % 4), format!("line one of {i}\nline two\n").as_bytes());
+        let binary: Vec<u8> = (0..4000u32).map(|n| ((n * 7 + i) % 256) as u8).collect();
+        write(root, &format!("assets/blob{i:02}.bin"), &binary);
+    }
+    write(root, "tool.sh", b"#!/bin/sh\necho tool\n");
+}
+
+/// Only the changed files reach git, possibly in several diffs at once; the patch must still be
+/// byte for byte git's diff of the whole folders, with renames and without.
+#[test]
+fn the_patch_is_gits_diff_of_the_whole_folders() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let base = work.path().join("base");
+    many_files(&base);
+
+    // Edits only (nothing can pair as a rename): the diff may be split.
+    let edits = work.path().join("edits");
+    Command::new("cp").args(["-a"]).arg(&base).arg(&edits).status().expect("cp");
+    for i in (0..60).step_by(3) {
+        write(&edits, &format!("src/m{}/file{i:02}.txt", i % 4), format!("line one of {i}\nchanged\n").as_bytes());
+        let mut binary = std::fs::read(edits.join(format!("assets/blob{i:02}.bin"))).expect("read");
+        binary.extend_from_slice(b"\x00\xffappended");
+        write(&edits, &format!("assets/blob{i:02}.bin"), &binary);
+    }
+    std::fs::set_permissions(edits.join("tool.sh"), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    // Same bytes written again: unchanged.
+    write(&edits, "src/m1/file01.txt", b"line one of 1\nline two\n");
+
+    // Renames, deletions, additions and a file replaced by a folder: one diff.
+    let moves = work.path().join("moves");
+    Command::new("cp").args(["-a"]).arg(&edits).arg(&moves).status().expect("cp");
+    std::fs::rename(moves.join("src/m0/file00.txt"), moves.join("src/renamed.txt")).expect("mv");
+    std::fs::create_dir_all(moves.join("assets/moved")).expect("mkdir");
+    std::fs::rename(moves.join("assets/blob01.bin"), moves.join("assets/moved/blob01.bin")).expect("mv");
+    std::fs::remove_file(moves.join("src/m2/file02.txt")).expect("rm");
+    std::fs::remove_file(moves.join("tool.sh")).expect("rm");
+    write(&moves, "tool.sh/inside.txt", b"a folder where a file was\n");
+    write(&moves, "new/latin1.txt", b"caf\xe9\n");
+
+    for (name, export, files) in [("edits", &edits, 41), ("moves", &moves, 45)] {
+        let patch = patch::diff(&work.path().join(format!("scratch-{name}")), &base, export).expect("diff");
+        assert_eq!(patch.text, whole_folder_diff(&base, export), "{name}: {}", String::from_utf8_lossy(&patch.text));
+        assert_eq!(patch.files_changed, files, "{name}: {:?}", patch.paths);
+    }
+    assert!(patch::diff(&work.path().join("scratch-same"), &base, &base).expect("diff").is_empty());
+}
+
+/// The check is real: an export that no longer matches the patch (content or executable bit),
+/// or a patch that does not apply to the base commit, fails it.
+#[test]
+fn verification_fails_when_the_patch_does_not_reproduce_the_export() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("repo");
+    many_files(&root);
+    git(&root, &["init", "-q", "-b", "main"]);
+    git(&root, &["add", "-A"]);
+    git(&root, &["commit", "-q", "-m", "base"]);
+    let commit = provision::resolve(&root, "main").expect("resolve");
+    let work = dir.path().join("work");
+    let source = work.join("source");
+    provision::export(&root, &commit, &[".".into()], &source).expect("export");
+    let export = work.join("export");
+    Command::new("cp").args(["-a"]).arg(&source).arg(&export).status().expect("cp");
+    write(&export, "src/m0/file00.txt", b"edited\n");
+    write(&export, "assets/blob03.bin", b"\x00\x01 now tiny");
+    std::fs::remove_file(export.join("tool.sh")).expect("rm");
+    write(&export, "tool.sh/inside.txt", b"a folder where a file was\n");
+    let made = patch::diff(&work.join("scratch"), &source, &export).expect("diff");
+    patch::verify(&root, &commit, &made, &export, &work.join("ok")).expect("reproduces the export");
+
+    write(&export, "assets/blob03.bin", b"\x00\x01 changed after the diff");
+    let error = patch::verify(&root, &commit, &made, &export, &work.join("content")).expect_err("content differs");
+    assert!(matches!(&error, patch::PatchError::Mismatch { path, .. } if path == "assets/blob03.bin"), "{error}");
+    write(&export, "assets/blob03.bin", b"\x00\x01 now tiny");
+
+    std::fs::set_permissions(export.join("src/m0/file00.txt"), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let error = patch::verify(&root, &commit, &made, &export, &work.join("mode")).expect_err("mode differs");
+    assert!(matches!(&error, patch::PatchError::Mismatch { path, .. } if path == "src/m0/file00.txt"), "{error}");
+    std::fs::set_permissions(export.join("src/m0/file00.txt"), std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    patch::verify(&root, &commit, &made, &export, &work.join("again")).expect("reproduces the export again");
+
+    // A patch made against a base that is not the commit's does not apply to it.
+    write(&source, "src/m0/file00.txt", b"not what the commit holds\n");
+    let stale = patch::diff(&work.join("scratch-stale"), &source, &export).expect("diff");
+    let error = patch::verify(&root, &commit, &stale, &export, &work.join("stale")).expect_err("does not apply");
+    assert!(matches!(&error, patch::PatchError::Git(failure) if failure.args.contains("apply")), "{error}");
+}
