@@ -7,11 +7,20 @@
 #      `docker cp` + `git diff --no-index` of the same data.
 #   3. Peak controller memory while 20 Assignments queue behind --max-executions 4.
 # Usage: benches/execution.sh [RUNS]   (default 5)
+#   ROUNDTABLE_BENCH_LOG=FILE appends the daemons' stderr there (with RUST_LOG, the engine calls).
+#   SECTIONS=1 (or 2, 3, "1 3") runs only those sections; the binary is built into
+#   $CARGO_TARGET_DIR (default target/), or ROUNDTABLE_BENCH_BIN names one already built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-5}
-cargo build --quiet --release --bin roundtable
-bin=$PWD/target/x86_64-unknown-linux-gnu/release/roundtable
+sections=${SECTIONS:-1 2 3}
+section() { [[ " $sections " == *" $1 "* ]]; }
+if [ -n "${ROUNDTABLE_BENCH_BIN:-}" ]; then
+  bin=$ROUNDTABLE_BENCH_BIN
+else
+  cargo build --quiet --release --bin roundtable
+  bin=${CARGO_TARGET_DIR:-$PWD/target}/x86_64-unknown-linux-gnu/release/roundtable
+fi
 bash tests/images/build.sh >/dev/null 2>&1
 work=$(mktemp -d)
 cleanup() { [ -n "${daemon:-}" ] && kill "$daemon" 2>/dev/null; docker rm -f rt-bench-big >/dev/null 2>&1; docker volume rm -f rt-bench-big >/dev/null 2>&1; rm -rf "$work"; }
@@ -23,7 +32,7 @@ assignment() { printf "%s\nkind: Assignment\nmetadata: {name: %s}\nspec:\n  adap
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 ms_between() { python3 -c "import sys,datetime as d; p=lambda s: d.datetime.fromisoformat(s.replace('Z','+00:00')[:26]+'+00:00'); print(int((p(sys.argv[2])-p(sys.argv[1])).total_seconds()*1000))" "$1" "$2"; }
 run_daemon() { # project, max-executions, expected sessions
-  (cd "$1" && exec "$bin" start --max-executions "$2" --execution-root "$work/exec-$(basename "$1")" --audit-key "$work/audit-$(basename "$1").key" >/dev/null 2>&1) &
+  (cd "$1" && exec "$bin" start --max-executions "$2" --execution-root "$work/exec-$(basename "$1")" --audit-key "$work/audit-$(basename "$1").key" >/dev/null 2>>"${ROUNDTABLE_BENCH_LOG:-/dev/null}") &
   daemon=$!
   for _ in $(seq 1 1200); do
     done_count=$(cd "$1" && "$bin" sessions list --format json | grep -c '"phase": "Succeeded"' || true)
@@ -35,12 +44,17 @@ run_daemon() { # project, max-executions, expected sessions
 }
 
 # --- 1. launch overhead ---
+if section 1; then
 p=$work/noop; mkdir -p "$p/.roundtable"; echo '# x' > "$p/README.md"
 { adapter 256Mi 64Mi; for i in $(seq 1 "$runs"); do assignment "noop-$i" true README.md; done; } > "$p/.roundtable/specs.yaml"
 git -C "$p" init -q -b main && git -C "$p" add -A && git -C "$p" commit -qm base
 run_daemon "$p" 1 "$runs"
 (cd "$p" && "$bin" sessions list --format json) > "$work/noop.json"
-python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["items"][0]["detail"]["timingsMs"]; print("  one no-op execution, phases (ms):", t)' "$work/noop.json"
+python3 -c '
+import json,sys,statistics as st
+items=json.load(open(sys.argv[1]))["items"]
+phases=sorted({k for s in items for k in s["detail"]["timingsMs"]})
+print("  no-op execution, median per phase (ms):", {k: st.median(s["detail"]["timingsMs"].get(k,0) for s in items) for k in phases})' "$work/noop.json"
 ours=$(cat "$work/noop.json" | python3 -c '
 import json,sys,datetime as d
 p=lambda s: d.datetime.fromisoformat(s.replace("Z","")[:26])
@@ -60,7 +74,10 @@ done
 base=$(printf '%s\n' "${docker_ms[@]}" | median)
 echo "launch overhead, median of $runs: roundtable full execution $ours ms (provision → cleanup, incl. self-check and export); docker run with the same volumes and flags $base ms"
 
+fi
+
 # --- 2. export + diff of 10,000 files / 200 MB ---
+if section 2; then
 p=$work/big; mkdir -p "$p/.roundtable" "$p/data"
 python3 - "$p/data" <<'PY'
 import os, sys
@@ -92,9 +109,13 @@ t1=$(date +%s%N)
 t2=$(date +%s%N)
 echo "baseline: docker cp $(( (t1 - t0) / 1000000 )) ms, git diff --no-index --binary $(( (t2 - t1) / 1000000 )) ms"
 
+fi
+
 # --- 3. peak controller memory with 20 queued ---
+if section 3; then
 p=$work/queued; mkdir -p "$p/.roundtable"; echo '# x' > "$p/README.md"
 { adapter 128Mi 16Mi; for i in $(seq 1 20); do assignment "q-$i" "sleep 1; echo $i > out.txt" README.md; done; } > "$p/.roundtable/specs.yaml"
 git -C "$p" init -q -b main && git -C "$p" add -A && git -C "$p" commit -qm base
 run_daemon "$p" 4 20
 echo "peak controller memory with 20 Assignments behind --max-executions 4: $(awk -v k="$hwm" 'BEGIN {printf "%.1f", k/1024}') MiB"
+fi

@@ -453,6 +453,10 @@ pub enum SandboxCommand {
         /// Expected CPU limit in thousandths of a CPU.
         #[arg(long)]
         cpu_millis: u64,
+        /// The agent's argv. The report is then printed as one line, and a passed check waits
+        /// for the controller's go byte on stdin before it becomes this command.
+        #[arg(last = true)]
+        then: Vec<String>,
     },
     /// Agent diagnostics: try to write in each DIR; prints a JSON report, exits 1 unless every
     /// write failed as read-only.

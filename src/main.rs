@@ -140,7 +140,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", render::json(&report)?);
             Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
-        Command::Sandbox(SandboxCommand::Check { uid, gid, memory, pids, cpu_millis }) => {
+        Command::Sandbox(SandboxCommand::Check { uid, gid, memory, pids, cpu_millis, then }) => {
             let expected = roundtable_incontainer::check::Expected {
                 uid: *uid,
                 gid: *gid,
@@ -149,11 +149,28 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 cpu_millis: *cpu_millis,
             };
             let report = roundtable_incontainer::check::run(&expected);
-            print!("{}", render::json(&report)?);
+            if then.is_empty() {
+                print!("{}", render::json(&report)?);
+            } else {
+                // One line, flushed now: the controller reads up to its newline, then answers.
+                use std::io::Write as _;
+                let mut stdout = std::io::stdout().lock();
+                writeln!(stdout, "{}", serde_json::to_string(&report)?)?;
+                stdout.flush()?;
+            }
             for failure in report.failures() {
                 eprintln!("sandbox check failed: {}: {}", failure.name, render::sanitize(&failure.detail));
             }
-            Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            if !report.ok {
+                return Ok(ExitCode::from(1));
+            }
+            if then.is_empty() {
+                return Ok(ExitCode::SUCCESS);
+            }
+            let refused = roundtable_incontainer::launch::await_go_then_exec(then, std::io::stdin());
+            let code = refused.exit_code();
+            eprintln!("sandbox check: {}", render::sanitize_block(&format!("{:#}", anyhow::Error::new(refused))));
+            Ok(ExitCode::from(code))
         }
     }
 }

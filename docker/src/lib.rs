@@ -3,6 +3,8 @@
 //! through its Docker-compatible socket). The only crate in the workspace that depends on
 //! bollard; everything else sees [`roundtable_runtime::SessionRuntime`].
 
+mod calls;
+mod checked;
 pub mod engine;
 pub mod probe;
 pub mod profile;

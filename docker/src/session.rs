@@ -1,7 +1,8 @@
-//! One execution on the engine, in the lifecycle order tmpfs volumes require: create → start
-//! PID 1 → upload the workspace seed → self-check → run the agent (captured, capped, drained,
-//! timed) → pause → download and extract → force-remove the container and volumes. Nothing runs
-//! on the host; cleanup happens on every path.
+//! One execution on the engine, in the lifecycle order tmpfs volumes require: create the volumes
+//! (at once) → create → start PID 1 → upload the workspace seed, while the self-check runs → the
+//! checked process becomes the agent (captured, capped, drained, timed) → pause → download and
+//! extract → force-remove the container and volumes. Nothing runs on the host; cleanup happens on
+//! every path.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -21,6 +22,8 @@ use roundtable_workspace::extract::{self, Limits};
 use tokio::sync::watch;
 
 use crate::Engine;
+use crate::calls::timed;
+use crate::checked::Checked;
 use crate::profile::{self, SandboxSpec, TmpfsRoot, tmpfs_volume};
 
 /// The image that runs agents that need no files of their own (the built-in `mock`).
@@ -53,7 +56,7 @@ async fn pause_for_export(docker: &bollard::Docker, name: &str) -> Result<(), bo
     const RETRY_AFTER: [u64; 3] = [50, 200, 800];
     let mut delays = RETRY_AFTER.iter();
     loop {
-        match docker.pause_container(name).await {
+        match timed(name, "pause", docker.pause_container(name)).await {
             Err(bollard::errors::Error::DockerResponseServerError { status_code: 500, message })
                 if message.contains("unable to freeze") =>
             {
@@ -91,8 +94,7 @@ const ENGINE_RETURN_WAIT: Duration = Duration::from_secs(120);
 /// created (agents and admission probes alike).
 pub(crate) async fn create_hardened(docker: &Docker, name: &str, spec: &SandboxSpec) -> Result<(), RuntimeError> {
     let options = CreateContainerOptionsBuilder::default().name(name).build();
-    docker
-        .create_container(Some(options), spec.container_body())
+    timed(name, "create container", docker.create_container(Some(options), spec.container_body()))
         .await
         .map_err(engine_error("create the container"))?;
     Ok(())
@@ -180,7 +182,13 @@ pub(crate) struct ExecResult {
     pub(crate) exit_code: Option<i64>,
     pub(crate) stdout: Captured,
     pub(crate) stderr: Captured,
-    interrupted: Option<RunEnd>,
+    pub(crate) interrupted: Option<RunEnd>,
+}
+
+impl ExecResult {
+    pub(crate) fn empty() -> Self {
+        Self { exit_code: None, stdout: Captured::default(), stderr: Captured::default(), interrupted: None }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -194,15 +202,34 @@ pub(crate) async fn run_exec(
     deadline: Option<Duration>,
     cancel: &mut watch::Receiver<bool>,
 ) -> Result<ExecResult, RuntimeError> {
-    let (exec_id, mut output) = start_attached(docker, container, argv, env, stdin, 64 * 1024).await?;
-    let mut result =
-        ExecResult { exit_code: None, stdout: Captured::default(), stderr: Captured::default(), interrupted: None };
+    let (exec_id, output, input) = start_attached(docker, container, argv, env, stdin.is_some(), 64 * 1024).await?;
+    if let (Some(input), Some(bytes)) = (input, stdin) {
+        feed(input, bytes);
+    }
+    drive(docker, container, &exec_id, output, ExecResult::empty(), cap, deadline, cancel).await
+}
+
+/// Captures a started exec's output into `result` until it ends (or `deadline` passes, or
+/// `cancel` says so), then reads its exit code.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn drive(
+    docker: &Docker,
+    container: &str,
+    exec_id: &str,
+    mut output: ExecOutput,
+    mut result: ExecResult,
+    cap: u64,
+    deadline: Option<Duration>,
+    cancel: &mut watch::Receiver<bool>,
+) -> Result<ExecResult, RuntimeError> {
     let sleep = tokio::time::sleep(deadline.unwrap_or(Duration::from_secs(365 * 24 * 3600)));
     tokio::pin!(sleep);
     // The process may exit while a child it left behind still holds its output pipes: watch
     // the exec itself, so the container is paused the moment the agent is done.
     let mut exit_poll = tokio::time::interval(Duration::from_millis(100));
     exit_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The first look after a period, not at once: a process that just started is running.
+    exit_poll.reset();
     loop {
         tokio::select! {
             chunk = output.next() => match chunk {
@@ -218,7 +245,7 @@ pub(crate) async fn run_exec(
                 None => break,
             },
             _ = exit_poll.tick() => {
-                if docker.inspect_exec(&exec_id).await.is_ok_and(|e| e.running == Some(false)) {
+                if timed(container, "inspect exec (running?)", docker.inspect_exec(exec_id)).await.is_ok_and(|e| e.running == Some(false)) {
                     // Take the rest of its output until the stream ends, bounded: a child left
                     // behind may hold the pipes open or keep writing. (A 20 ms gap between chunks
                     // used to end the drain; under load that cut the self-check's JSON report.)
@@ -250,51 +277,58 @@ pub(crate) async fn run_exec(
     if result.interrupted.is_none() {
         // The output also ends when the engine goes away and takes the container with it: an
         // exit code that cannot be read is an error, never a silent "unknown".
-        result.exit_code = exit_code(docker, &exec_id).await?;
+        result.exit_code = exit_code(docker, container, exec_id).await?;
     }
     Ok(result)
 }
 
 /// An exec's merged output stream.
-type ExecOutput = std::pin::Pin<
+pub(crate) type ExecOutput = std::pin::Pin<
     Box<dyn futures::Stream<Item = Result<bollard::container::LogOutput, bollard::errors::Error>> + Send>,
 >;
 
+/// An exec's stdin.
+pub(crate) type ExecInput = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
+
+/// Writes `bytes` to an exec's stdin, then half-closes the attach stream (the process reads end
+/// of file). On its own task: a CLI that prints before it reads must not stall us.
+pub(crate) fn feed(mut input: ExecInput, bytes: Vec<u8>) {
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt as _;
+        let _ = input.write_all(&bytes).await;
+        let _ = input.shutdown().await;
+    });
+}
+
 /// Creates and starts an exec as the agent's UID in the workspace, attached to its stdout and
-/// stderr (and, given `stdin`, fed it and then end of file); its id and output.
-async fn start_attached(
+/// stderr (and, with `attach_stdin`, its stdin); its id, output and input.
+pub(crate) async fn start_attached(
     docker: &Docker,
     container: &str,
     argv: Vec<String>,
     env: Vec<String>,
-    stdin: Option<Vec<u8>>,
+    attach_stdin: bool,
     output_capacity: usize,
-) -> Result<(String, ExecOutput), RuntimeError> {
+) -> Result<(String, ExecOutput, Option<ExecInput>), RuntimeError> {
     let options = CreateExecOptions {
         cmd: Some(argv),
         env: Some(env),
-        attach_stdin: Some(stdin.is_some()),
+        attach_stdin: Some(attach_stdin),
         user: Some(format!("{AGENT_UID}:{AGENT_UID}")),
         working_dir: Some(paths::WORKSPACE.to_owned()),
         attach_stdout: Some(true),
         attach_stderr: Some(true),
         ..CreateExecOptions::default()
     };
-    let created = docker.create_exec(container, options).await.map_err(engine_error("create the exec"))?;
+    let created = timed(container, "create exec", docker.create_exec(container, options))
+        .await
+        .map_err(engine_error("create the exec"))?;
     let start = StartExecOptions { output_capacity: Some(output_capacity), ..StartExecOptions::default() };
-    match docker.start_exec(&created.id, Some(start)).await.map_err(engine_error("start the exec"))? {
-        StartExecResults::Attached { output, mut input } => {
-            if let Some(bytes) = stdin {
-                // Written on its own task: a CLI that prints before it reads must not stall us.
-                tokio::spawn(async move {
-                    use tokio::io::AsyncWriteExt as _;
-                    let _ = input.write_all(&bytes).await;
-                    // Half-closes the attach stream: the agent reads end of file.
-                    let _ = input.shutdown().await;
-                });
-            }
-            Ok((created.id, output))
-        }
+    match timed(container, "start exec", docker.start_exec(&created.id, Some(start)))
+        .await
+        .map_err(engine_error("start the exec"))?
+    {
+        StartExecResults::Attached { output, input } => Ok((created.id, output, attach_stdin.then_some(input))),
         StartExecResults::Detached => Err(RuntimeError::Protocol {
             step: "start the exec",
             detail: "the engine did not attach its output".into(),
@@ -305,10 +339,12 @@ async fn start_attached(
 /// The exit code of an exec whose output has ended. The engine may close the output a moment
 /// before it records the exit (seen under load: an agent that exited 0 read as "unknown"), so
 /// this waits, bounded, until the exec is no longer running.
-async fn exit_code(docker: &Docker, exec: &str) -> Result<Option<i64>, RuntimeError> {
+async fn exit_code(docker: &Docker, container: &str, exec: &str) -> Result<Option<i64>, RuntimeError> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let inspected = docker.inspect_exec(exec).await.map_err(engine_error("wait for the exec to finish"))?;
+        let inspected = timed(container, "inspect exec (exit code)", docker.inspect_exec(exec))
+            .await
+            .map_err(engine_error("wait for the exec to finish"))?;
         let finished = inspected.running != Some(true) && inspected.exit_code.is_some();
         if finished || tokio::time::Instant::now() >= deadline {
             return Ok(inspected.exit_code);
@@ -339,7 +375,8 @@ async fn start_proxy(docker: &Docker, container: &str) -> Result<(), ProxyError>
         format!("unix:{}", paths::EGRESS_SOCKET),
     ];
     let env = vec!["PATH=/usr/bin:/bin".to_owned()];
-    let (_, mut output) = start_attached(docker, container, argv, env, None, 4096).await.map_err(ProxyError::Start)?;
+    let (_, mut output, _) =
+        start_attached(docker, container, argv, env, false, 4096).await.map_err(ProxyError::Start)?;
     let mut said = Captured::default();
     let ready = tokio::time::timeout(Duration::from_secs(10), async {
         while let Some(Ok(chunk)) = output.next().await {
@@ -395,6 +432,13 @@ async fn oom_seen(docker: &Docker, container: &str, since: u64) -> bool {
     found.unwrap_or(false)
 }
 
+/// How the self-check ended: passed, its process waiting for the go byte, or the run ends here
+/// (failed, or cancelled) with what the check said.
+enum Verdict {
+    Passed(Checked),
+    Ended { end: RunEnd, stderr: Captured, report: Option<CheckReport> },
+}
+
 /// One session on the engine.
 pub struct Execution<'a> {
     engine: &'a Engine,
@@ -428,7 +472,12 @@ impl<'a> Execution<'a> {
         if matches!(outcome, Err(RuntimeError::EngineLost { .. })) {
             self.await_engine(&mut watcher).await;
         }
+        let cleanup_started = std::time::Instant::now();
         self.cleanup().await;
+        let mut outcome = outcome;
+        if let Ok(outcome) = &mut outcome {
+            outcome.timings.insert("cleanup", crate::calls::micros(cleanup_started) / 1000);
+        }
         outcome
     }
 
@@ -471,14 +520,84 @@ impl<'a> Execution<'a> {
         let docker = self.engine.docker();
         let bound = Duration::from_secs(60);
         let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
-        if tokio::time::timeout(bound, docker.remove_container(&self.name, Some(options))).await.is_err() {
+        let removed = timed(&self.name, "remove container", docker.remove_container(&self.name, Some(options)));
+        if tokio::time::timeout(bound, removed).await.is_err() {
             tracing::error!(container = %self.name, "removing the container timed out; it is left for garbage collection");
         }
-        for volume in self.volumes() {
+        // Once the container is gone, its volumes are independent of each other.
+        let volumes = self.volumes();
+        futures::future::join_all(volumes.iter().map(|volume| async move {
             let options = RemoveVolumeOptionsBuilder::default().force(true).build();
-            if tokio::time::timeout(bound, docker.remove_volume(&volume, Some(options))).await.is_err() {
+            let removed = timed(&self.name, "remove volume", docker.remove_volume(volume, Some(options)));
+            if tokio::time::timeout(bound, removed).await.is_err() {
                 tracing::error!(%volume, "removing the volume timed out; it is left for garbage collection");
             }
+        }))
+        .await;
+    }
+
+    /// Seeds the workspace and `/tmp/roundtable/` through the archive API (tmpfs volumes hold
+    /// data only while a running container mounts them).
+    async fn seed(&self, docker: &Docker) -> Result<(), RuntimeError> {
+        let (plan, name) = (&self.plan, &self.name);
+        let seed = seed_archive(&plan.source_dir)?;
+        let upload = |path: &str| UploadToContainerOptionsBuilder::default().path(path).build();
+        let seeded = docker.upload_to_container(name, Some(upload(paths::WORKSPACE)), bollard::body_full(seed.into()));
+        timed(name, "upload workspace", seeded).await.map_err(engine_error("upload the workspace seed"))?;
+        let tmp_seed = tmp_archive(&plan.tmp_entries)?;
+        let seeded = docker.upload_to_container(name, Some(upload(paths::TMP)), bollard::body_full(tmp_seed.into()));
+        timed(name, "upload /tmp", seeded).await.map_err(engine_error("upload /tmp/roundtable"))?;
+        Ok(())
+    }
+
+    /// Starts the self-check, which is also the agent's exec: the check prints its report and
+    /// waits; it becomes the agent only once the report has been read and verified here (see
+    /// [`Checked`]). Any mismatch, or no report, fails closed and the agent never runs.
+    async fn self_check(&self, docker: &Docker, cancel: &mut watch::Receiver<bool>) -> Result<Verdict, RuntimeError> {
+        let (plan, name) = (&self.plan, &self.name);
+        let e = &plan.expected;
+        let check_argv = vec![
+            paths::BINARY.to_owned(),
+            "sandbox".into(),
+            "check".into(),
+            format!("--uid={}", e.uid),
+            format!("--gid={}", e.gid),
+            format!("--memory={}", e.memory_bytes),
+            format!("--pids={}", e.pids),
+            format!("--cpu-millis={}", e.cpu_millis),
+        ];
+        let cancelled = || Verdict::Ended { end: RunEnd::Cancelled, stderr: Captured::default(), report: None };
+        // A check that says what failed fails at once. One that printed no report at all (an
+        // engine that lost the exec's output under load) runs once more; it is read-only, and the
+        // second answer decides, still failing closed.
+        let mut attempt = 1;
+        loop {
+            let checked = Checked::start(docker, name, &check_argv, &plan.argv, plan.env.clone(), cancel).await?;
+            if checked.cancelled() {
+                return Ok(cancelled());
+            }
+            if checked.passed() {
+                return Ok(Verdict::Passed(checked));
+            }
+            let report = checked.report.clone();
+            let refused = checked.refuse(docker, name, cancel).await?;
+            if refused.interrupted == Some(RunEnd::Cancelled) {
+                return Ok(cancelled());
+            }
+            if report.is_some() || attempt == 2 {
+                let mut stderr = refused.stderr;
+                if report.is_none() && stderr.bytes.is_empty() {
+                    let said = format!(
+                        "the check printed no report twice (exit code {}, {} bytes on stdout)",
+                        refused.exit_code.map_or_else(|| "unknown".to_owned(), |c| c.to_string()),
+                        refused.stdout.bytes.len()
+                    );
+                    stderr.push(said.as_bytes(), 1 << 20);
+                }
+                return Ok(Verdict::Ended { end: RunEnd::SelfCheckFailed, stderr, report });
+            }
+            tracing::warn!(container = %name, exit_code = ?refused.exit_code, stderr = %String::from_utf8_lossy(&refused.stderr.bytes).trim(), "the self-check printed no report; running it once more");
+            attempt += 1;
         }
     }
 
@@ -490,9 +609,10 @@ impl<'a> Execution<'a> {
             return Ok(RunOutcome::ended(RunEnd::Cancelled));
         }
         let mut phase_started = std::time::Instant::now();
-        let mut lap = |timings: &mut std::collections::BTreeMap<&'static str, u64>, name: &'static str| {
-            let millis = u64::try_from(phase_started.elapsed().as_millis()).unwrap_or(u64::MAX);
-            timings.insert(name, millis);
+        let mut lap = |timings: &mut std::collections::BTreeMap<&'static str, u64>, phase: &'static str| {
+            let micros = crate::calls::micros(phase_started);
+            tracing::debug!(target: crate::calls::TARGET, container = %name, phase, micros, "phase done");
+            timings.insert(phase, micros / 1000);
             phase_started = std::time::Instant::now();
         };
         let image = match &plan.image {
@@ -505,14 +625,21 @@ impl<'a> Execution<'a> {
         let labels = plan.ownership.labels();
         let resources = plan.resources;
         let [workspace, tmp] = self.volumes();
-        docker
-            .create_volume(tmpfs_volume(&workspace, resources.workspace_bytes, TmpfsRoot::Agent, labels.clone()))
-            .await
-            .map_err(engine_error("create the workspace volume"))?;
-        docker
-            .create_volume(tmpfs_volume(&tmp, resources.tmp_bytes, TmpfsRoot::Root, labels.clone()))
-            .await
-            .map_err(engine_error("create the /tmp volume"))?;
+        // Independent of each other: created at once, both before the container that mounts them.
+        let workspace_volume = tmpfs_volume(&workspace, resources.workspace_bytes, TmpfsRoot::Agent, labels.clone());
+        let tmp_volume = tmpfs_volume(&tmp, resources.tmp_bytes, TmpfsRoot::Root, labels.clone());
+        futures::try_join!(
+            async {
+                timed(name, "create volume", docker.create_volume(workspace_volume))
+                    .await
+                    .map_err(engine_error("create the workspace volume"))
+            },
+            async {
+                timed(name, "create volume", docker.create_volume(tmp_volume))
+                    .await
+                    .map_err(engine_error("create the /tmp volume"))
+            },
+        )?;
         let home_volume = match &plan.persistent_home {
             Some(home) => {
                 // Owned by the Assignment, not the session: no session label, so neither this
@@ -547,91 +674,38 @@ impl<'a> Execution<'a> {
         };
         tracing::debug!(container = %name, "creating the container");
         create_hardened(docker, name, &spec).await?;
-        docker.start_container(name, None).await.map_err(engine_error("start PID 1"))?;
-
-        tracing::debug!(container = %name, "started PID 1; seeding");
-        // Seed the workspace and /tmp/roundtable/ through the archive API (tmpfs volumes hold data
-        // only while a running container mounts them).
-        let seed = seed_archive(&plan.source_dir)?;
-        let upload = |path: &str| UploadToContainerOptionsBuilder::default().path(path).build();
-        docker
-            .upload_to_container(name, Some(upload(paths::WORKSPACE)), bollard::body_full(seed.into()))
+        timed(name, "start container", docker.start_container(name, None))
             .await
-            .map_err(engine_error("upload the workspace seed"))?;
-        docker
-            .upload_to_container(
-                name,
-                Some(upload(paths::TMP)),
-                bollard::body_full(tmp_archive(&plan.tmp_entries)?.into()),
-            )
-            .await
-            .map_err(engine_error("upload /tmp/roundtable"))?;
+            .map_err(engine_error("start PID 1"))?;
 
         let mut outcome = RunOutcome::ended(RunEnd::Exited);
         lap(&mut outcome.timings, "launch");
 
-        tracing::debug!(container = %name, "self-check");
-        // The self-check, before the agent; any mismatch fails closed.
-        let e = &plan.expected;
-        let check_argv = vec![
-            paths::BINARY.to_owned(),
-            "sandbox".into(),
-            "check".into(),
-            format!("--uid={}", e.uid),
-            format!("--gid={}", e.gid),
-            format!("--memory={}", e.memory_bytes),
-            format!("--pids={}", e.pids),
-            format!("--cpu-millis={}", e.cpu_millis),
-        ];
-        // A check that says what failed fails at once. One that printed no report at all (an
-        // engine that lost the exec's output under load) runs once more; it is read-only, and the
-        // second answer decides, still failing closed.
-        let mut attempt = 1;
-        let (check, report) = loop {
-            let check = run_exec(
-                docker,
-                name,
-                check_argv.clone(),
-                Vec::new(),
-                None,
-                1 << 20,
-                Some(Duration::from_secs(60)),
-                &mut cancel,
-            )
-            .await?;
-            let report: Option<CheckReport> = serde_json::from_slice(&check.stdout.bytes).ok();
-            let cancelled = check.interrupted == Some(RunEnd::Cancelled);
-            if report.is_some() || cancelled || attempt == 2 {
-                break (check, report);
-            }
-            tracing::warn!(container = %name, exit_code = ?check.exit_code, stderr = %String::from_utf8_lossy(&check.stderr.bytes).trim(), "the self-check printed no report; running it once more");
-            attempt += 1;
-        };
+        // The seed and the self-check do not depend on each other (the check reads no workspace
+        // file), so they run at once; the agent starts only after both, below.
+        tracing::debug!(container = %name, "seeding and self-check");
+        let (seeded, verdict) = tokio::join!(self.seed(docker), self.self_check(docker, &mut cancel));
         lap(&mut outcome.timings, "selfCheck");
-        if let Some(cause) = check.interrupted.filter(|c| *c == RunEnd::Cancelled) {
-            outcome.end = cause;
-            return Ok(outcome);
-        }
-        let passed = check.exit_code == Some(0) && report.as_ref().is_some_and(|r| r.ok);
-        let silent = report.is_none();
-        outcome.self_check = report;
-        if !passed {
-            outcome.end = RunEnd::SelfCheckFailed;
-            outcome.stderr = check.stderr;
-            if silent && outcome.stderr.bytes.is_empty() {
-                let said = format!(
-                    "the check printed no report twice (exit code {}, {} bytes on stdout)",
-                    check.exit_code.map_or_else(|| "unknown".to_owned(), |c| c.to_string()),
-                    check.stdout.bytes.len()
-                );
-                outcome.stderr.push(said.as_bytes(), 1 << 20);
+        // A seed that failed fails the session, as it did when it came first; a checked process
+        // waiting for its go never gets it.
+        seeded?;
+        let checked = match verdict {
+            Ok(Verdict::Passed(checked)) => checked,
+            Ok(Verdict::Ended { end, stderr, report }) => {
+                outcome.end = end;
+                outcome.stderr = stderr;
+                outcome.self_check = report;
+                return Ok(outcome);
             }
-            return Ok(outcome);
-        }
+            Err(error) => return Err(error),
+        };
+        outcome.self_check = checked.report.clone();
 
         if plan.egress_proxy {
             tracing::debug!(container = %name, "egress proxy");
             if let Err(failure) = start_proxy(docker, name).await {
+                // The checked process waits for a go that never comes.
+                let _ = checked.refuse(docker, name, &mut cancel).await;
                 outcome.end = RunEnd::EgressUnavailable;
                 let said = error_text(&failure);
                 outcome.stderr.push(said.as_bytes(), 1 << 20);
@@ -644,12 +718,13 @@ impl<'a> Execution<'a> {
         // so none is missed by subscribing late.
         let agent_started = unix_seconds();
         tracing::debug!(container = %name, "agent");
-        let agent = run_exec(
+        let (exec_id, output) = checked.go(plan.stdin.clone());
+        let agent = drive(
             docker,
             name,
-            plan.argv.clone(),
-            plan.env.clone(),
-            plan.stdin.clone(),
+            &exec_id,
+            output,
+            ExecResult::empty(),
             plan.output_limit,
             Some(plan.timeout),
             &mut cancel,
@@ -667,14 +742,14 @@ impl<'a> Execution<'a> {
                 docker.kill_container(name, Some(KillContainerOptionsBuilder::default().signal("KILL").build())).await;
             return Ok(outcome);
         }
-        if oom_seen(docker, name, agent_started.saturating_sub(1)).await {
+        if timed(name, "events (oom)", oom_seen(docker, name, agent_started.saturating_sub(1))).await {
             outcome.end = RunEnd::OutOfMemory;
         }
 
         // Pause so surviving children cannot race the export, then stream the workspace out.
         pause_for_export(docker, name).await.map_err(engine_error("pause before export"))?;
         outcome.paused_for_export = true;
-        match self.export(docker, name).await {
+        match timed(name, "download + extract", self.export(docker, name)).await {
             Ok(extracted) => outcome.extracted = Some(extracted),
             // A lost engine is the session's end, not the export's.
             Err(RuntimeError::Engine { step, source })

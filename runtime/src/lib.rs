@@ -96,7 +96,7 @@ pub struct SessionPlan {
     /// capability): it goes into the agent exec only, never into the container's configuration,
     /// and `Debug` prints only the names.
     pub env: Vec<String>,
-    /// What the agent reads on stdin, then end of file; `None`: nothing attached.
+    /// What the agent reads on stdin, then end of file; `None`: end of file at once.
     pub stdin: Option<Vec<u8>>,
     /// Directories and files under `/tmp`, in creation order (parents first).
     pub tmp_entries: Vec<TmpEntry>,
@@ -192,7 +192,8 @@ pub struct RunOutcome {
     /// Why the workspace could not be exported (over its caps, unreadable): the agent's exit
     /// code and output are still here, but there is nothing to propose.
     pub export_failed: Option<String>,
-    /// Milliseconds per phase: `launch`, `selfCheck`, `proxy`, `agent`, `export`.
+    /// Milliseconds per phase: `launch` (volumes, container, PID 1), `selfCheck` (the seed and the
+    /// self-check, at once), `proxy`, `agent`, `export`, `cleanup`.
     pub timings: BTreeMap<&'static str, u64>,
 }
 

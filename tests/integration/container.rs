@@ -1,12 +1,12 @@
 //! The hardened container on the real engine, in the lifecycle order tmpfs volumes require:
 //! create → start PID 1 → upload → exec → pause → download → kill, proving from inside what
-//! `docker inspect` only echoes.
+//! `docker inspect` only echoes; and, through a whole session, that a failed self-check never
+//! lets the agent start.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use roundtable_docker::Engine;
 use roundtable_docker::bollard::Docker;
 use roundtable_docker::bollard::exec::{CreateExecOptions, StartExecResults};
 use roundtable_docker::bollard::query_parameters::{
@@ -14,7 +14,9 @@ use roundtable_docker::bollard::query_parameters::{
     RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder, UploadToContainerOptionsBuilder,
 };
 use roundtable_docker::profile::{SandboxSpec, TmpfsRoot, paths, tmpfs_volume};
+use roundtable_docker::{DockerRuntime, Engine};
 use roundtable_runtime::labels::{Ownership, Purpose};
+use roundtable_runtime::{Expected, ExportLimits, Resources, RunEnd, RunOutcome, SessionPlan, SessionRuntime as _};
 
 use crate::support::{binary, engine_or_skip, ensure_test_images};
 
@@ -399,4 +401,87 @@ fn host(
     body: &mut roundtable_docker::bollard::models::ContainerCreateBody,
 ) -> &mut roundtable_docker::bollard::models::HostConfig {
     body.host_config.get_or_insert_with(Default::default)
+}
+
+/// One whole session through `SessionRuntime::run`, its self-check expecting `expected_memory`;
+/// the agent copies its stdin into the socket directory (a bind mount it may write), so whether
+/// it ran, and what it read, shows on the host after the container is gone.
+async fn session_leaving_a_mark(engine: &Engine, expected_memory: u64) -> (RunOutcome, Option<String>) {
+    use std::os::unix::fs::PermissionsExt as _;
+    ensure_test_images();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (source, sockets) = (dir.path().join("source"), dir.path().join("sockets"));
+    std::fs::create_dir_all(&source).expect("source");
+    std::fs::write(source.join("README.md"), "# source\n").expect("write");
+    std::fs::write(dir.path().join("task.json"), "{}").expect("task");
+    std::fs::create_dir_all(&sockets).expect("sockets");
+    std::fs::set_permissions(&sockets, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let session = format!("rt-test-{}-{}", std::process::id(), rand_suffix());
+    let plan = SessionPlan {
+        session: session.clone(),
+        ownership: Ownership {
+            project: "integration-tests".into(),
+            assignment: None,
+            session,
+            controller_run: "integration-tests".into(),
+            purpose: Purpose::Agent,
+        },
+        image: Some(IMAGE.into()),
+        resources: Resources {
+            memory_bytes: MEMORY,
+            nano_cpus: 1_000_000_000,
+            pids: PIDS,
+            workspace_bytes: 16 << 20,
+            tmp_bytes: 16 << 20,
+        },
+        binary: binary(),
+        source_dir: source,
+        task_file: dir.path().join("task.json"),
+        socket_dir: Some(sockets.clone()),
+        egress_proxy: false,
+        argv: vec!["/bin/sh".into(), "-c".into(), format!("cat > {}/agent-ran", paths::SOCKETS)],
+        env: vec!["PATH=/usr/local/bin:/bin".into()],
+        stdin: Some(b"the prompt\n".to_vec()),
+        tmp_entries: Vec::new(),
+        persistent_home: None,
+        output_limit: 1 << 20,
+        timeout: Duration::from_secs(60),
+        expected: Expected {
+            uid: 1000,
+            gid: 1000,
+            memory_bytes: expected_memory,
+            pids: u64::from(PIDS),
+            cpu_millis: 1000,
+        },
+        export_dir: dir.path().join("export"),
+        scratch_dir: dir.path().join("scratch"),
+        export_limits: ExportLimits { max_bytes: 16 << 20, max_entries: 1000 },
+    };
+    let (_keep, stop) = tokio::sync::watch::channel(false);
+    let outcome = DockerRuntime::new(engine.clone()).run(plan, stop).await.expect("run the session");
+    let mark = std::fs::read_to_string(sockets.join("agent-ran")).ok();
+    (outcome, mark)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_self_check_never_runs_the_agent() {
+    let Some(engine) = engine_or_skip().await else { return };
+    // The control: the check passes, and the process it becomes reads exactly the prompt (the
+    // go byte before it is not the agent's).
+    let (passed, mark) = session_leaving_a_mark(&engine, MEMORY).await;
+    assert_eq!(passed.end, RunEnd::Exited, "{:?}", String::from_utf8_lossy(&passed.stderr.bytes));
+    assert_eq!(passed.exit_code, Some(0));
+    assert!(passed.self_check.as_ref().is_some_and(|report| report.ok), "{:?}", passed.self_check);
+    assert_eq!(mark.as_deref(), Some("the prompt\n"));
+
+    // The check finds another memory limit than it was told to expect: the run fails closed and
+    // the agent never starts.
+    let (failed, mark) = session_leaving_a_mark(&engine, MEMORY + (1 << 20)).await;
+    assert_eq!(failed.end, RunEnd::SelfCheckFailed);
+    assert_eq!(failed.exit_code, None);
+    let report = failed.self_check.expect("the report is kept");
+    let failures: Vec<&str> = report.failures().map(|item| item.name.as_str()).collect();
+    assert!(failures.contains(&"memoryLimit"), "{report:?}");
+    assert!(String::from_utf8_lossy(&failed.stderr.bytes).contains("sandbox check failed: memoryLimit"));
+    assert_eq!(mark, None, "the agent ran after a failed self-check");
 }
