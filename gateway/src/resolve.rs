@@ -20,6 +20,11 @@ const ATTEMPTS: usize = 2;
 /// How long one nameserver gets for one lookup (both queries, a TCP retry included) before the
 /// next is asked; the gateway bounds the whole lookup itself (5 s by default).
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(2);
+/// A query still unanswered after this is sent again (a datagram lost either way, as when many
+/// tunnels start at once and a socket buffer overflows); hickory's retry floor.
+const RESEND_AFTER: Duration = Duration::from_millis(333);
+/// Sends of each query per nameserver, the first included.
+const MAX_SENDS: usize = 3;
 
 /// Why a lookup produced no address.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -144,7 +149,8 @@ async fn settle(server: SocketAddr, name: &[u8], qtype: u16, answer: Answer) -> 
 }
 
 /// Sends the A and AAAA queries from one new socket, connected so the kernel drops datagrams from
-/// anyone but the server, and waits for the response to each. Anything that does not match a
+/// anyone but the server, and waits for the response to each, sending an unanswered one again
+/// after a while. Anything that does not match a
 /// query's ID and question is ignored: a spoofed datagram can only cost time.
 async fn exchange_udp(server: SocketAddr, name: &[u8]) -> Result<(Answer, Answer), ExchangeError> {
     let local = if server.is_ipv4() { IpAddr::V4(Ipv4Addr::UNSPECIFIED) } else { IpAddr::V6(Ipv6Addr::UNSPECIFIED) };
@@ -152,13 +158,32 @@ async fn exchange_udp(server: SocketAddr, name: &[u8]) -> Result<(Answer, Answer
     let socket = UdpSocket::bind(SocketAddr::new(local, 0)).await?;
     socket.connect(server).await?;
     let [v4_id, v6_id] = query_ids()?;
-    socket.send(&dns_message::query(v4_id, name, TYPE_A)).await?;
-    socket.send(&dns_message::query(v6_id, name, TYPE_AAAA)).await?;
+    let (v4_query, v6_query) = (dns_message::query(v4_id, name, TYPE_A), dns_message::query(v6_id, name, TYPE_AAAA));
+    socket.send(&v4_query).await?;
+    socket.send(&v6_query).await?;
+    let mut sends = 1;
+    let mut resend_at = tokio::time::Instant::now() + RESEND_AFTER;
     let mut v4 = None;
     let mut v6 = None;
     let mut buffer = vec![0u8; UDP_PAYLOAD];
     loop {
-        let length = socket.recv(&mut buffer).await?;
+        let length = match tokio::time::timeout_at(resend_at, socket.recv(&mut buffer)).await {
+            Ok(received) => received?,
+            Err(_) => {
+                // Same socket, same IDs: an answer to any send of a query counts.
+                if sends < MAX_SENDS {
+                    if v4.is_none() {
+                        socket.send(&v4_query).await?;
+                    }
+                    if v6.is_none() {
+                        socket.send(&v6_query).await?;
+                    }
+                    sends += 1;
+                }
+                resend_at += RESEND_AFTER;
+                continue;
+            }
+        };
         let datagram = &buffer[..length];
         if v4.is_none() {
             v4 = dns_message::read_response(datagram, v4_id, name, TYPE_A)?;
@@ -293,6 +318,27 @@ mod tests {
         });
         let resolver = DnsResolver::new(&[server]).expect("resolver");
         assert_eq!(resolver.lookup(NAME).await, Ok(addresses));
+    }
+
+    #[tokio::test]
+    async fn a_lost_query_is_sent_again_on_the_same_socket() {
+        let udp = UdpSocket::bind("127.0.0.1:0").await.expect("udp");
+        let server = udp.local_addr().expect("address");
+        let addresses = ips(&["93.184.216.34", "2001:db8::1"]);
+        let served = addresses.clone();
+        tokio::spawn(async move {
+            let mut buffer = [0u8; 512];
+            // The first datagram (the A query) is lost.
+            udp.recv_from(&mut buffer).await.expect("lost query");
+            loop {
+                let (length, peer) = udp.recv_from(&mut buffer).await.expect("query");
+                udp.send_to(&answer_to(&buffer[..length], 0, &served), peer).await.expect("answer");
+            }
+        });
+        let resolver = DnsResolver::new(&[server]).expect("resolver");
+        let started = std::time::Instant::now();
+        assert_eq!(resolver.lookup(NAME).await, Ok(addresses));
+        assert!(started.elapsed() < EXCHANGE_TIMEOUT, "resent within the exchange, not after it");
     }
 
     #[tokio::test]
