@@ -4,7 +4,8 @@
 # tunnels held open (errors, memory per idle tunnel). Prints figures, asserts nothing.
 # Usage: benches/gateway.sh   (as root: the bench's DNS server takes 127.0.0.1:53, its upstream
 # 127.0.0.77:443; knobs BENCH_BYTES, BENCH_SEQUENTIAL, BENCH_CONCURRENT… pass through to
-# gateway/benches/egress.rs, and so do extra proxies to compare, BENCH_PROXIES="NAME=IP:PORT@PID …").
+# gateway/benches/egress.rs, and so do extra proxies to compare, BENCH_PROXIES="NAME=IP:PORT@PID …";
+# ROUNDTABLE_BIN measures another build of the gateway than this tree's release build).
 # Everything listens on loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,8 @@ if ! command -v squid >/dev/null; then
 fi
 cargo build --quiet --release -p roundtable
 cargo bench --quiet -p roundtable-gateway --bench egress --no-run
-export ROUNDTABLE_BIN=$PWD/target/x86_64-unknown-linux-gnu/release/roundtable
+# CARGO_TARGET_DIR, when set, is where cargo put the binary; ROUNDTABLE_BIN measures another build.
+export ROUNDTABLE_BIN=${ROUNDTABLE_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/x86_64-unknown-linux-gnu/release/roundtable}
 
 # Squid drops root for the proxy user, which must reach its logs and pid file: /tmp may be
 # root-only, /var/tmp is world-traversable.

@@ -9,6 +9,7 @@ pub mod address;
 pub mod client_hello;
 pub mod craft;
 pub mod dial;
+mod dns_message;
 pub mod forward;
 pub mod journal;
 pub mod limits;

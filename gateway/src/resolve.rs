@@ -1,16 +1,30 @@
-//! Name resolution for tunnels: one lookup per tunnel, as an FQDN, with no hosts file and no
-//! search list, through hickory against explicit nameservers (a `--resolver`, or the
-//! `nameserver` lines of /etc/resolv.conf and nothing else from it).
+//! Name resolution for tunnels: one lookup per tunnel, as an FQDN, with no hosts file, no search
+//! list and no cache, against explicit nameservers (a `--resolver`, or the `nameserver` lines of
+//! /etc/resolv.conf and nothing else from it). A lookup asks A and AAAA at once from one fresh UDP
+//! socket (a new random source port and two random IDs per lookup), over TCP for a truncated
+//! answer, and moves to the next nameserver, for two rounds, when one fails or stays silent.
 
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
+use std::time::Duration;
 
-use hickory_resolver::config::{
-    ConnectionConfig, LookupIpStrategy, NameServerConfig, ResolveHosts, ResolverConfig, ResolverOpts,
-};
-use hickory_resolver::net::runtime::TokioRuntimeProvider;
-use hickory_resolver::{Resolver, TokioResolver};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UdpSocket};
+
+use crate::dns_message::{self, Answer, MessageError, TYPE_A, TYPE_AAAA, UDP_PAYLOAD};
+
+/// Rounds over the nameservers.
+const ATTEMPTS: usize = 2;
+/// How long one nameserver gets for one lookup (both queries, a TCP retry included) before the
+/// next is asked; the gateway bounds the whole lookup itself (5 s by default).
+const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(2);
+/// A query still unanswered after this is sent again (a datagram lost either way, as when many
+/// tunnels start at once and a socket buffer overflows); hickory's retry floor.
+const RESEND_AFTER: Duration = Duration::from_millis(333);
+/// Sends of each query per nameserver, the first included.
+const MAX_SENDS: usize = 3;
 
 /// Why a lookup produced no address.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -33,41 +47,23 @@ pub enum ResolverError {
     Read { path: String, source: std::io::Error },
     #[error("{path} names no nameserver; pass --resolver IP:PORT")]
     NoNameserver { path: String },
-    #[error("cannot build the resolver: {0}")]
-    Build(String),
+    #[error("a resolver needs at least one nameserver")]
+    NoServers,
 }
 
-/// hickory, configured so nothing but the given nameservers answers.
+/// A stub resolver asking exactly these nameservers, recursion desired.
+#[derive(Debug, Clone)]
 pub struct DnsResolver {
-    inner: TokioResolver,
+    nameservers: Vec<SocketAddr>,
 }
 
 impl DnsResolver {
-    /// A resolver asking exactly these nameservers (UDP, then TCP on truncation or error).
+    /// A resolver asking exactly these nameservers, in this order.
     pub fn new(nameservers: &[SocketAddr]) -> Result<Self, ResolverError> {
-        let servers = nameservers
-            .iter()
-            .map(|server| {
-                let mut udp = ConnectionConfig::udp();
-                udp.port = server.port();
-                let mut tcp = ConnectionConfig::tcp();
-                tcp.port = server.port();
-                NameServerConfig::new(server.ip(), true, vec![udp, tcp])
-            })
-            .collect();
-        let mut options = ResolverOpts::default();
-        options.use_hosts_file = ResolveHosts::Never;
-        options.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
-        // Pinning is per tunnel; a cache would only hide a rebinding from the logs.
-        options.cache_size = 0;
-        options.ndots = 0;
-        options.attempts = 2;
-        let config = ResolverConfig::from_parts(None, vec![], servers);
-        let inner = Resolver::builder_with_config(config, TokioRuntimeProvider::default())
-            .with_options(options)
-            .build()
-            .map_err(|error| ResolverError::Build(error.to_string()))?;
-        Ok(Self { inner })
+        if nameservers.is_empty() {
+            return Err(ResolverError::NoServers);
+        }
+        Ok(Self { nameservers: nameservers.to_vec() })
     }
 
     /// The `nameserver` lines of a resolv.conf file (port 53); its `search` and `domain` are
@@ -90,13 +86,298 @@ impl DnsResolver {
 
 impl Resolve for DnsResolver {
     async fn lookup(&self, fqdn: &str) -> Result<Vec<IpAddr>, LookupError> {
-        match self.inner.lookup_ip(fqdn).await {
-            Ok(answer) => {
-                let addresses: Vec<IpAddr> = answer.iter().collect();
-                if addresses.is_empty() { Err(LookupError::NoRecords) } else { Ok(addresses) }
+        let name = dns_message::encode_name(fqdn).map_err(|error| LookupError::Failed(error.to_string()))?;
+        let mut failure = String::new();
+        for _ in 0..ATTEMPTS {
+            for server in &self.nameservers {
+                match tokio::time::timeout(EXCHANGE_TIMEOUT, lookup_at(*server, &name)).await {
+                    Ok(Ok(addresses)) => return Ok(addresses),
+                    Ok(Err(ExchangeError::NoRecords)) => return Err(LookupError::NoRecords),
+                    Ok(Err(error)) => failure = format!("{server}: {error}"),
+                    Err(_) => failure = format!("{server}: no answer within {EXCHANGE_TIMEOUT:?}"),
+                }
             }
-            Err(error) if error.is_no_records_found() || error.is_nx_domain() => Err(LookupError::NoRecords),
-            Err(error) => Err(LookupError::Failed(error.to_string())),
         }
+        Err(LookupError::Failed(failure))
+    }
+}
+
+/// Why one nameserver gave no usable answer for a lookup.
+#[derive(Debug, thiserror::Error)]
+enum ExchangeError {
+    /// A definitive answer: the name has no address (not worth asking another server).
+    #[error("no A or AAAA record")]
+    NoRecords,
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error(transparent)]
+    Message(#[from] MessageError),
+    #[error("the server answered {0}")]
+    Server(ResponseCode),
+    #[error("the answer over TCP was truncated too")]
+    TruncatedOverTcp,
+}
+
+/// The A and AAAA answers of one nameserver, combined as one lookup: the A addresses first, then
+/// the AAAA ones. One type failing while the other has addresses gives those addresses; both
+/// failing gives the A query's outcome.
+async fn lookup_at(server: SocketAddr, name: &[u8]) -> Result<Vec<IpAddr>, ExchangeError> {
+    let (v4, v6) = exchange_udp(server, name).await?;
+    let (v4, v6) = (settle(server, name, TYPE_A, v4).await, settle(server, name, TYPE_AAAA, v6).await);
+    match (v4, v6) {
+        (Ok(mut v4), Ok(v6)) => {
+            v4.extend(v6);
+            Ok(v4)
+        }
+        (Ok(addresses), Err(_)) | (Err(_), Ok(addresses)) => Ok(addresses),
+        (Err(error), Err(_)) => Err(error),
+    }
+}
+
+/// One type's answer as addresses, asking again over TCP when it was truncated.
+async fn settle(server: SocketAddr, name: &[u8], qtype: u16, answer: Answer) -> Result<Vec<IpAddr>, ExchangeError> {
+    let answer = match answer {
+        Answer::Truncated => exchange_tcp(server, name, qtype).await?,
+        other => other,
+    };
+    match answer {
+        Answer::Addresses(addresses) => Ok(addresses),
+        Answer::NoRecords => Err(ExchangeError::NoRecords),
+        Answer::ServerError(code) => Err(ExchangeError::Server(ResponseCode(code))),
+        Answer::Truncated => Err(ExchangeError::TruncatedOverTcp),
+    }
+}
+
+/// Sends the A and AAAA queries from one new socket, connected so the kernel drops datagrams from
+/// anyone but the server, and waits for the response to each, sending an unanswered one again
+/// after a while. Anything that does not match a
+/// query's ID and question is ignored: a spoofed datagram can only cost time.
+async fn exchange_udp(server: SocketAddr, name: &[u8]) -> Result<(Answer, Answer), ExchangeError> {
+    let local = if server.is_ipv4() { IpAddr::V4(Ipv4Addr::UNSPECIFIED) } else { IpAddr::V6(Ipv6Addr::UNSPECIFIED) };
+    // Port 0: the kernel picks a random ephemeral port.
+    let socket = UdpSocket::bind(SocketAddr::new(local, 0)).await?;
+    socket.connect(server).await?;
+    let [v4_id, v6_id] = query_ids()?;
+    let (v4_query, v6_query) = (dns_message::query(v4_id, name, TYPE_A), dns_message::query(v6_id, name, TYPE_AAAA));
+    socket.send(&v4_query).await?;
+    socket.send(&v6_query).await?;
+    let mut sends = 1;
+    let mut resend_at = tokio::time::Instant::now() + RESEND_AFTER;
+    let mut v4 = None;
+    let mut v6 = None;
+    let mut buffer = vec![0u8; UDP_PAYLOAD];
+    loop {
+        let length = match tokio::time::timeout_at(resend_at, socket.recv(&mut buffer)).await {
+            Ok(received) => received?,
+            Err(_) => {
+                // Same socket, same IDs: an answer to any send of a query counts.
+                if sends < MAX_SENDS {
+                    if v4.is_none() {
+                        socket.send(&v4_query).await?;
+                    }
+                    if v6.is_none() {
+                        socket.send(&v6_query).await?;
+                    }
+                    sends += 1;
+                }
+                resend_at += RESEND_AFTER;
+                continue;
+            }
+        };
+        let datagram = &buffer[..length];
+        if v4.is_none() {
+            v4 = dns_message::read_response(datagram, v4_id, name, TYPE_A)?;
+        }
+        if v6.is_none() {
+            v6 = dns_message::read_response(datagram, v6_id, name, TYPE_AAAA)?;
+        }
+        match (v4.take(), v6.take()) {
+            (Some(v4), Some(v6)) => return Ok((v4, v6)),
+            (first, second) => (v4, v6) = (first, second),
+        }
+    }
+}
+
+/// One query over TCP (two-byte length prefix), for an answer too large for UDP.
+async fn exchange_tcp(server: SocketAddr, name: &[u8], qtype: u16) -> Result<Answer, ExchangeError> {
+    let [id, _] = query_ids()?;
+    let query = dns_message::query(id, name, qtype);
+    let mut stream = TcpStream::connect(server).await?;
+    let length = u16::try_from(query.len()).map_err(io::Error::other)?;
+    let mut framed = Vec::with_capacity(query.len() + 2);
+    framed.extend_from_slice(&length.to_be_bytes());
+    framed.extend_from_slice(&query);
+    stream.write_all(&framed).await?;
+    let length = usize::from(stream.read_u16().await?);
+    let mut response = vec![0u8; length];
+    stream.read_exact(&mut response).await?;
+    // On a connection of its own, a response to anything else is a broken server, not a spoof.
+    dns_message::read_response(&response, id, name, qtype)?
+        .ok_or(ExchangeError::Message(MessageError::Malformed("the TCP answer is not for the query")))
+}
+
+/// A response code, shown by its mnemonic (RFC 1035, RFC 2136) in the decision line's `error`.
+#[derive(Debug)]
+struct ResponseCode(u8);
+
+impl std::fmt::Display for ResponseCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            1 => f.write_str("FORMERR"),
+            2 => f.write_str("SERVFAIL"),
+            4 => f.write_str("NOTIMP"),
+            5 => f.write_str("REFUSED"),
+            other => write!(f, "response code {other}"),
+        }
+    }
+}
+
+/// Two distinct random query IDs.
+fn query_ids() -> io::Result<[u16; 2]> {
+    let mut bytes = [0u8; 4];
+    getrandom::fill(&mut bytes).map_err(|error| io::Error::other(error.to_string()))?;
+    let first = u16::from_be_bytes([bytes[0], bytes[1]]);
+    let mut second = u16::from_be_bytes([bytes[2], bytes[3]]);
+    if second == first {
+        second = first.wrapping_add(1);
+    }
+    Ok([first, second])
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    const NAME: &str = "api.example.com.";
+
+    /// The response to `query` (as a server got it): its header and question, `extra_flags` set,
+    /// and one answer record per address of the asked type.
+    fn answer_to(query: &[u8], extra_flags: u16, addresses: &[IpAddr]) -> Vec<u8> {
+        let mut end = 12;
+        while query[end] != 0 {
+            end += 1 + usize::from(query[end]);
+        }
+        let question_end = end + 5;
+        let qtype = u16::from_be_bytes([query[end + 1], query[end + 2]]);
+        let records: Vec<Vec<u8>> = addresses
+            .iter()
+            .filter_map(|ip| match (ip, qtype) {
+                (IpAddr::V4(v4), TYPE_A) => Some(v4.octets().to_vec()),
+                (IpAddr::V6(v6), TYPE_AAAA) => Some(v6.octets().to_vec()),
+                _ => None,
+            })
+            .collect();
+        let mut response = query[..question_end].to_vec();
+        response[2..4].copy_from_slice(&(0x8180 | extra_flags).to_be_bytes());
+        response[6..8].copy_from_slice(&u16::try_from(records.len()).expect("count").to_be_bytes());
+        response[8..12].copy_from_slice(&[0, 0, 0, 0]);
+        for data in records {
+            response.extend_from_slice(&[0xc0, 12]);
+            response.extend_from_slice(&qtype.to_be_bytes());
+            response.extend_from_slice(&[0, 1, 0, 0, 0, 60]);
+            response.extend_from_slice(&u16::try_from(data.len()).expect("length").to_be_bytes());
+            response.extend_from_slice(&data);
+        }
+        response
+    }
+
+    fn ips(list: &[&str]) -> Vec<IpAddr> {
+        list.iter().map(|ip| ip.parse().expect("ip")).collect()
+    }
+
+    #[tokio::test]
+    async fn a_truncated_answer_is_asked_again_over_tcp_and_stray_datagrams_are_ignored() {
+        let udp = UdpSocket::bind("127.0.0.1:0").await.expect("udp");
+        let server = udp.local_addr().expect("address");
+        let tcp = TcpListener::bind(server).await.expect("tcp on the same port");
+        let addresses = ips(&["93.184.216.34", "2001:db8::1"]);
+        let served = addresses.clone();
+        tokio::spawn(async move {
+            let mut buffer = [0u8; 512];
+            for _ in 0..2 {
+                let (length, peer) = udp.recv_from(&mut buffer).await.expect("query");
+                let query = &buffer[..length];
+                // A spoof with another ID first: it must not count.
+                let mut stray = answer_to(query, 0, &ips(&["10.0.0.1", "fd00::1"]));
+                stray[1] ^= 1;
+                udp.send_to(&stray, peer).await.expect("stray");
+                let is_a = query[length - 15] == 0 && query[length - 14] == 1;
+                let flags = if is_a { 0x0200 } else { 0 };
+                udp.send_to(&answer_to(query, flags, &served), peer).await.expect("answer");
+            }
+            let (mut stream, _) = tcp.accept().await.expect("tcp query");
+            let length = usize::from(stream.read_u16().await.expect("length"));
+            let mut query = vec![0u8; length];
+            stream.read_exact(&mut query).await.expect("query");
+            let response = answer_to(&query, 0, &served);
+            let length = u16::try_from(response.len()).expect("length");
+            stream.write_all(&length.to_be_bytes()).await.expect("length");
+            stream.write_all(&response).await.expect("response");
+        });
+        let resolver = DnsResolver::new(&[server]).expect("resolver");
+        assert_eq!(resolver.lookup(NAME).await, Ok(addresses));
+    }
+
+    #[tokio::test]
+    async fn a_lost_query_is_sent_again_on_the_same_socket() {
+        let udp = UdpSocket::bind("127.0.0.1:0").await.expect("udp");
+        let server = udp.local_addr().expect("address");
+        let addresses = ips(&["93.184.216.34", "2001:db8::1"]);
+        let served = addresses.clone();
+        tokio::spawn(async move {
+            let mut buffer = [0u8; 512];
+            // The first datagram (the A query) is lost.
+            udp.recv_from(&mut buffer).await.expect("lost query");
+            loop {
+                let (length, peer) = udp.recv_from(&mut buffer).await.expect("query");
+                udp.send_to(&answer_to(&buffer[..length], 0, &served), peer).await.expect("answer");
+            }
+        });
+        let resolver = DnsResolver::new(&[server]).expect("resolver");
+        let started = std::time::Instant::now();
+        assert_eq!(resolver.lookup(NAME).await, Ok(addresses));
+        assert!(started.elapsed() < EXCHANGE_TIMEOUT, "resent within the exchange, not after it");
+    }
+
+    #[tokio::test]
+    async fn a_failing_nameserver_is_passed_over_and_a_missing_name_is_final() {
+        let failing = UdpSocket::bind("127.0.0.1:0").await.expect("udp");
+        let working = UdpSocket::bind("127.0.0.1:0").await.expect("udp");
+        let servers = [failing.local_addr().expect("address"), working.local_addr().expect("address")];
+        tokio::spawn(async move {
+            let mut buffer = [0u8; 512];
+            loop {
+                let (length, peer) = failing.recv_from(&mut buffer).await.expect("query");
+                let mut response = answer_to(&buffer[..length], 0, &[]);
+                response[3] |= 2;
+                failing.send_to(&response, peer).await.expect("SERVFAIL");
+            }
+        });
+        tokio::spawn(async move {
+            let mut buffer = [0u8; 512];
+            loop {
+                let (length, peer) = working.recv_from(&mut buffer).await.expect("query");
+                let query = &buffer[..length];
+                let name_is_known = query[13..16] == *b"api";
+                let response = if name_is_known {
+                    answer_to(query, 0, &ips(&["93.184.216.34"]))
+                } else {
+                    let mut response = answer_to(query, 0, &[]);
+                    response[3] |= 3;
+                    response
+                };
+                working.send_to(&response, peer).await.expect("answer");
+            }
+        });
+        let resolver = DnsResolver::new(&servers).expect("resolver");
+        assert_eq!(resolver.lookup(NAME).await, Ok(ips(&["93.184.216.34"])));
+        assert_eq!(resolver.lookup("gone.example.com.").await, Err(LookupError::NoRecords));
+        let only_failing = DnsResolver::new(&servers[..1]).expect("resolver");
+        let Err(LookupError::Failed(message)) = only_failing.lookup(NAME).await else { panic!("no failure") };
+        assert!(message.contains("SERVFAIL") && message.contains(&servers[0].to_string()), "{message}");
+        assert!(DnsResolver::new(&[]).is_err());
+        assert!(matches!(resolver.lookup("not-qualified").await, Err(LookupError::Failed(_))));
     }
 }
