@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use futures::StreamExt as _;
+use roundtable_runtime::CHECK_GO;
 use roundtable_runtime::{Captured, RunEnd, RuntimeError};
 use roundtable_specs::session::CheckReport;
 use tokio::sync::watch;
@@ -13,10 +14,6 @@ use tokio::sync::watch;
 use crate::calls::timed;
 use crate::session::{ExecInput, ExecOutput, ExecResult, drive, feed, start_attached};
 
-/// The go byte: what `sandbox check … -- ARGV` waits for on stdin before it becomes ARGV
-/// (`roundtable_incontainer::launch::CHECK_GO`, which this crate does not depend on; the
-/// container test `a_failed_self_check_never_runs_the_agent` runs an agent only if they agree).
-const CHECK_GO: u8 = b'G';
 /// How long the check may take to print its report.
 const CHECK_DEADLINE: Duration = Duration::from_secs(60);
 /// What is kept of the check's output.
@@ -146,14 +143,7 @@ async fn read_report(
             _ = exit_poll.tick() => {
                 let inspected = timed(container, "inspect exec (running?)", docker.inspect_exec(exec_id)).await;
                 if inspected.is_ok_and(|e| e.running == Some(false)) {
-                    let drain_until = tokio::time::Instant::now() + Duration::from_millis(500);
-                    while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(drain_until, output.next()).await {
-                        match chunk {
-                            bollard::container::LogOutput::StdOut { message } => said.stdout.push(&message, CHECK_CAP),
-                            bollard::container::LogOutput::StdErr { message } => said.stderr.push(&message, CHECK_CAP),
-                            _ => {}
-                        }
-                    }
+                    said.drain_exited(output, CHECK_CAP).await;
                     break;
                 }
             }

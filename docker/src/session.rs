@@ -189,6 +189,20 @@ impl ExecResult {
     pub(crate) fn empty() -> Self {
         Self { exit_code: None, stdout: Captured::default(), stderr: Captured::default(), interrupted: None }
     }
+
+    /// Takes the rest of an exited exec's output until the stream ends, bounded: a child left
+    /// behind may hold the pipes open or keep writing. (A 20 ms gap between chunks used to end
+    /// the drain; under load that cut the self-check's JSON report.)
+    pub(crate) async fn drain_exited(&mut self, output: &mut ExecOutput, cap: u64) {
+        let drain_until = tokio::time::Instant::now() + Duration::from_millis(500);
+        while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(drain_until, output.next()).await {
+            match chunk {
+                bollard::container::LogOutput::StdOut { message } => self.stdout.push(&message, cap),
+                bollard::container::LogOutput::StdErr { message } => self.stderr.push(&message, cap),
+                _ => {}
+            }
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -246,17 +260,7 @@ pub(crate) async fn drive(
             },
             _ = exit_poll.tick() => {
                 if timed(container, "inspect exec (running?)", docker.inspect_exec(exec_id)).await.is_ok_and(|e| e.running == Some(false)) {
-                    // Take the rest of its output until the stream ends, bounded: a child left
-                    // behind may hold the pipes open or keep writing. (A 20 ms gap between chunks
-                    // used to end the drain; under load that cut the self-check's JSON report.)
-                    let drain_until = tokio::time::Instant::now() + Duration::from_millis(500);
-                    while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(drain_until, output.next()).await {
-                        match chunk {
-                            bollard::container::LogOutput::StdOut { message } => result.stdout.push(&message, cap),
-                            bollard::container::LogOutput::StdErr { message } => result.stderr.push(&message, cap),
-                            _ => {}
-                        }
-                    }
+                    result.drain_exited(&mut output, cap).await;
                     break;
                 }
             }

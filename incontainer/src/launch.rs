@@ -7,10 +7,8 @@ use std::io::Read as _;
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt as _;
 
-/// What the controller writes on stdin once it has read and verified the report. The controller
-/// keeps its own copy (`roundtable-docker`, `checked.rs`); the container test
-/// `a_failed_self_check_never_runs_the_agent` runs an agent only if the two agree.
-pub const CHECK_GO: u8 = b'G';
+/// What the controller writes on stdin once it has read and verified the report.
+pub use roundtable_runtime::CHECK_GO;
 
 /// Why the checked process did not become the agent.
 #[derive(Debug, thiserror::Error)]

@@ -16,6 +16,11 @@ use tokio::sync::watch;
 
 pub use labels::{Ownership, Purpose};
 
+/// The go byte: what `sandbox check … -- ARGV` waits for on stdin, after printing its report,
+/// before it becomes ARGV. A backend writes it only once it has read and verified that report;
+/// anything else, or end of file, and the agent never runs.
+pub const CHECK_GO: u8 = b'G';
+
 /// Any error a backend's client library reports, kept whole for the error chain.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
