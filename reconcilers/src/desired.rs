@@ -98,21 +98,29 @@ impl Declared<'_> {
 /// Every declared object, by key: the first accepted declaration of each, then the built-in
 /// Adapters that Assignments reference without declaring.
 pub fn declared(scan: &Scan) -> BTreeMap<ObjectKey, Declared<'_>> {
-    let mut map = BTreeMap::new();
-    for (object, digests) in scan.accepted_with_digests() {
-        let key = object.key();
-        if let std::collections::btree_map::Entry::Vacant(entry) = map.entry(key.clone()) {
-            entry.insert(Declared {
-                key,
+    // Built in one go from a sorted list, which is cheaper than 10,000 inserts; the sort is
+    // stable, so of two declarations of a key the first is kept.
+    let mut accepted: Vec<(ObjectKey, Declared<'_>)> = scan
+        .accepted_with_digests()
+        .map(|(object, digests)| {
+            let declared = Declared {
+                key: object.key(),
                 body: Body::Scanned(object),
                 source: object.origin.file.clone(),
                 digests: Cow::Borrowed(digests),
-            });
-        }
-    }
+            };
+            (declared.key.clone(), declared)
+        })
+        .collect();
+    accepted.sort_by(|a, b| a.0.cmp(&b.0));
+    accepted.dedup_by(|later, earlier| later.0 == earlier.0);
+    let mut map: BTreeMap<ObjectKey, Declared<'_>> = accepted.into_iter().collect();
     for object in &scan.objects {
         let Spec::Assignment(spec) = &object.spec else { continue };
         let adapter = &spec.adapter;
+        if !builtins::BUILTIN_NAMES.contains(&adapter.as_str()) {
+            continue;
+        }
         let key = ObjectKey::new(Kind::Adapter, adapter.clone());
         if map.contains_key(&key) || builtins::template(adapter).is_none() {
             continue;

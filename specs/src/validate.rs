@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::adapter::{AdapterSpec, limits};
 use crate::assignment::{AssignmentSpec, MAX_RETRIES};
 use crate::builtins;
-use crate::catalog::{Catalog, resolve_declared};
+use crate::catalog::Catalog;
 use crate::meta::Kind;
 use crate::names::{check_adapter_name, check_object_name, hidden_character_problem, slug};
 use crate::output::{Severity, ValidationError};
@@ -465,8 +465,10 @@ fn check_image_pinning(
     policy: Option<&AdmissionPolicySpec>,
     out: &mut Vec<ValidationError>,
 ) {
-    let resolved = resolve_declared(name, spec);
-    let Some(image) = &resolved.image else { return };
+    // The image as resolution would give it (the spec's, else its template's), without
+    // resolving the whole Adapter once more.
+    let template = builtins::template(name);
+    let Some(image) = spec.image.as_ref().or(template.as_ref().and_then(|t| t.image.as_ref())) else { return };
     if image.is_pinned() {
         return;
     }
