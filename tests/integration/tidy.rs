@@ -386,8 +386,8 @@ fn containers_come_only_from_the_hardened_profile() {
 }
 
 /// Nothing is ever applied to the operator's repository: the one production file that runs
-/// `git apply` does so in a repository it initialised itself (the patch check), and git is
-/// spawned from one place.
+/// `git apply` does so only to an index (`--cached`, never a work tree) of a repository it
+/// initialised itself (the patch check), and git is spawned from one place.
 #[test]
 fn nothing_is_applied_outside_a_scratch_repository() {
     let sources = production_sources();
@@ -395,14 +395,18 @@ fn nothing_is_applied_outside_a_scratch_repository() {
     let mut spawners = Vec::new();
     for path in &sources {
         let text = std::fs::read_to_string(path).expect("read");
-        if text.contains("&[\"apply\"") {
-            appliers.push((relative(path), text.contains("&[\"init\"")));
+        if text.contains("\"apply\"") {
+            let scratch_index_only = text.contains("[\"init\"") && text.contains("\"apply\", \"--cached\"");
+            appliers.push((relative(path), scratch_index_only));
         }
         if text.contains("Command::new(\"git\")") {
             spawners.push(relative(path));
         }
     }
     assert_eq!(appliers.len(), 1, "exactly one file may run `git apply`: {appliers:?}");
-    assert!(appliers.iter().all(|(_, scratch)| *scratch), "`git apply` outside a scratch repository: {appliers:?}");
+    assert!(
+        appliers.iter().all(|(_, scratch)| *scratch),
+        "`git apply` outside a scratch repository's index: {appliers:?}"
+    );
     assert_eq!(spawners.len(), 1, "git is spawned from one place only: {spawners:?}");
 }
