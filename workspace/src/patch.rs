@@ -31,20 +31,12 @@ pub enum PatchError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path} is a .git entry; refusing to let git read it")]
-    GitEntry { path: PathBuf },
+    /// The two folders could not be compared, or one holds a `.git` entry.
+    #[error(transparent)]
+    Changes(#[from] ChangesError),
     /// Applying the patch to the base commit does not give back what the agent left.
     #[error("{path}: {what}")]
     Mismatch { path: String, what: &'static str },
-}
-
-impl From<ChangesError> for PatchError {
-    fn from(error: ChangesError) -> Self {
-        match error {
-            ChangesError::Io { step, path, source } => PatchError::Io { step, path, source },
-            ChangesError::GitEntry { path } => PatchError::GitEntry { path },
-        }
-    }
 }
 
 fn io_error(step: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> PatchError {
