@@ -453,6 +453,10 @@ pub enum SandboxCommand {
         /// Expected CPU limit in thousandths of a CPU.
         #[arg(long)]
         cpu_millis: u64,
+        /// Once every check passed, copy the source mount into the empty workspace (as this
+        /// user); a failed copy fails the check.
+        #[arg(long)]
+        seed_workspace: bool,
         /// The agent's argv. The report is then printed as one line, and a passed check waits
         /// for the controller's go byte on stdin before it becomes this command.
         #[arg(last = true)]

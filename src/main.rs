@@ -140,7 +140,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", render::json(&report)?);
             Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
-        Command::Sandbox(SandboxCommand::Check { uid, gid, memory, pids, cpu_millis, then }) => {
+        Command::Sandbox(SandboxCommand::Check { uid, gid, memory, pids, cpu_millis, seed_workspace, then }) => {
             let expected = roundtable_incontainer::check::Expected {
                 uid: *uid,
                 gid: *gid,
@@ -148,7 +148,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 pids: *pids,
                 cpu_millis: *cpu_millis,
             };
-            let report = roundtable_incontainer::check::run(&expected);
+            let mut report = roundtable_incontainer::check::run(&expected);
+            if *seed_workspace {
+                roundtable_incontainer::check::seed_workspace(&mut report);
+            }
             if then.is_empty() {
                 print!("{}", render::json(&report)?);
             } else {

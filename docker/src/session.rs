@@ -1,6 +1,7 @@
 //! One execution on the engine, in the lifecycle order tmpfs volumes require: create the volumes
-//! (at once) → create → start PID 1 → upload the workspace seed, while the self-check runs → the
-//! checked process becomes the agent (captured, capped, drained, timed) → pause → download and
+//! (at once) → create → start PID 1 → the self-check, which seeds the workspace from the source
+//! mount once it passes, while `/tmp/roundtable` is uploaded → the checked process becomes the
+//! agent (captured, capped, drained, timed) → pause → download and
 //! extract → force-remove the container and volumes. Nothing runs on the host; cleanup happens on
 //! every path.
 
@@ -113,40 +114,6 @@ pub async fn ensure_empty_image(docker: &Docker) -> Result<(), RuntimeError> {
         progress.map_err(engine_error("import the empty image"))?;
     }
     Ok(())
-}
-
-/// A tar of `dir`'s contents (files owned by the agent) and of `/tmp/roundtable/`.
-fn seed_archive(dir: &std::path::Path) -> Result<Vec<u8>, RuntimeError> {
-    let io = io_error("seed the workspace");
-    let mut builder = tar::Builder::new(Vec::new());
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(folder) = pending.pop() {
-        let mut entries: Vec<_> = std::fs::read_dir(&folder).map_err(io)?.flatten().collect();
-        entries.sort_by_key(|e| e.file_name());
-        for entry in entries {
-            let path = entry.path();
-            let relative = path.strip_prefix(dir).unwrap_or(&path);
-            let meta = entry.metadata().map_err(io)?;
-            let mut header = tar::Header::new_gnu();
-            header.set_uid(u64::from(AGENT_UID));
-            header.set_gid(u64::from(AGENT_UID));
-            header.set_mtime(0);
-            if meta.is_dir() {
-                header.set_entry_type(tar::EntryType::Directory);
-                header.set_mode(0o755);
-                header.set_size(0);
-                builder.append_data(&mut header, relative, std::io::empty()).map_err(io)?;
-                pending.push(path);
-            } else if meta.is_file() {
-                use std::os::unix::fs::PermissionsExt as _;
-                header.set_entry_type(tar::EntryType::Regular);
-                header.set_mode(if meta.permissions().mode() & 0o111 != 0 { 0o755 } else { 0o644 });
-                header.set_size(meta.len());
-                builder.append_data(&mut header, relative, std::fs::File::open(&path).map_err(io)?).map_err(io)?;
-            }
-        }
-    }
-    builder.into_inner().map_err(io)
 }
 
 /// The plan's entries under `/tmp` (the agent CLI's homes and manifests), each with its owner and
@@ -540,16 +507,13 @@ impl<'a> Execution<'a> {
         .await;
     }
 
-    /// Seeds the workspace and `/tmp/roundtable/` through the archive API (tmpfs volumes hold
-    /// data only while a running container mounts them).
-    async fn seed(&self, docker: &Docker) -> Result<(), RuntimeError> {
+    /// Seeds `/tmp/roundtable/` through the archive API: its root-owned entries cannot be made by
+    /// anything inside (tmpfs volumes hold data only while a running container mounts them).
+    async fn seed_tmp(&self, docker: &Docker) -> Result<(), RuntimeError> {
         let (plan, name) = (&self.plan, &self.name);
-        let seed = seed_archive(&plan.source_dir)?;
-        let upload = |path: &str| UploadToContainerOptionsBuilder::default().path(path).build();
-        let seeded = docker.upload_to_container(name, Some(upload(paths::WORKSPACE)), bollard::body_full(seed.into()));
-        timed(name, "upload workspace", seeded).await.map_err(engine_error("upload the workspace seed"))?;
         let tmp_seed = tmp_archive(&plan.tmp_entries)?;
-        let seeded = docker.upload_to_container(name, Some(upload(paths::TMP)), bollard::body_full(tmp_seed.into()));
+        let upload = UploadToContainerOptionsBuilder::default().path(paths::TMP).build();
+        let seeded = docker.upload_to_container(name, Some(upload), bollard::body_full(tmp_seed.into()));
         timed(name, "upload /tmp", seeded).await.map_err(engine_error("upload /tmp/roundtable"))?;
         Ok(())
     }
@@ -569,6 +533,9 @@ impl<'a> Execution<'a> {
             format!("--memory={}", e.memory_bytes),
             format!("--pids={}", e.pids),
             format!("--cpu-millis={}", e.cpu_millis),
+            // The workspace is seeded inside, from the read-only source mount, as the agent's user:
+            // no second upload through the engine.
+            "--seed-workspace".into(),
         ];
         let cancelled = || Verdict::Ended { end: RunEnd::Cancelled, stderr: Captured::default(), report: None };
         // A check that says what failed fails at once. One that printed no report at all (an
@@ -685,10 +652,10 @@ impl<'a> Execution<'a> {
         let mut outcome = RunOutcome::ended(RunEnd::Exited);
         lap(&mut outcome.timings, "launch");
 
-        // The seed and the self-check do not depend on each other (the check reads no workspace
-        // file), so they run at once; the agent starts only after both, below.
+        // The /tmp seed and the self-check (which seeds the workspace) do not depend on each other,
+        // so they run at once; the agent starts only after both, below.
         tracing::debug!(container = %name, "seeding and self-check");
-        let (seeded, verdict) = tokio::join!(self.seed(docker), self.self_check(docker, &mut cancel));
+        let (seeded, verdict) = tokio::join!(self.seed_tmp(docker), self.self_check(docker, &mut cancel));
         lap(&mut outcome.timings, "selfCheck");
         // A seed that failed fails the session, as it did when it came first; a checked process
         // waiting for its go never gets it.

@@ -134,3 +134,30 @@ pub fn run(expected: &Expected) -> CheckReport {
     let ok = items.iter().all(|i| i.ok);
     CheckReport { ok, items }
 }
+
+/// Seeds the workspace from the source mount once every check has passed (a container that
+/// failed its check gets nothing written), and adds the outcome to the report as `workspaceSeed`:
+/// a seed that failed (a workspace too small) fails the check too, so the agent never starts on
+/// a partial tree.
+pub fn seed_workspace(report: &mut CheckReport) {
+    if !report.ok {
+        return;
+    }
+    let seeded = crate::seed::copy_tree(Path::new(layout::SOURCE), Path::new(layout::WORKSPACE));
+    let item = match seeded {
+        Ok(seeded) => item(
+            "workspaceSeed",
+            true,
+            format!(
+                "{} files, {} bytes from {} into {}",
+                seeded.files,
+                seeded.bytes,
+                layout::SOURCE,
+                layout::WORKSPACE
+            ),
+        ),
+        Err(error) => item("workspaceSeed", false, error.to_string()),
+    };
+    report.ok = item.ok;
+    report.items.push(item);
+}

@@ -403,16 +403,24 @@ fn host(
     body.host_config.get_or_insert_with(Default::default)
 }
 
-/// One whole session through `SessionRuntime::run`, its self-check expecting `expected_memory`;
-/// the agent copies its stdin into the socket directory (a bind mount it may write), so whether
-/// it ran, and what it read, shows on the host after the container is gone.
-async fn session_leaving_a_mark(engine: &Engine, expected_memory: u64) -> (RunOutcome, Option<String>) {
+/// One whole session through `SessionRuntime::run`, its self-check expecting `expected_memory`,
+/// its source holding a README and `extra_bytes` more in one file; the agent copies its stdin into
+/// the socket directory (a bind mount it may write), so whether it ran, and what it read, shows on
+/// the host after the container is gone.
+async fn session_leaving_a_mark(
+    engine: &Engine,
+    expected_memory: u64,
+    extra_bytes: usize,
+) -> (RunOutcome, Option<String>) {
     use std::os::unix::fs::PermissionsExt as _;
     ensure_test_images();
     let dir = tempfile::tempdir().expect("tempdir");
     let (source, sockets) = (dir.path().join("source"), dir.path().join("sockets"));
     std::fs::create_dir_all(&source).expect("source");
     std::fs::write(source.join("README.md"), "# source\n").expect("write");
+    if extra_bytes > 0 {
+        std::fs::write(source.join("extra.bin"), vec![7u8; extra_bytes]).expect("extra");
+    }
     std::fs::write(dir.path().join("task.json"), "{}").expect("task");
     std::fs::create_dir_all(&sockets).expect("sockets");
     std::fs::set_permissions(&sockets, std::fs::Permissions::from_mode(0o777)).expect("chmod");
@@ -468,7 +476,7 @@ async fn a_failed_self_check_never_runs_the_agent() {
     let Some(engine) = engine_or_skip().await else { return };
     // The control: the check passes, and the process it becomes reads exactly the prompt (the
     // go byte before it is not the agent's).
-    let (passed, mark) = session_leaving_a_mark(&engine, MEMORY).await;
+    let (passed, mark) = session_leaving_a_mark(&engine, MEMORY, 0).await;
     assert_eq!(passed.end, RunEnd::Exited, "{:?}", String::from_utf8_lossy(&passed.stderr.bytes));
     assert_eq!(passed.exit_code, Some(0));
     assert!(passed.self_check.as_ref().is_some_and(|report| report.ok), "{:?}", passed.self_check);
@@ -476,7 +484,7 @@ async fn a_failed_self_check_never_runs_the_agent() {
 
     // The check finds another memory limit than it was told to expect: the run fails closed and
     // the agent never starts.
-    let (failed, mark) = session_leaving_a_mark(&engine, MEMORY + (1 << 20)).await;
+    let (failed, mark) = session_leaving_a_mark(&engine, MEMORY + (1 << 20), 0).await;
     assert_eq!(failed.end, RunEnd::SelfCheckFailed);
     assert_eq!(failed.exit_code, None);
     let report = failed.self_check.expect("the report is kept");
@@ -484,4 +492,35 @@ async fn a_failed_self_check_never_runs_the_agent() {
     assert!(failures.contains(&"memoryLimit"), "{report:?}");
     assert!(String::from_utf8_lossy(&failed.stderr.bytes).contains("sandbox check failed: memoryLimit"));
     assert_eq!(mark, None, "the agent ran after a failed self-check");
+    let seeded = report.items.iter().any(|item| item.name == "workspaceSeed");
+    assert!(!seeded, "a container that failed its check is not seeded: {report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_check_seeds_the_workspace_and_a_seed_that_does_not_fit_never_runs_the_agent() {
+    let Some(engine) = engine_or_skip().await else { return };
+    // Seeded inside by the check: the export holds the source's files, as the agent's user.
+    let (seeded, mark) = session_leaving_a_mark(&engine, MEMORY, 1 << 20).await;
+    assert_eq!(seeded.end, RunEnd::Exited, "{:?}", String::from_utf8_lossy(&seeded.stderr.bytes));
+    assert_eq!(mark.as_deref(), Some("the prompt\n"));
+    let report = seeded.self_check.expect("the report is kept");
+    let item = report.items.iter().find(|item| item.name == "workspaceSeed").expect("a seed item");
+    assert!(item.ok && item.detail.starts_with("2 files, 1048585 bytes"), "{item:?}");
+    let extracted = seeded.extracted.expect("exported");
+    assert_eq!(extracted.files, 2, "{extracted:?}");
+    assert!(extracted.bytes >= 1 << 20, "{extracted:?}");
+
+    // 20 MiB into a 16 MiB workspace: the check fails on the seed, naming it, and the agent never
+    // starts on a partial tree.
+    let (full, mark) = session_leaving_a_mark(&engine, MEMORY, 20 << 20).await;
+    assert_eq!(full.end, RunEnd::SelfCheckFailed);
+    assert_eq!(mark, None, "the agent ran on a partial seed");
+    let report = full.self_check.expect("the report is kept");
+    let failures: Vec<&str> = report.failures().map(|item| item.name.as_str()).collect();
+    assert_eq!(failures, ["workspaceSeed"], "{report:?}");
+    let stderr = String::from_utf8_lossy(&full.stderr.bytes);
+    assert!(
+        stderr.contains("sandbox check failed: workspaceSeed: cannot write /roundtable/workspace/extra.bin"),
+        "{stderr}"
+    );
 }

@@ -259,7 +259,7 @@ pub fn export(
         reader.read_exact(&mut newline).map_err(io(repo))?;
         let target = dest.join(&entry.path);
         if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent).map_err(io(parent))?;
+            create_readable_dirs(dest, parent)?;
         }
         std::fs::write(&target, &contents).map_err(io(&target))?;
         let executable = entry.mode == "100755";
@@ -275,6 +275,21 @@ pub fn export(
     let _ = writer.join();
     let _ = child.wait();
     Ok(Provisioned { commit: commit.into(), files, withheld })
+}
+
+/// Creates `folder` and its missing parents below `dest` with mode 0755, whatever the
+/// controller's umask: the agent's user reads the tree through the container's source mount
+/// (and seeds its workspace from it).
+fn create_readable_dirs(dest: &Path, folder: &Path) -> Result<(), ProvisionError> {
+    if folder == dest || folder.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = folder.parent() {
+        create_readable_dirs(dest, parent)?;
+    }
+    let failed = |source| ProvisionError::Io { path: folder.to_owned(), source };
+    std::fs::create_dir(folder).map_err(failed)?;
+    std::fs::set_permissions(folder, std::fs::Permissions::from_mode(0o755)).map_err(failed)
 }
 
 #[cfg(test)]
