@@ -2,16 +2,20 @@
 //! list and no cache, against explicit nameservers (a `--resolver`, or the `nameserver` lines of
 //! /etc/resolv.conf and nothing else from it). A lookup asks A and AAAA at once from one fresh UDP
 //! socket (a new random source port and two random IDs per lookup), over TCP for a truncated
-//! answer, and moves to the next nameserver, for two rounds, when one fails or stays silent.
+//! answer, and moves to the next nameserver, for two rounds, when one fails or stays silent. At
+//! most [`IN_FLIGHT`] lookups wait for a first answer at once, so a burst of new tunnels does not
+//! overflow the nameserver's receive queue and then wait for resends.
 
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::dns_message::{self, Answer, MessageError, TYPE_A, TYPE_AAAA, UDP_PAYLOAD};
 
@@ -25,6 +29,12 @@ const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(2);
 const RESEND_AFTER: Duration = Duration::from_millis(333);
 /// Sends of each query per nameserver, the first included.
 const MAX_SENDS: usize = 3;
+/// Lookups of one resolver sent and not yet answered, until their first resend: 128 datagrams,
+/// which a nameserver's default receive queue holds (about 200 small datagrams). Without a bound,
+/// a thousand tunnels opened at once overflowed it, and the lost queries waited for their resend.
+/// A lookup past its first resend gives its place up, so a silent nameserver slows new lookups by
+/// at most [`RESEND_AFTER`] per place, not by the whole [`EXCHANGE_TIMEOUT`].
+pub const IN_FLIGHT: usize = 64;
 
 /// Why a lookup produced no address.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,10 +61,12 @@ pub enum ResolverError {
     NoServers,
 }
 
-/// A stub resolver asking exactly these nameservers, recursion desired.
+/// A stub resolver asking exactly these nameservers, recursion desired. Clones share the bound
+/// on lookups in flight.
 #[derive(Debug, Clone)]
 pub struct DnsResolver {
     nameservers: Vec<SocketAddr>,
+    in_flight: Arc<Semaphore>,
 }
 
 impl DnsResolver {
@@ -63,7 +75,7 @@ impl DnsResolver {
         if nameservers.is_empty() {
             return Err(ResolverError::NoServers);
         }
-        Ok(Self { nameservers: nameservers.to_vec() })
+        Ok(Self { nameservers: nameservers.to_vec(), in_flight: Arc::new(Semaphore::new(IN_FLIGHT)) })
     }
 
     /// The `nameserver` lines of a resolv.conf file (port 53); its `search` and `domain` are
@@ -90,7 +102,10 @@ impl Resolve for DnsResolver {
         let mut failure = String::new();
         for _ in 0..ATTEMPTS {
             for server in &self.nameservers {
-                match tokio::time::timeout(EXCHANGE_TIMEOUT, lookup_at(*server, &name)).await {
+                // The wait for a place is not the nameserver's time: a burst queues here instead
+                // of overflowing the nameserver's queue. The semaphore is never closed.
+                let Ok(place) = self.in_flight.clone().acquire_owned().await else { break };
+                match tokio::time::timeout(EXCHANGE_TIMEOUT, lookup_at(*server, &name, place)).await {
                     Ok(Ok(addresses)) => return Ok(addresses),
                     Ok(Err(ExchangeError::NoRecords)) => return Err(LookupError::NoRecords),
                     Ok(Err(error)) => failure = format!("{server}: {error}"),
@@ -121,8 +136,8 @@ enum ExchangeError {
 /// The A and AAAA answers of one nameserver, combined as one lookup: the A addresses first, then
 /// the AAAA ones. One type failing while the other has addresses gives those addresses; both
 /// failing gives the A query's outcome.
-async fn lookup_at(server: SocketAddr, name: &[u8]) -> Result<Vec<IpAddr>, ExchangeError> {
-    let (v4, v6) = exchange_udp(server, name).await?;
+async fn lookup_at(server: SocketAddr, name: &[u8], place: OwnedSemaphorePermit) -> Result<Vec<IpAddr>, ExchangeError> {
+    let (v4, v6) = exchange_udp(server, name, place).await?;
     let (v4, v6) = (settle(server, name, TYPE_A, v4).await, settle(server, name, TYPE_AAAA, v6).await);
     match (v4, v6) {
         (Ok(mut v4), Ok(v6)) => {
@@ -151,8 +166,14 @@ async fn settle(server: SocketAddr, name: &[u8], qtype: u16, answer: Answer) -> 
 /// Sends the A and AAAA queries from one new socket, connected so the kernel drops datagrams from
 /// anyone but the server, and waits for the response to each, sending an unanswered one again
 /// after a while. Anything that does not match a
-/// query's ID and question is ignored: a spoofed datagram can only cost time.
-async fn exchange_udp(server: SocketAddr, name: &[u8]) -> Result<(Answer, Answer), ExchangeError> {
+/// query's ID and question is ignored: a spoofed datagram can only cost time. `place` among the
+/// lookups in flight is given up at the answers or at the first resend, whichever comes first.
+async fn exchange_udp(
+    server: SocketAddr,
+    name: &[u8],
+    place: OwnedSemaphorePermit,
+) -> Result<(Answer, Answer), ExchangeError> {
+    let mut place = Some(place);
     let local = if server.is_ipv4() { IpAddr::V4(Ipv4Addr::UNSPECIFIED) } else { IpAddr::V6(Ipv6Addr::UNSPECIFIED) };
     // Port 0: the kernel picks a random ephemeral port.
     let socket = UdpSocket::bind(SocketAddr::new(local, 0)).await?;
@@ -170,6 +191,7 @@ async fn exchange_udp(server: SocketAddr, name: &[u8]) -> Result<(Answer, Answer
         let length = match tokio::time::timeout_at(resend_at, socket.recv(&mut buffer)).await {
             Ok(received) => received?,
             Err(_) => {
+                drop(place.take());
                 // Same socket, same IDs: an answer to any send of a query counts.
                 if sends < MAX_SENDS {
                     if v4.is_none() {
@@ -339,6 +361,47 @@ mod tests {
         let started = std::time::Instant::now();
         assert_eq!(resolver.lookup(NAME).await, Ok(addresses));
         assert!(started.elapsed() < EXCHANGE_TIMEOUT, "resent within the exchange, not after it");
+    }
+
+    #[tokio::test]
+    async fn a_burst_of_lookups_sends_no_more_than_the_bound_before_answers_come() {
+        let udp = UdpSocket::bind("127.0.0.1:0").await.expect("udp");
+        let server = udp.local_addr().expect("address");
+        let addresses = ips(&["93.184.216.34", "2001:db8::1"]);
+        let served = addresses.clone();
+        let lookups = IN_FLIGHT + 40;
+        let (counted, first_window) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let mut buffer = [0u8; 512];
+            let mut held = Vec::new();
+            // A slow nameserver: it answers nothing for 150 ms (well before any resend).
+            let quiet_until = tokio::time::Instant::now() + Duration::from_millis(150);
+            while let Ok(received) = tokio::time::timeout_at(quiet_until, udp.recv_from(&mut buffer)).await {
+                let (length, peer) = received.expect("query");
+                held.push((buffer[..length].to_vec(), peer));
+            }
+            let _ = counted.send(held.len());
+            for (query, peer) in held {
+                udp.send_to(&answer_to(&query, 0, &served), peer).await.expect("answer");
+            }
+            loop {
+                let (length, peer) = udp.recv_from(&mut buffer).await.expect("query");
+                udp.send_to(&answer_to(&buffer[..length], 0, &served), peer).await.expect("answer");
+            }
+        });
+        let resolver = DnsResolver::new(&[server]).expect("resolver");
+        let mut burst = tokio::task::JoinSet::new();
+        for _ in 0..lookups {
+            let resolver = resolver.clone();
+            burst.spawn(async move { resolver.lookup(NAME).await });
+        }
+        assert_eq!(first_window.await.expect("count"), 2 * IN_FLIGHT, "A and AAAA of the first places only");
+        let mut resolved = 0;
+        while let Some(lookup) = burst.join_next().await {
+            assert_eq!(lookup.expect("joined"), Ok(addresses.clone()));
+            resolved += 1;
+        }
+        assert_eq!(resolved, lookups, "the queued lookups ran once places were free");
     }
 
     #[tokio::test]
