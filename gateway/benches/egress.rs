@@ -1,5 +1,7 @@
 //! Egress benchmark: `roundtable gateway serve` side by side with direct loopback and the CONNECT
-//! proxies named in `BENCH_PROXIES` (Squid, started by benches/gateway.sh). Measures the
+//! proxies named in `BENCH_PROXIES` (Squid, started by benches/gateway.sh). The gateway runs twice:
+//! on a TCP port, the shape Squid is compared in, and on a Unix socket, the shape a session uses
+//! (its sandbox relays the agent's connections to the gateway's socket). Measures the
 //! throughput of one large upstream → client transfer, tunnel setup latency over sequential
 //! tunnels, and many tunnels held open at once (errors, resident memory per idle tunnel). Prints
 //! figures; asserts nothing.
@@ -28,8 +30,8 @@ use std::time::{Duration, Instant};
 
 use roundtable_net_fixtures::{FakeDns, Reply, client_hello_for};
 use rustix::process::{Pid, Signal, kill_process};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::{TcpSocket, TcpStream, UnixStream};
 use tokio::process::{Child, Command};
 use tokio::task::JoinSet;
 use tokio::time::timeout;
@@ -59,12 +61,18 @@ async fn main() -> Result<()> {
     dns.answer(HOST, vec![Reply::Addresses(vec![UPSTREAM.ip()])]);
     let upstream = Upstream::start(hello.clone(), options.bytes).await?;
 
-    let journal_dir = tempfile::tempdir()?;
-    let journal = journal_dir.path().join("gateway.jsonl");
-    let (mut gateway, listen) = start_gateway(&options.binary, dns.address(), &journal).await?;
+    let work = tempfile::tempdir()?;
+    let journal = work.path().join("gateway.jsonl");
+    let (mut gateway, listen) = start_gateway(&options.binary, dns.address(), "127.0.0.1:0", &journal).await?;
+    let socket = work.path().join("gateway.sock");
+    let unix_journal = work.path().join("gateway-unix.jsonl");
+    let unix_listen = format!("unix:{}", socket.display());
+    let (mut unix_gateway, _) = start_gateway(&options.binary, dns.address(), &unix_listen, &unix_journal).await?;
 
     let mut targets = vec![Target { name: "direct".to_owned(), route: Route::Direct, pid: None }];
+    let listen: SocketAddr = listen.parse().map_err(|_| format!("the gateway listens on {listen:?}, not IP:PORT"))?;
     targets.push(Target { name: "gateway".to_owned(), route: Route::Proxy(listen), pid: gateway.id() });
+    targets.push(Target { name: "gateway (unix)".to_owned(), route: Route::Unix(socket), pid: unix_gateway.id() });
     targets.extend(options.proxies.iter().cloned());
 
     println!(
@@ -73,7 +81,7 @@ async fn main() -> Result<()> {
         hello.len(),
         dns.address()
     );
-    println!("gateway: {} on {listen}", options.binary.display());
+    println!("gateway: {} on {listen} and {unix_listen}", options.binary.display());
     for target in &targets[2..] {
         if let Route::Proxy(address) = target.route {
             println!("{}: {address}, pid {}", target.name, target.pid.map_or("?".to_owned(), |pid| pid.to_string()));
@@ -115,6 +123,7 @@ async fn main() -> Result<()> {
     }
 
     stop(&mut gateway).await;
+    stop(&mut unix_gateway).await;
     let mismatches = upstream.mismatches.load(Ordering::Relaxed);
 
     // === report ===
@@ -135,7 +144,8 @@ async fn main() -> Result<()> {
     }
     println!();
     println!("upstream: {mismatches} connections whose first bytes were not the ClientHello sent");
-    print_journal(&journal, &options);
+    print_journal("gateway", &journal, &options);
+    print_journal("gateway (unix)", &unix_journal, &options);
     Ok(())
 }
 
@@ -148,25 +158,32 @@ fn print_throughput(targets: &[Target], throughput: &[Option<Summary>], options:
         options.bytes >> 20,
         options.repeats
     );
-    println!("{:<18} {:>10} {:>13} {:>9} {:>16}  errors", "target", "MB/s", "min-max", "× direct", "proxy CPU s/GiB");
+    println!(
+        "{:<18} {:>10} {:>13} {:>9} {:>16} {:>16}  errors",
+        "target", "MB/s", "min-max", "× direct", "proxy CPU s/GiB", "bench CPU s/GiB"
+    );
     let direct =
         throughput[0].as_ref().filter(|summary| summary.median.error.is_none()).map(|summary| summary.median.rate());
     for (target, summary) in targets.iter().zip(throughput) {
         let Some(Summary { median: transfer, slowest, fastest }) = summary else { continue };
         let ratio = direct.map_or("-".to_owned(), |direct| format!("{:.2}", transfer.rate() / direct));
-        let cpu = transfer
-            .proxy_cpu
-            .map_or("-".to_owned(), |cpu| format!("{:.2}", cpu.as_secs_f64() / (options.bytes as f64 / GIB)));
+        let per_gib = |cpu: Option<Duration>| {
+            cpu.map_or("-".to_owned(), |cpu| format!("{:.2}", cpu.as_secs_f64() / (options.bytes as f64 / GIB)))
+        };
         println!(
-            "{:<18} {:>10.0} {:>13} {:>9} {:>16}  {}",
+            "{:<18} {:>10.0} {:>13} {:>9} {:>16} {:>16}  {}",
             target.name,
             transfer.rate() / 1e6,
             format!("{:.0}-{:.0}", slowest / 1e6, fastest / 1e6),
             ratio,
-            cpu,
+            per_gib(transfer.proxy_cpu),
+            per_gib(transfer.bench_cpu),
             transfer.error.as_deref().unwrap_or("0")
         );
     }
+    println!(
+        "(bench CPU: this process's client and upstream, and the kernel work charged to them; with the proxy's, the whole transfer's CPU)"
+    );
 }
 
 fn print_latency(targets: &[Target], latencies: &[Latency], options: &Options) {
@@ -240,7 +257,7 @@ fn print_held(held: &[(String, Held)], options: &Options) {
 }
 
 /// The gateway's decision and close lines, counted, and its own DNS and dial times per phase.
-fn print_journal(journal: &Path, options: &Options) {
+fn print_journal(name: &str, journal: &Path, options: &Options) {
     // Tunnel ids follow the order the gateway accepted them in: the phases above, in turn.
     let repeats = options.repeats as u64;
     let latency_start = repeats + options.warmup as u64 + 1;
@@ -251,9 +268,9 @@ fn print_journal(journal: &Path, options: &Options) {
         ("held open", held_start..=held_start + options.concurrent as u64 - 1),
     ];
     let mut lines = summarize_journal(journal, &phases).into_iter();
-    println!("gateway journal: {}", lines.next().unwrap_or_default());
+    println!("{name} journal: {}", lines.next().unwrap_or_default());
     for line in lines {
-        println!("  gateway's own times, {line}");
+        println!("  {name}'s own times, {line}");
     }
 }
 
@@ -328,6 +345,8 @@ enum Route {
     Direct,
     /// Through a CONNECT proxy listening here.
     Proxy(SocketAddr),
+    /// Through a CONNECT proxy listening on this Unix socket.
+    Unix(PathBuf),
 }
 
 #[derive(Clone)]
@@ -352,15 +371,25 @@ impl Target {
     }
 }
 
+/// A client's end of a tunnel: TCP, or a Unix socket to a proxy.
+trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> Stream for S {}
+
 /// Opens a tunnel to the upstream and sends the ClientHello, as a client would: through a proxy,
 /// CONNECT first and the ClientHello only after the `200`.
-async fn open(route: &Route, hello: &[u8]) -> io::Result<TcpStream> {
-    let mut stream = match route {
-        Route::Direct => TcpStream::connect(UPSTREAM).await?,
-        Route::Proxy(proxy) => TcpStream::connect(proxy).await?,
+async fn open(route: &Route, hello: &[u8]) -> io::Result<Box<dyn Stream>> {
+    let connect_tcp = |address| async move {
+        let stream = TcpStream::connect(address).await?;
+        stream.set_nodelay(true)?;
+        io::Result::Ok(stream)
     };
-    stream.set_nodelay(true)?;
-    if let Route::Proxy(_) = route {
+    let mut stream: Box<dyn Stream> = match route {
+        Route::Direct => Box::new(connect_tcp(UPSTREAM).await?),
+        Route::Proxy(proxy) => Box::new(connect_tcp(*proxy).await?),
+        Route::Unix(path) => Box::new(UnixStream::connect(path).await?),
+    };
+    if !matches!(route, Route::Direct) {
         let head = format!("CONNECT {HOST}:443 HTTP/1.1\r\nHost: {HOST}:443\r\n\r\n");
         stream.write_all(head.as_bytes()).await?;
         read_established(&mut stream).await?;
@@ -370,7 +399,7 @@ async fn open(route: &Route, hello: &[u8]) -> io::Result<TcpStream> {
 }
 
 /// Reads the proxy's answer to CONNECT up to its blank line; anything but `200` is an error.
-async fn read_established(stream: &mut TcpStream) -> io::Result<()> {
+async fn read_established(stream: &mut (impl AsyncRead + Unpin + ?Sized)) -> io::Result<()> {
     let mut head = Vec::with_capacity(256);
     let mut chunk = [0u8; 512];
     while !head.windows(4).any(|window| window == b"\r\n\r\n") {
@@ -415,6 +444,8 @@ struct Transfer {
     bytes: u64,
     elapsed: Duration,
     proxy_cpu: Option<Duration>,
+    /// This process's (client and upstream) meanwhile.
+    bench_cpu: Option<Duration>,
     error: Option<String>,
 }
 
@@ -429,7 +460,8 @@ impl Transfer {
 /// ClientHello to the end of the stream.
 async fn transfer(target: &Target, hello: &[u8], bytes: u64) -> Transfer {
     let cpu_before = target.pid.and_then(cpu_time);
-    let mut result = Transfer { bytes: 0, elapsed: Duration::ZERO, proxy_cpu: None, error: None };
+    let bench_before = cpu_time(std::process::id());
+    let mut result = Transfer { bytes: 0, elapsed: Duration::ZERO, proxy_cpu: None, bench_cpu: None, error: None };
     let outcome = async {
         let mut stream = timeout(STEP_TIMEOUT, open(&target.route, hello)).await.map_err(|_| timed_out("open"))??;
         let started = Instant::now();
@@ -448,10 +480,9 @@ async fn transfer(target: &Target, hello: &[u8], bytes: u64) -> Transfer {
     } else if result.bytes != bytes {
         result.error = Some(format!("{} of {bytes} bytes arrived", result.bytes));
     }
-    result.proxy_cpu = match (cpu_before, target.pid.and_then(cpu_time)) {
-        (Some(before), Some(after)) => Some(after.saturating_sub(before)),
-        _ => None,
-    };
+    let spent = |before: Option<Duration>, after: Option<Duration>| Some(after?.saturating_sub(before?));
+    result.proxy_cpu = spent(cpu_before, target.pid.and_then(cpu_time));
+    result.bench_cpu = spent(bench_before, cpu_time(std::process::id()));
     result
 }
 
@@ -738,11 +769,11 @@ async fn serve_upstream(
 
 // === the gateway process ===
 
-/// Starts `roundtable gateway serve` on a free loopback port, its decision lines to `journal`;
-/// returns once it says it listens.
-async fn start_gateway(binary: &Path, dns: SocketAddr, journal: &Path) -> Result<(Child, SocketAddr)> {
+/// Starts `roundtable gateway serve` listening on `listen` (a loopback port or a Unix socket), its
+/// decision lines to `journal`; returns once it says where it listens.
+async fn start_gateway(binary: &Path, dns: SocketAddr, listen: &str, journal: &Path) -> Result<(Child, String)> {
     let mut child = Command::new(binary)
-        .args(["gateway", "serve", "--listen", "127.0.0.1:0", "--allow-host", HOST])
+        .args(["gateway", "serve", "--listen", listen, "--allow-host", HOST])
         .args(["--resolver", &dns.to_string()])
         .args(["--allow-cidr", "127.0.0.0/8", "--gateway-dial-allow", "127.0.0.0/8"])
         .stdin(Stdio::null())
@@ -755,12 +786,11 @@ async fn start_gateway(binary: &Path, dns: SocketAddr, journal: &Path) -> Result
     let listen = timeout(Duration::from_secs(10), async {
         while let Some(line) = lines.next_line().await? {
             if let Some(rest) = line.strip_prefix("roundtable gateway: listening on ") {
-                let address = rest.split(';').next().unwrap_or_default();
-                return address.parse::<SocketAddr>().map_err(|_| format!("unexpected readiness line {line:?}").into());
+                return Ok(rest.split(';').next().unwrap_or_default().to_owned());
             }
             eprintln!("gateway: {line}");
         }
-        Err::<SocketAddr, Box<dyn Error>>("the gateway exited before listening".into())
+        Err::<String, Box<dyn Error>>("the gateway exited before listening".into())
     })
     .await
     .map_err(|_| "the gateway did not say it listens within 10 s")??;
