@@ -368,7 +368,7 @@ pub struct SessionDetail {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub admission: Vec<crate::admission::GateDecision>,
     /// Milliseconds per phase: `provision`, `launch`, `selfCheck`, `proxy`, `agent`, `export`,
-    /// `patch`.
+    /// `patch`, `cleanup`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub timings_ms: BTreeMap<String, u64>,
 }
