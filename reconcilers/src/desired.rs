@@ -53,10 +53,10 @@ pub struct CorruptSpec {
 
 /// An object the specs declare: from a file that loads, or a built-in Adapter that an
 /// Assignment references (built-ins become objects only when declared or referenced).
-/// Declared objects borrow from the scan: a rescan of 10,000 objects copies none of them.
+/// Declared objects borrow from the scan: a rescan of 10,000 objects copies none of them. Its key
+/// is the map's ([`declared`]).
 #[derive(Debug, Clone)]
 pub struct Declared<'a> {
-    pub key: ObjectKey,
     body: Body<'a>,
     /// The declaring file, or how a built-in came to be referenced.
     pub source: Arc<str>,
@@ -104,12 +104,11 @@ pub fn declared(scan: &Scan) -> BTreeMap<ObjectKey, Declared<'_>> {
         .accepted_with_digests()
         .map(|(object, digests)| {
             let declared = Declared {
-                key: object.key(),
                 body: Body::Scanned(object),
                 source: object.origin.file.clone(),
                 digests: Cow::Borrowed(digests),
             };
-            (declared.key.clone(), declared)
+            (object.key(), declared)
         })
         .collect();
     accepted.sort_by(|a, b| a.0.cmp(&b.0));
@@ -130,10 +129,7 @@ pub fn declared(scan: &Scan) -> BTreeMap<ObjectKey, Declared<'_>> {
         let spec = Spec::Adapter(AdapterSpec::default());
         let digests = ObjectDigests { spec: spec_digest(&metadata, &spec), execution: run_digest(&spec) };
         let source = format!("built-in, referenced by Assignment/{}", object.metadata.name).into();
-        map.insert(
-            key.clone(),
-            Declared { key, body: Body::BuiltIn(Box::new((metadata, spec))), source, digests: Cow::Owned(digests) },
-        );
+        map.insert(key, Declared { body: Body::BuiltIn(Box::new((metadata, spec))), source, digests: Cow::Owned(digests) });
     }
     map
 }
@@ -192,19 +188,34 @@ pub async fn sync_with<A: AuditSink>(
     };
     let mut outcome = SyncOutcome::default();
     let declared = declared(scan);
-    // Only what differs from the store is written, all in one transaction.
+    // Only what differs from the store is written, all in one transaction. Both maps are sorted
+    // by key, so one walk through them in step finds what changed and what is no longer declared.
+    // Records that nothing declares any more, unless tombstoned already, are gone.
     let mut pending = Vec::new();
+    let mut gone: Vec<ObjectKey> = Vec::new();
+    let mut records = index.iter().peekable();
     for (key, object) in &declared {
+        while let Some((stale, record)) = records.next_if(|(recorded, _)| *recorded < key) {
+            if !record.deleted {
+                gone.push(stale.clone());
+            }
+        }
+        let record = records.next_if(|(recorded, _)| *recorded == key).map(|(_, record)| record);
         outcome.live.push(key.clone());
-        let unchanged = index.get(key).is_some_and(|r| r.spec_digest == object.digest() && !r.deleted);
+        let unchanged = record.is_some_and(|r| r.spec_digest == object.digest() && !r.deleted);
         if !unchanged {
-            let spec_json = roundtable_specs::resource::to_value(object.metadata(), object.spec()).to_string();
-            pending.push((key, object, spec_json));
+            pending.push((key, object));
         }
     }
+    gone.extend(records.filter(|(_, record)| !record.deleted).map(|(stale, _)| stale.clone()));
+    let spec_jsons: Vec<String> = pending
+        .iter()
+        .map(|(_, object)| roundtable_specs::resource::to_value(object.metadata(), object.spec()).to_string())
+        .collect();
     let snapshots: Vec<SpecSnapshot<'_>> = pending
         .iter()
-        .map(|(key, object, spec_json)| SpecSnapshot {
+        .zip(&spec_jsons)
+        .map(|((key, object), spec_json)| SpecSnapshot {
             key,
             spec_digest: object.digest(),
             execution_digest: object.execution_digest(),
@@ -213,8 +224,13 @@ pub async fn sync_with<A: AuditSink>(
         })
         .collect();
     // On any error below the index is dropped, so the next sync reads it from the store again.
+    let recorded = store.record_specs(&snapshots).await?;
+    // A first sync serializes every object: the specs go before the audit events are made, so
+    // the two never take memory at once.
+    drop(snapshots);
+    drop(spec_jsons);
     let mut events = Vec::new();
-    for (recorded, (_, object, ..)) in store.record_specs(&snapshots).await?.into_iter().zip(&pending) {
+    for (recorded, (_, object)) in recorded.into_iter().zip(&pending) {
         index.insert(
             recorded.key.clone(),
             IndexEntry {
@@ -236,11 +252,6 @@ pub async fn sync_with<A: AuditSink>(
             outcome.changed.push(recorded.key);
         }
     }
-    let gone: Vec<ObjectKey> = index
-        .iter()
-        .filter(|(key, record)| !record.deleted && !declared.contains_key(key))
-        .map(|(key, _)| key.clone())
-        .collect();
     for key in gone {
         let Some(record) = index.get_mut(&key) else { continue };
         if scan.broken_files.contains(&record.source_file) {
