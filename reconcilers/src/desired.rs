@@ -129,7 +129,10 @@ pub fn declared(scan: &Scan) -> BTreeMap<ObjectKey, Declared<'_>> {
         let spec = Spec::Adapter(AdapterSpec::default());
         let digests = ObjectDigests { spec: spec_digest(&metadata, &spec), execution: run_digest(&spec) };
         let source = format!("built-in, referenced by Assignment/{}", object.metadata.name).into();
-        map.insert(key, Declared { body: Body::BuiltIn(Box::new((metadata, spec))), source, digests: Cow::Owned(digests) });
+        map.insert(
+            key,
+            Declared { body: Body::BuiltIn(Box::new((metadata, spec))), source, digests: Cow::Owned(digests) },
+        );
     }
     map
 }
