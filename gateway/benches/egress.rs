@@ -1,7 +1,8 @@
 //! Egress benchmark: `roundtable gateway serve` side by side with direct loopback and the CONNECT
 //! proxies named in `BENCH_PROXIES` (Squid, started by benches/gateway.sh). The gateway runs twice:
 //! on a TCP port, the shape Squid is compared in, and on a Unix socket, the shape a session uses
-//! (its sandbox relays the agent's connections to the gateway's socket). Measures the
+//! (its sandbox relays the agent's connections to the gateway's socket), and once more behind that
+//! relay (`roundtable proxy`), the whole path of an agent's connection. Measures the
 //! throughput of one large upstream → client transfer, tunnel setup latency over sequential
 //! tunnels, and many tunnels held open at once (errors, resident memory per idle tunnel). Prints
 //! figures; asserts nothing.
@@ -69,10 +70,27 @@ async fn main() -> Result<()> {
     let unix_listen = format!("unix:{}", socket.display());
     let (mut unix_gateway, _) = start_gateway(&options.binary, dns.address(), &unix_listen, &unix_journal).await?;
 
-    let mut targets = vec![Target { name: "direct".to_owned(), route: Route::Direct, pid: None }];
+    // The relay gets a gateway of its own, so each journal's tunnel ids follow one target's phases.
+    let relay_journal = work.path().join("gateway-behind-relay.jsonl");
+    let relay_upstream = format!("unix:{}", work.path().join("gateway-behind-relay.sock").display());
+    let (mut relay_gateway, _) = start_gateway(&options.binary, dns.address(), &relay_upstream, &relay_journal).await?;
+    let (mut relay, relay_listen) = start_relay(&options.binary, &relay_upstream).await?;
+
+    let mut targets = vec![Target { name: "direct".to_owned(), route: Route::Direct, pid: None, helper: None }];
     let listen: SocketAddr = listen.parse().map_err(|_| format!("the gateway listens on {listen:?}, not IP:PORT"))?;
-    targets.push(Target { name: "gateway".to_owned(), route: Route::Proxy(listen), pid: gateway.id() });
-    targets.push(Target { name: "gateway (unix)".to_owned(), route: Route::Unix(socket), pid: unix_gateway.id() });
+    targets.push(Target { name: "gateway".to_owned(), route: Route::Proxy(listen), pid: gateway.id(), helper: None });
+    targets.push(Target {
+        name: "gateway (unix)".to_owned(),
+        route: Route::Unix(socket),
+        pid: unix_gateway.id(),
+        helper: None,
+    });
+    targets.push(Target {
+        name: "relay + gateway".to_owned(),
+        route: Route::Proxy(relay_listen),
+        pid: relay.id(),
+        helper: relay_gateway.id(),
+    });
     targets.extend(options.proxies.iter().cloned());
 
     println!(
@@ -82,6 +100,9 @@ async fn main() -> Result<()> {
         dns.address()
     );
     println!("gateway: {} on {listen} and {unix_listen}", options.binary.display());
+    println!(
+        "relay + gateway: `roundtable proxy` on {relay_listen} → a gateway on {relay_upstream} (CPU: both; memory: the relay's)"
+    );
     for target in &targets[2..] {
         if let Route::Proxy(address) = target.route {
             println!("{}: {address}, pid {}", target.name, target.pid.map_or("?".to_owned(), |pid| pid.to_string()));
@@ -122,8 +143,10 @@ async fn main() -> Result<()> {
         held.push((target.name.clone(), hold_tunnels(target, &hello, options.concurrent).await));
     }
 
+    stop(&mut relay).await;
     stop(&mut gateway).await;
     stop(&mut unix_gateway).await;
+    stop(&mut relay_gateway).await;
     let mismatches = upstream.mismatches.load(Ordering::Relaxed);
 
     // === report ===
@@ -146,6 +169,7 @@ async fn main() -> Result<()> {
     println!("upstream: {mismatches} connections whose first bytes were not the ClientHello sent");
     print_journal("gateway", &journal, &options);
     print_journal("gateway (unix)", &unix_journal, &options);
+    print_journal("gateway behind the relay", &relay_journal, &options);
     Ok(())
 }
 
@@ -355,6 +379,8 @@ struct Target {
     route: Route,
     /// The proxy's process, for its CPU time and resident memory.
     pid: Option<u32>,
+    /// Another process the tunnels pass through (behind the relay, the gateway), for CPU time.
+    helper: Option<u32>,
 }
 
 impl Target {
@@ -367,7 +393,14 @@ impl Target {
             name: name.to_owned(),
             route: Route::Proxy(address.parse().map_err(|_| bad())?),
             pid: Some(pid.parse().map_err(|_| bad())?),
+            helper: None,
         })
+    }
+
+    /// CPU time of the proxy's processes so far.
+    fn cpu(&self) -> Option<Duration> {
+        let own = cpu_time(self.pid?)?;
+        Some(own + self.helper.and_then(cpu_time).unwrap_or_default())
     }
 }
 
@@ -459,7 +492,7 @@ impl Transfer {
 /// One transfer of `bytes` from the upstream to the client through `target`, timed from the sent
 /// ClientHello to the end of the stream.
 async fn transfer(target: &Target, hello: &[u8], bytes: u64) -> Transfer {
-    let cpu_before = target.pid.and_then(cpu_time);
+    let cpu_before = target.cpu();
     let bench_before = cpu_time(std::process::id());
     let mut result = Transfer { bytes: 0, elapsed: Duration::ZERO, proxy_cpu: None, bench_cpu: None, error: None };
     let outcome = async {
@@ -481,7 +514,7 @@ async fn transfer(target: &Target, hello: &[u8], bytes: u64) -> Transfer {
         result.error = Some(format!("{} of {bytes} bytes arrived", result.bytes));
     }
     let spent = |before: Option<Duration>, after: Option<Duration>| Some(after?.saturating_sub(before?));
-    result.proxy_cpu = spent(cpu_before, target.pid.and_then(cpu_time));
+    result.proxy_cpu = spent(cpu_before, target.cpu());
     result.bench_cpu = spent(bench_before, cpu_time(std::process::id()));
     result
 }
@@ -547,14 +580,14 @@ impl Latency {
     /// upstream sends back, then closed both ways before the next starts.
     async fn measure(&mut self, target: &Target, hello: &[u8], count: usize, dns: &FakeDns) {
         let lookups_before = dns.lookups(HOST);
-        let cpu_before = target.pid.and_then(cpu_time);
+        let cpu_before = target.cpu();
         for _ in 0..count {
             match one_tunnel(&target.route, hello).await {
                 Ok(elapsed) => self.samples.push(elapsed),
                 Err(error) => self.errors.add(error),
             }
         }
-        if let (Some(before), Some(after)) = (cpu_before, target.pid.and_then(cpu_time)) {
+        if let (Some(before), Some(after)) = (cpu_before, target.cpu()) {
             *self.proxy_cpu.get_or_insert_default() += after.saturating_sub(before);
         }
         self.lookups += dns.lookups(HOST) - lookups_before;
@@ -800,6 +833,29 @@ async fn start_gateway(binary: &Path, dns: SocketAddr, listen: &str, journal: &P
         }
     });
     Ok((child, listen))
+}
+
+/// Starts `roundtable proxy`, the sandbox's relay, on a free loopback port, forwarding to the
+/// gateway at `upstream`; returns once it says where it listens.
+async fn start_relay(binary: &Path, upstream: &str) -> Result<(Child, SocketAddr)> {
+    let mut child = Command::new(binary)
+        .args(["proxy", "--listen", "127.0.0.1:0", "--upstream", upstream])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or("the relay's stdout is not piped")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let line = timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .map_err(|_| "the relay did not say it listens within 10 s")??
+        .ok_or("the relay exited before listening")?;
+    let address = line
+        .strip_prefix("roundtable proxy: listening on ")
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|address| address.parse().ok())
+        .ok_or_else(|| format!("unexpected relay line {line:?}"))?;
+    Ok((child, address))
 }
 
 /// Stops the gateway as an operator would (SIGTERM), so its close lines are written.

@@ -1,6 +1,8 @@
 //! The in-container side: `roundtable proxy` listens on loopback inside the network-less
 //! container and carries each connection, byte for byte, to the gateway's socket. It decides
-//! nothing; the gateway on the host enforces everything.
+//! nothing; the gateway on the host enforces everything. Bytes move as the gateway's do: in the
+//! kernel (`zero_copy.rs`) unless `ROUNDTABLE_GATEWAY_SPLICE` says copy, no pipes can be had, or
+//! the sandbox's seccomp filter refuses `splice(2)` (that direction then copies).
 
 use std::io;
 use std::sync::Arc;
@@ -10,7 +12,9 @@ use tokio::net::{TcpStream, UnixStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::server::{Connection, Endpoint, Listener};
+use crate::server::{Connection, Endpoint, Listener, UNIX_SEND_BUFFER};
+use crate::settings::SplicePath;
+use crate::zero_copy::{self, Pipes, Socket, Tally};
 
 /// Forwards every connection accepted on `listener` to `upstream` until `cancel`.
 pub async fn forward(listener: Listener, upstream: Endpoint, cancel: CancellationToken) {
@@ -41,17 +45,85 @@ pub async fn forward(listener: Listener, upstream: Endpoint, cancel: Cancellatio
     connections.wait().await;
 }
 
-async fn carry<S: AsyncRead + AsyncWrite + Unpin>(mut client: S, upstream: &Endpoint) -> io::Result<()> {
+async fn carry<S>(mut client: S, upstream: &Endpoint) -> io::Result<()>
+where
+    S: Socket + AsyncRead + AsyncWrite + Unpin,
+{
     match upstream {
         Endpoint::Unix(path) => {
-            let gateway = UnixStream::connect(path).await?;
-            crate::splice::splice(&mut client, gateway).await?;
+            let mut gateway = UnixStream::connect(path).await?;
+            // Uploads reach the gateway in splice-sized steps, as downloads reach this relay.
+            let _ = rustix::net::sockopt::set_socket_send_buffer_size(&gateway, UNIX_SEND_BUFFER);
+            relay(&mut client, &mut gateway).await
         }
         Endpoint::Tcp(address) => {
-            let gateway = TcpStream::connect(address).await?;
+            let mut gateway = TcpStream::connect(address).await?;
             gateway.set_nodelay(true)?;
-            crate::splice::splice(&mut client, gateway).await?;
+            relay(&mut client, &mut gateway).await
         }
     }
-    Ok(())
+}
+
+/// Carries both ways in the kernel when it can, by copying otherwise.
+async fn relay<A, B>(client: &mut A, gateway: &mut B) -> io::Result<()>
+where
+    A: Socket + AsyncRead + AsyncWrite + Unpin,
+    B: Socket + AsyncRead + AsyncWrite + Unpin,
+{
+    if SplicePath::from_env() == SplicePath::Kernel {
+        match Pipes::new() {
+            Ok(pipes) => return zero_copy::splice(client, gateway, pipes, &Uncounted).await,
+            Err(error) => tracing::debug!(%error, "no pipes for a kernel splice; copying instead"),
+        }
+    }
+    crate::splice::splice(client, gateway).await
+}
+
+/// The relay counts nothing: the gateway counts every tunnel's bytes.
+struct Uncounted;
+
+impl Tally for Uncounted {
+    fn read(&self, _: usize) {}
+
+    fn written(&self, _: usize) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::UnixListener;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn bytes_pass_whole_both_ways_and_an_end_is_passed_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket = dir.path().join("gateway.sock");
+        // A stand-in for the gateway: echoes everything back, then closes after the client's end.
+        let gateway = UnixListener::bind(&socket).expect("bind");
+        tokio::spawn(async move {
+            let (mut stream, _) = gateway.accept().await.expect("accept");
+            let (mut read, mut write) = stream.split();
+            tokio::io::copy(&mut read, &mut write).await.expect("echo");
+            write.shutdown().await.expect("close");
+        });
+        let listener = Listener::bind(&"127.0.0.1:0".parse().expect("endpoint")).await.expect("listen");
+        let Endpoint::Tcp(address) = listener.endpoint().expect("endpoint") else { panic!("not TCP") };
+        let cancel = CancellationToken::new();
+        let relay = tokio::spawn(forward(listener, Endpoint::Unix(socket), cancel.clone()));
+
+        let payload: Vec<u8> = (0..3_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let (mut read, mut write) = TcpStream::connect(address).await.expect("connect").into_split();
+        let send = async {
+            write.write_all(&payload).await.expect("send");
+            write.shutdown().await.expect("half-close");
+        };
+        let mut echoed = Vec::new();
+        let ((), received) = tokio::join!(send, read.read_to_end(&mut echoed));
+        received.expect("read to the gateway's end");
+        assert!(echoed == payload, "{} bytes came back, {} were sent", echoed.len(), payload.len());
+
+        cancel.cancel();
+        relay.await.expect("the relay stops when cancelled");
+    }
 }

@@ -20,8 +20,9 @@ use crate::dial::Dial;
 use crate::resolve::Resolve;
 use crate::tunnel::Gateway;
 
-/// The send buffer asked for on a client's Unix socket: as much as one splice moves.
-const UNIX_SEND_BUFFER: usize = 1024 * 1024;
+/// The send buffer asked for on a client's Unix socket (and by the sandbox's relay on its own):
+/// as much as one splice moves.
+pub(crate) const UNIX_SEND_BUFFER: usize = 1024 * 1024;
 /// Pending connections a TCP listener queues (Unix sockets already get the kernel's maximum).
 const LISTEN_BACKLOG: u32 = 4096;
 
