@@ -70,13 +70,10 @@ where
     A: Socket + AsyncRead + AsyncWrite + Unpin,
     B: Socket + AsyncRead + AsyncWrite + Unpin,
 {
-    if SplicePath::from_env() == SplicePath::Kernel {
-        match Pipes::new() {
-            Ok(pipes) => return zero_copy::splice(client, gateway, pipes, &Uncounted).await,
-            Err(error) => tracing::debug!(%error, "no pipes for a kernel splice; copying instead"),
-        }
+    match Pipes::when(SplicePath::from_env()) {
+        Some(pipes) => zero_copy::splice(client, gateway, pipes, &Uncounted).await,
+        None => crate::splice::splice(client, gateway).await,
     }
-    crate::splice::splice(client, gateway).await
 }
 
 /// The relay counts nothing: the gateway counts every tunnel's bytes.

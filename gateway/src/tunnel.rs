@@ -24,7 +24,7 @@ use crate::journal::{Close, Counters, Decision, Journal, now};
 use crate::metrics;
 use crate::request::{Head, check_allowed, parse_head};
 use crate::resolve::{LookupError, Resolve};
-use crate::settings::{Settings, SplicePath, UPSTREAM_PORT};
+use crate::settings::{Settings, UPSTREAM_PORT};
 use crate::zero_copy::{self, ClientSocket, ClientStream, Pipes, Tally};
 
 /// Bytes asked of the client per read before the splice.
@@ -306,19 +306,14 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
         upstream: &mut TcpStream,
         meter: &Arc<Meter>,
     ) -> io::Result<()> {
-        if self.settings.splice_path == SplicePath::Kernel
-            && let Some(socket) = client.socket()
+        if let Some(socket) = client.socket()
+            && let Some(pipes) = Pipes::when(self.settings.splice_path)
         {
-            match Pipes::new() {
-                Ok(pipes) => {
-                    let tally = meter.as_ref();
-                    return match socket {
-                        ClientSocket::Tcp(client) => zero_copy::splice(client, upstream, pipes, tally).await,
-                        ClientSocket::Unix(client) => zero_copy::splice(client, upstream, pipes, tally).await,
-                    };
-                }
-                Err(error) => tracing::debug!(%error, "no pipes for a kernel splice; copying instead"),
-            }
+            let tally = meter.as_ref();
+            return match socket {
+                ClientSocket::Tcp(client) => zero_copy::splice(client, upstream, pipes, tally).await,
+                ClientSocket::Unix(client) => zero_copy::splice(client, upstream, pipes, tally).await,
+            };
         }
         let mut client = Metered { inner: client, meter: meter.clone() };
         crate::splice::splice(&mut client, upstream).await

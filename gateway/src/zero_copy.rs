@@ -15,6 +15,8 @@ use rustix::pipe::{self, PipeFlags, SpliceFlags, fcntl_getpipe_size, fcntl_setpi
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::{TcpStream, UnixStream, tcp, unix};
 
+use crate::settings::SplicePath;
+
 /// The capacity a pipe starts with (the kernel's default) and shrinks back to when its tunnel is
 /// quiet. Below it a pipe is not worth having: an unprivileged user past
 /// `fs.pipe-user-pages-soft` gets 8 KiB pipes, which would move bytes in smaller steps than the
@@ -165,6 +167,15 @@ pub struct Pipes {
 impl Pipes {
     pub fn new() -> io::Result<Self> {
         Ok(Self { forward: Pipe::new()?, backward: Pipe::new()? })
+    }
+
+    /// The pipes for a kernel splice when `path` asks for one and they can be had; `None` means
+    /// copying instead.
+    pub fn when(path: SplicePath) -> Option<Self> {
+        if path != SplicePath::Kernel {
+            return None;
+        }
+        Self::new().inspect_err(|error| tracing::debug!(%error, "no pipes for a kernel splice; copying instead")).ok()
     }
 }
 

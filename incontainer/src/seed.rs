@@ -5,9 +5,9 @@
 //! an upload would give them (0755 folders, 0755 or 0644 files by the executable bit), so what the
 //! agent finds is exactly the provisioned tree.
 
-use std::fs::{DirBuilder, File, OpenOptions, Permissions};
+use std::fs::{File, OpenOptions, Permissions};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
@@ -47,7 +47,7 @@ pub fn copy_tree(from: &Path, to: &Path) -> Result<Seeded, SeedError> {
             // The entry itself, not what a link points to.
             let kind = entry.file_type().map_err(failed("inspect", &source))?;
             if kind.is_dir() {
-                match DirBuilder::new().mode(0o755).create(&target) {
+                match std::fs::create_dir(&target) {
                     Err(error) if error.kind() == io::ErrorKind::AlreadyExists && target.is_dir() => {}
                     created => created.map_err(failed("create", &target))?,
                 }
