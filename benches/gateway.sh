@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The egress gateway side by side with Squid (Debian package) as a CONNECT allowlist proxy and with
+# The egress gateway side by side with Squid (Debian package) as a CONNECT allowlist proxy, with
+# HAProxy (Debian package) splicing as a plain TCP forwarder (one extra hop at its cheapest) and with
 # direct loopback: throughput of one large transfer, tunnel setup latency p50/p99, and 1,000
 # tunnels held open (errors, memory per idle tunnel). Prints figures, asserts nothing.
 # Usage: benches/gateway.sh   (as root: the bench's DNS server takes 127.0.0.1:53, its upstream
@@ -10,10 +11,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v squid >/dev/null; then
+if ! command -v squid >/dev/null || ! command -v haproxy >/dev/null; then
   apt-get update -q
-  # policy-rc.d or no init keeps the packaged service from starting; ours is started below.
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q squid >/dev/null
+  # policy-rc.d or no init keeps the packaged services from starting; ours are started below.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q squid haproxy >/dev/null
 fi
 cargo build --quiet --release -p roundtable
 cargo bench --quiet -p roundtable-gateway --bench egress --no-run
@@ -25,12 +26,17 @@ export ROUNDTABLE_BIN=${ROUNDTABLE_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/x86_64-
 work=$(mktemp -d /var/tmp/roundtable-squid.XXXXXX)
 chown proxy:proxy "$work"
 squid_pid=
-cleanup() {
-  if [[ -n $squid_pid ]] && kill -0 "$squid_pid" 2>/dev/null; then
-    kill -INT "$squid_pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$squid_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$squid_pid" 2>/dev/null || true
+haproxy_pid=
+stop() { # PID SIGNAL
+  if [[ -n $1 ]] && kill -0 "$1" 2>/dev/null; then
+    kill "-$2" "$1" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$1" 2>/dev/null || true
   fi
+}
+cleanup() {
+  stop "$squid_pid" INT
+  stop "$haproxy_pid" TERM
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -73,5 +79,35 @@ for _ in $(seq 100); do listening "$port" && break; sleep 0.1; done
 listening "$port" || { echo "squid did not listen on 127.0.0.1:$port" >&2; cat "$work/cache.log" >&2; exit 1; }
 
 echo "squid: $(squid -v | head -n 1), pid $squid_pid, 127.0.0.1:$port, config $work/squid.conf"
-BENCH_PROXIES="squid=127.0.0.1:$port@$squid_pid ${BENCH_PROXIES:-}" cargo bench --quiet -p roundtable-gateway --bench egress
+
+# HAProxy forwards every connection to the upstream, splicing both ways with pipes as large as the
+# gateway's: no CONNECT, no policy, no lookup. It shows what one extra hop costs a mature splicing
+# proxy on this machine, the yardstick for the gateway's own hop beside the ideal of direct.
+forward_port=$((port + 1))
+while listening "$forward_port"; do forward_port=$((forward_port + 1)); done
+cat >"$work/haproxy.cfg" <<EOF
+global
+    maxconn 4096
+    tune.pipesize 1048576
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+    option splice-request
+    option splice-response
+listen forward
+    bind 127.0.0.1:$forward_port
+    server upstream 127.0.0.77:443
+EOF
+haproxy -c -q -f "$work/haproxy.cfg"
+haproxy -db -f "$work/haproxy.cfg" &
+haproxy_pid=$!
+for _ in $(seq 100); do listening "$forward_port" && break; sleep 0.1; done
+listening "$forward_port" || { echo "haproxy did not listen on 127.0.0.1:$forward_port" >&2; exit 1; }
+echo "haproxy: $(haproxy -v | head -n 1 | cut -d' ' -f1-3), pid $haproxy_pid, 127.0.0.1:$forward_port, config $work/haproxy.cfg"
+
+BENCH_PROXIES="squid=127.0.0.1:$port@$squid_pid ${BENCH_PROXIES:-}" \
+  BENCH_FORWARDERS="haproxy-forward=127.0.0.1:$forward_port@$haproxy_pid ${BENCH_FORWARDERS:-}" \
+  cargo bench --quiet -p roundtable-gateway --bench egress
 echo "squid access.log: $(wc -l <"$work/access.log") lines; $(awk '{print $4}' "$work/access.log" | sort | uniq -c | tr '\n' ' ')"

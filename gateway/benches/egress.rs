@@ -14,6 +14,8 @@
 //! Environment (all optional):
 //! - `ROUNDTABLE_BIN`: the release binary (default: the workspace's static release build);
 //! - `BENCH_PROXIES`: space-separated `NAME=IP:PORT@PID` of running CONNECT proxies;
+//! - `BENCH_FORWARDERS`: the same for plain TCP forwarders to the upstream (no CONNECT, no
+//!   policy: HAProxy splicing, started by benches/gateway.sh), what one extra hop costs at best;
 //! - `BENCH_BYTES` (1 GiB), `BENCH_REPEATS` (5), `BENCH_SEQUENTIAL` (2000), `BENCH_WARMUP` (100),
 //!   `BENCH_CONCURRENT` (1000), `BENCH_DNS` (127.0.0.1:53).
 
@@ -104,7 +106,7 @@ async fn main() -> Result<()> {
         "relay + gateway: `roundtable proxy` on {relay_listen} → a gateway on {relay_upstream} (CPU: both; memory: the relay's)"
     );
     for target in &targets[2..] {
-        if let Route::Proxy(address) = target.route {
+        if let Route::Proxy(address) | Route::Forward(address) = target.route {
             println!("{}: {address}, pid {}", target.name, target.pid.map_or("?".to_owned(), |pid| pid.to_string()));
         }
     }
@@ -183,8 +185,8 @@ fn print_throughput(targets: &[Target], throughput: &[Option<Summary>], options:
         options.repeats
     );
     println!(
-        "{:<18} {:>10} {:>13} {:>9} {:>16} {:>16}  errors",
-        "target", "MB/s", "min-max", "× direct", "proxy CPU s/GiB", "bench CPU s/GiB"
+        "{:<18} {:>10} {:>13} {:>9} {:>16} {:>16} {:>11}  errors",
+        "target", "MB/s", "min-max", "× direct", "proxy CPU s/GiB", "bench CPU s/GiB", "waiting %"
     );
     let direct =
         throughput[0].as_ref().filter(|summary| summary.median.error.is_none()).map(|summary| summary.median.rate());
@@ -194,19 +196,29 @@ fn print_throughput(targets: &[Target], throughput: &[Option<Summary>], options:
         let per_gib = |cpu: Option<Duration>| {
             cpu.map_or("-".to_owned(), |cpu| format!("{:.2}", cpu.as_secs_f64() / (options.bytes as f64 / GIB)))
         };
+        let share = |scheduled: Option<Scheduled>| {
+            scheduled.map_or("-".to_owned(), |scheduled| {
+                format!("{:.0}", 100.0 * scheduled.waited.as_secs_f64() / transfer.elapsed.as_secs_f64().max(1e-9))
+            })
+        };
+        let waiting = format!("{} / {}", share(transfer.bench), share(transfer.proxy));
         println!(
-            "{:<18} {:>10.0} {:>13} {:>9} {:>16} {:>16}  {}",
+            "{:<18} {:>10.0} {:>13} {:>9} {:>16} {:>16} {:>11}  {}",
             target.name,
             transfer.rate() / 1e6,
             format!("{:.0}-{:.0}", slowest / 1e6, fastest / 1e6),
             ratio,
-            per_gib(transfer.proxy_cpu),
-            per_gib(transfer.bench_cpu),
+            per_gib(transfer.proxy.map(|proxy| proxy.cpu)),
+            per_gib(transfer.bench.map(|bench| bench.cpu)),
+            waiting,
             transfer.error.as_deref().unwrap_or("0")
         );
     }
     println!(
         "(bench CPU: this process's client and upstream, and the kernel work charged to them; with the proxy's, the whole transfer's CPU)"
+    );
+    println!(
+        "(waiting %: time the bench's / the proxy's threads were runnable but had no CPU, summed over threads, as a share of the transfer's time)"
     );
 }
 
@@ -339,7 +351,10 @@ impl Options {
         }
         let mut proxies = Vec::new();
         for entry in std::env::var("BENCH_PROXIES").unwrap_or_default().split_whitespace() {
-            proxies.push(Target::parse_proxy(entry)?);
+            proxies.push(Target::parse(entry, Route::Proxy)?);
+        }
+        for entry in std::env::var("BENCH_FORWARDERS").unwrap_or_default().split_whitespace() {
+            proxies.push(Target::parse(entry, Route::Forward)?);
         }
         Ok(Self {
             binary,
@@ -371,6 +386,8 @@ enum Route {
     Proxy(SocketAddr),
     /// Through a CONNECT proxy listening on this Unix socket.
     Unix(PathBuf),
+    /// Through a plain TCP forwarder to the upstream listening here: no CONNECT.
+    Forward(SocketAddr),
 }
 
 #[derive(Clone)]
@@ -384,23 +401,23 @@ struct Target {
 }
 
 impl Target {
-    /// `NAME=IP:PORT@PID`.
-    fn parse_proxy(entry: &str) -> Result<Self> {
-        let bad = || format!("BENCH_PROXIES entry {entry:?} is not NAME=IP:PORT@PID");
+    /// `NAME=IP:PORT@PID`, reached by `route`.
+    fn parse(entry: &str, route: fn(SocketAddr) -> Route) -> Result<Self> {
+        let bad = || format!("the bench's entry {entry:?} is not NAME=IP:PORT@PID");
         let (name, rest) = entry.split_once('=').ok_or_else(bad)?;
         let (address, pid) = rest.rsplit_once('@').ok_or_else(bad)?;
         Ok(Self {
             name: name.to_owned(),
-            route: Route::Proxy(address.parse().map_err(|_| bad())?),
+            route: route(address.parse().map_err(|_| bad())?),
             pid: Some(pid.parse().map_err(|_| bad())?),
             helper: None,
         })
     }
 
-    /// CPU time of the proxy's processes so far.
-    fn cpu(&self) -> Option<Duration> {
-        let own = cpu_time(self.pid?)?;
-        Some(own + self.helper.and_then(cpu_time).unwrap_or_default())
+    /// What the scheduler counted for the proxy's processes so far.
+    fn scheduled(&self) -> Option<Scheduled> {
+        let own = Scheduled::of(self.pid?)?;
+        Some(own.plus(self.helper.and_then(Scheduled::of).unwrap_or_default()))
     }
 }
 
@@ -419,10 +436,10 @@ async fn open(route: &Route, hello: &[u8]) -> io::Result<Box<dyn Stream>> {
     };
     let mut stream: Box<dyn Stream> = match route {
         Route::Direct => Box::new(connect_tcp(UPSTREAM).await?),
-        Route::Proxy(proxy) => Box::new(connect_tcp(*proxy).await?),
+        Route::Proxy(address) | Route::Forward(address) => Box::new(connect_tcp(*address).await?),
         Route::Unix(path) => Box::new(UnixStream::connect(path).await?),
     };
-    if !matches!(route, Route::Direct) {
+    if matches!(route, Route::Proxy(_) | Route::Unix(_)) {
         let head = format!("CONNECT {HOST}:443 HTTP/1.1\r\nHost: {HOST}:443\r\n\r\n");
         stream.write_all(head.as_bytes()).await?;
         read_established(&mut stream).await?;
@@ -476,9 +493,9 @@ fn timed_out(what: &str) -> io::Error {
 struct Transfer {
     bytes: u64,
     elapsed: Duration,
-    proxy_cpu: Option<Duration>,
+    proxy: Option<Scheduled>,
     /// This process's (client and upstream) meanwhile.
-    bench_cpu: Option<Duration>,
+    bench: Option<Scheduled>,
     error: Option<String>,
 }
 
@@ -492,9 +509,9 @@ impl Transfer {
 /// One transfer of `bytes` from the upstream to the client through `target`, timed from the sent
 /// ClientHello to the end of the stream.
 async fn transfer(target: &Target, hello: &[u8], bytes: u64) -> Transfer {
-    let cpu_before = target.cpu();
-    let bench_before = cpu_time(std::process::id());
-    let mut result = Transfer { bytes: 0, elapsed: Duration::ZERO, proxy_cpu: None, bench_cpu: None, error: None };
+    let proxy_before = target.scheduled();
+    let bench_before = Scheduled::of(std::process::id());
+    let mut result = Transfer { bytes: 0, elapsed: Duration::ZERO, proxy: None, bench: None, error: None };
     let outcome = async {
         let mut stream = timeout(STEP_TIMEOUT, open(&target.route, hello)).await.map_err(|_| timed_out("open"))??;
         let started = Instant::now();
@@ -513,9 +530,9 @@ async fn transfer(target: &Target, hello: &[u8], bytes: u64) -> Transfer {
     } else if result.bytes != bytes {
         result.error = Some(format!("{} of {bytes} bytes arrived", result.bytes));
     }
-    let spent = |before: Option<Duration>, after: Option<Duration>| Some(after?.saturating_sub(before?));
-    result.proxy_cpu = spent(cpu_before, target.cpu());
-    result.bench_cpu = spent(bench_before, cpu_time(std::process::id()));
+    let spent = |before: Option<Scheduled>, after: Option<Scheduled>| Some(after?.since(before?));
+    result.proxy = spent(proxy_before, target.scheduled());
+    result.bench = spent(bench_before, Scheduled::of(std::process::id()));
     result
 }
 
@@ -580,14 +597,14 @@ impl Latency {
     /// upstream sends back, then closed both ways before the next starts.
     async fn measure(&mut self, target: &Target, hello: &[u8], count: usize, dns: &FakeDns) {
         let lookups_before = dns.lookups(HOST);
-        let cpu_before = target.cpu();
+        let cpu_before = target.scheduled().map(|scheduled| scheduled.cpu);
         for _ in 0..count {
             match one_tunnel(&target.route, hello).await {
                 Ok(elapsed) => self.samples.push(elapsed),
                 Err(error) => self.errors.add(error),
             }
         }
-        if let (Some(before), Some(after)) = (cpu_before, target.cpu()) {
+        if let (Some(before), Some(after)) = (cpu_before, target.scheduled().map(|scheduled| scheduled.cpu)) {
             *self.proxy_cpu.get_or_insert_default() += after.saturating_sub(before);
         }
         self.lookups += dns.lookups(HOST) - lookups_before;
@@ -928,13 +945,33 @@ fn listen_drops() -> Option<u64> {
     values.split_whitespace().nth(index)?.parse().ok()
 }
 
-/// CPU time of every thread of the process, from the scheduler's nanosecond counters.
-fn cpu_time(pid: u32) -> Option<Duration> {
-    let mut total = 0u64;
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
-        // A thread that ended meanwhile took its time with it.
-        let Ok(schedstat) = std::fs::read_to_string(task.path().join("schedstat")) else { continue };
-        total += schedstat.split_whitespace().next().and_then(|ns| ns.parse::<u64>().ok()).unwrap_or(0);
+/// What the scheduler counted for the threads of a process, from its nanosecond counters.
+#[derive(Clone, Copy, Default)]
+struct Scheduled {
+    /// Time on a CPU.
+    cpu: Duration,
+    /// Time runnable but waiting for a CPU: what a thread loses when the machine has too few.
+    waited: Duration,
+}
+
+impl Scheduled {
+    fn of(pid: u32) -> Option<Self> {
+        let mut total = Self::default();
+        for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+            // A thread that ended meanwhile took its counts with it.
+            let Ok(schedstat) = std::fs::read_to_string(task.path().join("schedstat")) else { continue };
+            let mut fields = schedstat.split_whitespace().map(|ns| Duration::from_nanos(ns.parse().unwrap_or(0)));
+            total.cpu += fields.next().unwrap_or_default();
+            total.waited += fields.next().unwrap_or_default();
+        }
+        Some(total)
     }
-    Some(Duration::from_nanos(total))
+
+    fn plus(self, other: Self) -> Self {
+        Self { cpu: self.cpu + other.cpu, waited: self.waited + other.waited }
+    }
+
+    fn since(self, before: Self) -> Self {
+        Self { cpu: self.cpu.saturating_sub(before.cpu), waited: self.waited.saturating_sub(before.waited) }
+    }
 }
