@@ -6,7 +6,10 @@
 # Usage: benches/gateway.sh   (as root: the bench's DNS server takes 127.0.0.1:53, its upstream
 # 127.0.0.77:443; knobs BENCH_BYTES, BENCH_SEQUENTIAL, BENCH_CONCURRENT… pass through to
 # gateway/benches/egress.rs, and so do extra proxies to compare, BENCH_PROXIES="NAME=IP:PORT@PID …";
-# ROUNDTABLE_BIN measures another build of the gateway than this tree's release build).
+# ROUNDTABLE_BIN measures another build of the gateway than this tree's release build;
+# BENCH_CPUS and BENCH_PROXY_CPUS, taskset lists such as 0-1 and 2-3, give the bench's own client
+# and upstream and every proxy CPUs of their own, so that on a machine with CPUs to spare a proxy's
+# hop is measured without it taking turns with the bench's two ends).
 # Everything listens on loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +28,16 @@ export ROUNDTABLE_BIN=${ROUNDTABLE_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/x86_64-
 # root-only, /var/tmp is world-traversable.
 work=$(mktemp -d /var/tmp/roundtable-squid.XXXXXX)
 chown proxy:proxy "$work"
+pin_bench=()
+pin_proxy=()
+if [[ -n ${BENCH_PROXY_CPUS:-} ]]; then
+  pin_bench=(taskset -c "${BENCH_CPUS:?set BENCH_CPUS too, the CPUs of the bench itself}")
+  pin_proxy=(taskset -c "$BENCH_PROXY_CPUS")
+  # The bench starts the gateways and the relay itself, through this.
+  printf '#!/bin/sh\nexec taskset -c %s %s "$@"\n' "$BENCH_PROXY_CPUS" "$ROUNDTABLE_BIN" >"$work/roundtable"
+  chmod 0755 "$work/roundtable"
+  ROUNDTABLE_BIN=$work/roundtable
+fi
 squid_pid=
 haproxy_pid=
 stop() { # PID SIGNAL
@@ -73,7 +86,7 @@ pid_filename $work/squid.pid
 coredump_dir $work
 EOF
 squid -k parse -f "$work/squid.conf" 2>"$work/parse.log" || { cat "$work/parse.log"; exit 1; }
-squid -N -f "$work/squid.conf" &
+${pin_proxy[@]+"${pin_proxy[@]}"} squid -N -f "$work/squid.conf" &
 squid_pid=$!
 for _ in $(seq 100); do listening "$port" && break; sleep 0.1; done
 listening "$port" || { echo "squid did not listen on 127.0.0.1:$port" >&2; cat "$work/cache.log" >&2; exit 1; }
@@ -101,7 +114,7 @@ listen forward
     server upstream 127.0.0.77:443
 EOF
 haproxy -c -q -f "$work/haproxy.cfg"
-haproxy -db -f "$work/haproxy.cfg" &
+${pin_proxy[@]+"${pin_proxy[@]}"} haproxy -db -f "$work/haproxy.cfg" &
 haproxy_pid=$!
 for _ in $(seq 100); do listening "$forward_port" && break; sleep 0.1; done
 listening "$forward_port" || { echo "haproxy did not listen on 127.0.0.1:$forward_port" >&2; exit 1; }
@@ -109,5 +122,5 @@ echo "haproxy: $(haproxy -v | head -n 1 | cut -d' ' -f1-3), pid $haproxy_pid, 12
 
 BENCH_PROXIES="squid=127.0.0.1:$port@$squid_pid ${BENCH_PROXIES:-}" \
   BENCH_FORWARDERS="haproxy-forward=127.0.0.1:$forward_port@$haproxy_pid ${BENCH_FORWARDERS:-}" \
-  cargo bench --quiet -p roundtable-gateway --bench egress
+  ${pin_bench[@]+"${pin_bench[@]}"} cargo bench --quiet -p roundtable-gateway --bench egress
 echo "squid access.log: $(wc -l <"$work/access.log") lines; $(awk '{print $4}' "$work/access.log" | sort | uniq -c | tr '\n' ' ')"
