@@ -185,8 +185,8 @@ fn print_throughput(targets: &[Target], throughput: &[Option<Summary>], options:
         options.repeats
     );
     println!(
-        "{:<18} {:>10} {:>13} {:>9} {:>16} {:>16} {:>11}  errors",
-        "target", "MB/s", "min-max", "× direct", "proxy CPU s/GiB", "bench CPU s/GiB", "waiting %"
+        "{:<18} {:>10} {:>13} {:>9} {:>16} {:>16} {:>11} {:>13}  errors",
+        "target", "MB/s", "min-max", "× direct", "proxy CPU s/GiB", "bench CPU s/GiB", "waiting %", "runs/MiB"
     );
     let direct =
         throughput[0].as_ref().filter(|summary| summary.median.error.is_none()).map(|summary| summary.median.rate());
@@ -202,8 +202,14 @@ fn print_throughput(targets: &[Target], throughput: &[Option<Summary>], options:
             })
         };
         let waiting = format!("{} / {}", share(transfer.bench), share(transfer.proxy));
+        let per_mib = |scheduled: Option<Scheduled>| {
+            scheduled.map_or("-".to_owned(), |scheduled| {
+                format!("{:.1}", scheduled.runs as f64 / (transfer.bytes as f64 / MIB))
+            })
+        };
+        let runs = format!("{} / {}", per_mib(transfer.bench), per_mib(transfer.proxy));
         println!(
-            "{:<18} {:>10.0} {:>13} {:>9} {:>16} {:>16} {:>11}  {}",
+            "{:<18} {:>10.0} {:>13} {:>9} {:>16} {:>16} {:>11} {:>13}  {}",
             target.name,
             transfer.rate() / 1e6,
             format!("{:.0}-{:.0}", slowest / 1e6, fastest / 1e6),
@@ -211,6 +217,7 @@ fn print_throughput(targets: &[Target], throughput: &[Option<Summary>], options:
             per_gib(transfer.proxy.map(|proxy| proxy.cpu)),
             per_gib(transfer.bench.map(|bench| bench.cpu)),
             waiting,
+            runs,
             transfer.error.as_deref().unwrap_or("0")
         );
     }
@@ -219,6 +226,9 @@ fn print_throughput(targets: &[Target], throughput: &[Option<Summary>], options:
     );
     println!(
         "(waiting %: time the bench's / the proxy's threads were runnable but had no CPU, summed over threads, as a share of the transfer's time)"
+    );
+    println!(
+        "(runs/MiB: times the bench's / the proxy's threads were put on a CPU, about once per wakeup, per MiB carried)"
     );
 }
 
@@ -311,6 +321,7 @@ fn print_journal(name: &str, journal: &Path, options: &Options) {
 }
 
 const GIB: f64 = (1u64 << 30) as f64;
+const MIB: f64 = (1u64 << 20) as f64;
 
 fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e3
@@ -945,13 +956,15 @@ fn listen_drops() -> Option<u64> {
     values.split_whitespace().nth(index)?.parse().ok()
 }
 
-/// What the scheduler counted for the threads of a process, from its nanosecond counters.
+/// What the scheduler counted for the threads of a process (`/proc/PID/task/TID/schedstat`).
 #[derive(Clone, Copy, Default)]
 struct Scheduled {
     /// Time on a CPU.
     cpu: Duration,
     /// Time runnable but waiting for a CPU: what a thread loses when the machine has too few.
     waited: Duration,
+    /// Times a thread was put on a CPU: about once per wakeup.
+    runs: u64,
 }
 
 impl Scheduled {
@@ -960,18 +973,23 @@ impl Scheduled {
         for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
             // A thread that ended meanwhile took its counts with it.
             let Ok(schedstat) = std::fs::read_to_string(task.path().join("schedstat")) else { continue };
-            let mut fields = schedstat.split_whitespace().map(|ns| Duration::from_nanos(ns.parse().unwrap_or(0)));
-            total.cpu += fields.next().unwrap_or_default();
-            total.waited += fields.next().unwrap_or_default();
+            let mut fields = schedstat.split_whitespace().map(|field| field.parse::<u64>().unwrap_or(0));
+            total.cpu += Duration::from_nanos(fields.next().unwrap_or_default());
+            total.waited += Duration::from_nanos(fields.next().unwrap_or_default());
+            total.runs += fields.next().unwrap_or_default();
         }
         Some(total)
     }
 
     fn plus(self, other: Self) -> Self {
-        Self { cpu: self.cpu + other.cpu, waited: self.waited + other.waited }
+        Self { cpu: self.cpu + other.cpu, waited: self.waited + other.waited, runs: self.runs + other.runs }
     }
 
     fn since(self, before: Self) -> Self {
-        Self { cpu: self.cpu.saturating_sub(before.cpu), waited: self.waited.saturating_sub(before.waited) }
+        Self {
+            cpu: self.cpu.saturating_sub(before.cpu),
+            waited: self.waited.saturating_sub(before.waited),
+            runs: self.runs.saturating_sub(before.runs),
+        }
     }
 }
