@@ -6,23 +6,11 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::process::Command;
 
+use common::git;
 use roundtable_workspace::patch;
 use roundtable_workspace::provision::{self, ProvisionError};
 
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .status()
-        .expect("git");
-    assert!(status.success(), "git {args:?}");
-}
+mod common;
 
 fn write(root: &Path, path: &str, contents: &[u8]) {
     let full = root.join(path);
