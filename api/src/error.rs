@@ -32,6 +32,11 @@ impl ApiError {
         Self::new(StatusCode::NOT_FOUND, code, message)
     }
 
+    /// A request body over `limit` bytes (or one that could not be read whole).
+    pub fn body_too_large(limit: usize) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", format!("request bodies are at most {limit} bytes"))
+    }
+
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }

@@ -57,14 +57,7 @@ pub async fn idempotent(State(state): State<ApiState>, request: Request, next: N
     let (parts, body) = request.into_parts();
     let body = match to_bytes(body, MAX_BODY).await {
         Ok(body) => body,
-        Err(_) => {
-            return ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                format!("request bodies are at most {MAX_BODY} bytes"),
-            )
-            .into_response();
-        }
+        Err(_) => return ApiError::body_too_large(MAX_BODY).into_response(),
     };
     let path = parts.uri.path_and_query().map_or_else(|| parts.uri.path().to_owned(), ToString::to_string);
     let hash = request_hash(&parts.method, &path, &body);

@@ -102,12 +102,7 @@ async fn read_body_whole(request: Request, next: Next, limits: Limits) -> Respon
     let (parts, body) = request.into_parts();
     match tokio::time::timeout(limits.body_read_timeout, to_bytes(body, limits.max_body)).await {
         Ok(Ok(body)) => next.run(Request::from_parts(parts, Body::from(body))).await,
-        Ok(Err(_)) => ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
-            format!("request bodies are at most {} bytes", limits.max_body),
-        )
-        .into_response(),
+        Ok(Err(_)) => ApiError::body_too_large(limits.max_body).into_response(),
         Err(_) => {
             let mut response = ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,

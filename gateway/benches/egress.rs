@@ -15,7 +15,8 @@
 //! - `ROUNDTABLE_BIN`: the release binary (default: the workspace's static release build);
 //! - `BENCH_PROXIES`: space-separated `NAME=IP:PORT@PID` of running CONNECT proxies;
 //! - `BENCH_FORWARDERS`: the same for plain TCP forwarders to the upstream (no CONNECT, no
-//!   policy: HAProxy splicing, started by benches/gateway.sh), what one extra hop costs at best;
+//!   policy: HAProxy splicing, started by benches/gateway.sh), what one extra hop costs a mature
+//!   proxy;
 //! - `BENCH_BYTES` (1 GiB), `BENCH_REPEATS` (5), `BENCH_SEQUENTIAL` (2000), `BENCH_WARMUP` (100),
 //!   `BENCH_CONCURRENT` (1000), `BENCH_DNS` (127.0.0.1:53).
 

@@ -12,7 +12,7 @@ use tokio::net::{TcpStream, UnixStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::server::{Connection, Endpoint, Listener, UNIX_SEND_BUFFER};
+use crate::server::{Connection, Endpoint, Listener, enlarge_send_buffer};
 use crate::settings::SplicePath;
 use crate::zero_copy::{self, Pipes, Socket, Tally};
 
@@ -53,7 +53,7 @@ where
         Endpoint::Unix(path) => {
             let mut gateway = UnixStream::connect(path).await?;
             // Uploads reach the gateway in splice-sized steps, as downloads reach this relay.
-            let _ = rustix::net::sockopt::set_socket_send_buffer_size(&gateway, UNIX_SEND_BUFFER);
+            enlarge_send_buffer(&gateway);
             relay(&mut client, &mut gateway).await
         }
         Endpoint::Tcp(address) => {

@@ -22,7 +22,16 @@ use crate::tunnel::Gateway;
 
 /// The send buffer asked for on a client's Unix socket (and by the sandbox's relay on its own):
 /// as much as one splice moves.
-pub(crate) const UNIX_SEND_BUFFER: usize = 1024 * 1024;
+const UNIX_SEND_BUFFER: usize = 1024 * 1024;
+/// Gives a Unix stream socket a send buffer as large as one splice moves. A Unix socket's send
+/// buffer does not grow under load as TCP's does: at the default (about 200 KiB) bulk bytes are
+/// handed over in small steps, each a wake-up on both sides. The kernel caps it at
+/// `net.core.wmem_max`, and it is only taken while bytes wait for the peer; a refusal leaves the
+/// default, which still works.
+pub(crate) fn enlarge_send_buffer(stream: &UnixStream) {
+    let _ = rustix::net::sockopt::set_socket_send_buffer_size(stream, UNIX_SEND_BUFFER);
+}
+
 /// Pending connections a TCP listener queues (Unix sockets already get the kernel's maximum).
 const LISTEN_BACKLOG: u32 = 4096;
 
@@ -93,11 +102,7 @@ impl Listener {
     pub async fn accept(&self) -> io::Result<Connection> {
         match self {
             Listener::Unix(listener) => listener.accept().await.map(|(stream, _)| {
-                // A Unix socket's send buffer does not grow under load as TCP's does: at the
-                // default (about 200 KiB) a bulk download to the client is handed over in small
-                // steps, each a wake-up on both sides. The kernel caps it at `net.core.wmem_max`,
-                // and it is only taken while bytes wait for the client.
-                let _ = rustix::net::sockopt::set_socket_send_buffer_size(&stream, UNIX_SEND_BUFFER);
+                enlarge_send_buffer(&stream);
                 Connection::Unix(stream)
             }),
             Listener::Tcp(listener) => listener.accept().await.map(|(stream, _)| {
