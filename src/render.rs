@@ -10,15 +10,7 @@ use serde::Serialize;
 /// (bidi controls such as U+202E, zero-width characters, the rest of Unicode's category Cf) with
 /// visible escapes like `\u{202e}`.
 pub fn sanitize(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() || roundtable_specs::names::is_invisible(c) {
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    roundtable_specs::names::escape_hidden(text)
 }
 
 /// Like [`sanitize`], but keeps line breaks and tabs of a multi-line block.

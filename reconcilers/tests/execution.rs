@@ -30,10 +30,14 @@ enum Agent {
     EngineLost,
     /// Runs until stopped; then reports the cancel, as the real runtime does.
     RunsUntilStopped,
+    /// Runs past its timeout, as the real runtime reports it.
+    TimesOut,
     /// A provider CLI: presents its capability on the session's MCP socket (recording the
     /// endpoint's answer), edits README.md and prints Codex's JSON lines.
     Codex,
 }
+
+const README: &str = "README.md";
 
 /// A session runtime that acts out `agent` and records what it was asked.
 struct FakeRuntime {
@@ -43,6 +47,9 @@ struct FakeRuntime {
     plans: Mutex<Vec<SessionPlan>>,
     /// What the MCP endpoint answered the capability, per run.
     answers: Mutex<Vec<String>>,
+    /// When set, the agent claims README.md for an hour in this store before it does anything
+    /// else, as an agent calling `claims.acquire` would.
+    claims_in: Option<Store>,
 }
 
 impl FakeRuntime {
@@ -53,7 +60,15 @@ impl FakeRuntime {
             removed: Mutex::default(),
             plans: Mutex::default(),
             answers: Mutex::default(),
+            claims_in: None,
         })
+    }
+
+    /// Acts out `agent` after claiming README.md for an hour in `store`.
+    fn claiming(agent: Agent, store: &Store) -> Arc<Self> {
+        let mut runtime = Arc::into_inner(Self::new(agent)).expect("only handle");
+        runtime.claims_in = Some(store.clone());
+        Arc::new(runtime)
     }
 }
 
@@ -81,6 +96,12 @@ impl SessionRuntime for FakeRuntime {
     ) -> BoxFuture<'_, Result<RunOutcome, RuntimeError>> {
         Box::pin(async move {
             self.plans.lock().expect("lock").push(plan.clone());
+            if let Some(store) = &self.claims_in {
+                let hour = roundtable_store::later(Duration::from_secs(3600));
+                let assignment = plan.ownership.assignment.clone().unwrap_or_default();
+                let claimed = store.acquire_claims(&assignment, &plan.session, &[README.into()], &hour).await;
+                assert_eq!(claimed.expect("claim").granted, [README]);
+            }
             self.running.fetch_add(1, Ordering::SeqCst);
             let outcome = match &self.agent {
                 Agent::Edits(edits) => {
@@ -105,6 +126,7 @@ impl SessionRuntime for FakeRuntime {
                     let _ = stop.wait_for(|stopped| *stopped).await;
                     Ok(RunOutcome::ended(RunEnd::Cancelled))
                 }
+                Agent::TimesOut => Ok(RunOutcome::ended(RunEnd::TimedOut)),
                 Agent::Codex => {
                     let answer = present_capability(&plan).await;
                     self.answers.lock().expect("lock").push(answer);
@@ -464,6 +486,8 @@ async fn a_run_replaced_by_a_newer_execution_generation_is_recorded_superseded()
 async fn a_provider_session_gets_a_manifest_a_capability_and_an_endpoint_then_loses_them() {
     let project = Project::new().await;
     // Another live session holds README.md.
+    let other = running_session("other-session", "other");
+    project.store.save_session(&other).await.expect("save");
     let later = roundtable_store::later(Duration::from_secs(600));
     project.store.acquire_claims("other", "other-session", &["README.md".into()], &later).await.expect("claim");
     let runtime = FakeRuntime::new(Agent::Codex);
@@ -513,6 +537,114 @@ async fn a_provider_session_gets_a_manifest_a_capability_and_an_endpoint_then_lo
         kinds,
         ["session.started", "capability.issued", "capability.revoked", "proposal.submitted", "session.ended"]
     );
+}
+
+/// A session another controller run is running for `assignment`.
+fn running_session(id: &str, assignment: &str) -> SessionRecord {
+    SessionRecord {
+        id: id.into(),
+        assignment: assignment.into(),
+        controller_run: "another-run".into(),
+        adapter: "generic".into(),
+        phase: SessionPhase::Running,
+        ..SessionRecord::default()
+    }
+}
+
+/// Waits (up to 10 s) until the manager has let go of `assignment`'s execution: its session is
+/// recorded and what it held released.
+async fn until_idle(manager: &ExecutionManager, assignment: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while manager.is_active(assignment) {
+        assert!(tokio::time::Instant::now() < deadline, "the execution never let go");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Whether another live session may claim README.md now: the holder of a refusal, if any.
+async fn readme_held_by(store: &Store, other: &str) -> Option<String> {
+    store.save_session(&running_session(other, "other")).await.expect("save");
+    let hour = roundtable_store::later(Duration::from_secs(3600));
+    let claimed = store.acquire_claims("other", other, &[README.into()], &hour).await.expect("claim");
+    store.release_claims(other, &[]).await.expect("release");
+    claimed.refused.first().map(|(_, held)| held.session_id.clone())
+}
+
+/// Regression: a session that claimed README.md for an hour and ended kept blocking every other
+/// session's claim, and flagging their proposals `claimedElsewhere`, for the rest of the hour.
+/// However it ends, its claims are released when it is recorded.
+#[tokio::test]
+async fn a_session_lets_go_of_its_claims_when_it_ends_however_it_ends() {
+    enum End {
+        OnItsOwn,
+        Cancel,
+        Shutdown,
+    }
+    let cases = [
+        (Agent::Exits(0), End::OnItsOwn, SessionPhase::Succeeded),
+        (Agent::Exits(3), End::OnItsOwn, SessionPhase::Failed),
+        (Agent::TimesOut, End::OnItsOwn, SessionPhase::Failed),
+        (Agent::EngineLost, End::OnItsOwn, SessionPhase::Interrupted),
+        (Agent::RunsUntilStopped, End::Cancel, SessionPhase::Cancelled),
+        (Agent::RunsUntilStopped, End::Shutdown, SessionPhase::Interrupted),
+    ];
+    for (agent, end, phase) in cases {
+        let project = Project::new().await;
+        let runtime = FakeRuntime::claiming(agent.clone(), &project.store);
+        let manager = project.manager(runtime.clone());
+        let id = manager.start(request(README)).await.expect("start").id;
+        if !matches!(end, End::OnItsOwn) {
+            until_running(&runtime).await;
+            assert_eq!(
+                readme_held_by(&project.store, "probe").await.as_deref(),
+                Some(id.as_str()),
+                "held while it runs"
+            );
+        }
+        match end {
+            End::OnItsOwn => {}
+            End::Cancel => manager.cancel("fix"),
+            End::Shutdown => {
+                manager.shutdown(Duration::from_millis(100), std::future::pending()).await;
+            }
+        }
+        let session = finished(&project.store, &id).await;
+        assert_eq!(session.phase, phase, "{agent:?}: {}", session.message);
+        until_idle(&manager, "fix").await;
+        let claims = project.store.claims_of("fix").await.expect("claims");
+        assert_eq!(claims.len(), 1, "{agent:?}: it claimed README.md");
+        assert!(claims.iter().all(|c| c.released_at.is_some()), "{agent:?}: released at its end: {claims:?}");
+        assert_eq!(readme_held_by(&project.store, "other-session").await, None, "{agent:?}: README.md is free");
+    }
+
+    // And a later session's proposal touching README.md is not flagged.
+    let project = Project::new().await;
+    let manager = project.manager(FakeRuntime::claiming(Agent::Exits(0), &project.store));
+    manager.start(request(README)).await.expect("start");
+    until_idle(&manager, "fix").await;
+    let manager = project.manager(FakeRuntime::new(Agent::Edits(vec![(README, "# Edited\n")])));
+    let mut next = request(README);
+    next.execution_generation = 2;
+    let session = finished(&project.store, &manager.start(next).await.expect("start").id).await;
+    assert_eq!(session.phase, SessionPhase::Succeeded, "{}", session.message);
+    let proposal = project.store.proposal_for("fix", 2).await.expect("read").expect("a proposal");
+    assert!(proposal.flags.iter().all(|f| f.kind != ProposalFlagKind::ClaimedElsewhere), "{:?}", proposal.flags);
+}
+
+/// Crash recovery: a session a dead controller left `Running` loses its claims when it is
+/// recorded `Interrupted`.
+#[tokio::test]
+async fn interrupting_a_left_session_releases_its_claims() {
+    let project = Project::new().await;
+    let left = running_session("0123456789ab", "fix");
+    project.store.save_session(&left).await.expect("save");
+    let hour = roundtable_store::later(Duration::from_secs(3600));
+    project.store.acquire_claims("fix", &left.id, &[README.into()], &hour).await.expect("claim");
+    let manager = project.manager(FakeRuntime::new(Agent::Exits(0)));
+    manager.interrupt(&left.id, None).await.expect("interrupt");
+    let claims = project.store.claims_of("fix").await.expect("claims");
+    assert!(claims.iter().all(|c| c.released_at.is_some()), "{claims:?}");
+    assert_eq!(readme_held_by(&project.store, "other-session").await, None);
 }
 
 /// A provider request: the built-in `codex` template on a pinned image, no egress.

@@ -77,10 +77,31 @@ pub fn describe_char(c: char) -> String {
     format!("U+{:04X} ({name})", c as u32)
 }
 
+/// Whether `c` is a control character (escape sequences, line breaks) or invisible formatting:
+/// what text from outside must never carry raw onto a terminal or into a prompt.
+pub fn is_hidden(c: char) -> bool {
+    c.is_control() || is_invisible(c)
+}
+
+/// `text` with every hidden character (see [`is_hidden`]) replaced by a visible escape like
+/// `\u{202e}`, so it shows as one line that displays as what it is.
+pub fn escape_hidden(text: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if is_hidden(c) {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Why `text` is refused for holding a control or invisible formatting character, naming the
 /// first one; `None` when it holds none.
 pub fn hidden_character_problem(text: &str) -> Option<String> {
-    let c = text.chars().find(|c| c.is_control() || is_invisible(*c))?;
+    let c = text.chars().find(|c| is_hidden(*c))?;
     Some(format!(
         "it contains {}, which would make it display differently from what it is; remove it",
         describe_char(c)

@@ -1,6 +1,7 @@
 //! The agents' board: notes on an assignment, path claims with expiry, session heartbeats. Written
 //! by the MCP endpoint, read by `resume` and by the proposal flags.
 
+use roundtable_specs::session::SessionPhase;
 use sqlx::Row;
 
 use crate::{Result, Store, now};
@@ -54,8 +55,67 @@ pub struct Claimed {
     pub refused: Vec<(String, Claim)>,
 }
 
+/// How much one session may leave on the board as notes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoteQuota {
+    pub notes: usize,
+    /// The sum of the notes' lengths in bytes.
+    pub bytes: usize,
+}
+
+/// Why a note was not stored: its session has used its quota.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoteRefused {
+    #[error("this session has already left {limit} notes, the most one session may leave")]
+    Count { limit: usize },
+    #[error(
+        "this note ({note} bytes) would bring this session's notes to {total} bytes, over the {limit} bytes one session may leave"
+    )]
+    Bytes { note: usize, total: usize, limit: usize },
+}
+
+/// The phases in which a session's claims hold: those of a session that has not ended. A session
+/// that ended holds nothing, even when the release at its end was missed.
+const HOLDING_PHASES: [SessionPhase; 2] = [SessionPhase::Queued, SessionPhase::Running];
+
+/// Claims that hold at `at`: neither released nor expired, and their session is recorded and has
+/// not ended. Read through `executor`, so a transaction can decide on what it read.
+async fn live_claims_on<'e>(executor: impl sqlx::Executor<'e, Database = sqlx::Any>, at: &str) -> Result<Vec<Claim>> {
+    let [first, second] = HOLDING_PHASES;
+    let rows = sqlx::query(
+        "SELECT c.* FROM claims c JOIN sessions s ON s.id = c.session_id \
+         WHERE c.released_at IS NULL AND c.expires_at > $1 AND s.phase IN ($2, $3) ORDER BY c.path",
+    )
+    .bind(at)
+    .bind(first.as_str())
+    .bind(second.as_str())
+    .fetch_all(executor)
+    .await?;
+    rows.iter().map(claim_from_row).collect()
+}
+
 impl Store {
-    pub async fn append_note(&self, assignment: &str, session: &str, text: &str) -> Result<i64> {
+    /// Stores a note of `session` on `assignment` unless it would take the session past `quota`;
+    /// counted and written in one transaction, so parallel calls cannot overshoot it.
+    pub async fn append_note(
+        &self,
+        assignment: &str,
+        session: &str,
+        text: &str,
+        quota: NoteQuota,
+    ) -> Result<Result<i64, NoteRefused>> {
+        let mut tx = self.write_transaction().await?;
+        let earlier: Vec<String> = sqlx::query_scalar("SELECT text FROM notes WHERE session_id = $1")
+            .bind(session)
+            .fetch_all(&mut *tx)
+            .await?;
+        if earlier.len() >= quota.notes {
+            return Ok(Err(NoteRefused::Count { limit: quota.notes }));
+        }
+        let total = earlier.iter().map(String::len).sum::<usize>() + text.len();
+        if total > quota.bytes {
+            return Ok(Err(NoteRefused::Bytes { note: text.len(), total, limit: quota.bytes }));
+        }
         let row = sqlx::query(
             "INSERT INTO notes (assignment, session_id, text, created_at) VALUES ($1, $2, $3, $4) RETURNING id",
         )
@@ -63,9 +123,11 @@ impl Store {
         .bind(session)
         .bind(text)
         .bind(now())
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *tx)
         .await?;
-        Ok(row.try_get("id")?)
+        let id = row.try_get("id")?;
+        tx.commit().await?;
+        Ok(Ok(id))
     }
 
     pub async fn notes(&self, assignment: &str) -> Result<Vec<Note>> {
@@ -86,13 +148,9 @@ impl Store {
             .collect()
     }
 
-    /// Claims that are neither released nor expired at `at`.
+    /// Claims that hold at `at`: neither released nor expired, of a session that has not ended.
     pub async fn live_claims(&self, at: &str) -> Result<Vec<Claim>> {
-        let rows = sqlx::query("SELECT * FROM claims WHERE released_at IS NULL AND expires_at > $1 ORDER BY path")
-            .bind(at)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(claim_from_row).collect()
+        live_claims_on(&self.pool, at).await
     }
 
     /// Every claim of `assignment`'s sessions, live or not, oldest first.
@@ -105,7 +163,7 @@ impl Store {
     }
 
     /// Claims `paths` for `session` until `expires_at`, except those overlapping another session's
-    /// live claim; decided and written in one transaction, so two sessions never both win a path.
+    /// live claim (see [`Store::live_claims`]); decided and written in one transaction, so two sessions never both win a path.
     pub async fn acquire_claims(
         &self,
         assignment: &str,
@@ -117,13 +175,8 @@ impl Store {
         // Immediate: a read that later writes in a deferred transaction fails outright (not after
         // the busy timeout) when another session wrote in between.
         let mut tx = self.write_transaction().await?;
-        let rows =
-            sqlx::query("SELECT * FROM claims WHERE released_at IS NULL AND expires_at > $1 AND session_id <> $2")
-                .bind(&at)
-                .bind(session)
-                .fetch_all(&mut *tx)
-                .await?;
-        let others: Vec<Claim> = rows.iter().map(claim_from_row).collect::<Result<_>>()?;
+        let others: Vec<Claim> =
+            live_claims_on(&mut *tx, &at).await?.into_iter().filter(|claim| claim.session_id != session).collect();
         let mut claimed = Claimed::default();
         for path in paths {
             if let Some(held) = others.iter().find(|c| paths_overlap(&c.path, path)) {
@@ -219,5 +272,11 @@ mod tests {
         assert!(paths_overlap("a.md", "a.md"));
         assert!(!paths_overlap("docs", "docs/a.md"), "a file named docs holds nothing");
         assert!(!paths_overlap("docs/", "docsx/a.md"));
+    }
+
+    #[test]
+    fn claims_hold_exactly_while_their_session_has_not_ended() {
+        let holding: Vec<SessionPhase> = SessionPhase::ALL.iter().copied().filter(|p| !p.is_finished()).collect();
+        assert_eq!(holding, HOLDING_PHASES);
     }
 }

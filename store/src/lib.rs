@@ -27,7 +27,7 @@ use sqlx::AnyPool;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 
 pub use admission::Canary;
-pub use board::{Claim, Claimed, Note, paths_overlap};
+pub use board::{Claim, Claimed, Note, NoteQuota, NoteRefused, paths_overlap};
 pub use events::{EventRecord, NewEvent, Severity};
 pub use executions::{ProposalRecord, SessionRecord, cutoff};
 pub use leases::{ControllerRecord, Fenced, Lease, LeaseRecord, Registration};

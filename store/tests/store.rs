@@ -5,7 +5,7 @@ mod support;
 
 use roundtable_specs::output::{Condition, ConditionStatus};
 use roundtable_specs::{Kind, ObjectKey};
-use roundtable_store::{NewEvent, Severity, SpecSnapshot, Store};
+use roundtable_store::{NewEvent, NoteQuota, NoteRefused, Severity, SpecSnapshot, Store};
 
 fn snapshot<'a>(key: &'a ObjectKey, digest: &'a str, execution: Option<&'a str>) -> SpecSnapshot<'a> {
     SpecSnapshot { key, spec_digest: digest, execution_digest: execution, spec_json: "{}", source_file: "a.yaml" }
@@ -140,9 +140,30 @@ async fn large_batches_record_the_same_generations_as_small_ones() {
     }
 }
 
+/// A session record in `phase`, as the execution manager writes it.
+fn session_in(
+    id: &str,
+    assignment: &str,
+    phase: roundtable_specs::session::SessionPhase,
+) -> roundtable_store::SessionRecord {
+    roundtable_store::SessionRecord {
+        id: id.into(),
+        assignment: assignment.into(),
+        adapter: "codex".into(),
+        phase,
+        ..roundtable_store::SessionRecord::default()
+    }
+}
+
+const QUOTA: NoteQuota = NoteQuota { notes: 3, bytes: 16 };
+
 #[tokio::test]
 async fn claims_never_let_two_sessions_hold_one_path_and_notes_keep_their_order() {
+    use roundtable_specs::session::SessionPhase::Running;
     for support::Scratch { store, .. } in support::each_store().await {
+        for (id, assignment) in [("sess-a", "fix"), ("sess-b", "other"), ("sess-old", "old")] {
+            store.save_session(&session_in(id, assignment, Running)).await.expect("session");
+        }
         let later = "2999-01-01T00:00:00.000000000Z";
         let a = store.acquire_claims("fix", "sess-a", &["docs/".into()], later).await.expect("claim");
         assert_eq!(a.granted, ["docs/"]);
@@ -163,14 +184,64 @@ async fn claims_never_let_two_sessions_hold_one_path_and_notes_keep_their_order(
         let c = store.acquire_claims("other", "sess-b", &["docs/guide.md".into()], later).await.expect("claim");
         assert_eq!(c.granted, ["docs/guide.md"], "released claims hold nothing");
 
-        store.append_note("fix", "sess-a", "first").await.expect("note");
-        store.append_note("fix", "sess-a", "second").await.expect("note");
-        store.append_note("other", "sess-b", "elsewhere").await.expect("note");
+        for text in ["first", "second"] {
+            store.append_note("fix", "sess-a", text, QUOTA).await.expect("note").expect("within the quota");
+        }
+        store.append_note("other", "sess-b", "elsewhere", QUOTA).await.expect("note").expect("within the quota");
         let notes: Vec<String> = store.notes("fix").await.expect("notes").into_iter().map(|n| n.text).collect();
         assert_eq!(notes, ["first", "second"]);
         store.heartbeat("sess-a", "reading").await.expect("beat");
         store.heartbeat("sess-a", "editing").await.expect("beat");
         assert_eq!(store.last_heartbeat("sess-a").await.expect("beat").map(|b| b.1).as_deref(), Some("editing"));
+    }
+}
+
+/// A claim is live only while its session is: a session that ended (or whose record is gone)
+/// holds nothing, even with an hour of TTL left and no release recorded.
+#[tokio::test]
+async fn a_claim_of_an_ended_session_holds_nothing_without_a_release() {
+    use roundtable_specs::session::SessionPhase;
+    for support::Scratch { store, .. } in support::each_store().await {
+        let hour = roundtable_store::later(std::time::Duration::from_secs(3600));
+        let readme = ["README.md".to_owned()];
+        for ended in [SessionPhase::Succeeded, SessionPhase::Failed, SessionPhase::Cancelled, SessionPhase::Interrupted]
+        {
+            let (holder, other) = (format!("holder-{ended}"), format!("other-{ended}"));
+            store.save_session(&session_in(&holder, "a", SessionPhase::Running)).await.expect("session");
+            store.save_session(&session_in(&other, "b", SessionPhase::Running)).await.expect("session");
+            assert_eq!(store.acquire_claims("a", &holder, &readme, &hour).await.expect("claim").granted, readme);
+            let refused = store.acquire_claims("b", &other, &readme, &hour).await.expect("claim");
+            assert_eq!(refused.refused.len(), 1, "a running session's claim holds");
+
+            store.save_session(&session_in(&holder, "a", ended)).await.expect("the session ends");
+            let live = store.live_claims(&roundtable_store::now()).await.expect("live");
+            assert!(live.iter().all(|c| c.session_id != holder), "{ended}: {live:?}");
+            let granted = store.acquire_claims("b", &other, &readme, &hour).await.expect("claim");
+            assert_eq!(
+                granted.granted, readme,
+                "{ended}: the ended session's claim was not released but holds nothing"
+            );
+            store.release_claims(&other, &[]).await.expect("release");
+        }
+        // No record at all (a pruned session, a row written by hand): not live either.
+        store.acquire_claims("a", "nobody", &readme, &hour).await.expect("claim");
+        assert!(store.live_claims(&roundtable_store::now()).await.expect("live").is_empty());
+    }
+}
+
+/// A session's notes stop at its quota, in count and in bytes; another session has its own.
+#[tokio::test]
+async fn notes_past_a_sessions_quota_are_refused() {
+    for support::Scratch { store, .. } in support::each_store().await {
+        store.append_note("fix", "sess-a", "0123456789", QUOTA).await.expect("note").expect("10 of 16 bytes");
+        let over = store.append_note("fix", "sess-a", "0123456", QUOTA).await.expect("note");
+        assert_eq!(over, Err(NoteRefused::Bytes { note: 7, total: 17, limit: 16 }));
+        store.append_note("fix", "sess-a", "a", QUOTA).await.expect("note").expect("2 of 3 notes");
+        store.append_note("fix", "sess-a", "b", QUOTA).await.expect("note").expect("3 of 3 notes");
+        let over = store.append_note("fix", "sess-a", "c", QUOTA).await.expect("note");
+        assert_eq!(over, Err(NoteRefused::Count { limit: 3 }));
+        store.append_note("fix", "sess-b", "c", QUOTA).await.expect("note").expect("a quota per session");
+        assert_eq!(store.notes("fix").await.expect("notes").len(), 4);
     }
 }
 

@@ -188,8 +188,8 @@ impl ExecutionManager {
         self.inner.admitter.as_ref()
     }
 
-    /// Marks a session of an earlier controller run `Interrupted` and removes what it left (on
-    /// this engine; another host's engine is its own controller's to reap). With `lease`, the
+    /// Marks a session of an earlier controller run `Interrupted`, releases its claims and removes
+    /// what it left (on this engine; another host's engine is its own controller's to reap). With `lease`, the
     /// record is written only while the lease holds.
     pub async fn interrupt(&self, session: &str, lease: Option<&Lease>) -> Result<(), roundtable_store::Error> {
         let Some(mut record) = self.inner.store.session(session).await? else { return Ok(()) };
@@ -221,6 +221,7 @@ impl ExecutionManager {
             }
             None => self.inner.store.save_session(&record).await?,
         }
+        self.inner.release_claims_of(&record.id).await;
         self.inner.complete_drain(&record.adapter).await;
         Ok(())
     }
@@ -398,6 +399,8 @@ impl ExecutionManager {
                 Ok(_permit) => inner.execute(queued, request.clone(), cancelled).await,
                 Err(_) => queued,
             };
+            // Recorded as ended, whatever the outcome: what it claimed is free for others now.
+            inner.release_claims_of(&finished.id).await;
             // Keep the brief and the logs; the trees and scratch space are no longer needed.
             if let Some(dir) = &finished.exec_dir {
                 for folder in ["source", "export", "scratch"] {
@@ -431,6 +434,16 @@ impl ExecutionManager {
 pub const RUNNING_RECHECK: Duration = Duration::from_secs(30);
 
 impl Inner {
+    /// Releases every claim `session` holds, once it is recorded as ended. A failed release is
+    /// logged, not retried: a claim of an ended session holds nothing anyway (`live_claims`).
+    async fn release_claims_of(&self, session: &str) {
+        match self.store.release_claims(session, &[]).await {
+            Ok(0) => {}
+            Ok(released) => tracing::info!(session, released, "released the claims of an ended session"),
+            Err(error) => tracing::warn!(session, %error, "cannot release the claims of an ended session"),
+        }
+    }
+
     /// Turns an operator's `draining` of `adapter` into `disabled` once its last session has
     /// ended, with an event, and has the Adapter reconciled so its status says so.
     async fn complete_drain(&self, adapter: &str) {
