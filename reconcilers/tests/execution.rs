@@ -486,10 +486,7 @@ async fn a_run_replaced_by_a_newer_execution_generation_is_recorded_superseded()
 async fn a_provider_session_gets_a_manifest_a_capability_and_an_endpoint_then_loses_them() {
     let project = Project::new().await;
     // Another live session holds README.md.
-    let other = running_session("other-session", "other");
-    project.store.save_session(&other).await.expect("save");
-    let later = roundtable_store::later(Duration::from_secs(600));
-    project.store.acquire_claims("other", "other-session", &["README.md".into()], &later).await.expect("claim");
+    running_claim(&project.store, "other-session", "other").await;
     let runtime = FakeRuntime::new(Agent::Codex);
     let manager = project.manager(runtime.clone());
     let queued = manager.start(codex_request()).await.expect("start");
@@ -561,11 +558,16 @@ async fn until_idle(manager: &ExecutionManager, assignment: &str) {
     }
 }
 
+/// Records `id` as a running session of `assignment` that claims README.md for an hour.
+async fn running_claim(store: &Store, id: &str, assignment: &str) -> roundtable_store::Claimed {
+    store.save_session(&running_session(id, assignment)).await.expect("save");
+    let hour = roundtable_store::later(Duration::from_secs(3600));
+    store.acquire_claims(assignment, id, &[README.into()], &hour).await.expect("claim")
+}
+
 /// Whether another live session may claim README.md now: the holder of a refusal, if any.
 async fn readme_held_by(store: &Store, other: &str) -> Option<String> {
-    store.save_session(&running_session(other, "other")).await.expect("save");
-    let hour = roundtable_store::later(Duration::from_secs(3600));
-    let claimed = store.acquire_claims("other", other, &[README.into()], &hour).await.expect("claim");
+    let claimed = running_claim(store, other, "other").await;
     store.release_claims(other, &[]).await.expect("release");
     claimed.refused.first().map(|(_, held)| held.session_id.clone())
 }
@@ -636,12 +638,10 @@ async fn a_session_lets_go_of_its_claims_when_it_ends_however_it_ends() {
 #[tokio::test]
 async fn interrupting_a_left_session_releases_its_claims() {
     let project = Project::new().await;
-    let left = running_session("0123456789ab", "fix");
-    project.store.save_session(&left).await.expect("save");
-    let hour = roundtable_store::later(Duration::from_secs(3600));
-    project.store.acquire_claims("fix", &left.id, &[README.into()], &hour).await.expect("claim");
+    let left = "0123456789ab";
+    assert_eq!(running_claim(&project.store, left, "fix").await.granted, [README]);
     let manager = project.manager(FakeRuntime::new(Agent::Exits(0)));
-    manager.interrupt(&left.id, None).await.expect("interrupt");
+    manager.interrupt(left, None).await.expect("interrupt");
     let claims = project.store.claims_of("fix").await.expect("claims");
     assert!(claims.iter().all(|c| c.released_at.is_some()), "{claims:?}");
     assert_eq!(readme_held_by(&project.store, "other-session").await, None);
