@@ -63,7 +63,10 @@ impl Tool {
         match self {
             Tool::TaskGet => "The brief: assignment, role, task (id, title, prompt), base commit, readable paths.",
             Tool::WorkspaceManifest => "The files you were given: path, size, sha256, executable.",
-            Tool::NotesAppend => "Leave a note on this assignment for the operator and later sessions.",
+            Tool::NotesAppend => {
+                "Leave a note on this assignment for the operator and later sessions: at most 8 KiB, \
+                 and 32 notes or 64 KiB in all per session."
+            }
             Tool::ClaimsAcquire => {
                 "Claim paths (files, or folders ending in '/') for ttlSeconds (default 600, at most 3600). \
                  Paths another live session holds are refused."
@@ -120,7 +123,7 @@ pub enum ToolError {
     NotPermitted { tool: &'static str, role: &'static str },
     #[error("invalid arguments for {tool}: {reason}")]
     InvalidArguments { tool: &'static str, reason: String },
-    #[error("notes.append refused: {0} (a session may leave {notes} notes of {bytes} bytes in all)", notes = NOTE_QUOTA.notes, bytes = NOTE_QUOTA.bytes)]
+    #[error("notes.append refused: {0} (a session may leave {notes} notes and {bytes} bytes of notes in all)", notes = NOTE_QUOTA.notes, bytes = NOTE_QUOTA.bytes)]
     NoteQuota(#[from] NoteRefused),
     #[error("the state store failed: {0}")]
     Store(#[from] roundtable_store::Error),
@@ -312,6 +315,18 @@ impl Board {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_notes_description_states_the_limits_that_are_enforced() {
+        let said = Tool::NotesAppend.description();
+        let limits = format!(
+            "at most {} KiB, and {} notes or {} KiB in all",
+            MAX_NOTE / 1024,
+            NOTE_QUOTA.notes,
+            NOTE_QUOTA.bytes / 1024
+        );
+        assert!(said.contains(&limits), "{said}");
+    }
 
     #[test]
     fn the_role_table_keeps_proposal_create_for_the_supervisor() {

@@ -212,7 +212,7 @@ async fn notes_past_the_sessions_quota_are_refused_with_the_limit() {
     let refused = client.call("notes.append", json!({"text": "one more"})).await;
     let error = tool_error(&refused).expect("refused");
     assert!(error.contains(&format!("already left {} notes", quota.notes)), "{error}");
-    assert!(error.contains(&format!("{} bytes in all", quota.bytes)), "{error}");
+    assert!(error.contains(&format!("{} notes and {} bytes of notes in all", quota.notes, quota.bytes)), "{error}");
     assert_eq!(counted.activity.snapshot().refused, 1, "counted on the session");
 
     let (_sized, mut client) = session_client(dir.path(), &store, &authority, "sess-b").await;
