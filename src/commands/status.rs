@@ -57,6 +57,7 @@ pub fn health_text(health: Health) -> &'static str {
         Health::Healthy => "Healthy",
         Health::Degraded => "Degraded",
         Health::Unhealthy => "Unhealthy",
+        Health::Suspended => "Suspended",
         Health::Stalled => "Stalled",
         Health::Unknown => "Unknown",
         Health::None => "-",
