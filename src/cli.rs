@@ -85,7 +85,8 @@ pub struct Global {
     /// `start` creates it (0600) when missing; verifiers only read it.
     #[arg(long, global = true, env = "ROUNDTABLE_AUDIT_KEY")]
     pub audit_key: Option<PathBuf>,
-    /// Log format on stderr; the level comes from RUST_LOG (default: warn).
+    /// Log format on stderr; the level comes from RUST_LOG (default: warn). Text is coloured only
+    /// on a terminal, and never with NO_COLOR set.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 }
