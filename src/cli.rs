@@ -145,7 +145,8 @@ pub enum Command {
     Status {
         #[command(flatten)]
         format: FormatArg,
-        /// Exit 0 when in sync, 2 on drift (OutOfSync or Unknown), 1 on error.
+        /// Exit 2 on drift (OutOfSync or Unknown) too. Without it: 1 when a row is an Error (no
+        /// project, a file that does not load, the engine unreachable), else 0.
         #[arg(long)]
         exit_code: bool,
         /// Finished sessions and proposals older than this show as `requires pruning`.
