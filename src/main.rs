@@ -7,7 +7,6 @@ mod signals;
 
 use std::process::ExitCode;
 
-use clap::Parser as _;
 use clap::error::ErrorKind;
 
 use cli::{
@@ -213,7 +212,7 @@ fn runs_in_container(command: &Command) -> bool {
 
 fn main() -> ExitCode {
     exit_quietly_on_broken_pipe();
-    let cli = match Cli::try_parse() {
+    let cli = match cli::parse() {
         Ok(cli) => cli,
         Err(error) => {
             let _ = error.print();
