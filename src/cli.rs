@@ -85,7 +85,8 @@ pub struct Global {
     /// `start` creates it (0600) when missing; verifiers only read it.
     #[arg(long, global = true, env = "ROUNDTABLE_AUDIT_KEY")]
     pub audit_key: Option<PathBuf>,
-    /// Log format on stderr; the level comes from RUST_LOG (default: warn).
+    /// Log format on stderr; the level comes from RUST_LOG (default: warn). Text is coloured only
+    /// on a terminal, and never with NO_COLOR set.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 }
@@ -144,7 +145,8 @@ pub enum Command {
     Status {
         #[command(flatten)]
         format: FormatArg,
-        /// Exit 0 when in sync, 2 on drift (OutOfSync or Unknown), 1 on error.
+        /// Exit 2 on drift (OutOfSync or Unknown) too. Without it: 1 when a row is an Error (no
+        /// project, a file that does not load, the engine unreachable), else 0.
         #[arg(long)]
         exit_code: bool,
         /// Finished sessions and proposals older than this show as `requires pruning`.
@@ -513,19 +515,66 @@ pub struct StartArgs {
     /// Tunnels one session's gateway holds open at once; more are answered 429.
     #[arg(long, default_value_t = 256, value_parser = at_least_one)]
     pub gateway_max_tunnels: usize,
-    /// Where the HTTP API and the admin MCP endpoint listen: IP:PORT (port 0: any free one) or
-    /// unix:PATH. The CLI reaches the daemon through <state-dir>/api.sock whatever this says.
-    #[arg(long, env = "ROUNDTABLE_API_LISTEN", default_value = "127.0.0.1:7420")]
-    pub api_listen: roundtable_api::Listen,
-    /// Serve the API over TLS with this PEM certificate chain (with --tls-key).
-    #[arg(long, requires = "tls_key")]
+    /// A listener for the HTTP API and the admin MCP endpoint besides the CLI's private socket
+    /// (always served): IP:PORT (port 0: any free one) or unix:PATH. None by default, so the
+    /// daemons of several projects on one host never compete for a port.
+    #[arg(long, env = "ROUNDTABLE_API_LISTEN")]
+    pub api_listen: Option<roundtable_api::Listen>,
+    /// Serve --api-listen IP:PORT over TLS with this PEM certificate chain (with --tls-key).
+    #[arg(long)]
     pub tls_cert: Option<PathBuf>,
     /// The PEM private key of --tls-cert.
-    #[arg(long, requires = "tls_cert")]
+    #[arg(long)]
     pub tls_key: Option<PathBuf>,
     /// The workspace name in API paths (/v1/workspaces/{ws}/…); default: the project folder's name.
     #[arg(long)]
     pub workspace: Option<String>,
+}
+
+/// The listener `--api-listen` asks for, and the TLS files it is served with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiListener {
+    pub at: roundtable_api::Listen,
+    pub tls: Option<roundtable_api::TlsFiles>,
+}
+
+impl StartArgs {
+    /// The extra API listener, if any, once the listener flags are known not to contradict each
+    /// other; the one rule for them, which [`parse`] applies before anything starts.
+    pub fn api_listener(&self) -> Result<Option<ApiListener>, String> {
+        use roundtable_api::{Listen, TlsFiles};
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles { cert: cert.clone(), key: key.clone() }),
+            (Some(_), None) => return Err("--tls-cert needs --tls-key (the certificate's private key)".into()),
+            (None, Some(_)) => return Err("--tls-key needs --tls-cert (the certificate chain it signs for)".into()),
+            (None, None) => None,
+        };
+        match (&self.api_listen, tls) {
+            (None, Some(_)) => Err("--tls-cert and --tls-key need --api-listen IP:PORT: without it the API is \
+                                    served only on the CLI's private socket, which TLS does not cover"
+                .into()),
+            (Some(unix @ Listen::Unix(_)), Some(_)) => Err(format!(
+                "--tls-cert and --tls-key cannot be used with --api-listen {unix}: TLS is served over TCP \
+                 only (a Unix socket is guarded by its owner and mode 0600); drop the TLS flags or listen \
+                 on IP:PORT"
+            )),
+            (None, None) => Ok(None),
+            (Some(at), tls) => Ok(Some(ApiListener { at: at.clone(), tls })),
+        }
+    }
+}
+
+/// Parses the command line, then refuses what the flags say together but clap cannot check
+/// alone (a usage error, exit 64, before anything starts).
+pub fn parse() -> Result<Cli, clap::Error> {
+    use clap::CommandFactory as _;
+    let cli = Cli::try_parse()?;
+    if let Command::Start(args) = &cli.command
+        && let Err(message) = args.api_listener()
+    {
+        return Err(Cli::command().error(clap::error::ErrorKind::ArgumentConflict, message));
+    }
+    Ok(cli)
 }
 
 /// `KEY=VALUE`.

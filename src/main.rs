@@ -7,7 +7,6 @@ mod signals;
 
 use std::process::ExitCode;
 
-use clap::Parser as _;
 use clap::error::ErrorKind;
 
 use cli::{
@@ -21,11 +20,21 @@ const EXIT_USAGE: u8 = 64;
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(colour_on_stderr(std::env::var_os("NO_COLOR").as_deref()));
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
     }
+}
+
+/// Colour only for a person at a terminal: a pipe, a file or a journal gets plain text, and a
+/// non-empty `NO_COLOR` (no-color.org) turns it off everywhere.
+fn colour_on_stderr(no_color: Option<&std::ffi::OsStr>) -> bool {
+    use std::io::IsTerminal as _;
+    no_color.is_none_or(|value| value.is_empty()) && std::io::stderr().is_terminal()
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -203,7 +212,7 @@ fn runs_in_container(command: &Command) -> bool {
 
 fn main() -> ExitCode {
     exit_quietly_on_broken_pipe();
-    let cli = match Cli::try_parse() {
+    let cli = match cli::parse() {
         Ok(cli) => cli,
         Err(error) => {
             let _ = error.print();

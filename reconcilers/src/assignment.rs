@@ -11,7 +11,7 @@ use roundtable_store::{ProposalRecord, SessionRecord};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::Change;
-use crate::conditions::{READY, desired};
+use crate::conditions::{READY, desired, reason};
 
 /// Interrupted sessions re-run outside the `retries` budget at most this often.
 pub const MAX_INTERRUPTED_RERUNS: usize = 2;
@@ -87,7 +87,11 @@ pub fn decide(
         }
         tracing::debug!(active = observed.active, latest = ?latest.map(|s| (&s.id, &s.phase)), "suspended");
         status.phase = AssignmentPhase::Suspended;
-        return (vec![ready(False, "Suspended", "spec.suspend is true: no execution runs".into())], status, changes);
+        return (
+            vec![ready(False, reason::SUSPENDED, "spec.suspend is true: no execution runs".into())],
+            status,
+            changes,
+        );
     }
     // The run fields changed while an execution of an older generation runs: cancel it (an
     // Assignment runs what its spec says now, as a Job would); the new generation starts once

@@ -16,6 +16,7 @@ pub mod reason {
     pub const NO_IMAGE_NEEDED: &str = "NoImageNeeded";
     pub const AS_EXPECTED: &str = "AsExpected";
     pub const DISABLED: &str = "Disabled";
+    pub const SUSPENDED: &str = "Suspended";
     pub const NOT_RECONCILED_YET: &str = "NotReconciledYet";
     pub const RECONCILED: &str = "Reconciled";
     pub const ERROR_BUDGET_EXHAUSTED: &str = "ErrorBudgetExhausted";
@@ -57,6 +58,11 @@ fn is(conditions: &[Condition], type_: &str, status: ConditionStatus) -> bool {
     find(conditions, type_).is_some_and(|c| c.status == status)
 }
 
+/// Whether `Ready` is False only because the spec or an operator stopped the object.
+fn stopped_on_purpose(conditions: &[Condition]) -> bool {
+    find(conditions, READY).is_some_and(|c| matches!(c.reason.as_str(), reason::SUSPENDED | reason::DISABLED))
+}
+
 /// Health from conditions, with the message an operator should read first.
 pub fn health(conditions: &[Condition]) -> (Health, String) {
     let message = |type_: &str| find(conditions, type_).map(|c| c.message.clone()).unwrap_or_default();
@@ -71,6 +77,9 @@ pub fn health(conditions: &[Condition]) -> (Health, String) {
             (Health::Degraded, message(DEGRADED))
         }
         Some(ConditionStatus::True) => (Health::Healthy, message(READY)),
+        // Not ready because someone asked for it is not a fault: a new user's suspended example
+        // must not read as broken.
+        Some(ConditionStatus::False) if stopped_on_purpose(conditions) => (Health::Suspended, message(READY)),
         Some(ConditionStatus::False) => (Health::Unhealthy, message(READY)),
         Some(ConditionStatus::Unknown) => (Health::Unknown, message(READY)),
         None => (Health::Unknown, "not reconciled yet".into()),
@@ -90,5 +99,21 @@ mod tests {
         assert_eq!(health(&[ready.clone(), degraded.clone()]), (Health::Degraded, "tag".into()));
         assert_eq!(health(&[ready, degraded, stalled]).0, Health::Stalled);
         assert_eq!(health(&[]).0, Health::Unknown);
+    }
+
+    #[test]
+    fn not_ready_on_purpose_is_suspended_and_any_other_not_ready_is_unhealthy() {
+        for (reason, expected) in [
+            (reason::SUSPENDED, Health::Suspended),
+            (reason::DISABLED, Health::Suspended),
+            (reason::IMAGE_NOT_CONFIGURED, Health::Unhealthy),
+            (reason::IMAGE_MISSING, Health::Unhealthy),
+        ] {
+            let ready = desired(READY, ConditionStatus::False, reason, "why", 1);
+            assert_eq!(health(&[ready]), (expected, "why".into()), "{reason}");
+        }
+        let suspended = desired(READY, ConditionStatus::False, reason::SUSPENDED, "suspended", 1);
+        let stalled = desired(STALLED, ConditionStatus::True, reason::PERMANENT_ERROR, "gave up", 1);
+        assert_eq!(health(&[suspended, stalled]).0, Health::Stalled, "a stall still outranks");
     }
 }

@@ -237,6 +237,9 @@ pub enum Health {
     Healthy,
     Degraded,
     Unhealthy,
+    /// Stopped on purpose: an Assignment with `suspend: true`, an Adapter disabled by its spec or
+    /// by an operator. Nothing is wrong; nothing runs until someone says so.
+    Suspended,
     /// Retries stopped after the error budget or a permanent error.
     Stalled,
     Unknown,

@@ -8,17 +8,22 @@ use anyhow::Context as _;
 const ADAPTERS: &str = r#"# Adapters say how to run one agent CLI. The built-ins (codex, claude, gemini,
 # opencode, generic, mock) exist without being declared; declaring one with the
 # same name overrides it field by field. `roundtable adapters list` shows them all.
-apiVersion: roundtable.dev/v1alpha1
-kind: Adapter
-metadata:
-  name: generic
-spec:
-  # The image must hold the CLI (for generic: a POSIX shell). Pin it by digest
-  # (registry.example/agent@sha256:...) or by full image ID (sha256:...).
-  # image: registry.example/agent@sha256:<64 hex digits>
-  timeout: 20m
-  resources: {memory: 2Gi, cpus: 2, pids: 256, workspaceSize: 1Gi, tmpSize: 512Mi}
-  outputLimit: 1Mi
+#
+# The example is commented out: an Adapter without an image cannot run anything,
+# so `status` would rightly call it Unhealthy. Uncomment it and set the image
+# once you have one that holds the CLI (for generic: a POSIX shell).
+#
+# apiVersion: roundtable.dev/v1alpha1
+# kind: Adapter
+# metadata:
+#   name: generic
+# spec:
+#   # Pin the image by digest (registry.example/agent@sha256:...) or by full
+#   # image ID (sha256:...).
+#   # image: registry.example/agent@sha256:<64 hex digits>
+#   timeout: 20m
+#   resources: {memory: 2Gi, cpus: 2, pids: 256, workspaceSize: 1Gi, tmpSize: 512Mi}
+#   outputLimit: 1Mi
 "#;
 
 const ASSIGNMENTS: &str = r#"# An Assignment is one run-to-completion unit of agent work. Its result is a
@@ -36,7 +41,8 @@ spec:
     prompt: Describe what you would change in the README.
   source: {repo: ., revision: HEAD}
   readablePaths: [README.md]     # the only paths the agent can read
-  # Suspended until you are ready: set to false to let the controller run it.
+  # Suspended until you are ready (status shows it Suspended, not broken): set
+  # to false to let the controller run it.
   suspend: true
 "#;
 

@@ -142,7 +142,7 @@ fn time_now() -> String {
     time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
 }
 
-/// The API's listeners: the configured one and the CLI's private socket in the state directory.
+/// The API's listeners: the CLI's private socket and, when asked for, `--api-listen`.
 struct ServedApi {
     stop: tokio_util::sync::CancellationToken,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -164,7 +164,7 @@ impl ServedApi {
 }
 
 /// Binds the API before the daemon starts (a taken port fails `start` at once), and serves it
-/// beside the daemon.
+/// beside the daemon: always on the CLI's private socket, and on `--api-listen` when given.
 async fn serve_api(
     global: &Global,
     args: &StartArgs,
@@ -173,16 +173,19 @@ async fn serve_api(
     link: &roundtable_reconcilers::daemon::DaemonLink,
     execution: &ExecutionConfig,
 ) -> anyhow::Result<ServedApi> {
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Some(roundtable_api::TlsFiles { cert: cert.clone(), key: key.clone() }),
-        _ => None,
+    // `cli::parse` refused contradictory listener flags before anything started.
+    let listener = args.api_listener().map_err(anyhow::Error::msg)?;
+    let extra = match &listener {
+        Some(listener) => Some(
+            roundtable_api::listen::bind(&listener.at, listener.tls.as_ref())
+                .await
+                .with_context(|| format!("cannot serve the API on --api-listen {}", listener.at))?,
+        ),
+        None => None,
     };
-    let bound = roundtable_api::listen::bind(&args.api_listen, tls.as_ref())
-        .await
-        .with_context(|| format!("cannot serve the API (another daemon on {}? pass --api-listen)", args.api_listen))?;
     let socket = roundtable_api::cli_socket(state_dir);
     let private = roundtable_api::listen::bind_unix(&socket)
-        .with_context(|| format!("cannot serve the API on {}", socket.display()))?;
+        .with_context(|| format!("cannot serve the API on the CLI's socket {}", socket.display()))?;
     let service = roundtable_service::Service::open_at(&global.dir, state_dir, &global.store_url(), runtime.clone())
         .await?
         .with_scan_cache();
@@ -202,16 +205,23 @@ async fn serve_api(
         binary: execution.binary.clone(),
         retention: args.retention.as_std(),
     };
-    let where_ = bound.local();
-    std::fs::write(state_dir.join("api-address"), format!("{where_}\n"))
-        .with_context(|| format!("cannot write {}", state_dir.join("api-address").display()))?;
+    let private = roundtable_api::Bound::Unix(private);
+    let (cli_address, extra_address) = (private.local(), extra.as_ref().map(roundtable_api::Bound::local));
+    // Where a script reaches the API: the --api-listen listener (its real port), else the socket.
+    let address_file = state_dir.join("api-address");
+    std::fs::write(&address_file, format!("{}\n", extra_address.as_deref().unwrap_or(&cli_address)))
+        .with_context(|| format!("cannot write {}", address_file.display()))?;
+    let also = match &extra_address {
+        Some(address) => format!(" and {address} (--api-listen)"),
+        None => " only (pass --api-listen IP:PORT to serve it over TCP too)".into(),
+    };
     eprintln!(
-        "roundtable: API and admin MCP on {where_} (workspace {workspace:?}; token in {})",
+        "roundtable: API and admin MCP on {cli_address} (the CLI's socket){also}; workspace {workspace:?}, token in {}",
         roundtable_api::auth::token_path(state_dir).display()
     );
     let stop = tokio_util::sync::CancellationToken::new();
     let mut tasks = Vec::new();
-    for bound in [bound, roundtable_api::Bound::Unix(private)] {
+    for bound in extra.into_iter().chain([private]) {
         let (state, stop) = (state.clone(), stop.clone());
         tasks.push(tokio::spawn(async move {
             roundtable_api::serve(bound, state, async move { stop.cancelled().await }).await;

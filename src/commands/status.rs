@@ -40,7 +40,17 @@ pub async fn run(
             print!("{}", render::table(&headers, &table));
         }
     }
-    Ok(if with_exit_code { ExitCode::from(exit_code(&rows)) } else { ExitCode::SUCCESS })
+    Ok(ExitCode::from(status_exit(exit_code(&rows), with_exit_code)))
+}
+
+/// A status that could not be read whole (no project, a file that does not load, the engine
+/// unreachable: an Error row) fails plain `status` too (1); drift (2) is reported only when
+/// `--exit-code` asks, as `kubectl get` shows drift and still succeeds.
+fn status_exit(code: u8, drift_too: bool) -> u8 {
+    match code {
+        2 if !drift_too => 0,
+        code => code,
+    }
 }
 
 pub fn sync_text(sync: SyncStatus) -> &'static str {
@@ -57,6 +67,7 @@ pub fn health_text(health: Health) -> &'static str {
         Health::Healthy => "Healthy",
         Health::Degraded => "Degraded",
         Health::Unhealthy => "Unhealthy",
+        Health::Suspended => "Suspended",
         Health::Stalled => "Stalled",
         Health::Unknown => "Unknown",
         Health::None => "-",

@@ -187,7 +187,7 @@ fn roundtable_within(cwd: &std::path::Path, args: &[&str], envs: &[(&str, &str)]
     let mut child = Command::new(crate::support::binary())
         .args(args)
         .current_dir(cwd)
-        // Daemons of parallel tests each take a free port (the default is 7420).
+        // The tests reach the API over TCP (opt-in), each daemon on a free port.
         .env("ROUNDTABLE_API_LISTEN", "127.0.0.1:0")
         .env_remove("RUST_LOG")
         .env_remove("ROUNDTABLE_DIR")

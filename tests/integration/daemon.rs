@@ -19,7 +19,7 @@ impl Daemon {
         let child = Command::new(binary())
             .args(["start", "--resync", "1m"])
             .current_dir(project)
-            // Daemons of parallel tests each take a free port (the default is 7420).
+            // The tests reach the API over TCP (opt-in), each daemon on a free port.
             .env("ROUNDTABLE_API_LISTEN", "127.0.0.1:0")
             .env("ROUNDTABLE_AUDIT_KEY", project.join(".test-audit.key"))
             .env("RUST_LOG", "info")
@@ -197,7 +197,7 @@ fn start_never_remodes_a_folder_it_did_not_create() {
         .args(["start", "--execution-root"])
         .arg(&executions)
         .current_dir(root)
-        // Daemons of parallel tests each take a free port (the default is 7420).
+        // The tests reach the API over TCP (opt-in), each daemon on a free port.
         .env("ROUNDTABLE_API_LISTEN", "127.0.0.1:0")
         .env("ROUNDTABLE_AUDIT_KEY", root.join(".test-audit.key"))
         .stdout(Stdio::null())

@@ -7,6 +7,7 @@ mod cli;
 mod codex_offline;
 mod container;
 mod daemon;
+mod defaults;
 mod diagnostics;
 mod egress;
 mod engine_restart;

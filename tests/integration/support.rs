@@ -24,7 +24,7 @@ pub fn roundtable(cwd: &Path, args: &[&str]) -> Output {
     Command::new(binary())
         .args(args)
         .current_dir(cwd)
-        // Daemons of parallel tests each take a free port (the default is 7420).
+        // The tests reach the API over TCP (opt-in), each daemon on a free port.
         .env("ROUNDTABLE_API_LISTEN", "127.0.0.1:0")
         .env_remove("RUST_LOG")
         .env_remove("ROUNDTABLE_DIR")
@@ -164,7 +164,7 @@ pub fn start_daemon_with_env(root: &Path, args: &[&str], executions: &Path, env:
     let child = Command::new(binary())
         .arg("start")
         .args(args)
-        // Daemons of parallel tests each take a free port (the default is 7420).
+        // The tests reach the API over TCP (opt-in), each daemon on a free port.
         .env("ROUNDTABLE_API_LISTEN", "127.0.0.1:0")
         .arg("--execution-root")
         .arg(executions)
