@@ -20,6 +20,7 @@ pub const MIN_SUBSTRING: usize = 8;
 pub const MIN_CUT_PREFIX: usize = 4;
 
 /// One form of one value.
+#[derive(Clone)]
 struct Form {
     name: String,
     bytes: Vec<u8>,
@@ -27,7 +28,7 @@ struct Form {
 }
 
 /// The values injected into one session, by variable name.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct KnownSecrets {
     /// Longest first, so where two forms start at the same byte the longer one is masked.
     forms: Vec<Form>,
