@@ -199,7 +199,7 @@ impl Inner {
         for name in known.short_names() {
             tracing::warn!(session = %session.id, variable = %name, min = roundtable_specs::secrets::known::MIN_SUBSTRING, "credential value shorter than the minimum: masked only where it stands as a whole word");
         }
-        let launched = self.launch(&session, &request, &source, &provider_plan, &exec_dir, &known, cancel).await;
+        let launched = self.launch(&session, &request, &source, &provider_plan, &exec_dir, cancel).await;
         // The gateway's final counters and the MCP activity are kept however the run ended.
         if let Some(report) = &launched.egress {
             let summary = serde_json::to_value(report).unwrap_or_default();
@@ -213,9 +213,13 @@ impl Inner {
             agent.tools_listed = activity.tool_lists;
             agent.last_heartbeat = activity.last_heartbeat;
         }
+        // Masked before anything of the outcome is kept or quoted.
         let outcome = match launched.outcome {
-            Ok(outcome) => outcome,
-            Err(ending) => return self.end(session, ending).await,
+            Ok(outcome) => masked(&known, outcome),
+            Err(mut ending) => {
+                ending.message = known.mask_text(&ending.message);
+                return self.end(session, ending).await;
+            }
         };
         record_run(&mut session, &outcome, &exec_dir, &request.adapter);
         let timeout = request.spec.timeout.unwrap_or(request.adapter.timeout).as_std();
@@ -275,7 +279,6 @@ impl Inner {
         source: &Source,
         provider_plan: &ProviderPlan,
         exec_dir: &Path,
-        known: &KnownSecrets,
         cancel: watch::Receiver<bool>,
     ) -> Launched {
         let sidecars = match self.prepare_sockets(session, request, source, provider_plan, exec_dir).await {
@@ -310,15 +313,7 @@ impl Inner {
             None => None,
         };
         let _ = std::fs::remove_dir_all(&socket_dir);
-        let outcome = match outcome {
-            Ok(outcome) => Ok(masked(known, outcome)),
-            Err(error) => {
-                let mut ending = ending_of_error(&error);
-                ending.message = known.mask_text(&ending.message);
-                Err(ending)
-            }
-        };
-        Launched { outcome, egress, mcp }
+        Launched { outcome: outcome.map_err(|error| ending_of_error(&error)), egress, mcp }
     }
 
     /// The `credentialEnv` values this daemon holds for `adapter`, by name: what its sessions'

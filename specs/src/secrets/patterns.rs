@@ -278,6 +278,9 @@ mod tests {
             ("cmd '--token' abcdef123", "abcdef123", "'--token' [REDACTED]"),
             ("--password s3cret", "s3cret", "--password [REDACTED]"),
         ];
+        // Every leak at once, so a rule change shows all it lost.
+        let leaked: Vec<&str> = cases.iter().filter(|(p, g, _)| redacted(p).contains(g)).map(|(p, _, _)| *p).collect();
+        assert!(leaked.is_empty(), "leaked: {leaked:#?}");
         for (printed, gone, kept) in cases {
             let out = redacted(printed);
             assert!(!out.contains(gone), "{printed:?} → {out:?} still shows {gone:?}");
