@@ -136,11 +136,19 @@ impl KnownSecrets {
 
     /// The names whose value appears more often in `after` than in `before`: what a change adds.
     pub fn added(&self, before: &[u8], after: &[u8]) -> BTreeSet<&str> {
-        let count = |bytes: &[u8], name: &str| self.spans(bytes).iter().filter(|(_, n)| *n == name).count();
-        self.forms
-            .iter()
-            .map(|form| form.name.as_str())
-            .filter(|name| count(after, name) > count(before, name))
+        // One scan per side (a changed file may be large), then counts by name.
+        let counts = |bytes: &[u8]| {
+            let mut counts = std::collections::BTreeMap::<&str, usize>::new();
+            for (_, name) in self.spans(bytes) {
+                *counts.entry(name).or_default() += 1;
+            }
+            counts
+        };
+        let (before, after) = (counts(before), counts(after));
+        after
+            .into_iter()
+            .filter(|(name, n)| *n > before.get(name).copied().unwrap_or(0))
+            .map(|(name, _)| name)
             .collect()
     }
 }
@@ -148,9 +156,13 @@ impl KnownSecrets {
 /// The non-overlapping places `form` stands in `bytes`, left to right.
 fn occurrences<'a>(bytes: &'a [u8], form: &'a Form) -> impl Iterator<Item = Range<usize>> + 'a {
     let needle = form.bytes.as_slice();
+    let first = needle.first().copied();
     let mut at = 0;
     std::iter::from_fn(move || {
         while at + needle.len() <= bytes.len() {
+            // Skip to the next byte that can start the value: most of the output is not it.
+            let Some(skip) = bytes[at..].iter().position(|&b| Some(b) == first) else { break };
+            at += skip;
             let start = at;
             if bytes[start..].starts_with(needle) {
                 let end = start + needle.len();
@@ -250,6 +262,27 @@ mod tests {
         let twice = format!("{after}{KEY}\n");
         assert_eq!(known.added(after.as_bytes(), twice.as_bytes()), BTreeSet::from(["ACME_API_KEY"]));
         assert!(known.added(after.as_bytes(), before).is_empty(), "a removal adds nothing");
+    }
+
+    /// Adversarial inputs: self-overlapping values, values inside values, every cut point of a
+    /// stream. Whatever is kept never holds a value.
+    #[test]
+    fn no_masked_output_holds_a_value() {
+        let known = KnownSecrets::new([("A", "aaaaaaaa"), ("B", "xaaaaaaaay"), ("K", KEY)]);
+        let values = ["aaaaaaaa", "xaaaaaaaay", KEY];
+        let printed = format!("aaaaaaaaaaaaaaaaaaa xaaaaaaaay {KEY}{KEY} a{KEY}a xaaaaaaaaaaaaaaay");
+        let kept = known.mask(printed.as_bytes());
+        for value in values {
+            assert!(!kept.windows(value.len()).any(|w| w == value.as_bytes()), "{value} in {kept:?}");
+        }
+        for cut in 0..=printed.len() {
+            let kept = known.mask_cut(&printed.as_bytes()[..cut]);
+            for value in values {
+                assert!(!kept.windows(value.len()).any(|w| w == value.as_bytes()), "cut {cut}: {value}");
+            }
+            let tail = &kept[kept.len().saturating_sub(MIN_CUT_PREFIX)..];
+            assert!(!KEY.as_bytes().starts_with(tail) || tail.len() < MIN_CUT_PREFIX, "cut {cut}: {tail:?}");
+        }
     }
 
     #[test]
