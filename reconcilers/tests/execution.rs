@@ -35,6 +35,9 @@ enum Agent {
     /// A provider CLI: presents its capability on the session's MCP socket (recording the
     /// endpoint's answer), edits README.md and prints Codex's JSON lines.
     Codex,
+    /// Prints the value of the injected `ACME_API_KEY` on both streams (stdout cut at a limit
+    /// inside a second copy), appends it to README.md and writes it into a binary file.
+    Leaks,
 }
 
 const README: &str = "README.md";
@@ -104,6 +107,30 @@ impl SessionRuntime for FakeRuntime {
             }
             self.running.fetch_add(1, Ordering::SeqCst);
             let outcome = match &self.agent {
+                Agent::Leaks => {
+                    let key = plan
+                        .env
+                        .iter()
+                        .find_map(|v| v.strip_prefix("ACME_API_KEY="))
+                        .expect("the credential is injected")
+                        .to_owned();
+                    copy_tree(&plan.source_dir, &plan.export_dir);
+                    std::fs::write(plan.export_dir.join("README.md"), format!("# Project\nkey={key}\n")).expect("edit");
+                    std::fs::write(
+                        plan.export_dir.join("docs/blob.bin"),
+                        [b"\0\x01".as_slice(), key.as_bytes()].concat(),
+                    )
+                    .expect("binary");
+                    let (mut stdout, mut stderr) = (roundtable_runtime::Captured::default(), Default::default());
+                    let printed = format!("key={key}\nagain {key}\n");
+                    stdout.push(printed.as_bytes(), (printed.len() - 10) as u64);
+                    roundtable_runtime::Captured::push(
+                        &mut stderr,
+                        format!("error: {key} refused").as_bytes(),
+                        1 << 20,
+                    );
+                    Ok(RunOutcome { exit_code: Some(0), stdout, stderr, ..RunOutcome::ended(RunEnd::Exited) })
+                }
                 Agent::Edits(edits) => {
                     copy_tree(&plan.source_dir, &plan.export_dir);
                     for (path, content) in edits {
@@ -678,4 +705,52 @@ async fn a_cancelled_or_shut_down_session_loses_its_capability() {
     assert_eq!(manager.live_capabilities(), 1);
     manager.shutdown(Duration::from_millis(100), std::future::pending()).await;
     assert_eq!(manager.live_capabilities(), 0, "revoked at shutdown");
+}
+
+/// Issue 28, item 6: an agent that prints its credential and writes it into a file. The value is
+/// masked before the logs are written, and the proposal (byte-faithful) is flagged, announced by
+/// a Warning event and audited.
+#[tokio::test]
+async fn an_injected_credential_is_masked_in_the_logs_and_flags_the_proposal_that_adds_it() {
+    const KEY: &str = "acme-live-7f3a9c2e5b1d4068";
+    let project = Project::new().await;
+    let mut config = project.config();
+    config.secrets.insert("ACME_API_KEY".into(), KEY.into());
+    let manager = ExecutionManager::new(project.store.clone(), FakeRuntime::new(Agent::Leaks), config);
+    let mut leaking = request("README.md, docs/");
+    leaking.adapter.credential_env = vec!["ACME_API_KEY".parse().expect("a name")];
+    let queued = manager.start(leaking).await.expect("start");
+    let session = finished(&project.store, &queued.id).await;
+    assert_eq!(session.phase, SessionPhase::Succeeded, "{}", session.message);
+
+    let exec_dir = std::path::PathBuf::from(session.exec_dir.clone().expect("an execution folder"));
+    let stdout = std::fs::read_to_string(exec_dir.join("stdout.log")).expect("stdout.log");
+    let stderr = std::fs::read_to_string(exec_dir.join("stderr.log")).expect("stderr.log");
+    assert_eq!(stdout, "key=[redacted:ACME_API_KEY]\nagain [redacted:ACME_API_KEY]", "the cut copy too");
+    assert_eq!(stderr, "error: [redacted:ACME_API_KEY] refused");
+    assert!(session.stdout_truncated && !session.stderr_truncated);
+    assert!(session.message.contains("credentialCanary: README.md"), "{}", session.message);
+
+    let proposal = project.store.proposal_for("fix", 1).await.expect("read").expect("a proposal");
+    let canaries: Vec<&str> = proposal
+        .flags
+        .iter()
+        .filter(|f| f.kind == ProposalFlagKind::CredentialCanary)
+        .map(|f| f.path.as_str())
+        .collect();
+    assert_eq!(canaries, ["README.md", "docs/blob.bin"]);
+    let patch = std::fs::read_to_string(&proposal.patch_path).expect("patch");
+    assert!(patch.contains(&format!("+key={KEY}")), "the patch stays byte-faithful: {patch}");
+
+    let key = roundtable_specs::ObjectKey::new(roundtable_specs::Kind::Assignment, "fix");
+    let events = project.store.events(&key, 50).await.expect("events");
+    let warning = events.iter().find(|e| e.reason == "CredentialCanary").expect("a CredentialCanary event");
+    assert_eq!(warning.severity, "Warning");
+    assert!(warning.message.contains("ACME_API_KEY") && warning.message.contains("README.md"), "{}", warning.message);
+    let chain = project.store.chain(1, i64::MAX).await.expect("chain");
+    assert!(chain.iter().any(|row| row.entry.contains("proposal.credentialCanary")), "audited");
+    for row in &chain {
+        assert!(!row.entry.contains(KEY), "the chain holds the value: {}", row.entry);
+    }
+    project.store.verify_chain(&project.manager_key(), None, None).await.expect("read").expect("the chain verifies");
 }

@@ -123,7 +123,7 @@ fn shown(argv: &[String]) -> String {
 
 /// The first non-empty line of `bytes`, redacted, quoted briefly.
 fn quote(bytes: &[u8]) -> String {
-    let text = redact::redact(bytes);
+    let text = roundtable_specs::secrets::redact(bytes);
     let line = text.lines().map(str::trim).find(|line| !line.is_empty()).unwrap_or("");
     let cut = redact::excerpt(line, DETAIL_QUOTE);
     if cut.truncated { format!("{}…", cut.text) } else { cut.text }

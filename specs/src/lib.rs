@@ -20,6 +20,7 @@ pub mod policy;
 pub mod resource;
 pub mod resume;
 pub mod schema;
+pub mod secrets;
 pub mod session;
 pub mod units;
 pub mod validate;

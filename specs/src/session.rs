@@ -182,6 +182,9 @@ words! {
         HardLink = "hardLink",
         /// Another live session claimed this path (MCP `claims.acquire`) when the proposal was made.
         ClaimedElsewhere = "claimedElsewhere",
+        /// The change adds a value the daemon injected into the session (a `credentialEnv`
+        /// value): applying it would commit a live credential. The patch keeps it, byte for byte.
+        CredentialCanary = "credentialCanary",
     }
 }
 
@@ -189,7 +192,7 @@ words! {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema)]
 #[schemars(
     with = "String",
-    description = "`<kind>: <path>`, kind one of outsideReadablePaths, protectedPath, packageScripts"
+    description = "`<kind>: <path>`, kind one of outsideReadablePaths, protectedPath, packageScripts, rejectedEntry, notGiven, hardLink, claimedElsewhere, credentialCanary"
 )]
 pub struct ProposalFlag {
     pub kind: ProposalFlagKind,

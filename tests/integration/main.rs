@@ -18,5 +18,6 @@ mod providers;
 mod real_clis;
 mod scale_out;
 mod schemas;
+mod secrets;
 mod support;
 mod tidy;

@@ -1,10 +1,12 @@
 //! The pure decisions of an execution: how a runtime outcome ends a session (phase, cause,
-//! message), which flags a proposal carries, and which external session ID the agent printed.
-//! No IO, so every row of each table is a unit test.
+//! message), which flags a proposal carries, which external session ID the agent printed, and
+//! what of the outcome is kept once the injected credentials are masked. No IO, so every row of
+//! each table is a unit test.
 
 use std::time::Duration;
 
-use roundtable_runtime::{RunEnd, RunOutcome, RuntimeError};
+use roundtable_runtime::{Captured, RunEnd, RunOutcome, RuntimeError};
+use roundtable_specs::secrets::KnownSecrets;
 use roundtable_specs::session::{ProposalFlag, ProposalFlagKind, SessionCause, SessionPhase};
 
 /// Paths a proposal flags as protected when it touches them, matched from the repository root:
@@ -160,6 +162,33 @@ pub fn ending_of(outcome: &RunOutcome, stop: Option<Stop>, timeout: Duration) ->
     }
 }
 
+/// `outcome` with every value in `known` masked in whatever of it is kept or quoted: both output
+/// streams (a stream cut at its limit also loses the start of a value the cut went through), the
+/// self-check's details and the export's failure. Done once, as the runtime hands the outcome
+/// over, so nothing downstream (logs, the captured session ID and usage, messages) sees a value.
+pub fn masked(known: &KnownSecrets, mut outcome: RunOutcome) -> RunOutcome {
+    if known.is_empty() {
+        return outcome;
+    }
+    let mask_stream = |stream: &mut Captured| {
+        let truncated = stream.truncated();
+        stream.bytes = if truncated { known.mask_cut(&stream.bytes) } else { known.mask(&stream.bytes) };
+        // A marker is not as long as its value: `total` is kept in step so that `truncated`
+        // still says exactly whether anything was dropped.
+        let kept = stream.bytes.len() as u64;
+        stream.total = if truncated { stream.total.max(kept + 1) } else { kept };
+    };
+    mask_stream(&mut outcome.stdout);
+    mask_stream(&mut outcome.stderr);
+    if let Some(report) = outcome.self_check.as_mut() {
+        for item in &mut report.items {
+            item.detail = known.mask_text(&item.detail);
+        }
+    }
+    outcome.export_failed = outcome.export_failed.map(|why| known.mask_text(&why));
+    outcome
+}
+
 /// The flags of a proposal touching `paths`: outside `readablePaths`, protected paths (a new
 /// secret-like file, `.env*` or a key, included), package scripts.
 pub fn proposal_flags(paths: &[String], readable: &[String]) -> Vec<ProposalFlag> {
@@ -311,5 +340,30 @@ mod tests {
         let ending = ending_of_error(&refused);
         assert_eq!((ending.phase, ending.cause), (SessionPhase::Failed, SessionCause::RuntimeError));
         assert!(ending.message.contains("no such image"), "the source is kept: {}", ending.message);
+    }
+
+    #[test]
+    fn injected_values_are_masked_in_everything_kept_of_an_outcome() {
+        let key = "acme-live-0123456789abcdef";
+        let known = KnownSecrets::new([("ACME_API_KEY", key)]);
+        let mut run = outcome(RunEnd::SelfCheckFailed, Some(1));
+        run.stdout.push(format!("key={key}\n").as_bytes(), 1 << 20);
+        // Kept up to a limit that cuts the value: its start is masked too.
+        run.stderr.push(format!("said {key}").as_bytes(), 15);
+        run.self_check = Some(CheckReport {
+            ok: false,
+            items: vec![CheckItem { name: "env".into(), ok: false, detail: format!("saw {key}") }],
+        });
+        run.export_failed = Some(format!("cannot export {key}.txt"));
+        let kept = masked(&known, run);
+        assert_eq!(kept.stdout.bytes, b"key=[redacted:ACME_API_KEY]\n");
+        assert!(!kept.stdout.truncated());
+        assert_eq!(kept.stderr.bytes, b"said [redacted:ACME_API_KEY]");
+        assert!(kept.stderr.truncated());
+        let items = kept.self_check.as_ref().map(|r| r.items.clone()).unwrap_or_default();
+        assert_eq!(items[0].detail, "saw [redacted:ACME_API_KEY]");
+        assert_eq!(kept.export_failed.as_deref(), Some("cannot export [redacted:ACME_API_KEY].txt"));
+        let message = ending_of(&kept, None, Duration::from_secs(1)).map(|e| e.message).unwrap_or_default();
+        assert!(!message.contains(key) && message.contains("[redacted:ACME_API_KEY]"), "{message}");
     }
 }

@@ -17,6 +17,7 @@ use roundtable_runtime::{
 use roundtable_specs::adapter::ResolvedAdapter;
 use roundtable_specs::layout::{AGENT_UID, CAPABILITY_ENV, MCP_SOCKET};
 use roundtable_specs::resume::ExternalSessionId;
+use roundtable_specs::secrets::KnownSecrets;
 use roundtable_specs::session::{
     AgentSession, EgressReport, Extracted, ProposalFlag, ProposalFlagKind, ProposalState, SessionCause, SessionPhase,
 };
@@ -26,7 +27,7 @@ use roundtable_workspace::settle::{self, Settled};
 use roundtable_workspace::{patch, sockets};
 use tokio::sync::watch;
 
-use super::outcome::{Ending, Stop, ending_of, ending_of_error, proposal_flags};
+use super::outcome::{Ending, Stop, ending_of, ending_of_error, masked, proposal_flags};
 use super::{ExecutionRequest, Inner, now};
 use crate::egress::Sidecar;
 use crate::mcp::{McpSession, McpSidecar};
@@ -193,6 +194,11 @@ impl Inner {
             resumed_from: provider_plan.resumes.clone(),
             ..AgentSession::default()
         });
+        // Everything the session's agent is given a value of is masked in what is kept of it.
+        let known = KnownSecrets::new(self.credentials(&request.adapter));
+        for name in known.short_names() {
+            tracing::warn!(session = %session.id, variable = %name, min = roundtable_specs::secrets::known::MIN_SUBSTRING, "credential value shorter than the minimum: masked only where it stands as a whole word");
+        }
         let launched = self.launch(&session, &request, &source, &provider_plan, &exec_dir, cancel).await;
         // The gateway's final counters and the MCP activity are kept however the run ended.
         if let Some(report) = &launched.egress {
@@ -207,16 +213,20 @@ impl Inner {
             agent.tools_listed = activity.tool_lists;
             agent.last_heartbeat = activity.last_heartbeat;
         }
+        // Masked before anything of the outcome is kept or quoted.
         let outcome = match launched.outcome {
-            Ok(outcome) => outcome,
-            Err(ending) => return self.end(session, ending).await,
+            Ok(outcome) => masked(&known, outcome),
+            Err(mut ending) => {
+                ending.message = known.mask_text(&ending.message);
+                return self.end(session, ending).await;
+            }
         };
         record_run(&mut session, &outcome, &exec_dir, &request.adapter);
         let timeout = request.spec.timeout.unwrap_or(request.adapter.timeout).as_std();
         if let Some(ending) = ending_of(&outcome, self.stop_of(&session.id), timeout) {
             return self.end(session, ending).await;
         }
-        self.propose(session, &request, &source, &exec_dir).await
+        self.propose(session, &request, &source, &exec_dir, &known).await
     }
 
     /// Resolves the revision in the confined repository and exports exactly the readable paths.
@@ -306,6 +316,15 @@ impl Inner {
         Launched { outcome: outcome.map_err(|error| ending_of_error(&error)), egress, mcp }
     }
 
+    /// The `credentialEnv` values this daemon holds for `adapter`, by name: what its sessions'
+    /// agents are given, and so what is masked in everything kept of them.
+    fn credentials<'a>(&'a self, adapter: &'a ResolvedAdapter) -> impl Iterator<Item = (&'a str, &'a str)> {
+        adapter
+            .credential_env
+            .iter()
+            .filter_map(|name| self.config.secrets.get(name.as_str()).map(|value| (name.as_str(), value.as_str())))
+    }
+
     /// The session's socket directory and the sidecars serving in it.
     async fn prepare_sockets(
         &self,
@@ -377,11 +396,9 @@ impl Inner {
     ) -> SessionPlan {
         let adapter = &request.adapter;
         let mut env: Vec<String> = provider_plan.env.iter().map(|(name, value)| format!("{name}={value}")).collect();
-        for name in &adapter.credential_env {
-            match self.config.secrets.get(name.as_str()) {
-                Some(value) => env.push(format!("{name}={value}")),
-                None => tracing::warn!(session = %session.id, variable = %name, "credential not set; not passed"),
-            }
+        env.extend(self.credentials(adapter).map(|(name, value)| format!("{name}={value}")));
+        for name in adapter.credential_env.iter().filter(|name| !self.config.secrets.contains_key(name.as_str())) {
+            tracing::warn!(session = %session.id, variable = %name, "credential not set; not passed");
         }
         if egress {
             env.extend(crate::egress::proxy_env());
@@ -463,8 +480,10 @@ impl Inner {
         request: &ExecutionRequest,
         source: &Source,
         exec_dir: &Path,
+        known: &KnownSecrets,
     ) -> SessionRecord {
         let (base, export, scratch) = (exec_dir.join("source"), exec_dir.join("export"), exec_dir.join("scratch"));
+        let scanned = known.clone();
         let (repo, commit) = (source.repo.clone(), source.provisioned.commit.clone());
         let given: BTreeSet<String> = source.provisioned.files.iter().map(|f| f.path.clone()).collect();
         let extracted = session.detail.export.clone().unwrap_or_default();
@@ -476,13 +495,16 @@ impl Inner {
             if !patch.is_empty() {
                 patch::verify(&repo, &commit, &patch, &export, &scratch.join("check"))?;
             }
-            Ok::<_, ProposeError>((settled, patch))
+            let canaries = credential_canaries(&scanned, &patch.paths, &base, &export);
+            Ok::<_, ProposeError>((settled, patch, canaries))
         })
         .await;
-        let (settled, patch) = match patched {
+        let (settled, patch, canaries) = match patched {
             Ok(Ok(done)) => done,
             Ok(Err(error)) => {
-                return self.end(session, Ending::failed(SessionCause::PatchFailed, error_chain(&error))).await;
+                // git quotes the paths it failed on, and a path may hold a value.
+                let message = known.mask_text(&error_chain(&error));
+                return self.end(session, Ending::failed(SessionCause::PatchFailed, message)).await;
             }
             Err(error) => {
                 return self.end(session, Ending::failed(SessionCause::PatchFailed, error_chain(&error))).await;
@@ -527,6 +549,7 @@ impl Inner {
             flags: {
                 let mut flags = all_flags(&patch.paths, &request.spec.readable_paths, &settled, &extracted);
                 flags.extend(self.claimed_elsewhere(&session.id, &patch.paths).await);
+                flags.extend(canaries.iter().map(Canary::flag));
                 flags
             },
             rejected: extracted.rejected.iter().chain(&settled.not_given).cloned().collect(),
@@ -547,6 +570,12 @@ impl Inner {
         match inserted {
             Ok(true) => {
                 session.message = format!("pending proposal {proposal_id}");
+                if !canaries.is_empty() {
+                    let paths: Vec<&str> = canaries.iter().map(|c| c.path.as_str()).collect();
+                    session
+                        .message
+                        .push_str(&format!(" (credentialCanary: {}; review before applying)", paths.join(", ")));
+                }
                 let record = serde_json::json!({
                     "assignment": proposal.assignment,
                     "executionGeneration": proposal.execution_generation,
@@ -555,6 +584,7 @@ impl Inner {
                     "flags": proposal.flags,
                 });
                 self.audit("proposal.submitted", &proposal.id, record).await;
+                self.report_canaries(&proposal, &canaries).await;
             }
             Ok(false) => {
                 session.message = "a proposal for this execution generation already exists; this one was dropped".into()
@@ -609,6 +639,46 @@ impl Inner {
         Some((id, briefing))
     }
 
+    /// Each added credential as a Warning event on the Assignment and an audited entry: a
+    /// reviewer must not apply the proposal as it is.
+    async fn report_canaries(&self, proposal: &ProposalRecord, canaries: &[Canary]) {
+        if canaries.is_empty() {
+            return;
+        }
+        let key = roundtable_specs::ObjectKey::new(roundtable_specs::Kind::Assignment, &proposal.assignment);
+        for canary in canaries {
+            let message = format!(
+                "proposal {} adds the value of {} to {}: applying it would commit a live credential (the logs show it as {})",
+                proposal.id,
+                canary.names.join(", "),
+                canary.path,
+                canary
+                    .names
+                    .iter()
+                    .map(|name| roundtable_specs::secrets::known::marker(name))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            );
+            let event = roundtable_store::NewEvent {
+                object: &key,
+                severity: roundtable_store::Severity::Warning,
+                reason: CREDENTIAL_CANARY,
+                message: &message,
+                record: None,
+            };
+            if let Err(error) = self.store.append_event(&event).await {
+                tracing::error!(proposal = %proposal.id, %error, "cannot record the credential canary's event");
+            }
+            tracing::warn!(proposal = %proposal.id, path = %canary.path, variables = ?canary.names, "the proposal adds an injected credential");
+        }
+        let record = serde_json::json!({
+            "assignment": proposal.assignment,
+            "session": proposal.session_id,
+            "found": canaries.iter().map(|c| serde_json::json!({"path": c.path, "variables": c.names})).collect::<Vec<_>>(),
+        });
+        self.audit("proposal.credentialCanary", &proposal.id, record).await;
+    }
+
     /// A flag for each changed path another live session has claimed. A store that cannot be
     /// read flags nothing, but says so.
     async fn claimed_elsewhere(&self, session: &str, paths: &[String]) -> Vec<ProposalFlag> {
@@ -627,6 +697,46 @@ impl Inner {
             .map(|path| ProposalFlag { kind: ProposalFlagKind::ClaimedElsewhere, path: path.clone() })
             .collect()
     }
+}
+
+/// The event reason of a proposal that adds an injected credential.
+const CREDENTIAL_CANARY: &str = "CredentialCanary";
+
+/// A changed file that adds the value of one or more injected credentials.
+struct Canary {
+    /// Masked itself: an agent may put a value into a file's name.
+    path: String,
+    names: Vec<String>,
+}
+
+impl Canary {
+    fn flag(&self) -> ProposalFlag {
+        ProposalFlag { kind: ProposalFlagKind::CredentialCanary, path: self.path.clone() }
+    }
+}
+
+/// The changed files that hold more copies of an injected value than at the base: what applying
+/// the proposal would add. The files are compared rather than the patch's `+` lines, so a value
+/// in a binary file (base85 in the patch) is found too. A file missing on one side is empty there.
+fn credential_canaries(known: &KnownSecrets, paths: &[String], base: &Path, export: &Path) -> Vec<Canary> {
+    if known.is_empty() {
+        return Vec::new();
+    }
+    let read = |root: &Path, path: &str| -> Vec<u8> {
+        let file = root.join(path);
+        match std::fs::symlink_metadata(&file) {
+            Ok(meta) if meta.is_file() => std::fs::read(&file).unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    };
+    paths
+        .iter()
+        .filter_map(|path| {
+            let added = known.added(&read(base, path), &read(export, path));
+            (!added.is_empty())
+                .then(|| Canary { path: known.mask_text(path), names: added.into_iter().map(str::to_owned).collect() })
+        })
+        .collect()
 }
 
 /// Why the agent's workspace could not become a proposal.

@@ -1,0 +1,9 @@
+//! Everything that looks for secrets in text an agent or a CLI produced, in one place for every
+//! scanner (diagnostics excerpts, session logs and messages, proposals): `patterns` knows the
+//! shapes of secrets in general, `known` finds the values the daemon itself injected.
+
+pub mod known;
+pub mod patterns;
+
+pub use known::KnownSecrets;
+pub use patterns::{REDACTED, redact};
