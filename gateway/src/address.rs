@@ -331,6 +331,79 @@ mod tests {
         }
     }
 
+    /// A small deterministic generator: the sweep below needs no crate and must repeat exactly.
+    struct XorShift(u64);
+
+    impl XorShift {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    /// Never admitted, whatever the exceptions: checked against the standard library's and the
+    /// RFCs' definitions, not against [`BLOCKS`].
+    fn never_admitted(ip: IpAddr) -> bool {
+        match ip {
+            IpAddr::V4(v4) => {
+                let [a, b, c, d] = v4.octets();
+                v4.is_multicast()
+                    || v4.is_broadcast()
+                    || a == 0
+                    || a >= 240
+                    || (a == 169 && b == 254)
+                    || (a, b, c) == (192, 0, 0)
+                    || [a, b, c, d] == [100, 100, 100, 200]
+                    || [a, b, c, d] == [168, 63, 129, 16]
+            }
+            IpAddr::V6(v6) => {
+                let s = v6.segments();
+                let embeds_v4 = s[..5] == [0; 5] && matches!(s[5], 0 | 0xffff)
+                    || s[..4] == [0; 4] && s[4] == 0xffff && s[5] == 0
+                    || s[..2] == [0x64, 0xff9b]
+                    || s[0] == 0x2002
+                    || s[..2] == [0x2001, 0];
+                embeds_v4
+                    || v6.is_multicast()
+                    || v6.is_unicast_link_local()
+                    || s[..2] == [0xfd00, 0x0ec2]
+                    || (s[0] & 0xe000 != 0x2000 && !v6.is_unique_local())
+            }
+        }
+    }
+
+    #[test]
+    fn a_sweep_with_covering_exceptions_never_admits_what_must_stay_closed() {
+        let mut random = XorShift(0x9e37_79b9_7f4a_7c15);
+        for round in 0..200_000 {
+            // Half the addresses start from a special block's network, so its edges are hit.
+            let ip = match (random.next() % 4, BLOCKS[round % BLOCKS.len()].network) {
+                (0, IpAddr::V4(base)) => IpAddr::V4(Ipv4Addr::from(u32::from(base) ^ (random.next() as u32 & 0xffff))),
+                (1, IpAddr::V6(base)) => IpAddr::V6(Ipv6Addr::from(u128::from(base) ^ u128::from(random.next()))),
+                (2, _) => IpAddr::V4(Ipv4Addr::from(random.next() as u32)),
+                _ => IpAddr::V6(Ipv6Addr::from(u128::from(random.next()) << 64 | u128::from(random.next()))),
+            };
+            let width = if ip.is_ipv4() { 32 } else { 128 };
+            let prefix = 1 + (random.next() % width) as u8;
+            let covering = IpNet::new(ip, prefix).expect("prefix in range").trunc();
+            let allow = [covering];
+            match decide(ip, &with_cidrs(&allow)) {
+                Ok(Admitted::Public) => assert_eq!(classify(ip), None, "{ip}"),
+                Ok(Admitted::Excepted(net)) => {
+                    assert_eq!(net, covering, "{ip}");
+                    assert!(!never_admitted(ip), "{ip} admitted by {net}");
+                    assert!(matches!(classify(ip), Some((_, Exception::Allowed))), "{ip}");
+                }
+                Err(class) => assert_eq!(classify(ip).map(|(c, _)| c), Some(class), "{ip}"),
+            }
+            if never_admitted(ip) {
+                assert!(decide(ip, &with_cidrs(&allow)).is_err(), "{ip} under {covering}");
+            }
+        }
+    }
+
     #[test]
     fn self_addresses_come_first_and_dial_allow_only_narrows() {
         let loopback = [net("127.0.0.0/8")];
