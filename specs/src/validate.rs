@@ -272,6 +272,12 @@ fn check_effects(name: &str, spec: &AdapterSpec, origin: &Origin, out: &mut Vec<
             ),
         );
     }
+    if spec.resume_pattern.is_some() && !adapter.supports_resume {
+        refuse(
+            "spec.resumePattern",
+            "a resume command is made from resumePattern only with supportsResume: true, so it has no effect; set supportsResume: true, or remove it".to_owned(),
+        );
+    }
     if !adapter.allow_cidrs.is_empty() && adapter.provider_hosts.is_empty() && spec.egress.is_some() {
         refuse(
             "spec.egress.allowCidrs",
@@ -738,6 +744,12 @@ mod tests {
                 "  args: [--fast]\n",
             ),
             (
+                "  resumePattern: my-cli resume {{external_session_id}}\n",
+                "spec.resumePattern",
+                "only with supportsResume: true",
+                "  supportsResume: true\n  resumePattern: my-cli resume {{external_session_id}}\n",
+            ),
+            (
                 "  egress: {allowCidrs: [10.0.0.0/8]}\n",
                 "spec.egress.allowCidrs",
                 "without providerHosts no egress gateway runs",
@@ -753,13 +765,13 @@ mod tests {
                 "  resumePattern: my-cli resume\n",
                 "spec.resumePattern",
                 "exactly once",
-                "  resumePattern: my-cli resume {{external_session_id}}\n",
+                "  supportsResume: true\n  resumePattern: my-cli resume {{external_session_id}}\n",
             ),
             (
                 "  resumePattern: \"my-cli --id={{external_session_id}}\"\n",
                 "spec.resumePattern",
                 "whole argument",
-                "  resumePattern: \"my-cli --id '{{external_session_id}}'\"\n",
+                "  supportsResume: true\n  resumePattern: \"my-cli --id '{{external_session_id}}'\"\n",
             ),
             (
                 "  supportsResume: true\n",
