@@ -17,6 +17,11 @@ fn bridge_args() -> [&'static str; 4] {
     ["mcp", "stdio", "--unix-socket", MCP_SOCKET]
 }
 
+/// The whole bridge command, as a CLI with no manifest (a generic one) starts it itself.
+pub fn bridge_command() -> Vec<String> {
+    std::iter::once(BINARY).chain(bridge_args()).map(str::to_owned).collect()
+}
+
 /// A TOML basic string (the JSON escape rules are a subset TOML accepts for these values).
 fn toml_string(text: &str) -> String {
     serde_json::Value::String(text.to_owned()).to_string()

@@ -94,6 +94,10 @@ pub struct ProviderPlan {
     pub files: Vec<AgentFile>,
     /// Whether the session gets an MCP endpoint (and the agent a capability).
     pub mcp: bool,
+    /// The command the CLI itself must start as its MCP server, when Roundtable writes it no
+    /// manifest (a generic CLI with `supportsMcp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcp_bridge: Option<Vec<String>>,
     /// The provider's state folder, kept in a volume per Assignment (`persistentHome`).
     pub persistent_home: Option<&'static str>,
     /// The provider session this launch resumes, when it is a resume.
@@ -150,7 +154,9 @@ pub fn mounts(sockets: bool) -> Vec<Mount> {
 /// The launch plan for `adapter`. `proxy`: the session has an egress gateway.
 pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> ProviderPlan {
     let provider = adapter.provider;
-    let mcp = adapter.supports_mcp && provider.is_agent_cli();
+    // A generic CLI gets the socket and the capability but no manifest: it starts
+    // `roundtable mcp stdio` itself (docs/providers.md).
+    let mcp = adapter.mcp();
     let mut env = vec![
         ("HOME".to_owned(), HOME.to_owned()),
         ("PATH".to_owned(), PATH.to_owned()),
@@ -237,7 +243,7 @@ pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> Pro
     if mcp {
         passed_env.push(PassedVariable { name: CAPABILITY_ENV.into(), source: "capability" });
     }
-    let persistent_home = if adapter.persistent_home { state_folder(provider) } else { None };
+    let persistent_home = if adapter.persistent_home { provider.state_folder() } else { None };
     let mut mounts = mounts(proxy || mcp);
     if let Some(home) = persistent_home {
         mounts.push(Mount {
@@ -255,21 +261,10 @@ pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> Pro
         passed_env,
         files,
         mcp,
+        mcp_bridge: (mcp && !provider.is_agent_cli()).then(manifest::bridge_command),
         persistent_home,
         resumes: None,
         mounts,
-    }
-}
-
-/// Where each provider CLI keeps its sessions: what a persistent home keeps.
-pub fn state_folder(provider: Provider) -> Option<&'static str> {
-    match provider {
-        Provider::Codex => Some("/tmp/roundtable/codex"),
-        Provider::Claude => Some("/tmp/roundtable/claude"),
-        Provider::Gemini => Some("/tmp/roundtable/gemini"),
-        // OpenCode keeps its database under $HOME/.local/share/opencode.
-        Provider::Opencode => Some(HOME),
-        Provider::Generic | Provider::Mock => None,
     }
 }
 
@@ -469,6 +464,36 @@ mod tests {
         assert!(!plan.mcp);
         assert!(plan.files.iter().all(|f| f.contents.is_none()));
         assert!(!plan.env_names().contains(&CAPABILITY_ENV.to_owned()));
+    }
+
+    #[test]
+    fn a_generic_adapter_with_mcp_gets_the_socket_and_the_capability_but_no_manifest() {
+        let mut custom = adapter("generic");
+        custom.name = "my-agent".into();
+        custom.supports_mcp = true;
+        let plan = plan(&custom, input(None), false);
+        assert!(plan.mcp);
+        assert_eq!(plan.argv, ["sh", "-c", "-rf fix the typo"], "the argv is the generic one");
+        assert!(plan.passed_env.contains(&PassedVariable { name: CAPABILITY_ENV.into(), source: "capability" }));
+        assert!(
+            plan.mounts.iter().any(|m| m.path == "/run/roundtable" && !m.read_only),
+            "the session's sockets are mounted: {:?}",
+            plan.mounts
+        );
+        assert!(plan.files.iter().all(|f| f.contents.is_none()), "no manifest: the CLI starts the bridge itself");
+        assert_eq!(
+            plan.mcp_bridge.as_deref(),
+            Some(
+                &["/roundtable/bin/roundtable", "mcp", "stdio", "--unix-socket", "/run/roundtable/mcp.sock"]
+                    .map(String::from)[..]
+            )
+        );
+        // The built-in mock calls no tool, so it gets neither.
+        let mut mock = adapter("mock");
+        mock.supports_mcp = true;
+        let plan = super::plan(&mock, input(None), false);
+        assert!(!plan.mcp && !plan.env_names().contains(&CAPABILITY_ENV.to_owned()));
+        assert!(plan.mounts.iter().all(|m| m.path != "/run/roundtable"));
     }
 
     #[test]

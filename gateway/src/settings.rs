@@ -9,6 +9,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 use roundtable_specs::egress::GatewayReason;
 
+use crate::address::AddressPolicy;
 use crate::client_hello;
 use crate::request::canonical_host;
 
@@ -140,6 +141,15 @@ impl Settings {
 
     pub fn allow_cidrs(&self) -> &[IpNet] {
         &self.allow_cidrs
+    }
+
+    /// What `address::decide` needs of these settings.
+    pub fn address_policy(&self) -> AddressPolicy<'_> {
+        AddressPolicy {
+            allow_cidrs: &self.allow_cidrs,
+            self_addresses: &self.self_addresses,
+            dial_allow: &self.dial_allow,
+        }
     }
 
     /// Sets the exceptions to the public-address rule; a `/0` is refused.

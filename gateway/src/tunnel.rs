@@ -17,7 +17,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::address::{DenyClass, classify};
+use crate::address::{self, Admitted};
 use crate::client_hello::{self, Progress, Refusal};
 use crate::dial::Dial;
 use crate::journal::{Close, Counters, Decision, Journal, now};
@@ -197,27 +197,16 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
         }
     }
 
-    /// Every address must pass, or the tunnel is denied: a poisoned answer is not filtered down
-    /// to its public part.
+    /// Every address must pass `address::decide`, or the tunnel is denied: a poisoned answer is
+    /// not filtered down to its public part.
     fn admit_addresses(&self, addresses: &[IpAddr], decision: &mut Decision) -> Result<(), Denial> {
-        let settings = &self.settings;
+        let policy = self.settings.address_policy();
         for ip in addresses {
-            // Compared in canonical form: `::ffff:127.0.0.1` is 127.0.0.1 for this purpose.
-            if settings.self_addresses.contains(&ip.to_canonical()) {
-                return Err(address_denied(AddressClass::SelfAddress));
-            }
-            if let Some(class) = classify(*ip) {
-                let exception = settings.allow_cidrs().iter().find(|net| net.contains(ip));
-                let Some(net) = exception.filter(|_| exceptable(*ip, class)) else {
-                    return Err(address_denied(class));
-                };
+            if let Admitted::Excepted(net) = address::decide(*ip, &policy).map_err(address_denied)? {
                 let net = net.to_string();
                 if !decision.allowed_by_cidr.contains(&net) {
                     decision.allowed_by_cidr.push(net);
                 }
-            }
-            if !settings.dial_allow.is_empty() && !settings.dial_allow.iter().any(|net| net.contains(ip)) {
-                return Err(address_denied(AddressClass::OutsideDialAllow));
             }
         }
         Ok(())
@@ -318,25 +307,6 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
         let mut client = Metered { inner: client, meter: meter.clone() };
         crate::splice::splice(&mut client, upstream).await
     }
-}
-
-/// Whether an `allowCidrs` entry may admit `ip`. Never for addresses that are never a provider
-/// (this network, multicast, broadcast, metadata endpoints), nor for IPv6 forms that embed an
-/// IPv4 address (mapped, compatible, NAT64, 6to4): an exception like `::/0` or `64:ff9b::/96` must
-/// not become a way around the IPv4 policy.
-fn exceptable(ip: IpAddr, class: DenyClass) -> bool {
-    let never =
-        matches!(class, DenyClass::ThisNetwork | DenyClass::Multicast | DenyClass::Broadcast | DenyClass::Metadata);
-    let embeds_v4 = match ip {
-        IpAddr::V4(_) => false,
-        IpAddr::V6(v6) => {
-            let s = v6.segments();
-            let compatible_or_mapped = s[..5] == [0; 5] && (s[5] == 0 || s[5] == 0xffff);
-            let nat64 = s[0] == 0x64 && s[1] == 0xff9b && (s[2] == 0 || s[2] == 1);
-            compatible_or_mapped || nat64 || s[0] == 0x2002
-        }
-    };
-    !never && !embeds_v4
 }
 
 fn add_error(decision: &mut Decision, error: String) {

@@ -349,8 +349,29 @@ async fn any_non_public_answer_denies_the_tunnel_and_is_never_dialed() {
         ),
         (
             "cgnat.roundtable.test",
-            vec!["100.100.100.200".parse().expect("ip")],
+            vec!["100.64.0.1".parse().expect("ip")],
             GatewayReason::AddressDenied(AddressClass::Shared),
+        ),
+        // Metadata and credential endpoints inside networks an exception below names.
+        (
+            "alibaba-imds.roundtable.test",
+            vec!["100.100.100.200".parse().expect("ip")],
+            GatewayReason::AddressDenied(AddressClass::Metadata),
+        ),
+        (
+            "ecs-credentials.roundtable.test",
+            vec!["169.254.170.2".parse().expect("ip")],
+            GatewayReason::AddressDenied(AddressClass::Metadata),
+        ),
+        (
+            "aws-imds-v6.roundtable.test",
+            vec!["fd00:ec2::254".parse().expect("ip")],
+            GatewayReason::AddressDenied(AddressClass::Metadata),
+        ),
+        (
+            "teredo.roundtable.test",
+            vec!["2001:0:4136:e378:8000:63bf:3fff:fdd2".parse().expect("ip")],
+            GatewayReason::AddressDenied(AddressClass::V6IetfProtocol),
         ),
         (
             "mapped.roundtable.test",
@@ -394,11 +415,14 @@ async fn any_non_public_answer_denies_the_tunnel_and_is_never_dialed() {
     }
     let mut settings = Settings::new(cases.iter().map(|case| case.0)).expect("settings");
     // This test's own address is a plain exception; 127.0.0.1 is this host's and never allowed.
-    // Exceptions that must not open what they cover: metadata, NAT64 and IPv4-mapped space.
+    // Exceptions that must not open what they cover: metadata, Teredo, NAT64 and IPv4-mapped space.
     let exceptions = [
         IpNet::from(IpAddr::from(allowed)),
         net("127.0.0.1/32"),
         net("169.254.0.0/16"),
+        net("100.100.100.200/32"),
+        net("fd00::/8"),
+        net("2001::/32"),
         net("64:ff9b::/96"),
         net("::ffff:0:0/96"),
     ];

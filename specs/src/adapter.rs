@@ -101,6 +101,31 @@ impl Provider {
     pub fn is_agent_cli(self) -> bool {
         matches!(self, Provider::Codex | Provider::Claude | Provider::Gemini | Provider::Opencode)
     }
+
+    /// Whether this provider's agent can use a session's MCP endpoint: the four CLIs through the
+    /// manifest Roundtable writes for them, a generic CLI by starting `roundtable mcp stdio`
+    /// itself. The built-in mock calls no tool.
+    pub fn can_use_mcp(self) -> bool {
+        self != Provider::Mock
+    }
+
+    /// Whether this provider's output has a format a session id can be read from.
+    pub fn has_session_output(self) -> bool {
+        self != Provider::Generic
+    }
+
+    /// Where the provider CLI keeps its sessions: what a persistent home keeps. Generic and mock
+    /// keep none.
+    pub fn state_folder(self) -> Option<&'static str> {
+        match self {
+            Provider::Codex => Some("/tmp/roundtable/codex"),
+            Provider::Claude => Some("/tmp/roundtable/claude"),
+            Provider::Gemini => Some("/tmp/roundtable/gemini"),
+            // OpenCode keeps its database under $HOME/.local/share/opencode.
+            Provider::Opencode => Some(crate::layout::HOME),
+            Provider::Generic | Provider::Mock => None,
+        }
+    }
 }
 
 impl std::fmt::Display for Provider {
@@ -316,16 +341,22 @@ impl AdapterSpec {
 }
 
 impl ResolvedAdapter {
+    /// Whether its sessions get an MCP endpoint and the agent a capability: `supportsMcp` on a
+    /// provider whose agent can use one. The launch plan and the capabilities both ask this.
+    pub fn mcp(&self) -> bool {
+        self.supports_mcp && self.provider.can_use_mcp()
+    }
+
     /// Capabilities derived from the configuration and what its provider's plan really does,
-    /// never from the adapter's name: MCP only where the plan writes a manifest (the four agent
-    /// CLIs), capture only where the provider has a machine-readable output, resume only where
-    /// an id can be captured to fill the pattern.
+    /// never from the adapter's name: MCP where the session gets an endpoint, capture only where
+    /// the provider has a machine-readable output, resume only where an id can be captured to
+    /// fill the pattern.
     pub fn capabilities(&self) -> BTreeSet<Capability> {
         let mut caps = BTreeSet::new();
-        if self.supports_mcp && self.provider.is_agent_cli() {
+        if self.mcp() {
             caps.insert(Capability::Mcp);
         }
-        let captures = self.captures_session_id && self.provider != Provider::Generic;
+        let captures = self.captures_session_id && self.provider.has_session_output();
         if captures {
             caps.insert(Capability::SessionCapture);
         }
@@ -389,8 +420,11 @@ mod tests {
         let caps = spec.resolve("anything").capabilities();
         // supportsResume without a pattern cannot resume.
         assert_eq!(caps, BTreeSet::from([Capability::Mcp, Capability::Egress]));
-        // A generic adapter has no manifest and no output to capture, whatever it declares.
+        // A generic CLI starts the MCP bridge itself, but has no output to capture.
         let generic = AdapterSpec { supports_mcp: Some(true), captures_session_id: Some(true), ..Default::default() };
-        assert!(generic.resolve("custom").capabilities().is_empty());
+        assert_eq!(generic.resolve("custom").capabilities(), BTreeSet::from([Capability::Mcp]));
+        // The built-in mock calls no tool.
+        let mock = AdapterSpec { provider: Some(Provider::Mock), supports_mcp: Some(true), ..Default::default() };
+        assert!(!mock.resolve("mine").mcp());
     }
 }

@@ -231,6 +231,59 @@ fn check_adapter(name: &str, spec: &AdapterSpec, origin: &Origin, out: &mut Vec<
             out.push(origin.error(&path("spec.egress.allowCidrs").index(i), problem));
         }
     }
+    check_effects(name, spec, origin, out);
+}
+
+/// A field the spec sets that nothing would ever act on, for the provider the Adapter resolves
+/// to: an operator who sets it expects it to do something, so it is refused, not ignored.
+fn check_effects(name: &str, spec: &AdapterSpec, origin: &Origin, out: &mut Vec<ValidationError>) {
+    let adapter = crate::catalog::resolve_declared(name, spec);
+    let provider = adapter.provider;
+    let mut refuse = |field: &str, why: String| out.push(origin.error(&path(field), why));
+    if spec.supports_mcp == Some(true) && !provider.can_use_mcp() {
+        refuse(
+            "spec.supportsMcp",
+            format!(
+                "provider {provider} is Roundtable's built-in stand-in and calls no tool, so supportsMcp has no effect; remove it, or use provider generic for a CLI that starts `roundtable mcp stdio` itself"
+            ),
+        );
+    }
+    if spec.captures_session_id == Some(true) && !provider.has_session_output() {
+        refuse(
+            "spec.capturesSessionId",
+            format!(
+                "provider {provider} has no output format to read a session id from, so capturesSessionId has no effect; remove it, or set the provider whose output this CLI writes"
+            ),
+        );
+    }
+    if spec.persistent_home == Some(true) && provider.state_folder().is_none() {
+        refuse(
+            "spec.persistentHome",
+            format!(
+                "provider {provider} keeps no session store to persist, so persistentHome has no effect; remove it"
+            ),
+        );
+    }
+    if spec.args.is_some() && provider.is_agent_cli() {
+        refuse(
+            "spec.args",
+            format!(
+                "provider {provider} builds its own argv (see `roundtable adapters plan {name}`), so args has no effect; remove it, or use provider generic to pass arguments of your own"
+            ),
+        );
+    }
+    if spec.resume_pattern.is_some() && !adapter.supports_resume {
+        refuse(
+            "spec.resumePattern",
+            "a resume command is made from resumePattern only with supportsResume: true, so it has no effect; set supportsResume: true, or remove it".to_owned(),
+        );
+    }
+    if !adapter.allow_cidrs.is_empty() && adapter.provider_hosts.is_empty() && spec.egress.is_some() {
+        refuse(
+            "spec.egress.allowCidrs",
+            "without providerHosts no egress gateway runs, so allowCidrs has no effect; add the providerHosts they are for, or remove them".to_owned(),
+        );
+    }
 }
 
 fn report_duplicates(
@@ -448,6 +501,17 @@ fn check_assignment_routing(spec: &AssignmentSpec, origin: &Origin, catalog: &Ca
             ));
         }
     }
+    if let Some(model) = spec.model.as_deref().filter(|m| !m.is_empty())
+        && !entry.resolved.provider.is_agent_cli()
+    {
+        out.push(origin.error(
+            &path("spec.model"),
+            format!(
+                "adapter {:?} (provider {}) passes no model to its CLI, so model {model:?} has no effect; remove it, or put the model in the adapter's command or args",
+                spec.adapter, entry.resolved.provider
+            ),
+        ));
+    }
     // Seen live with Codex 0.171.0 (docs/providers.md): its default model offers only a
     // "code mode" tool that needs a helper its distribution does not ship.
     if entry.resolved.provider == crate::adapter::Provider::Codex && spec.model.as_deref().is_none_or(str::is_empty) {
@@ -646,13 +710,50 @@ mod tests {
                 "  egress: {allowCidrs: [10.1.2.3/8]}\n",
                 "spec.egress.allowCidrs[0]",
                 "host bits",
-                "  egress: {allowCidrs: [10.0.0.0/8]}\n",
+                "  egress: {allowCidrs: [10.0.0.0/8]}\n  providerHosts: [llm.example.com]\n",
             ),
             (
-                "  egress: {allowCidrs: ['::/0']}\n",
+                "  egress: {allowCidrs: ['::/0']}\n  providerHosts: [llm.example.com]\n",
                 "spec.egress.allowCidrs[0]",
                 "whole address family",
-                "  egress: {allowCidrs: ['fd00::/8']}\n",
+                "  egress: {allowCidrs: ['fd00::/8']}\n  providerHosts: [llm.example.com]\n",
+            ),
+            // A field nothing acts on for the provider the Adapter resolves to.
+            (
+                "  provider: mock\n  supportsMcp: true\n",
+                "spec.supportsMcp",
+                "calls no tool, so supportsMcp has no effect",
+                "  supportsMcp: true\n",
+            ),
+            (
+                "  capturesSessionId: true\n",
+                "spec.capturesSessionId",
+                "provider generic has no output format",
+                "  provider: mock\n  capturesSessionId: true\n",
+            ),
+            (
+                "  persistentHome: true\n",
+                "spec.persistentHome",
+                "provider generic keeps no session store",
+                "  provider: claude\n  persistentHome: true\n",
+            ),
+            (
+                "  provider: codex\n  args: [--fast]\n",
+                "spec.args",
+                "provider codex builds its own argv (see `roundtable adapters plan mine`)",
+                "  args: [--fast]\n",
+            ),
+            (
+                "  resumePattern: my-cli resume {{external_session_id}}\n",
+                "spec.resumePattern",
+                "only with supportsResume: true",
+                "  supportsResume: true\n  resumePattern: my-cli resume {{external_session_id}}\n",
+            ),
+            (
+                "  egress: {allowCidrs: [10.0.0.0/8]}\n",
+                "spec.egress.allowCidrs",
+                "without providerHosts no egress gateway runs",
+                "  egress: {allowCidrs: [10.0.0.0/8]}\n  providerHosts: [llm.example.com]\n",
             ),
             (
                 "  image: 'Bad Image'\n",
@@ -664,13 +765,13 @@ mod tests {
                 "  resumePattern: my-cli resume\n",
                 "spec.resumePattern",
                 "exactly once",
-                "  resumePattern: my-cli resume {{external_session_id}}\n",
+                "  supportsResume: true\n  resumePattern: my-cli resume {{external_session_id}}\n",
             ),
             (
                 "  resumePattern: \"my-cli --id={{external_session_id}}\"\n",
                 "spec.resumePattern",
                 "whole argument",
-                "  resumePattern: \"my-cli --id '{{external_session_id}}'\"\n",
+                "  supportsResume: true\n  resumePattern: \"my-cli --id '{{external_session_id}}'\"\n",
             ),
             (
                 "  supportsResume: true\n",
@@ -770,6 +871,12 @@ mod tests {
                 "  readablePaths: [a]\n  requires: [mcp]\n",
                 "spec.requires[0]",
                 "does not offer mcp",
+                "  readablePaths: [a]\n",
+            ),
+            (
+                "  readablePaths: [a]\n  model: gpt-5-codex\n",
+                "spec.model",
+                "adapter \"generic\" (provider generic) passes no model to its CLI",
                 "  readablePaths: [a]\n",
             ),
         ];

@@ -78,6 +78,7 @@ pub fn plan(
                 "env": plan.env_names(),
                 "passedEnv": plan.passed_env,
                 "mcp": plan.mcp,
+                "mcpBridge": plan.mcp_bridge,
                 "files": files,
                 "mounts": plan.mounts,
             });
@@ -101,10 +102,14 @@ pub fn plan(
                 };
                 println!("  {:<28} {from}", passed.name);
             }
-            println!(
-                "mcp:         {}",
-                if plan.mcp { "yes (capability in ROUNDTABLE_AGENT_CAPABILITY)" } else { "no" }
-            );
+            match (&plan.mcp_bridge, plan.mcp) {
+                (Some(bridge), _) => println!(
+                    "mcp:         yes (capability in ROUNDTABLE_AGENT_CAPABILITY; no manifest: the CLI starts {})",
+                    render::command_line(bridge)
+                ),
+                (None, true) => println!("mcp:         yes (capability in ROUNDTABLE_AGENT_CAPABILITY)"),
+                (None, false) => println!("mcp:         no"),
+            }
             println!("files:");
             for file in &plan.files {
                 let kind = if file.contents.is_some() { "file" } else { "dir " };

@@ -128,8 +128,8 @@ fn adapters_list_shows_builtins_and_merges_overrides_field_by_field() {
     let qwen = item("Qwen CLI");
     assert_eq!(qwen["slug"], "qwen-cli");
     assert_eq!(qwen["builtin"], false);
-    // It declares MCP, but a generic plan writes no manifest: only what works is listed.
-    assert_eq!(qwen["capabilities"], serde_json::json!([]));
+    // A generic CLI gets the endpoint it declares and starts the bridge itself.
+    assert_eq!(qwen["capabilities"], serde_json::json!(["mcp"]));
 }
 
 #[test]

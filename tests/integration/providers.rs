@@ -294,3 +294,81 @@ async fn a_persistent_home_lets_the_next_run_resume_the_provider_session_and_pru
     assert!(pruned.status.success(), "{}{}", stdout(&pruned), stderr(&pruned));
     assert_eq!(home_volumes(root), Vec::<String>::new(), "{}", stdout(&pruned));
 }
+
+/// A custom CLI that is none of the four: a shell script on the test image's `sh` that speaks MCP
+/// itself, through the bridge its plan names (docs/providers.md, "A custom CLI with MCP").
+fn shell_agent_specs(prompt: &str) -> String {
+    let prompt = serde_json::to_string(prompt).expect("json string");
+    format!(
+        "{API}\nkind: Adapter\nmetadata: {{name: shell-agent}}\nspec:\n  image: roundtable-test/agent:latest\n  command: sh\n  args: [-c]\n  supportsMcp: true\n  resources: {{memory: 256Mi, cpus: 1, pids: 64, workspaceSize: 64Mi, tmpSize: 32Mi}}\n---\n\
+         {API}\nkind: Assignment\nmetadata: {{name: note-from-shell}}\nspec:\n  adapter: shell-agent\n  requires: [mcp]\n  task: {{id: T-sh, title: Leave a note, prompt: {prompt}}}\n  readablePaths: [README.md]\n"
+    )
+}
+
+/// The requests a shell can pipe into `roundtable mcp stdio`: initialize, then one tool call.
+/// The `sleep` keeps stdin open until the answers are back (the bridge closes at end of input).
+const SHELL_MCP_CLIENT: &str = r#"{ printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"1"}}}' '{"jsonrpc":"2.0","method":"notifications/initialized"}' '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"notes.append","arguments":{"text":"left by a shell script through roundtable mcp stdio"}}}'; sleep 3; } | /roundtable/bin/roundtable mcp stdio"#;
+
+#[test]
+fn a_generic_adapter_with_mcp_plans_the_socket_the_capability_and_the_bridge() {
+    let tree = spec_tree(&[(".roundtable/specs.yaml", &shell_agent_specs("true"))]);
+    let validated = roundtable(tree.path(), &["validate"]);
+    assert!(validated.status.success(), "requires: [mcp] is met: {}{}", stdout(&validated), stderr(&validated));
+    let out = roundtable(tree.path(), &["adapters", "plan", "shell-agent", "--prompt", "true", "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan = json(&out);
+    assert_eq!(plan["mcp"], true, "{plan:#}");
+    assert!(
+        plan["passedEnv"].as_array().expect("passedEnv").iter().any(|v| v["name"] == "ROUNDTABLE_AGENT_CAPABILITY"),
+        "{plan:#}"
+    );
+    assert!(plan["mounts"].as_array().expect("mounts").iter().any(|m| m["path"] == "/run/roundtable"), "{plan:#}");
+    assert_eq!(
+        plan["mcpBridge"],
+        serde_json::json!(["/roundtable/bin/roundtable", "mcp", "stdio", "--unix-socket", "/run/roundtable/mcp.sock"])
+    );
+    let text = stdout(&roundtable(tree.path(), &["adapters", "plan", "shell-agent", "--prompt", "true"]));
+    assert!(text.contains("no manifest: the CLI starts /roundtable/bin/roundtable mcp stdio"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generic_shell_agent_calls_a_tool_through_roundtable_mcp_stdio() {
+    use crate::support::{
+        ShowLogOnPanic, commit_all, ensure_test_images, nothing_left, start_daemon, wait_until, write,
+    };
+
+    let Some(engine) = crate::support::engine_or_skip().await else { return };
+    ensure_test_images();
+    let project = tempfile::tempdir().expect("tempdir");
+    let root = project.path();
+    write(root, "README.md", "# Project\n");
+    write(root, ".roundtable/specs.yaml", &shell_agent_specs(SHELL_MCP_CLIENT));
+    commit_all(root);
+    let executions = tempfile::tempdir().expect("tempdir");
+    let daemon = start_daemon(root, &[], executions.path());
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
+    wait_until("the shell agent's session", || {
+        let listed = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
+        listed["items"].as_array().is_some_and(|items| items.len() == 1 && items[0]["finishedAt"].is_string())
+    })
+    .await;
+    drop(daemon);
+
+    let listed = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
+    let session = &listed["items"][0];
+    assert_eq!(session["phase"], "Succeeded", "{session:#}");
+    let agent = &session["detail"]["agent"];
+    assert_eq!(agent["mcpSocket"], "/run/roundtable/mcp.sock", "{agent:#}");
+    assert_eq!(agent["toolCalls"]["notes.append"].as_u64(), Some(1), "{agent:#}");
+    let id = session["id"].as_str().expect("session id");
+    let logs = stdout(&roundtable(root, &["sessions", "logs", id]));
+    assert!(logs.contains(r#""id":2"#) && logs.contains(r#""result""#), "the tool answered the shell: {logs}");
+
+    // The note is on the board, attributed to the session.
+    let briefing = json(&roundtable(root, &["resume", "note-from-shell", "--format", "json"]));
+    let notes: Vec<&str> =
+        briefing["notes"].as_array().expect("notes").iter().filter_map(|n| n["text"].as_str()).collect();
+    assert_eq!(notes, ["left by a shell script through roundtable mcp stdio"], "{briefing:#}");
+    assert_eq!(files_containing(executions.path(), b"rtcap_"), Vec::<std::path::PathBuf>::new());
+    nothing_left(&engine, root).await;
+}
