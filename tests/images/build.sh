@@ -19,7 +19,8 @@ if ! have_static_busybox; then
 fi
 
 cargo build --quiet -p agent-double
-double=target/x86_64-unknown-linux-gnu/debug/agent-double
+# Cargo puts it under CARGO_TARGET_DIR when that is set (relative to this checkout, as cargo reads it).
+double=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/debug/agent-double
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
