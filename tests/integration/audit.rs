@@ -36,6 +36,22 @@ fn command(cwd: &Path, key: Option<&Path>, args: &[&str]) -> Command {
     command
 }
 
+/// Runs `command` to its end, killing it (and failing) if it is still running after `limit`: a
+/// `start` that should have been refused would otherwise run on.
+fn exits_within(mut command: Command, limit: Duration) -> Output {
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let deadline = std::time::Instant::now() + limit;
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let output = child.wait_with_output().expect("output");
+            panic!("still running after {limit:?} (it should have been refused): {}", stderr(&output));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("output")
+}
+
 /// The key path `init` printed.
 fn printed_key(init: &Output) -> PathBuf {
     let out = stdout(init);
@@ -153,7 +169,7 @@ async fn a_lost_key_stops_every_writer_until_start_new_audit_key_replaces_it() {
     std::fs::set_permissions(&executions, std::os::unix::fs::PermissionsExt::from_mode(0o700)).expect("chmod");
     let execution_root = executions.to_str().expect("utf-8");
     for args in [&["start", "--execution-root", execution_root][..], &["init"]] {
-        let refused = run(root, Some(&key), args);
+        let refused = exits_within(command(root, Some(&key), args), Duration::from_secs(30));
         assert_eq!(refused.status.code(), Some(1), "{args:?}: {}", stderr(&refused));
         let error = stderr(&refused);
         assert!(error.contains(&key.display().to_string()) && error.contains("--new-audit-key"), "{error}");
