@@ -449,6 +449,32 @@ mod tests {
 
     const ADAPTER: &str = "apiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata: {name: mock}\nspec: {}\n";
 
+    #[test]
+    fn a_project_is_named_by_its_root_whether_or_not_its_spec_folder_exists_yet() {
+        let project = tempfile::tempdir().expect("tempdir");
+        let root = project.path().canonicalize().expect("canonical");
+        let dir = project.path().join(".roundtable");
+        let before = Project::resolve(&dir).expect("resolves before the folder exists");
+        std::fs::create_dir(&dir).expect("mkdir");
+        let after = Project::resolve(&dir).expect("resolves after");
+        assert_eq!(before, after);
+        assert_eq!(after.root, root);
+        assert_ne!(after.id, "e3b0c44298fc", "the SHA-256 of an empty root");
+        // The spec folder named through `..` is its canonical self.
+        std::fs::create_dir(dir.join("sub")).expect("mkdir");
+        assert_eq!(Project::resolve(&dir.join("sub/..")).expect("resolves").id, after.id);
+        let other = tempfile::tempdir().expect("tempdir");
+        assert_ne!(Project::resolve(&other.path().join(".roundtable")).expect("resolves").id, after.id);
+    }
+
+    #[test]
+    fn a_spec_folder_whose_root_does_not_exist_is_an_error_naming_the_root() {
+        let project = tempfile::tempdir().expect("tempdir");
+        let missing = project.path().join("gone/.roundtable");
+        let error = Project::resolve(&missing).expect_err("no root");
+        assert!(error.to_string().contains(&project.path().join("gone").display().to_string()), "{error}");
+    }
+
     fn messages(scan: &Scan) -> Vec<String> {
         scan.errors().map(ToString::to_string).collect()
     }

@@ -138,7 +138,11 @@ async fn describe_shows_what_the_mac_covers_and_verify_names_an_edited_column() 
     let key = root.join("keys/audit.key");
     let store = project_with_a_chain(root, &key).await;
     store.close().await;
-    tamper(&root.join(".roundtable/state/state.db"), "UPDATE events SET reason = 'AllClear', message = 'forged words' WHERE seq = 3").await;
+    tamper(
+        &root.join(".roundtable/state/state.db"),
+        "UPDATE events SET reason = 'AllClear', message = 'forged words' WHERE seq = 3",
+    )
+    .await;
 
     let describe = run(root, Some(&key), &["describe", "Adapter/generic"]);
     assert!(describe.status.success(), "{}", stderr(&describe));
