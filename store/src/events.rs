@@ -3,7 +3,7 @@
 use roundtable_specs::ObjectKey;
 use sqlx::Row;
 
-use crate::audit::EntryView;
+use crate::audit::{EntryView, stored_columns};
 use crate::{Result, Store, now};
 
 /// The reason shown for an audited event whose sealed entry does not read.
@@ -127,28 +127,19 @@ impl Store {
 fn event_from_row(row: &sqlx::any::AnyRow) -> Result<EventRecord> {
     let seq: Option<i64> = row.try_get("seq")?;
     let record: Option<String> = row.try_get("record")?;
-    let view = match (seq, &record) {
+    let sealed = match (seq, &record) {
         (Some(_), Some(entry)) => EntryView::of(entry),
         _ => None,
     };
-    let view = match view {
+    let view = match sealed {
         Some(view) => view,
         None if seq.is_some() => EntryView {
-            at: row.try_get("at")?,
-            kind: row.try_get("kind")?,
-            name: row.try_get("name")?,
             severity: "Warning".into(),
             reason: UNREADABLE.into(),
             message: "this audited event's sealed entry does not read; run `roundtable audit verify`".into(),
+            ..stored_columns(row)?
         },
-        None => EntryView {
-            at: row.try_get("at")?,
-            kind: row.try_get("kind")?,
-            name: row.try_get("name")?,
-            severity: row.try_get("severity")?,
-            reason: row.try_get("reason")?,
-            message: row.try_get("message")?,
-        },
+        None => stored_columns(row)?,
     };
     Ok(EventRecord {
         id: row.try_get("id")?,

@@ -176,16 +176,18 @@ fn chain_row(row: &sqlx::any::AnyRow) -> Result<ChainRow> {
 }
 
 fn stored_row(row: &sqlx::any::AnyRow) -> Result<StoredRow> {
-    Ok(StoredRow {
-        row: chain_row(row)?,
-        columns: EntryView {
-            at: row.try_get("at")?,
-            kind: row.try_get("kind")?,
-            name: row.try_get("name")?,
-            severity: row.try_get("severity")?,
-            reason: row.try_get("reason")?,
-            message: row.try_get("message")?,
-        },
+    Ok(StoredRow { row: chain_row(row)?, columns: stored_columns(row)? })
+}
+
+/// An events row's columns as stored, whatever its entry says.
+pub(crate) fn stored_columns(row: &sqlx::any::AnyRow) -> Result<EntryView> {
+    Ok(EntryView {
+        at: row.try_get("at")?,
+        kind: row.try_get("kind")?,
+        name: row.try_get("name")?,
+        severity: row.try_get("severity")?,
+        reason: row.try_get("reason")?,
+        message: row.try_get("message")?,
     })
 }
 
