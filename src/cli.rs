@@ -82,7 +82,8 @@ pub struct Global {
     pub store: Option<StoreUrl>,
     /// The audit chain's key, outside the state directory (default:
     /// /var/lib/roundtable/keys/<project-id>.key as root, else under $XDG_STATE_HOME/roundtable/keys/).
-    /// `start` creates it (0600) when missing; verifiers only read it.
+    /// `start` creates it (0600) for an empty chain; one lost from a chain with entries is refused
+    /// (see `start --new-audit-key`); verifiers only read it.
     #[arg(long, global = true, env = "ROUNDTABLE_AUDIT_KEY")]
     pub audit_key: Option<PathBuf>,
     /// Log format on stderr; the level comes from RUST_LOG (default: warn). Text is coloured only
@@ -529,6 +530,11 @@ pub struct StartArgs {
     /// The workspace name in API paths (/v1/workspaces/{ws}/…); default: the project folder's name.
     #[arg(long)]
     pub workspace: Option<String>,
+    /// Replace a lost audit key: create a new one and record, as the first entry sealed with it,
+    /// the head of the chain so far (whose entries then no longer verify). Refused while the key
+    /// exists.
+    #[arg(long)]
+    pub new_audit_key: bool,
 }
 
 /// The listener `--api-listen` asks for, and the TLS files it is served with.

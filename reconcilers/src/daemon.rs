@@ -39,6 +39,8 @@ pub struct DaemonConfig {
     /// This controller's id in the store; on a shared store, scans write desired state only
     /// while its checkout is not behind (see `revision`).
     pub controller_id: Option<String>,
+    /// The checkout the revision gate reads (the execution configuration's project root).
+    pub project_root: Option<PathBuf>,
 }
 
 impl DaemonConfig {
@@ -53,6 +55,7 @@ impl DaemonConfig {
             prune_every: Duration::from_secs(3600),
             audit_key: None,
             controller_id: None,
+            project_root: None,
         }
     }
 }
@@ -95,23 +98,22 @@ async fn rescan(
     .await?;
     let scan_ms = started.elapsed().as_millis();
     let events = ChainedEvents { store: store.clone(), key: config.audit_key.clone() };
-    let outcome = match &config.controller_id {
-        Some(id) if store.is_shared() => {
+    let outcome = match (&config.controller_id, &config.project_root) {
+        (Some(id), Some(project_root)) if store.is_shared() => {
             // Written, or why not: the checkout is behind, found by the gate or (a race) by the
             // pin inside the write.
-            let (revision, synced) =
-                match crate::revision::gate(store, &crate::source::project_root(&config.dir), id).await? {
-                    Gate::Write { store: pinned, revision } => {
-                        let synced = match sync_with(&pinned, &events, &scanned, &mut *sync_cache.lock().await).await {
-                            Err(BackendError::Store(behind @ roundtable_store::Error::Behind { .. })) => {
-                                Err(behind.to_string())
-                            }
-                            other => Ok(other?),
-                        };
-                        (revision, synced)
-                    }
-                    Gate::Behind { revision, note } => (revision, Err(note)),
-                };
+            let (revision, synced) = match crate::revision::gate(store, project_root, id).await? {
+                Gate::Write { store: pinned, revision } => {
+                    let synced = match sync_with(&pinned, &events, &scanned, &mut *sync_cache.lock().await).await {
+                        Err(BackendError::Store(behind @ roundtable_store::Error::Behind { .. })) => {
+                            Err(behind.to_string())
+                        }
+                        other => Ok(other?),
+                    };
+                    (revision, synced)
+                }
+                Gate::Behind { revision, note } => (revision, Err(note)),
+            };
             store.note_controller_sync(id, revision.as_deref(), synced.as_ref().err().map(String::as_str)).await?;
             match synced {
                 Ok(outcome) => outcome,
@@ -232,6 +234,7 @@ pub async fn run(
     ));
     let mut config = config;
     config.controller_id = Some(execution_config.controller_run.clone());
+    config.project_root = Some(execution_config.project_root.clone());
     let executions = ExecutionManager::new(store.clone(), runtime.clone(), execution_config);
     let presence = crate::presence::Presence::start(&store, &executions, &config.dir.display().to_string()).await?;
     let _ = link.inner.executions.set(executions.clone());

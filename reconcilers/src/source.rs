@@ -254,7 +254,13 @@ fn load_with(dir: &Path, cache: &mut ScanCache, changed: Option<&[PathBuf]>) -> 
         Some((files, changed)) => (files, Some(changed)),
         None => (spec_files(dir, &mut loaded.errors), None),
     };
-    let root = project_root(dir);
+    let root = match Project::resolve(dir) {
+        Ok(project) => project.root,
+        Err(error) => {
+            loaded.errors.push(file_error(&dir.display().to_string(), error.to_string()));
+            return out;
+        }
+    };
     let mut next_cache = HashMap::new();
     for path in files {
         loaded.files += 1;
@@ -376,16 +382,65 @@ pub fn scan_changed(dir: &Path, cache: &mut ScanCache, changed: Option<&[PathBuf
     Scan { objects: loaded.objects, digests, findings, files: loaded.files, broken_files }
 }
 
-/// The project root (the folder holding the spec directory), canonical.
-pub fn project_root(dir: &Path) -> PathBuf {
-    let canonical = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-    canonical.parent().map(Path::to_path_buf).unwrap_or(canonical)
+/// Why a spec directory names no project.
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectError {
+    #[error("cannot resolve the spec directory {dir} against the current directory")]
+    CurrentDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the spec directory {dir} has no parent folder to be the project root (pass --dir PROJECT/.roundtable)")]
+    NoParent { dir: PathBuf },
+    #[error("cannot resolve the project root {root} (the folder holding the spec directory {dir}); it must exist")]
+    Root {
+        root: PathBuf,
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
-/// The first 12 hex characters of the SHA-256 of the project root's canonical path.
-pub fn project_id(dir: &Path) -> String {
-    let root = project_root(dir);
-    roundtable_specs::digest::sha256_hex(root.as_os_str().as_encoded_bytes())[..12].to_owned()
+/// A project as one resolution names it: its spec directory (as given), its root (the folder
+/// holding the spec directory, canonical) and its id (derived from the root alone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Project {
+    pub spec_dir: PathBuf,
+    pub root: PathBuf,
+    /// The first 12 hex characters of the SHA-256 of the root's canonical path: the name of the
+    /// project's audit key, execution root and container labels.
+    pub id: String,
+}
+
+impl Project {
+    /// Resolves the project of the spec directory `dir`, which need not exist yet (`init` names
+    /// the key before it creates the folder): only the root is canonicalised, and it must exist.
+    /// A spec directory named by `..` (or `/`) is canonicalised itself, and so must exist.
+    pub fn resolve(dir: &Path) -> Result<Self, ProjectError> {
+        use std::path::Component;
+        let absolute =
+            std::path::absolute(dir).map_err(|source| ProjectError::CurrentDir { dir: dir.to_owned(), source })?;
+        let root = match absolute.components().next_back() {
+            Some(Component::Normal(_)) => {
+                let parent = absolute.parent().ok_or_else(|| ProjectError::NoParent { dir: dir.to_owned() })?;
+                canonical_root(parent, dir)?
+            }
+            _ => {
+                let canonical = canonical_root(&absolute, dir)?;
+                canonical
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .ok_or_else(|| ProjectError::NoParent { dir: dir.to_owned() })?
+            }
+        };
+        let id = roundtable_specs::digest::sha256_hex(root.as_os_str().as_encoded_bytes())[..12].to_owned();
+        Ok(Self { spec_dir: dir.to_owned(), root, id })
+    }
+}
+
+fn canonical_root(root: &Path, dir: &Path) -> Result<PathBuf, ProjectError> {
+    root.canonicalize().map_err(|source| ProjectError::Root { root: root.to_owned(), dir: dir.to_owned(), source })
 }
 
 #[cfg(test)]
@@ -393,6 +448,32 @@ mod tests {
     use super::*;
 
     const ADAPTER: &str = "apiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata: {name: mock}\nspec: {}\n";
+
+    #[test]
+    fn a_project_is_named_by_its_root_whether_or_not_its_spec_folder_exists_yet() {
+        let project = tempfile::tempdir().expect("tempdir");
+        let root = project.path().canonicalize().expect("canonical");
+        let dir = project.path().join(".roundtable");
+        let before = Project::resolve(&dir).expect("resolves before the folder exists");
+        std::fs::create_dir(&dir).expect("mkdir");
+        let after = Project::resolve(&dir).expect("resolves after");
+        assert_eq!(before, after);
+        assert_eq!(after.root, root);
+        assert_ne!(after.id, "e3b0c44298fc", "the SHA-256 of an empty root");
+        // The spec folder named through `..` is its canonical self.
+        std::fs::create_dir(dir.join("sub")).expect("mkdir");
+        assert_eq!(Project::resolve(&dir.join("sub/..")).expect("resolves").id, after.id);
+        let other = tempfile::tempdir().expect("tempdir");
+        assert_ne!(Project::resolve(&other.path().join(".roundtable")).expect("resolves").id, after.id);
+    }
+
+    #[test]
+    fn a_spec_folder_whose_root_does_not_exist_is_an_error_naming_the_root() {
+        let project = tempfile::tempdir().expect("tempdir");
+        let missing = project.path().join("gone/.roundtable");
+        let error = Project::resolve(&missing).expect_err("no root");
+        assert!(error.to_string().contains(&project.path().join("gone").display().to_string()), "{error}");
+    }
 
     fn messages(scan: &Scan) -> Vec<String> {
         scan.errors().map(ToString::to_string).collect()

@@ -16,6 +16,7 @@ use roundtable_reconcilers::execution::{ExecutionConfig, ExecutionManager, Execu
 use roundtable_runtime::{Health, OwnedResource, RunEnd, RunOutcome, RuntimeError, SessionPlan, SessionRuntime};
 use roundtable_specs::session::{ProposalFlagKind, SessionCause, SessionPhase};
 use roundtable_specs::{Spec, parse_file};
+use roundtable_store::audit::AuditKey;
 use roundtable_store::{SessionRecord, Store};
 use tokio::sync::watch;
 
@@ -262,17 +263,19 @@ impl Project {
             socket_root: base.join("sockets"),
             secrets: HashMap::new(),
             egress: EgressOptions::default(),
-            audit_key: Some(Arc::new(
-                roundtable_store::audit::AuditKey::load_or_create(&base.join("keys/audit.key")).expect("audit key"),
-            )),
+            audit_key: Some(Arc::new({
+                let path = base.join("keys/audit.key");
+                let key = if path.exists() { AuditKey::load(&path) } else { AuditKey::create(&path) };
+                key.expect("audit key")
+            })),
             spec_dir: None,
             lease_ttl: std::time::Duration::from_secs(15),
         }
     }
 
-    fn manager_key(&self) -> roundtable_store::audit::AuditKey {
+    fn manager_key(&self) -> AuditKey {
         let base = self.root.parent().expect("parent");
-        roundtable_store::audit::AuditKey::load(&base.join("keys/audit.key")).expect("audit key")
+        AuditKey::load(&base.join("keys/audit.key")).expect("audit key")
     }
 
     fn manager(&self, runtime: Arc<FakeRuntime>) -> ExecutionManager {
@@ -550,7 +553,7 @@ async fn a_provider_session_gets_a_manifest_a_capability_and_an_endpoint_then_lo
     // The capability's life, the proposal and the session's end are in the audit chain, in order.
     let key = project.manager_key();
     let verified = project.store.verify_chain(&key, None, None).await.expect("read").expect("intact");
-    let rows = project.store.chain(1, verified.map_or(0, |h| h.seq)).await.expect("chain");
+    let rows = project.store.chain(1, verified.head.map_or(0, |h| h.seq)).await.expect("chain");
     let kinds: Vec<String> = rows
         .iter()
         .filter_map(|row| serde_json::from_str::<serde_json::Value>(&row.entry).ok())

@@ -20,7 +20,7 @@ use roundtable_controller::Reconciler as _;
 use roundtable_reconcilers::ObjectReconciler;
 use roundtable_reconcilers::backend::{BackendError, RuntimeImages};
 use roundtable_reconcilers::prune::{self, Prunable};
-use roundtable_reconcilers::source::{Scan, project_id, scan};
+use roundtable_reconcilers::source::{Project, Scan, scan};
 use roundtable_runtime::SessionRuntime;
 use roundtable_specs::output::{
     DescribeItem, EventItem, Health, ObjectStatus, PlannedChange, ProposalItem, SessionItem, SyncStatus,
@@ -59,6 +59,8 @@ pub enum ServiceError {
     Store(#[from] roundtable_store::Error),
     #[error(transparent)]
     Backend(#[from] BackendError),
+    #[error(transparent)]
+    Project(#[from] roundtable_reconcilers::source::ProjectError),
     #[error("a background task failed")]
     Task(#[from] tokio::task::JoinError),
     #[error(transparent)]
@@ -99,6 +101,8 @@ pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
 #[derive(Clone)]
 pub struct Service {
     dir: PathBuf,
+    /// The project's id, resolved once from `dir` when the service opens.
+    project_id: String,
     state_dir: PathBuf,
     store: Store,
     runtime: Arc<dyn SessionRuntime>,
@@ -223,7 +227,7 @@ impl Service {
             Some(store) => store,
             None => Store::open_in_memory().await?,
         };
-        Ok(Self::over(dir, state_dir, store, runtime))
+        Self::over(dir, state_dir, store, runtime)
     }
 
     /// A service whose store is created if missing (commands that write state).
@@ -238,12 +242,15 @@ impl Service {
         store: &StoreUrl,
         runtime: Arc<dyn SessionRuntime>,
     ) -> Result<Self> {
-        roundtable_store::prepare_state_dir(state_dir)?;
-        Ok(Self::over(dir, state_dir, Store::connect(store).await?, runtime))
+        for tightened in roundtable_store::prepare_state_dir(state_dir)? {
+            tracing::warn!("{tightened}");
+        }
+        Self::over(dir, state_dir, Store::connect(store).await?, runtime)
     }
 
-    fn over(dir: &Path, state_dir: &Path, store: Store, runtime: Arc<dyn SessionRuntime>) -> Self {
-        Self { dir: dir.to_owned(), state_dir: state_dir.to_owned(), store, runtime, scan_cache: None }
+    fn over(dir: &Path, state_dir: &Path, store: Store, runtime: Arc<dyn SessionRuntime>) -> Result<Self> {
+        let project_id = Project::resolve(dir)?.id;
+        Ok(Self { dir: dir.to_owned(), project_id, state_dir: state_dir.to_owned(), store, runtime, scan_cache: None })
     }
 
     pub fn store(&self) -> &Store {
@@ -280,7 +287,7 @@ impl Service {
     }
 
     fn project_id(&self) -> String {
-        project_id(&self.dir)
+        self.project_id.clone()
     }
 
     /// Whether the container engine answers now; why not, when it does not.

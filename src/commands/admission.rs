@@ -11,7 +11,6 @@ use roundtable_specs::policy::AdmissionMode;
 use roundtable_store::audit::AuditKey;
 
 use crate::cli::{Format, Global};
-use crate::commands::audit::key_path;
 use crate::commands::state::{open_for_reading, open_for_writing};
 use crate::render;
 
@@ -19,9 +18,9 @@ fn binary() -> anyhow::Result<std::path::PathBuf> {
     std::env::current_exe().context("cannot find roundtable's own binary (it is mounted into probes)")
 }
 
-/// The writer's key: sealing and attesting anchor in the chain, so they create it like `start`.
-fn writer_key(global: &Global) -> anyhow::Result<Arc<AuditKey>> {
-    Ok(Arc::new(AuditKey::load_or_create(&key_path(global)?)?))
+/// The writer's key: sealing and attesting anchor in the chain, so they take it like `start`.
+async fn writer_key(global: &Global, service: &Service) -> anyhow::Result<Arc<AuditKey>> {
+    Ok(Arc::new(crate::commands::audit::writer_key(global, service.store()).await?))
 }
 
 fn verdict_text(item: &AdmissionItem) -> String {
@@ -87,7 +86,9 @@ fn print_check(item: &AdmissionItem) {
 /// Exit 0 when it is admitted (or exempt), 1 when refused, 2 when no adapter has the name.
 pub async fn check(global: &Global, name: &str, seal: bool, format: Format) -> anyhow::Result<ExitCode> {
     let (service, key): (Service, Option<Arc<AuditKey>>) = if seal {
-        (open_for_writing(global).await?, Some(writer_key(global)?))
+        let service = open_for_writing(global).await?;
+        let key = writer_key(global, &service).await?;
+        (service, Some(key))
     } else {
         (open_for_reading(global).await?, None)
     };
@@ -144,7 +145,7 @@ pub async fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
 /// Exit 0 when the canary is green, 1 when red.
 pub async fn canary(global: &Global, name: &str, ttl: std::time::Duration, format: Format) -> anyhow::Result<ExitCode> {
     let service = open_for_writing(global).await?;
-    let admitter = service.admitter(binary()?, Some(writer_key(global)?));
+    let admitter = service.admitter(binary()?, Some(writer_key(global, &service).await?));
     let item = match service.admission_canary(&admitter, name, ttl).await {
         Ok(item) => item,
         Err(ServiceError::NotFound { .. }) => {

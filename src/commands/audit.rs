@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use roundtable_store::audit::{AuditKey, ChainRow, verify_rows};
+use roundtable_store::audit::{AuditKey, ChainRow, KeyChoice, Verified, verify_rows};
 
 use crate::cli::Global;
 use crate::commands::state::open_for_reading;
@@ -29,15 +29,21 @@ pub fn key_path(global: &Global) -> anyhow::Result<PathBuf> {
     match &global.audit_key {
         Some(path) => Ok(path.clone()),
         None => {
-            let project = roundtable_reconcilers::source::project_id(&global.dir);
-            Ok(host_state_root().context("pass --audit-key")?.join("keys").join(format!("{project}.key")))
+            let project = roundtable_reconcilers::source::Project::resolve(&global.dir)?;
+            Ok(host_state_root().context("pass --audit-key")?.join("keys").join(format!("{}.key", project.id)))
         }
     }
 }
 
+/// The key a command that writes `store`'s chain uses: the existing one, the first one, or a
+/// refusal when it was lost (only `start --new-audit-key` replaces a lost key).
+pub async fn writer_key(global: &Global, store: &roundtable_store::Store) -> anyhow::Result<AuditKey> {
+    Ok(store.audit_key(&key_path(global)?, KeyChoice::Existing).await?)
+}
+
 /// Anchors an operator's action (`operator.reconcile`, `operator.prune`, `operator.register`) in
 /// the project's audit chain. A project with no recorded state has no chain to anchor in yet;
-/// the key is created like `start` creates it.
+/// the key is taken like `start` takes it.
 pub async fn record_operator(
     global: &Global,
     kind: &str,
@@ -45,7 +51,7 @@ pub async fn record_operator(
     record: serde_json::Value,
 ) -> anyhow::Result<()> {
     let Some(store) = roundtable_store::Store::open_existing(&global.store_url()).await? else { return Ok(()) };
-    let key = AuditKey::load_or_create(&key_path(global)?)?;
+    let key = writer_key(global, &store).await?;
     let mut record = record;
     if let Some(map) = record.as_object_mut() {
         let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_default();
@@ -76,6 +82,10 @@ pub async fn verify(
                     serde_json::from_str(line).with_context(|| format!("{}:{}: not a chain row", file.display(), n + 1))
                 })
                 .collect::<anyhow::Result<_>>()?;
+            if rows.is_empty() {
+                println!("audit chain: the slice {} holds no entries; nothing is verified", file.display());
+                return Ok(ExitCode::from(1));
+            }
             // A slice proves its own entries; the link into it is taken as given.
             let start = rows.first().map(|row| row.prev_mac.clone()).unwrap_or_default();
             verify_rows(&key, &rows, start, None)
@@ -83,17 +93,37 @@ pub async fn verify(
         None => open_for_reading(global).await?.store().verify_chain(&key, from, to).await?,
     };
     match verified {
-        Ok(Some(head)) => {
-            println!("audit chain verified through entry {} (head {})", head.seq, &head.mac[..16.min(head.mac.len())]);
-            Ok(ExitCode::SUCCESS)
-        }
-        Ok(None) => {
-            println!("audit chain: no entries in range");
-            Ok(ExitCode::SUCCESS)
-        }
+        Ok(verified) => Ok(report(&verified)),
         Err(broken) => {
             println!("audit chain broken: {broken}");
             Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// Prints what a verification established. Entries sealed under a lost key are never called
+/// verified: exit 0 needs at least the entries under the key in use to verify.
+fn report(verified: &Verified) -> ExitCode {
+    if let Some(lost) = &verified.unverified {
+        println!(
+            "audit chain NOT verified for entries {}-{}: they were sealed under an audit key that was lost and replaced at entry {} (`start --new-audit-key`); only their order and links were checked, their content may have been changed",
+            lost.first, lost.last, lost.replaced_at
+        );
+    }
+    match &verified.head {
+        Some(head) => {
+            let first = verified.unverified.map_or(String::new(), |lost| format!("from entry {} ", lost.last + 1));
+            println!(
+                "audit chain verified {first}through entry {} (head {})",
+                head.seq,
+                &head.mac[..16.min(head.mac.len())]
+            );
+            ExitCode::SUCCESS
+        }
+        None if verified.unverified.is_some() => ExitCode::from(1),
+        None => {
+            println!("audit chain: no entries in range");
+            ExitCode::SUCCESS
         }
     }
 }

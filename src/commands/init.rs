@@ -78,13 +78,16 @@ pub async fn run(
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
         println!("created  {}", path.display());
     }
-    roundtable_store::prepare_state_dir(state_dir)?;
+    for tightened in roundtable_store::prepare_state_dir(state_dir)? {
+        println!("{tightened}");
+    }
     let store = roundtable_store::Store::connect(store).await?;
     println!("state    {} (migrated; ignored by git)", store.url());
-    store.close().await;
     // The chain's key lives outside the state directory (which travels with the project).
     let existed = audit_key.exists();
-    roundtable_store::audit::AuditKey::load_or_create(audit_key)?;
+    let taken = store.audit_key(audit_key, roundtable_store::audit::KeyChoice::Existing).await;
+    store.close().await;
+    taken?;
     println!(
         "{} {} (the audit chain's key; 0600, outside the state directory)",
         if existed { "kept    " } else { "created " },

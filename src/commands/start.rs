@@ -9,8 +9,9 @@ use std::path::PathBuf;
 
 use roundtable_reconcilers::daemon::{self, DaemonConfig};
 use roundtable_reconcilers::execution::ExecutionConfig;
-use roundtable_reconcilers::source::{project_id, project_root};
+use roundtable_reconcilers::source::Project;
 use roundtable_store::Store;
+use roundtable_store::audit::{AuditKey, KeyChoice};
 
 use crate::cli::{Global, StartArgs};
 
@@ -23,7 +24,9 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
         anyhow::bail!("--gateway-allow-cidr {problem}");
     }
     let state_dir = global.state_dir();
-    roundtable_store::prepare_state_dir(&state_dir)?;
+    for tightened in roundtable_store::prepare_state_dir(&state_dir)? {
+        eprintln!("roundtable: {tightened}");
+    }
     if roundtable_api::auth::ensure_token(&state_dir)? {
         eprintln!(
             "roundtable: created the API's operator token {} (0600)",
@@ -37,6 +40,14 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     // PostgreSQL store, each registered in it, and lease executions.
     let _lock = if store_url.is_shared() { None } else { Some(roundtable_store::lock::acquire(&state_dir, &holder)?) };
     let store = Store::connect(&store_url).await?;
+    let choice = if args.new_audit_key { KeyChoice::ReplaceLost } else { KeyChoice::Existing };
+    let audit_key = store.audit_key(&crate::commands::audit::key_path(global)?, choice).await?;
+    if args.new_audit_key {
+        eprintln!(
+            "roundtable: created the audit key {} in place of a lost one; entries sealed before it no longer verify (`audit verify` names them)",
+            audit_key.path().display()
+        );
+    }
 
     let mut config = DaemonConfig::new(global.dir.clone(), state_dir.clone());
     config.controller.concurrency = args.concurrency.max(1);
@@ -46,7 +57,7 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
 
     let (shutdown, hurry) = crate::signals::shutdown_then_hurry()?;
     eprintln!("roundtable: watching {} (state in {})", global.dir.display(), global.state_dir().display());
-    let execution = execution_config(global, args)?;
+    let execution = execution_config(global, args, &Project::resolve(&global.dir)?, audit_key)?;
     config.audit_key = execution.audit_key.clone();
     // Each egress tunnel holds two descriptors.
     if let Err(error) = roundtable_gateway::limits::raise_open_file_limit() {
@@ -89,11 +100,15 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
 }
 
 /// Where executions live, what they may use, and who this run is.
-fn execution_config(global: &Global, args: &StartArgs) -> anyhow::Result<ExecutionConfig> {
-    let project_id = project_id(&global.dir);
+fn execution_config(
+    global: &Global,
+    args: &StartArgs,
+    project: &Project,
+    audit_key: AuditKey,
+) -> anyhow::Result<ExecutionConfig> {
     let execution_root = match &args.execution_root {
         Some(root) => root.clone(),
-        None => default_execution_root()?.join(&project_id),
+        None => default_execution_root()?.join(&project.id),
     };
     let execution_root = roundtable_workspace::private_dir::prepare(&execution_root)
         .with_context(|| format!("cannot use {} as the execution root", execution_root.display()))?;
@@ -105,15 +120,13 @@ fn execution_config(global: &Global, args: &StartArgs) -> anyhow::Result<Executi
         secrets.extend(roundtable_service::secrets::read(file)?);
     }
     let run = format!("{:x}{:06x}", std::process::id(), fastrand_suffix());
-    let key_path = crate::commands::audit::key_path(global)?;
-    let audit_key = roundtable_store::audit::AuditKey::load_or_create(&key_path)?;
     Ok(ExecutionConfig {
         max_executions: args.max_executions.max(1),
         execution_root,
         proposals_dir,
         binary: std::env::current_exe().context("cannot find roundtable's own binary")?,
-        project_root: project_root(&global.dir),
-        project_id,
+        project_root: project.root.clone(),
+        project_id: project.id.clone(),
         controller_run: run,
         socket_root: roundtable_workspace::sockets::default_root_for_this_user(),
         secrets,
@@ -191,7 +204,8 @@ async fn serve_api(
         .with_scan_cache();
     let workspace = match &args.workspace {
         Some(name) => name.clone(),
-        None => project_root(&global.dir)
+        None => execution
+            .project_root
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "default".into()),
@@ -209,8 +223,8 @@ async fn serve_api(
     let (cli_address, extra_address) = (private.local(), extra.as_ref().map(roundtable_api::Bound::local));
     // Where a script reaches the API: the --api-listen listener (its real port), else the socket.
     let address_file = state_dir.join("api-address");
-    std::fs::write(&address_file, format!("{}\n", extra_address.as_deref().unwrap_or(&cli_address)))
-        .with_context(|| format!("cannot write {}", address_file.display()))?;
+    let address = format!("{}\n", extra_address.as_deref().unwrap_or(&cli_address));
+    roundtable_store::state_dir::write_private(&address_file, address.as_bytes())?;
     let also = match &extra_address {
         Some(address) => format!(" and {address} (--api-listen)"),
         None => " only (pass --api-listen IP:PORT to serve it over TCP too)".into(),

@@ -3,7 +3,11 @@
 use roundtable_specs::ObjectKey;
 use sqlx::Row;
 
+use crate::audit::{EntryView, stored_columns};
 use crate::{Result, Store, now};
+
+/// The reason shown for an audited event whose sealed entry does not read.
+const UNREADABLE: &str = "AuditEntryUnreadable";
 
 /// `Normal` or `Warning`, as in Kubernetes events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,15 +122,33 @@ impl Store {
     }
 }
 
+/// An event as read: an audited row shows its entry's view (what the MAC covers), never its
+/// columns, which an edit of the database could change without touching the chain.
 fn event_from_row(row: &sqlx::any::AnyRow) -> Result<EventRecord> {
+    let seq: Option<i64> = row.try_get("seq")?;
+    let record: Option<String> = row.try_get("record")?;
+    let sealed = match (seq, &record) {
+        (Some(_), Some(entry)) => EntryView::of(entry),
+        _ => None,
+    };
+    let view = match sealed {
+        Some(view) => view,
+        None if seq.is_some() => EntryView {
+            severity: "Warning".into(),
+            reason: UNREADABLE.into(),
+            message: "this audited event's sealed entry does not read; run `roundtable audit verify`".into(),
+            ..stored_columns(row)?
+        },
+        None => stored_columns(row)?,
+    };
     Ok(EventRecord {
         id: row.try_get("id")?,
-        at: row.try_get("at")?,
-        object: format!("{}/{}", row.try_get::<String, _>("kind")?, row.try_get::<String, _>("name")?),
-        severity: row.try_get("severity")?,
-        reason: row.try_get("reason")?,
-        message: row.try_get("message")?,
-        record: row.try_get("record")?,
-        seq: row.try_get("seq")?,
+        at: view.at,
+        object: format!("{}/{}", view.kind, view.name),
+        severity: view.severity,
+        reason: view.reason,
+        message: view.message,
+        record,
+        seq,
     })
 }

@@ -17,6 +17,7 @@ mod revision;
 mod scan;
 #[cfg(feature = "scratch")]
 pub mod scratch;
+pub mod state_dir;
 pub mod transfer;
 
 use std::fmt;
@@ -35,6 +36,7 @@ pub use objects::{IndexEntry, ObjectRecord, Recorded, SpecSnapshot};
 pub use overrides::{AgentOverride, OverrideChange, OverrideState, StartRefused};
 pub use revision::DesiredRevision;
 pub use scan::FileError;
+pub use state_dir::Tightened;
 
 /// The database file inside the state directory.
 pub const DATABASE_FILE: &str = "state.db";
@@ -186,15 +188,10 @@ pub struct Store {
     revision_pin: Option<std::sync::Arc<str>>,
 }
 
-/// Creates the state directory, with a `.gitignore` that keeps it out of commits.
-pub fn prepare_state_dir(state_dir: &Path) -> Result<()> {
-    let fail = |source| Error::StateDir { path: state_dir.to_owned(), source };
-    std::fs::create_dir_all(state_dir).map_err(fail)?;
-    let ignore = state_dir.join(".gitignore");
-    if !ignore.exists() {
-        std::fs::write(&ignore, "# Roundtable's runtime state; never commit it.\n*\n").map_err(fail)?;
-    }
-    Ok(())
+/// Creates the state directory (0700, with a `.gitignore` that keeps it out of commits) and
+/// tightens whatever in it others can reach; what was tightened, for the caller to say.
+pub fn prepare_state_dir(state_dir: &Path) -> Result<Vec<Tightened>> {
+    state_dir::prepare(state_dir)
 }
 
 /// Pragmas of every SQLite connection: WAL so readers never block the writer, a busy timeout
@@ -219,8 +216,11 @@ impl Store {
         match url {
             StoreUrl::Sqlite(path) => {
                 let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-                std::fs::create_dir_all(folder)
+                std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+                    .create(folder)
                     .map_err(|source| Error::StateDir { path: folder.to_owned(), source })?;
+                // SQLite creates the database (and its -wal and -shm files like it) by the umask.
+                state_dir::create_private(path)?;
                 let pool = sqlite_pool(path, 4).await.map_err(open)?;
                 // The daemon and the CLI may open a new database at the same moment; one migrates.
                 let _guard = lock::migration_guard(folder)

@@ -5,10 +5,15 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
 
+use std::os::unix::fs::OpenOptionsExt as _;
+
 use rustix::fs::{FlockOperation, flock};
 
 /// The lock file inside the state directory.
 pub const LOCK_FILE: &str = "daemon.lock";
+
+/// The file whose lock serialises migrations of a new database.
+pub const MIGRATION_LOCK_FILE: &str = "migrate.lock";
 
 /// Why the lock could not be taken.
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +40,7 @@ fn open(path: &Path) -> Result<File, LockError> {
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o600)
         .open(path)
         .map_err(|source| LockError::Io { path: path.to_owned(), source })
 }
@@ -69,8 +75,8 @@ pub struct MigrationGuard {
 
 /// Waits (up to 30 s) for the exclusive migration lock of `state_dir`.
 pub async fn migration_guard(state_dir: &Path) -> std::io::Result<MigrationGuard> {
-    let path = state_dir.join("migrate.lock");
-    let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+    let path = state_dir.join(MIGRATION_LOCK_FILE);
+    let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(&path)?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         match flock(&file, FlockOperation::NonBlockingLockExclusive) {

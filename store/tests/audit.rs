@@ -3,8 +3,11 @@
 
 mod support;
 
-use roundtable_store::Store;
-use roundtable_store::audit::{AuditKey, AuditedEntry, ChainBreak, verify_rows};
+use roundtable_specs::{Kind, ObjectKey};
+use roundtable_store::audit::{
+    AuditKey, AuditedEntry, ChainBreak, KEY_REPLACED, KeyChoice, KeyError, Unverified, verify_rows,
+};
+use roundtable_store::{NewEvent, Severity, Store};
 use serde_json::json;
 use support::Backend;
 
@@ -17,7 +20,7 @@ struct Chain {
 async fn chain_of(backend: Backend, entries: usize) -> Chain {
     let scratch = backend.fresh().await;
     let store = scratch.store.clone();
-    let key = AuditKey::load_or_create(&scratch.dir.path().join("keys/audit.key")).expect("key");
+    let key = AuditKey::create(&scratch.dir.path().join("keys/audit.key")).expect("key");
     for n in 1..=entries {
         let entry =
             AuditedEntry { kind: "session.ended", subject: "s1", record: json!({"n": n, "phase": "Succeeded"}) };
@@ -32,7 +35,7 @@ impl Chain {
     }
 
     async fn verify(&self) -> Result<i64, ChainBreak> {
-        self.store.verify_chain(&self.key, None, None).await.expect("read").map(|head| head.map_or(0, |h| h.seq))
+        self.store.verify_chain(&self.key, None, None).await.expect("read").map(|v| v.head.map_or(0, |h| h.seq))
     }
 }
 
@@ -46,7 +49,7 @@ async fn an_intact_chain_verifies_and_its_head_is_checkpointed_beside_the_key() 
             std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(chain.key.path()).expect("key").permissions());
         assert_eq!(key_mode & 0o777, 0o600);
         assert_eq!(
-            chain.store.verify_chain(&chain.key, Some(2), Some(4)).await.expect("read").map(|h| h.map(|h| h.seq)),
+            chain.store.verify_chain(&chain.key, Some(2), Some(4)).await.expect("read").map(|v| v.head.map(|h| h.seq)),
             Ok(Some(4))
         );
     }
@@ -96,7 +99,7 @@ async fn a_checkpoint_of_another_chain_is_named_as_such_not_as_truncation() {
         // now reads as belonging to another chain.
         assert_eq!(chain.verify().await, Err(ChainBreak::OtherChain));
         assert_eq!(
-            fresh.verify_chain(&chain.key, None, None).await.expect("read").map(|h| h.map(|h| h.seq)),
+            fresh.verify_chain(&chain.key, None, None).await.expect("read").map(|v| v.head.map(|h| h.seq)),
             Ok(Some(1))
         );
     }
@@ -131,8 +134,8 @@ async fn an_exported_slice_verifies_offline_with_the_key_and_fails_with_another(
         let chain = chain_of(backend, 6).await;
         let slice = chain.store.chain(3, 5).await.expect("slice");
         let start = slice[0].prev_mac.clone();
-        assert_eq!(verify_rows(&chain.key, &slice, start.clone(), None).map(|h| h.map(|h| h.seq)), Ok(Some(5)));
-        let other = AuditKey::load_or_create(&chain.scratch.dir.path().join("other.key")).expect("other key");
+        assert_eq!(verify_rows(&chain.key, &slice, start.clone(), None).map(|v| v.head.map(|h| h.seq)), Ok(Some(5)));
+        let other = AuditKey::create(&chain.scratch.dir.path().join("other.key")).expect("other key");
         assert_eq!(verify_rows(&other, &slice, start, None), Err(ChainBreak::BadMac { seq: 3 }));
     }
 }
@@ -145,4 +148,87 @@ fn a_key_others_can_read_is_refused() {
     std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644)).expect("chmod");
     let error = AuditKey::load(&path).expect_err("refused");
     assert!(error.to_string().contains("chmod 600"), "{error}");
+}
+
+#[tokio::test]
+async fn an_edited_event_column_is_caught_and_readers_show_what_the_mac_covers() {
+    for backend in support::backends() {
+        let chain = chain_of(backend, 0).await;
+        let object = ObjectKey::new(Kind::Adapter, "codex");
+        let event = NewEvent {
+            object: &object,
+            severity: Severity::Warning,
+            reason: "ImageMissing",
+            message: "pull the image",
+            record: None,
+        };
+        chain.store.append_audited_events(&chain.key, &[event]).await.expect("append");
+        assert_eq!(chain.verify().await, Ok(1));
+        chain.tamper("UPDATE events SET reason = 'AllClear', message = 'forged text' WHERE seq = 1").await;
+        assert_eq!(chain.verify().await, Err(ChainBreak::ColumnEdited { seq: 1, column: "reason" }));
+        for shown in [
+            chain.store.events(&object, 10).await.expect("events"),
+            chain.store.recent_events(None, 10).await.expect("events"),
+        ] {
+            assert_eq!(shown.len(), 1);
+            assert_eq!((shown[0].reason.as_str(), shown[0].message.as_str()), ("ImageMissing", "pull the image"));
+            assert_eq!(shown[0].severity, "Warning");
+        }
+        chain.tamper("UPDATE events SET reason = 'ImageMissing', severity = 'Normal' WHERE seq = 1").await;
+        assert_eq!(chain.verify().await, Err(ChainBreak::ColumnEdited { seq: 1, column: "severity" }));
+    }
+}
+
+#[tokio::test]
+async fn a_lost_key_is_refused_and_replaced_only_when_the_operator_asks() {
+    for backend in support::backends() {
+        let chain = chain_of(backend, 3).await;
+        let path = chain.key.path().to_owned();
+        let old_head = chain.key.read_head().expect("head");
+        std::fs::remove_file(&path).expect("lose the key");
+
+        let refused = chain.store.audit_key(&path, KeyChoice::Existing).await.expect_err("refused");
+        assert!(matches!(refused, KeyError::Lost { entries: 3, .. }), "{refused}");
+        let message = refused.to_string();
+        assert!(message.contains(&path.display().to_string()) && message.contains("--new-audit-key"), "{message}");
+        assert!(!path.exists(), "no key was created in its place");
+
+        let key = chain.store.audit_key(&path, KeyChoice::ReplaceLost).await.expect("replaced");
+        let replaced = chain.store.chain(4, 4).await.expect("chain").pop().expect("entry 4");
+        let entry: serde_json::Value = serde_json::from_str(&replaced.entry).expect("json");
+        assert_eq!(entry["kind"], KEY_REPLACED);
+        assert_eq!(entry["record"]["previousHead"], json!({"seq": 3, "mac": old_head.mac}));
+        let after = AuditedEntry { kind: "session.ended", subject: "s2", record: json!({}) };
+        chain.store.append_audited(&key, &after).await.expect("append");
+
+        let verified = chain.store.verify_chain(&key, None, None).await.expect("read").expect("verifies");
+        assert_eq!(verified.head.map(|h| h.seq), Some(5));
+        assert_eq!(verified.unverified, Some(Unverified { first: 1, last: 3, replaced_at: 4 }));
+        // A range before the replacement verifies nothing.
+        let early = chain.store.verify_chain(&key, Some(1), Some(2)).await.expect("read").expect("linked");
+        assert_eq!((early.head, early.unverified), (None, Some(Unverified { first: 1, last: 2, replaced_at: 4 })));
+        // What follows the replacement is still checked, and so are the old entries' links.
+        chain.tamper("UPDATE events SET record = replace(record, 's2', 's3') WHERE seq = 5").await;
+        assert_eq!(chain.store.verify_chain(&key, None, None).await.expect("read"), Err(ChainBreak::BadMac { seq: 5 }));
+        chain.tamper("UPDATE events SET record = replace(record, 's3', 's2') WHERE seq = 5").await;
+        chain.tamper("DELETE FROM events WHERE seq = 2").await;
+        assert_eq!(
+            chain.store.verify_chain(&key, None, None).await.expect("read"),
+            Err(ChainBreak::BadLink { seq: 3, previous: 1 })
+        );
+
+        let kept = chain.store.audit_key(&path, KeyChoice::ReplaceLost).await.expect_err("the key exists");
+        assert!(matches!(kept, KeyError::NotLost { .. }), "{kept}");
+    }
+}
+
+#[tokio::test]
+async fn the_first_key_of_an_empty_chain_is_created() {
+    for backend in support::backends() {
+        let scratch = backend.fresh().await;
+        let path = scratch.dir.path().join("keys/project.key");
+        scratch.store.audit_key(&path, KeyChoice::Existing).await.expect("created");
+        assert!(path.is_file());
+        scratch.store.audit_key(&path, KeyChoice::Existing).await.expect("loaded");
+    }
 }

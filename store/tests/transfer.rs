@@ -13,7 +13,7 @@ use serde_json::json;
 async fn a_sqlite_history_arrives_whole_and_its_chain_verifies() {
     for backend in support::backends() {
         let source = support::Backend::Sqlite.fresh().await;
-        let key = AuditKey::load_or_create(&source.dir.path().join("audit.key")).expect("key");
+        let key = AuditKey::create(&source.dir.path().join("audit.key")).expect("key");
         let object = ObjectKey::new(Kind::Assignment, "fix");
         let snapshot = SpecSnapshot {
             key: &object,
@@ -61,7 +61,7 @@ async fn a_sqlite_history_arrives_whole_and_its_chain_verifies() {
         );
         assert_eq!(target.store.session("s1").await.expect("read"), source.store.session("s1").await.expect("read"));
         assert_eq!(
-            target.store.verify_chain(&key, None, None).await.expect("read").map(|h| h.map(|h| h.seq)),
+            target.store.verify_chain(&key, None, None).await.expect("read").map(|v| v.head.map(|h| h.seq)),
             Ok(Some(5))
         );
         // New rows continue after the copied ones, on the chain too.
@@ -71,7 +71,7 @@ async fn a_sqlite_history_arrives_whole_and_its_chain_verifies() {
         let entry = AuditedEntry { kind: "test.entry", subject: "s1", record: json!({"n": 5}) };
         assert_eq!(target.store.append_audited(&key, &entry).await.expect("append").seq, 6);
         assert_eq!(
-            target.store.verify_chain(&key, None, None).await.expect("read").map(|h| h.map(|h| h.seq)),
+            target.store.verify_chain(&key, None, None).await.expect("read").map(|v| v.head.map(|h| h.seq)),
             Ok(Some(6))
         );
 

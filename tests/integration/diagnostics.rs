@@ -60,7 +60,7 @@ fn status(report: &DiagnosticReport, name: &str) -> CheckStatus {
 
 /// Names of the running probe containers of the project in `root`.
 fn probe_containers(root: &Path) -> Vec<String> {
-    let project = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
+    let project = roundtable_reconcilers::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let listed = docker(&[
         "ps",
         "--filter",

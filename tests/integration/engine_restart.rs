@@ -226,7 +226,7 @@ fn sessions(root: &Path, assignment: &str) -> Vec<serde_json::Value> {
 /// Waits until the agent's `command` runs in the project's container: past the launch and the
 /// self-check.
 async fn agent_running(engine: &Engine, root: &Path, command: &str) {
-    let project_id = roundtable_reconcilers::source::project_id(&root.join(".roundtable"));
+    let project_id = roundtable_reconcilers::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let containers = engine.labelled(&project_id).await.expect("list");

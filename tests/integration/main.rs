@@ -3,6 +3,7 @@
 
 mod admission;
 mod api;
+mod audit;
 mod cli;
 mod codex_offline;
 mod container;

@@ -1,0 +1,176 @@
+//! The audit chain's key: reading and creating the key file, and the one decision of every
+//! command that writes the chain: use the key, create the first one, refuse a lost one, or
+//! replace a lost one when the operator says so (`--new-audit-key`), recorded in the chain.
+
+use std::fmt;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use roundtable_specs::digest::hex;
+
+use super::{AuditedEntry, Head, KEY_REPLACED};
+use crate::Store;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Why the key or its head checkpoint could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("cannot read the audit key {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot create the audit key {path}")]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the audit key {path} has mode {mode:04o}; it must be readable by its owner only (chmod 600 {path})")]
+    TooOpen { path: PathBuf, mode: u32 },
+    #[error("the audit key {path} is not 64 hexadecimal characters")]
+    Malformed { path: PathBuf },
+    #[error("the system random source failed: {0}")]
+    Random(String),
+    #[error(
+        "the audit key {path} is missing, but the audit chain in the store holds {entries} entries sealed with it; \
+         restore the key to {path} from a backup, or run `roundtable start --new-audit-key` to seal what follows \
+         with a new key (the entries so far then can no longer be verified)"
+    )]
+    Lost { path: PathBuf, entries: i64 },
+    #[error("--new-audit-key: the audit key {path} exists; a new key replaces only a lost one (move it away first)")]
+    NotLost { path: PathBuf },
+    #[error("cannot read the audit chain's head")]
+    Store(#[from] crate::Error),
+}
+
+/// What a writer of the chain asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyChoice {
+    /// The existing key; the first one when the chain is empty; refused when lost.
+    Existing,
+    /// A new key in place of a lost one (`--new-audit-key`), recorded as the first entry under it.
+    ReplaceLost,
+}
+
+/// The chain's secret. Never printed.
+pub struct AuditKey {
+    bytes: Vec<u8>,
+    path: PathBuf,
+}
+
+impl fmt::Debug for AuditKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AuditKey({}, <redacted>)", self.path.display())
+    }
+}
+
+pub(super) fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
+}
+
+impl AuditKey {
+    /// Reads the key at `path`, refusing one that others can read.
+    pub fn load(path: &Path) -> Result<Self, KeyError> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let read = |source| KeyError::Read { path: path.to_owned(), source };
+        let mode = std::fs::metadata(path).map_err(read)?.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(KeyError::TooOpen { path: path.to_owned(), mode });
+        }
+        let text = std::fs::read_to_string(path).map_err(read)?;
+        let bytes =
+            unhex(text.trim()).filter(|b| b.len() == 32).ok_or(KeyError::Malformed { path: path.to_owned() })?;
+        Ok(Self { bytes, path: path.to_owned() })
+    }
+
+    /// Creates a new random key at `path` (0600, its folder 0700); refused when a file is there.
+    /// Writers go through [`Store::audit_key`], which decides whether a new key may be made.
+    pub fn create(path: &Path) -> Result<Self, KeyError> {
+        use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+        let create = |source| KeyError::Create { path: path.to_owned(), source };
+        if let Some(parent) = path.parent() {
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(parent).map_err(create)?;
+        }
+        let mut bytes = vec![0u8; 32];
+        getrandom::fill(&mut bytes).map_err(|error| KeyError::Random(error.to_string()))?;
+        let mut file =
+            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).map_err(create)?;
+        file.write_all(format!("{}\n", hex(&bytes)).as_bytes()).map_err(create)?;
+        Ok(Self { bytes, path: path.to_owned() })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Where the head checkpoint lives: beside the key.
+    pub fn head_path(&self) -> PathBuf {
+        let mut name = self.path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+        name.push(".head");
+        self.path.with_file_name(name)
+    }
+
+    /// `HMAC(key, prev ‖ entry)` in hex; `prev` is the previous MAC in hex.
+    pub fn mac(&self, prev: &str, entry: &str) -> String {
+        let mut mac = match HmacSha256::new_from_slice(&self.bytes) {
+            Ok(mac) => mac,
+            // HMAC takes keys of any length; 32 bytes are checked at load.
+            Err(_) => return String::new(),
+        };
+        mac.update(&unhex(prev).unwrap_or_default());
+        mac.update(entry.as_bytes());
+        hex(&mac.finalize().into_bytes())
+    }
+
+    /// The head checkpoint, if one was written.
+    pub fn read_head(&self) -> Option<Head> {
+        serde_json::from_slice(&std::fs::read(self.head_path()).ok()?).ok()
+    }
+
+    pub(super) fn write_head(&self, head: &Head) -> std::io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let path = self.head_path();
+        let temporary = path.with_extension("head.tmp");
+        let mut file =
+            std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&temporary)?;
+        file.write_all(&serde_json::to_vec(head).map_err(std::io::Error::other)?)?;
+        std::fs::rename(&temporary, &path)
+    }
+}
+
+impl Store {
+    /// The key every writer of this store's chain uses (`start`, `init`, operator records,
+    /// admission): the key at `path`; a new one when there is none and the chain is empty; a
+    /// refusal naming the recovery when there is none and the chain holds entries, unless
+    /// `choice` replaces the lost key, which appends [`KEY_REPLACED`] (recording the old head)
+    /// as the first entry under the new key.
+    pub async fn audit_key(&self, path: &Path, choice: KeyChoice) -> Result<AuditKey, KeyError> {
+        let exists = path.try_exists().map_err(|source| KeyError::Read { path: path.to_owned(), source })?;
+        let entries = self.chain_length().await?;
+        match (exists, choice) {
+            (true, KeyChoice::Existing) => AuditKey::load(path),
+            (true, KeyChoice::ReplaceLost) => Err(KeyError::NotLost { path: path.to_owned() }),
+            (false, _) if entries == 0 => AuditKey::create(path),
+            (false, KeyChoice::Existing) => Err(KeyError::Lost { path: path.to_owned(), entries }),
+            (false, KeyChoice::ReplaceLost) => {
+                let key = AuditKey::create(path)?;
+                let entry = AuditedEntry {
+                    kind: KEY_REPLACED,
+                    subject: "AuditKey/lost",
+                    record: serde_json::json!({"keyPath": path.display().to_string()}),
+                };
+                self.append_replacing(&key, &entry).await?;
+                Ok(key)
+            }
+        }
+    }
+}
