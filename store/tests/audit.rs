@@ -232,3 +232,30 @@ async fn the_first_key_of_an_empty_chain_is_created() {
         scratch.store.audit_key(&path, KeyChoice::Existing).await.expect("loaded");
     }
 }
+
+#[tokio::test]
+async fn controllers_creating_the_first_key_at_once_all_get_the_one_key() {
+    // Controllers of one shared store start together on an empty chain: each sees no key and
+    // an empty chain, and each must end up with the same key, not a refusal.
+    for backend in support::backends() {
+        let scratch = backend.fresh().await;
+        let path = scratch.dir.path().join("keys/project.key");
+        let tries: Vec<_> = (0..8)
+            .map(|_| {
+                let (store, path) = (scratch.store.clone(), path.clone());
+                tokio::spawn(async move { store.audit_key(&path, KeyChoice::Existing).await })
+            })
+            .collect();
+        let mut macs = std::collections::BTreeSet::new();
+        for try_ in tries {
+            macs.insert(try_.await.expect("joined").expect("a key").mac("", "entry"));
+        }
+        assert_eq!(macs.len(), 1, "one key for all: {macs:?}");
+        let leftovers: Vec<_> = std::fs::read_dir(path.parent().expect("folder"))
+            .expect("keys folder")
+            .filter_map(Result::ok)
+            .map(|entry| entry.file_name())
+            .collect();
+        assert_eq!(leftovers, [std::ffi::OsString::from("project.key")], "no staged file is left");
+    }
+}

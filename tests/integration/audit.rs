@@ -100,7 +100,7 @@ fn init_names_one_key_per_project_and_audit_verify_reads_that_key() {
 }
 
 /// A project initialised with its key at `key`, whose chain holds two entries and one sealed
-/// reconcile event of `Adapter/generic` (the scaffold's).
+/// reconcile event of `Assignment/example` (the scaffold's).
 async fn project_with_a_chain(root: &Path, key: &Path) -> Store {
     let init = run(root, Some(key), &["init"]);
     assert!(init.status.success(), "{}", stderr(&init));
@@ -110,7 +110,7 @@ async fn project_with_a_chain(root: &Path, key: &Path) -> Store {
         let entry = AuditedEntry { kind: "session.ended", subject, record: serde_json::json!({}) };
         store.append_audited(&sealing, &entry).await.expect("append");
     }
-    let object = ObjectKey::new(Kind::Adapter, "generic");
+    let object = ObjectKey::new(Kind::Assignment, "example");
     let event = NewEvent {
         object: &object,
         severity: Severity::Warning,
@@ -144,7 +144,7 @@ async fn describe_shows_what_the_mac_covers_and_verify_names_an_edited_column() 
     )
     .await;
 
-    let describe = run(root, Some(&key), &["describe", "Adapter/generic"]);
+    let describe = run(root, Some(&key), &["describe", "Assignment/example"]);
     assert!(describe.status.success(), "{}", stderr(&describe));
     let shown = stdout(&describe);
     assert!(shown.contains("the sealed words") && !shown.contains("forged words"), "{shown}");

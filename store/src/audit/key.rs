@@ -94,6 +94,10 @@ impl AuditKey {
 
     /// Creates a new random key at `path` (0600, its folder 0700); refused when a file is there.
     /// Writers go through [`Store::audit_key`], which decides whether a new key may be made.
+    ///
+    /// The key is written whole to a private file beside `path` and then linked into place, so a
+    /// reader never sees a half-written key, and of two controllers creating the key of one empty
+    /// shared chain at once exactly one link succeeds (the other gets `AlreadyExists`).
     pub fn create(path: &Path) -> Result<Self, KeyError> {
         use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
         let create = |source| KeyError::Create { path: path.to_owned(), source };
@@ -102,9 +106,19 @@ impl AuditKey {
         }
         let mut bytes = vec![0u8; 32];
         getrandom::fill(&mut bytes).map_err(|error| KeyError::Random(error.to_string()))?;
-        let mut file =
-            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).map_err(create)?;
-        file.write_all(format!("{}\n", hex(&bytes)).as_bytes()).map_err(create)?;
+        let mut nonce = [0u8; 8];
+        getrandom::fill(&mut nonce).map_err(|error| KeyError::Random(error.to_string()))?;
+        let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+        name.push(format!(".{}.new", hex(&nonce)));
+        let staged = path.with_file_name(name);
+        let written = (|| {
+            let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&staged)?;
+            file.write_all(format!("{}\n", hex(&bytes)).as_bytes())?;
+            file.sync_all()?;
+            std::fs::hard_link(&staged, path)
+        })();
+        let _ = std::fs::remove_file(&staged);
+        written.map_err(create)?;
         Ok(Self { bytes, path: path.to_owned() })
     }
 
@@ -159,7 +173,13 @@ impl Store {
         match (exists, choice) {
             (true, KeyChoice::Existing) => AuditKey::load(path),
             (true, KeyChoice::ReplaceLost) => Err(KeyError::NotLost { path: path.to_owned() }),
-            (false, _) if entries == 0 => AuditKey::create(path),
+            (false, _) if entries == 0 => match AuditKey::create(path) {
+                // Another controller of a shared store made the first key a moment ago: use it.
+                Err(KeyError::Create { source, .. }) if source.kind() == std::io::ErrorKind::AlreadyExists => {
+                    AuditKey::load(path)
+                }
+                created => created,
+            },
             (false, KeyChoice::Existing) => Err(KeyError::Lost { path: path.to_owned(), entries }),
             (false, KeyChoice::ReplaceLost) => {
                 let key = AuditKey::create(path)?;
