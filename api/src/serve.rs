@@ -98,7 +98,7 @@ pub async fn serve_router(
 }
 
 /// The source address a listener reports for a connection, when it has one.
-pub trait PeerAddress {
+trait PeerAddress {
     fn ip(&self) -> Option<IpAddr>;
 }
 

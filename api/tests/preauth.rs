@@ -202,7 +202,7 @@ async fn an_oversized_head_is_refused() {
         "p".repeat(64 * 1024)
     );
     let answer = tokio::time::timeout(PROMPTLY, exchange(stream, &request)).await.expect("answered");
-    assert!(!answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
     server.stop().await;
 }
 
