@@ -11,16 +11,7 @@ objects=${1:-10000}
 command -v wrk >/dev/null || { apt-get install -y -q wrk >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q wrk >/dev/null; }; }
 cargo build --quiet --release --bin roundtable
 bin=$PWD/target/x86_64-unknown-linux-gnu/release/roundtable
-work=$(mktemp -d)
-daemon=""
-cleanup() { [ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-export GIT_CONFIG_GLOBAL=/dev/null GIT_AUTHOR_NAME=b GIT_AUTHOR_EMAIL=b@b GIT_COMMITTER_NAME=b GIT_COMMITTER_EMAIL=b@b
-
-mkdir -p "$work/project/.roundtable" "$work/executions"
-chmod 700 "$work/executions"
-cd "$work/project"
-echo "# bench" > README.md
+source benches/daemon.sh
 python3 - "$objects" <<'PY'
 import sys
 # Spec files are limited to 1 MiB: 100 objects per file.
@@ -31,12 +22,7 @@ for start in range(0, len(docs), 100):
     with open(f".roundtable/objects-{start // 100:04d}.yaml", "w") as f:
         f.write("---\n".join(docs[start:start + 100]))
 PY
-git init -q -b main && git add -A && git commit -q -m base
-"$bin" start --api-listen 127.0.0.1:0 --execution-root "$work/executions" --audit-key "$work/audit.key" 2>"$work/daemon.log" &
-daemon=$!
-for _ in $(seq 1 600); do [ -s .roundtable/state/api-address ] && break; sleep 0.1; done
-address=$(cat .roundtable/state/api-address)
-token=$(cat .roundtable/state/api-token)
+start_daemon "$bin"
 started=$(date +%s)
 for _ in $(seq 1 3000); do
   synced=$("$bin" status --format json | python3 -c 'import json,sys; rows=json.load(sys.stdin)["items"]; print(sum(r["sync"]=="Synced" for r in rows))')

@@ -7,14 +7,13 @@ use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
 use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 
 use crate::error::ApiError;
-use crate::state::ApiState;
 
 /// The token file inside the state directory.
 pub const TOKEN_FILE: &str = "api-token";
@@ -112,19 +111,48 @@ impl OperatorToken {
     }
 }
 
+/// What a request's head says about who sent it. Judged on the head alone, before any of the
+/// body is read: the serve layer reads a body only for `Operator` (see [`crate::serve`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential {
+    Operator,
+    WrongToken,
+    NoToken,
+}
+
+impl OperatorToken {
+    /// Judges the `Authorization` header. No route authenticates any other way (the CLI's Unix
+    /// socket asks for the token too), so this is the one place a request earns trust.
+    pub fn judge(&self, headers: &HeaderMap) -> Credential {
+        match bearer(headers) {
+            Some(token) if self.matches(token) => Credential::Operator,
+            Some(_) => Credential::WrongToken,
+            None => Credential::NoToken,
+        }
+    }
+}
+
+impl crate::serve::Gate for OperatorToken {
+    fn admits(&self, headers: &HeaderMap) -> bool {
+        self.judge(headers) == Credential::Operator
+    }
+}
+
 /// The bearer token of a request, if it carries one.
-fn bearer(request: &Request) -> Option<&str> {
-    let value = request.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 /// Refuses a request without the operator token before anything else sees it.
-pub async fn require_operator(State(state): State<ApiState>, request: Request, next: Next) -> Response {
-    match bearer(&request) {
-        Some(token) if state.token.matches(token) => next.run(request).await,
-        Some(_) => unauthorized("the bearer token is not this daemon's operator token"),
-        None => unauthorized("no operator token: send Authorization: Bearer <the state directory's api-token>"),
+pub async fn require_operator(State(token): State<OperatorToken>, request: Request, next: Next) -> Response {
+    match token.judge(request.headers()) {
+        Credential::Operator => next.run(request).await,
+        Credential::WrongToken => unauthorized("the bearer token is not this daemon's operator token"),
+        Credential::NoToken => {
+            unauthorized("no operator token: send Authorization: Bearer <the state directory's api-token>")
+        }
     }
 }
 

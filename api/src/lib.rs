@@ -12,6 +12,7 @@ pub mod listen;
 mod mcp;
 mod metrics;
 pub mod openapi;
+mod peers;
 mod query;
 mod respond;
 mod routes;
@@ -39,5 +40,6 @@ pub fn cli_socket(state_dir: &Path) -> PathBuf {
 
 /// Serves the API on `bound` until `shutdown` resolves; requests in flight then finish.
 pub async fn serve(bound: Bound, state: ApiState, shutdown: impl Future<Output = ()> + Send) {
-    serve::serve_router(bound, router(state), serve::Limits::default(), shutdown).await;
+    let gate = std::sync::Arc::new(state.token.clone());
+    serve::serve_router(bound, router(state), gate, serve::Limits::default(), shutdown).await;
 }

@@ -1,6 +1,7 @@
 //! Where the API listens: the CLI's private Unix socket and, when the operator asks for one, a TCP
-//! address or another `unix:PATH`; TCP optionally with TLS (rustls, from PEM files). TLS handshakes run beside the accept loop, each with a deadline, so
-//! a client that never finishes one cannot hold up the others.
+//! address or another `unix:PATH`; TCP optionally with TLS (rustls, from PEM files). TLS
+//! handshakes run beside the accept loop, each with a short deadline and at most a few per peer at
+//! once, so clients that never finish one (from one address or a few) cannot hold up the others.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -12,9 +13,16 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
-const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
+use crate::peers::PeerLimit;
+
+/// A TLS 1.3 handshake takes one round trip (two for TLS 1.2, or a retried hello): a few seconds
+/// leave room for a slow link and none for a client that sends nothing.
+const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(3);
 /// Handshakes in progress at once; beyond it, accepting waits.
 const MAX_HANDSHAKES: usize = 256;
+/// Handshakes in progress from one peer (an IPv4 address, an IPv6 /64); beyond it, that peer's new
+/// connections are closed at once, so a flood from one peer leaves the rest to others.
+const MAX_HANDSHAKES_PER_PEER: usize = 16;
 
 /// Where to listen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,11 +176,12 @@ pub struct TlsListener {
     tcp: TcpListener,
     acceptor: TlsAcceptor,
     handshakes: JoinSet<Option<(TlsStream<TcpStream>, SocketAddr)>>,
+    per_peer: PeerLimit,
 }
 
 impl TlsListener {
     fn new(tcp: TcpListener, acceptor: TlsAcceptor) -> Self {
-        Self { tcp, acceptor, handshakes: JoinSet::new() }
+        Self { tcp, acceptor, handshakes: JoinSet::new(), per_peer: PeerLimit::new(MAX_HANDSHAKES_PER_PEER) }
     }
 }
 
@@ -185,8 +194,13 @@ impl axum::serve::Listener for TlsListener {
             tokio::select! {
                 accepted = self.tcp.accept(), if self.handshakes.len() < MAX_HANDSHAKES => match accepted {
                     Ok((stream, peer)) => {
+                        let Some(slot) = self.per_peer.try_take(peer.ip()) else {
+                            tracing::debug!(%peer, "TLS connection closed: too many handshakes from this peer");
+                            continue;
+                        };
                         let acceptor = self.acceptor.clone();
                         self.handshakes.spawn(async move {
+                            let _slot = slot;
                             match tokio::time::timeout(HANDSHAKE_DEADLINE, acceptor.accept(stream)).await {
                                 Ok(Ok(tls)) => Some((tls, peer)),
                                 Ok(Err(error)) => {

@@ -1,28 +1,43 @@
 //! The accept loop: axum's router served by hyper with what `axum::serve` does not offer, a
 //! deadline on reading each request's head (a client that trickles headers, or holds an idle
-//! keep-alive connection, is cut off), a deadline and a size cap on reading its body (read whole
-//! before any layer or handler runs, so a client that trickles its body holds no handler, lease
-//! or idempotency key open), and a cap on open connections (beyond it, accepting waits). On
-//! shutdown, requests in flight finish (for up to a bound); idle connections close.
+//! keep-alive connection, is cut off), and a cap on open connections (beyond it, accepting waits).
+//!
+//! Nothing is trusted before the head has been judged by the [`Gate`] (the operator token): a
+//! request that does not carry it has its body dropped unread (and its connection closed when one
+//! was on its way), so an unauthenticated peer holds no more than its head buffer. An
+//! authenticated request's body is read whole within a deadline and a size cap before any layer or
+//! handler runs, so a client that trickles its body holds no handler, lease or idempotency key.
+//! Every connection counts as unauthenticated until a request on it carries the token; those are
+//! capped below the connection cap, and per peer, so a flood of them leaves room for operators.
+//! On shutdown, requests in flight finish (for up to a bound); idle connections close.
 
+use std::convert::Infallible;
 use std::future::Future;
-use std::sync::Arc;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, to_bytes};
-use axum::extract::Request;
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
+use axum::body::{Body, HttpBody as _, to_bytes};
+use axum::http::{HeaderMap, HeaderValue, Request, StatusCode, header};
 use axum::response::{IntoResponse as _, Response};
 use axum::serve::Listener;
+use hyper::body::Incoming;
+use hyper::service::Service as _;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::ApiError;
 use crate::listen::Bound;
+use crate::peers::{PeerLimit, PeerSlot};
+
+/// Judges a request by its head alone: whether it carries the credentials that earn it a body
+/// read and a place beyond the unauthenticated limits.
+pub trait Gate: Send + Sync + 'static {
+    fn admits(&self, headers: &HeaderMap) -> bool;
+}
 
 /// What one server allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,11 +45,22 @@ pub struct Limits {
     /// From the connection's start (or the end of the previous response) to the end of the next
     /// request's head.
     pub header_read_timeout: Duration,
-    /// From the end of a request's head to the end of its body.
+    /// From the end of an authenticated request's head to the end of its body.
     pub body_read_timeout: Duration,
     /// Request bodies are small JSON documents; a larger one is refused unread.
     pub max_body: usize,
+    /// The largest request head, so also all an unauthenticated connection can make the server
+    /// buffer (hyper allows no less than 8 KiB).
+    pub max_head: usize,
     pub max_connections: usize,
+    /// Connections on which no request has carried the token yet (every connection starts so).
+    /// Below `max_connections`, so authenticated connections always find room; beyond it, a new
+    /// connection is closed at once.
+    pub max_unauthenticated: usize,
+    /// Of those, how many one peer (an IPv4 address, an IPv6 /64) may hold; beyond it, its new
+    /// connections are closed at once. Unix socket peers are not counted apart (the socket is
+    /// private to its owner).
+    pub max_unauthenticated_per_peer: usize,
     /// How long shutdown waits for requests in flight.
     pub drain: Duration,
 }
@@ -46,24 +72,65 @@ impl Default for Limits {
             // A whole 1 MiB body at about 35 KB/s.
             body_read_timeout: Duration::from_secs(30),
             max_body: crate::idempotency::MAX_BODY,
+            max_head: 16 * 1024,
             max_connections: 1024,
+            max_unauthenticated: 768,
+            max_unauthenticated_per_peer: 32,
             drain: Duration::from_secs(5),
         }
     }
 }
 
-/// Serves `app` on `bound` until `shutdown` resolves.
-pub async fn serve_router(bound: Bound, app: Router, limits: Limits, shutdown: impl Future<Output = ()> + Send) {
-    let app = app.layer(axum::middleware::from_fn(move |request, next| read_body_whole(request, next, limits)));
+/// Serves `app` on `bound` until `shutdown` resolves, reading bodies only of requests `gate`
+/// admits.
+pub async fn serve_router(
+    bound: Bound,
+    app: Router,
+    gate: Arc<dyn Gate>,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send,
+) {
     match bound {
-        Bound::Tcp(listener) => accept_loop(listener, app, limits, shutdown).await,
-        Bound::Tls(listener) => accept_loop(listener, app, limits, shutdown).await,
-        Bound::Unix(listener) => accept_loop(listener, app, limits, shutdown).await,
+        Bound::Tcp(listener) => accept_loop(listener, app, gate, limits, shutdown).await,
+        Bound::Tls(listener) => accept_loop(listener, app, gate, limits, shutdown).await,
+        Bound::Unix(listener) => accept_loop(listener, app, gate, limits, shutdown).await,
     }
 }
 
-async fn accept_loop<L: Listener>(mut listener: L, app: Router, limits: Limits, shutdown: impl Future<Output = ()>) {
-    let open = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+/// The source address a listener reports for a connection, when it has one.
+trait PeerAddress {
+    fn ip(&self) -> Option<IpAddr>;
+}
+
+impl PeerAddress for std::net::SocketAddr {
+    fn ip(&self) -> Option<IpAddr> {
+        Some(std::net::SocketAddr::ip(self))
+    }
+}
+
+impl PeerAddress for tokio::net::unix::SocketAddr {
+    fn ip(&self) -> Option<IpAddr> {
+        None
+    }
+}
+
+async fn accept_loop<L>(
+    mut listener: L,
+    app: Router,
+    gate: Arc<dyn Gate>,
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+) where
+    L: Listener,
+    L::Addr: PeerAddress,
+{
+    let max_connections = limits.max_connections.max(1);
+    let open = Arc::new(Semaphore::new(max_connections));
+    let unauthenticated = Unauthenticated {
+        total: Arc::new(Semaphore::new(limits.max_unauthenticated.clamp(1, max_connections))),
+        per_peer: PeerLimit::new(limits.max_unauthenticated_per_peer),
+    };
+    let router = TowerToHyperService::new(app);
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -74,14 +141,25 @@ async fn accept_loop<L: Listener>(mut listener: L, app: Router, limits: Limits, 
                 Err(_) => break,
             },
         };
-        let (stream, _peer) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => accepted,
         };
+        let Some(slot) = unauthenticated.try_take(peer.ip()) else {
+            // Dropping the stream closes it: the peer learns nothing and holds nothing.
+            tracing::debug!(peer = ?peer.ip(), "API connection closed: too many unauthenticated connections");
+            continue;
+        };
+        let connection = Arc::new(Connection { unauthenticated: Mutex::new(Some(slot)) });
+        let (router, gate) = (router.clone(), gate.clone());
+        let service = hyper::service::service_fn(move |request| {
+            handle(request, router.clone(), gate.clone(), connection.clone(), limits)
+        });
         let connection = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_read_timeout)
-            .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+            .max_buf_size(limits.max_head.max(8192))
+            .serve_connection(TokioIo::new(stream), service);
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             if let Err(error) = connection.await {
@@ -95,14 +173,73 @@ async fn accept_loop<L: Listener>(mut listener: L, app: Router, limits: Limits, 
     }
 }
 
-/// Reads the request's body whole, within the deadline and the cap, then hands the request on
-/// with its body in memory. Answers `408` (and closes the connection) when the body is late,
-/// `413` when it is too large or cannot be read.
-async fn read_body_whole(request: Request, next: Next, limits: Limits) -> Response {
+// === unauthenticated connections ===
+
+/// The slots of connections no request has authenticated yet: all of them, and per peer.
+struct Unauthenticated {
+    total: Arc<Semaphore>,
+    per_peer: PeerLimit,
+}
+
+/// What one unauthenticated connection holds until a request on it carries the token.
+struct UnauthenticatedSlot {
+    _total: OwnedSemaphorePermit,
+    _peer: Option<PeerSlot>,
+}
+
+impl Unauthenticated {
+    fn try_take(&self, peer: Option<IpAddr>) -> Option<UnauthenticatedSlot> {
+        let peer = match peer {
+            Some(address) => Some(self.per_peer.try_take(address)?),
+            None => None,
+        };
+        let total = self.total.clone().try_acquire_owned().ok()?;
+        Some(UnauthenticatedSlot { _total: total, _peer: peer })
+    }
+}
+
+/// One connection's state across its requests.
+struct Connection {
+    unauthenticated: Mutex<Option<UnauthenticatedSlot>>,
+}
+
+impl Connection {
+    /// A request on it carried the token: it no longer counts as unauthenticated.
+    fn authenticated(&self) {
+        self.unauthenticated.lock().unwrap_or_else(PoisonError::into_inner).take();
+    }
+}
+
+// === one request ===
+
+/// Judges the head, then reads the body whole (authenticated) or drops it unread (anything else:
+/// the router answers `401` on routes that need the token, and the public ones take no body).
+async fn handle(
+    request: Request<Incoming>,
+    router: TowerToHyperService<Router>,
+    gate: Arc<dyn Gate>,
+    connection: Arc<Connection>,
+    limits: Limits,
+) -> Result<Response, Infallible> {
     let (parts, body) = request.into_parts();
-    match tokio::time::timeout(limits.body_read_timeout, to_bytes(body, limits.max_body)).await {
-        Ok(Ok(body)) => next.run(Request::from_parts(parts, Body::from(body))).await,
-        Ok(Err(_)) => ApiError::body_too_large(limits.max_body).into_response(),
+    if !gate.admits(&parts.headers) {
+        let unread = !body.is_end_stream();
+        drop(body);
+        let mut response = router.call(Request::from_parts(parts, Body::empty())).await?;
+        if unread {
+            // The body may still be on its way: the connection cannot serve another request.
+            close(&mut response);
+        }
+        return Ok(response);
+    }
+    connection.authenticated();
+    match tokio::time::timeout(limits.body_read_timeout, to_bytes(Body::new(body), limits.max_body)).await {
+        Ok(Ok(body)) => router.call(Request::from_parts(parts, Body::from(body))).await,
+        Ok(Err(_)) => {
+            let mut response = ApiError::body_too_large(limits.max_body).into_response();
+            close(&mut response);
+            Ok(response)
+        }
         Err(_) => {
             let mut response = ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,
@@ -110,17 +247,29 @@ async fn read_body_whole(request: Request, next: Next, limits: Limits) -> Respon
                 format!("the request body did not arrive whole within {} ms", limits.body_read_timeout.as_millis()),
             )
             .into_response();
-            // The rest of the body may still be on its way: the connection cannot serve another.
-            response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-            response
+            close(&mut response);
+            Ok(response)
         }
     }
+}
+
+fn close(response: &mut Response) {
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    /// A gate for the tests of what every request meets, credentials or not.
+    struct Everyone;
+
+    impl Gate for Everyone {
+        fn admits(&self, _: &HeaderMap) -> bool {
+            true
+        }
+    }
 
     async fn server(limits: Limits) -> (String, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -131,7 +280,7 @@ mod tests {
                 .post(|body: axum::body::Bytes| async move { format!("{} bytes", body.len()) }),
         );
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(serve_router(Bound::Tcp(listener), app, limits, async move {
+        let task = tokio::spawn(serve_router(Bound::Tcp(listener), app, Arc::new(Everyone), limits, async move {
             let _ = stopped.await;
         }));
         (address, stop, task)

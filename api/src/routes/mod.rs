@@ -35,7 +35,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/metrics", get(ops::metrics))
         .route("/mcp", post(crate::mcp::post).get(crate::mcp::get).delete(crate::mcp::delete))
         .layer(from_fn_with_state(state.clone(), crate::idempotency::idempotent))
-        .layer(from_fn_with_state(state.clone(), crate::auth::require_operator));
+        .layer(from_fn_with_state(state.token.clone(), crate::auth::require_operator));
     Router::new()
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
