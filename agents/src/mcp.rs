@@ -158,7 +158,8 @@ async fn connection(endpoint: Arc<SessionEndpoint>, mut stream: UnixStream, canc
         }
     };
     let handler = Handler { endpoint: endpoint.clone(), token, role };
-    let running = match handler.serve(BoundedTransport::new(stream, MCP_LIMITS)).await {
+    let running = match handler.serve(BoundedTransport::new(stream, MCP_LIMITS, endpoint.board.activity.clone())).await
+    {
         Ok(running) => running,
         Err(error) => {
             tracing::debug!(session = %endpoint.session, %error, "MCP initialisation failed");

@@ -305,12 +305,13 @@ async fn a_line_over_the_limit_is_answered_with_an_error_and_the_connection_clos
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(&dir.path().join("state")).await.expect("store");
     let authority = Arc::new(Authority::new());
-    let (_served, mut client) = session_client(dir.path(), &store, &authority, "sess-a").await;
+    let (served, mut client) = session_client(dir.path(), &store, &authority, "sess-a").await;
     let limit = mcp::MCP_LIMITS.line;
 
     let under = client.call("notes.append", json!({"text": "x".repeat(limit - 1024)})).await;
     assert_eq!(under["result"]["isError"], true, "read and answered (over the note quota): {under}");
 
+    let refused = served.activity.snapshot().refused;
     // One unterminated line, four times the limit: the endpoint stops reading at the limit.
     let Client { mut reader, mut writer, .. } = client;
     let flood = tokio::spawn(async move {
@@ -327,6 +328,7 @@ async fn a_line_over_the_limit_is_answered_with_an_error_and_the_connection_clos
     assert_eq!(answer["error"]["data"]["limitBytes"], limit, "{answer}");
     assert_eq!(next_line(&mut reader).await, None, "closed after the answer");
     assert!(flood.await.expect("joined").is_none(), "the rest of the line was not read");
+    assert_eq!(served.activity.snapshot().refused, refused + 1, "the line is counted on the session");
 }
 
 /// Regression: a line that was not UTF-8 or was nested too deeply got no answer at all. Each gets

@@ -13,6 +13,8 @@ use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
+use crate::tools::Activity;
+
 /// JSON-RPC 2.0: the line is not JSON (or not UTF-8, or nested past the parser's depth).
 pub const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC 2.0: JSON, but not a request, notification or response; also a line over the limit.
@@ -110,10 +112,12 @@ pub struct BoundedTransport {
     place: Option<OwnedSemaphorePermit>,
     /// Set once the connection is being closed: `receive` ends it.
     closing: bool,
+    /// The session's counters: a line over the limit is a refusal, like a connection past it.
+    activity: Arc<Activity>,
 }
 
 impl BoundedTransport {
-    pub fn new(stream: UnixStream, limits: McpLimits) -> Self {
+    pub fn new(stream: UnixStream, limits: McpLimits, activity: Arc<Activity>) -> Self {
         let (read, write) = stream.into_split();
         let in_flight = Arc::new(Semaphore::new(limits.in_flight));
         // Each queued line is an answer already bounded by `in_flight`, or one error line.
@@ -128,6 +132,7 @@ impl BoundedTransport {
             in_flight,
             place: None,
             closing: false,
+            activity,
         }
     }
 
@@ -152,14 +157,15 @@ impl BoundedTransport {
         }
     }
 
-    async fn hand_pending_to_writer(&mut self) -> Result<(), ()> {
+    /// `None` once the writer is gone (the connection is closed).
+    async fn hand_pending_to_writer(&mut self) -> Option<()> {
         if self.pending.is_some() {
-            let place = self.outgoing.reserve().await.map_err(|_| ())?;
+            let place = self.outgoing.reserve().await.ok()?;
             if let Some(bytes) = self.pending.take() {
                 place.send(Outgoing { bytes, answers_request: false });
             }
         }
-        Ok(())
+        Some(())
     }
 }
 
@@ -202,7 +208,7 @@ impl Transport<RoleServer> for BoundedTransport {
 
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
         loop {
-            self.hand_pending_to_writer().await.ok()?;
+            self.hand_pending_to_writer().await?;
             if self.closing {
                 return None;
             }
@@ -213,6 +219,7 @@ impl Transport<RoleServer> for BoundedTransport {
                 Ok(true) => {}
                 Ok(false) => return None,
                 Err(LineTooLong) => {
+                    self.activity.refused();
                     let limit = self.limits.line;
                     let message = format!(
                         "Invalid Request: a message line is longer than {limit} bytes, the most this endpoint \
