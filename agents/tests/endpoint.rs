@@ -270,8 +270,10 @@ async fn connections_past_the_sessions_limit_are_refused_with_a_json_rpc_error()
         open.push(Client::connect(&served.socket, token.reveal()).await.unwrap_or_else(|| panic!("connection {i}")));
     }
 
+    // As the bridge does: the auth line first, then the answer.
     let stream = UnixStream::connect(&served.socket).await.expect("connect");
-    let (read, _write) = stream.into_split();
+    let (read, mut write) = stream.into_split();
+    let _ = write.write_all(format!("{}\n", json!({"roundtable_auth": token.reveal()})).as_bytes()).await;
     let mut reader = BufReader::new(read);
     let refusal = next_line(&mut reader).await.expect("an answer");
     assert_eq!(refusal["jsonrpc"], "2.0", "{refusal}");
