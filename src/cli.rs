@@ -285,6 +285,7 @@ pub struct GatewayServeArgs {
     /// From accept to a complete CONNECT head, and from 200 to a complete ClientHello.
     #[arg(long, default_value = "10s", value_parser = timeout)]
     pub handshake_timeout: Duration,
+    /// One DNS lookup's deadline: every nameserver, resend and TCP retry is inside it.
     #[arg(long, default_value = "5s", value_parser = timeout)]
     pub dns_timeout: Duration,
     #[arg(long, default_value = "10s", value_parser = timeout)]

@@ -1,14 +1,17 @@
 //! The agent MCP endpoint's cost, measured (figures printed, nothing asserted): the daemon's
-//! memory per live MCP session (endpoint + authenticated, initialised connection), and the
-//! tool-call round trip on the socket without the bridge, for comparison with `benches/mcp.sh`
-//! (which measures through `roundtable mcp stdio` inside a hardened container).
+//! memory per live MCP session (endpoint + authenticated, initialised connection), the tool-call
+//! round trip on the socket without the bridge, for comparison with `benches/mcp.sh` (which
+//! measures through `roundtable mcp stdio` inside a hardened container), and the daemon's memory
+//! while one session's agent attacks its endpoint: 20 connections each sending 15 MB of one
+//! unterminated line, then requests sent without reading the answers.
 //! Run: `cargo bench -p roundtable-agents --bench endpoint`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use roundtable_agents::capability::{Authority, Role};
+use roundtable_agents::capability::{Authority, Role, Token};
 use roundtable_agents::mcp::{self, SessionEndpoint};
 use roundtable_agents::tools::{Activity, Board};
 use roundtable_store::Store;
@@ -20,6 +23,11 @@ use tokio_util::sync::CancellationToken;
 
 const SESSIONS: usize = 200;
 const CALLS: usize = 1000;
+/// The attack reproduced from issue 29: connections, and bytes of one line on each.
+const FLOOD_CONNECTIONS: usize = 20;
+const FLOOD_LINE: usize = 15_000_000;
+/// Requests one connection sends without reading an answer.
+const UNREAD_REQUESTS: usize = 200_000;
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -53,14 +61,15 @@ impl Client {
     }
 }
 
-async fn live_session(
+/// Serves `session`'s endpoint; its socket and capability.
+async fn open_endpoint(
     dir: &Path,
     store: &Store,
     authority: &Arc<Authority>,
-    n: usize,
+    session: &str,
     cancel: &CancellationToken,
-) -> Client {
-    let session = format!("s{n}");
+) -> (PathBuf, Token) {
+    let session = session.to_owned();
     let socket = dir.join(format!("{session}.sock"));
     let board = Board {
         store: store.clone(),
@@ -78,18 +87,135 @@ async fn live_session(
     let listener = mcp::bind(&socket).expect("bind");
     tokio::spawn(mcp::serve(endpoint, listener, cancel.clone()));
     let token = authority.issue(&session, &socket, Role::Implementer, Duration::from_secs(3600)).expect("issue");
-    let (read, mut writer) = UnixStream::connect(&socket).await.expect("connect").into_split();
-    writer.write_all(format!("{}\n", json!({"roundtable_auth": token.reveal()})).as_bytes()).await.expect("auth");
+    (socket, token)
+}
+
+/// A connection that presented `token`, and the endpoint's first answer (`{"ok":true}`, or the
+/// refusal of a connection past the session's limit).
+async fn authenticated(socket: &Path, token: &Token) -> (Client, String) {
+    let (read, mut writer) = UnixStream::connect(socket).await.expect("connect").into_split();
+    // A refused connection may be closed before the auth line is written.
+    let _ = writer.write_all(format!("{}\n", json!({"roundtable_auth": token.reveal()})).as_bytes()).await;
     let mut reader = BufReader::new(read);
-    let mut ok = String::new();
-    reader.read_line(&mut ok).await.expect("ok");
-    let mut client = Client { reader, writer, next: 0 };
+    let mut answer = String::new();
+    let _ = reader.read_line(&mut answer).await;
+    (Client { reader, writer, next: 0 }, answer)
+}
+
+async fn live_session(
+    dir: &Path,
+    store: &Store,
+    authority: &Arc<Authority>,
+    n: usize,
+    cancel: &CancellationToken,
+) -> Client {
+    let (socket, token) = open_endpoint(dir, store, authority, &format!("s{n}"), cancel).await;
+    let (mut client, _) = authenticated(&socket, &token).await;
     let init =
         json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}});
     client.request("initialize", init).await;
     client.writer.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n").await.expect("write");
     client.request("tools/list", json!({})).await;
     client
+}
+
+/// The highest RSS seen, sampled every 5 ms while `attack` runs.
+async fn peak_rss_during<T>(attack: impl Future<Output = T>) -> (T, u64) {
+    let peak = Arc::new(AtomicU64::new(rss_kib()));
+    let sampling = CancellationToken::new();
+    let sampler = tokio::spawn({
+        let (peak, sampling) = (peak.clone(), sampling.clone());
+        async move {
+            while !sampling.is_cancelled() {
+                peak.fetch_max(rss_kib(), Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    });
+    let outcome = attack.await;
+    // The daemon may still be reading what was sent.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    sampling.cancel();
+    let _ = sampler.await;
+    (outcome, peak.load(Ordering::Relaxed).max(rss_kib()))
+}
+
+/// One agent's attack on its own session's endpoint, as the daemon's RSS shows it.
+async fn flood(dir: &Path, store: &Store, authority: &Arc<Authority>, cancel: &CancellationToken) {
+    let (socket, token) = open_endpoint(dir, store, authority, "flood", cancel).await;
+    let token = Arc::new(token);
+    let before = rss_kib();
+    let ((accepted, held), peak) = peak_rss_during(async {
+        let mut attackers = tokio::task::JoinSet::new();
+        for _ in 0..FLOOD_CONNECTIONS {
+            let (socket, token) = (socket.clone(), token.clone());
+            attackers.spawn(async move {
+                let (mut client, answer) = authenticated(&socket, &token).await;
+                let accepted = answer.trim() == "{\"ok\":true}";
+                let chunk = vec![b'a'; 64 * 1024];
+                let write = async {
+                    client
+                        .writer
+                        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"p\":\"")
+                        .await?;
+                    for _ in 0..FLOOD_LINE / chunk.len() {
+                        client.writer.write_all(&chunk).await?;
+                    }
+                    std::io::Result::Ok(())
+                };
+                // Past the limit the endpoint stops reading; a write it never reads would wait forever.
+                let _ = tokio::time::timeout(Duration::from_secs(10), write).await;
+                (accepted, client)
+            });
+        }
+        let mut accepted = 0;
+        let mut held = Vec::new();
+        while let Some(joined) = attackers.join_next().await {
+            let (was_accepted, client) = joined.expect("attacker");
+            accepted += usize::from(was_accepted);
+            held.push(client);
+        }
+        (accepted, held)
+    })
+    .await;
+    println!(
+        "flood: {FLOOD_CONNECTIONS} connections × {} MB of one unterminated line: {accepted} accepted; daemon RSS {} KiB before, peak {} KiB (+{} KiB)",
+        FLOOD_LINE / 1_000_000,
+        before,
+        peak,
+        peak.saturating_sub(before)
+    );
+    drop(held);
+
+    let (mut client, _) = authenticated(&socket, &token).await;
+    let init =
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}});
+    client.request("initialize", init).await;
+    let before = rss_kib();
+    let ((), peak) = peak_rss_during(async {
+        // Written a thousand at a time, so the attacker's own buffer stays out of the figure.
+        let write = async {
+            for first in (0..UNREAD_REQUESTS).step_by(1000) {
+                let mut lines = Vec::with_capacity(64 * 1000);
+                for id in first..first + 1000 {
+                    lines.extend_from_slice(
+                        format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n").as_bytes(),
+                    );
+                }
+                client.writer.write_all(&lines).await?;
+            }
+            std::io::Result::Ok(())
+        };
+        // The answers are never read: the endpoint either stops reading or queues them.
+        let _ = tokio::time::timeout(Duration::from_secs(5), write).await;
+    })
+    .await;
+    println!(
+        "unread answers: {UNREAD_REQUESTS} pings sent on one connection, no answer read: daemon RSS {} KiB before, peak {} KiB (+{} KiB)",
+        before,
+        peak,
+        peak.saturating_sub(before)
+    );
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -131,6 +257,7 @@ async fn main() {
         percentile(&times, 0.50).as_secs_f64() * 1e6,
         percentile(&times, 0.99).as_secs_f64() * 1e6
     );
+    flood(dir.path(), &store, &authority, &cancel).await;
     cancel.cancel();
     drop(clients);
 }

@@ -1,6 +1,9 @@
 //! The agent MCP endpoint of one session: a Unix socket whose every connection first presents a
 //! capability (`{"roundtable_auth": "<token>"}` → `{"ok": true}`, or the connection is closed),
-//! then speaks MCP. The only module that names rmcp: its API changes between majors.
+//! then speaks MCP. The only module (with its submodule) that names rmcp: its API changes
+//! between majors.
+
+mod framing;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,6 +23,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::capability::{Authority, Refused, Role};
 use crate::tools::{Board, McpClient, Tool};
+
+use framing::BoundedTransport;
+pub use framing::{LIMIT_REACHED, MCP_LIMITS, McpLimits};
 
 /// The auth line's bound: a token is 70 bytes; anything far longer is not one.
 const MAX_AUTH_LINE: usize = 1024;
@@ -53,16 +59,26 @@ pub enum AuthError {
 }
 
 /// Accepts connections until `cancel`; each one is authenticated, then served on its own task.
-/// Connections still open when `cancel` fires are closed.
+/// Past [`MCP_LIMITS`]`.connections` open at once, a new connection gets one JSON-RPC error line
+/// and is closed. Connections still open when `cancel` fires are closed.
 pub async fn serve(endpoint: Arc<SessionEndpoint>, listener: UnixListener, cancel: CancellationToken) {
     let mut connections = tokio::task::JoinSet::new();
+    // A place is held by its connection's task until the task ends.
+    let places = Arc::new(tokio::sync::Semaphore::new(MCP_LIMITS.connections));
     loop {
         tokio::select! {
             () = cancel.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    connections.spawn(connection(endpoint.clone(), stream, cancel.child_token()));
-                }
+                Ok((stream, _)) => match places.clone().try_acquire_owned() {
+                    Ok(place) => {
+                        let connection = connection(endpoint.clone(), stream, cancel.child_token());
+                        connections.spawn(async move {
+                            connection.await;
+                            drop(place);
+                        });
+                    }
+                    Err(_) => refuse_over_limit(&endpoint, &stream),
+                },
                 Err(error) => {
                     tracing::warn!(session = %endpoint.session, %error, "MCP accept failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -72,6 +88,23 @@ pub async fn serve(endpoint: Arc<SessionEndpoint>, listener: UnixListener, cance
         }
     }
     connections.shutdown().await;
+}
+
+/// Answers a connection past the session's limit and lets it close. `try_write` because a new
+/// socket's buffer holds the line, and the accept loop must not wait on a client that never reads.
+fn refuse_over_limit(endpoint: &SessionEndpoint, stream: &UnixStream) {
+    let limit = MCP_LIMITS.connections;
+    let message = format!(
+        "session {} already has {limit} MCP connections open, the most one session may have; \
+         close one before opening another",
+        endpoint.session
+    );
+    let line = framing::error_line(None, LIMIT_REACHED, &message, Some(serde_json::json!({"limit": limit})));
+    if let Err(error) = stream.try_write(&line) {
+        tracing::debug!(session = %endpoint.session, %error, "MCP refusal not written");
+    }
+    tracing::warn!(session = %endpoint.session, limit, "MCP connection refused: too many open");
+    endpoint.board.activity.refused();
 }
 
 /// Reads one line, one byte at a time, so nothing after it (the client's MCP) is consumed here.
@@ -125,7 +158,8 @@ async fn connection(endpoint: Arc<SessionEndpoint>, mut stream: UnixStream, canc
         }
     };
     let handler = Handler { endpoint: endpoint.clone(), token, role };
-    let running = match handler.serve(stream).await {
+    let running = match handler.serve(BoundedTransport::new(stream, MCP_LIMITS, endpoint.board.activity.clone())).await
+    {
         Ok(running) => running,
         Err(error) => {
             tracing::debug!(session = %endpoint.session, %error, "MCP initialisation failed");

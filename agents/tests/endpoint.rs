@@ -240,3 +240,130 @@ async fn a_claim_path_with_a_control_character_is_refused() {
     assert!(error.contains("U+000A (a control character)"), "{error}");
     assert!(store.claims_of("fix-typo").await.expect("claims").is_empty(), "nothing of the call was granted");
 }
+
+/// The next line the endpoint wrote, parsed; `None` once it closed the connection (a reset when
+/// it closed with bytes of ours still unread).
+async fn next_line(reader: &mut BufReader<OwnedReadHalf>) -> Option<Value> {
+    let mut line = String::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), reader.read_line(&mut line)).await.expect("in time");
+    match read {
+        Ok(0) => None,
+        Ok(_) => Some(serde_json::from_str(&line).expect("json")),
+        Err(error) if error.kind() == std::io::ErrorKind::ConnectionReset => None,
+        Err(error) => panic!("read: {error}"),
+    }
+}
+
+/// Regression: one session could open any number of connections, each buffering a line of up to
+/// 16 MiB in the daemon. Past the session's limit a connection gets a JSON-RPC error and is closed;
+/// closing one lets the next in.
+#[tokio::test]
+async fn connections_past_the_sessions_limit_are_refused_with_a_json_rpc_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&dir.path().join("state")).await.expect("store");
+    let authority = Arc::new(Authority::new());
+    let served = serve(dir.path(), &store, &authority, "sess-a").await;
+    let token = issue(&authority, "sess-a", &served.socket);
+    let limit = mcp::MCP_LIMITS.connections;
+    let mut open = Vec::new();
+    for i in 0..limit {
+        open.push(Client::connect(&served.socket, token.reveal()).await.unwrap_or_else(|| panic!("connection {i}")));
+    }
+
+    // As the bridge does: the auth line first, then the answer.
+    let stream = UnixStream::connect(&served.socket).await.expect("connect");
+    let (read, mut write) = stream.into_split();
+    let _ = write.write_all(format!("{}\n", json!({"roundtable_auth": token.reveal()})).as_bytes()).await;
+    let mut reader = BufReader::new(read);
+    let refusal = next_line(&mut reader).await.expect("an answer");
+    assert_eq!(refusal["jsonrpc"], "2.0", "{refusal}");
+    assert_eq!(refusal["id"], Value::Null, "{refusal}");
+    assert_eq!(refusal["error"]["code"], mcp::LIMIT_REACHED, "{refusal}");
+    let message = refusal["error"]["message"].as_str().expect("message");
+    assert!(message.contains(&format!("session sess-a already has {limit} MCP connections open")), "{message}");
+    assert_eq!(next_line(&mut reader).await, None, "closed after the refusal");
+    assert_eq!(served.activity.snapshot().refused, 1, "counted on the session");
+
+    // The open connections still work, and closing one frees its place.
+    assert!(open[0].request("ping", json!({})).await.get("result").is_some());
+    drop(open.pop());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let stream = UnixStream::connect(&served.socket).await.expect("connect");
+        let (read, mut write) = stream.into_split();
+        write.write_all(format!("{}\n", json!({"roundtable_auth": token.reveal()})).as_bytes()).await.expect("auth");
+        if next_line(&mut BufReader::new(read)).await == Some(json!({"ok": true})) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "a closed connection gives its place back");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Regression: a line was buffered up to rmcp's 16 MiB. A line past the limit is answered with a
+/// JSON-RPC error and the connection is closed; a line under it is served.
+#[tokio::test]
+async fn a_line_over_the_limit_is_answered_with_an_error_and_the_connection_closed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&dir.path().join("state")).await.expect("store");
+    let authority = Arc::new(Authority::new());
+    let (served, mut client) = session_client(dir.path(), &store, &authority, "sess-a").await;
+    let limit = mcp::MCP_LIMITS.line;
+
+    let under = client.call("notes.append", json!({"text": "x".repeat(limit - 1024)})).await;
+    assert_eq!(under["result"]["isError"], true, "read and answered (over the note quota): {under}");
+
+    let refused = served.activity.snapshot().refused;
+    // One unterminated line, four times the limit: the endpoint stops reading at the limit.
+    let Client { mut reader, mut writer, .. } = client;
+    let flood = tokio::spawn(async move {
+        let chunk = vec![b'a'; 64 * 1024];
+        writer.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\",\"params\":{\"pad\":\"").await.ok()?;
+        for _ in 0..(4 * limit / chunk.len()) {
+            writer.write_all(&chunk).await.ok()?;
+        }
+        Some(writer)
+    });
+    let answer = next_line(&mut reader).await.expect("an answer");
+    assert_eq!(answer["id"], Value::Null, "{answer}");
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert_eq!(answer["error"]["data"]["limitBytes"], limit, "{answer}");
+    assert_eq!(next_line(&mut reader).await, None, "closed after the answer");
+    assert!(flood.await.expect("joined").is_none(), "the rest of the line was not read");
+    assert_eq!(served.activity.snapshot().refused, refused + 1, "the line is counted on the session");
+}
+
+/// Regression: a line that was not UTF-8 or was nested too deeply got no answer at all. Each gets
+/// a `-32700` parse error with a null id, and the connection goes on.
+#[tokio::test]
+async fn an_invalid_utf8_or_deeply_nested_line_gets_a_parse_error_and_the_connection_goes_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&dir.path().join("state")).await.expect("store");
+    let authority = Arc::new(Authority::new());
+    let (_served, mut client) = session_client(dir.path(), &store, &authority, "sess-a").await;
+
+    let nested = format!("{}{}\n", "[".repeat(100_000), "]".repeat(100_000));
+    let lines: [&[u8]; 2] = [b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\xfe\"}\n", nested.as_bytes()];
+    for line in lines {
+        client.writer.write_all(line).await.expect("write");
+        let answer = next_line(&mut client.reader).await.expect("an answer");
+        assert_eq!(answer, json!({"jsonrpc": "2.0", "id": null, "error": answer["error"]}), "{answer}");
+        assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    }
+    let brief = client.call("task.get", json!({})).await;
+    assert_eq!(brief["result"]["structuredContent"]["task"]["title"], "Fix the typo", "still served");
+
+    // Requests sent without reading are all answered once the client reads: the bound on
+    // unanswered requests pauses reading, it loses nothing.
+    let first = client.next;
+    for id in first..first + 200 {
+        client.send(json!({"jsonrpc": "2.0", "id": id, "method": "ping"})).await;
+    }
+    let mut answered = std::collections::BTreeSet::new();
+    while answered.len() < 200 {
+        let answer = next_line(&mut client.reader).await.expect("an answer");
+        assert!(answer.get("result").is_some(), "{answer}");
+        answered.insert(answer["id"].as_u64().expect("id"));
+    }
+    assert_eq!(answered.into_iter().collect::<Vec<_>>(), (first..first + 200).collect::<Vec<_>>());
+}

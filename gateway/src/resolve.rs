@@ -2,9 +2,11 @@
 //! list and no cache, against explicit nameservers (a `--resolver`, or the `nameserver` lines of
 //! /etc/resolv.conf and nothing else from it). A lookup asks A and AAAA at once from one fresh UDP
 //! socket (a new random source port and two random IDs per lookup), over TCP for a truncated
-//! answer, and moves to the next nameserver, for two rounds, when one fails or stays silent. At
-//! most [`IN_FLIGHT`] lookups wait for a first answer at once, so a burst of new tunnels does not
-//! overflow the nameserver's receive queue and then wait for resends.
+//! answer, and moves to the next nameserver, for two rounds, when one fails or stays silent. The
+//! caller's timeout is the lookup's one deadline: each nameserver's turn gets an equal share of
+//! what is left of it, and a lookup still unanswered at the deadline is a [`LookupError::Timeout`].
+//! At most [`IN_FLIGHT`] lookups wait for a first answer at once, so a burst of new tunnels does
+//! not overflow the nameserver's receive queue and then wait for resends.
 
 use std::future::Future;
 use std::io;
@@ -16,24 +18,26 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 
 use crate::dns_message::{self, Answer, MessageError, TYPE_A, TYPE_AAAA, UDP_PAYLOAD};
 
 /// Rounds over the nameservers.
 const ATTEMPTS: usize = 2;
-/// How long one nameserver gets for one lookup (both queries, a TCP retry included) before the
-/// next is asked; the gateway bounds the whole lookup itself (5 s by default).
-const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(2);
 /// A query still unanswered after this is sent again (a datagram lost either way, as when many
 /// tunnels start at once and a socket buffer overflows); hickory's retry floor.
-const RESEND_AFTER: Duration = Duration::from_millis(333);
-/// Sends of each query per nameserver, the first included.
+pub const RESEND_AFTER: Duration = Duration::from_millis(333);
+/// Sends of each query per nameserver turn, the first included.
 const MAX_SENDS: usize = 3;
+/// Once one type has its answer, how long the other is still waited for (one resend falls inside
+/// it). A nameserver that answers A and drops AAAA, or the reverse, then costs this much, not the
+/// whole lookup: the addresses of the type that answered are the pin.
+pub const OTHER_TYPE_GRACE: Duration = Duration::from_millis(2 * 333);
 /// Lookups of one resolver sent and not yet answered, until their first resend: 128 datagrams,
 /// which a nameserver's default receive queue holds (about 200 small datagrams). Without a bound,
 /// a thousand tunnels opened at once overflowed it, and the lost queries waited for their resend.
 /// A lookup past its first resend gives its place up, so a silent nameserver slows new lookups by
-/// at most [`RESEND_AFTER`] per place, not by the whole [`EXCHANGE_TIMEOUT`].
+/// at most [`RESEND_AFTER`] per place, not by a whole turn.
 pub const IN_FLIGHT: usize = 64;
 
 /// Why a lookup produced no address.
@@ -41,14 +45,17 @@ pub const IN_FLIGHT: usize = 64;
 pub enum LookupError {
     #[error("no A or AAAA record")]
     NoRecords,
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
     #[error("lookup failed: {0}")]
     Failed(String),
 }
 
-/// Resolves a name to every address it has. The gateway bounds the time itself.
+/// Resolves a name to every address it has, within `timeout` (the whole lookup: every nameserver,
+/// resend and TCP retry).
 pub trait Resolve: Send + Sync + 'static {
     /// `fqdn` ends with a dot.
-    fn lookup(&self, fqdn: &str) -> impl Future<Output = Result<Vec<IpAddr>, LookupError>> + Send;
+    fn lookup(&self, fqdn: &str, timeout: Duration) -> impl Future<Output = Result<Vec<IpAddr>, LookupError>> + Send;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -97,24 +104,50 @@ impl DnsResolver {
 }
 
 impl Resolve for DnsResolver {
-    async fn lookup(&self, fqdn: &str) -> Result<Vec<IpAddr>, LookupError> {
+    async fn lookup(&self, fqdn: &str, timeout: Duration) -> Result<Vec<IpAddr>, LookupError> {
+        let deadline = Instant::now() + timeout;
+        // Every wait below ends by the deadline; this bounds the rest (a TCP connect, a place).
+        tokio::time::timeout_at(deadline, self.turns(fqdn, deadline))
+            .await
+            .unwrap_or(Err(LookupError::Timeout(timeout)))
+            .map_err(|error| match error {
+                LookupError::Failed(_) if Instant::now() >= deadline => LookupError::Timeout(timeout),
+                other => other,
+            })
+    }
+}
+
+impl DnsResolver {
+    /// Each nameserver in turn, for [`ATTEMPTS`] rounds, until one answers.
+    async fn turns(&self, fqdn: &str, deadline: Instant) -> Result<Vec<IpAddr>, LookupError> {
         let name = dns_message::encode_name(fqdn).map_err(|error| LookupError::Failed(error.to_string()))?;
         let mut failure = String::new();
+        let mut turns_left = ATTEMPTS * self.nameservers.len();
         for _ in 0..ATTEMPTS {
             for server in &self.nameservers {
                 // The wait for a place is not the nameserver's time: a burst queues here instead
                 // of overflowing the nameserver's queue. The semaphore is never closed.
                 let Ok(place) = self.in_flight.clone().acquire_owned().await else { break };
-                match tokio::time::timeout(EXCHANGE_TIMEOUT, lookup_at(*server, &name, place)).await {
+                let turn_end = turn_end(Instant::now(), deadline, turns_left);
+                turns_left -= 1;
+                match tokio::time::timeout_at(turn_end, lookup_at(*server, &name, place, turn_end)).await {
                     Ok(Ok(addresses)) => return Ok(addresses),
                     Ok(Err(ExchangeError::NoRecords)) => return Err(LookupError::NoRecords),
                     Ok(Err(error)) => failure = format!("{server}: {error}"),
-                    Err(_) => failure = format!("{server}: no answer within {EXCHANGE_TIMEOUT:?}"),
+                    Err(_) => failure = format!("{server}: {}", ExchangeError::Silent),
                 }
             }
         }
         Err(LookupError::Failed(failure))
     }
+}
+
+/// When a nameserver's turn ends: an equal share of what is left until the deadline, so a silent
+/// server is given up in time for the others, and the last turn ends at the deadline.
+fn turn_end(now: Instant, deadline: Instant, turns_left: usize) -> Instant {
+    let left = deadline.saturating_duration_since(now);
+    let turns = u32::try_from(turns_left.max(1)).unwrap_or(u32::MAX);
+    now + left / turns
 }
 
 /// Why one nameserver gave no usable answer for a lookup.
@@ -131,13 +164,21 @@ enum ExchangeError {
     Server(ResponseCode),
     #[error("the answer over TCP was truncated too")]
     TruncatedOverTcp,
+    /// Nothing that matched the query came back in the nameserver's turn.
+    #[error("no answer")]
+    Silent,
 }
 
 /// The A and AAAA answers of one nameserver, combined as one lookup: the A addresses first, then
-/// the AAAA ones. One type failing while the other has addresses gives those addresses; both
-/// failing gives the A query's outcome.
-async fn lookup_at(server: SocketAddr, name: &[u8], place: OwnedSemaphorePermit) -> Result<Vec<IpAddr>, ExchangeError> {
-    let (v4, v6) = exchange_udp(server, name, place).await?;
+/// the AAAA ones. One type failing or staying silent while the other has addresses gives those
+/// addresses; both failing gives the A query's outcome.
+async fn lookup_at(
+    server: SocketAddr,
+    name: &[u8],
+    place: OwnedSemaphorePermit,
+    turn_end: Instant,
+) -> Result<Vec<IpAddr>, ExchangeError> {
+    let (v4, v6) = exchange_udp(server, name, place, turn_end).await?;
     let (v4, v6) = (settle(server, name, TYPE_A, v4).await, settle(server, name, TYPE_AAAA, v6).await);
     match (v4, v6) {
         (Ok(mut v4), Ok(v6)) => {
@@ -149,9 +190,15 @@ async fn lookup_at(server: SocketAddr, name: &[u8], place: OwnedSemaphorePermit)
     }
 }
 
-/// One type's answer as addresses, asking again over TCP when it was truncated.
-async fn settle(server: SocketAddr, name: &[u8], qtype: u16, answer: Answer) -> Result<Vec<IpAddr>, ExchangeError> {
-    let answer = match answer {
+/// One type's answer as addresses, asking again over TCP when it was truncated; `None` is a type
+/// that stayed silent.
+async fn settle(
+    server: SocketAddr,
+    name: &[u8],
+    qtype: u16,
+    answer: Option<Answer>,
+) -> Result<Vec<IpAddr>, ExchangeError> {
+    let answer = match answer.ok_or(ExchangeError::Silent)? {
         Answer::Truncated => exchange_tcp(server, name, qtype).await?,
         other => other,
     };
@@ -165,14 +212,17 @@ async fn settle(server: SocketAddr, name: &[u8], qtype: u16, answer: Answer) -> 
 
 /// Sends the A and AAAA queries from one new socket, connected so the kernel drops datagrams from
 /// anyone but the server, and waits for the response to each, sending an unanswered one again
-/// after a while. Anything that does not match a
-/// query's ID and question is ignored: a spoofed datagram can only cost time. `place` among the
-/// lookups in flight is given up at the answers or at the first resend, whichever comes first.
+/// every [`RESEND_AFTER`]. Anything that does not match a query's ID and question is ignored: a
+/// spoofed datagram can only cost time. Once one type has its answer, the other is waited for
+/// [`OTHER_TYPE_GRACE`] more and then left unanswered (`None`); with neither by `turn_end`, the
+/// server was silent. `place` among the lookups in flight is given up at the answers or at the
+/// first resend, whichever comes first.
 async fn exchange_udp(
     server: SocketAddr,
     name: &[u8],
     place: OwnedSemaphorePermit,
-) -> Result<(Answer, Answer), ExchangeError> {
+    turn_end: Instant,
+) -> Result<(Option<Answer>, Option<Answer>), ExchangeError> {
     let mut place = Some(place);
     let local = if server.is_ipv4() { IpAddr::V4(Ipv4Addr::UNSPECIFIED) } else { IpAddr::V6(Ipv6Addr::UNSPECIFIED) };
     // Port 0: the kernel picks a random ephemeral port.
@@ -183,13 +233,21 @@ async fn exchange_udp(
     socket.send(&v4_query).await?;
     socket.send(&v6_query).await?;
     let mut sends = 1;
-    let mut resend_at = tokio::time::Instant::now() + RESEND_AFTER;
+    let mut resend_at = Instant::now() + RESEND_AFTER;
+    let mut give_up_at = turn_end;
     let mut v4 = None;
     let mut v6 = None;
     let mut buffer = vec![0u8; UDP_PAYLOAD];
     loop {
-        let length = match tokio::time::timeout_at(resend_at, socket.recv(&mut buffer)).await {
+        let wake = resend_at.min(give_up_at);
+        let length = match tokio::time::timeout_at(wake, socket.recv(&mut buffer)).await {
             Ok(received) => received?,
+            Err(_) if wake == give_up_at => {
+                return match (v4, v6) {
+                    (None, None) => Err(ExchangeError::Silent),
+                    answered => Ok(answered),
+                };
+            }
             Err(_) => {
                 drop(place.take());
                 // Same socket, same IDs: an answer to any send of a query counts.
@@ -207,6 +265,7 @@ async fn exchange_udp(
             }
         };
         let datagram = &buffer[..length];
+        let first_answer = v4.is_none() && v6.is_none();
         if v4.is_none() {
             v4 = dns_message::read_response(datagram, v4_id, name, TYPE_A)?;
         }
@@ -214,8 +273,13 @@ async fn exchange_udp(
             v6 = dns_message::read_response(datagram, v6_id, name, TYPE_AAAA)?;
         }
         match (v4.take(), v6.take()) {
-            (Some(v4), Some(v6)) => return Ok((v4, v6)),
-            (first, second) => (v4, v6) = (first, second),
+            (Some(v4), Some(v6)) => return Ok((Some(v4), Some(v6))),
+            (first, second) => {
+                if first_answer && (first.is_some() || second.is_some()) {
+                    give_up_at = give_up_at.min(Instant::now() + OTHER_TYPE_GRACE);
+                }
+                (v4, v6) = (first, second);
+            }
         }
     }
 }
@@ -273,6 +337,8 @@ mod tests {
     use super::*;
 
     const NAME: &str = "api.example.com.";
+    /// The gateway's default DNS timeout.
+    const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 
     /// The response to `query` (as a server got it): its header and question, `extra_flags` set,
     /// and one answer record per address of the asked type.
@@ -309,6 +375,17 @@ mod tests {
         list.iter().map(|ip| ip.parse().expect("ip")).collect()
     }
 
+    #[test]
+    fn each_turn_gets_an_equal_share_of_what_is_left_and_the_last_ends_at_the_deadline() {
+        let now = Instant::now();
+        let deadline = now + Duration::from_secs(5);
+        let cases = [(4, now + Duration::from_millis(1250)), (2, now + Duration::from_millis(2500)), (1, deadline)];
+        for (turns_left, end) in cases {
+            assert_eq!(turn_end(now, deadline, turns_left), end, "{turns_left} turns left");
+        }
+        assert_eq!(turn_end(deadline + Duration::from_secs(1), deadline, 2), deadline + Duration::from_secs(1));
+    }
+
     #[tokio::test]
     async fn a_truncated_answer_is_asked_again_over_tcp_and_stray_datagrams_are_ignored() {
         let udp = UdpSocket::bind("127.0.0.1:0").await.expect("udp");
@@ -339,7 +416,7 @@ mod tests {
             stream.write_all(&response).await.expect("response");
         });
         let resolver = DnsResolver::new(&[server]).expect("resolver");
-        assert_eq!(resolver.lookup(NAME).await, Ok(addresses));
+        assert_eq!(resolver.lookup(NAME, LOOKUP_TIMEOUT).await, Ok(addresses));
     }
 
     #[tokio::test]
@@ -359,8 +436,8 @@ mod tests {
         });
         let resolver = DnsResolver::new(&[server]).expect("resolver");
         let started = std::time::Instant::now();
-        assert_eq!(resolver.lookup(NAME).await, Ok(addresses));
-        assert!(started.elapsed() < EXCHANGE_TIMEOUT, "resent within the exchange, not after it");
+        assert_eq!(resolver.lookup(NAME, LOOKUP_TIMEOUT).await, Ok(addresses));
+        assert!(started.elapsed() < 2 * RESEND_AFTER, "resent after the resend interval, not after a turn");
     }
 
     #[tokio::test]
@@ -393,7 +470,7 @@ mod tests {
         let mut burst = tokio::task::JoinSet::new();
         for _ in 0..lookups {
             let resolver = resolver.clone();
-            burst.spawn(async move { resolver.lookup(NAME).await });
+            burst.spawn(async move { resolver.lookup(NAME, LOOKUP_TIMEOUT).await });
         }
         assert_eq!(first_window.await.expect("count"), 2 * IN_FLIGHT, "A and AAAA of the first places only");
         let mut resolved = 0;
@@ -435,12 +512,14 @@ mod tests {
             }
         });
         let resolver = DnsResolver::new(&servers).expect("resolver");
-        assert_eq!(resolver.lookup(NAME).await, Ok(ips(&["93.184.216.34"])));
-        assert_eq!(resolver.lookup("gone.example.com.").await, Err(LookupError::NoRecords));
+        assert_eq!(resolver.lookup(NAME, LOOKUP_TIMEOUT).await, Ok(ips(&["93.184.216.34"])));
+        assert_eq!(resolver.lookup("gone.example.com.", LOOKUP_TIMEOUT).await, Err(LookupError::NoRecords));
         let only_failing = DnsResolver::new(&servers[..1]).expect("resolver");
-        let Err(LookupError::Failed(message)) = only_failing.lookup(NAME).await else { panic!("no failure") };
+        let Err(LookupError::Failed(message)) = only_failing.lookup(NAME, LOOKUP_TIMEOUT).await else {
+            panic!("no failure")
+        };
         assert!(message.contains("SERVFAIL") && message.contains(&servers[0].to_string()), "{message}");
         assert!(DnsResolver::new(&[]).is_err());
-        assert!(matches!(resolver.lookup("not-qualified").await, Err(LookupError::Failed(_))));
+        assert!(matches!(resolver.lookup("not-qualified", LOOKUP_TIMEOUT).await, Err(LookupError::Failed(_))));
     }
 }

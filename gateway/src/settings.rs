@@ -23,6 +23,8 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// From `200` to a complete ClientHello.
     pub client_hello_timeout: Duration,
+    /// One lookup's deadline, from its first query to its answer: every nameserver turn, resend
+    /// and TCP retry is inside it (`resolve.rs`). Unanswered by then is `dns_timeout`.
     pub dns_timeout: Duration,
     /// One dial of one pinned address.
     pub connect_timeout: Duration,

@@ -175,22 +175,19 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
     /// One lookup, bounded in time; the answer is the pin for this tunnel.
     async fn resolve(&self, host: &str, decision: &mut Decision) -> Result<Vec<IpAddr>, Denial> {
         let started = Instant::now();
-        let outcome =
-            tokio::time::timeout(self.settings.limits.dns_timeout, self.resolver.lookup(&format!("{host}."))).await;
+        let outcome = self.resolver.lookup(&format!("{host}."), self.settings.limits.dns_timeout).await;
         let elapsed = started.elapsed();
         decision.dns_ms = Some(millis(elapsed));
         metrics::dns_lookup(elapsed);
         match outcome {
-            Err(_) => Err(Denial::new(GatewayReason::DnsTimeout, Answer::Status(504))),
-            Ok(Err(LookupError::NoRecords)) => Err(Denial::new(GatewayReason::DnsNoRecords, Answer::Status(502))),
-            Ok(Err(LookupError::Failed(message))) => {
+            Err(LookupError::Timeout(_)) => Err(Denial::new(GatewayReason::DnsTimeout, Answer::Status(504))),
+            Err(LookupError::NoRecords) => Err(Denial::new(GatewayReason::DnsNoRecords, Answer::Status(502))),
+            Err(LookupError::Failed(message)) => {
                 decision.error = Some(message);
                 Err(Denial::new(GatewayReason::DnsError, Answer::Status(502)))
             }
-            Ok(Ok(addresses)) if addresses.is_empty() => {
-                Err(Denial::new(GatewayReason::DnsNoRecords, Answer::Status(502)))
-            }
-            Ok(Ok(addresses)) => {
+            Ok(addresses) if addresses.is_empty() => Err(Denial::new(GatewayReason::DnsNoRecords, Answer::Status(502))),
+            Ok(addresses) => {
                 decision.resolved = addresses.clone();
                 Ok(addresses)
             }

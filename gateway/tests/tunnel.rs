@@ -16,7 +16,7 @@ use roundtable_gateway::{
     AddressClass, Close, CloseReason, Decision, Dial, DirectDialer, DnsResolver, Endpoint, Gateway, GatewayReason,
     Journal, Listener, Settings, egress, serve,
 };
-use roundtable_net_fixtures::{FakeDns, RawUpstream, Reply, TlsEcho, client_hello_for, tls_client};
+use roundtable_net_fixtures::{FakeDns, Family, RawUpstream, Reply, TlsEcho, client_hello_for, tls_client};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
@@ -322,6 +322,46 @@ async fn dns_failures_are_refused_with_their_status() {
         assert!(head.starts_with(&format!("HTTP/1.1 {status} ")), "{host}: {head:?}");
         assert_eq!(gateway.decision(n + 1).await.reason, *reason, "{host}");
     }
+    assert!(gateway.dialed().is_empty());
+    gateway.stop().await;
+}
+
+/// Regression: a nameserver that answered A and dropped AAAA failed the whole lookup (`dns_error`
+/// after 4 s). The A records are the pin, within a resend or two.
+#[tokio::test]
+async fn a_nameserver_that_drops_aaaa_queries_pins_the_a_records() {
+    let host = "v4only.roundtable.test";
+    let upstream = TlsEcho::start(SocketAddr::new(own_address().into(), 443), &[host]).await.expect("TLS echo");
+    let dns = fake_dns().await;
+    let answer = Reply::Addresses(vec![upstream.address.ip(), "2001:db8::1".parse().expect("ip")]);
+    dns.answer(host, vec![Reply::Drop(Family::V6, Box::new(answer))]);
+    let gateway = start(loopback_settings(&[host]), RecordingDialer::default(), dns).await;
+    let stream = gateway.tunnel(host).await;
+    let _tls = tls_client(stream, host, &upstream.identity.certificate, true).await.expect("TLS");
+    let decision = gateway.decision(1).await;
+    assert_eq!(decision.resolved, [upstream.address.ip()], "the family that answered is the pin");
+    assert_eq!(decision.dialed, Some(upstream.address));
+    let dns_ms = decision.dns_ms.expect("timed");
+    assert!(dns_ms < 1500.0, "given up on AAAA after a grace, not a whole turn: {dns_ms} ms");
+    gateway.stop().await;
+}
+
+/// Regression: with one silent nameserver the lookup gave up after 4 s as `dns_error`, so a DNS
+/// timeout above that was never reached. The timeout is the lookup's one deadline.
+#[tokio::test]
+async fn a_silent_nameserver_is_waited_for_until_the_dns_timeout() {
+    let host = "quiet.roundtable.test";
+    let dns = fake_dns().await;
+    dns.answer(host, vec![Reply::Silence]);
+    let mut settings = Settings::new([host]).expect("settings");
+    settings.limits.dns_timeout = Duration::from_millis(4500);
+    let gateway = start(settings, RecordingDialer::default(), dns).await;
+    let (head, _) = gateway.request(&connect_request(host)).await;
+    assert!(head.starts_with("HTTP/1.1 504 "), "{head:?}");
+    let decision = gateway.decision(1).await;
+    assert_eq!(decision.reason, GatewayReason::DnsTimeout, "{decision:?}");
+    let dns_ms = decision.dns_ms.expect("timed");
+    assert!((4400.0..5500.0).contains(&dns_ms), "ended at the configured timeout: {dns_ms} ms");
     assert!(gateway.dialed().is_empty());
     gateway.stop().await;
 }

@@ -18,6 +18,8 @@ pub enum BridgeError {
     Connect { path: String, source: std::io::Error },
     #[error("the endpoint refused the capability (connection closed)")]
     Refused,
+    #[error("the endpoint refused the connection: {0}")]
+    Limit(String),
     #[error("the endpoint answered {0:?} instead of {{\"ok\":true}}")]
     Unexpected(String),
     #[error("bridge io: {0}")]
@@ -35,8 +37,11 @@ pub fn run(socket: &Path) -> Result<(), BridgeError> {
     if answer.is_empty() {
         return Err(BridgeError::Refused);
     }
-    if serde_json::from_str::<serde_json::Value>(&answer).ok() != Some(serde_json::json!({"ok": true})) {
-        return Err(BridgeError::Unexpected(answer));
+    let answered = serde_json::from_str::<serde_json::Value>(&answer).ok();
+    if answered != Some(serde_json::json!({"ok": true})) {
+        // A JSON-RPC error line: the session's connection limit (docs/providers.md).
+        let message = answered.as_ref().and_then(|value| value["error"]["message"].as_str()).map(str::to_owned);
+        return Err(message.map_or(BridgeError::Unexpected(answer), BridgeError::Limit));
     }
     relay(stream)
 }

@@ -1,6 +1,6 @@
 //! A scripted DNS server on UDP: each name answers from its own sequence of replies (the last
 //! repeats), so a test can rebind a name between lookups or poison one answer with a private
-//! address, and count how many lookups the gateway made.
+//! address, drop the queries of one type, and count how many lookups the gateway made.
 
 use std::collections::HashMap;
 use std::io;
@@ -22,6 +22,16 @@ pub enum Reply {
     ServFail,
     /// No reply at all: the resolver times out.
     Silence,
+    /// No reply to the queries of one family (as some middleboxes drop AAAA); the other family's
+    /// queries get the inner reply.
+    Drop(Family, Box<Reply>),
+}
+
+/// The address family a query asks for: A (IPv4) or AAAA (IPv6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    V4,
+    V6,
 }
 
 #[derive(Default)]
@@ -101,10 +111,16 @@ fn respond(query: &Message, script: &Mutex<Script>) -> Option<Message> {
         let replies = script.replies.get(&name)?;
         replies.get(index).or(replies.last())?.clone()
     };
+    let asked = if kind == RecordType::AAAA { Family::V6 } else { Family::V4 };
+    let reply = match reply {
+        Reply::Drop(dropped, _) if dropped == asked => return None,
+        Reply::Drop(_, inner) => *inner,
+        other => other,
+    };
     let id = query.metadata.id;
     let op_code = query.metadata.op_code;
     let mut message = match reply {
-        Reply::Silence => return None,
+        Reply::Silence | Reply::Drop(..) => return None,
         Reply::ServFail => Message::error_msg(id, op_code, ResponseCode::ServFail),
         Reply::NxDomain => Message::error_msg(id, op_code, ResponseCode::NXDomain),
         Reply::Addresses(addresses) => {
