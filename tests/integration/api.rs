@@ -300,7 +300,7 @@ async fn disabling_an_agent_with_a_running_session_drains_it_first() {
     assert_eq!(sessions["items"][0]["phase"], "Succeeded", "the running session finished");
     let events = api.get("/v1/events?limit=200").text();
     assert!(events.contains("OperatorDraining") && events.contains("DrainCompleted"), "{events}");
-    let key = root.join(".test-audit.key");
+    let key = executions.path().join("audit.key");
     let chain = stdout(&roundtable(root, &["--audit-key", key.to_str().expect("utf-8"), "audit", "export"]));
     assert!(chain.contains("operator.disable"), "{chain}");
 

@@ -505,13 +505,18 @@ async fn prune_removes_what_is_past_retention_and_unowned() {
     kinds.sort();
     assert_eq!(kinds, ["Proposal", "Session", "Volume", "Volume"], "{due:#}");
     assert!(exec_dir.is_dir(), "a dry run removes nothing");
-    let pruned = roundtable(root, &["prune", "--retention", "0s"]);
+    // Pruning is an operator action anchored in the chain the daemon sealed: with its key.
+    let key = executions.path().join("audit.key");
+    let key = key.to_str().expect("utf-8 path");
+    let pruned = roundtable(root, &["--audit-key", key, "prune", "--retention", "0s"]);
     assert!(pruned.status.success(), "{}{}", stdout(&pruned), stderr(&pruned));
     assert!(!exec_dir.exists());
     assert_eq!(json(&roundtable(root, &["sessions", "list", "--format", "json"]))["items"], serde_json::json!([]));
     assert_eq!(json(&roundtable(root, &["proposals", "list", "--format", "json"]))["items"], serde_json::json!([]));
     assert!(engine.labelled(&project_id).await.expect("list").is_empty());
-    assert!(stdout(&roundtable(root, &["prune", "--retention", "0s"])).contains("Nothing to prune."));
+    assert!(
+        stdout(&roundtable(root, &["--audit-key", key, "prune", "--retention", "0s"])).contains("Nothing to prune.")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

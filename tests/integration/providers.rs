@@ -210,7 +210,7 @@ async fn each_provider_cli_reads_its_manifest_calls_tools_through_the_bridge_and
     }
 
     // The chain verifies with the daemon's key, and holds each session's capability and end.
-    let key = root.join(".test-audit.key");
+    let key = executions.path().join("audit.key");
     let key = key.to_str().expect("utf-8 path");
     let verified = roundtable(root, &["audit", "verify", "--audit-key", key]);
     assert!(verified.status.success(), "{}{}", stdout(&verified), stderr(&verified));

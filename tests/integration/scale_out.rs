@@ -316,7 +316,7 @@ async fn a_project_moves_from_sqlite_to_postgres_with_its_history() {
     })
     .await;
     drop(daemon);
-    let key = root.join(".test-audit.key");
+    let key = executions.path().join("audit.key");
     let store = cluster.database().await.expose();
     let migrated = rt(root, "sqlite:.roundtable/state/state.db", &key, &["state", "migrate", "--to", &store]);
     assert!(migrated.status.success(), "{}{}", stdout(&migrated), String::from_utf8_lossy(&migrated.stderr));

@@ -170,9 +170,8 @@ pub fn start_daemon_with_env(root: &Path, args: &[&str], executions: &Path, env:
         .arg(executions)
         .current_dir(root)
         .env("RUST_LOG", "info,roundtable_docker=debug")
-        // The audit key stays with the test, not under the host's /var/lib/roundtable, and is the
-        // one `roundtable()` gives every other command: a chain has one key.
-        .env("ROUNDTABLE_AUDIT_KEY", root.join(".test-audit.key"))
+        // The audit key stays with the test, not under the host's /var/lib/roundtable.
+        .env("ROUNDTABLE_AUDIT_KEY", executions.join("audit.key"))
         .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(log)

@@ -153,11 +153,22 @@ impl AuditKey {
     pub(super) fn write_head(&self, head: &Head) -> std::io::Result<()> {
         use std::os::unix::fs::OpenOptionsExt as _;
         let path = self.head_path();
-        let temporary = path.with_extension("head.tmp");
-        let mut file =
-            std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&temporary)?;
-        file.write_all(&serde_json::to_vec(head).map_err(std::io::Error::other)?)?;
-        std::fs::rename(&temporary, &path)
+        // A temporary of its own per write: appends from several tasks (or a daemon and the CLI)
+        // checkpoint at once, and a shared one let one writer rename another's half-written file.
+        let mut nonce = [0u8; 8];
+        getrandom::fill(&mut nonce).map_err(|error| std::io::Error::other(error.to_string()))?;
+        let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+        name.push(format!(".{}.tmp", hex(&nonce)));
+        let temporary = path.with_file_name(name);
+        let written = (|| {
+            let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temporary)?;
+            file.write_all(&serde_json::to_vec(head).map_err(std::io::Error::other)?)?;
+            std::fs::rename(&temporary, &path)
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&temporary);
+        }
+        written
     }
 }
 
@@ -192,5 +203,36 @@ impl Store {
                 Ok(key)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn head_checkpoints_written_at_once_never_fail_or_tear() {
+        let folder = tempfile::tempdir().expect("tempdir");
+        let key = AuditKey::create(&folder.path().join("project.key")).expect("key");
+        let failures: usize = std::thread::scope(|scope| {
+            let writers: Vec<_> = (0..8)
+                .map(|writer| {
+                    let key = &key;
+                    scope.spawn(move || {
+                        (0..100)
+                            .filter(|n| {
+                                let head = Head { seq: writer * 1000 + n, mac: "ab".repeat(32), chain: None };
+                                key.write_head(&head).is_err()
+                            })
+                            .count()
+                    })
+                })
+                .collect();
+            writers.into_iter().map(|writer| writer.join().expect("writer")).sum()
+        });
+        assert_eq!(failures, 0, "every checkpoint was written");
+        assert!(key.read_head().is_some(), "the last checkpoint reads whole");
+        let names: Vec<_> = std::fs::read_dir(folder.path()).expect("folder").filter_map(Result::ok).collect();
+        assert_eq!(names.len(), 2, "only the key and its head are left: {names:?}");
     }
 }
