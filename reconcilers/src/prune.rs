@@ -220,7 +220,9 @@ mod tests {
             running: false,
         };
         let home = Purpose::Home.as_str();
-        let cases: [(&[(&str, &str)], Option<&str>); 4] = [
+        // Labels, then a fragment of why it is not this repository's (`None`: it is, or not a home).
+        type Case<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>);
+        let cases: [Case<'_>; 4] = [
             (&[(PURPOSE, home), (REPOSITORY, "mine")], None),
             (&[(PURPOSE, home), (REPOSITORY, "theirs")], Some("another repository that was at this path")),
             (&[(PURPOSE, home)], Some("made before homes were keyed")),
