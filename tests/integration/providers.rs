@@ -290,7 +290,9 @@ async fn a_persistent_home_lets_the_next_run_resume_the_provider_session_and_pru
 
     // Once no spec declares the Assignment, prune removes its home.
     write(root, ".roundtable/specs.yaml", specs("x").split("---").next().expect("the Adapter"));
-    let pruned = roundtable(root, &["prune"]);
+    // Pruning appends to the audit chain, with the key the daemon sealed it with.
+    let key = executions.path().join("audit.key");
+    let pruned = roundtable(root, &["prune", "--audit-key", key.to_str().expect("utf-8")]);
     assert!(pruned.status.success(), "{}{}", stdout(&pruned), stderr(&pruned));
     assert_eq!(home_volumes(root), Vec::<String>::new(), "{}", stdout(&pruned));
 }
