@@ -619,6 +619,7 @@ impl<'a> Execution<'a> {
                 home_labels.remove(roundtable_runtime::labels::SESSION);
                 home_labels.remove(roundtable_runtime::labels::CONTROLLER_RUN);
                 home_labels.insert(roundtable_runtime::labels::PURPOSE.into(), Purpose::Home.as_str().into());
+                home_labels.insert(roundtable_runtime::labels::REPOSITORY.into(), home.repository.clone());
                 let volume = home_volume_name(&home.key);
                 // Creating an existing volume returns it: the home of earlier sessions.
                 docker

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use roundtable_runtime::labels::{ASSIGNMENT, CONTROLLER_RUN, SESSION};
+use roundtable_runtime::labels::{ASSIGNMENT, CONTROLLER_RUN, PURPOSE, Purpose, REPOSITORY, SESSION};
 use roundtable_runtime::{OwnedResource, SessionRuntime};
 use roundtable_store::{SessionRecord, Store};
 use roundtable_workspace::runs::Liveness;
@@ -86,6 +86,31 @@ pub fn orphan_reason(
     }
 }
 
+/// Why a persistent home labelled for this project's path is not this repository's, if it is
+/// not: it carries another repository's id (one that was checked out at this path before), or
+/// none (made before homes were keyed by the repository). Such a home is never mounted here, and
+/// `prune` reports it and leaves it alone: it may be the home of the same checkout under another
+/// state directory, which this store cannot see.
+pub fn foreign_home(resource: &OwnedResource, own: &str) -> Option<(String, String)> {
+    if resource.label(PURPOSE) != Some(Purpose::Home.as_str()) {
+        return None;
+    }
+    let why = match resource.label(REPOSITORY) {
+        Some(key) if key == own => return None,
+        Some(key) => format!(
+            "a persistent home of another repository that was at this path ({REPOSITORY}={key}; this one is {own}): never mounted here"
+        ),
+        None => format!(
+            "a persistent home made before homes were keyed by their repository (no {REPOSITORY} label): never mounted again"
+        ),
+    };
+    let skipped = format!(
+        "left alone: it may hold another checkout's provider login; remove it with `docker volume rm {}` once nothing uses it",
+        resource.name
+    );
+    Some((why, skipped))
+}
+
 /// What retention finds: old sessions and proposals, and labelled resources nothing needs.
 pub async fn find(
     store: &Store,
@@ -107,7 +132,13 @@ pub async fn find(
         found.push(Prunable { kind: PrunableKind::Proposal, name: proposal.id, why, skipped: None });
     }
     if let Some(runtime) = runtime {
+        let repository = store.repository_key().await?.key;
         for item in runtime.owned(project_id).await? {
+            if let Some((why, skipped)) = foreign_home(&item, &repository) {
+                let name = item.name.clone();
+                found.push(Prunable { kind: PrunableKind::Resource(item), name, why, skipped: Some(skipped) });
+                continue;
+            }
             let owner = item.label(ASSIGNMENT);
             let declared = owner.is_some_and(|name| declared_assignments.contains(name));
             let session_id = item.label(SESSION);
@@ -179,6 +210,36 @@ mod tests {
 
     /// Assignment label, declared, session label, session record, expected reason fragment.
     type Case = (Option<&'static str>, bool, Option<&'static str>, Option<SessionRecord>, Option<&'static str>);
+
+    #[test]
+    fn only_a_home_with_this_repositorys_key_is_its_own() {
+        let volume = |labels: &[(&str, &str)]| OwnedResource {
+            kind: roundtable_runtime::ResourceKind::Volume,
+            name: "roundtable-home-x".into(),
+            labels: labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+            running: false,
+        };
+        let home = Purpose::Home.as_str();
+        // Labels, then a fragment of why it is not this repository's (`None`: it is, or not a home).
+        type Case<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>);
+        let cases: [Case<'_>; 4] = [
+            (&[(PURPOSE, home), (REPOSITORY, "mine")], None),
+            (&[(PURPOSE, home), (REPOSITORY, "theirs")], Some("another repository that was at this path")),
+            (&[(PURPOSE, home)], Some("made before homes were keyed")),
+            (&[(PURPOSE, Purpose::Agent.as_str())], None),
+        ];
+        for (labels, expected) in cases {
+            let found = foreign_home(&volume(labels), "mine");
+            assert_eq!(
+                found.as_ref().map(|(why, _)| why.contains(expected.unwrap_or(""))),
+                expected.map(|_| true),
+                "{labels:?}: {found:?}"
+            );
+            if let Some((_, skipped)) = found {
+                assert!(skipped.contains("docker volume rm roundtable-home-x"), "{skipped}");
+            }
+        }
+    }
 
     #[test]
     fn a_live_or_running_controller_run_keeps_its_resources() {

@@ -9,6 +9,9 @@ pub const ASSIGNMENT: &str = "roundtable.dev/assignment";
 pub const SESSION: &str = "roundtable.dev/session";
 pub const CONTROLLER_RUN: &str = "roundtable.dev/controller-run";
 pub const PURPOSE: &str = "roundtable.dev/purpose";
+/// The repository's random id (the state store's), on what outlives a session: a persistent
+/// home carries it, and only a home with this repository's id is ever mounted or pruned by it.
+pub const REPOSITORY: &str = "roundtable.dev/repository";
 
 /// What a labelled resource is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -69,10 +69,26 @@ pub struct TmpEntry {
 /// removed with the session (only when its Assignment is gone: `prune`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PersistentHome {
-    /// Unique per project, Assignment and provider; safe in resource names.
+    /// Unique per repository, Assignment and provider; safe in resource names.
     pub key: String,
+    /// The repository's random id (the state store's), which the home is labelled with.
+    pub repository: String,
     /// Where it is mounted in the container.
     pub target: String,
+}
+
+impl PersistentHome {
+    /// The home of `assignment`'s `provider` CLI in the repository whose state store holds
+    /// `repository`. Keyed by that random id, never by the project's path: a new repository
+    /// checked out where an old one was gets a home of its own.
+    pub fn of(repository: &str, assignment: &str, provider: &str, target: &str) -> Self {
+        let assignment = &roundtable_specs::digest::sha256_hex(assignment.as_bytes())[..12];
+        Self {
+            key: format!("{repository}-{assignment}-{provider}"),
+            repository: repository.to_owned(),
+            target: target.to_owned(),
+        }
+    }
 }
 
 /// Everything one session needs, backend-neutral. Host paths are the controller's; a backend

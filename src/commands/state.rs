@@ -35,9 +35,6 @@ pub async fn open_for_writing(global: &Global) -> anyhow::Result<Service> {
 /// `roundtable state backup FILE`: a consistent copy of the state database, checked.
 pub async fn backup(global: &Global, file: &std::path::Path) -> anyhow::Result<std::process::ExitCode> {
     use anyhow::Context as _;
-    if file.exists() {
-        anyhow::bail!("{} exists; a backup never overwrites", file.display());
-    }
     let url = global.store_url();
     let store = roundtable_store::Store::open_existing(&url)
         .await?
@@ -73,7 +70,7 @@ pub async fn migrate(
     let source = roundtable_store::Store::open_existing(&from)
         .await?
         .with_context(|| format!("no state store at {from} to migrate"))?;
-    let target = roundtable_store::Store::connect(to).await.with_context(|| format!("cannot open {to}"))?;
+    let target = roundtable_store::Store::connect_new(to).await.with_context(|| format!("cannot open {to}"))?;
     let started = std::time::Instant::now();
     let copied = source.copy_into(&target).await.with_context(|| format!("cannot migrate {from} to {to}"))?;
     source.close().await;

@@ -13,6 +13,7 @@ pub mod leases;
 pub mod lock;
 mod objects;
 mod overrides;
+mod repository;
 mod revision;
 mod scan;
 #[cfg(feature = "scratch")]
@@ -34,6 +35,7 @@ pub use executions::{ProposalRecord, SessionRecord, cutoff};
 pub use leases::{ControllerRecord, Fenced, Lease, LeaseRecord, Registration};
 pub use objects::{IndexEntry, ObjectRecord, Recorded, SpecSnapshot};
 pub use overrides::{AgentOverride, OverrideChange, OverrideState, StartRefused};
+pub use repository::RepositoryKey;
 pub use revision::DesiredRevision;
 pub use scan::FileError;
 pub use state_dir::Tightened;
@@ -70,6 +72,16 @@ pub enum Error {
         #[source]
         source: sqlx::migrate::MigrateError,
     },
+    #[error(
+        "{path} is not a SQLite database (it does not begin with SQLite's header); it was left as it is: \
+         restore the state from a backup (`roundtable state backup` makes one), or move the file aside to start afresh"
+    )]
+    NotSqlite { path: PathBuf },
+    #[error(
+        "{path} already exists (a file or a symbolic link); a copy of the state is only written to a new file: \
+         name one that does not exist"
+    )]
+    TargetExists { path: PathBuf },
     #[error("state database query failed")]
     Query(#[from] sqlx::Error),
     #[error("stored value is corrupt: {0}")]
@@ -219,6 +231,9 @@ impl Store {
                 std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
                     .create(folder)
                     .map_err(|source| Error::StateDir { path: folder.to_owned(), source })?;
+                // Before SQLite sees it: a file that is not a database is refused at once, and
+                // never opened for writing (SQLite would retry it until the pool timed out).
+                refuse_foreign_file(path)?;
                 // SQLite creates the database (and its -wal and -shm files like it) by the umask.
                 state_dir::create_private(path)?;
                 let pool = sqlite_pool(path, 4).await.map_err(open)?;
@@ -241,6 +256,21 @@ impl Store {
                 Ok(Self { pool, dialect: Dialect::Postgres, url: url.clone(), revision_pin: None })
             }
         }
+    }
+
+    /// Opens a new store at `url` to copy the state into: a SQLite file is created here, 0600,
+    /// and anything already at its path (a symbolic link among them) is refused. A PostgreSQL
+    /// database is opened as by [`Store::connect`]; [`Store::copy_into`] refuses it unless empty.
+    pub async fn connect_new(url: &StoreUrl) -> Result<Self> {
+        if let StoreUrl::Sqlite(path) = url {
+            if let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+                    .create(folder)
+                    .map_err(|source| Error::StateDir { path: folder.to_owned(), source })?;
+            }
+            state_dir::create_new_private(path)?;
+        }
+        Self::connect(url).await
     }
 
     /// A throw-away in-memory store with the same schema, for read-only views of a project
@@ -289,8 +319,8 @@ impl Store {
     }
 
     /// Writes a transactionally consistent copy of the database to `file` (which must not
-    /// exist) while others keep writing, then checks the copy's integrity. SQLite only: a
-    /// PostgreSQL store is backed up with `pg_dump`.
+    /// exist; a symbolic link there is refused, never followed) while others keep writing, then
+    /// checks the copy's integrity. SQLite only: a PostgreSQL store is backed up with `pg_dump`.
     pub async fn backup_to(&self, file: &Path) -> Result<()> {
         if self.dialect == Dialect::Postgres {
             return Err(Error::Unsupported(format!(
@@ -298,20 +328,47 @@ impl Store {
                 self.url
             )));
         }
-        let text = file.to_str().ok_or_else(|| Error::Corrupt(format!("{} is not UTF-8", file.display())))?;
-        sqlx::query("VACUUM INTO $1").bind(text).execute(&self.pool).await?;
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600))
-                .map_err(|source| Error::StateDir { path: file.to_owned(), source })?;
+        let StoreUrl::Sqlite(database) = &self.url else {
+            return Err(Error::Unsupported(format!("the store {} has no database file to back up", self.url)));
+        };
+        // Created here, 0600 and new (O_EXCL): a link planted at `file` is refused, and nothing
+        // but this descriptor ever writes the copy.
+        let mut created = state_dir::create_new_private(file)?;
+        // SQLite's `VACUUM INTO` opens the path it is given, so it writes into the private state
+        // folder (0700, where nobody else can plant a link), and the checked copy is then
+        // streamed into the new file.
+        let folder = database.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let staging_dir = folder.join(format!(".backup-{}-{}", std::process::id(), now()));
+        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+            .create(&staging_dir)
+            .map_err(|source| Error::StateDir { path: staging_dir.clone(), source })?;
+        let staging = staging_dir.join(DATABASE_FILE);
+        let copied = self.checked_copy(&staging).await.and_then(|()| {
+            let mut source =
+                std::fs::File::open(&staging).map_err(|source| Error::StateDir { path: staging.clone(), source })?;
+            std::io::copy(&mut source, &mut created)
+                .and_then(|_| created.sync_all())
+                .map_err(|source| Error::StateDir { path: file.to_owned(), source })
+        });
+        let _ = std::fs::remove_dir_all(&staging_dir);
+        if copied.is_err() && same_file(&created, file) {
+            // Only what this call created, and only while the path still names it.
+            let _ = std::fs::remove_file(file);
         }
-        let copy = sqlite_pool_read_only(file)
+        copied
+    }
+
+    /// `VACUUM INTO` a new file at `copy`, then its integrity check.
+    async fn checked_copy(&self, copy: &Path) -> Result<()> {
+        let text = copy.to_str().ok_or_else(|| Error::Corrupt(format!("{} is not UTF-8", copy.display())))?;
+        sqlx::query("VACUUM INTO $1").bind(text).execute(&self.pool).await?;
+        let pool = sqlite_pool_read_only(copy)
             .await
-            .map_err(|source| Error::Open { location: format!("sqlite:{}", file.display()), source })?;
-        let verdict: String = sqlx::query_scalar("PRAGMA integrity_check").fetch_one(&copy).await?;
-        copy.close().await;
+            .map_err(|source| Error::Open { location: format!("sqlite:{}", copy.display()), source })?;
+        let verdict: String = sqlx::query_scalar("PRAGMA integrity_check").fetch_one(&pool).await?;
+        pool.close().await;
         if verdict != "ok" {
-            return Err(Error::Corrupt(format!("the copy at {} fails its integrity check: {verdict}", file.display())));
+            return Err(Error::Corrupt(format!("the copy at {} fails its integrity check: {verdict}", copy.display())));
         }
         Ok(())
     }
@@ -328,6 +385,34 @@ impl Store {
 
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// The first sixteen bytes of every SQLite database file.
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// Refuses a file at `path` that is neither empty (a database about to be made) nor missing nor
+/// a SQLite database. It is only read.
+fn refuse_foreign_file(path: &Path) -> Result<()> {
+    use std::io::Read as _;
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => return Err(Error::StateDir { path: path.to_owned(), source }),
+    };
+    let mut head = Vec::with_capacity(SQLITE_HEADER.len());
+    file.take(SQLITE_HEADER.len() as u64)
+        .read_to_end(&mut head)
+        .map_err(|source| Error::StateDir { path: path.to_owned(), source })?;
+    if head.is_empty() || head == SQLITE_HEADER { Ok(()) } else { Err(Error::NotSqlite { path: path.to_owned() }) }
+}
+
+/// Whether `path` still names the file `opened` was opened as.
+fn same_file(opened: &std::fs::File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    match (opened.metadata(), std::fs::symlink_metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
     }
 }
 

@@ -110,6 +110,20 @@ pub fn create_private(path: &Path) -> Result<()> {
     }
 }
 
+/// Creates `path` as a new, empty 0600 file for a copy of the state (a backup, a migration's
+/// target), refusing anything already there. `create_new` is `O_CREAT | O_EXCL`, which never
+/// follows a symbolic link at `path`: a link planted there is refused, and where it points is
+/// never written.
+pub fn create_new_private(path: &Path) -> Result<std::fs::File> {
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+        Ok(file) => Ok(file),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+            Err(Error::TargetExists { path: path.to_owned() })
+        }
+        Err(error) => Err(failed(path)(error)),
+    }
+}
+
 /// Writes `contents` to `path` (replacing it) as a 0600 file.
 pub fn write_private(path: &Path, contents: &[u8]) -> Result<()> {
     let mut file = std::fs::OpenOptions::new()

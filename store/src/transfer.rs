@@ -3,7 +3,8 @@
 //! that holds the project's history is copied row by row in one transaction on the target, which
 //! must be empty; the audit chain's rows keep their sequence numbers and MACs, so it verifies
 //! with the same key afterwards. Runtime-only tables (controllers, leases, the desired revision)
-//! are not copied: the controllers that start on the target register afresh.
+//! are not copied: the controllers that start on the target register afresh. The target takes
+//! the source's repository key, so the project's persistent homes stay its own.
 
 use sqlx::Row;
 
@@ -91,7 +92,9 @@ impl Store {
                 )));
             }
         }
+        let key = self.repository_key().await?;
         let mut tx = target.write_transaction().await?;
+        Store::adopt_repository_key(&mut tx, &key).await?;
         let mut copied = Vec::new();
         for (table, identity) in TABLES {
             let columns = self.columns(table).await?;

@@ -1,6 +1,7 @@
 //! `state migrate`: a SQLite store's history copied into an empty store of each backend arrives
 //! whole (objects, sessions, proposals, events), its audit chain verifies there with the same
-//! key, new rows continue after the copied ones, and a target that is not empty is refused.
+//! key, the repository key comes along, new rows continue after the copied ones, and a target
+//! that is not empty is refused.
 
 mod support;
 
@@ -60,6 +61,11 @@ async fn a_sqlite_history_arrives_whole_and_its_chain_verifies() {
             "{copied:?}"
         );
         assert_eq!(target.store.session("s1").await.expect("read"), source.store.session("s1").await.expect("read"));
+        // The project's persistent homes are keyed by its repository id: it travels with the state.
+        assert_eq!(
+            target.store.repository_key().await.expect("target key"),
+            source.store.repository_key().await.expect("source key")
+        );
         assert_eq!(
             target.store.verify_chain(&key, None, None).await.expect("read").map(|v| v.head.map(|h| h.seq)),
             Ok(Some(5))

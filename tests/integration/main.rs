@@ -20,5 +20,6 @@ mod real_clis;
 mod scale_out;
 mod schemas;
 mod secrets;
+mod state_files;
 mod support;
 mod tidy;

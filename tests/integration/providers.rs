@@ -290,9 +290,106 @@ async fn a_persistent_home_lets_the_next_run_resume_the_provider_session_and_pru
 
     // Once no spec declares the Assignment, prune removes its home.
     write(root, ".roundtable/specs.yaml", specs("x").split("---").next().expect("the Adapter"));
-    let pruned = roundtable(root, &["prune"]);
+    // Pruning appends to the audit chain, with the key the daemon sealed it with.
+    let key = executions.path().join("audit.key");
+    let pruned = roundtable(root, &["prune", "--audit-key", key.to_str().expect("utf-8")]);
     assert!(pruned.status.success(), "{}{}", stdout(&pruned), stderr(&pruned));
     assert_eq!(home_volumes(root), Vec::<String>::new(), "{}", stdout(&pruned));
+}
+
+/// The provider sessions kept in the home `volume` (Codex's `sessions/`), listed by a throw-away
+/// container of the test image.
+fn sessions_in_home(volume: &str) -> Vec<String> {
+    let out = std::process::Command::new("docker")
+        .args(["run", "--rm", "--network", "none", "-v", &format!("{volume}:/h:ro"), "--entrypoint", "find"])
+        .args(["roundtable-test/agent:latest", "/h/sessions", "-type", "f"])
+        .output()
+        .expect("docker run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+}
+
+/// Removes every home volume labelled for `project_id` when dropped, whatever the test did.
+struct RemoveHomes(String);
+
+impl Drop for RemoveHomes {
+    fn drop(&mut self) {
+        let out = std::process::Command::new("docker")
+            .args(["volume", "ls", "-q", "--filter", "label=roundtable.dev/purpose=home"])
+            .args(["--filter", &format!("label=roundtable.dev/project={}", self.0)])
+            .output();
+        for volume in out.map(|out| String::from_utf8_lossy(&out.stdout).into_owned()).unwrap_or_default().lines() {
+            let _ = std::process::Command::new("docker").args(["volume", "rm", "-f", volume]).output();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_repository_at_a_reused_path_gets_an_empty_home_and_never_the_old_ones() {
+    use crate::support::{ShowLogOnPanic, commit_all, ensure_test_images, start_daemon, wait_until, write};
+
+    let Some(_engine) = crate::support::engine_or_skip().await else { return };
+    ensure_test_images();
+    // A CI runner's checkout folder, used by one repository and then by another.
+    let base = tempfile::tempdir().expect("tempdir");
+    let root = base.path().join("checkout");
+    let specs = format!(
+        "{API}\nkind: Adapter\nmetadata: {{name: codex}}\nspec:\n  image: roundtable-test/agent:latest\n  persistentHome: true\n  supportsResume: true\n  providerHosts: []\n---\n\
+         {API}\nkind: Assignment\nmetadata: {{name: t}}\nspec:\n  adapter: codex\n  task: {{id: T-1, title: Work, prompt: 'write: README.md work'}}\n  readablePaths: [README.md]\n"
+    );
+    let check_out = |readme: &str| {
+        std::fs::create_dir_all(&root).expect("mkdir");
+        write(&root, "README.md", readme);
+        write(&root, ".roundtable/specs.yaml", &specs);
+        commit_all(&root);
+    };
+    let run_once = |what: &'static str| {
+        let root = root.clone();
+        async move {
+            let executions = tempfile::tempdir().expect("tempdir");
+            let daemon = start_daemon(&root, &[], executions.path());
+            let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.clone());
+            wait_until(what, || {
+                let listed = json(&roundtable(&root, &["sessions", "list", "--format", "json"]));
+                let items = listed["items"].as_array().cloned().unwrap_or_default();
+                items.len() == 1 && items[0]["finishedAt"].is_string()
+            })
+            .await;
+            drop(daemon);
+            let listed = json(&roundtable(&root, &["sessions", "list", "--format", "json"]));
+            assert_eq!(listed["items"][0]["phase"], "Succeeded", "{listed:#}");
+            executions
+        }
+    };
+    check_out("# The first repository\n");
+    let project_id = roundtable_reconcilers::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let _remove = RemoveHomes(project_id);
+    run_once("the first repository's run").await;
+    let first = home_volumes(&root);
+    assert_eq!(first.len(), 1, "{first:?}");
+    let left = sessions_in_home(&first[0]);
+    assert_eq!(left.len(), 1, "the first run left its provider session in its home: {left:?}");
+
+    // The folder is wiped and another repository is checked out there, with an Assignment of the
+    // same name: it runs in a home of its own, which holds its own session only.
+    std::fs::remove_dir_all(&root).expect("rm -rf");
+    check_out("# Another repository\n");
+    let executions = run_once("the second repository's run").await;
+    let homes = home_volumes(&root);
+    assert_eq!(homes.len(), 2, "the second repository mounted the first one's home: {homes:?}");
+    let second = homes.iter().find(|name| **name != first[0]).expect("a second home");
+    let seen = sessions_in_home(second);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(!seen.contains(&left[0]), "the first repository's session is in the second's home: {seen:?}");
+
+    // `prune` of the new repository reports the old home as another repository's and keeps it.
+    write(&root, ".roundtable/specs.yaml", specs.split("---").next().expect("the Adapter"));
+    let key = executions.path().join("audit.key");
+    let pruned = roundtable(&root, &["prune", "--audit-key", key.to_str().expect("utf-8")]);
+    assert!(pruned.status.success(), "{}{}", stdout(&pruned), stderr(&pruned));
+    let report = stdout(&pruned);
+    assert!(report.contains(&first[0]) && report.contains("another repository that was at this path"), "{report}");
+    assert_eq!(home_volumes(&root), first, "its own home is pruned, the other left alone: {report}");
 }
 
 /// A custom CLI that is none of the four: a shell script on the test image's `sh` that speaks MCP

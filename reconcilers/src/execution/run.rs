@@ -281,6 +281,22 @@ impl Inner {
         exec_dir: &Path,
         cancel: watch::Receiver<bool>,
     ) -> Launched {
+        // A persistent home is keyed by the repository's id in the store, never by the path.
+        let repository = match provider_plan.persistent_home {
+            Some(_) => match self.store.repository_key().await {
+                Ok(key) => Some(key),
+                Err(error) => {
+                    let message =
+                        format!("cannot read the repository key for the persistent home: {}", error_chain(&error));
+                    return Launched {
+                        outcome: Err(Ending::failed(SessionCause::ProvisionFailed, message)),
+                        egress: None,
+                        mcp: None,
+                    };
+                }
+            },
+            None => None,
+        };
         let sidecars = match self.prepare_sockets(session, request, source, provider_plan, exec_dir).await {
             Ok(sidecars) => sidecars,
             Err(ending) => return Launched { outcome: Err(ending), egress: None, mcp: None },
@@ -295,8 +311,16 @@ impl Inner {
             Some((sidecar, token)) => (Some(sidecar), Some(token)),
             None => (None, None),
         };
-        let plan =
-            self.session_plan(session, request, provider_plan, token.as_ref(), exec_dir, &socket_dir, egress.is_some());
+        let plan = self.session_plan(
+            session,
+            request,
+            provider_plan,
+            token.as_ref(),
+            exec_dir,
+            &socket_dir,
+            egress.is_some(),
+            repository.as_ref(),
+        );
         drop(token);
         let outcome = self.runtime.run(plan, cancel).await;
         let mcp = match mcp {
@@ -393,6 +417,7 @@ impl Inner {
         exec_dir: &Path,
         socket_dir: &Path,
         egress: bool,
+        repository: Option<&roundtable_store::RepositoryKey>,
     ) -> SessionPlan {
         let adapter = &request.adapter;
         let mut env: Vec<String> = provider_plan.env.iter().map(|(name, value)| format!("{name}={value}")).collect();
@@ -448,14 +473,8 @@ impl Inner {
             env,
             stdin,
             tmp_entries,
-            persistent_home: provider_plan.persistent_home.map(|target| PersistentHome {
-                key: format!(
-                    "{}-{}-{}",
-                    self.config.project_id,
-                    &roundtable_specs::digest::sha256_hex(request.assignment.as_bytes())[..12],
-                    provider_plan.provider
-                ),
-                target: target.to_owned(),
+            persistent_home: provider_plan.persistent_home.zip(repository).map(|(target, repository)| {
+                PersistentHome::of(&repository.key, &request.assignment, &provider_plan.provider.to_string(), target)
             }),
             output_limit: adapter.output_limit.bytes(),
             timeout: request.spec.timeout.unwrap_or(adapter.timeout).as_std(),
@@ -627,9 +646,13 @@ impl Inner {
             return None;
         }
         let sessions = self.store.sessions(Some(&request.assignment)).await.ok()?;
+        // A session recorded before the store had its repository key ran in a home named by the
+        // path, which is never mounted again: its provider session is not in today's home.
+        let keyed_at = self.store.repository_key().await.ok()?.keyed_at;
         let id: ExternalSessionId = sessions
             .iter()
             .filter(|s| s.id != session.id && s.adapter == adapter.name && s.phase.is_finished())
+            .filter(|s| s.created_at >= keyed_at)
             .find_map(|s| s.external_session_id.as_deref()?.parse().ok())?;
         let board =
             roundtable_agents::briefing::Board::read(&self.store, &request.assignment).await.unwrap_or_default();
