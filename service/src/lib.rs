@@ -7,7 +7,6 @@ pub mod agent_registry;
 pub mod agents;
 pub mod diagnostics;
 mod lookup;
-pub mod redact;
 pub mod resume;
 pub mod secrets;
 
