@@ -271,11 +271,12 @@ impl Admitter {
                 Ok(at) => Anchor::Recorded { seq: found.seq, at },
                 Err(_) => Anchor::Missing(format!("entry {} has an unreadable time {:?}", found.seq, found.at)),
             },
-            Ok(None) => Anchor::Missing(format!(
-                "no {RECEIPT_ENTRY} entry names it under the key {}",
-                key.path().display()
-            )),
-            Err(error) => Anchor::Missing(format!("the chain cannot be read: {}", roundtable_controller::error_chain(&error))),
+            Ok(None) => {
+                Anchor::Missing(format!("no {RECEIPT_ENTRY} entry names it under the key {}", key.path().display()))
+            }
+            Err(error) => {
+                Anchor::Missing(format!("the chain cannot be read: {}", roundtable_controller::error_chain(&error)))
+            }
         }
     }
 

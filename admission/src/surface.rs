@@ -13,6 +13,10 @@ use roundtable_specs::secrets::excerpt::quote;
 /// Output kept per probe command.
 pub const PROBE_OUTPUT_LIMIT: u64 = 256 * 1024;
 
+/// The longest version taken from a probe: it is named in receipts and decision messages, and
+/// no release is called anything longer.
+pub const VERSION_LIMIT: usize = 64;
+
 /// The environment of every probe command: no credentials, nothing interactive; home and
 /// scratch in the probe's own (empty, writable) workspace, since `/tmp` is root's.
 pub fn probe_env() -> Vec<String> {
@@ -74,11 +78,9 @@ fn did_not_run(run: &ProbeRun) -> Option<String> {
     let shown = run.argv.join(" ");
     match run.exit_code {
         None => Some(format!("`{shown}` did not finish in time")),
-        Some(126 | 127) => Some(format!(
-            "`{shown}` could not run (exit {}): {}",
-            run.exit_code.unwrap_or_default(),
-            said(run)
-        )),
+        Some(126 | 127) => {
+            Some(format!("`{shown}` could not run (exit {}): {}", run.exit_code.unwrap_or_default(), said(run)))
+        }
         _ => None,
     }
 }
@@ -99,7 +101,14 @@ pub fn conformance(contract: &Contract, runs: &[ProbeRun]) -> Surface {
         return Surface::skipped(why);
     }
     let version = match version_in(contract.version_pattern.as_deref(), &text_of(version_run)) {
-        Ok(Some(version)) => version,
+        Ok(Some(version)) if version.len() <= VERSION_LIMIT => version,
+        Ok(Some(version)) => {
+            return Surface::skipped(format!(
+                "the version `{}` printed is {} bytes long; a version is at most {VERSION_LIMIT}",
+                version_run.argv.join(" "),
+                version.len()
+            ));
+        }
         Ok(None) => {
             return Surface::skipped(format!(
                 "no version in the output of `{}`: {:?}",
@@ -199,7 +208,9 @@ mod tests {
     #[test]
     fn a_failing_probe_quotes_one_short_redacted_line_of_what_it_printed() {
         let flood = format!("token=hunter2 {}", "x".repeat(100_000));
-        for (code, printed) in [(Some(0), flood.clone()), (Some(127), flood.clone()), (Some(0), format!("\n\n{flood}\nrest"))] {
+        for (code, printed) in
+            [(Some(0), flood.clone()), (Some(127), flood.clone()), (Some(0), format!("\n\n{flood}\nrest"))]
+        {
             let runs = [run("x --version", code, &printed), run("x --help", Some(0), "--model")];
             let surface = conformance(&contract(&["--model"]), &runs);
             assert_eq!(surface.verdict, ConformanceVerdict::Skip);
@@ -207,5 +218,10 @@ mod tests {
             assert!(surface.detail.contains("token=[REDACTED] xxx"), "{}", surface.detail);
             assert!(!surface.detail.contains("hunter2") && surface.detail.contains('…'), "{}", surface.detail);
         }
+        let digits = format!("x-cli 1.2.{}", "9".repeat(100_000));
+        let runs = [run("x --version", Some(0), &digits), run("x --help", Some(0), "--model")];
+        let surface = conformance(&contract(&["--model"]), &runs);
+        assert_eq!((surface.verdict, surface.version), (ConformanceVerdict::Skip, None));
+        assert!(surface.detail.len() < 200, "{}", surface.detail);
     }
 }

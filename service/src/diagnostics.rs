@@ -21,8 +21,8 @@ use roundtable_specs::session::CheckReport;
 use roundtable_workspace::sockets::{self, SocketDirError};
 use serde_json::{Value, json};
 
-use roundtable_specs::secrets::excerpt::{self as redact, Excerpt};
 use crate::{Result, Service, ServiceError};
+use roundtable_specs::secrets::excerpt::{self as redact, Excerpt};
 
 /// The checks, in the order they run.
 pub const IMAGE: &str = "image";
