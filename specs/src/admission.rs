@@ -270,7 +270,8 @@ pub struct ReceiptSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<RefusalReason>,
     pub generated_at: String,
-    /// `generatedAt` plus the shorter of the receipt's and the policy's TTL.
+    /// When this project's audit chain recorded the receipt, plus the shorter of the receipt's
+    /// and the policy's TTL; `null` when the chain does not record it.
     pub expires_at: Option<String>,
 }
 
