@@ -13,14 +13,14 @@ use roundtable_specs::admission::{
 };
 use roundtable_specs::policy::{AdmissionMode, AdmissionPolicySpec};
 use roundtable_store::Store;
-use roundtable_store::audit::{AuditKey, AuditedEntry};
+use roundtable_store::audit::{AuditKey, AuditedEntry, RECEIPT_ENTRY};
 use serde_json::json;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::contracts;
 use crate::evidence::Evidence;
-use crate::gate::{self, Stored};
+use crate::gate::{self, Anchor, Stored};
 use crate::receipts::{ReceiptError, ReceiptFolder};
 use crate::surface::Surface;
 
@@ -36,6 +36,8 @@ pub enum AdmissionError {
     Store(#[from] roundtable_store::Error),
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    #[error("sealing anchors the receipt in the audit chain, and there is no audit key to append with")]
+    NoAuditKey,
     #[error("adapter {0} has no image to run a canary in")]
     NoImage(String),
     #[error("adapter {adapter}: {why}")]
@@ -50,6 +52,8 @@ pub type Clock = Arc<dyn Fn() -> OffsetDateTime + Send + Sync>;
 pub struct Check {
     pub evidence: Evidence,
     pub stored: Stored,
+    /// Where this project's chain records the stored receipt.
+    pub anchor: Anchor,
     pub decision: GateDecision,
     /// The policy exempts the adapter: it spawns whatever the decision says.
     pub exempt: bool,
@@ -95,8 +99,7 @@ impl Check {
             verdict: body.verdict,
             reason: body.reason,
             generated_at: body.generated_at.clone(),
-            expires_at: gate::expiry(&body.generated_at, body.ttl_seconds.min(ttl_seconds))
-                .and_then(|at| at.format(&Rfc3339).ok()),
+            expires_at: gate::receipt_expiry(sealed, &self.anchor, ttl_seconds).and_then(|at| at.format(&Rfc3339).ok()),
         })
     }
 }
@@ -132,6 +135,9 @@ pub struct Admitter {
     pub(crate) binary: PathBuf,
     pub(crate) project: String,
     pub(crate) audit_key: Option<Arc<AuditKey>>,
+    /// The key receipts' anchors are verified under when nothing is appended (read-only
+    /// commands); the writer's key serves when there is one.
+    pub(crate) anchor_key: Option<Arc<AuditKey>>,
     pub(crate) clock: Clock,
     /// The controller run probes are labelled with: the daemon's (its lease tells `status` and
     /// `prune` elsewhere that they are in use), or `probe` for a CLI command's.
@@ -168,6 +174,7 @@ impl Admitter {
             binary,
             project,
             audit_key,
+            anchor_key: None,
             clock: Arc::new(OffsetDateTime::now_utc),
             controller_run: "probe".into(),
             policy: None,
@@ -183,6 +190,13 @@ impl Admitter {
     /// Labels probes with `run` (the daemon's controller run).
     pub fn with_controller_run(mut self, run: String) -> Self {
         self.controller_run = run;
+        self
+    }
+
+    /// Verifies receipts' anchors under `key` without appending to the chain (`plan`,
+    /// `admission check` without `--seal`, `admission list`).
+    pub fn with_anchor_key(mut self, key: Option<Arc<AuditKey>>) -> Self {
+        self.anchor_key = key;
         self
     }
 
@@ -238,20 +252,44 @@ impl Admitter {
     pub async fn check(&self, adapter: &ResolvedAdapter, policy: &AdmissionPolicySpec) -> Check {
         let evidence = self.evidence(adapter).await;
         let stored = self.receipts.load(&adapter.name);
-        let decision = gate::admission(&evidence, &stored, policy.receipt_ttl.as_std().as_secs(), self.now());
+        let anchor = self.anchor(&stored).await;
+        let ttl = policy.receipt_ttl.as_std().as_secs();
+        let decision = gate::admission(&evidence, &stored, &anchor, ttl, self.now());
         let exempt = policy.exempt.iter().any(|name| name == &adapter.name);
-        Check { evidence, stored, decision, exempt }
+        Check { evidence, stored, anchor, decision, exempt }
     }
 
-    /// Seals a receipt from the live evidence (an admit or a refusal) and anchors it.
+    /// Where this project's chain records `stored`: its `admission.receipt` entry, verified
+    /// under the project's key. A receipt that only exists as a file anchors nowhere.
+    pub async fn anchor(&self, stored: &Stored) -> Anchor {
+        let Stored::Found(sealed) = stored else { return Anchor::Missing("there is no receipt".into()) };
+        let Some(key) = self.audit_key.as_ref().or(self.anchor_key.as_ref()) else {
+            return Anchor::Missing("there is no audit key to verify the chain with".into());
+        };
+        match self.store.receipt_anchor(key, &sealed.id).await {
+            Ok(Some(found)) => match OffsetDateTime::parse(&found.at, &Rfc3339) {
+                Ok(at) => Anchor::Recorded { seq: found.seq, at },
+                Err(_) => Anchor::Missing(format!("entry {} has an unreadable time {:?}", found.seq, found.at)),
+            },
+            Ok(None) => {
+                Anchor::Missing(format!("no {RECEIPT_ENTRY} entry names it under the key {}", key.path().display()))
+            }
+            Err(error) => {
+                Anchor::Missing(format!("the chain cannot be read: {}", roundtable_controller::error_chain(&error)))
+            }
+        }
+    }
+
+    /// Seals a receipt from the live evidence (an admit or a refusal) and anchors it: the
+    /// entry in the chain is what makes the receipt valid here, so failing to append fails.
     pub async fn seal(
         &self,
         adapter: &ResolvedAdapter,
         policy: &AdmissionPolicySpec,
     ) -> Result<(SealedReceipt, PathBuf), AdmissionError> {
+        let key = self.audit_key.clone().ok_or(AdmissionError::NoAuditKey)?;
         let evidence = self.evidence(adapter).await;
-        let head =
-            self.audit_key.as_ref().and_then(|key| key.read_head()).map(|h| ChainHead { seq: h.seq, mac: h.mac });
+        let head = key.read_head().map(|h| ChainHead { seq: h.seq, mac: h.mac });
         let generated_at = self.now().format(&Rfc3339).unwrap_or_default();
         let body = evidence.receipt(policy.receipt_ttl.as_std().as_secs(), generated_at, head);
         let (sealed, path) = self.receipts.seal(body)?;
@@ -269,7 +307,8 @@ impl Admitter {
             "allowedCapabilities": r.allowed_capabilities,
             "forbiddenCapabilities": r.forbidden_capabilities,
         });
-        self.audit("admission.receipt", &format!("Adapter/{}", adapter.name), record).await;
+        let subject = format!("Adapter/{}", adapter.name);
+        self.store.append_audited(&key, &AuditedEntry { kind: RECEIPT_ENTRY, subject: &subject, record }).await?;
         Ok((sealed, path))
     }
 

@@ -43,16 +43,47 @@ fn admission_refusal(adapter: &str, reason: RefusalReason, message: String, rece
     refuse(GateKind::Admission, adapter, reason.as_str(), message, reason.remediation(adapter), receipt)
 }
 
-/// When a receipt generated at `generated_at` with `ttl_seconds` expires; `None` when the time
-/// does not parse (which counts as stale).
-pub fn expiry(generated_at: &str, ttl_seconds: u64) -> Option<OffsetDateTime> {
-    let at = OffsetDateTime::parse(generated_at, &Rfc3339).ok()?;
-    at.checked_add(time::Duration::seconds(i64::try_from(ttl_seconds).ok()?))
+/// How far ahead of the gate's clock a receipt's `generatedAt` may be: the clocks of the
+/// controller that sealed it and the one that checks it may differ a little, never by more.
+pub const CLOCK_SKEW: time::Duration = time::Duration::minutes(5);
+
+/// Where this project's audit chain records a receipt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Anchor {
+    /// The `admission.receipt` entry `seq`, recorded at `at`, verified under the project's key.
+    Recorded { seq: i64, at: OffsetDateTime },
+    /// No entry of this chain that verifies names the receipt: why.
+    Missing(String),
 }
 
-/// The admission gate: the live evidence against the stored receipt, at `now`, with the
-/// policy's `ttl_seconds` (a receipt's own TTL can only shorten it).
-pub fn admission(evidence: &Evidence, stored: &Stored, ttl_seconds: u64, now: OffsetDateTime) -> GateDecision {
+/// When a receipt recorded by the chain at `recorded_at` with `ttl_seconds` expires.
+pub fn expiry(recorded_at: OffsetDateTime, ttl_seconds: u64) -> Option<OffsetDateTime> {
+    recorded_at.checked_add(time::Duration::seconds(i64::try_from(ttl_seconds).ok()?))
+}
+
+/// When `sealed` expires under the policy's `ttl_seconds` (its own TTL can only shorten it),
+/// counted from when the chain recorded it; `None` when it is not anchored.
+pub fn receipt_expiry(sealed: &SealedReceipt, anchor: &Anchor, ttl_seconds: u64) -> Option<OffsetDateTime> {
+    match anchor {
+        Anchor::Recorded { at, .. } => expiry(*at, sealed.receipt.ttl_seconds.min(ttl_seconds)),
+        Anchor::Missing(_) => None,
+    }
+}
+
+fn rfc3339(at: OffsetDateTime) -> String {
+    at.format(&Rfc3339).unwrap_or_default()
+}
+
+/// The admission gate: the live evidence against the stored receipt and where the chain
+/// recorded it, at `now`, with the policy's `ttl_seconds` (a receipt's own TTL can only
+/// shorten it). The file's own claims are checked first, then its anchor, then its age.
+pub fn admission(
+    evidence: &Evidence,
+    stored: &Stored,
+    anchor: &Anchor,
+    ttl_seconds: u64,
+    now: OffsetDateTime,
+) -> GateDecision {
     let adapter = evidence.adapter.as_str();
     let receipt_id = match stored {
         Stored::Found(sealed) => Some(sealed.id.clone()),
@@ -91,18 +122,40 @@ pub fn admission(evidence: &Evidence, stored: &Stored, ttl_seconds: u64, now: Of
         );
         return admission_refusal(adapter, RefusalReason::ReceiptTampered, why, receipt_id);
     }
+    match OffsetDateTime::parse(&body.generated_at, &Rfc3339) {
+        Ok(generated) if generated <= now + CLOCK_SKEW => {}
+        Ok(_) => {
+            let why = format!(
+                "the receipt says it was generated at {}, after now ({}) by more than the {} minutes of clock skew allowed",
+                body.generated_at,
+                rfc3339(now),
+                CLOCK_SKEW.whole_minutes()
+            );
+            return admission_refusal(adapter, RefusalReason::ReceiptTampered, why, receipt_id);
+        }
+        Err(_) => {
+            let why = format!("the receipt's generatedAt {:?} does not parse", body.generated_at);
+            return admission_refusal(adapter, RefusalReason::ReceiptStale, why, receipt_id);
+        }
+    }
+    if let Anchor::Missing(why) = anchor {
+        let why = format!(
+            "receipt {} is not anchored in this project's audit chain ({why}); only `--seal` here makes a receipt valid",
+            short(&sealed.id)
+        );
+        return admission_refusal(adapter, RefusalReason::NoReceipt, why, receipt_id);
+    }
     if body.verdict == Verdict::Refuse {
         let why = format!("the sealed receipt records a refusal ({})", body.reason.map_or("unknown", |r| r.as_str()));
         return admission_refusal(adapter, RefusalReason::StoredRefusal, why, receipt_id);
     }
-    match expiry(&body.generated_at, body.ttl_seconds.min(ttl_seconds)) {
+    match receipt_expiry(sealed, anchor, ttl_seconds) {
         Some(expires) if now <= expires => {}
-        Some(expires) => {
-            let why = format!("the receipt expired at {}", expires.format(&Rfc3339).unwrap_or_default());
-            return admission_refusal(adapter, RefusalReason::ReceiptStale, why, receipt_id);
-        }
-        None => {
-            let why = format!("the receipt's generatedAt {:?} does not parse", body.generated_at);
+        expires => {
+            let why = match expires {
+                Some(expires) => format!("the receipt expired at {}", rfc3339(expires)),
+                None => "the receipt's TTL does not fit the clock".to_owned(),
+            };
             return admission_refusal(adapter, RefusalReason::ReceiptStale, why, receipt_id);
         }
     }
@@ -235,6 +288,68 @@ pub fn capability_routing(adapter: &ResolvedAdapter, requires: &[Capability]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use roundtable_specs::admission::CanaryVerdict;
+
+    /// Green evidence for the built-in codex, and a receipt of it generated at `generated_at`.
+    fn sealed_at(generated_at: OffsetDateTime) -> (Evidence, Stored) {
+        let empty = tempfile::tempdir().expect("tempdir");
+        let adapter = roundtable_specs::builtins::template("codex").expect("built-in").resolve("codex");
+        let contract = crate::contracts::load(empty.path(), &adapter);
+        let surface = crate::surface::Surface {
+            version: Some("0.171.0".into()),
+            verdict: roundtable_specs::admission::ConformanceVerdict::Ok,
+            detail: "ok".into(),
+        };
+        let evidence = Evidence::gather(&adapter, "sha256:aa".into(), contract, surface, CanaryVerdict::Unknown);
+        let body = evidence.receipt(86_400, rfc3339(generated_at), None);
+        (evidence, Stored::Found(Box::new(SealedReceipt::seal(body))))
+    }
+
+    fn recorded(at: OffsetDateTime) -> Anchor {
+        Anchor::Recorded { seq: 7, at }
+    }
+
+    const DAY: u64 = 86_400;
+
+    #[test]
+    fn a_receipt_generated_after_now_is_refused_beyond_the_skew() {
+        let now = OffsetDateTime::now_utc();
+        let (evidence, stored) = sealed_at(now + time::Duration::minutes(4));
+        assert!(admission(&evidence, &stored, &recorded(now), DAY, now).admitted(), "within the skew");
+        let far = OffsetDateTime::parse("2099-01-01T00:00:00Z", &Rfc3339).expect("time");
+        let (evidence, stored) = sealed_at(far);
+        let refused = admission(&evidence, &stored, &recorded(now), DAY, now);
+        assert_eq!(refused.reason.as_deref(), Some("receipt_tampered"), "{refused}");
+        assert!(refused.message.contains("generated at 2099-01-01T00:00:00Z, after now"), "{}", refused.message);
+    }
+
+    #[test]
+    fn a_receipt_expires_a_ttl_after_the_chain_recorded_it_whatever_the_file_says() {
+        let now = OffsetDateTime::now_utc();
+        // The file says it was generated a minute ago; the chain recorded it 25 hours ago.
+        let (evidence, stored) = sealed_at(now - time::Duration::minutes(1));
+        let anchor = recorded(now - time::Duration::hours(25));
+        let stale = admission(&evidence, &stored, &anchor, DAY, now);
+        assert_eq!(stale.reason.as_deref(), Some("receipt_stale"), "{stale}");
+        let Stored::Found(sealed) = &stored else { unreachable!("sealed") };
+        assert_eq!(receipt_expiry(sealed, &anchor, DAY), Some(now - time::Duration::hours(1)));
+        assert!(admission(&evidence, &stored, &recorded(now - time::Duration::hours(23)), DAY, now).admitted());
+        // The policy's TTL shortens the receipt's own.
+        let short = admission(&evidence, &stored, &recorded(now - time::Duration::hours(2)), 3_600, now);
+        assert_eq!(short.reason.as_deref(), Some("receipt_stale"), "{short}");
+    }
+
+    #[test]
+    fn a_receipt_the_chain_does_not_record_is_no_receipt() {
+        let now = OffsetDateTime::now_utc();
+        let (evidence, stored) = sealed_at(now);
+        let missing = Anchor::Missing("no admission.receipt entry names it".into());
+        let refused = admission(&evidence, &stored, &missing, DAY, now);
+        assert_eq!(refused.reason.as_deref(), Some("no_receipt"), "{refused}");
+        assert!(refused.message.contains("is not anchored in this project's audit chain"), "{}", refused.message);
+        assert!(refused.remediation.contains("admission check codex --seal"), "{}", refused.remediation);
+        assert!(refused.receipt.is_some(), "the refusal names the receipt it saw");
+    }
 
     #[test]
     fn routing_names_what_the_adapter_does_not_offer() {

@@ -19,5 +19,5 @@ pub mod surface;
 pub use authority::{Admitter, Check, GateOutcome};
 pub use contracts::LoadedContract;
 pub use evidence::Evidence;
-pub use gate::Stored;
+pub use gate::{Anchor, Stored};
 pub use receipts::ReceiptFolder;

@@ -8,9 +8,14 @@ use regex::Regex;
 use roundtable_runtime::{ProbeCommand, ProbeRun};
 use roundtable_specs::admission::ConformanceVerdict;
 use roundtable_specs::contract::Contract;
+use roundtable_specs::secrets::excerpt::quote;
 
 /// Output kept per probe command.
 pub const PROBE_OUTPUT_LIMIT: u64 = 256 * 1024;
+
+/// The longest version taken from a probe: it is named in receipts and decision messages, and
+/// no release is called anything longer.
+pub const VERSION_LIMIT: usize = 64;
 
 /// The environment of every probe command: no credentials, nothing interactive; home and
 /// scratch in the probe's own (empty, writable) workspace, since `/tmp` is root's.
@@ -62,8 +67,10 @@ fn text_of(run: &ProbeRun) -> String {
     text
 }
 
-fn first_line(text: &str) -> &str {
-    text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("")
+/// What `run` printed, as a decision message quotes it: its first line, redacted and capped
+/// (an image can print any amount, the message stays one short line).
+fn said(run: &ProbeRun) -> String {
+    quote(text_of(run).as_bytes())
 }
 
 /// Why a command did not run at all, when it did not.
@@ -71,11 +78,9 @@ fn did_not_run(run: &ProbeRun) -> Option<String> {
     let shown = run.argv.join(" ");
     match run.exit_code {
         None => Some(format!("`{shown}` did not finish in time")),
-        Some(126 | 127) => Some(format!(
-            "`{shown}` could not run (exit {}): {}",
-            run.exit_code.unwrap_or_default(),
-            first_line(&text_of(run))
-        )),
+        Some(126 | 127) => {
+            Some(format!("`{shown}` could not run (exit {}): {}", run.exit_code.unwrap_or_default(), said(run)))
+        }
         _ => None,
     }
 }
@@ -96,12 +101,19 @@ pub fn conformance(contract: &Contract, runs: &[ProbeRun]) -> Surface {
         return Surface::skipped(why);
     }
     let version = match version_in(contract.version_pattern.as_deref(), &text_of(version_run)) {
-        Ok(Some(version)) => version,
+        Ok(Some(version)) if version.len() <= VERSION_LIMIT => version,
+        Ok(Some(version)) => {
+            return Surface::skipped(format!(
+                "the version `{}` printed is {} bytes long; a version is at most {VERSION_LIMIT}",
+                version_run.argv.join(" "),
+                version.len()
+            ));
+        }
         Ok(None) => {
             return Surface::skipped(format!(
                 "no version in the output of `{}`: {:?}",
                 version_run.argv.join(" "),
-                first_line(&text_of(version_run))
+                said(version_run)
             ));
         }
         Err(error) => return Surface::skipped(format!("the contract's versionPattern does not compile: {error}")),
@@ -189,5 +201,27 @@ mod tests {
         let runs = [run("x --version", Some(0), "other 1.2.3"), run("x --help", Some(0), "--model")];
         assert!(conformance(&contract(&["--model"]), &runs).detail.starts_with("no version in the output"));
         assert_eq!(version_in(None, "codex-cli 0.171.0\n").ok().flatten().as_deref(), Some("0.171.0"));
+    }
+
+    /// Regression: a failing version probe copied its whole output (100 KB seen) into the
+    /// decision message, secrets included.
+    #[test]
+    fn a_failing_probe_quotes_one_short_redacted_line_of_what_it_printed() {
+        let flood = format!("token=hunter2 {}", "x".repeat(100_000));
+        for (code, printed) in
+            [(Some(0), flood.clone()), (Some(127), flood.clone()), (Some(0), format!("\n\n{flood}\nrest"))]
+        {
+            let runs = [run("x --version", code, &printed), run("x --help", Some(0), "--model")];
+            let surface = conformance(&contract(&["--model"]), &runs);
+            assert_eq!(surface.verdict, ConformanceVerdict::Skip);
+            assert!(surface.detail.len() < 400, "{} bytes: {}…", surface.detail.len(), &surface.detail[..200]);
+            assert!(surface.detail.contains("token=[REDACTED] xxx"), "{}", surface.detail);
+            assert!(!surface.detail.contains("hunter2") && surface.detail.contains('…'), "{}", surface.detail);
+        }
+        let digits = format!("x-cli 1.2.{}", "9".repeat(100_000));
+        let runs = [run("x --version", Some(0), &digits), run("x --help", Some(0), "--model")];
+        let surface = conformance(&contract(&["--model"]), &runs);
+        assert_eq!((surface.verdict, surface.version), (ConformanceVerdict::Skip, None));
+        assert!(surface.detail.len() < 200, "{}", surface.detail);
     }
 }

@@ -40,9 +40,11 @@ impl Service {
     }
 
     /// The admission authority of this project; `binary` is mounted into probes, `audit_key`
-    /// anchors what it seals and attests.
+    /// anchors what it seals and attests (without it, receipts' anchors are verified under the
+    /// service's anchor key).
     pub fn admitter(&self, binary: PathBuf, audit_key: Option<Arc<AuditKey>>) -> Admitter {
         Admitter::new(self.runtime.clone(), self.store.clone(), self.dir.clone(), binary, self.project_id(), audit_key)
+            .with_anchor_key(self.anchor_key.clone())
     }
 
     fn adapter(&self, declared: &Declared, name: &str) -> Result<ResolvedAdapter> {

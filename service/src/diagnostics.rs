@@ -21,8 +21,8 @@ use roundtable_specs::session::CheckReport;
 use roundtable_workspace::sockets::{self, SocketDirError};
 use serde_json::{Value, json};
 
-use crate::redact::{self, Excerpt};
 use crate::{Result, Service, ServiceError};
+use roundtable_specs::secrets::excerpt::{self as redact, Excerpt};
 
 /// The checks, in the order they run.
 pub const IMAGE: &str = "image";
@@ -36,8 +36,6 @@ pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 pub const OUTPUT_LIMIT: u64 = 64 * 1024;
 /// The diagnostic capability outlives every command of the probe, then it is revoked anyway.
 const CAPABILITY_TTL: Duration = Duration::from_secs(60);
-/// How much of a command's output a check's detail quotes.
-const DETAIL_QUOTE: usize = 200;
 
 /// Why a diagnostic could not be set up on the host (the agent is not at fault).
 #[derive(Debug, thiserror::Error)]
@@ -121,14 +119,6 @@ fn shown(argv: &[String]) -> String {
     argv.join(" ")
 }
 
-/// The first non-empty line of `bytes`, redacted, quoted briefly.
-fn quote(bytes: &[u8]) -> String {
-    let text = roundtable_specs::secrets::redact(bytes);
-    let line = text.lines().map(str::trim).find(|line| !line.is_empty()).unwrap_or("");
-    let cut = redact::excerpt(line, DETAIL_QUOTE);
-    if cut.truncated { format!("{}…", cut.text) } else { cut.text }
-}
-
 /// What a command printed, stdout then stderr, for a quote.
 fn printed(run: &ProbeRun) -> Vec<u8> {
     let mut bytes = run.stdout.bytes.clone();
@@ -151,7 +141,7 @@ fn version_excerpt(run: &ProbeRun) -> Excerpt {
 
 fn version_check(run: &ProbeRun, source: &str) -> DiagnosticCheck {
     let argv = shown(&run.argv);
-    let said = quote(&printed(run));
+    let said = redact::quote(&printed(run));
     match run.exit_code {
         Some(0) if said.is_empty() => {
             DiagnosticCheck::passed(EXECUTABLE_VERSION, format!("`{argv}` ({source}) exited 0 and printed nothing"))
@@ -182,7 +172,7 @@ fn boundary_check(run: &ProbeRun) -> DiagnosticCheck {
     let Some(report) = report.filter(|_| run.exit_code.is_some()) else {
         let what = match run.exit_code {
             None => format!("did not finish within {} s", COMMAND_TIMEOUT.as_secs()),
-            Some(code) => format!("exited {code} without a report: {}", quote(&printed(run))),
+            Some(code) => format!("exited {code} without a report: {}", redact::quote(&printed(run))),
         };
         return DiagnosticCheck::failed(
             READ_ONLY_BOUNDARY,
@@ -240,7 +230,7 @@ fn mcp_check(run: &ProbeRun, activity: &ActivitySnapshot, role: Role) -> Diagnos
             format!(
                 "no initialize and tools/list answer came back over the bridge; `{}` {exit}: {}",
                 shown(&run.argv),
-                quote(&printed(run))
+                redact::quote(&printed(run))
             ),
             remediation,
         );

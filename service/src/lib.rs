@@ -7,7 +7,6 @@ pub mod agent_registry;
 pub mod agents;
 pub mod diagnostics;
 mod lookup;
-pub mod redact;
 pub mod resume;
 pub mod secrets;
 
@@ -109,6 +108,9 @@ pub struct Service {
     /// Parsed spec files kept between calls (a long-lived process: the daemon's API), so a
     /// request parses only the files that changed since the last one.
     scan_cache: Option<Arc<std::sync::Mutex<roundtable_reconcilers::source::ScanCache>>>,
+    /// The key admission verifies receipts' anchors in the chain under (nothing is appended
+    /// with it); without one no receipt is anchored.
+    anchor_key: Option<Arc<roundtable_store::audit::AuditKey>>,
 }
 
 /// What `plan` found.
@@ -250,7 +252,15 @@ impl Service {
 
     fn over(dir: &Path, state_dir: &Path, store: Store, runtime: Arc<dyn SessionRuntime>) -> Result<Self> {
         let project_id = Project::resolve(dir)?.id;
-        Ok(Self { dir: dir.to_owned(), project_id, state_dir: state_dir.to_owned(), store, runtime, scan_cache: None })
+        Ok(Self {
+            dir: dir.to_owned(),
+            project_id,
+            state_dir: state_dir.to_owned(),
+            store,
+            runtime,
+            scan_cache: None,
+            anchor_key: None,
+        })
     }
 
     pub fn store(&self) -> &Store {
@@ -270,6 +280,13 @@ impl Service {
     #[must_use]
     pub fn with_scan_cache(mut self) -> Self {
         self.scan_cache = Some(Arc::default());
+        self
+    }
+
+    /// This service, verifying admission receipts' anchors under `key`.
+    #[must_use]
+    pub fn with_anchor_key(mut self, key: Option<Arc<roundtable_store::audit::AuditKey>>) -> Self {
+        self.anchor_key = key;
         self
     }
 

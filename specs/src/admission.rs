@@ -30,11 +30,13 @@ words! {
         ReplayDiverged = "replay_diverged",
         /// The canary attestation for this image is red.
         CanaryRed = "canary_red",
-        /// The live evidence is green but no receipt is sealed.
+        /// The live evidence is green but no receipt is sealed here: none in the folder, or one
+        /// whose id no entry of this project's audit chain records.
         NoReceipt = "no_receipt",
-        /// The sealed receipt is past its TTL.
+        /// The sealed receipt is past its TTL, counted from when the chain recorded it.
         ReceiptStale = "receipt_stale",
-        /// The receipt no longer hashes to its recorded id (or does not parse).
+        /// The receipt does not parse, no longer hashes to its recorded id, or says it was
+        /// generated after now.
         ReceiptTampered = "receipt_tampered",
         /// The image, CLI version, contract or transcripts changed after sealing.
         FingerprintMismatch = "fingerprint_mismatch",
@@ -268,7 +270,8 @@ pub struct ReceiptSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<RefusalReason>,
     pub generated_at: String,
-    /// `generatedAt` plus the shorter of the receipt's and the policy's TTL.
+    /// When this project's audit chain recorded the receipt, plus the shorter of the receipt's
+    /// and the policy's TTL; `null` when the chain does not record it.
     pub expires_at: Option<String>,
 }
 

@@ -76,7 +76,7 @@ fn print_check(item: &AdmissionItem) {
             r.verdict,
             r.reason.map(|reason| format!(": {reason}")).unwrap_or_default(),
             r.generated_at,
-            r.expires_at.as_deref().unwrap_or("never (unparseable time)"),
+            r.expires_at.as_deref().unwrap_or("never: not anchored in this project's audit chain"),
             render::sanitize(&r.path)
         ),
         None => println!("  receipt:       none"),

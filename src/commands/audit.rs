@@ -41,6 +41,16 @@ pub async fn writer_key(global: &Global, store: &roundtable_store::Store) -> any
     Ok(store.audit_key(&key_path(global)?, KeyChoice::Existing).await?)
 }
 
+/// The key a command that only reads `store`'s chain verifies with: the key file when it is
+/// there, none when it is not (a reader never creates one).
+pub fn reader_key(global: &Global) -> anyhow::Result<Option<AuditKey>> {
+    let path = key_path(global)?;
+    if !path.try_exists().with_context(|| format!("cannot look for the audit key {}", path.display()))? {
+        return Ok(None);
+    }
+    Ok(Some(AuditKey::load(&path)?))
+}
+
 /// Anchors an operator's action (`operator.reconcile`, `operator.prune`, `operator.register`) in
 /// the project's audit chain. A project with no recorded state has no chain to anchor in yet;
 /// the key is taken like `start` takes it.

@@ -201,7 +201,8 @@ async fn serve_api(
         .with_context(|| format!("cannot serve the API on the CLI's socket {}", socket.display()))?;
     let service = roundtable_service::Service::open_at(&global.dir, state_dir, &global.store_url(), runtime.clone())
         .await?
-        .with_scan_cache();
+        .with_scan_cache()
+        .with_anchor_key(execution.audit_key.clone());
     let workspace = match &args.workspace {
         Some(name) => name.clone(),
         None => execution

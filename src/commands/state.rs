@@ -24,12 +24,27 @@ pub async fn runtime() -> Arc<dyn SessionRuntime> {
 /// The project's service; its store if it exists, else an empty in-memory one (so a fresh
 /// project shows everything as not yet recorded, and nothing is created on disk).
 pub async fn open_for_reading(global: &Global) -> anyhow::Result<Service> {
-    Ok(Service::open_for_reading_at(&global.dir, &global.state_dir(), &global.store_url(), runtime().await).await?)
+    let service =
+        Service::open_for_reading_at(&global.dir, &global.state_dir(), &global.store_url(), runtime().await).await?;
+    Ok(service.with_anchor_key(anchor_key(global)))
 }
 
 /// The project's service with its store created if missing (commands that write state).
 pub async fn open_for_writing(global: &Global) -> anyhow::Result<Service> {
-    Ok(Service::open_at(&global.dir, &global.state_dir(), &global.store_url(), runtime().await).await?)
+    let service = Service::open_at(&global.dir, &global.state_dir(), &global.store_url(), runtime().await).await?;
+    Ok(service.with_anchor_key(anchor_key(global)))
+}
+
+/// The key admission verifies receipts' anchors under, for views that append nothing: none
+/// when there is no key yet (then no receipt is anchored); one that cannot be used is named.
+fn anchor_key(global: &Global) -> Option<Arc<roundtable_store::audit::AuditKey>> {
+    match crate::commands::audit::reader_key(global) {
+        Ok(key) => key.map(Arc::new),
+        Err(error) => {
+            tracing::warn!("cannot verify admission receipts against the audit chain: {error:#}");
+            None
+        }
+    }
 }
 
 /// `roundtable state backup FILE`: a consistent copy of the state database, checked.

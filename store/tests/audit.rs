@@ -5,7 +5,7 @@ mod support;
 
 use roundtable_specs::{Kind, ObjectKey};
 use roundtable_store::audit::{
-    AuditKey, AuditedEntry, ChainBreak, KEY_REPLACED, KeyChoice, KeyError, Unverified, verify_rows,
+    AuditKey, AuditedEntry, ChainBreak, KEY_REPLACED, KeyChoice, KeyError, RECEIPT_ENTRY, Unverified, verify_rows,
 };
 use roundtable_store::{NewEvent, Severity, Store};
 use serde_json::json;
@@ -257,5 +257,48 @@ async fn controllers_creating_the_first_key_at_once_all_get_the_one_key() {
             .map(|entry| entry.file_name())
             .collect();
         assert_eq!(leftovers, [std::ffi::OsString::from("project.key")], "no staged file is left");
+    }
+}
+
+#[tokio::test]
+async fn a_receipt_is_anchored_only_by_its_own_entry_verified_under_the_key() {
+    for backend in support::backends() {
+        let chain = chain_of(backend, 2).await;
+        let id = "a".repeat(64);
+        let receipt = |id: &str| AuditedEntry {
+            kind: RECEIPT_ENTRY,
+            subject: "Adapter/codex",
+            record: json!({"adapter": "codex", "receipt": id, "verdict": "admit"}),
+        };
+        assert_eq!(chain.store.receipt_anchor(&chain.key, &id).await.expect("read"), None, "nothing sealed yet");
+        let head = chain.store.append_audited(&chain.key, &receipt(&id)).await.expect("append");
+        let anchor = chain.store.receipt_anchor(&chain.key, &id).await.expect("read").expect("anchored");
+        assert_eq!(anchor.seq, head.seq);
+        let entry = chain.store.chain(head.seq, head.seq).await.expect("chain").pop().expect("entry");
+        let at: serde_json::Value = serde_json::from_str(&entry.entry).expect("json");
+        assert_eq!(Some(anchor.at.as_str()), at["at"].as_str(), "the time the chain recorded");
+
+        // Another id, a prefix of it, or a LIKE wildcard anchors nothing.
+        for other in ["b".repeat(64), "a".repeat(63), "%".into(), "a_".repeat(32)] {
+            assert_eq!(chain.store.receipt_anchor(&chain.key, &other).await.expect("read"), None, "{other}");
+        }
+        // The same record under another kind is not an anchor.
+        let gate = AuditedEntry { kind: "admission.gate", ..receipt("c") };
+        chain.store.append_audited(&chain.key, &gate).await.expect("append");
+        assert_eq!(chain.store.receipt_anchor(&chain.key, "c").await.expect("read"), None);
+
+        // Another project's key does not verify this chain's entry.
+        let other_key = AuditKey::create(&chain.scratch.dir.path().join("keys/other.key")).expect("key");
+        assert_eq!(chain.store.receipt_anchor(&other_key, &id).await.expect("read"), None);
+
+        // A row written without the key (copied in with a forged MAC) anchors nothing.
+        let forged = "d".repeat(64);
+        chain
+            .tamper(
+                "INSERT INTO events (at, kind, name, severity, reason, message, record, audited, seq, prev_mac, mac) \
+                 SELECT at, kind, name, severity, reason, message, replace(record, 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 'dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd'), 1, 100, prev_mac, mac FROM events WHERE seq = 3",
+            )
+            .await;
+        assert_eq!(chain.store.receipt_anchor(&chain.key, &forged).await.expect("read"), None);
     }
 }

@@ -200,7 +200,9 @@ async fn a_receipt_past_its_ttl_is_stale_by_the_gates_clock() {
     let dir = project("");
     let root = dir.path();
     assert_eq!(check(root, "codex", true).0, Some(0));
-    let store = roundtable_store::Store::open_in_memory().await.expect("store");
+    // The project's own chain and key: the receipt is anchored there.
+    let store = roundtable_store::Store::open(&root.join(".roundtable/state")).await.expect("store");
+    let key = roundtable_store::audit::AuditKey::load(&root.join(".test-audit.key")).expect("key");
     let runtime: Arc<dyn roundtable_runtime::SessionRuntime> =
         Arc::new(roundtable_docker::DockerRuntime::connect().await.expect("engine"));
     let adapter = roundtable_specs::builtins::template("codex").expect("built-in").resolve("codex");
@@ -213,12 +215,94 @@ async fn a_receipt_past_its_ttl_is_stale_by_the_gates_clock() {
         crate::support::binary(),
         "test".into(),
         None,
-    );
+    )
+    .with_anchor_key(Some(Arc::new(key)));
     let policy = roundtable_specs::policy::AdmissionPolicySpec::default();
     assert!(admitter.check(&adapter, &policy).await.decision.admitted());
     let later = admitter.with_clock(Arc::new(move || paused));
     let decision = later.check(&adapter, &policy).await.decision;
     assert_eq!(decision.reason.as_deref(), Some("receipt_stale"), "{decision}");
+}
+
+const ENFORCE: &str = "---\napiVersion: roundtable.dev/v1alpha1\nkind: AdmissionPolicy\nmetadata: {name: default}\nspec: {mode: enforce}\n";
+
+/// Regression: a receipt copied from another project (same adapter, image and contract) was
+/// admitted under `enforce`, so writing a file in the repository minted spawn authority.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receipt_copied_from_another_project_is_not_anchored_here() {
+    let Some(engine) = engine_or_skip().await else { return };
+    ensure_test_images();
+    let sealed_in = project(ENFORCE);
+    assert_eq!(check(sealed_in.path(), "codex", true).0, Some(0));
+    let receipt = std::fs::read(sealed_in.path().join(".roundtable/admission/codex.json")).expect("receipt");
+
+    // B has never sealed and has no key.
+    let copied_to = project(ENFORCE);
+    let root = copied_to.path();
+    write(root, ".roundtable/admission/codex.json", std::str::from_utf8(&receipt).expect("utf-8"));
+    let (code, item) = check(root, "codex", false);
+    assert_eq!(
+        (code, reason(&item).as_str(), &item["spawn"]),
+        (Some(1), "no_receipt", &Value::Bool(false)),
+        "{item:#}"
+    );
+    let message = item["decisions"][0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("is not anchored in this project's audit chain"), "{message}");
+    assert!(item["decisions"][0]["remediation"].as_str().is_some_and(|r| r.contains("admission check codex --seal")));
+    assert_eq!(item["receipt"]["expiresAt"], Value::Null, "an unanchored receipt has no expiry: {item:#}");
+
+    // Sealing here is what makes a receipt valid; A's file copied over it again still is not.
+    assert_eq!(check(root, "codex", true).0, Some(0));
+    assert_eq!(reason(&check(root, "codex", false).1), "admitted");
+    write(root, ".roundtable/admission/codex.json", std::str::from_utf8(&receipt).expect("utf-8"));
+    let (code, item) = check(root, "codex", false);
+    assert_eq!((code, reason(&item).as_str()), (Some(1), "no_receipt"), "B's own chain does not record A's: {item:#}");
+    nothing_left(&engine, root).await;
+}
+
+/// Regression: a sealed receipt whose `generatedAt` was moved to 2099 (its id recomputed, which
+/// needs no key) was admitted, "expires 2099-01-02".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receipt_dated_in_the_future_is_refused() {
+    let Some(engine) = engine_or_skip().await else { return };
+    ensure_test_images();
+    let dir = project(ENFORCE);
+    let root = dir.path();
+    assert_eq!(check(root, "codex", true).0, Some(0));
+    let path = root.join(".roundtable/admission/codex.json");
+    let mut sealed: roundtable_specs::admission::SealedReceipt =
+        serde_json::from_slice(&std::fs::read(&path).expect("receipt")).expect("a receipt");
+    sealed.receipt.generated_at = "2099-01-01T00:00:00Z".into();
+    let forged = roundtable_specs::admission::SealedReceipt::seal(sealed.receipt);
+    std::fs::write(&path, serde_json::to_string_pretty(&forged).expect("json")).expect("write");
+    let (code, item) = check(root, "codex", false);
+    assert_eq!((code, reason(&item).as_str()), (Some(1), "receipt_tampered"), "{item:#}");
+    let message = item["decisions"][0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("generated at 2099-01-01T00:00:00Z, after now"), "{message}");
+    assert_eq!(item["spawn"], false);
+    nothing_left(&engine, root).await;
+}
+
+/// Regression: a failing version probe copied its whole output (100 KB seen) into the decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_from_the_version_probe_is_quoted_in_one_short_line() {
+    let Some(engine) = engine_or_skip().await else { return };
+    ensure_test_images();
+    let dir = project("");
+    let root = dir.path();
+    write(
+        root,
+        ".roundtable/contracts/my-agent.yaml",
+        "adapter: my-agent\nversionCommand: [sh, -c, 'printf \"token=hun\"\"ter2 \"; head -c 100000 /dev/zero | tr \"\\\\000\" x']\nhelpCommand: [codex, exec, --help]\nrequiredFlags: [--json]\n",
+    );
+    let (code, item) = check(root, "my-agent", false);
+    assert_eq!((code, reason(&item).as_str()), (Some(1), "conformance_skip"), "{item:#}");
+    let message = item["decisions"][0]["message"].as_str().unwrap_or_default();
+    assert!(message.len() < 500, "{} bytes: {}", message.len(), &message[..message.len().min(300)]);
+    assert!(message.contains("token=[REDACTED] xxxx") && message.contains('…'), "{message}");
+    // The argv (from the contract) splits the word; only the output could have joined it.
+    assert!(!message.contains("hunter2"), "{message}");
+    nothing_left(&engine, root).await;
 }
 
 /// The daemon's spawn path: under `enforce` an unsealed adapter's Assignment is Refused and no

@@ -4,11 +4,13 @@
 //! the CLI) can never fork the chain. The key lives outside the state directory; after each append
 //! the head (seq, mac) is written beside it, so truncating the table is detected too.
 
+mod anchor;
 mod key;
 mod view;
 
 use sqlx::Row;
 
+pub use anchor::{Anchor, RECEIPT_ENTRY};
 pub use key::{AuditKey, KeyChoice, KeyError};
 pub use view::{EntryView, RECONCILE_EVENT};
 

@@ -1,8 +1,8 @@
-//! Excerpts of what a container printed, as an operator is shown them: redacted first with the
-//! one rule set every secret scanner shares (`roundtable_specs::secrets`), then cut at a
-//! character boundary.
+//! Excerpts of what a container printed, as an operator is shown them (diagnostics reports,
+//! admission decisions): redacted first with the rule set every secret scanner shares, then cut
+//! at a character boundary.
 
-use roundtable_specs::secrets::redact;
+use super::redact;
 
 /// The longest excerpt, in bytes.
 pub const EXCERPT_LIMIT: usize = 2_000;
@@ -27,6 +27,18 @@ pub fn excerpt(text: &str, limit: usize) -> Excerpt {
 /// before the cut, so no part of it survives.
 pub fn redacted_excerpt(output: &[u8]) -> Excerpt {
     excerpt(&redact(output), EXCERPT_LIMIT)
+}
+
+/// The longest quote of one line, in bytes.
+pub const QUOTE_LIMIT: usize = 200;
+
+/// The first non-empty line of `output`, redacted and cut to [`QUOTE_LIMIT`] bytes (`…` marks
+/// a cut): what a one-line message says a command printed, however much it printed.
+pub fn quote(output: &[u8]) -> String {
+    let text = redact(output);
+    let line = text.lines().map(str::trim).find(|line| !line.is_empty()).unwrap_or("");
+    let cut = excerpt(line, QUOTE_LIMIT);
+    if cut.truncated { format!("{}…", cut.text) } else { cut.text }
 }
 
 #[cfg(test)]

@@ -1,0 +1,82 @@
+//! Finding the chain entry that anchors an admission receipt: the `admission.receipt` entry
+//! naming the receipt's id, accepted only when its MAC verifies under the key in use, so a
+//! receipt copied from another project, or an entry written without the key, anchors nothing.
+
+use super::{AuditKey, ChainRow, chain_row};
+use crate::{Result, Store};
+
+/// The kind of the entry that anchors a sealed receipt; its record names the receipt's id.
+pub const RECEIPT_ENTRY: &str = "admission.receipt";
+
+/// An audited entry found by what it records, its MAC verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Anchor {
+    pub seq: i64,
+    /// When the chain recorded it (the entry's `at`, which the MAC covers).
+    pub at: String,
+}
+
+/// `text` as a `LIKE` pattern matching itself only (`\` escapes).
+fn literal(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '\\' | '%' | '_') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
+}
+
+/// The anchor `row` is for receipt `id`, when its entry is a [`RECEIPT_ENTRY`] naming exactly
+/// `id` and its MAC verifies under `key`.
+fn anchor_of(key: &AuditKey, row: &ChainRow, id: &str) -> Option<Anchor> {
+    if key.mac(&row.prev_mac, &row.entry) != row.mac {
+        return None;
+    }
+    let entry: serde_json::Value = serde_json::from_str(&row.entry).ok()?;
+    let text = |field: &str| entry.get(field).and_then(serde_json::Value::as_str);
+    if text("kind")? != RECEIPT_ENTRY || entry["record"]["receipt"].as_str()? != id {
+        return None;
+    }
+    if entry["seq"].as_i64()? != row.seq {
+        return None;
+    }
+    Some(Anchor { seq: row.seq, at: text("at")?.to_owned() })
+}
+
+impl Store {
+    /// The newest [`RECEIPT_ENTRY`] entry that names receipt `id` and verifies under `key`.
+    /// Entries sealed under a key that was since replaced do not verify: their receipts are
+    /// sealed again.
+    pub async fn receipt_anchor(&self, key: &AuditKey, id: &str) -> Result<Option<Anchor>> {
+        // Canonical entries have no whitespace, so the id stands exactly like this in the
+        // record; the pattern narrows the rows, the MAC and the parsed entry decide.
+        let pattern = format!("%{}%", literal(&format!("\"receipt\":\"{id}\"")));
+        let rows = sqlx::query(
+            "SELECT seq, prev_mac, mac, record FROM events \
+             WHERE seq IS NOT NULL AND record LIKE $1 ESCAPE '\\' ORDER BY seq DESC",
+        )
+        .bind(pattern)
+        .fetch_all(&self.pool)
+        .await?;
+        for row in &rows {
+            let row = chain_row(row)?;
+            if let Some(anchor) = anchor_of(key, &row, id) {
+                return Ok(Some(anchor));
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn like_wildcards_in_an_id_match_only_themselves() {
+        assert_eq!(literal(r"a%b_c\d"), r"a\%b\_c\\d");
+        assert_eq!(literal("sha256"), "sha256");
+    }
+}
