@@ -204,9 +204,11 @@ async fn each_provider_cli_reads_its_manifest_calls_tools_through_the_bridge_and
         let notes: Vec<&str> =
             briefing["notes"].as_array().expect("notes").iter().filter_map(|n| n["text"].as_str()).collect();
         assert_eq!(notes, [format!("{provider} read task T-{provider}")], "{provider}");
-        // The session's end released its claim: nothing is left for the briefing to release.
+        // The session has ended, so its claim holds nothing. The end's own release can land just
+        // after the proposal is visible; then the briefing releases the straggler instead (the
+        // manager's release at every end is tested in reconcilers/tests/execution.rs).
         assert_eq!(briefing["claims"].as_array().map(Vec::len), Some(0), "{provider}: {briefing:#}");
-        assert_eq!(briefing["released"].as_array().map(Vec::len), Some(0), "{provider}: {briefing:#}");
+        assert!(briefing["released"].as_array().is_some_and(|r| r.len() <= 1), "{provider}: {briefing:#}");
     }
 
     // The chain verifies with the daemon's key, and holds each session's capability and end.

@@ -106,11 +106,7 @@ impl AuditKey {
         }
         let mut bytes = vec![0u8; 32];
         getrandom::fill(&mut bytes).map_err(|error| KeyError::Random(error.to_string()))?;
-        let mut nonce = [0u8; 8];
-        getrandom::fill(&mut nonce).map_err(|error| KeyError::Random(error.to_string()))?;
-        let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-        name.push(format!(".{}.new", hex(&nonce)));
-        let staged = path.with_file_name(name);
+        let staged = private_sibling(path).map_err(create)?;
         let written = (|| {
             let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&staged)?;
             file.write_all(format!("{}\n", hex(&bytes)).as_bytes())?;
@@ -155,11 +151,7 @@ impl AuditKey {
         let path = self.head_path();
         // A temporary of its own per write: appends from several tasks (or a daemon and the CLI)
         // checkpoint at once, and a shared one let one writer rename another's half-written file.
-        let mut nonce = [0u8; 8];
-        getrandom::fill(&mut nonce).map_err(|error| std::io::Error::other(error.to_string()))?;
-        let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-        name.push(format!(".{}.tmp", hex(&nonce)));
-        let temporary = path.with_file_name(name);
+        let temporary = private_sibling(&path)?;
         let written = (|| {
             let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temporary)?;
             file.write_all(&serde_json::to_vec(head).map_err(std::io::Error::other)?)?;
@@ -170,6 +162,16 @@ impl AuditKey {
         }
         written
     }
+}
+
+/// A name beside `path` that no other writer picks (`<name>.<random>.tmp`), for a file that is
+/// written whole and then moved or linked to `path`.
+fn private_sibling(path: &Path) -> std::io::Result<PathBuf> {
+    let mut nonce = [0u8; 8];
+    getrandom::fill(&mut nonce).map_err(|error| std::io::Error::other(error.to_string()))?;
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(format!(".{}.tmp", hex(&nonce)));
+    Ok(path.with_file_name(name))
 }
 
 impl Store {
