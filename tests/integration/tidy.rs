@@ -410,3 +410,87 @@ fn nothing_is_applied_outside_a_scratch_repository() {
     );
     assert_eq!(spawners.len(), 1, "git is spawned from one place only: {spawners:?}");
 }
+
+/// The Roundtable crates each workspace package's `[dependencies]` names (dev and build
+/// dependencies are not part of the layering), by crate name without the `roundtable-` prefix.
+fn manifest_layers() -> BTreeMap<String, BTreeSet<String>> {
+    let root = std::fs::read_to_string(repo_root().join("Cargo.toml")).expect("Cargo.toml");
+    let members = root.split("members = [").nth(1).and_then(|rest| rest.split(']').next()).expect("members");
+    let mut layers = BTreeMap::new();
+    for member in members.split(',').map(|m| m.trim().trim_matches('"')).filter(|m| !m.is_empty()) {
+        if member.starts_with("tests/") {
+            continue; // test helpers, outside the product's layering
+        }
+        let manifest = std::fs::read_to_string(repo_root().join(member).join("Cargo.toml")).expect(member);
+        let name = manifest
+            .lines()
+            .find_map(|line| line.strip_prefix("name = "))
+            .map(|name| name.trim_matches('"').trim_start_matches("roundtable-").to_owned())
+            .expect("package name");
+        let dependencies = manifest
+            .split("\n[dependencies]\n")
+            .nth(1)
+            .map(|section| section.split("\n[").next().unwrap_or_default())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.strip_prefix("roundtable-"))
+            .filter_map(|rest| rest.split(['.', ' ', '=']).next())
+            .map(str::to_owned)
+            .collect();
+        layers.insert(name, dependencies);
+    }
+    layers
+}
+
+/// The code map's dependency block in `docs/architecture.md`, line by line: a crate and the
+/// Roundtable crates it names (parenthesised asides and what follows `;` are prose).
+fn mapped_layers() -> Vec<(String, BTreeSet<String>)> {
+    let map = std::fs::read_to_string(repo_root().join("docs/architecture.md")).expect("architecture.md");
+    let section = map.split("\n## Code map\n").nth(1).expect("a Code map section");
+    let block = section.split("```\n").nth(1).expect("the dependency block");
+    block
+        .lines()
+        .map(|line| {
+            let (name, rest) = line.split_once(' ').unwrap_or((line, ""));
+            let rest = rest.split(';').next().unwrap_or_default();
+            let mut named = String::new();
+            let mut depth = 0;
+            for c in rest.chars() {
+                match c {
+                    '(' => depth += 1,
+                    ')' => depth -= 1,
+                    _ if depth == 0 => named.push(c),
+                    _ => {}
+                }
+            }
+            let dependencies = named.split(',').map(str::trim).filter(|d| !d.is_empty()).map(str::to_owned).collect();
+            (name.to_owned(), dependencies)
+        })
+        .collect()
+}
+
+#[test]
+fn the_code_maps_dependency_block_is_the_manifests() {
+    let manifests = manifest_layers();
+    let mapped = mapped_layers();
+    let mut problems = Vec::new();
+    let mut above = BTreeSet::new();
+    for (name, dependencies) in &mapped {
+        match manifests.get(name) {
+            None => problems.push(format!("{name}: in the map, but no workspace crate has that name")),
+            Some(actual) if actual != dependencies => {
+                problems.push(format!("{name}: the map says {dependencies:?}, its manifest {actual:?}"))
+            }
+            Some(_) => {}
+        }
+        let below: Vec<_> = dependencies.difference(&above).collect();
+        if !below.is_empty() {
+            problems.push(format!("{name}: depends on {below:?}, which the map lists below it, not above"));
+        }
+        above.insert(name.clone());
+    }
+    for name in manifests.keys().filter(|name| !above.contains(*name)) {
+        problems.push(format!("{name}: a workspace crate the map does not list"));
+    }
+    assert!(problems.is_empty(), "docs/architecture.md's code map has drifted:\n{}", problems.join("\n"));
+}
