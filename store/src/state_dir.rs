@@ -103,10 +103,9 @@ fn tighten(path: &Path, tightened: &mut Vec<Tightened>) -> Result<()> {
 /// Creates `path` as an empty 0600 file when it does not exist, so that whatever opens it next
 /// (SQLite, which gives its -wal and -shm files the database's mode) keeps it private.
 pub fn create_private(path: &Path) -> Result<()> {
-    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
-        Ok(_) => Ok(()),
-        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(error) => Err(failed(path)(error)),
+    match create_new_private(path) {
+        Ok(_) | Err(Error::TargetExists { .. }) => Ok(()),
+        Err(error) => Err(error),
     }
 }
 
