@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use roundtable_runtime::{RuntimeError, SessionRuntime};
+use roundtable_session_runtime::{RuntimeError, SessionRuntime};
 use roundtable_specs::adapter::{Capability, ResolvedAdapter};
 use roundtable_specs::admission::{
     ChainHead, EvidenceSummary, GateDecision, GateKind, ReceiptSummary, SealedReceipt, TranscriptOutcome, Verdict,

@@ -1,7 +1,7 @@
 //! Canary attestations: the contract's first golden transcript launched for real in the
 //! adapter's image, and the verdict recorded for that image ID until it expires.
 
-use roundtable_runtime::{ProbeCommand, ProbeRun};
+use roundtable_session_runtime::{ProbeCommand, ProbeRun};
 use roundtable_specs::adapter::ResolvedAdapter;
 use roundtable_specs::admission::CanaryVerdict;
 use roundtable_store::Canary;

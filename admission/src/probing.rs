@@ -2,7 +2,7 @@
 //! the agent's hardening), the cache of what it read (by image ID and contract hash), and the
 //! identity that stands in for an image ID when the agent is Roundtable's own mounted binary.
 
-use roundtable_runtime::{Captured, Ownership, ProbeCommand, ProbePlan, ProbeRun, Purpose};
+use roundtable_session_runtime::{Captured, Ownership, ProbeCommand, ProbePlan, ProbeRun, Purpose};
 use roundtable_specs::adapter::ResolvedAdapter;
 use serde_json::json;
 

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use regex::Regex;
-use roundtable_runtime::{ProbeCommand, ProbeRun};
+use roundtable_session_runtime::{ProbeCommand, ProbeRun};
 use roundtable_specs::admission::ConformanceVerdict;
 use roundtable_specs::contract::Contract;
 use roundtable_specs::secrets::excerpt::quote;
@@ -154,7 +154,7 @@ pub fn conformance(contract: &Contract, runs: &[ProbeRun]) -> Surface {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use roundtable_runtime::Captured;
+    use roundtable_session_runtime::Captured;
 
     fn run(argv: &str, code: Option<i64>, out: &str) -> ProbeRun {
         ProbeRun {

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use roundtable_runtime::CHECK_GO;
-use roundtable_runtime::{Captured, RunEnd, RuntimeError};
+use roundtable_session_runtime::CHECK_GO;
+use roundtable_session_runtime::{Captured, RunEnd, RuntimeError};
 use roundtable_specs::session::CheckReport;
 use tokio::sync::watch;
 

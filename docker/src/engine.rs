@@ -188,7 +188,7 @@ pub fn hardening_features(info: &SystemInfo) -> Vec<FeatureCheck> {
 pub struct Labelled {
     /// A running container.
     pub running: bool,
-    pub kind: roundtable_runtime::ResourceKind,
+    pub kind: roundtable_session_runtime::ResourceKind,
     pub name: String,
     pub labels: std::collections::HashMap<String, String>,
 }
@@ -197,7 +197,7 @@ impl Engine {
     /// Every container and volume labelled as managed by Roundtable for `project`.
     pub async fn labelled(&self, project: &str) -> Result<Vec<Labelled>, bollard::errors::Error> {
         use bollard::query_parameters::{ListContainersOptionsBuilder, ListVolumesOptionsBuilder};
-        use roundtable_runtime::labels::{MANAGED_BY, PROJECT};
+        use roundtable_session_runtime::labels::{MANAGED_BY, PROJECT};
         let managed = format!("{MANAGED_BY}=roundtable");
         let owned = format!("{PROJECT}={project}");
         let filters = std::collections::HashMap::from([("label", vec![managed.as_str(), owned.as_str()])]);
@@ -210,7 +210,7 @@ impl Engine {
             let name = container.names.and_then(|n| n.into_iter().next()).unwrap_or_default();
             found.push(Labelled {
                 running: container.state == Some(bollard::models::ContainerSummaryStateEnum::RUNNING),
-                kind: roundtable_runtime::ResourceKind::Container,
+                kind: roundtable_session_runtime::ResourceKind::Container,
                 name: name.trim_start_matches('/').to_owned(),
                 labels: container.labels.unwrap_or_default(),
             });
@@ -220,7 +220,7 @@ impl Engine {
         for volume in volumes.volumes.unwrap_or_default() {
             found.push(Labelled {
                 running: false,
-                kind: roundtable_runtime::ResourceKind::Volume,
+                kind: roundtable_session_runtime::ResourceKind::Volume,
                 name: volume.name,
                 labels: volume.labels,
             });

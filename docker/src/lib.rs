@@ -1,7 +1,7 @@
 //! Roundtable's Docker session runtime: the engine connection and its capability report, the
 //! hardened container profile, and one session's lifecycle on the Docker Engine API (Podman
 //! through its Docker-compatible socket). The only crate in the workspace that depends on
-//! bollard; everything else sees [`roundtable_runtime::SessionRuntime`].
+//! bollard; everything else sees [`roundtable_session_runtime::SessionRuntime`].
 
 mod calls;
 mod checked;
@@ -11,7 +11,7 @@ pub mod profile;
 pub mod session;
 
 use futures::future::BoxFuture;
-use roundtable_runtime::{
+use roundtable_session_runtime::{
     Health, OwnedResource, ProbeOutcome, ProbePlan, ResourceKind, RunOutcome, RuntimeError, SessionPlan, SessionRuntime,
 };
 use tokio::sync::watch;

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use bollard::query_parameters::{RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder};
-use roundtable_runtime::{ProbeOutcome, ProbePlan, ProbeRun, RuntimeError};
+use roundtable_session_runtime::{ProbeOutcome, ProbePlan, ProbeRun, RuntimeError};
 use tokio::sync::watch;
 
 use crate::Engine;

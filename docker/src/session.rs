@@ -16,7 +16,7 @@ use bollard::query_parameters::{
     UploadToContainerOptionsBuilder,
 };
 use futures::StreamExt as _;
-use roundtable_runtime::{Captured, Purpose, RunEnd, RunOutcome, RuntimeError, SessionPlan, TmpEntry};
+use roundtable_session_runtime::{Captured, Purpose, RunEnd, RunOutcome, RuntimeError, SessionPlan, TmpEntry};
 use roundtable_specs::layout::{self as paths, AGENT_UID};
 use roundtable_specs::session::{CheckReport, Extracted};
 use roundtable_workspace::extract::{self, Limits};
@@ -616,10 +616,10 @@ impl<'a> Execution<'a> {
                 // Owned by the Assignment, not the session: no session label, so neither this
                 // session's cleanup nor `prune` of ended sessions removes it.
                 let mut home_labels = labels.clone();
-                home_labels.remove(roundtable_runtime::labels::SESSION);
-                home_labels.remove(roundtable_runtime::labels::CONTROLLER_RUN);
-                home_labels.insert(roundtable_runtime::labels::PURPOSE.into(), Purpose::Home.as_str().into());
-                home_labels.insert(roundtable_runtime::labels::REPOSITORY.into(), home.repository.clone());
+                home_labels.remove(roundtable_session_runtime::labels::SESSION);
+                home_labels.remove(roundtable_session_runtime::labels::CONTROLLER_RUN);
+                home_labels.insert(roundtable_session_runtime::labels::PURPOSE.into(), Purpose::Home.as_str().into());
+                home_labels.insert(roundtable_session_runtime::labels::REPOSITORY.into(), home.repository.clone());
                 let volume = home_volume_name(&home.key);
                 // Creating an existing volume returns it: the home of earlier sessions.
                 docker

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use roundtable_specs::layout;
 
-pub use roundtable_runtime::Expected;
+pub use roundtable_session_runtime::Expected;
 pub use roundtable_specs::session::{CheckItem, CheckReport};
 
 fn status_field<'a>(status: &'a str, field: &str) -> Option<&'a str> {

@@ -8,7 +8,7 @@ use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt as _;
 
 /// What the controller writes on stdin once it has read and verified the report.
-pub use roundtable_runtime::CHECK_GO;
+pub use roundtable_session_runtime::CHECK_GO;
 
 /// Why the checked process did not become the agent.
 #[derive(Debug, thiserror::Error)]

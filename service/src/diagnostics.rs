@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use roundtable_agents::capability::{Authority, Role};
 use roundtable_agents::tools::{ActivitySnapshot, Board};
-use roundtable_reconcilers::mcp::{McpSession, McpSidecar, McpSidecarError};
-use roundtable_runtime::{
+use roundtable_core::mcp::{McpSession, McpSidecar, McpSidecarError};
+use roundtable_session_runtime::{
     Ownership, ProbeCommand, ProbeMounts, ProbeOutcome, ProbePlan, ProbeRun, Purpose, RuntimeError,
 };
 use roundtable_specs::adapter::{Capability, ResolvedAdapter};
@@ -509,7 +509,7 @@ fn judged(
 
 #[cfg(test)]
 mod tests {
-    use roundtable_runtime::Captured;
+    use roundtable_session_runtime::Captured;
     use roundtable_specs::diagnostics::CheckStatus;
 
     use super::*;
@@ -665,21 +665,21 @@ mod tests {
         missing: bool,
     }
 
-    impl roundtable_runtime::SessionRuntime for Recorded {
+    impl roundtable_session_runtime::SessionRuntime for Recorded {
         fn endpoint(&self) -> &str {
             "fake"
         }
         fn run(
             &self,
-            _plan: roundtable_runtime::SessionPlan,
+            _plan: roundtable_session_runtime::SessionPlan,
             _stop: tokio::sync::watch::Receiver<bool>,
-        ) -> futures_like::Boxed<'_, roundtable_runtime::RunOutcome> {
+        ) -> futures_like::Boxed<'_, roundtable_session_runtime::RunOutcome> {
             Box::pin(async { Err(RuntimeError::Unavailable { reason: "fake".into() }) })
         }
-        fn owned(&self, _project: &str) -> futures_like::Boxed<'_, Vec<roundtable_runtime::OwnedResource>> {
+        fn owned(&self, _project: &str) -> futures_like::Boxed<'_, Vec<roundtable_session_runtime::OwnedResource>> {
             Box::pin(async { Ok(Vec::new()) })
         }
-        fn remove(&self, _resource: &roundtable_runtime::OwnedResource) -> futures_like::Boxed<'_, ()> {
+        fn remove(&self, _resource: &roundtable_session_runtime::OwnedResource) -> futures_like::Boxed<'_, ()> {
             Box::pin(async { Ok(()) })
         }
         fn remove_session(&self, _project: &str, _session: &str) -> futures_like::Boxed<'_, ()> {
@@ -688,7 +688,7 @@ mod tests {
         fn inspect_image(&self, _reference: &str) -> futures_like::Boxed<'_, Option<String>> {
             Box::pin(async { Ok(None) })
         }
-        fn health(&self) -> futures_like::Boxed<'_, roundtable_runtime::Health> {
+        fn health(&self) -> futures_like::Boxed<'_, roundtable_session_runtime::Health> {
             Box::pin(async { Err(RuntimeError::Unavailable { reason: "fake".into() }) })
         }
         fn probe(&self, plan: ProbePlan) -> futures_like::Boxed<'_, ProbeOutcome> {
@@ -720,7 +720,7 @@ mod tests {
     /// The boxed future the runtime trait returns.
     mod futures_like {
         pub type Boxed<'a, T> = std::pin::Pin<
-            Box<dyn std::future::Future<Output = Result<T, roundtable_runtime::RuntimeError>> + Send + 'a>,
+            Box<dyn std::future::Future<Output = Result<T, roundtable_session_runtime::RuntimeError>> + Send + 'a>,
         >;
     }
 

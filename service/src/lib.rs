@@ -16,11 +16,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use roundtable_controller::Reconciler as _;
-use roundtable_reconcilers::ObjectReconciler;
-use roundtable_reconcilers::backend::{BackendError, RuntimeImages};
-use roundtable_reconcilers::prune::{self, Prunable};
-use roundtable_reconcilers::source::{Project, Scan, scan};
-use roundtable_runtime::SessionRuntime;
+use roundtable_core::ObjectReconciler;
+use roundtable_core::backend::{BackendError, RuntimeImages};
+use roundtable_core::prune::{self, Prunable};
+use roundtable_core::source::{Project, Scan, scan};
+use roundtable_session_runtime::SessionRuntime;
 use roundtable_specs::output::{
     DescribeItem, EventItem, Health, ObjectStatus, PlannedChange, ProposalItem, SessionItem, SyncStatus,
 };
@@ -38,8 +38,8 @@ pub fn validate(dir: &Path) -> Scan {
 }
 
 /// What the spec directory `dir` declares; nothing without one (only the built-ins apply).
-fn load(dir: &Path) -> roundtable_reconcilers::source::Loaded {
-    if dir.is_dir() { roundtable_reconcilers::source::load(dir) } else { Default::default() }
+fn load(dir: &Path) -> roundtable_core::source::Loaded {
+    if dir.is_dir() { roundtable_core::source::load(dir) } else { Default::default() }
 }
 
 /// Built-in templates and declared Adapters, merged field by field, alphabetical; and the
@@ -59,7 +59,7 @@ pub enum ServiceError {
     #[error(transparent)]
     Backend(#[from] BackendError),
     #[error(transparent)]
-    Project(#[from] roundtable_reconcilers::source::ProjectError),
+    Project(#[from] roundtable_core::source::ProjectError),
     #[error("a background task failed")]
     Task(#[from] tokio::task::JoinError),
     #[error(transparent)]
@@ -88,7 +88,7 @@ pub enum ServiceError {
     Reconcile {
         key: ObjectKey,
         #[source]
-        source: roundtable_reconcilers::dispatch::Error,
+        source: roundtable_core::reconcile::Error,
     },
     #[error("cannot run the diagnostic")]
     Diagnose(#[from] diagnostics::DiagnoseError),
@@ -107,7 +107,7 @@ pub struct Service {
     runtime: Arc<dyn SessionRuntime>,
     /// Parsed spec files kept between calls (a long-lived process: the daemon's API), so a
     /// request parses only the files that changed since the last one.
-    scan_cache: Option<Arc<std::sync::Mutex<roundtable_reconcilers::source::ScanCache>>>,
+    scan_cache: Option<Arc<std::sync::Mutex<roundtable_core::source::ScanCache>>>,
     /// The key admission verifies receipts' anchors in the chain under (nothing is appended
     /// with it); without one no receipt is anchored.
     anchor_key: Option<Arc<roundtable_store::audit::AuditKey>>,
@@ -296,7 +296,7 @@ impl Service {
         Ok(tokio::task::spawn_blocking(move || match cache {
             Some(cache) => {
                 let mut cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                roundtable_reconcilers::source::scan_cached(&dir, &mut cache)
+                roundtable_core::source::scan_cached(&dir, &mut cache)
             }
             None => scan(&dir),
         })
@@ -336,9 +336,9 @@ impl Service {
             },
         };
         let mut rows: Vec<ObjectStatus> = unreachable.iter().map(EngineUnreachable::status_row).collect();
-        rows.extend(roundtable_reconcilers::status::status(&self.store, &scanned, &leftovers).await?);
+        rows.extend(roundtable_core::status::status(&self.store, &scanned, &leftovers).await?);
         self.override_drift(&scanned, &mut rows).await?;
-        rows.extend(roundtable_reconcilers::egress::status_rows(&self.store.sessions(None).await?));
+        rows.extend(roundtable_core::egress::status_rows(&self.store.sessions(None).await?));
         if self.store.is_shared() {
             rows.extend(self.controller_rows().await?);
         }
@@ -440,7 +440,7 @@ impl Service {
     /// What reconciling now would change; nothing is changed.
     pub async fn plan(&self) -> Result<Plan> {
         let scanned = self.scan().await?;
-        let changes = roundtable_reconcilers::status::plan(&self.store, &self.reconciler(), &scanned).await?;
+        let changes = roundtable_core::status::plan(&self.store, &self.reconciler(), &scanned).await?;
         let engine_unreachable = self.engine_unreachable().await;
         Ok(Plan { changes, file_errors: scanned.errors().cloned().collect(), engine_unreachable })
     }
@@ -448,7 +448,7 @@ impl Service {
     /// Conditions, stored spec, observed status and recent events of one object.
     pub async fn describe(&self, key: &ObjectKey) -> Result<DescribeItem> {
         let scanned = self.scan().await?;
-        let rows = roundtable_reconcilers::status::status(&self.store, &scanned, &[]).await?;
+        let rows = roundtable_core::status::status(&self.store, &scanned, &[]).await?;
         let Some(row) = rows.into_iter().find(|r| r.kind == key.kind.as_str() && r.name == key.name) else {
             return Err(ServiceError::UnknownObject { key: key.clone() });
         };
@@ -491,7 +491,7 @@ impl Service {
     /// its API instead), clearing a stall; when to look again, if the reconciler says.
     pub async fn reconcile_in_process(&self, key: &ObjectKey) -> Result<Option<Duration>> {
         let scanned = self.scan().await?;
-        roundtable_reconcilers::desired::sync(&self.store, &self.store, &scanned).await?;
+        roundtable_core::desired::sync(&self.store, &self.store, &scanned).await?;
         if self.store.object(key).await?.is_none() {
             return Err(ServiceError::UnknownObject { key: key.clone() });
         }
@@ -621,7 +621,7 @@ mod tests {
         let reason = "the container engine at unix:///nonexistent.sock did not answer: connection refused".to_owned();
         // As the binary builds it when it cannot connect.
         let endpoint = "unix:///nonexistent.sock".to_owned();
-        let runtime = Arc::new(roundtable_runtime::Unavailable { endpoint, reason });
+        let runtime = Arc::new(roundtable_session_runtime::Unavailable { endpoint, reason });
         let service = Service::open_for_reading(&dir, &dir.join("state"), runtime).await.expect("service");
 
         let rows = service.status(Duration::from_secs(3600)).await.expect("status");
@@ -629,7 +629,7 @@ mod tests {
         assert_eq!(engine.name, "unix:///nonexistent.sock");
         assert_eq!((engine.sync, engine.health), (SyncStatus::Error, Health::Unknown));
         assert!(engine.message.contains("unix:///nonexistent.sock") && engine.message.contains("connection refused"));
-        assert_eq!(roundtable_reconcilers::status::exit_code(&rows), 1, "status --exit-code exits 1");
+        assert_eq!(roundtable_core::status::exit_code(&rows), 1, "status --exit-code exits 1");
 
         let plan = service.plan().await.expect("plan");
         let unreachable = plan.engine_unreachable.expect("the plan says the engine is unreachable");

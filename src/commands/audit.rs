@@ -29,7 +29,7 @@ pub fn key_path(global: &Global) -> anyhow::Result<PathBuf> {
     match &global.audit_key {
         Some(path) => Ok(path.clone()),
         None => {
-            let project = roundtable_reconcilers::source::Project::resolve(&global.dir)?;
+            let project = roundtable_core::source::Project::resolve(&global.dir)?;
             Ok(host_state_root().context("pass --audit-key")?.join("keys").join(format!("{}.key", project.id)))
         }
     }

@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
 
-use roundtable_reconcilers::daemon::{self, DaemonConfig};
-use roundtable_reconcilers::execution::ExecutionConfig;
-use roundtable_reconcilers::source::Project;
+use roundtable_core::daemon::{self, DaemonConfig};
+use roundtable_core::execution::ExecutionConfig;
+use roundtable_core::source::Project;
 use roundtable_store::Store;
 use roundtable_store::audit::{AuditKey, KeyChoice};
 
@@ -78,7 +78,7 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
         eprintln!("roundtable: second signal: cancelling running executions now (they are still cleaned up)");
     };
     let runtime = crate::commands::state::runtime().await;
-    let link = roundtable_reconcilers::daemon::DaemonLink::default();
+    let link = roundtable_core::daemon::DaemonLink::default();
     let api = serve_api(global, args, &state_dir, &runtime, &link, &execution).await?;
     match runtime.health().await {
         Ok(health) => {
@@ -133,7 +133,7 @@ fn execution_config(
         audit_key: Some(std::sync::Arc::new(audit_key)),
         spec_dir: Some(global.dir.clone()),
         lease_ttl: args.lease_ttl.as_std(),
-        egress: roundtable_reconcilers::egress::EgressOptions {
+        egress: roundtable_core::egress::EgressOptions {
             resolver: args.gateway_resolver,
             allow_cidrs: args.gateway_allow_cidrs.iter().map(|cidr| cidr.net()).collect(),
             dial_allow: args.gateway_dial_allow.iter().map(|cidr| cidr.net()).collect(),
@@ -182,8 +182,8 @@ async fn serve_api(
     global: &Global,
     args: &StartArgs,
     state_dir: &std::path::Path,
-    runtime: &std::sync::Arc<dyn roundtable_runtime::SessionRuntime>,
-    link: &roundtable_reconcilers::daemon::DaemonLink,
+    runtime: &std::sync::Arc<dyn roundtable_session_runtime::SessionRuntime>,
+    link: &roundtable_core::daemon::DaemonLink,
     execution: &ExecutionConfig,
 ) -> anyhow::Result<ServedApi> {
     // `cli::parse` refused contradictory listener flags before anything started.

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use roundtable_runtime::{SessionRuntime, Unavailable};
 use roundtable_service::Service;
+use roundtable_session_runtime::{SessionRuntime, Unavailable};
 
 use crate::cli::Global;
 

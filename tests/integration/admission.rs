@@ -203,7 +203,7 @@ async fn a_receipt_past_its_ttl_is_stale_by_the_gates_clock() {
     // The project's own chain and key: the receipt is anchored there.
     let store = roundtable_store::Store::open(&root.join(".roundtable/state")).await.expect("store");
     let key = roundtable_store::audit::AuditKey::load(&root.join(".test-audit.key")).expect("key");
-    let runtime: Arc<dyn roundtable_runtime::SessionRuntime> =
+    let runtime: Arc<dyn roundtable_session_runtime::SessionRuntime> =
         Arc::new(roundtable_docker::DockerRuntime::connect().await.expect("engine"));
     let adapter = roundtable_specs::builtins::template("codex").expect("built-in").resolve("codex");
     let adapter = roundtable_specs::adapter::ResolvedAdapter { image: Some(IMAGE.parse().expect("image")), ..adapter };
@@ -335,7 +335,7 @@ async fn enforce_refuses_an_unsealed_adapter_until_it_is_sealed() {
     let message = ready.as_ref().and_then(|r| r["message"].as_str()).unwrap_or_default().to_owned();
     assert!(message.contains("no_receipt") && message.contains("admission check generic --seal"), "{message}");
     // The refusal came before anything was created: no agent container ever ran for it.
-    let project_id = roundtable_reconcilers::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let labelled = engine.labelled(&project_id).await.expect("labelled");
     assert!(
         labelled.iter().all(|r| r.labels.get("roundtable.dev/assignment").map(String::as_str) != Some("gated")),

@@ -15,8 +15,10 @@ use roundtable_docker::bollard::query_parameters::{
 };
 use roundtable_docker::profile::{SandboxSpec, TmpfsRoot, paths, tmpfs_volume};
 use roundtable_docker::{DockerRuntime, Engine};
-use roundtable_runtime::labels::{Ownership, Purpose};
-use roundtable_runtime::{Expected, ExportLimits, Resources, RunEnd, RunOutcome, SessionPlan, SessionRuntime as _};
+use roundtable_session_runtime::labels::{Ownership, Purpose};
+use roundtable_session_runtime::{
+    Expected, ExportLimits, Resources, RunEnd, RunOutcome, SessionPlan, SessionRuntime as _,
+};
 
 use crate::support::{binary, engine_or_skip, ensure_test_images};
 

@@ -153,11 +153,11 @@ fn plan_describe_and_reconcile_without_a_daemon() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn labelled_leftovers_no_spec_owns_require_pruning() {
-    use roundtable_runtime::labels::{Ownership, Purpose};
+    use roundtable_session_runtime::labels::{Ownership, Purpose};
     let Some(engine) = crate::support::engine_or_skip().await else { return };
     let project = spec_tree(&[(".roundtable/adapters.yaml", MOCK)]);
     let root = project.path();
-    let project_id = roundtable_reconcilers::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let name = format!("rt-leftover-{}", std::process::id());
     let labels = Ownership {
         project: project_id,

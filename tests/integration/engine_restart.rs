@@ -226,11 +226,11 @@ fn sessions(root: &Path, assignment: &str) -> Vec<serde_json::Value> {
 /// Waits until the agent's `command` runs in the project's container: past the launch and the
 /// self-check.
 async fn agent_running(engine: &Engine, root: &Path, command: &str) {
-    let project_id = roundtable_reconcilers::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let containers = engine.labelled(&project_id).await.expect("list");
-        for container in containers.iter().filter(|l| l.kind == roundtable_runtime::ResourceKind::Container) {
+        for container in containers.iter().filter(|l| l.kind == roundtable_session_runtime::ResourceKind::Container) {
             let top = engine.docker().top_processes(&container.name, None).await;
             let rows = top.ok().and_then(|t| t.processes).unwrap_or_default();
             if rows.iter().flatten().any(|column| column.contains(command)) {

@@ -144,7 +144,7 @@ async fn each_provider_cli_reads_its_manifest_calls_tools_through_the_bridge_and
     let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
 
     // While the agents run, nothing the engine shows about their containers holds a capability.
-    let project_id = roundtable_reconcilers::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let mut inspected = 0;
     let deadline = Instant::now() + Duration::from_secs(120);
     let sessions = loop {
@@ -206,7 +206,7 @@ async fn each_provider_cli_reads_its_manifest_calls_tools_through_the_bridge_and
         assert_eq!(notes, [format!("{provider} read task T-{provider}")], "{provider}");
         // The session has ended, so its claim holds nothing. The end's own release can land just
         // after the proposal is visible; then the briefing releases the straggler instead (the
-        // manager's release at every end is tested in reconcilers/tests/execution.rs).
+        // manager's release at every end is tested in core/tests/execution.rs).
         assert_eq!(briefing["claims"].as_array().map(Vec::len), Some(0), "{provider}: {briefing:#}");
         assert!(briefing["released"].as_array().is_some_and(|r| r.len() <= 1), "{provider}: {briefing:#}");
     }
@@ -235,7 +235,7 @@ async fn each_provider_cli_reads_its_manifest_calls_tools_through_the_bridge_and
 
 /// Home volumes of the project in `root`.
 fn home_volumes(root: &std::path::Path) -> Vec<String> {
-    let project_id = roundtable_reconcilers::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let out = std::process::Command::new("docker")
         .args(["volume", "ls", "-q", "--filter", "label=roundtable.dev/purpose=home"])
         .args(["--filter", &format!("label=roundtable.dev/project={project_id}")])
@@ -364,7 +364,7 @@ async fn a_new_repository_at_a_reused_path_gets_an_empty_home_and_never_the_old_
         }
     };
     check_out("# The first repository\n");
-    let project_id = roundtable_reconcilers::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let _remove = RemoveHomes(project_id);
     run_once("the first repository's run").await;
     let first = home_volumes(&root);

@@ -103,10 +103,11 @@ fn specs_depends_on_no_async_network_or_docker_crate() {
 #[test]
 fn controller_layers_stay_apart() {
     let graph = lock_graph();
-    for runtime in ["roundtable-docker", "roundtable-runtime", "roundtable-workspace", "roundtable-incontainer"] {
+    for runtime in ["roundtable-docker", "roundtable-session-runtime", "roundtable-workspace", "roundtable-incontainer"]
+    {
         let deps = graph.get(runtime).unwrap_or_else(|| panic!("{runtime} in the lock file"));
         assert!(!deps.iter().any(|dep| dep == "roundtable-store"), "{runtime} does not reach into the state store");
-        assert!(!deps.iter().any(|dep| dep == "roundtable-reconcilers"), "{runtime} knows no reconciler");
+        assert!(!deps.iter().any(|dep| dep == "roundtable-core"), "{runtime} knows no reconciler");
     }
     let store = graph.get("roundtable-store").expect("store in lock");
     assert!(!store.iter().any(|dep| dep == "bollard"), "the store does not talk to the engine");
@@ -124,7 +125,7 @@ fn only_the_docker_runtime_depends_on_an_engine_crate() {
         .map(|(name, _)| name)
         .collect();
     assert_eq!(direct, ["roundtable-docker"], "crates that depend on bollard directly");
-    for neutral in ["roundtable-runtime", "roundtable-workspace", "roundtable-reconcilers", "roundtable-service"] {
+    for neutral in ["roundtable-session-runtime", "roundtable-workspace", "roundtable-core", "roundtable-service"] {
         let seen = reachable(neutral);
         assert!(!seen.contains("bollard"), "{neutral} reaches bollard: {seen:?}");
         assert!(!seen.contains("roundtable-docker"), "{neutral} names the Docker runtime");
@@ -258,10 +259,10 @@ fn controller_depends_on_no_engine_store_or_api_crate() {
         "roundtable-specs",
         "roundtable-store",
         "roundtable-docker",
-        "roundtable-runtime",
+        "roundtable-session-runtime",
         "roundtable-workspace",
         "roundtable-gateway",
-        "roundtable-reconcilers",
+        "roundtable-core",
     ];
     let found: Vec<&&str> = forbidden.iter().filter(|name| seen.contains(**name)).collect();
     assert!(found.is_empty(), "controller (transitively) depends on {found:?}");
@@ -309,7 +310,7 @@ fn specs_does_no_io() {
 /// their own, so fakes can drive the same code.
 #[test]
 fn reconcilers_act_only_through_backend_traits() {
-    let reconcilers = ["dispatch.rs", "adapter.rs", "assignment.rs", "conditions.rs"];
+    let reconcilers = ["reconcile.rs", "adapter.rs", "assignment.rs", "conditions.rs"];
     let needles: Vec<String> = [
         "bollard",
         "sqlx",
@@ -327,7 +328,7 @@ fn reconcilers_act_only_through_backend_traits() {
     .map(str::to_owned)
     .into();
     let files: Vec<std::path::PathBuf> =
-        reconcilers.iter().map(|name| repo_root().join("reconcilers/src").join(name)).collect();
+        reconcilers.iter().map(|name| repo_root().join("core/src").join(name)).collect();
     let missing: Vec<String> = files.iter().filter(|path| !path.is_file()).map(|path| relative(path)).collect();
     assert!(missing.is_empty(), "the reconciler modules moved; update this list: {missing:?}");
     let found = occurrences(&files, &needles, false);

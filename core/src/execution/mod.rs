@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use roundtable_agents::capability::Authority;
 use roundtable_controller::{Handle, Trigger};
-use roundtable_runtime::SessionRuntime;
+use roundtable_session_runtime::SessionRuntime;
 use roundtable_specs::adapter::ResolvedAdapter;
 use roundtable_specs::assignment::AssignmentSpec;
 use roundtable_specs::session::{SessionCause, SessionPhase};

@@ -1,6 +1,6 @@
 //! The Assignment reconciler's decisions: from the sessions of the current execution
 //! generation, what phase the Assignment is in and whether to start, retry, cancel or wait.
-//! Pure: the dispatcher observes and applies.
+//! Pure: the object reconciler observes and applies.
 
 use roundtable_specs::adapter::ResolvedAdapter;
 use roundtable_specs::admission::GateDecision;

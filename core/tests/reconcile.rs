@@ -6,15 +6,13 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use roundtable_controller::Reconciler as _;
-use roundtable_reconcilers::ObjectReconciler;
-use roundtable_reconcilers::backend::ExecutionBackend;
-use roundtable_reconcilers::backend::{
-    AuditEvent, AuditSink, BackendError, Change, ImageBackend, ImageInfo, StatusBackend,
-};
-use roundtable_reconcilers::desired::{Desired, sync};
-use roundtable_reconcilers::execution::ExecutionRequest;
-use roundtable_reconcilers::source::scan;
-use roundtable_reconcilers::status::{exit_code, plan, status};
+use roundtable_core::ObjectReconciler;
+use roundtable_core::backend::ExecutionBackend;
+use roundtable_core::backend::{AuditEvent, AuditSink, BackendError, Change, ImageBackend, ImageInfo, StatusBackend};
+use roundtable_core::desired::{Desired, sync};
+use roundtable_core::execution::ExecutionRequest;
+use roundtable_core::source::scan;
+use roundtable_core::status::{exit_code, plan, status};
 use roundtable_specs::output::{Condition, ConditionStatus, Health, SyncStatus};
 use roundtable_specs::{Kind, ObjectKey};
 use roundtable_store::{ObjectRecord, ProposalRecord, SessionRecord, Store};
@@ -250,7 +248,7 @@ async fn stalls_are_recorded_and_cleared_by_the_next_success() {
         .await;
     let conditions = reconciler.status.conditions(&desired.key).await.expect("conditions");
     assert_eq!(condition(&conditions, "Stalled").reason, "ErrorBudgetExhausted");
-    assert_eq!(roundtable_reconcilers::conditions::health(&conditions).0, Health::Stalled);
+    assert_eq!(roundtable_core::conditions::health(&conditions).0, Health::Stalled);
     reconciler.reconcile(&desired.key).await.expect("reconcile");
     let conditions = reconciler.status.conditions(&desired.key).await.expect("conditions");
     assert_eq!(condition(&conditions, "Stalled").status, ConditionStatus::False);
@@ -381,7 +379,7 @@ async fn status_and_plan_report_drift_then_convergence() {
 
 #[test]
 fn targeted_rescans_read_only_what_changed_and_stay_correct() {
-    use roundtable_reconcilers::source::{ScanCache, scan_cached, scan_changed};
+    use roundtable_core::source::{ScanCache, scan_cached, scan_changed};
     let specs = tempfile::tempdir().expect("tempdir");
     let dir = specs.path();
     let adapter = |name: &str, timeout: &str| {
@@ -390,7 +388,7 @@ fn targeted_rescans_read_only_what_changed_and_stay_correct() {
     write(dir, "a.yaml", &adapter("a", "1m"));
     write(dir, "b.yaml", &adapter("b", "1m"));
     let mut cache = ScanCache::default();
-    let names = |scan: &roundtable_reconcilers::source::Scan| {
+    let names = |scan: &roundtable_core::source::Scan| {
         let mut names: Vec<String> = scan.objects.iter().map(|o| o.metadata.name.clone()).collect();
         names.sort();
         names

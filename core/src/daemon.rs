@@ -12,12 +12,12 @@ use roundtable_controller::{Config, Controller, Handle, Reconciler, Trigger};
 use roundtable_specs::ObjectKey;
 use roundtable_store::Store;
 
-use roundtable_runtime::SessionRuntime;
+use roundtable_session_runtime::SessionRuntime;
 
 use crate::backend::{BackendError, ChainedEvents, RuntimeImages};
 use crate::desired::{SyncCache, SyncOutcome, sync_with};
-use crate::dispatch::ObjectReconciler;
 use crate::execution::{ExecutionConfig, ExecutionManager, ShutdownSummary};
+use crate::reconcile::ObjectReconciler;
 use crate::revision::Gate;
 use crate::source::{ScanCache, scan_changed};
 

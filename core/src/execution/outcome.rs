@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use roundtable_runtime::{Captured, RunEnd, RunOutcome, RuntimeError};
+use roundtable_session_runtime::{Captured, RunEnd, RunOutcome, RuntimeError};
 use roundtable_specs::secrets::KnownSecrets;
 use roundtable_specs::session::{ProposalFlag, ProposalFlagKind, SessionCause, SessionPhase};
 

@@ -7,15 +7,15 @@ pub mod backend;
 pub mod conditions;
 pub mod daemon;
 pub mod desired;
-pub mod dispatch;
 pub mod egress;
 pub mod execution;
 pub mod mcp;
 pub mod presence;
 pub mod prune;
+pub mod reconcile;
 pub mod revision;
 pub mod sidecar;
 pub mod source;
 pub mod status;
 
-pub use dispatch::ObjectReconciler;
+pub use reconcile::ObjectReconciler;

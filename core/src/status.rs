@@ -10,10 +10,10 @@ use roundtable_store::{ObjectRecord, SessionRecord, Store};
 use crate::backend::{AuditSink, BackendError, Change, ExecutionBackend, ImageBackend, StatusBackend};
 use crate::conditions::{self, READY};
 use crate::desired::{Desired, declared};
-use crate::dispatch::ObjectReconciler;
+use crate::reconcile::ObjectReconciler;
 use crate::source::Scan;
-use roundtable_runtime::OwnedResource;
-use roundtable_runtime::labels::{ASSIGNMENT, SESSION};
+use roundtable_session_runtime::OwnedResource;
+use roundtable_session_runtime::labels::{ASSIGNMENT, SESSION};
 
 /// What an Assignment row says while its execution is in flight: the latest session's own phase
 /// and message. The Ready condition is written when the reconciler starts an execution (`Queued`)

@@ -17,7 +17,7 @@ pub enum BackendError {
     #[error(transparent)]
     Store(#[from] roundtable_store::Error),
     #[error(transparent)]
-    Runtime(#[from] roundtable_runtime::RuntimeError),
+    Runtime(#[from] roundtable_session_runtime::RuntimeError),
     #[error(transparent)]
     Start(#[from] crate::execution::StartError),
     /// Only the daemon (`roundtable start`) runs executions; `status`, `plan` and `reconcile`
@@ -285,7 +285,7 @@ impl StatusBackend for Store {
             Change::RecordStatus(status) => self.set_status_json(key, status.as_deref()).await?,
             Change::ObserveGeneration(generation) => self.set_observed_generation(key, *generation).await?,
             Change::Forget => self.forget(key).await?,
-            // Executions are not the store's to start; the dispatcher routes these.
+            // Executions are not the store's to start; the object reconciler routes these.
             Change::StartExecution { .. }
             | Change::CancelExecution
             | Change::SupersedeExecution { .. }
@@ -338,7 +338,7 @@ impl AuditSink for ChainedEvents {
 /// Images through the session runtime (never pulled), and admission through its authority
 /// when there is one.
 #[derive(Clone)]
-pub struct RuntimeImages(pub std::sync::Arc<dyn roundtable_runtime::SessionRuntime>, pub Option<Admitter>);
+pub struct RuntimeImages(pub std::sync::Arc<dyn roundtable_session_runtime::SessionRuntime>, pub Option<Admitter>);
 
 impl ImageBackend for RuntimeImages {
     async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>, BackendError> {

@@ -5,8 +5,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use roundtable_runtime::labels::{ASSIGNMENT, CONTROLLER_RUN, PURPOSE, Purpose, REPOSITORY, SESSION};
-use roundtable_runtime::{OwnedResource, SessionRuntime};
+use roundtable_session_runtime::labels::{ASSIGNMENT, CONTROLLER_RUN, PURPOSE, Purpose, REPOSITORY, SESSION};
+use roundtable_session_runtime::{OwnedResource, SessionRuntime};
 use roundtable_store::{SessionRecord, Store};
 use roundtable_workspace::runs::Liveness;
 
@@ -168,7 +168,7 @@ pub async fn remove(
             PrunableKind::Proposal => remove_proposal(store, &item.name).await,
             PrunableKind::Resource(resource) => match runtime {
                 Some(runtime) => runtime.remove(resource).await.map_err(BackendError::from),
-                None => Err(BackendError::Runtime(roundtable_runtime::RuntimeError::Unavailable {
+                None => Err(BackendError::Runtime(roundtable_session_runtime::RuntimeError::Unavailable {
                     reason: "no container engine to remove it from".into(),
                 })),
             },
@@ -214,7 +214,7 @@ mod tests {
     #[test]
     fn only_a_home_with_this_repositorys_key_is_its_own() {
         let volume = |labels: &[(&str, &str)]| OwnedResource {
-            kind: roundtable_runtime::ResourceKind::Volume,
+            kind: roundtable_session_runtime::ResourceKind::Volume,
             name: "roundtable-home-x".into(),
             labels: labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
             running: false,
@@ -244,7 +244,7 @@ mod tests {
     #[test]
     fn a_live_or_running_controller_run_keeps_its_resources() {
         let resource = |run: &str, running: bool| OwnedResource {
-            kind: roundtable_runtime::ResourceKind::Container,
+            kind: roundtable_session_runtime::ResourceKind::Container,
             name: "c".into(),
             labels: [(CONTROLLER_RUN.to_owned(), run.to_owned())].into(),
             running,

@@ -1,15 +1,15 @@
 //! Prints the reconcile engine's figures at 10,000 objects in 1,000 files: first scan + parse +
 //! diff, a resync with nothing changed, resident memory, and file edit → reconcile start latency
-//! with a no-op reconciler. Run: `cargo bench -p roundtable-reconcilers --bench reconcile`.
+//! with a no-op reconciler. Run: `cargo bench -p roundtable-core --bench reconcile`.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use roundtable_controller::{Action, ErrorOutcome, ReconcileError, Reconciler};
-use roundtable_reconcilers::daemon::{DaemonConfig, run_with};
-use roundtable_reconcilers::desired::{sync, sync_with};
-use roundtable_reconcilers::source::{ScanCache, scan_cached, scan_changed};
+use roundtable_core::daemon::{DaemonConfig, run_with};
+use roundtable_core::desired::{sync, sync_with};
+use roundtable_core::source::{ScanCache, scan_cached, scan_changed};
 use roundtable_specs::ObjectKey;
 use roundtable_store::Store;
 use tokio::sync::mpsc;
@@ -116,13 +116,13 @@ async fn main() {
     println!("resync, nothing changed (CPU)            {:8.1} ms", (cpu_seconds() - cpu_before) * 1e3);
     println!("peak resident memory after the scans     {:8.1} MiB (target < 64)", peak_rss_mib());
     let started = Instant::now();
-    let loaded = roundtable_reconcilers::source::load(&dir);
+    let loaded = roundtable_core::source::load(&dir);
     let load_time = started.elapsed();
     let started = Instant::now();
     let findings = roundtable_specs::validate(&loaded.objects);
     let validate_time = started.elapsed();
     let started = Instant::now();
-    let declared = roundtable_reconcilers::desired::declared(&first);
+    let declared = roundtable_core::desired::declared(&first);
     let digests: usize = declared.values().map(|d| d.digest().len()).sum();
     let digest_time = started.elapsed();
     println!(
@@ -135,7 +135,7 @@ async fn main() {
 
     // What the daemon does per edit, without the debounce and the queue: a targeted rescan of
     // the one changed file and a sync against the cached index.
-    let mut sync_cache = roundtable_reconcilers::desired::SyncCache::default();
+    let mut sync_cache = roundtable_core::desired::SyncCache::default();
     let _ = sync_with(&store, &store, &again, &mut sync_cache).await.expect("sync");
     let (mut rescans, mut syncs, mut across) = (Vec::new(), Vec::new(), Vec::new());
     for edit in 0..EDITS {

@@ -11,9 +11,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use roundtable_reconcilers::egress::EgressOptions;
-use roundtable_reconcilers::execution::{ExecutionConfig, ExecutionManager, ExecutionRequest};
-use roundtable_runtime::{Health, OwnedResource, RunEnd, RunOutcome, RuntimeError, SessionPlan, SessionRuntime};
+use roundtable_core::egress::EgressOptions;
+use roundtable_core::execution::{ExecutionConfig, ExecutionManager, ExecutionRequest};
+use roundtable_session_runtime::{
+    Health, OwnedResource, RunEnd, RunOutcome, RuntimeError, SessionPlan, SessionRuntime,
+};
 use roundtable_specs::session::{ProposalFlagKind, SessionCause, SessionPhase};
 use roundtable_specs::{Spec, parse_file};
 use roundtable_store::audit::AuditKey;
@@ -122,10 +124,11 @@ impl SessionRuntime for FakeRuntime {
                         [b"\0\x01".as_slice(), key.as_bytes()].concat(),
                     )
                     .expect("binary");
-                    let (mut stdout, mut stderr) = (roundtable_runtime::Captured::default(), Default::default());
+                    let (mut stdout, mut stderr) =
+                        (roundtable_session_runtime::Captured::default(), Default::default());
                     let printed = format!("key={key}\nagain {key}\n");
                     stdout.push(printed.as_bytes(), (printed.len() - 10) as u64);
-                    roundtable_runtime::Captured::push(
+                    roundtable_session_runtime::Captured::push(
                         &mut stderr,
                         format!("error: {key} refused").as_bytes(),
                         1 << 20,
@@ -160,7 +163,7 @@ impl SessionRuntime for FakeRuntime {
                     self.answers.lock().expect("lock").push(answer);
                     copy_tree(&plan.source_dir, &plan.export_dir);
                     std::fs::write(plan.export_dir.join("README.md"), "# Project\nEdited by codex.\n").expect("edit");
-                    let mut stdout = roundtable_runtime::Captured::default();
+                    let mut stdout = roundtable_session_runtime::Captured::default();
                     let lines = "{\"type\":\"thread.started\",\"thread_id\":\"0199a213-81c0-7800-8aa1-bbab2a035a53\"}\n\
                                  {\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":10,\"cached_input_tokens\":2,\"output_tokens\":5}}\n";
                     stdout.push(lines.as_bytes(), 1 << 20);
@@ -195,8 +198,8 @@ impl SessionRuntime for FakeRuntime {
 
     fn probe(
         &self,
-        _plan: roundtable_runtime::ProbePlan,
-    ) -> BoxFuture<'_, Result<roundtable_runtime::ProbeOutcome, RuntimeError>> {
+        _plan: roundtable_session_runtime::ProbePlan,
+    ) -> BoxFuture<'_, Result<roundtable_session_runtime::ProbeOutcome, RuntimeError>> {
         Box::pin(async { Err(RuntimeError::Unavailable { reason: "the fake runtime runs no probes".into() }) })
     }
 }

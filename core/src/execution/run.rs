@@ -11,7 +11,7 @@ use roundtable_agents::capability::Token;
 use roundtable_agents::capture;
 use roundtable_agents::plan::{self, PlanInput, ProviderPlan, Stdin};
 use roundtable_agents::tools::ActivitySnapshot;
-use roundtable_runtime::{
+use roundtable_session_runtime::{
     Expected, ExportLimits, Ownership, PersistentHome, Purpose, Resources, RunOutcome, SessionPlan, TmpEntry,
 };
 use roundtable_specs::adapter::ResolvedAdapter;
