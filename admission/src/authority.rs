@@ -275,7 +275,7 @@ impl Admitter {
                 Anchor::Missing(format!("no {RECEIPT_ENTRY} entry names it under the key {}", key.path().display()))
             }
             Err(error) => {
-                Anchor::Missing(format!("the chain cannot be read: {}", roundtable_controller::error_chain(&error)))
+                Anchor::Missing(format!("the chain cannot be read: {}", roundtable_telemetry::error_chain(&error)))
             }
         }
     }

@@ -6,7 +6,7 @@ use roundtable_session_runtime::{Captured, Ownership, ProbeCommand, ProbePlan, P
 use roundtable_specs::adapter::ResolvedAdapter;
 use serde_json::json;
 
-use roundtable_controller::error_chain;
+use roundtable_telemetry::error_chain;
 
 use crate::authority::{Admitter, PROBE_TIMEOUT};
 use crate::contracts::LoadedContract;

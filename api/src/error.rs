@@ -64,7 +64,7 @@ impl IntoResponse for ApiError {
 
 impl From<ServiceError> for ApiError {
     fn from(error: ServiceError) -> Self {
-        let message = roundtable_controller::error_chain(&error);
+        let message = roundtable_telemetry::error_chain(&error);
         match &error {
             ServiceError::NotFound { what, id } => {
                 let code = match *what {

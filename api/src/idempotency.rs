@@ -81,7 +81,7 @@ pub async fn idempotent(State(state): State<ApiState>, request: Request, next: N
             )
             .into_response();
         }
-        Err(error) => return ApiError::internal(roundtable_controller::error_chain(&error)).into_response(),
+        Err(error) => return ApiError::internal(roundtable_telemetry::error_chain(&error)).into_response(),
     }
     let response = next.run(Request::from_parts(parts, Body::from(body))).await;
     let (parts, body) = response.into_parts();

@@ -9,7 +9,7 @@ use crate::state::ApiState;
 
 pub async fn render(state: &ApiState) -> Result<String, ApiError> {
     let store = state.service.store();
-    let internal = |error: roundtable_store::Error| ApiError::internal(roundtable_controller::error_chain(&error));
+    let internal = |error: roundtable_store::Error| ApiError::internal(roundtable_telemetry::error_chain(&error));
     let mut executions = ComputedFamily::gauge(
         "roundtable_executions",
         "Sessions in the store by phase and cause (cause `none` while queued or running).",

@@ -36,7 +36,7 @@ impl ApiState {
         }
         let entry = roundtable_store::audit::AuditedEntry { kind, subject, record };
         if let Err(error) = self.service.store().append_audited(key, &entry).await {
-            tracing::error!(kind, subject, error = %roundtable_controller::error_chain(&error), "cannot anchor an operator action in the audit chain");
+            tracing::error!(kind, subject, error = %roundtable_telemetry::error_chain(&error), "cannot anchor an operator action in the audit chain");
         }
     }
 }

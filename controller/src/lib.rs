@@ -11,4 +11,4 @@ pub mod scheduler;
 pub mod watch;
 
 pub use action::Action;
-pub use runner::{Config, Controller, ErrorOutcome, Handle, ReconcileError, Reconciler, Trigger, error_chain};
+pub use runner::{Config, Controller, ErrorOutcome, Handle, ReconcileError, Reconciler, Trigger};

@@ -253,7 +253,7 @@ where
                         Ok((id, (key, result))) => {
                             task_keys.remove(&id);
                             let permanent = result.as_ref().err().is_some_and(ReconcileError::is_permanent);
-                            (key, result.map_err(|e| error_chain(&e)), permanent)
+                            (key, result.map_err(|e| roundtable_telemetry::error_chain(&e)), permanent)
                         }
                         Err(join_error) => {
                             let Some(key) = task_keys.remove(&join_error.id()) else { continue };
@@ -288,18 +288,6 @@ where
         }
         summary
     }
-}
-
-/// An error and its sources, joined with `: `.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
 }
 
 fn panic_message(error: tokio::task::JoinError) -> String {

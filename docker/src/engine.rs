@@ -128,13 +128,7 @@ impl Engine {
 
 /// A report for when the engine cannot be reached at all.
 pub fn unreachable_report(error: &EngineError) -> DoctorReport {
-    let mut message = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
+    let message = roundtable_telemetry::error_chain(error);
     DoctorReport {
         endpoint: endpoint().unwrap_or_else(|_| "none".into()),
         reachable: false,

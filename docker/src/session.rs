@@ -679,7 +679,7 @@ impl<'a> Execution<'a> {
                 // The checked process waits for a go that never comes.
                 let _ = checked.refuse(docker, name, &mut cancel).await;
                 outcome.end = RunEnd::EgressUnavailable;
-                let said = error_text(&failure);
+                let said = roundtable_telemetry::error_chain(&failure);
                 outcome.stderr.push(said.as_bytes(), 1 << 20);
                 return Ok(outcome);
             }
@@ -731,7 +731,7 @@ impl<'a> Execution<'a> {
             }
             // The agent's exit code and output stay on the outcome; the export's failure says why
             // there is no proposal.
-            Err(error) => outcome.export_failed = Some(error_text(&error)),
+            Err(error) => outcome.export_failed = Some(roundtable_telemetry::error_chain(&error)),
         }
         lap(&mut outcome.timings, "export");
         Ok(outcome)
@@ -774,12 +774,6 @@ impl<'a> Execution<'a> {
         }
         extracted.map_err(|error| RuntimeError::Export(Box::new(error)))
     }
-}
-
-/// What an error says, with its sources.
-fn error_text(error: &(dyn std::error::Error + 'static)) -> String {
-    let chain = std::iter::successors(Some(error), |e| e.source());
-    chain.map(ToString::to_string).collect::<Vec<_>>().join(": ")
 }
 
 /// A blocking reader over chunks sent from the async side; the end of the stream is the sender

@@ -283,7 +283,7 @@ fn probe_failed(adapter: &ResolvedAdapter, error: &RuntimeError, mcp: bool) -> V
         ),
         other => DiagnosticCheck::failed(
             IMAGE,
-            format!("the probe container could not run: {}", roundtable_controller::error_chain(other)),
+            format!("the probe container could not run: {}", roundtable_telemetry::error_chain(other)),
             "check the container engine with `roundtable doctor`",
         ),
     };

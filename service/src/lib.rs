@@ -312,7 +312,7 @@ impl Service {
         let error = self.runtime.health().await.err()?;
         Some(EngineUnreachable {
             endpoint: self.runtime.endpoint().to_owned(),
-            error: roundtable_controller::error_chain(&error),
+            error: roundtable_telemetry::error_chain(&error),
         })
     }
 
@@ -330,7 +330,7 @@ impl Service {
                 // What a live controller run (another state directory, say) uses is not a leftover.
                 Ok(found) => found.into_iter().filter(|r| prune::left_alone(r, &runs).is_none()).collect(),
                 Err(error) => {
-                    tracing::warn!(error = %roundtable_controller::error_chain(&error), "cannot list labelled resources");
+                    tracing::warn!(error = %roundtable_telemetry::error_chain(&error), "cannot list labelled resources");
                     Vec::new()
                 }
             },

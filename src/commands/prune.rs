@@ -36,7 +36,7 @@ pub async fn run(global: &Global, retention: Duration, dry_run: bool, format: Fo
                 _ if pruned.item.skipped.is_some() => {
                     format!("{} ({})", pruned.item.skipped.as_deref().unwrap_or_default(), pruned.item.why)
                 }
-                (Some(error), _) => format!("not removed: {}", roundtable_controller::error_chain(error)),
+                (Some(error), _) => format!("not removed: {}", roundtable_telemetry::error_chain(error)),
                 (None, true) => format!("would remove: {}", pruned.item.why),
                 (None, false) => format!("removed: {}", pruned.item.why),
             },

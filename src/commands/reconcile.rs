@@ -40,7 +40,7 @@ pub async fn run(global: &Global, object: &str) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(error @ (ServiceError::UnknownObject { .. } | ServiceError::Reconcile { .. })) => {
-            eprintln!("error: {}", roundtable_controller::error_chain(&error));
+            eprintln!("error: {}", roundtable_telemetry::error_chain(&error));
             Ok(ExitCode::from(1))
         }
         Err(error) => Err(error.into()),

@@ -85,7 +85,7 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
             tracing::info!(endpoint = %health.endpoint, version = %health.version, "connected to the container engine")
         }
         Err(error) => {
-            tracing::warn!(error = %roundtable_controller::error_chain(&error), "no container engine: Adapter reconciles and executions will fail and retry")
+            tracing::warn!(error = %roundtable_telemetry::error_chain(&error), "no container engine: Adapter reconciles and executions will fail and retry")
         }
     }
     let summary = daemon::run(config, store.clone(), runtime, execution, shutdown, hurry, link).await?;

@@ -16,7 +16,7 @@ pub async fn runtime() -> Arc<dyn SessionRuntime> {
         Err(error) => Arc::new(Unavailable {
             // Where the engine was looked for, so `status` and `plan` can name it.
             endpoint: roundtable_docker::engine::endpoint().unwrap_or_else(|_| "none".into()),
-            reason: roundtable_controller::error_chain(&error),
+            reason: roundtable_telemetry::error_chain(&error),
         }),
     }
 }

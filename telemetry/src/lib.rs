@@ -1,4 +1,5 @@
-//! Roundtable's process-wide metrics, rendered in the Prometheus text format.
+//! Roundtable's process-wide metrics, rendered in the Prometheus text format, and the one way a
+//! failure is rendered for a log line or a message ([`error_chain`]).
 //!
 //! One [`Registry`] per process ([`global`]) holds named families of [`Counter`]s, [`Gauge`]s and
 //! [`Histogram`]s. A family is registered once by name, help text and label names; registering
@@ -23,6 +24,7 @@
 
 mod computed;
 mod counter;
+mod errors;
 mod exposition;
 mod family;
 mod gauge;
@@ -32,6 +34,7 @@ mod registry;
 
 pub use computed::ComputedFamily;
 pub use counter::Counter;
+pub use errors::error_chain;
 pub use exposition::{NameError, check_label_name, check_metric_name};
 pub use family::{CounterVec, Family, GaugeVec, HistogramVec, MAX_LABEL_SETS, MAX_LABEL_VALUE_BYTES, OVERFLOW_LABEL};
 pub use gauge::Gauge;

@@ -85,7 +85,7 @@ pub async fn queue_reconcile(state: &ApiState, key: ObjectKey, via: &str) -> Api
         .store()
         .object(&key)
         .await
-        .map_err(|e| ApiError::internal(roundtable_controller::error_chain(&e)))?;
+        .map_err(|e| ApiError::internal(roundtable_telemetry::error_chain(&e)))?;
     if known.is_none() {
         return Err(ApiError::not_found("object_not_found", format!("{key} is neither declared nor recorded")));
     }

@@ -195,7 +195,7 @@ impl ExecutionManager {
         let Some(mut record) = self.inner.store.session(session).await? else { return Ok(()) };
         if let Err(error) = self.inner.runtime.remove_session(&self.inner.config.project_id, &record.id).await {
             // What is left carries the ownership labels; `status` lists it and `prune` removes it.
-            tracing::warn!(session, error = %roundtable_controller::error_chain(&error), "cannot remove what the session left");
+            tracing::warn!(session, error = %roundtable_telemetry::error_chain(&error), "cannot remove what the session left");
         }
         // Only a folder under this controller's own execution root: on a shared store the
         // session may have run on another host, whose paths mean nothing (or something else) here.

@@ -80,7 +80,7 @@ const STOPPED_WHILE_RUNNING: &str = "the controller was stopped (SIGTERM/SIGINT)
 /// How a runtime error ends the session: a lost engine interrupts it (re-run, like a controller
 /// restart); anything else fails it.
 pub fn ending_of_error(error: &RuntimeError) -> Ending {
-    let message = roundtable_controller::error_chain(error);
+    let message = roundtable_telemetry::error_chain(error);
     match error {
         RuntimeError::EngineLost { .. } => Ending::interrupted(SessionCause::EngineLost, message),
         RuntimeError::Unavailable { .. } => Ending::failed(SessionCause::EngineUnavailable, message),

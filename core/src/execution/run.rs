@@ -22,6 +22,7 @@ use roundtable_specs::session::{
     AgentSession, EgressReport, Extracted, ProposalFlag, ProposalFlagKind, ProposalState, SessionCause, SessionPhase,
 };
 use roundtable_store::{ProposalRecord, SessionRecord};
+use roundtable_telemetry::error_chain;
 use roundtable_workspace::provision::{self, ProvisionError, Provisioned};
 use roundtable_workspace::settle::{self, Settled};
 use roundtable_workspace::{patch, sockets};
@@ -815,10 +816,6 @@ fn record_run(session: &mut SessionRecord, outcome: &RunOutcome, exec_dir: &Path
     for (phase, millis) in &outcome.timings {
         detail.timings_ms.insert((*phase).to_owned(), *millis);
     }
-}
-
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    roundtable_controller::error_chain(error)
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
