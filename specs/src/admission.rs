@@ -3,12 +3,11 @@
 //! record. Receipts hash as canonical JSON, the same form the audit chain MACs.
 
 use std::fmt;
-use std::str::FromStr;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::session::{UnknownWord, words};
+use crate::words::words;
 
 /// The receipt format's version.
 pub const RECEIPT_SCHEMA_VERSION: u32 = 1;
@@ -292,7 +291,7 @@ pub struct AdmissionItem {
     pub receipt: Option<ReceiptSummary>,
 }
 
-impl crate::output::ListItem for AdmissionItem {
+impl crate::list::ListItem for AdmissionItem {
     const LIST_KIND: &'static str = "AdmissionList";
 }
 
@@ -312,6 +311,6 @@ pub struct CanaryItem {
     pub expires_at: String,
 }
 
-impl crate::output::ListItem for CanaryItem {
+impl crate::list::ListItem for CanaryItem {
     const LIST_KIND: &'static str = "CanaryList";
 }

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use crate::adapter::{AdapterSpec, ResolvedAdapter};
 use crate::builtins;
 use crate::names::slug;
+use crate::object::{Object, Origin, Spec};
 use crate::output::AdapterItem;
-use crate::parse::{Object, Origin, Spec};
 
 /// One adapter as the project sees it.
 #[derive(Debug, Clone)]

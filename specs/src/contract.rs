@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::adapter::Provider;
-use crate::output::{Severity, ValidationError};
+use crate::finding::{Severity, ValidationError};
 use crate::yaml;
 
 /// A contract file, as written.

@@ -5,7 +5,7 @@
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::parse::{Object, Spec};
+use crate::object::{Object, Spec};
 
 /// Lowercase hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {

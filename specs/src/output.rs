@@ -1,81 +1,10 @@
-//! The list envelope every JSON output uses, kubectl style, and the item types inside it.
-
-use std::fmt;
+//! The item types inside the list envelope (`list`) that every JSON output uses.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::adapter::{Capability, Resources};
-use crate::meta::API_VERSION;
-
-/// An item type that can be listed; `LIST_KIND` is the envelope's `kind`.
-pub trait ListItem {
-    const LIST_KIND: &'static str;
-}
-
-/// `{"apiVersion", "kind": "<Kind>List", "metadata": {"continue"?}, "items": [...]}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct List<T> {
-    pub api_version: String,
-    pub kind: String,
-    pub metadata: ListMeta,
-    pub items: Vec<T>,
-}
-
-/// `metadata` of a list: an opaque cursor when more items follow.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct ListMeta {
-    #[serde(rename = "continue", default, skip_serializing_if = "Option::is_none")]
-    pub continue_token: Option<String>,
-}
-
-impl<T: ListItem> List<T> {
-    pub fn of(items: Vec<T>) -> Self {
-        Self { api_version: API_VERSION.into(), kind: T::LIST_KIND.into(), metadata: ListMeta::default(), items }
-    }
-}
-
-// === validation ===
-
-/// How bad a finding is: errors make `validate` exit 1; warnings are shown but pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub enum Severity {
-    Error,
-    Warning,
-}
-
-/// One finding of `validate`, positioned in its file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ValidationError {
-    pub file: String,
-    /// 1-based; 0 when the problem is with the file as a whole (unreadable, too large).
-    pub line: usize,
-    pub column: usize,
-    /// The field path, like `spec.readablePaths[1]`; empty for the document itself.
-    pub path: String,
-    pub message: String,
-    pub severity: Severity,
-}
-
-impl ListItem for ValidationError {
-    const LIST_KIND: &'static str = "ValidationErrorList";
-}
-
-impl fmt::Display for ValidationError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: ", self.file, self.line, self.column)?;
-        if self.severity == Severity::Warning {
-            f.write_str("warning: ")?;
-        }
-        if !self.path.is_empty() {
-            write!(f, "{}: ", self.path)?;
-        }
-        f.write_str(&self.message)
-    }
-}
+use crate::list::ListItem;
 
 // === adapters ===
 
@@ -433,19 +362,4 @@ pub struct DoctorReport {
 
 impl ListItem for DoctorReport {
     const LIST_KIND: &'static str = "DoctorReportList";
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn envelope_is_kubectl_shaped() {
-        let list = List::of(Vec::<ValidationError>::new());
-        let json = serde_json::to_value(&list).expect("serializes");
-        assert_eq!(
-            json,
-            serde_json::json!({"apiVersion": API_VERSION, "kind": "ValidationErrorList", "metadata": {}, "items": []})
-        );
-    }
 }

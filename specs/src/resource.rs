@@ -64,8 +64,8 @@ pub enum AnyResource {
 }
 
 /// The resource as stored: `{apiVersion, kind, metadata, spec}`, the same shape as in files.
-pub fn to_value(metadata: &ObjectMeta, spec: &crate::parse::Spec) -> serde_json::Value {
-    use crate::parse::Spec;
+pub fn to_value(metadata: &ObjectMeta, spec: &crate::object::Spec) -> serde_json::Value {
+    use crate::object::Spec;
     let resource = match spec {
         Spec::Adapter(spec) => AnyResource::Adapter(Adapter {
             api_version: ApiVersion::V1alpha1,
@@ -90,8 +90,8 @@ pub fn to_value(metadata: &ObjectMeta, spec: &crate::parse::Spec) -> serde_json:
 }
 
 /// Reads back what [`to_value`] wrote.
-pub fn from_json(text: &str) -> Result<(ObjectMeta, crate::parse::Spec), serde_json::Error> {
-    use crate::parse::Spec;
+pub fn from_json(text: &str) -> Result<(ObjectMeta, crate::object::Spec), serde_json::Error> {
+    use crate::object::Spec;
     Ok(match serde_json::from_str::<AnyResource>(text)? {
         AnyResource::Adapter(r) => (r.metadata, Spec::Adapter(r.spec)),
         AnyResource::Assignment(r) => (r.metadata, Spec::Assignment(r.spec)),

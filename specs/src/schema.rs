@@ -6,9 +6,10 @@ use schemars::{JsonSchema, generate::SchemaSettings};
 use crate::admission::{AdmissionItem, CanaryItem, SealedReceipt};
 use crate::contract::Contract;
 use crate::diagnostics::DiagnosticReport;
+use crate::finding::ValidationError;
+use crate::list::List;
 use crate::output::{
-    AdapterItem, DescribeItem, DoctorReport, EventItem, List, ObjectStatus, PlannedChange, ProposalItem, SessionItem,
-    ValidationError,
+    AdapterItem, DescribeItem, DoctorReport, EventItem, ObjectStatus, PlannedChange, ProposalItem, SessionItem,
 };
 use crate::resource::{Adapter, AdmissionPolicy, AnyResource, Assignment};
 

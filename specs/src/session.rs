@@ -9,53 +9,7 @@ use std::str::FromStr;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 
-/// Declares a unit-variant enum serialised as one fixed word per variant, with `as_str`,
-/// `Display`, `FromStr` and `ALL`.
-macro_rules! words {
-    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $word:literal $(| $alias:literal)*,)+ }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
-        pub enum $name {
-            $($(#[$vmeta])* #[serde(rename = $word $(, alias = $alias)*)] $variant,)+
-        }
-
-        impl $name {
-            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
-
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $($name::$variant => $word,)+
-                }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = UnknownWord;
-
-            fn from_str(text: &str) -> Result<Self, Self::Err> {
-                match text {
-                    $($word $(| $alias)* => Ok($name::$variant),)+
-                    _ => Err(UnknownWord { what: stringify!($name), word: text.to_owned() }),
-                }
-            }
-        }
-    };
-}
-pub(crate) use words;
-
-/// A stored word that no variant has (a newer controller wrote it, or the row was edited).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown {what} {word:?}")]
-pub struct UnknownWord {
-    pub what: &'static str,
-    pub word: String,
-}
+use crate::words::{UnknownWord, words};
 
 words! {
     /// Where one session (one execution attempt) is.
@@ -455,6 +409,7 @@ fn is_zero(n: &u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::egress::{AddressClass, GatewayReason};
 
     #[test]
     fn words_round_trip_and_unknown_words_are_errors() {
@@ -494,5 +449,38 @@ mod tests {
             [WithheldFile { path: "docs/.env".into(), reason: "sensitive: matches .env*".into() }]
         );
         assert_eq!(detail.timings_ms.get("provision"), Some(&4));
+    }
+
+    #[test]
+    fn counters_keep_their_string_keys_in_string_order() {
+        let mut denials = BTreeMap::new();
+        denials.insert(GatewayReason::TunnelLimit, 3);
+        denials.insert(GatewayReason::AddressDenied(AddressClass::Private), 1);
+        denials.insert(GatewayReason::HostNotAllowlisted, 2);
+        denials.insert(GatewayReason::SniMismatch, 4);
+        let counters = EgressCounters { denied: 10, denials, ..EgressCounters::default() };
+        let text = serde_json::to_string(&counters).expect("json");
+        assert!(
+            text.ends_with(
+                r#""denials":{"address_denied:private":1,"host_not_allowlisted":2,"sni_mismatch":4,"tunnel_limit":3}}"#
+            ),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<EgressCounters>(&text).expect("back"), counters);
+        // As stored before reasons were typed.
+        let stored = r#"{"allowed":1,"denied":2,"abandoned":0,"linesDropped":0,"active":0,"bytesIn":0,"bytesOut":0,"restarts":0,"denials":{"host_not_allowlisted":1,"address_denied:metadata":1}}"#;
+        let read: EgressCounters = serde_json::from_str(stored).expect("stored counters");
+        assert_eq!(read.denials.get(&GatewayReason::HostNotAllowlisted), Some(&1));
+        assert_eq!(read.denials.get(&GatewayReason::AddressDenied(AddressClass::Metadata)), Some(&1));
+        assert!(serde_json::from_str::<EgressCounters>(&stored.replace("host_not_allowlisted", "nonsense")).is_err());
+    }
+
+    #[test]
+    fn counters_name_the_gateway_reason_type_for_their_keys() {
+        let schema = serde_json::to_value(schemars::schema_for!(GatewayReason)).expect("schema");
+        let counters = serde_json::to_value(schemars::schema_for!(EgressCounters)).expect("schema");
+        let denials = &counters["properties"]["denials"];
+        assert_eq!(denials["propertyNames"]["$ref"], "#/$defs/GatewayReason", "{counters}");
+        assert_eq!(counters["$defs"]["GatewayReason"]["enum"], schema["enum"], "{counters}");
     }
 }

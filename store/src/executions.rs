@@ -54,8 +54,8 @@ pub struct ProposalRecord {
 }
 
 /// A stored word read back as its type.
-fn word<T: std::str::FromStr<Err = roundtable_specs::session::UnknownWord>>(text: String) -> Result<T> {
-    text.parse().map_err(|error: roundtable_specs::session::UnknownWord| Error::Corrupt(error.to_string()))
+fn word<T: std::str::FromStr<Err = roundtable_specs::words::UnknownWord>>(text: String) -> Result<T> {
+    text.parse().map_err(|error: roundtable_specs::words::UnknownWord| Error::Corrupt(error.to_string()))
 }
 
 /// A stored JSON column read back as its type; `None` (rows from before it existed) is the default.

@@ -25,7 +25,7 @@ pub struct PageQuery {
     pub cursor: Option<String>,
 }
 
-fn listed<T: roundtable_specs::output::ListItem + Serialize>(items: Vec<T>, next: Option<String>) -> Response {
+fn listed<T: roundtable_specs::ListItem + Serialize>(items: Vec<T>, next: Option<String>) -> Response {
     let mut list = List::of(items);
     list.metadata.continue_token = next;
     respond::ok(&list)
