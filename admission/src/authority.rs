@@ -11,10 +11,10 @@ use roundtable_specs::adapter::{Capability, ResolvedAdapter};
 use roundtable_specs::admission::{
     ChainHead, EvidenceSummary, GateDecision, GateKind, ReceiptSummary, SealedReceipt, TranscriptOutcome, Verdict,
 };
+use roundtable_specs::audit::{AuditRecord, GateRecorded, ReceiptSealed};
 use roundtable_specs::policy::{AdmissionMode, AdmissionPolicySpec};
 use roundtable_store::Store;
 use roundtable_store::audit::{AuditKey, AuditedEntry, RECEIPT_ENTRY};
-use serde_json::json;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -294,21 +294,22 @@ impl Admitter {
         let body = evidence.receipt(policy.receipt_ttl.as_std().as_secs(), generated_at, head);
         let (sealed, path) = self.receipts.seal(body)?;
         let r = &sealed.receipt;
-        let record = json!({
-            "adapter": r.adapter,
-            "receipt": sealed.id,
-            "verdict": r.verdict,
-            "reason": r.reason,
-            "imageId": r.image_id,
-            "installedVersion": r.installed_version,
-            "contractHash": r.contract_hash,
-            "replayFingerprint": r.replay_fingerprint,
-            "conformanceRunId": r.conformance_run_id,
-            "allowedCapabilities": r.allowed_capabilities,
-            "forbiddenCapabilities": r.forbidden_capabilities,
-        });
+        let record = ReceiptSealed {
+            adapter: &r.adapter,
+            receipt: &sealed.id,
+            verdict: r.verdict,
+            reason: r.reason,
+            image_id: &r.image_id,
+            installed_version: r.installed_version.as_deref(),
+            contract_hash: &r.contract_hash,
+            replay_fingerprint: &r.replay_fingerprint,
+            conformance_run_id: &r.conformance_run_id,
+            allowed_capabilities: &r.allowed_capabilities,
+            forbidden_capabilities: &r.forbidden_capabilities,
+        };
         let subject = format!("Adapter/{}", adapter.name);
-        self.store.append_audited(&key, &AuditedEntry { kind: RECEIPT_ENTRY, subject: &subject, record }).await?;
+        let entry = AuditedEntry::of(&subject, &record).map_err(roundtable_store::Error::Record)?;
+        self.store.append_audited(&key, &entry).await?;
         Ok((sealed, path))
     }
 
@@ -368,19 +369,20 @@ impl Admitter {
     pub async fn record(&self, outcome: &GateOutcome, subject: &str) {
         for decision in &outcome.decisions {
             let blocked = outcome.mode == AdmissionMode::Enforce && !decision.admitted();
-            let mut record = serde_json::to_value(decision).unwrap_or_default();
-            if let Some(map) = record.as_object_mut() {
-                map.insert("mode".into(), json!(outcome.mode));
-                map.insert("blocked".into(), json!(blocked));
-            }
-            self.audit("admission.gate", subject, record).await;
+            self.audit(subject, &GateRecorded { decision, mode: outcome.mode, blocked }).await;
         }
     }
 
-    pub(crate) async fn audit(&self, kind: &str, subject: &str, record: serde_json::Value) {
+    /// Appends `record` to the chain, when there is a key. The chain is evidence here, not a
+    /// gate: a failed append is logged.
+    pub(crate) async fn audit(&self, subject: &str, record: &impl AuditRecord) {
         let Some(key) = &self.audit_key else { return };
-        let entry = AuditedEntry { kind, subject, record };
-        if let Err(error) = self.store.append_audited(key, &entry).await {
+        let kind = record.kind().as_str();
+        let appended = match AuditedEntry::of(subject, record) {
+            Ok(entry) => self.store.append_audited(key, &entry).await,
+            Err(error) => Err(roundtable_store::Error::Record(error)),
+        };
+        if let Err(error) = appended {
             tracing::error!(%error, kind, subject, "cannot append to the audit chain");
         }
     }

@@ -3,8 +3,8 @@
 
 use roundtable_session_runtime::{ProbeCommand, ProbeRun};
 use roundtable_specs::adapter::ResolvedAdapter;
+use roundtable_specs::admission::CanaryAttestation;
 use roundtable_specs::admission::CanaryVerdict;
-use roundtable_store::Canary;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -35,7 +35,7 @@ impl Admitter {
         &self,
         adapter: &ResolvedAdapter,
         ttl: std::time::Duration,
-    ) -> Result<(Canary, ProbeRun), AdmissionError> {
+    ) -> Result<(CanaryAttestation, ProbeRun), AdmissionError> {
         let failed = |why: String| AdmissionError::Canary { adapter: adapter.name.clone(), why };
         let loaded = match contracts::load(&self.contracts, adapter) {
             Ok(Some(loaded)) => loaded,
@@ -82,10 +82,10 @@ impl Admitter {
         passed: bool,
         detail: String,
         ttl: std::time::Duration,
-    ) -> Result<Canary, AdmissionError> {
+    ) -> Result<CanaryAttestation, AdmissionError> {
         let now = self.now();
         let expires = now + ttl;
-        let canary = Canary {
+        let canary = CanaryAttestation {
             adapter: adapter.into(),
             image_id: image_id.into(),
             verdict: if passed { "green" } else { "red" }.into(),
@@ -94,12 +94,7 @@ impl Admitter {
             expires_at: expires.format(&Rfc3339).unwrap_or_default(),
         };
         self.store.record_canary(&canary).await?;
-        self.audit(
-            "admission.canary",
-            &format!("Adapter/{adapter}"),
-            serde_json::to_value(&canary).unwrap_or_default(),
-        )
-        .await;
+        self.audit(&format!("Adapter/{adapter}"), &canary).await;
         Ok(canary)
     }
 }

@@ -8,6 +8,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use roundtable_specs::audit::ReconcileHow;
 use roundtable_specs::{Kind, List, ObjectKey};
 use serde_json::{Value, json};
 
@@ -199,7 +200,7 @@ async fn call(state: &ApiState, tool: &str, arguments: &Value) -> Result<Value, 
         "proposals" => value(serde_json::to_value(List::of(service.proposals().await?))),
         "reconcile" => {
             let object = arguments.get("object").and_then(Value::as_str).unwrap_or_default();
-            let queued = crate::routes::write::queue_reconcile(state, parse_key(object)?, "mcp").await?;
+            let queued = crate::routes::write::queue_reconcile(state, parse_key(object)?, ReconcileHow::Mcp).await?;
             value(serde_json::to_value(queued))
         }
         _ => Err(ApiError::not_found("no_such_tool", format!("no tool {tool:?}"))),

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use roundtable_core::daemon::DaemonLink;
 use roundtable_service::Service;
+use roundtable_specs::audit::{AuditRecord, Operated, Operator, OperatorAction};
 use roundtable_store::audit::AuditKey;
 
 use crate::auth::OperatorToken;
@@ -29,13 +30,15 @@ pub struct ApiState {
 
 impl ApiState {
     /// Anchors an operator's action in the audit chain (when the daemon keeps one).
-    pub async fn record_operator(&self, kind: &str, subject: &str, mut record: serde_json::Value) {
+    pub async fn record_operator(&self, subject: &str, action: impl OperatorAction) {
         let Some(key) = &self.audit_key else { return };
-        if let Some(map) = record.as_object_mut() {
-            map.insert("via".into(), "api".into());
-        }
-        let entry = roundtable_store::audit::AuditedEntry { kind, subject, record };
-        if let Err(error) = self.service.store().append_audited(key, &entry).await {
+        let record = Operated { action, by: Operator::API };
+        let kind = record.kind().as_str();
+        let appended = match roundtable_store::audit::AuditedEntry::of(subject, &record) {
+            Ok(entry) => self.service.store().append_audited(key, &entry).await,
+            Err(error) => Err(roundtable_store::Error::Record(error)),
+        };
+        if let Err(error) = appended {
             tracing::error!(kind, subject, error = %roundtable_telemetry::error_chain(&error), "cannot anchor an operator action in the audit chain");
         }
     }

@@ -295,6 +295,20 @@ impl crate::list::ListItem for AdmissionItem {
     const LIST_KIND: &'static str = "AdmissionList";
 }
 
+/// A canary attestation: the verdict of a real launch in an adapter's image, as the store keeps
+/// it and the audit chain seals it (`admission.canary`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryAttestation {
+    pub adapter: String,
+    pub image_id: String,
+    /// `green` or `red`.
+    pub verdict: String,
+    pub detail: String,
+    pub at: String,
+    pub expires_at: String,
+}
+
 /// A canary attestation, as `admission canary` prints it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use roundtable_specs::audit::{Operated, Operator, OperatorAction};
 use roundtable_store::audit::{AuditKey, ChainRow, KeyChoice, Verified, verify_rows};
 
 use crate::cli::Global;
@@ -54,21 +55,12 @@ pub fn reader_key(global: &Global) -> anyhow::Result<Option<AuditKey>> {
 /// Anchors an operator's action (`operator.reconcile`, `operator.prune`, `operator.register`) in
 /// the project's audit chain. A project with no recorded state has no chain to anchor in yet;
 /// the key is taken like `start` takes it.
-pub async fn record_operator(
-    global: &Global,
-    kind: &str,
-    subject: &str,
-    record: serde_json::Value,
-) -> anyhow::Result<()> {
+pub async fn record_operator(global: &Global, subject: &str, action: impl OperatorAction) -> anyhow::Result<()> {
     let Some(store) = roundtable_store::Store::open_existing(&global.store_url()).await? else { return Ok(()) };
     let key = writer_key(global, &store).await?;
-    let mut record = record;
-    if let Some(map) = record.as_object_mut() {
-        let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_default();
-        map.insert("pid".into(), std::process::id().into());
-        map.insert("user".into(), user.into());
-    }
-    let entry = roundtable_store::audit::AuditedEntry { kind, subject, record };
+    let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_default();
+    let record = Operated { action, by: Operator::Cli { pid: std::process::id(), user } };
+    let entry = roundtable_store::audit::AuditedEntry::of(subject, &record)?;
     store.append_audited(&key, &entry).await?;
     store.close().await;
     Ok(())

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use roundtable_specs::List;
+use roundtable_specs::audit::Pruned;
 use roundtable_specs::output::{Health, ObjectStatus, SyncStatus};
 
 use crate::cli::{Format, Global};
@@ -19,8 +20,8 @@ pub async fn run(global: &Global, retention: Duration, dry_run: bool, format: Fo
         .map(|p| format!("{}/{}", p.item.kind.as_str(), p.item.name))
         .collect();
     if !dry_run && !removed.is_empty() {
-        let record = serde_json::json!({"removed": removed, "retentionSeconds": retention.as_secs()});
-        crate::commands::audit::record_operator(global, "operator.prune", "Project/prune", record).await?;
+        let record = Pruned { removed: &removed, retention_seconds: retention.as_secs() };
+        crate::commands::audit::record_operator(global, "Project/prune", record).await?;
     }
     let rows: Vec<ObjectStatus> = pruned
         .iter()

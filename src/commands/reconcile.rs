@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use roundtable_service::{Service, ServiceError};
+use roundtable_specs::audit::{ReconcileHow, ReconcileRequested};
 
 use crate::cli::Global;
 use crate::commands::describe::parse_key;
@@ -30,8 +31,8 @@ pub async fn run(global: &Global, object: &str) -> anyhow::Result<ExitCode> {
     let service = Service::open_at(&global.dir, &state_dir, &global.store_url(), runtime().await).await?;
     let outcome = service.reconcile_in_process(&key).await;
     if outcome.is_ok() {
-        let record = serde_json::json!({"object": key.to_string(), "how": "in-process"});
-        crate::commands::audit::record_operator(global, "operator.reconcile", &key.to_string(), record).await?;
+        let record = ReconcileRequested { object: key.to_string(), how: ReconcileHow::InProcess };
+        crate::commands::audit::record_operator(global, &key.to_string(), record).await?;
     }
     match outcome {
         Ok(requeue) => {

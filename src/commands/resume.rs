@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use roundtable_service::resume::RegisterRequest;
 use roundtable_specs::List;
+use roundtable_specs::audit::SessionRegistered;
 
 use crate::cli::{Format, Global};
 use crate::commands::state::open_for_writing;
@@ -12,12 +13,12 @@ use crate::render;
 
 pub async fn register(global: &Global, request: RegisterRequest, format: Format) -> anyhow::Result<ExitCode> {
     let item = open_for_writing(global).await?.register_session(request).await?;
-    let record = serde_json::json!({
-        "assignment": item.assignment,
-        "adapter": item.adapter,
-        "externalSessionId": item.external_session_id,
-    });
-    crate::commands::audit::record_operator(global, "operator.register", &item.id, record).await?;
+    let record = SessionRegistered::Cli {
+        assignment: &item.assignment,
+        adapter: &item.adapter,
+        external_session_id: item.external_session_id.as_deref(),
+    };
+    crate::commands::audit::record_operator(global, &item.id, record).await?;
     match format {
         Format::Json => print!("{}", render::json(&List::of(vec![item]))?),
         Format::Text => {

@@ -1,22 +1,10 @@
 //! Admission's cache and attestations: probe results by image ID and contract hash, and canary
 //! verdicts by adapter and image ID with their expiry.
 
+use roundtable_specs::admission::CanaryAttestation;
 use sqlx::Row;
 
 use crate::{Result, Store, now};
-
-/// A canary attestation.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Canary {
-    pub adapter: String,
-    pub image_id: String,
-    /// `green` or `red`.
-    pub verdict: String,
-    pub detail: String,
-    pub at: String,
-    pub expires_at: String,
-}
 
 impl Store {
     /// The cached probe runs (JSON) for `image_id` and `contract_hash`.
@@ -47,14 +35,14 @@ impl Store {
     }
 
     /// The canary attestation of `adapter` in `image_id`, expired or not.
-    pub async fn canary(&self, adapter: &str, image_id: &str) -> Result<Option<Canary>> {
+    pub async fn canary(&self, adapter: &str, image_id: &str) -> Result<Option<CanaryAttestation>> {
         let row = sqlx::query("SELECT * FROM canaries WHERE adapter = $1 AND image_id = $2")
             .bind(adapter)
             .bind(image_id)
             .fetch_optional(&self.pool)
             .await?;
         let Some(row) = row else { return Ok(None) };
-        Ok(Some(Canary {
+        Ok(Some(CanaryAttestation {
             adapter: row.try_get("adapter")?,
             image_id: row.try_get("image_id")?,
             verdict: row.try_get("verdict")?,
@@ -64,7 +52,7 @@ impl Store {
         }))
     }
 
-    pub async fn record_canary(&self, canary: &Canary) -> Result<()> {
+    pub async fn record_canary(&self, canary: &CanaryAttestation) -> Result<()> {
         sqlx::query(
             "INSERT INTO canaries (adapter, image_id, verdict, detail, at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)
              ON CONFLICT (adapter, image_id) DO UPDATE SET verdict = excluded.verdict, detail = excluded.detail,

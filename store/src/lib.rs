@@ -28,7 +28,6 @@ use std::time::Duration;
 use sqlx::AnyPool;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 
-pub use admission::Canary;
 pub use board::{Claim, Claimed, Note, NoteQuota, NoteRefused, paths_overlap};
 pub use events::{EventRecord, NewEvent, Severity};
 pub use executions::{ProposalRecord, SessionRecord, cutoff};
@@ -86,6 +85,8 @@ pub enum Error {
     Query(#[from] sqlx::Error),
     #[error("stored value is corrupt: {0}")]
     Corrupt(String),
+    #[error("an audited record does not serialise")]
+    Record(#[source] serde_json::Error),
     #[error("{0}")]
     Unsupported(String),
     #[error("the store's desired state now comes from revision {held}, not {pinned}: this checkout is behind")]

@@ -7,6 +7,7 @@ use crate::query::ApiQuery;
 use axum::http::StatusCode;
 use axum::response::Response;
 use roundtable_specs::List;
+use roundtable_specs::audit::{AgentChanged, DiagnosticsRan};
 use roundtable_specs::output::{AgentItem, AgentState};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -89,16 +90,16 @@ async fn change(state: ApiState, ws: String, id: String, enabled: bool, force: b
     check_workspace(&state, &ws)?;
     let link = state.link.clone();
     let done = state.service.set_agent_enabled(&id, enabled, force, |name| link.cancel_sessions_of(name)).await?;
-    let kind = if enabled { "operator.enable" } else { "operator.disable" };
-    let record = serde_json::json!({
-        "agent": id,
-        "state": done.agent.state.as_str(),
-        "previous": done.before.map(AgentState::as_str),
-        "force": force,
-        "activeSessions": done.active_sessions,
-        "cancelled": done.cancelled,
-    });
-    state.record_operator(kind, &format!("Adapter/{id}"), record).await;
+    let record = AgentChanged {
+        enabled,
+        agent: &id,
+        state: done.agent.state,
+        previous: done.before,
+        force,
+        active_sessions: &done.active_sessions,
+        cancelled: done.cancelled,
+    };
+    state.record_operator(&format!("Adapter/{id}"), record).await;
     // The Adapter's status and the Assignments waiting on it see the change at once.
     state.link.reconcile(roundtable_specs::ObjectKey::new(roundtable_specs::Kind::Adapter, id.clone()));
     for key in state.service.assignments_of(&id).await? {
@@ -122,8 +123,8 @@ pub async fn diagnose(State(state): State<ApiState>, Path((ws, id)): Path<(Strin
     let report = tokio::spawn(async move { service.diagnose(&agent, &binary).await })
         .await
         .map_err(|error| ApiError::internal(format!("the diagnostic task failed: {error}")))??;
-    let record = serde_json::json!({"agent": id, "diagnostic": report.id, "status": report.status});
-    state.record_operator("operator.diagnostics", &format!("Adapter/{id}"), record).await;
+    let record = DiagnosticsRan { agent: &id, diagnostic: &report.id, status: report.status };
+    state.record_operator(&format!("Adapter/{id}"), record).await;
     let mut response = respond::json(StatusCode::CREATED, &report);
     let location = format!("/v1/workspaces/{ws}/agents/{id}/diagnostics/{}", report.id);
     if let Ok(value) = axum::http::HeaderValue::from_str(&location) {

@@ -9,6 +9,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use roundtable_service::resume::RegisterRequest;
+use roundtable_specs::audit::{ReconcileHow, ReconcileRequested, SessionRegistered};
 use roundtable_specs::{Kind, ObjectKey};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -53,8 +54,12 @@ pub async fn register_session(
             metadata: request.metadata,
         })
         .await?;
-    let record = serde_json::json!({"session": registered.id, "assignment": registered.assignment, "adapter": registered.adapter});
-    state.record_operator("operator.register", &registered.id, record).await;
+    let record = SessionRegistered::Api {
+        session: &registered.id,
+        assignment: &registered.assignment,
+        adapter: &registered.adapter,
+    };
+    state.record_operator(&registered.id, record).await;
     Ok(respond::json(StatusCode::CREATED, &registered))
 }
 
@@ -74,12 +79,12 @@ pub async fn reconcile(
     let kind = Kind::parse(&kind).ok_or_else(|| {
         ApiError::bad_request("invalid_kind", format!("{kind:?} is not a kind (Adapter, Assignment, AdmissionPolicy)"))
     })?;
-    let queued = queue_reconcile(&state, ObjectKey::new(kind, name), "api").await?;
+    let queued = queue_reconcile(&state, ObjectKey::new(kind, name), ReconcileHow::Api).await?;
     Ok(respond::json(StatusCode::ACCEPTED, &queued))
 }
 
 /// Hands `key` to the daemon's controller now and anchors the request (`via`: api or mcp).
-pub async fn queue_reconcile(state: &ApiState, key: ObjectKey, via: &str) -> ApiResult<ReconcileBody> {
+pub async fn queue_reconcile(state: &ApiState, key: ObjectKey, via: ReconcileHow) -> ApiResult<ReconcileBody> {
     let known = state
         .service
         .store()
@@ -96,7 +101,7 @@ pub async fn queue_reconcile(state: &ApiState, key: ObjectKey, via: &str) -> Api
             "the daemon is shutting down; nothing new is reconciled",
         ));
     }
-    let record = serde_json::json!({"object": key.to_string(), "how": via});
-    state.record_operator("operator.reconcile", &key.to_string(), record).await;
+    let record = ReconcileRequested { object: key.to_string(), how: via };
+    state.record_operator(&key.to_string(), record).await;
     Ok(ReconcileBody { object: key.to_string(), how: "queued".into() })
 }

@@ -15,6 +15,10 @@ use roundtable_session_runtime::{
     Expected, ExportLimits, Ownership, PersistentHome, Purpose, Resources, RunOutcome, SessionPlan, TmpEntry,
 };
 use roundtable_specs::adapter::ResolvedAdapter;
+use roundtable_specs::audit::{
+    AuditRecord, CanaryFound, CapabilityIssued, CapabilityRevoked, CredentialCanary, ProposalSubmitted, SessionEnded,
+    SessionStarted,
+};
 use roundtable_specs::layout::{AGENT_UID, CAPABILITY_ENV, MCP_SOCKET};
 use roundtable_specs::resume::ExternalSessionId;
 use roundtable_specs::secrets::KnownSecrets;
@@ -113,19 +117,19 @@ impl Inner {
 
     /// The session's end, in the audit chain.
     async fn audit_end(&self, session: &SessionRecord) {
-        let record = serde_json::json!({
-            "assignment": session.assignment,
-            "executionGeneration": session.execution_generation,
-            "attempt": session.attempt,
-            "adapter": session.adapter,
-            "image": session.image,
-            "phase": session.phase,
-            "cause": session.cause,
-            "exitCode": session.exit_code,
-            "externalSessionId": session.external_session_id,
-            "message": session.message,
-        });
-        self.audit("session.ended", &session.id, record).await;
+        let record = SessionEnded {
+            assignment: &session.assignment,
+            execution_generation: session.execution_generation,
+            attempt: session.attempt,
+            adapter: &session.adapter,
+            image: session.image.as_deref(),
+            phase: session.phase,
+            cause: session.cause,
+            exit_code: session.exit_code,
+            external_session_id: session.external_session_id.as_deref(),
+            message: &session.message,
+        };
+        self.audit(&session.id, &record).await;
     }
 
     /// Runs one session to its end and records it.
@@ -152,15 +156,15 @@ impl Inner {
                 return self.end(session, Ending::failed(SessionCause::AdmissionRefused, refused.to_string())).await;
             }
         }
-        let started = serde_json::json!({
-            "assignment": request.assignment,
-            "executionGeneration": session.execution_generation,
-            "attempt": session.attempt,
-            "adapter": request.adapter.name,
-            "image": request.adapter.image.as_ref().map(ToString::to_string),
-            "controllerRun": self.config.controller_run,
-        });
-        self.audit("session.started", &session.id, started).await;
+        let started = SessionStarted {
+            assignment: &request.assignment,
+            execution_generation: session.execution_generation,
+            attempt: session.attempt,
+            adapter: &request.adapter.name,
+            image: request.adapter.image.as_ref().map(ToString::to_string),
+            controller_run: &self.config.controller_run,
+        };
+        self.audit(&session.id, &started).await;
         session.message = "provisioning".into();
         let exec_dir = self.config.execution_root.join(&session.id);
         session.exec_dir = Some(exec_dir.display().to_string());
@@ -203,8 +207,7 @@ impl Inner {
         let launched = self.launch(&session, &request, &source, &provider_plan, &exec_dir, cancel).await;
         // The gateway's final counters and the MCP activity are kept however the run ended.
         if let Some(report) = &launched.egress {
-            let summary = serde_json::to_value(report).unwrap_or_default();
-            self.audit("egress.summary", &session.id, summary).await;
+            self.audit(&session.id, report).await;
         }
         session.detail.egress = launched.egress;
         if let (Some(agent), Some(activity)) = (session.detail.agent.as_mut(), launched.mcp) {
@@ -305,8 +308,8 @@ impl Inner {
         let Sidecars { socket_dir, egress, mcp } = sidecars;
         if mcp.is_some() {
             let record =
-                serde_json::json!({"assignment": request.assignment, "role": request.spec.role, "socket": MCP_SOCKET});
-            self.audit("capability.issued", &session.id, record).await;
+                CapabilityIssued { assignment: &request.assignment, role: request.spec.role, socket: MCP_SOCKET };
+            self.audit(&session.id, &record).await;
         }
         let (mcp, token) = match mcp {
             Some((sidecar, token)) => (Some(sidecar), Some(token)),
@@ -327,8 +330,12 @@ impl Inner {
         let mcp = match mcp {
             Some(sidecar) => {
                 let activity = sidecar.stop().await;
-                let record = serde_json::json!({"assignment": request.assignment, "toolCalls": activity.calls, "refused": activity.refused});
-                self.audit("capability.revoked", &session.id, record).await;
+                let record = CapabilityRevoked {
+                    assignment: &request.assignment,
+                    tool_calls: &activity.calls,
+                    refused: activity.refused,
+                };
+                self.audit(&session.id, &record).await;
                 Some(activity)
             }
             None => None,
@@ -596,14 +603,14 @@ impl Inner {
                         .message
                         .push_str(&format!(" (credentialCanary: {}; review before applying)", paths.join(", ")));
                 }
-                let record = serde_json::json!({
-                    "assignment": proposal.assignment,
-                    "executionGeneration": proposal.execution_generation,
-                    "baseCommit": proposal.base_commit,
-                    "sha256": proposal.sha256,
-                    "flags": proposal.flags,
-                });
-                self.audit("proposal.submitted", &proposal.id, record).await;
+                let record = ProposalSubmitted {
+                    assignment: &proposal.assignment,
+                    execution_generation: proposal.execution_generation,
+                    base_commit: &proposal.base_commit,
+                    sha256: &proposal.sha256,
+                    flags: &proposal.flags,
+                };
+                self.audit(&proposal.id, &record).await;
                 self.report_canaries(&proposal, &canaries).await;
             }
             Ok(false) => {
@@ -626,10 +633,14 @@ impl Inner {
 impl Inner {
     /// Appends an audited entry to the chain, when there is a key. The chain is evidence, not a
     /// gate: a failed append is logged, the execution goes on.
-    async fn audit(&self, kind: &str, subject: &str, record: serde_json::Value) {
+    async fn audit(&self, subject: &str, record: &impl AuditRecord) {
         let Some(key) = &self.config.audit_key else { return };
-        let entry = roundtable_store::audit::AuditedEntry { kind, subject, record };
-        if let Err(error) = self.store.append_audited(key, &entry).await {
+        let kind = record.kind().as_str();
+        let appended = match roundtable_store::audit::AuditedEntry::of(subject, record) {
+            Ok(entry) => self.store.append_audited(key, &entry).await,
+            Err(error) => Err(roundtable_store::Error::Record(error)),
+        };
+        if let Err(error) = appended {
             tracing::error!(%error, kind, subject, "cannot append to the audit chain");
         }
     }
@@ -695,12 +706,12 @@ impl Inner {
             }
             tracing::warn!(proposal = %proposal.id, path = %canary.path, variables = ?canary.names, "the proposal adds an injected credential");
         }
-        let record = serde_json::json!({
-            "assignment": proposal.assignment,
-            "session": proposal.session_id,
-            "found": canaries.iter().map(|c| serde_json::json!({"path": c.path, "variables": c.names})).collect::<Vec<_>>(),
-        });
-        self.audit("proposal.credentialCanary", &proposal.id, record).await;
+        let record = CredentialCanary {
+            assignment: &proposal.assignment,
+            session: &proposal.session_id,
+            found: canaries.iter().map(|c| CanaryFound { path: &c.path, variables: &c.names }).collect(),
+        };
+        self.audit(&proposal.id, &record).await;
     }
 
     /// A flag for each changed path another live session has claimed. A store that cannot be

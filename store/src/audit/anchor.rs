@@ -2,11 +2,14 @@
 //! naming the receipt's id, accepted only when its MAC verifies under the key in use, so a
 //! receipt copied from another project, or an entry written without the key, anchors nothing.
 
+use roundtable_specs::audit::EntryKind;
+
 use super::{AuditKey, ChainRow, chain_row};
 use crate::{Result, Store};
 
-/// The kind of the entry that anchors a sealed receipt; its record names the receipt's id.
-pub const RECEIPT_ENTRY: &str = "admission.receipt";
+/// The kind of the entry that anchors a sealed receipt; its record names the receipt's id
+/// ([`roundtable_specs::audit::ReceiptSealed`]).
+pub const RECEIPT_ENTRY: &str = EntryKind::AdmissionReceipt.as_str();
 
 /// An audited entry found by what it records, its MAC verified.
 #[derive(Debug, Clone, PartialEq, Eq)]

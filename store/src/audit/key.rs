@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use roundtable_specs::audit::KeyReplaced;
 use roundtable_specs::digest::hex;
 
-use super::{AuditedEntry, Head, KEY_REPLACED};
+use super::{AuditedEntry, Head};
 use crate::Store;
 
 type HmacSha256 = Hmac<Sha256>;
@@ -178,8 +179,8 @@ impl Store {
     /// The key every writer of this store's chain uses (`start`, `init`, operator records,
     /// admission): the key at `path`; a new one when there is none and the chain is empty; a
     /// refusal naming the recovery when there is none and the chain holds entries, unless
-    /// `choice` replaces the lost key, which appends [`KEY_REPLACED`] (recording the old head)
-    /// as the first entry under the new key.
+    /// `choice` replaces the lost key, which appends [`KEY_REPLACED`](super::KEY_REPLACED)
+    /// (recording the old head) as the first entry under the new key.
     pub async fn audit_key(&self, path: &Path, choice: KeyChoice) -> Result<AuditKey, KeyError> {
         let exists = path.try_exists().map_err(|source| KeyError::Read { path: path.to_owned(), source })?;
         let entries = self.chain_length().await?;
@@ -196,11 +197,8 @@ impl Store {
             (false, KeyChoice::Existing) => Err(KeyError::Lost { path: path.to_owned(), entries }),
             (false, KeyChoice::ReplaceLost) => {
                 let key = AuditKey::create(path)?;
-                let entry = AuditedEntry {
-                    kind: KEY_REPLACED,
-                    subject: "AuditKey/lost",
-                    record: serde_json::json!({"keyPath": path.display().to_string()}),
-                };
+                let record = KeyReplaced { key_path: path.display().to_string() };
+                let entry = AuditedEntry::of("AuditKey/lost", &record).map_err(crate::Error::Record)?;
                 self.append_replacing(&key, &entry).await?;
                 Ok(key)
             }

@@ -8,6 +8,7 @@ mod anchor;
 mod key;
 mod view;
 
+use roundtable_specs::audit::{AuditRecord, EntryKind, ReconcileEvent};
 use sqlx::Row;
 
 pub use anchor::{Anchor, RECEIPT_ENTRY};
@@ -21,7 +22,7 @@ pub const GENESIS: &str = "00000000000000000000000000000000000000000000000000000
 
 /// The kind of the entry `start --new-audit-key` appends as the first under a new key, in place
 /// of a lost one; its record names the old head (`previousHead`: seq and MAC).
-pub const KEY_REPLACED: &str = "audit.key.replaced";
+pub const KEY_REPLACED: &str = EntryKind::AuditKeyReplaced.as_str();
 
 /// The newest entry of the chain: its sequence number and MAC.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -37,11 +38,18 @@ pub struct Head {
 /// An audited record to append; `record` is any JSON (objects' keys are sorted when hashed).
 #[derive(Debug, Clone)]
 pub struct AuditedEntry<'a> {
-    /// What happened, e.g. `session.ended`, `capability.revoked`, `proposal.submitted`.
+    /// What happened: an [`EntryKind`]'s word, e.g. `session.ended`, `capability.revoked`.
     pub kind: &'a str,
     /// `Kind/name` or a session id: what it is about.
     pub subject: &'a str,
     pub record: serde_json::Value,
+}
+
+impl<'a> AuditedEntry<'a> {
+    /// The entry that seals `record` under its kind.
+    pub fn of(subject: &'a str, record: &impl AuditRecord) -> Result<Self, serde_json::Error> {
+        Ok(Self { kind: record.kind().as_str(), subject, record: serde_json::to_value(record)? })
+    }
 }
 
 /// One chain row as exported (`audit export`) and verified offline.
@@ -212,14 +220,12 @@ impl Store {
             .iter()
             .zip(&subjects)
             .map(|(event, subject)| {
-                let record = serde_json::json!({
-                    "severity": event.severity.as_str(),
-                    "reason": event.reason,
-                    "message": event.message,
-                });
-                AuditedEntry { kind: RECONCILE_EVENT, subject, record }
+                let record =
+                    ReconcileEvent { severity: event.severity.as_str(), reason: event.reason, message: event.message };
+                AuditedEntry::of(subject, &record)
             })
-            .collect();
+            .collect::<Result<_, _>>()
+            .map_err(crate::Error::Record)?;
         self.append_chained(key, &entries, false).await.map(Some)
     }
 

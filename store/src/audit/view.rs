@@ -15,7 +15,7 @@ pub struct EntryView {
 
 /// The kind of a reconcile event sealed in the chain: it shows its own severity, reason and
 /// message (carried in its record), not the entry kind.
-pub const RECONCILE_EVENT: &str = "reconcile.event";
+pub const RECONCILE_EVENT: &str = roundtable_specs::audit::EntryKind::ReconcileEvent.as_str();
 
 impl EntryView {
     /// The view of the canonical entry `entry` (as hashed); `None` when it is not an entry.
