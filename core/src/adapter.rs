@@ -69,7 +69,7 @@ fn admitted(outcome: &GateOutcome, generation: i64) -> Condition {
         }
         None => {
             let message = adapter_level.iter().map(|d| d.message.as_str()).collect::<Vec<_>>().join("; ");
-            desired(ADMITTED, True, "Admitted", message, generation)
+            desired(ADMITTED, True, reason::ADMITTED, message, generation)
         }
     }
 }

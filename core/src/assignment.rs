@@ -102,7 +102,7 @@ pub fn decide(
         let message = format!(
             "cancelling the run of execution generation {running} (its run fields changed); generation {execution_generation} starts when it has stopped"
         );
-        return (vec![ready(Unknown, "Superseding", message)], status, changes);
+        return (vec![ready(Unknown, reason::SUPERSEDING, message)], status, changes);
     }
     if let Some(session) = latest.filter(|_| orphaned) {
         changes.push(Change::InterruptSession(session.id.clone()));
@@ -114,7 +114,7 @@ pub fn decide(
     let failed = observed.sessions.iter().filter(|s| s.phase == SessionPhase::Failed && !gated(s)).count();
     let refused = |status: &mut AssignmentStatus, decision: &GateDecision| {
         status.phase = AssignmentPhase::Refused;
-        ready(False, "AdmissionRefused", decision.to_string())
+        ready(False, reason::ADMISSION_REFUSED, decision.to_string())
     };
     let condition = match latest.map(|s| s.phase) {
         _ if orphaned || latest.is_some_and(|s| s.phase == SessionPhase::Interrupted) => {
@@ -126,57 +126,69 @@ pub fn decide(
                     Some(session) if !orphaned => session.message.clone(),
                     _ => "session interrupted by a controller restart".into(),
                 };
-                ready(Unknown, "Rerunning", format!("{why}; re-running ({interrupted} of {MAX_INTERRUPTED_RERUNS})"))
+                ready(
+                    Unknown,
+                    reason::RERUNNING,
+                    format!("{why}; re-running ({interrupted} of {MAX_INTERRUPTED_RERUNS})"),
+                )
             } else {
                 status.phase = AssignmentPhase::Failed;
-                ready(False, "Interrupted", format!("interrupted {interrupted} times; not re-run again"))
+                ready(False, reason::INTERRUPTED, format!("interrupted {interrupted} times; not re-run again"))
             }
         }
         Some(SessionPhase::Queued) => {
             status.phase = AssignmentPhase::Queued;
-            ready(Unknown, "Queued", format!("execution generation {execution_generation} queued for a slot"))
+            ready(Unknown, reason::QUEUED, format!("execution generation {execution_generation} queued for a slot"))
         }
         Some(SessionPhase::Running) => {
             status.phase = AssignmentPhase::Running;
-            ready(Unknown, "Running", latest.map(|s| s.message.clone()).unwrap_or_default())
+            ready(Unknown, reason::RUNNING, latest.map(|s| s.message.clone()).unwrap_or_default())
         }
         Some(SessionPhase::Succeeded) => {
             status.phase = AssignmentPhase::Succeeded;
             let message = latest.map(|s| s.message.clone()).unwrap_or_default();
-            ready(True, if observed.proposal.is_some() { "ProposalPending" } else { "NoChanges" }, message)
+            ready(
+                True,
+                if observed.proposal.is_some() { reason::PROPOSAL_PENDING } else { reason::NO_CHANGES },
+                message,
+            )
         }
         Some(SessionPhase::Failed) if latest.is_some_and(gated) => match &observed.refused {
             Some(decision) => refused(&mut status, decision),
             None => {
                 changes.push(Change::StartExecution { attempt: next_attempt });
                 status.phase = AssignmentPhase::Queued;
-                ready(Unknown, "Admitted", "the spawn-path gates admit it now; starting".into())
+                ready(Unknown, reason::ADMITTED, "the spawn-path gates admit it now; starting".into())
             }
         },
         Some(SessionPhase::Failed) if failed <= spec.retries as usize => {
             changes.push(Change::StartExecution { attempt: next_attempt });
             status.phase = AssignmentPhase::Queued;
             let why = latest.map(|s| s.message.clone()).unwrap_or_default();
-            ready(Unknown, "Retrying", format!("retry {failed} of {}: {why}", spec.retries))
+            ready(Unknown, reason::RETRYING, format!("retry {failed} of {}: {why}", spec.retries))
         }
         Some(SessionPhase::Failed) => {
             status.phase = AssignmentPhase::Failed;
             let session = latest.expect("a latest session");
-            let reason = session.cause.map_or("Failed", |cause| cause.as_str());
-            ready(False, reason, session.message.clone())
+            let cause = session.cause.map_or(reason::FAILED, |cause| cause.as_str());
+            ready(False, cause, session.message.clone())
         }
         // Cancelled (by a suspend that was lifted) or nothing yet: start.
         _ => match &observed.adapter_ready {
             Err(why) => {
                 status.phase = AssignmentPhase::Pending;
-                ready(False, "AdapterNotReady", why.clone())
+                ready(False, reason::ADAPTER_NOT_READY, why.clone())
             }
             Ok(()) => match &observed.refused {
                 Some(decision) => refused(&mut status, decision),
                 None => {
                     changes.push(Change::StartExecution { attempt: next_attempt });
                     status.phase = AssignmentPhase::Queued;
-                    ready(Unknown, "Queued", format!("execution generation {execution_generation} queued for a slot"))
+                    ready(
+                        Unknown,
+                        reason::QUEUED,
+                        format!("execution generation {execution_generation} queued for a slot"),
+                    )
                 }
             },
         },

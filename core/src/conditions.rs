@@ -8,7 +8,21 @@ pub const STALLED: &str = "Stalled";
 /// An Adapter's spawn-path gates: admission, the security floor.
 pub const ADMITTED: &str = "Admitted";
 
+/// Every condition reason a reconciler sets, by the kind that sets it; nothing else spells one.
+/// An Assignment that failed is `Ready=False` with its session's cause (a `SessionCause` word).
 pub mod reason {
+    use roundtable_specs::session::SessionCause;
+
+    // --- any kind ---
+    pub const SUSPENDED: &str = "Suspended";
+    pub const NOT_RECONCILED_YET: &str = "NotReconciledYet";
+    pub const RECONCILED: &str = "Reconciled";
+    pub const ERROR_BUDGET_EXHAUSTED: &str = "ErrorBudgetExhausted";
+    pub const PERMANENT_ERROR: &str = "PermanentError";
+    /// The spawn-path gates admit: an Adapter's `Admitted`, an Assignment about to start.
+    pub const ADMITTED: &str = "Admitted";
+
+    // --- an Adapter's `Ready` and `Degraded` ---
     pub const IMAGE_RESOLVED: &str = "ImageResolved";
     pub const IMAGE_MISSING: &str = "ImageMissing";
     pub const IMAGE_NOT_CONFIGURED: &str = "ImageNotConfigured";
@@ -16,11 +30,24 @@ pub mod reason {
     pub const NO_IMAGE_NEEDED: &str = "NoImageNeeded";
     pub const AS_EXPECTED: &str = "AsExpected";
     pub const DISABLED: &str = "Disabled";
-    pub const SUSPENDED: &str = "Suspended";
-    pub const NOT_RECONCILED_YET: &str = "NotReconciledYet";
-    pub const RECONCILED: &str = "Reconciled";
-    pub const ERROR_BUDGET_EXHAUSTED: &str = "ErrorBudgetExhausted";
-    pub const PERMANENT_ERROR: &str = "PermanentError";
+
+    // --- an Assignment's `Ready` ---
+    /// Its run fields changed while an older execution generation runs.
+    pub const SUPERSEDING: &str = "Superseding";
+    /// A spawn-path gate refuses it under `enforce`: the word of the session cause it leaves.
+    pub const ADMISSION_REFUSED: &str = SessionCause::AdmissionRefused.as_str();
+    pub const ADAPTER_NOT_READY: &str = "AdapterNotReady";
+    pub const QUEUED: &str = "Queued";
+    pub const RUNNING: &str = "Running";
+    /// An interrupted session re-runs, outside the `retries` budget.
+    pub const RERUNNING: &str = "Rerunning";
+    /// Interrupted more often than it is re-run.
+    pub const INTERRUPTED: &str = "Interrupted";
+    pub const RETRYING: &str = "Retrying";
+    pub const PROPOSAL_PENDING: &str = "ProposalPending";
+    pub const NO_CHANGES: &str = "NoChanges";
+    /// A failed session that recorded no cause.
+    pub const FAILED: &str = "Failed";
 }
 
 /// A condition as a reconciler wants it; the store fills in `lastTransitionTime`.

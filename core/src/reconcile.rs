@@ -312,7 +312,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
             if let (Change::SetCondition(condition), Some(gates)) = (change, &observed.gates)
                 && key.kind == Kind::Assignment
                 && condition.type_ == READY
-                && condition.reason == "AdmissionRefused"
+                && condition.reason == reason::ADMISSION_REFUSED
                 && conditions::find(before, READY).is_none_or(|c| c.reason != condition.reason)
             {
                 self.images.record_gates(key, gates).await;
