@@ -242,7 +242,10 @@ impl Admitter {
         let (image_id, surface) = match &contract {
             Ok(Some(loaded)) => self.probe(adapter, loaded).await,
             Ok(None) => (String::new(), Surface::skipped("no contract to probe with")),
-            Err(why) => (String::new(), Surface::skipped(format!("the contract does not load: {why}"))),
+            Err(why) => {
+                let why = roundtable_telemetry::error_chain(why);
+                (String::new(), Surface::skipped(format!("the contract does not load: {why}")))
+            }
         };
         let canary = self.canary_verdict(&adapter.name, &image_id).await;
         Evidence::gather(adapter, image_id, contract, surface, canary)

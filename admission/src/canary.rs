@@ -40,7 +40,7 @@ impl Admitter {
         let loaded = match contracts::load(&self.contracts, adapter) {
             Ok(Some(loaded)) => loaded,
             Ok(None) => return Err(failed("has no contract, so no canary transcript".into())),
-            Err(why) => return Err(failed(why)),
+            Err(why) => return Err(failed(roundtable_telemetry::error_chain(&why))),
         };
         let Some(transcript) = loaded.transcripts.first() else {
             return Err(failed("its contract has no golden transcript to run as the canary".into()));

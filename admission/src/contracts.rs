@@ -2,7 +2,8 @@
 //! folder, else (for a built-in adapter name only) the contract shipped in the binary. A custom
 //! adapter never borrows a built-in's contract: it is admitted on evidence written for it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use roundtable_specs::adapter::ResolvedAdapter;
 use roundtable_specs::builtins::BUILTIN_NAMES;
@@ -32,16 +33,42 @@ impl LoadedContract {
     }
 }
 
-fn read_bounded(path: &Path) -> Result<String, String> {
-    let shown = path.display();
-    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{shown}: {e}"))?;
+/// What is wrong with an adapter's contract, or a transcript it names: the file, and where the
+/// file parses, the line and field.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ContractError {
+    #[error("spec.contract {name:?} is not a file name in the contracts folder")]
+    NotAFileName { name: String },
+    #[error("spec.contract names {}, which does not exist", path.display())]
+    Missing { path: PathBuf },
+    #[error("{}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        // Shared: evidence holding this error is cloned.
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    #[error("{}: not a regular file", path.display())]
+    NotAFile { path: PathBuf },
+    #[error("{}: {size} bytes; contracts are limited to {MAX_BYTES}", path.display())]
+    TooLarge { path: PathBuf, size: u64 },
+    /// It does not parse, or a field is wrong.
+    #[error("{}", shown(.0))]
+    Invalid(roundtable_specs::ValidationError),
+    #[error("{file}: the contract is for adapter {declared:?}, not {adapter:?}")]
+    OtherAdapter { file: String, declared: String, adapter: String },
+}
+
+fn read_bounded(path: &Path) -> Result<String, ContractError> {
+    let unreadable = |source| ContractError::Unreadable { path: path.to_owned(), source: Arc::new(source) };
+    let meta = std::fs::symlink_metadata(path).map_err(unreadable)?;
     if !meta.is_file() {
-        return Err(format!("{shown}: not a regular file"));
+        return Err(ContractError::NotAFile { path: path.to_owned() });
     }
     if meta.len() > MAX_BYTES {
-        return Err(format!("{shown}: {} bytes; contracts are limited to {MAX_BYTES}", meta.len()));
+        return Err(ContractError::TooLarge { path: path.to_owned(), size: meta.len() });
     }
-    std::fs::read_to_string(path).map_err(|e| format!("{shown}: {e}"))
+    std::fs::read_to_string(path).map_err(unreadable)
 }
 
 fn shown(error: &roundtable_specs::ValidationError) -> String {
@@ -54,25 +81,25 @@ fn shown(error: &roundtable_specs::ValidationError) -> String {
 
 /// The contract for `adapter`: `Ok(None)` when there is none; `Err` names what is wrong with
 /// the one there is (file, line and field).
-pub fn load(folder: &Path, adapter: &ResolvedAdapter) -> Result<Option<LoadedContract>, String> {
+pub fn load(folder: &Path, adapter: &ResolvedAdapter) -> Result<Option<LoadedContract>, ContractError> {
     let own = adapter.contract.clone().unwrap_or_else(|| format!("{}.yaml", slug(&adapter.name)));
     if !contract::is_plain_file_name(&own) {
-        return Err(format!("spec.contract {own:?} is not a file name in the contracts folder"));
+        return Err(ContractError::NotAFileName { name: own });
     }
     let path = folder.join(&own);
     let (text, source, file) = if std::fs::symlink_metadata(&path).is_ok() {
         (read_bounded(&path)?, ContractSource::File(own.clone()), path.display().to_string())
     } else if adapter.contract.is_some() {
-        return Err(format!("spec.contract names {}, which does not exist", path.display()));
+        return Err(ContractError::Missing { path });
     } else if BUILTIN_NAMES.contains(&adapter.name.as_str()) && adapter.provider.as_str() == adapter.name {
         let (name, text) = contract::builtin(adapter.provider);
         (text.to_owned(), ContractSource::Builtin, format!("<built-in {name}>"))
     } else {
         return Ok(None);
     };
-    let parsed = contract::parse(&file, &text).map_err(|e| shown(&e))?;
+    let parsed = contract::parse(&file, &text).map_err(ContractError::Invalid)?;
     if parsed.adapter != adapter.name {
-        return Err(format!("{file}: the contract is for adapter {:?}, not {:?}", parsed.adapter, adapter.name));
+        return Err(ContractError::OtherAdapter { file, declared: parsed.adapter, adapter: adapter.name.clone() });
     }
     let mut hashed = text.into_bytes();
     let mut transcripts = Vec::new();
@@ -83,7 +110,7 @@ pub fn load(folder: &Path, adapter: &ResolvedAdapter) -> Result<Option<LoadedCon
                 let path = folder.join(name);
                 let text = read_bounded(&path)?;
                 let transcript =
-                    contract::parse_transcript(&path.display().to_string(), &text).map_err(|e| shown(&e))?;
+                    contract::parse_transcript(&path.display().to_string(), &text).map_err(ContractError::Invalid)?;
                 hashed.extend_from_slice(b"\0");
                 hashed.extend_from_slice(name.as_bytes());
                 hashed.extend_from_slice(b"\0");
@@ -113,7 +140,7 @@ pub fn check_folder(folder: &Path) -> Vec<roundtable_specs::ValidationError> {
         let text = match read_bounded(path) {
             Ok(text) => text,
             Err(why) => {
-                problems.push(roundtable_specs::parse::file_error(&shown, why));
+                problems.push(roundtable_specs::parse::file_error(&shown, roundtable_telemetry::error_chain(&why)));
                 continue;
             }
         };

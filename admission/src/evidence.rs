@@ -10,19 +10,19 @@ use roundtable_specs::admission::{
 use roundtable_specs::digest::{canonical_digest, canonical_json};
 use serde_json::json;
 
-use crate::contracts::LoadedContract;
+use crate::contracts::{ContractError, LoadedContract};
 use crate::replay::{ReplayResult, replay};
 use crate::surface::Surface;
 
 /// Everything admission knows about one adapter now.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Evidence {
     pub adapter: String,
     pub image: Option<String>,
     /// The full image ID the probe ran in (empty when it could not run).
     pub image_id: String,
     /// The contract, `Ok(None)` when there is none, or what is wrong with it.
-    pub contract: Result<Option<LoadedContract>, String>,
+    pub contract: Result<Option<LoadedContract>, ContractError>,
     pub surface: Surface,
     pub replay: Vec<ReplayResult>,
     pub canary: CanaryVerdict,
@@ -35,7 +35,7 @@ impl Evidence {
     pub fn gather(
         adapter: &ResolvedAdapter,
         image_id: String,
-        contract: Result<Option<LoadedContract>, String>,
+        contract: Result<Option<LoadedContract>, ContractError>,
         surface: Surface,
         canary: CanaryVerdict,
     ) -> Self {
@@ -117,7 +117,7 @@ impl Evidence {
     /// The refusal the evidence supports on its own, first failure first; `None`: it admits.
     pub fn refusal(&self) -> Option<(RefusalReason, String)> {
         let loaded = match &self.contract {
-            Err(why) => return Some((RefusalReason::NoContract, why.clone())),
+            Err(why) => return Some((RefusalReason::NoContract, roundtable_telemetry::error_chain(why))),
             Ok(None) => {
                 return Some((RefusalReason::NoContract, format!("no contract for adapter {:?}", self.adapter)));
             }

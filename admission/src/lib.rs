@@ -17,7 +17,7 @@ pub mod replay;
 pub mod surface;
 
 pub use authority::{Admitter, Check, GateOutcome};
-pub use contracts::LoadedContract;
+pub use contracts::{ContractError, LoadedContract};
 pub use evidence::Evidence;
 pub use gate::{Anchor, Stored};
 pub use receipts::ReceiptFolder;

@@ -69,7 +69,10 @@ fn version_command(adapter: &ResolvedAdapter, contracts: &Path) -> (Vec<String>,
             (loaded.contract.version_command, source)
         }
         Ok(None) => (fallback, "no contract; the command with --version".to_owned()),
-        Err(why) => (fallback, format!("the contract does not load ({why}); the command with --version")),
+        Err(why) => {
+            let why = roundtable_telemetry::error_chain(&why);
+            (fallback, format!("the contract does not load ({why}); the command with --version"))
+        }
     }
 }
 

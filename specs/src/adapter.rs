@@ -135,10 +135,13 @@ impl std::fmt::Display for Provider {
 }
 
 impl std::str::FromStr for Provider {
-    type Err = String;
+    type Err = crate::words::UnknownWord;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        Provider::ALL.into_iter().find(|p| p.as_str() == text).ok_or_else(|| format!("unknown provider {text:?}"))
+        Provider::ALL
+            .into_iter()
+            .find(|p| p.as_str() == text)
+            .ok_or_else(|| crate::words::UnknownWord { what: "provider", word: text.to_owned() })
     }
 }
 
