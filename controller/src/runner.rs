@@ -24,6 +24,26 @@ pub trait ReconcileError: std::error::Error + Send + Sync + 'static {
     }
 }
 
+/// Why a reconcile failed, handed to [`Reconciler::on_failure`]: the reconciler's own error, or
+/// a panic. Rendered with its sources by `roundtable_telemetry::error_chain`.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure<E> {
+    #[error(transparent)]
+    Error(E),
+    #[error("reconciler panicked: {0}")]
+    Panicked(String),
+}
+
+impl<E: ReconcileError> Failure<E> {
+    /// Whether the key stalls at once: a permanent error does, a panic does not.
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            Failure::Error(error) => error.is_permanent(),
+            Failure::Panicked(_) => false,
+        }
+    }
+}
+
 /// What the runner decided after a failure, handed to [`Reconciler::on_failure`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ErrorOutcome {
@@ -42,7 +62,12 @@ pub trait Reconciler<K>: Send + Sync + 'static {
     fn reconcile(&self, key: &K) -> impl Future<Output = Result<Action, Self::Error>> + Send;
 
     /// Told about every failed (or panicked) reconcile, and what happens next.
-    fn on_failure(&self, key: &K, message: &str, outcome: ErrorOutcome) -> impl Future<Output = ()> + Send;
+    fn on_failure(
+        &self,
+        key: &K,
+        failure: &Failure<Self::Error>,
+        outcome: ErrorOutcome,
+    ) -> impl Future<Output = ()> + Send;
 }
 
 /// Why a key should be reconciled.
@@ -173,7 +198,7 @@ where
         }
     }
 
-    async fn on_finished(&mut self, key: K, outcome: Result<Action, String>, permanent: bool) {
+    async fn on_finished(&mut self, key: K, outcome: Result<Action, Failure<R::Error>>) {
         let now = Instant::now();
         let budget = self.config.error_budget;
         let state = self.state(&key);
@@ -187,9 +212,9 @@ where
                     self.scheduler.schedule(key, now + delay);
                 }
             }
-            Err(message) => {
+            Err(failure) => {
                 let attempt = state.backoff.failures() + 1;
-                let stalled = !rerun && (permanent || attempt >= budget);
+                let stalled = !rerun && (failure.is_permanent() || attempt >= budget);
                 let retry_in = if stalled {
                     state.stalled = true;
                     state.backoff.next_delay();
@@ -204,8 +229,9 @@ where
                     self.scheduler.schedule(key.clone(), now + delay);
                 }
                 let outcome = ErrorOutcome { attempt, retry_in, stalled };
+                let message = roundtable_telemetry::error_chain(&failure);
                 tracing::warn!(key = ?key, attempt, stalled, retry_in = ?retry_in, error = %message, "reconcile failed");
-                self.reconciler.on_failure(&key, &message, outcome).await;
+                self.reconciler.on_failure(&key, &failure, outcome).await;
             }
         }
     }
@@ -249,15 +275,14 @@ where
                 },
                 Some(joined) = inflight.join_next_with_id(), if !inflight.is_empty() => {
                     summary.reconciles += 1;
-                    let (key, outcome, permanent) = match joined {
+                    let (key, outcome) = match joined {
                         Ok((id, (key, result))) => {
                             task_keys.remove(&id);
-                            let permanent = result.as_ref().err().is_some_and(ReconcileError::is_permanent);
-                            (key, result.map_err(|e| roundtable_telemetry::error_chain(&e)), permanent)
+                            (key, result.map_err(Failure::Error))
                         }
                         Err(join_error) => {
                             let Some(key) = task_keys.remove(&join_error.id()) else { continue };
-                            (key, Err(format!("reconciler panicked: {}", panic_message(join_error))), false)
+                            (key, Err(Failure::Panicked(panic_message(join_error))))
                         }
                     };
                     if outcome.is_err() {
@@ -265,7 +290,7 @@ where
                     }
                     metrics::finished(outcome.is_ok());
                     running.remove(&key);
-                    self.on_finished(key, outcome, permanent).await;
+                    self.on_finished(key, outcome).await;
                 },
                 () = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {},
             }

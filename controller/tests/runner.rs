@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use roundtable_controller::{Action, Config, Controller, ErrorOutcome, ReconcileError, Reconciler, Trigger};
+use roundtable_controller::{Action, Config, Controller, ErrorOutcome, Failure, ReconcileError, Reconciler, Trigger};
 use tokio::time::Instant;
 
 #[derive(Debug, thiserror::Error)]
@@ -87,7 +87,7 @@ impl Reconciler<&'static str> for Fake {
         }
     }
 
-    async fn on_failure(&self, key: &&'static str, _message: &str, outcome: ErrorOutcome) {
+    async fn on_failure(&self, key: &&'static str, _failure: &Failure<FakeError>, outcome: ErrorOutcome) {
         self.failures.lock().expect("lock").push((*key, outcome));
     }
 }
@@ -239,7 +239,7 @@ async fn requeue_runs_again_after_its_delay() {
             self.0.lock().expect("lock").push(Instant::now());
             Ok(Action::requeue(Duration::from_secs(30)))
         }
-        async fn on_failure(&self, _: &u8, _: &str, _: ErrorOutcome) {}
+        async fn on_failure(&self, _: &u8, _: &Failure<FakeError>, _: ErrorOutcome) {}
     }
     let reconciler = Arc::new(Requeue(Mutex::new(Vec::new())));
     let (controller, handle) = Controller::new(reconciler.clone(), Config::default());

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use roundtable_controller::{Action, ErrorOutcome, ReconcileError, Reconciler};
+use roundtable_controller::{Action, ErrorOutcome, Failure, ReconcileError, Reconciler};
 use roundtable_core::daemon::{DaemonConfig, run_with};
 use roundtable_core::desired::{sync, sync_with};
 use roundtable_core::source::{ScanCache, scan_cached, scan_changed};
@@ -69,7 +69,7 @@ impl Reconciler<ObjectKey> for NoOp {
         let _ = self.0.send((key.clone(), Instant::now()));
         Ok(Action::await_change())
     }
-    async fn on_failure(&self, _: &ObjectKey, _: &str, _: ErrorOutcome) {}
+    async fn on_failure(&self, _: &ObjectKey, _: &Failure<Never>, _: ErrorOutcome) {}
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {

@@ -393,7 +393,13 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Recon
         })
     }
 
-    async fn on_failure(&self, key: &ObjectKey, message: &str, outcome: ErrorOutcome) {
+    async fn on_failure(
+        &self,
+        key: &ObjectKey,
+        failure: &roundtable_controller::Failure<Error>,
+        outcome: ErrorOutcome,
+    ) {
+        let message = roundtable_telemetry::error_chain(failure);
         let generation = match self.status.object(key).await {
             Ok(Some(record)) => record.generation,
             _ => 0,

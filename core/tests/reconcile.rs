@@ -239,13 +239,13 @@ async fn adapter_reasons_for_missing_unpinned_and_disabled_images() {
 
 #[tokio::test(start_paused = true)]
 async fn stalls_are_recorded_and_cleared_by_the_next_success() {
-    use roundtable_controller::ErrorOutcome;
+    use roundtable_controller::{ErrorOutcome, Failure};
     let reconciler = fake_reconciler();
     let desired = adapter_desired("agent:v1");
     reconciler.status.insert(&desired);
-    reconciler
-        .on_failure(&desired.key, "engine down", ErrorOutcome { attempt: 10, retry_in: None, stalled: true })
-        .await;
+    let down = BackendError::Store(roundtable_store::Error::Unsupported("engine down".into()));
+    let failure = Failure::Error(roundtable_core::reconcile::Error::Backend(down));
+    reconciler.on_failure(&desired.key, &failure, ErrorOutcome { attempt: 10, retry_in: None, stalled: true }).await;
     let conditions = reconciler.status.conditions(&desired.key).await.expect("conditions");
     assert_eq!(condition(&conditions, "Stalled").reason, "ErrorBudgetExhausted");
     assert_eq!(roundtable_core::conditions::health(&conditions).0, Health::Stalled);
