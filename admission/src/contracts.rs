@@ -178,3 +178,54 @@ pub fn check_folder(folder: &Path) -> Vec<roundtable_specs::ValidationError> {
     }
     problems
 }
+
+#[cfg(test)]
+mod tests {
+    use roundtable_telemetry::error_chain;
+
+    use super::*;
+
+    fn codex(contract: Option<&str>) -> ResolvedAdapter {
+        let mut adapter = roundtable_specs::builtins::template("codex").expect("built-in").resolve("codex");
+        adapter.contract = contract.map(str::to_owned);
+        adapter
+    }
+
+    fn refusal(folder: &Path, adapter: &ResolvedAdapter) -> String {
+        error_chain(&load(folder, adapter).expect_err("a refusal"))
+    }
+
+    #[test]
+    fn each_refusal_names_the_file_and_what_is_wrong() {
+        let folder = tempfile::tempdir().expect("tempdir");
+        let shown = folder.path().display();
+        assert_eq!(
+            refusal(folder.path(), &codex(Some("../x.yaml"))),
+            r#"spec.contract "../x.yaml" is not a file name in the contracts folder"#
+        );
+        assert_eq!(
+            refusal(folder.path(), &codex(Some("gone.yaml"))),
+            format!("spec.contract names {shown}/gone.yaml, which does not exist")
+        );
+        std::fs::create_dir(folder.path().join("codex.yaml")).expect("a folder in its place");
+        assert_eq!(refusal(folder.path(), &codex(None)), format!("{shown}/codex.yaml: not a regular file"));
+        std::fs::write(folder.path().join("big.yaml"), vec![b'#'; MAX_BYTES as usize + 1]).expect("write");
+        assert_eq!(
+            refusal(folder.path(), &codex(Some("big.yaml"))),
+            format!("{shown}/big.yaml: {} bytes; contracts are limited to {MAX_BYTES}", MAX_BYTES + 1)
+        );
+        let (_, text) = contract::builtin(roundtable_specs::adapter::Provider::Claude);
+        std::fs::write(folder.path().join("claude.yaml"), text).expect("write");
+        assert_eq!(
+            refusal(folder.path(), &codex(Some("claude.yaml"))),
+            format!(r#"{shown}/claude.yaml: the contract is for adapter "claude", not "codex""#)
+        );
+        let missing = folder.path().join("nothing.yaml");
+        let unreadable = read_bounded(&missing).expect_err("unreadable");
+        assert!(
+            error_chain(&unreadable).starts_with(&format!("{shown}/nothing.yaml: No such file or directory")),
+            "{}",
+            error_chain(&unreadable)
+        );
+    }
+}
