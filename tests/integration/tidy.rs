@@ -607,3 +607,54 @@ fn every_crate_has_a_paragraph_in_the_code_map() {
     assert!(count > 10, "found only {count} workspace members");
     assert!(unmapped.is_empty(), "docs/architecture.md's code map has no paragraph for: {unmapped:#?}");
 }
+
+/// The subcommands `roundtable <path> --help` lists (without clap's `help`).
+fn subcommands(path: &[String]) -> Vec<String> {
+    let output = std::process::Command::new(crate::support::binary())
+        .args(path)
+        .arg("--help")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run roundtable --help");
+    assert!(
+        output.status.success(),
+        "roundtable {} --help: {}",
+        path.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let help = String::from_utf8_lossy(&output.stdout).into_owned();
+    let Some(listed) = help.split("\nCommands:\n").nth(1) else { return Vec::new() };
+    listed
+        .lines()
+        .take_while(|line| !line.trim().is_empty())
+        // A command's line starts with two spaces and its name; wrapped help is indented further.
+        .filter(|line| line.starts_with("  ") && !line.starts_with("   "))
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every command of the binary, as `help` lists them, is in `docs/cli.md` (as
+/// `roundtable sessions list`, say), so a new command cannot ship without its reference.
+#[test]
+fn the_cli_reference_names_every_command() {
+    let reference = std::fs::read_to_string(repo_root().join("docs/cli.md")).expect("docs/cli.md");
+    let mut pending: Vec<Vec<String>> = subcommands(&[]).into_iter().map(|name| vec![name]).collect();
+    assert!(pending.len() > 15, "found only {} commands in `roundtable --help`", pending.len());
+    let mut missing = Vec::new();
+    let mut seen = 0;
+    while let Some(path) = pending.pop() {
+        seen += 1;
+        let command = format!("roundtable {}", path.join(" "));
+        let named = reference.match_indices(&command).any(|(at, _)| {
+            reference[at + command.len()..].chars().next().is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '-'))
+        });
+        if !named {
+            missing.push(command);
+        }
+        pending.extend(subcommands(&path).into_iter().map(|name| [path.clone(), vec![name]].concat()));
+    }
+    assert!(seen > 30, "found only {seen} commands");
+    assert!(missing.is_empty(), "docs/cli.md does not name these commands: {missing:#?}");
+}
