@@ -1,0 +1,372 @@
+//! One session on the engine, phase by phase, in the lifecycle order tmpfs volumes require:
+//! launch (the volumes at once → the container → PID 1) → the self-check, which seeds the
+//! workspace from the source mount once it passes, while `/tmp/roundtable` is uploaded → the
+//! egress proxy, when asked for → the checked process becomes the agent (captured, capped,
+//! drained, timed) → pause → download and extract → force-remove the container and volumes.
+//! Nothing runs on the host; cleanup happens on every path.
+
+mod export;
+mod oom;
+mod proxy;
+mod seed;
+
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::query_parameters::KillContainerOptionsBuilder;
+use roundtable_session_runtime::{Captured, RunEnd, RunOutcome, RuntimeError, SessionPlan};
+use roundtable_specs::layout as paths;
+use roundtable_specs::session::CheckReport;
+use tokio::sync::watch;
+
+use crate::calls::{Phases, timed};
+use crate::checked::Checked;
+use crate::container::{self, container_name, create_hardened, home_volume_name, image_or_empty, volume_names};
+use crate::engine::Engine;
+use crate::errors::{engine_error, engine_gone_in};
+use crate::exec::{ExecResult, drive};
+use crate::profile::{self, SandboxSpec, TmpfsRoot, tmpfs_volume};
+
+/// How often, and how long, an execution whose engine went away looks for it to come back
+/// before cleaning up: long enough for a restart that stops its containers gracefully.
+const ENGINE_POLL: Duration = Duration::from_millis(500);
+const ENGINE_RETURN_WAIT: Duration = Duration::from_secs(120);
+
+/// What is kept of what a run says about itself on stderr (a failed check, a proxy that did
+/// not come up).
+const SAID_CAP: u64 = 1 << 20;
+
+/// Resolves once `cancel` holds `true`; never when its sender is gone.
+async fn cancelled(cancel: &mut watch::Receiver<bool>) {
+    loop {
+        if *cancel.borrow_and_update() {
+            return;
+        }
+        if cancel.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// How the self-check ended: passed, its process waiting for the go byte, or the run ends here
+/// (failed, or cancelled) with what the check said.
+enum Verdict {
+    Passed(Checked),
+    Ended { end: RunEnd, stderr: Captured, report: Option<CheckReport> },
+}
+
+/// One session on the engine.
+pub struct Execution<'a> {
+    engine: &'a Engine,
+    plan: SessionPlan,
+    /// The container's name.
+    name: String,
+}
+
+impl<'a> Execution<'a> {
+    pub fn new(engine: &'a Engine, plan: SessionPlan) -> Self {
+        let name = container_name(&plan.session);
+        Self { engine, plan, name }
+    }
+
+    /// Runs the whole lifecycle; the container and volumes are removed whatever happens.
+    /// A cancel stops the execution in whatever phase it is (an engine call in flight included):
+    /// the container is then paused, killed and removed.
+    /// When the engine went away mid-run, the error is [`RuntimeError::EngineLost`] and the
+    /// cleanup waits (bounded) for the engine to answer again first.
+    pub async fn run(&self, cancel: watch::Receiver<bool>) -> Result<RunOutcome, RuntimeError> {
+        let mut watcher = cancel.clone();
+        let outcome = tokio::select! {
+            outcome = self.lifecycle(cancel) => outcome,
+            () = cancelled(&mut watcher) => Ok(RunOutcome::ended(RunEnd::Cancelled)),
+        };
+        let outcome = outcome.map_err(|error| self.lost_or(error));
+        if matches!(outcome, Err(RuntimeError::EngineLost { .. })) {
+            self.await_engine(&mut watcher).await;
+        }
+        let cleanup_started = std::time::Instant::now();
+        self.cleanup().await;
+        let mut outcome = outcome;
+        if let Ok(outcome) = &mut outcome {
+            outcome.timings.insert("cleanup", crate::calls::micros(cleanup_started) / 1000);
+        }
+        outcome
+    }
+
+    /// An engine call that failed because the engine is gone becomes [`RuntimeError::EngineLost`].
+    fn lost_or(&self, error: RuntimeError) -> RuntimeError {
+        match error {
+            RuntimeError::Engine { step, source } if engine_gone_in(&source) => {
+                RuntimeError::EngineLost { endpoint: self.engine.endpoint().to_owned(), step, source }
+            }
+            other => other,
+        }
+    }
+
+    /// Waits until the engine answers again (at most [`ENGINE_RETURN_WAIT`], or until cancelled),
+    /// so the cleanup can remove what the lost execution left instead of failing against a
+    /// socket that is not there.
+    async fn await_engine(&self, cancel: &mut watch::Receiver<bool>) {
+        let (endpoint, container) = (self.engine.endpoint(), &self.name);
+        tracing::warn!(endpoint, %container, "the container engine went away; waiting for it to clean up");
+        let answers = async {
+            while self.engine.docker().ping().await.is_err() {
+                tokio::time::sleep(ENGINE_POLL).await;
+            }
+        };
+        tokio::select! {
+            () = answers => tracing::info!(endpoint, %container, "the container engine is back; cleaning up"),
+            () = tokio::time::sleep(ENGINE_RETURN_WAIT) => tracing::error!(
+                endpoint, %container, "the container engine did not come back in time; the container and volumes may be left behind, labelled"
+            ),
+            () = cancelled(cancel) => {}
+        }
+    }
+
+    /// Removes the container and its volumes (see [`container::remove_session`]); what cannot be
+    /// removed is said and left, labelled, for garbage collection.
+    pub async fn cleanup(&self) {
+        if let Err(error) = container::remove_session(self.engine.docker(), &self.plan.session).await {
+            let error = roundtable_telemetry::error_chain(&error);
+            tracing::error!(container = %self.name, %error, "removing the container or its volumes failed; what is left carries the ownership labels for garbage collection");
+        }
+    }
+
+    /// The phases, each timed; the first that ends the run returns its outcome.
+    async fn lifecycle(&self, mut cancel: watch::Receiver<bool>) -> Result<RunOutcome, RuntimeError> {
+        let docker = self.engine.docker();
+        if *cancel.borrow() {
+            return Ok(RunOutcome::ended(RunEnd::Cancelled));
+        }
+        let mut phases = Phases::start(&self.name);
+        self.launch(docker).await?;
+        let mut outcome = RunOutcome::ended(RunEnd::Exited);
+        phases.lap(&mut outcome.timings, "launch");
+
+        let verdict = self.seed_and_check(docker, &mut cancel).await;
+        phases.lap(&mut outcome.timings, "selfCheck");
+        let checked = match verdict? {
+            Verdict::Passed(checked) => checked,
+            Verdict::Ended { end, stderr, report } => {
+                outcome.end = end;
+                outcome.stderr = stderr;
+                outcome.self_check = report;
+                return Ok(outcome);
+            }
+        };
+        outcome.self_check = checked.report.clone();
+
+        if self.plan.egress_proxy {
+            tracing::debug!(container = %self.name, "egress proxy");
+            if let Err(failure) = proxy::start_proxy(docker, &self.name).await {
+                // The checked process waits for a go that never comes.
+                let _ = checked.refuse(docker, &self.name, &mut cancel).await;
+                outcome.end = RunEnd::EgressUnavailable;
+                outcome.stderr.push(roundtable_telemetry::error_chain(&failure).as_bytes(), SAID_CAP);
+                return Ok(outcome);
+            }
+            phases.lap(&mut outcome.timings, "proxy");
+        }
+
+        // The engine's OOM events are read afterwards for the agent's whole run (since → until),
+        // so none is missed by subscribing late.
+        let agent_started = oom::unix_seconds();
+        let agent = self.run_agent(docker, checked, &mut cancel).await?;
+        phases.lap(&mut outcome.timings, "agent");
+        outcome.stdout = agent.stdout;
+        outcome.stderr = agent.stderr;
+        outcome.exit_code = agent.exit_code;
+        if let Some(cause) = agent.interrupted {
+            outcome.end = cause;
+            self.halt(docker).await;
+            return Ok(outcome);
+        }
+        if timed(&self.name, "events (oom)", oom::oom_seen(docker, &self.name, agent_started.saturating_sub(1))).await {
+            outcome.end = RunEnd::OutOfMemory;
+        }
+
+        self.pause_and_export(docker, &mut outcome).await?;
+        phases.lap(&mut outcome.timings, "export");
+        Ok(outcome)
+    }
+
+    /// Launch: the session's two tmpfs volumes (at once: independent of each other, both before
+    /// the container that mounts them), the persistent home, the container from the hardened
+    /// profile, and its PID 1.
+    async fn launch(&self, docker: &Docker) -> Result<(), RuntimeError> {
+        let (plan, name) = (&self.plan, &self.name);
+        let image = image_or_empty(docker, plan.image.as_deref()).await?;
+        let labels = plan.ownership.labels();
+        let resources = plan.resources;
+        let [workspace, tmp] = volume_names(&plan.session);
+        let workspace_volume = tmpfs_volume(&workspace, resources.workspace_bytes, TmpfsRoot::Agent, labels.clone());
+        let tmp_volume = tmpfs_volume(&tmp, resources.tmp_bytes, TmpfsRoot::Root, labels.clone());
+        futures::try_join!(
+            async {
+                timed(name, "create volume", docker.create_volume(workspace_volume))
+                    .await
+                    .map_err(engine_error("create the workspace volume"))
+            },
+            async {
+                timed(name, "create volume", docker.create_volume(tmp_volume))
+                    .await
+                    .map_err(engine_error("create the /tmp volume"))
+            },
+        )?;
+        let home_volume = self.create_home(docker).await?;
+        let spec = SandboxSpec {
+            image,
+            labels,
+            memory_bytes: resources.memory_bytes,
+            nano_cpus: resources.nano_cpus,
+            pids: resources.pids,
+            workspace_volume: workspace,
+            tmp_volume: tmp,
+            binary: plan.binary.clone(),
+            source_dir: Some(plan.source_dir.clone()),
+            task_file: Some(plan.task_file.clone()),
+            socket_dir: plan.socket_dir.clone(),
+            home_volume,
+        };
+        tracing::debug!(container = %name, "creating the container");
+        create_hardened(docker, name, &spec).await?;
+        timed(name, "start container", docker.start_container(name, None))
+            .await
+            .map_err(engine_error("start PID 1"))?;
+        Ok(())
+    }
+
+    /// The plan's persistent home, when it has one: its volume and where it is mounted.
+    /// Creating an existing volume returns it: the home of earlier sessions.
+    async fn create_home(&self, docker: &Docker) -> Result<Option<(String, String)>, RuntimeError> {
+        let Some(home) = &self.plan.persistent_home else {
+            return Ok(None);
+        };
+        // Owned by the Assignment, not the session: no session label, so neither this
+        // session's cleanup nor `prune` of ended sessions removes it.
+        let mut home_labels = self.plan.ownership.labels();
+        home_labels.remove(roundtable_session_runtime::labels::SESSION);
+        home_labels.remove(roundtable_session_runtime::labels::CONTROLLER_RUN);
+        home_labels.insert(
+            roundtable_session_runtime::labels::PURPOSE.into(),
+            roundtable_session_runtime::Purpose::Home.as_str().into(),
+        );
+        home_labels.insert(roundtable_session_runtime::labels::REPOSITORY.into(), home.repository.clone());
+        let volume = home_volume_name(&home.key);
+        docker
+            .create_volume(profile::home_volume(&volume, home_labels))
+            .await
+            .map_err(engine_error("create the persistent home volume"))?;
+        Ok(Some((volume, home.target.clone())))
+    }
+
+    /// The `/tmp` seed and the self-check (which seeds the workspace) do not depend on each
+    /// other, so they run at once; the agent starts only after both. A seed that failed fails
+    /// the session, as it did when it came first; a checked process waiting for its go never
+    /// gets it.
+    async fn seed_and_check(
+        &self,
+        docker: &Docker,
+        cancel: &mut watch::Receiver<bool>,
+    ) -> Result<Verdict, RuntimeError> {
+        tracing::debug!(container = %self.name, "seeding and self-check");
+        let (seeded, verdict) =
+            tokio::join!(seed::seed_tmp(docker, &self.name, &self.plan.tmp_entries), self.self_check(docker, cancel));
+        seeded?;
+        verdict
+    }
+
+    /// Starts the self-check, which is also the agent's exec: the check prints its report and
+    /// waits; it becomes the agent only once the report has been read and verified here (see
+    /// [`Checked`]). Any mismatch, or no report, fails closed and the agent never runs.
+    async fn self_check(&self, docker: &Docker, cancel: &mut watch::Receiver<bool>) -> Result<Verdict, RuntimeError> {
+        let (plan, name) = (&self.plan, &self.name);
+        let e = &plan.expected;
+        let check_argv = vec![
+            paths::BINARY.to_owned(),
+            "sandbox".into(),
+            "check".into(),
+            format!("--uid={}", e.uid),
+            format!("--gid={}", e.gid),
+            format!("--memory={}", e.memory_bytes),
+            format!("--pids={}", e.pids),
+            format!("--cpu-millis={}", e.cpu_millis),
+            // The workspace is seeded inside, from the read-only source mount, as the agent's user:
+            // no second upload through the engine.
+            "--seed-workspace".into(),
+        ];
+        let cancelled = || Verdict::Ended { end: RunEnd::Cancelled, stderr: Captured::default(), report: None };
+        // A check that says what failed fails at once. One that printed no report at all (an
+        // engine that lost the exec's output under load) runs once more; it is read-only, and the
+        // second answer decides, still failing closed.
+        let mut attempt = 1;
+        loop {
+            let checked = Checked::start(docker, name, &check_argv, &plan.argv, plan.env.clone(), cancel).await?;
+            if checked.cancelled() {
+                return Ok(cancelled());
+            }
+            if checked.passed() {
+                return Ok(Verdict::Passed(checked));
+            }
+            let report = checked.report.clone();
+            let refused = checked.refuse(docker, name, cancel).await?;
+            if refused.interrupted == Some(RunEnd::Cancelled) {
+                return Ok(cancelled());
+            }
+            if report.is_some() || attempt == 2 {
+                let mut stderr = refused.stderr;
+                if report.is_none() && stderr.bytes.is_empty() {
+                    let said = format!(
+                        "the check printed no report twice (exit code {}, {} bytes on stdout)",
+                        refused.exit_code.map_or_else(|| "unknown".to_owned(), |c| c.to_string()),
+                        refused.stdout.bytes.len()
+                    );
+                    stderr.push(said.as_bytes(), SAID_CAP);
+                }
+                return Ok(Verdict::Ended { end: RunEnd::SelfCheckFailed, stderr, report });
+            }
+            tracing::warn!(container = %name, exit_code = ?refused.exit_code, stderr = %String::from_utf8_lossy(&refused.stderr.bytes).trim(), "the self-check printed no report; running it once more");
+            attempt += 1;
+        }
+    }
+
+    /// The agent: the checked process gets its go and stdin, and is captured until it exits,
+    /// times out or is cancelled.
+    async fn run_agent(
+        &self,
+        docker: &Docker,
+        checked: Checked,
+        cancel: &mut watch::Receiver<bool>,
+    ) -> Result<ExecResult, RuntimeError> {
+        tracing::debug!(container = %self.name, "agent");
+        let (exec_id, output) = checked.go(self.plan.stdin.clone());
+        let (cap, deadline) = (self.plan.output_limit, Some(self.plan.timeout));
+        drive(docker, &self.name, &exec_id, output, ExecResult::empty(), cap, deadline, cancel).await
+    }
+
+    /// After a timeout or a cancel: pause first so nothing keeps running, then kill.
+    async fn halt(&self, docker: &Docker) {
+        let name = &self.name;
+        let _ = docker.pause_container(name).await;
+        let _ = docker.kill_container(name, Some(KillContainerOptionsBuilder::default().signal("KILL").build())).await;
+    }
+
+    /// Pause so surviving children cannot race the export, then stream the workspace out. A lost
+    /// engine is the session's end, not the export's; any other failure leaves the agent's exit
+    /// code and output on the outcome and says why there is no proposal.
+    async fn pause_and_export(&self, docker: &Docker, outcome: &mut RunOutcome) -> Result<(), RuntimeError> {
+        let (plan, name) = (&self.plan, &self.name);
+        export::pause_for_export(docker, name).await.map_err(engine_error("pause before export"))?;
+        outcome.paused_for_export = true;
+        match timed(name, "download + extract", export::export(docker, name, &plan.export_dir, plan.export_limits))
+            .await
+        {
+            Ok(extracted) => outcome.extracted = Some(extracted),
+            Err(RuntimeError::Engine { step, source }) if engine_gone_in(&source) => {
+                return Err(RuntimeError::Engine { step, source });
+            }
+            Err(error) => outcome.export_failed = Some(roundtable_telemetry::error_chain(&error)),
+        }
+        Ok(())
+    }
+}
