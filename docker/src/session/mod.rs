@@ -237,21 +237,13 @@ impl<'a> Execution<'a> {
     }
 
     /// The plan's persistent home, when it has one: its volume and where it is mounted.
-    /// Creating an existing volume returns it: the home of earlier sessions.
+    /// Creating an existing volume returns it: the home of earlier sessions. Its labels are
+    /// decided with the others' ([`Ownership::home_labels`](roundtable_session_runtime::Ownership::home_labels)).
     async fn create_home(&self, docker: &Docker) -> Result<Option<(String, String)>, RuntimeError> {
         let Some(home) = &self.plan.persistent_home else {
             return Ok(None);
         };
-        // Owned by the Assignment, not the session: no session label, so neither this
-        // session's cleanup nor `prune` of ended sessions removes it.
-        let mut home_labels = self.plan.ownership.labels();
-        home_labels.remove(roundtable_session_runtime::labels::SESSION);
-        home_labels.remove(roundtable_session_runtime::labels::CONTROLLER_RUN);
-        home_labels.insert(
-            roundtable_session_runtime::labels::PURPOSE.into(),
-            roundtable_session_runtime::Purpose::Home.as_str().into(),
-        );
-        home_labels.insert(roundtable_session_runtime::labels::REPOSITORY.into(), home.repository.clone());
+        let home_labels = self.plan.ownership.home_labels(&home.repository);
         let volume = home_volume_name(&home.key);
         docker
             .create_volume(profile::home_volume(&volume, home_labels))
