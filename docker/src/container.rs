@@ -47,6 +47,30 @@ pub(crate) async fn create_hardened(docker: &Docker, name: &str, spec: &SandboxS
     Ok(())
 }
 
+/// Creates `spec`'s workspace and `/tmp` volumes for container `name`, at once: they are
+/// independent of each other, and both come before the container that mounts them.
+pub(crate) async fn create_tmpfs_volumes(docker: &Docker, name: &str, spec: &SandboxSpec) -> Result<(), RuntimeError> {
+    let [workspace, tmp] = spec.tmpfs_volumes();
+    futures::try_join!(
+        async {
+            timed(name, "create volume", docker.create_volume(workspace))
+                .await
+                .map_err(engine_error("create the workspace volume"))
+        },
+        async {
+            timed(name, "create volume", docker.create_volume(tmp))
+                .await
+                .map_err(engine_error("create the /tmp volume"))
+        },
+    )?;
+    Ok(())
+}
+
+/// Starts the created container `name`: its PID 1, `roundtable sandbox init`.
+pub(crate) async fn start(docker: &Docker, name: &str) -> Result<(), RuntimeError> {
+    timed(name, "start container", docker.start_container(name, None)).await.map_err(engine_error("start PID 1"))
+}
+
 /// Imports the empty image once (no registry is ever pulled from).
 pub async fn ensure_empty_image(docker: &Docker) -> Result<(), RuntimeError> {
     if docker.inspect_image(EMPTY_IMAGE).await.is_ok() {

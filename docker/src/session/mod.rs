@@ -21,11 +21,13 @@ use tokio::sync::watch;
 
 use crate::calls::{Phases, timed};
 use crate::checked::Checked;
-use crate::container::{self, container_name, create_hardened, home_volume_name, image_or_empty, volume_names};
+use crate::container::{
+    self, container_name, create_hardened, create_tmpfs_volumes, home_volume_name, image_or_empty, volume_names,
+};
 use crate::engine::Engine;
 use crate::errors::{engine_error, engine_gone_in};
 use crate::exec::{ExecResult, drive};
-use crate::profile::{self, SandboxSpec, TmpfsRoot, tmpfs_volume};
+use crate::profile::{self, SandboxSpec};
 
 /// How often, and how long, an execution whose engine went away looks for it to come back
 /// before cleaning up: long enough for a restart that stops its containers gracefully.
@@ -196,44 +198,24 @@ impl<'a> Execution<'a> {
     async fn launch(&self, docker: &Docker) -> Result<(), RuntimeError> {
         let (plan, name) = (&self.plan, &self.name);
         let image = image_or_empty(docker, plan.image.as_deref()).await?;
-        let labels = plan.ownership.labels();
-        let resources = plan.resources;
-        let [workspace, tmp] = volume_names(&plan.session);
-        let workspace_volume = tmpfs_volume(&workspace, resources.workspace_bytes, TmpfsRoot::Agent, labels.clone());
-        let tmp_volume = tmpfs_volume(&tmp, resources.tmp_bytes, TmpfsRoot::Root, labels.clone());
-        futures::try_join!(
-            async {
-                timed(name, "create volume", docker.create_volume(workspace_volume))
-                    .await
-                    .map_err(engine_error("create the workspace volume"))
-            },
-            async {
-                timed(name, "create volume", docker.create_volume(tmp_volume))
-                    .await
-                    .map_err(engine_error("create the /tmp volume"))
-            },
-        )?;
-        let home_volume = self.create_home(docker).await?;
-        let spec = SandboxSpec {
+        let [workspace_volume, tmp_volume] = volume_names(&plan.session);
+        let mut spec = SandboxSpec {
             image,
-            labels,
-            memory_bytes: resources.memory_bytes,
-            nano_cpus: resources.nano_cpus,
-            pids: resources.pids,
-            workspace_volume: workspace,
-            tmp_volume: tmp,
+            labels: plan.ownership.labels(),
+            resources: plan.resources,
+            workspace_volume,
+            tmp_volume,
             binary: plan.binary.clone(),
             source_dir: Some(plan.source_dir.clone()),
             task_file: Some(plan.task_file.clone()),
             socket_dir: plan.socket_dir.clone(),
-            home_volume,
+            home_volume: None,
         };
+        create_tmpfs_volumes(docker, name, &spec).await?;
+        spec.home_volume = self.create_home(docker).await?;
         tracing::debug!(container = %name, "creating the container");
         create_hardened(docker, name, &spec).await?;
-        timed(name, "start container", docker.start_container(name, None))
-            .await
-            .map_err(engine_error("start PID 1"))?;
-        Ok(())
+        container::start(docker, name).await
     }
 
     /// The plan's persistent home, when it has one: its volume and where it is mounted.
