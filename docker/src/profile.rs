@@ -1,5 +1,6 @@
 //! The hardened container profile: mounts, user, capabilities, seccomp, limits and no network.
-//! Nothing here can be loosened by a switch; sizes come from the Adapter's resources.
+//! Nothing here can be loosened by a switch; every limit comes from the plan's [`Resources`], as
+//! it carries them (memory, CPU and PIDs to the container, sizes to its tmpfs volumes).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -9,6 +10,7 @@ use bollard::models::{
     VolumeCreateRequest,
 };
 
+use roundtable_session_runtime::Resources;
 pub use roundtable_specs::layout as paths;
 use roundtable_specs::layout::AGENT_UID;
 
@@ -65,10 +67,8 @@ pub fn home_volume(name: &str, labels: HashMap<String, String>) -> VolumeCreateR
 pub struct SandboxSpec {
     pub image: String,
     pub labels: HashMap<String, String>,
-    pub memory_bytes: u64,
-    pub nano_cpus: u64,
-    pub pids: u32,
-    /// Named volumes created with [`tmpfs_volume`].
+    pub resources: Resources,
+    /// Named tmpfs volumes: see [`SandboxSpec::tmpfs_volumes`].
     pub workspace_volume: String,
     pub tmp_volume: String,
     /// The controller's own static binary, mounted read-only as PID 1 and tool.
@@ -110,6 +110,16 @@ fn volume(name: &str, target: &str) -> Mount {
 }
 
 impl SandboxSpec {
+    /// The workspace and `/tmp` volumes, sized by the resources and labelled like the container:
+    /// created before the container that mounts them.
+    pub fn tmpfs_volumes(&self) -> [VolumeCreateRequest; 2] {
+        let Resources { workspace_bytes, tmp_bytes, .. } = self.resources;
+        [
+            tmpfs_volume(&self.workspace_volume, workspace_bytes, TmpfsRoot::Agent, self.labels.clone()),
+            tmpfs_volume(&self.tmp_volume, tmp_bytes, TmpfsRoot::Root, self.labels.clone()),
+        ]
+    }
+
     /// The create body: PID 1 is `roundtable sandbox init`; the agent runs later as an exec.
     pub fn container_body(&self) -> ContainerCreateBody {
         let mut mounts = vec![
@@ -129,7 +139,8 @@ impl SandboxSpec {
         if let Some((name, target)) = &self.home_volume {
             mounts.push(volume(name, target));
         }
-        let memory = i64::try_from(self.memory_bytes).unwrap_or(i64::MAX);
+        let Resources { memory_bytes, nano_cpus, pids, .. } = self.resources;
+        let memory = i64::try_from(memory_bytes).unwrap_or(i64::MAX);
         ContainerCreateBody {
             image: Some(self.image.clone()),
             user: Some(format!("{AGENT_UID}:{AGENT_UID}")),
@@ -145,11 +156,11 @@ impl SandboxSpec {
                 cap_drop: Some(vec!["ALL".into()]),
                 security_opt: Some(vec!["no-new-privileges".into()]),
                 network_mode: Some("none".into()),
-                pids_limit: Some(i64::from(self.pids)),
+                pids_limit: Some(i64::from(pids)),
                 memory: Some(memory),
                 // Equal to memory: no swap.
                 memory_swap: Some(memory),
-                nano_cpus: Some(i64::try_from(self.nano_cpus).unwrap_or(i64::MAX)),
+                nano_cpus: Some(i64::try_from(nano_cpus).unwrap_or(i64::MAX)),
                 privileged: Some(false),
                 init: Some(false),
                 ipc_mode: Some("private".into()),
@@ -168,9 +179,13 @@ mod tests {
         SandboxSpec {
             image: "img".into(),
             labels: HashMap::new(),
-            memory_bytes: 2 << 30,
-            nano_cpus: 2_000_000_000,
-            pids: 256,
+            resources: Resources {
+                memory_bytes: 2 << 30,
+                nano_cpus: 2_000_000_000,
+                pids: 256,
+                workspace_bytes: 1 << 30,
+                tmp_bytes: 1 << 20,
+            },
             workspace_volume: "ws".into(),
             tmp_volume: "tmp".into(),
             binary: PathBuf::from("/usr/bin/roundtable"),
@@ -201,6 +216,25 @@ mod tests {
         assert!(read_only.contains(&(paths::BINARY, true)));
         assert!(read_only.contains(&(paths::WORKSPACE, false)));
         assert!(mounts.iter().all(|m| m.source.as_deref() != Some("/var/run/docker.sock")));
+    }
+
+    #[test]
+    fn the_volumes_are_sized_and_labelled_as_the_spec_says() {
+        let mut spec = spec();
+        spec.labels = HashMap::from([("roundtable.dev/session".to_owned(), "s1".to_owned())]);
+        let [workspace, tmp] = spec.tmpfs_volumes();
+        let sized = |volume: &VolumeCreateRequest| {
+            let options = volume.driver_opts.as_ref().and_then(|o| o.get("o")).cloned().unwrap_or_default();
+            (volume.name.clone().unwrap_or_default(), options, volume.labels.clone().unwrap_or_default())
+        };
+        let (name, options, labels) = sized(&workspace);
+        assert_eq!(name, "ws");
+        assert!(options.starts_with("size=1073741824,uid=1000,"), "{options}");
+        assert_eq!(labels, spec.labels);
+        let (name, options, labels) = sized(&tmp);
+        assert_eq!(name, "tmp");
+        assert!(options.starts_with("size=1048576,uid=0,"), "{options}");
+        assert_eq!(labels, spec.labels);
     }
 
     #[test]

@@ -447,13 +447,7 @@ impl Inner {
                 contents: file.contents.as_ref().map(|c| c.clone().into_bytes()),
             })
             .collect();
-        let resources = Resources {
-            memory_bytes: adapter.resources.memory.bytes(),
-            nano_cpus: adapter.resources.cpus.nanos(),
-            pids: adapter.resources.pids,
-            workspace_bytes: adapter.resources.workspace_size.bytes(),
-            tmp_bytes: adapter.resources.tmp_size.bytes(),
-        };
+        let resources = Resources::from(&adapter.resources);
         SessionPlan {
             session: session.id.clone(),
             ownership: Ownership {
@@ -484,7 +478,7 @@ impl Inner {
                 gid: AGENT_UID,
                 memory_bytes: resources.memory_bytes,
                 pids: u64::from(resources.pids),
-                cpu_millis: u64::from(adapter.resources.cpus.millis()),
+                cpu_millis: resources.cpu_millis(),
             },
             export_dir: exec_dir.join("export"),
             scratch_dir: exec_dir.join("scratch"),
