@@ -383,28 +383,14 @@ pub fn document() -> Value {
         false,
     );
     // MCP's streamable HTTP transport has clients try these two; they are served, to refuse.
-    let r = b.json_response::<ErrorBody>("Always: `method_not_allowed`.");
-    b.operation(
-        Get,
-        "/mcp",
-        "adminMcpStream",
-        "Refused: this MCP endpoint sends no server-initiated stream (POST requests to it).",
-        vec![],
-        None,
-        vec![("405", r)],
-        false,
-    );
-    let r = b.json_response::<ErrorBody>("Always: `method_not_allowed`.");
-    b.operation(
-        Delete,
-        "/mcp",
-        "adminMcpEndSession",
-        "Refused: this MCP endpoint keeps no sessions to end.",
-        vec![],
-        None,
-        vec![("405", r)],
-        false,
-    );
+    let refusals = [
+        (Get, "adminMcpStream", "Refused: this MCP endpoint sends no server-initiated stream (POST requests to it)."),
+        (Delete, "adminMcpEndSession", "Refused: this MCP endpoint keeps no sessions to end."),
+    ];
+    for (verb, id, summary) in refusals {
+        let r = b.json_response::<ErrorBody>("Always: `method_not_allowed`.");
+        b.operation(verb, "/mcp", id, summary, vec![], None, vec![("405", r)], false);
+    }
     let Builder { mut generator, paths } = b;
     let schemas = generator.take_definitions(true);
     json!({
