@@ -86,3 +86,30 @@ pub fn controller(id: String, started_at: String, behind: bool, live: bool, mess
     let health = if live { Health::Healthy } else { Health::Degraded };
     unversioned("Controller", id, sync, health, Some(started_at), message)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::exit_code;
+
+    #[test]
+    fn what_each_row_means_for_status_exit_code() {
+        let message = || "m".to_owned();
+        let exits = |row: ObjectStatus| exit_code(&[row]);
+        assert_eq!(exits(broken_file("a.yaml", message())), 1);
+        assert_eq!(exits(engine_unreachable("unix:///x.sock", message())), 1);
+        assert_eq!(exits(pruned("Session", "s".into(), true, message())), 1);
+        assert_eq!(exits(pruned("Session", "s".into(), false, message())), 2);
+        assert_eq!(exits(requires_pruning("Volume", "v".into(), "no Assignment")), 2);
+        assert_eq!(exits(controller("c".into(), "t".into(), true, true, message())), 2);
+        assert_eq!(exits(controller("c".into(), "t".into(), false, false, message())), 0);
+        assert_eq!(exits(gateway("s", None, Health::Degraded, message())), 0);
+    }
+
+    #[test]
+    fn a_leftover_says_why_it_requires_pruning() {
+        let row = requires_pruning("Volume", "v".into(), "no Assignment");
+        assert_eq!((row.kind.as_str(), row.message.as_str()), ("Volume", "requires pruning: no Assignment"));
+        assert_eq!(row.health, Health::None);
+    }
+}
