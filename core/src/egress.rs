@@ -15,7 +15,7 @@ use roundtable_gateway::{
     Close, CounterSnapshot, Counters, Decision, DirectDialer, DnsResolver, Endpoint, Gateway, Journal, Listener,
     Settings,
 };
-use roundtable_specs::output::{Health, ObjectStatus, SyncStatus};
+use roundtable_specs::output::{Health, ObjectStatus};
 use roundtable_store::SessionRecord;
 use serde::Serialize;
 
@@ -278,17 +278,7 @@ fn status_row(session: &SessionRecord, report: &EgressReport) -> ObjectStatus {
     } else {
         Health::Healthy
     };
-    ObjectStatus {
-        kind: "Gateway".into(),
-        name: session.id.clone(),
-        generation: None,
-        observed_generation: None,
-        sync: SyncStatus::Synced,
-        health,
-        created_at: session.started_at.clone(),
-        message,
-        conditions: Vec::new(),
-    }
+    crate::status::row::gateway(&session.id, session.started_at.clone(), health, message)
 }
 
 #[cfg(test)]

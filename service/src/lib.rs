@@ -22,7 +22,7 @@ use roundtable_core::prune::{self, Prunable};
 use roundtable_core::source::{Project, Scan, scan};
 use roundtable_session_runtime::SessionRuntime;
 use roundtable_specs::output::{
-    DescribeItem, EventItem, Health, ObjectStatus, PlannedChange, ProposalItem, SessionItem, SyncStatus,
+    DescribeItem, EventItem, ObjectStatus, PlannedChange, ProposalItem, SessionItem, SyncStatus,
 };
 use roundtable_specs::{Kind, ObjectKey, ValidationError};
 use roundtable_store::{ProposalRecord, SessionRecord, Store, StoreUrl};
@@ -135,17 +135,7 @@ pub struct EngineUnreachable {
 impl EngineUnreachable {
     /// `status`'s row for it: an error (`status --exit-code` exits 1), health unknown.
     pub fn status_row(&self) -> ObjectStatus {
-        ObjectStatus {
-            kind: "Engine".into(),
-            name: self.endpoint.clone(),
-            generation: None,
-            observed_generation: None,
-            sync: SyncStatus::Error,
-            health: Health::Unknown,
-            created_at: None,
-            message: self.to_string(),
-            conditions: Vec::new(),
-        }
+        roundtable_core::status::row::engine_unreachable(&self.endpoint, self.to_string())
     }
 
     /// `plan`'s line for it: `?`, nothing about images and executions can be told.
@@ -345,17 +335,7 @@ impl Service {
         // Labelled leftovers are listed above; here the sessions and proposals past retention.
         let declared = BTreeSet::new();
         for item in prune::find(&self.store, None, &self.project_id(), &declared, retention, &runs).await? {
-            rows.push(ObjectStatus {
-                kind: item.kind.as_str().to_owned(),
-                name: item.name,
-                generation: None,
-                observed_generation: None,
-                sync: SyncStatus::OutOfSync,
-                health: Health::None,
-                created_at: None,
-                message: format!("requires pruning: {}", item.why),
-                conditions: Vec::new(),
-            });
+            rows.push(roundtable_core::status::row::requires_pruning(item.kind.as_str(), item.name, &item.why));
         }
         Ok(rows)
     }
@@ -385,17 +365,7 @@ impl Service {
                     if running.is_empty() { "nothing".to_owned() } else { running.join(", ") }
                 ),
             };
-            ObjectStatus {
-                kind: "Controller".into(),
-                name: c.id,
-                generation: None,
-                observed_generation: None,
-                sync: if c.sync_note.is_some() { SyncStatus::OutOfSync } else { SyncStatus::Synced },
-                health: if live { Health::Healthy } else { Health::Degraded },
-                created_at: Some(c.started_at),
-                message,
-                conditions: Vec::new(),
-            }
+            roundtable_core::status::row::controller(c.id, c.started_at, c.sync_note.is_some(), live, message)
         });
         Ok(rows.collect())
     }
@@ -611,6 +581,8 @@ impl Service {
 
 #[cfg(test)]
 mod tests {
+    use roundtable_specs::output::Health;
+
     use super::*;
 
     #[tokio::test]
