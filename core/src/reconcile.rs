@@ -276,14 +276,14 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                 Change::StartExecution { attempt } => {
                     let (Spec::Assignment(spec), Some(found)) = (&desired.spec, &observed.assignment) else { continue };
                     let Some(adapter) = found.adapter.clone() else { continue };
-                    let request = ExecutionRequest {
-                        assignment: key.name.clone(),
-                        execution_generation: desired.execution_generation.unwrap_or(1),
-                        attempt: *attempt,
-                        spec: spec.clone(),
+                    let request = ExecutionRequest::new(
+                        key.name.clone(),
+                        desired.execution_generation.unwrap_or(1),
+                        *attempt,
+                        spec.clone(),
                         adapter,
-                        lease: lease.cloned(),
-                    };
+                        lease.cloned(),
+                    );
                     self.executions.start(request).await?;
                     let message = format!("execution attempt {attempt} queued");
                     let event =

@@ -297,14 +297,14 @@ fn request(readable: &str) -> ExecutionRequest {
     let Spec::Adapter(adapter) = parse_file("b.yaml", "b.yaml", adapter_text).objects.remove(0).spec else {
         unreachable!("an Adapter")
     };
-    ExecutionRequest {
-        lease: None,
-        assignment: "fix".into(),
-        execution_generation: 1,
-        attempt: 1,
+    ExecutionRequest::new(
+        "fix".into(),
+        1,
+        1,
         spec,
-        adapter: roundtable_specs::catalog::resolve_declared("generic", &adapter),
-    }
+        roundtable_specs::catalog::resolve_declared("generic", &adapter),
+        None,
+    )
 }
 
 /// Waits (up to 10 s) until the session has finished.
@@ -682,12 +682,11 @@ async fn interrupting_a_left_session_releases_its_claims() {
 
 /// A provider request: the built-in `codex` template on a pinned image, no egress.
 fn codex_request() -> ExecutionRequest {
-    let mut codex = request("README.md");
+    let generic = request("README.md");
     let mut adapter = roundtable_specs::builtins::template("codex").expect("built-in").resolve("codex");
     adapter.image = Some(format!("sha256:{}", "0".repeat(64)).parse().expect("image"));
     adapter.provider_hosts.clear();
-    codex.adapter = adapter;
-    codex
+    ExecutionRequest::new(generic.assignment, 1, 1, generic.spec, adapter, None)
 }
 
 #[tokio::test]

@@ -522,16 +522,13 @@ impl Service {
     /// What one session's agent printed (as kept).
     pub async fn session_logs(&self, id_or_prefix: &str) -> Result<SessionLogs> {
         let session = self.session_record(id_or_prefix).await?;
-        let read = |stream: &str| -> Vec<u8> {
-            session
-                .exec_dir
-                .as_deref()
-                .and_then(|dir| std::fs::read(Path::new(dir).join(format!("{stream}.log"))).ok())
-                .unwrap_or_default()
+        let folder = session.exec_dir.as_deref().map(roundtable_core::execution::ExecutionFolder::at);
+        let read = |log: fn(&roundtable_core::execution::ExecutionFolder) -> PathBuf| -> Vec<u8> {
+            folder.as_ref().and_then(|folder| std::fs::read(log(folder)).ok()).unwrap_or_default()
         };
         Ok(SessionLogs {
-            stdout: read("stdout"),
-            stderr: read("stderr"),
+            stdout: read(roundtable_core::execution::ExecutionFolder::stdout_log),
+            stderr: read(roundtable_core::execution::ExecutionFolder::stderr_log),
             stdout_truncated: session.stdout_truncated,
             stderr_truncated: session.stderr_truncated,
             session: session.id,

@@ -4,6 +4,7 @@
 //! phases are in `run`; the pure decisions (how an outcome ends a session, proposal flags) in
 //! `outcome`.
 
+mod folder;
 mod outcome;
 mod run;
 
@@ -25,6 +26,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::egress::EgressOptions;
 
+pub use folder::ExecutionFolder;
 pub use outcome::{Ending, PROTECTED_PATHS, Stop, proposal_flags};
 
 /// How executions run.
@@ -68,6 +70,29 @@ pub struct ExecutionRequest {
     /// The lease this controller claimed for the execution; every record of it carries the fence.
     /// `None` runs unleased (tests of the manager alone).
     pub lease: Option<Lease>,
+    /// How long the agent may run, decided in [`ExecutionRequest::new`].
+    timeout: Duration,
+}
+
+impl ExecutionRequest {
+    /// The request to run `spec` on `adapter`; the Assignment's `timeout` overrides the
+    /// Adapter's, once, here.
+    pub fn new(
+        assignment: String,
+        execution_generation: i64,
+        attempt: i64,
+        spec: AssignmentSpec,
+        adapter: ResolvedAdapter,
+        lease: Option<Lease>,
+    ) -> Self {
+        let timeout = spec.timeout.unwrap_or(adapter.timeout).as_std();
+        Self { assignment, execution_generation, attempt, spec, adapter, lease, timeout }
+    }
+
+    /// How long the agent may run: the Assignment's timeout, else the Adapter's.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
 }
 
 struct Active {
@@ -403,9 +428,7 @@ impl ExecutionManager {
             inner.release_claims_of(&finished.id).await;
             // Keep the brief and the logs; the trees and scratch space are no longer needed.
             if let Some(dir) = &finished.exec_dir {
-                for folder in ["source", "export", "scratch"] {
-                    let _ = std::fs::remove_dir_all(std::path::Path::new(dir).join(folder));
-                }
+                ExecutionFolder::at(dir).remove_working_trees();
             }
             // Recorded: let the lease go, so another controller may run the next attempt.
             if let Some(lease) = &request.lease {
