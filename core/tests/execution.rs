@@ -255,13 +255,18 @@ impl Project {
 
     fn config(&self) -> ExecutionConfig {
         let base = self.root.parent().expect("parent");
+        let state_dir = base.join("state");
         ExecutionConfig {
             max_executions: 2,
+            project: roundtable_core::source::Project {
+                spec_dir: self.root.join(".roundtable"),
+                root: self.root.clone(),
+                id: "p".into(),
+                store: roundtable_store::StoreUrl::in_state_dir(&state_dir),
+                state_dir,
+            },
             execution_root: base.join("executions"),
-            proposals_dir: base.join("state/proposals"),
             binary: base.join("roundtable"),
-            project_root: self.root.clone(),
-            project_id: "p".into(),
             controller_run: "run-1".into(),
             socket_root: base.join("sockets"),
             secrets: HashMap::new(),
@@ -271,7 +276,7 @@ impl Project {
                 let key = if path.exists() { AuditKey::load(&path) } else { AuditKey::create(&path) };
                 key.expect("audit key")
             })),
-            spec_dir: None,
+            gates: false,
             lease_ttl: std::time::Duration::from_secs(15),
         }
     }

@@ -25,6 +25,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio_util::task::TaskTracker;
 
 use crate::egress::EgressOptions;
+use crate::source::Project;
 
 pub use folder::ExecutionFolder;
 pub use outcome::{Ending, PROTECTED_PATHS, Stop, proposal_flags};
@@ -33,14 +34,13 @@ pub use outcome::{Ending, PROTECTED_PATHS, Stop, proposal_flags};
 #[derive(Debug, Clone)]
 pub struct ExecutionConfig {
     pub max_executions: usize,
+    /// The project: its root confines sources, its id labels what runs, its state directory
+    /// keeps the proposals' patches.
+    pub project: Project,
     /// Per-project folder for execution folders (never inside `.roundtable/`).
     pub execution_root: PathBuf,
-    /// Where patches of proposals are kept (the state directory).
-    pub proposals_dir: PathBuf,
     /// The controller's own static binary, mounted into every container.
     pub binary: PathBuf,
-    pub project_root: PathBuf,
-    pub project_id: String,
     pub controller_run: String,
     /// Where session socket directories are created (`/run/roundtable` as root).
     pub socket_root: PathBuf,
@@ -51,9 +51,9 @@ pub struct ExecutionConfig {
     /// The audit chain's key: session ends, capability issue and revocation, and proposals are
     /// appended to the chain. `None` records no audited entries (tests of other behaviour).
     pub audit_key: Option<Arc<roundtable_store::audit::AuditKey>>,
-    /// The spec directory, whose `contracts/` and `admission/` the spawn-path gates read.
-    /// `None` runs no gates (tests of other behaviour).
-    pub spec_dir: Option<PathBuf>,
+    /// Whether the spawn-path gates run (over the project's `contracts/` and `admission/`);
+    /// `false` runs none (tests of other behaviour).
+    pub gates: bool,
     /// How long this controller's registration and execution leases live without a heartbeat;
     /// another controller sharing the store takes an execution over once it has passed.
     pub lease_ttl: Duration,
@@ -115,7 +115,7 @@ struct Inner {
     authority: Arc<Authority>,
     runtime: Arc<dyn SessionRuntime>,
     config: ExecutionConfig,
-    /// The spawn-path gates, when the config names a spec directory.
+    /// The spawn-path gates, when the config runs them.
     admitter: Option<roundtable_admission::Admitter>,
     slots: Semaphore,
     active: Mutex<HashMap<String, Active>>,
@@ -168,13 +168,13 @@ impl ExecutionManager {
 
     pub fn new(store: Store, runtime: Arc<dyn SessionRuntime>, config: ExecutionConfig) -> Self {
         let slots = Semaphore::new(config.max_executions.max(1));
-        let admitter = config.spec_dir.as_ref().map(|dir| {
+        let admitter = config.gates.then(|| {
             roundtable_admission::Admitter::new(
                 runtime.clone(),
                 store.clone(),
-                dir.clone(),
+                config.project.spec_dir.clone(),
                 config.binary.clone(),
-                config.project_id.clone(),
+                config.project.id.clone(),
                 config.audit_key.clone(),
             )
             .with_controller_run(config.controller_run.clone())
@@ -218,7 +218,7 @@ impl ExecutionManager {
     /// record is written only while the lease holds.
     pub async fn interrupt(&self, session: &str, lease: Option<&Lease>) -> Result<(), roundtable_store::Error> {
         let Some(mut record) = self.inner.store.session(session).await? else { return Ok(()) };
-        if let Err(error) = self.inner.runtime.remove_session(&self.inner.config.project_id, &record.id).await {
+        if let Err(error) = self.inner.runtime.remove_session(&self.inner.config.project.id, &record.id).await {
             // What is left carries the ownership labels; `status` lists it and `prune` removes it.
             tracing::warn!(session, error = %roundtable_telemetry::error_chain(&error), "cannot remove what the session left");
         }

@@ -233,7 +233,7 @@ impl Inner {
 
     /// Resolves the revision in the confined repository and exports exactly the readable paths.
     async fn provision(&self, request: &ExecutionRequest, folder: &ExecutionFolder) -> Result<Source, Ending> {
-        let (project_root, repo) = (self.config.project_root.clone(), request.spec.source.repo.clone());
+        let (project_root, repo) = (self.config.project.root.clone(), request.spec.source.repo.clone());
         let (revision, scope, dest) =
             (request.spec.source.revision.clone(), request.spec.readable_paths.clone(), folder.source());
         let provisioned = tokio::task::spawn_blocking(move || {
@@ -454,7 +454,7 @@ impl Inner {
         SessionPlan {
             session: session.id.clone(),
             ownership: Ownership {
-                project: self.config.project_id.clone(),
+                project: self.config.project.id.clone(),
                 assignment: Some(request.assignment.clone()),
                 session: session.id.clone(),
                 controller_run: self.config.controller_run.clone(),
@@ -546,7 +546,7 @@ impl Inner {
             return session;
         }
         let proposal_id = format!("{}-{}", &patch.sha256[..12], session.id);
-        let patch_path = self.config.proposals_dir.join(format!("{proposal_id}.patch"));
+        let patch_path = self.config.project.proposals_dir().join(format!("{proposal_id}.patch"));
         if let Err(error) = write_private(&patch_path, &patch.text) {
             let ending = Ending::failed(SessionCause::PatchFailed, format!("cannot store the patch: {error}"));
             return self.end(session, ending).await;
