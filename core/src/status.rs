@@ -265,7 +265,7 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("mkdir");
         std::fs::write(dir.join("fix.yaml"), ASSIGNMENT).expect("write");
         let store = Store::open_in_memory().await.expect("store");
-        let scan = crate::source::scan(&dir);
+        let scan = crate::source::scan(&crate::source::Project::resolve(&dir).expect("project"));
         crate::desired::sync(&store, &store, &scan).await.expect("sync");
         let key = ObjectKey::new(Kind::Assignment, "fix");
         // What the reconciler wrote when it started the execution.

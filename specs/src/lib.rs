@@ -4,6 +4,7 @@
 pub mod adapter;
 pub mod admission;
 pub mod assignment;
+pub mod brief;
 pub mod builtins;
 pub mod catalog;
 pub mod contract;
