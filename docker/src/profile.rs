@@ -94,15 +94,24 @@ fn bind(source: &Path, target: &str, read_only: bool) -> Mount {
     }
 }
 
-fn volume(name: &str, target: &str) -> Mount {
+/// A mount of the named volume `created` describes. The mount carries the volume's own driver
+/// options and labels: should the volume be gone when the container is created (removed by a
+/// reaper racing a launch that a killed daemon left in flight), the engine creates it again
+/// from the mount, as the same labelled, sized tmpfs, never as an unlabelled disk volume
+/// without a size limit.
+fn volume(created: &VolumeCreateRequest, target: &str) -> Mount {
     Mount {
         typ: Some(MountType::VOLUME),
-        source: Some(name.to_owned()),
+        source: created.name.clone(),
         target: Some(target.to_owned()),
         read_only: Some(false),
         volume_options: Some(MountVolumeOptions {
             no_copy: Some(true),
-            driver_config: Some(MountVolumeOptionsDriverConfig { name: Some("local".into()), options: None }),
+            labels: created.labels.clone(),
+            driver_config: Some(MountVolumeOptionsDriverConfig {
+                name: created.driver.clone(),
+                options: created.driver_opts.clone(),
+            }),
             ..MountVolumeOptions::default()
         }),
         ..Mount::default()
@@ -122,9 +131,10 @@ impl SandboxSpec {
 
     /// The create body: PID 1 is `roundtable sandbox init`; the agent runs later as an exec.
     pub fn container_body(&self) -> ContainerCreateBody {
+        let [workspace, tmp] = self.tmpfs_volumes();
         let mut mounts = vec![
-            volume(&self.workspace_volume, paths::WORKSPACE),
-            volume(&self.tmp_volume, paths::TMP),
+            volume(&workspace, paths::WORKSPACE),
+            volume(&tmp, paths::TMP),
             bind(&self.binary, paths::BINARY, true),
         ];
         if let Some(source) = &self.source_dir {
@@ -137,7 +147,8 @@ impl SandboxSpec {
             mounts.push(bind(sockets, paths::SOCKETS, false));
         }
         if let Some((name, target)) = &self.home_volume {
-            mounts.push(volume(name, target));
+            // Its labels are the Assignment's, not this container's; it is created first.
+            mounts.push(volume(&home_volume(name, HashMap::new()), target));
         }
         let Resources { memory_bytes, nano_cpus, pids, .. } = self.resources;
         let memory = i64::try_from(memory_bytes).unwrap_or(i64::MAX);
@@ -216,6 +227,22 @@ mod tests {
         assert!(read_only.contains(&(paths::BINARY, true)));
         assert!(read_only.contains(&(paths::WORKSPACE, false)));
         assert!(mounts.iter().all(|m| m.source.as_deref() != Some("/var/run/docker.sock")));
+    }
+
+    #[test]
+    fn a_volume_recreated_from_its_mount_is_the_same_labelled_sized_tmpfs() {
+        let mut spec = spec();
+        spec.labels = HashMap::from([("roundtable.dev/session".to_owned(), "s1".to_owned())]);
+        let body = spec.container_body();
+        let mounts = body.host_config.and_then(|h| h.mounts).expect("mounts");
+        for (created, target) in spec.tmpfs_volumes().iter().zip([paths::WORKSPACE, paths::TMP]) {
+            let mount = mounts.iter().find(|m| m.target.as_deref() == Some(target)).expect("mounted");
+            let options = mount.volume_options.as_ref().expect("volume options");
+            let driver = options.driver_config.as_ref().expect("driver config");
+            assert_eq!(mount.source, created.name);
+            assert_eq!((&driver.name, &driver.options), (&created.driver, &created.driver_opts), "{target}");
+            assert_eq!(options.labels, created.labels, "{target}");
+        }
     }
 
     #[test]
