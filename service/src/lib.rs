@@ -57,9 +57,20 @@ fn load(project: Option<&Project>) -> roundtable_core::source::Loaded {
 }
 
 /// Built-in templates and declared Adapters, merged field by field, alphabetical; and the
-/// errors that kept spec files from loading. Without a spec directory, only the built-ins.
-pub fn adapters(project: Option<&Project>) -> (Vec<roundtable_specs::output::AdapterItem>, Vec<ValidationError>) {
-    let loaded = load(project);
+/// errors that kept spec files from loading. Without a spec directory, only the built-ins; with
+/// one that names no project (`dir` is `/`, say), the built-ins and why.
+pub fn adapters(
+    dir: &std::path::Path,
+    project: Result<&Project, &roundtable_core::source::ProjectError>,
+) -> (Vec<roundtable_specs::output::AdapterItem>, Vec<ValidationError>) {
+    let loaded = match project {
+        Ok(project) => load(Some(project)),
+        Err(error) if dir.is_dir() => roundtable_core::source::Loaded {
+            errors: roundtable_core::source::scan_unresolved(dir, error).findings,
+            ..Default::default()
+        },
+        Err(_) => load(None),
+    };
     let items = roundtable_specs::Catalog::build(&loaded.objects).items();
     let errors = loaded.errors.into_iter().filter(|e| e.severity == roundtable_specs::Severity::Error).collect();
     (items, errors)

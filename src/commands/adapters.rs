@@ -8,7 +8,7 @@ use crate::cli::{Format, Global};
 use crate::render;
 
 pub fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
-    let (items, errors) = roundtable_service::adapters(global.project().ok());
+    let (items, errors) = roundtable_service::adapters(&global.dir, global.project().as_deref());
     for error in &errors {
         eprintln!("{}", render::sanitize(&error.to_string()));
     }
