@@ -1,8 +1,8 @@
 //! The session runtime contract: what the controller asks of a container backend, in terms any
 //! backend can carry out. The Docker implementation (`roundtable-docker`) holds every engine call;
 //! the execution manager, the Adapter reconciler, `status` and `prune` see only this trait, and
-//! their tests drive it with a fake. `docs/architecture.md` describes how a Kubernetes Job backend
-//! would implement the same trait.
+//! their tests drive it with a fake. `docs/kubernetes-backend.md` describes how a backend that
+//! runs each session as a kubernetes-sigs/agent-sandbox `Sandbox` would implement the same trait.
 
 pub mod labels;
 
