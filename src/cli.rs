@@ -90,17 +90,9 @@ pub struct Global {
     /// on a terminal, and never with NO_COLOR set.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
-}
-
-impl Global {
-    pub fn state_dir(&self) -> PathBuf {
-        self.state_dir.clone().unwrap_or_else(|| self.dir.join("state"))
-    }
-
-    /// `--store`, or the database file in the state directory.
-    pub fn store_url(&self) -> StoreUrl {
-        self.store.clone().unwrap_or_else(|| StoreUrl::in_state_dir(&self.state_dir()))
-    }
+    /// The project these options name, once resolved (`crate::project`).
+    #[arg(skip)]
+    pub(crate) project: std::sync::OnceLock<roundtable_core::source::Project>,
 }
 
 fn parse_store(text: &str) -> Result<StoreUrl, String> {

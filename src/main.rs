@@ -2,6 +2,7 @@
 
 mod cli;
 mod commands;
+mod project;
 mod render;
 mod signals;
 
@@ -41,13 +42,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let global = &cli.global;
     match &cli.command {
         Command::Init => {
-            commands::init::run(
-                &global.dir,
-                &global.state_dir(),
-                &global.store_url(),
-                &commands::audit::key_path(global)?,
-            )
-            .await
+            commands::init::run(&global.dir, &global.state_dir(), &global.store_url(), &global.audit_key_path()?).await
         }
         Command::Validate(args) => commands::validate::run(global, args.format),
         Command::Schema { out } => commands::schema::run(out.as_deref()),

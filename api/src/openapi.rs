@@ -1,6 +1,7 @@
 //! The OpenAPI 3.1 document of the API, assembled from the same schemars schemas as `schemas/`
 //! (OpenAPI 3.1's schema dialect is JSON Schema 2020-12, which they are). Checked in as
-//! `schemas/openapi.json`; a test fails when it is stale.
+//! `schemas/openapi.json`; a test fails when it is stale, and another when it and the route table
+//! (`routes::table`) differ by an operation or by whether it needs the token.
 
 use schemars::JsonSchema;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -13,6 +14,7 @@ use roundtable_specs::output::{
     AdapterItem, AgentItem, DescribeItem, EventItem, ObjectStatus, ProposalItem, SessionItem,
 };
 
+use crate::routes::Verb::{self, Delete, Get, Post};
 use crate::routes::agents::AgentChangeBody;
 use crate::routes::read::SessionLogsBody;
 use crate::routes::write::{ReconcileBody, RegisterSessionBody};
@@ -101,7 +103,7 @@ impl Builder {
     #[allow(clippy::too_many_arguments)]
     fn operation(
         &mut self,
-        method: &str,
+        verb: Verb,
         path: &str,
         id: &str,
         summary: &str,
@@ -128,7 +130,7 @@ impl Builder {
             operation["security"] = json!([]);
         }
         let entry = self.paths.entry(path.to_owned()).or_insert_with(|| json!({}));
-        entry[method] = operation;
+        entry[verb.openapi_key()] = operation;
     }
 }
 
@@ -136,7 +138,7 @@ impl Builder {
 pub fn document() -> Value {
     let mut b = Builder::new();
     b.operation(
-        "get",
+        Get,
         "/healthz",
         "healthz",
         "Liveness: the process answers.",
@@ -146,7 +148,7 @@ pub fn document() -> Value {
         true,
     );
     b.operation(
-        "get",
+        Get,
         "/readyz",
         "readyz",
         "Readiness: the first scan of the spec directory is merged.",
@@ -155,9 +157,9 @@ pub fn document() -> Value {
         vec![("200", Builder::text_response("Ready.", "text/plain"))],
         true,
     );
-    b.operation("get", "/v1/openapi.json", "openapi", "This document.", vec![], None, vec![("200", json!({"description": "The OpenAPI 3.1 document.", "content": {"application/json": {"schema": {"type": "object"}}}}))], true);
+    b.operation(Get, "/v1/openapi.json", "openapi", "This document.", vec![], None, vec![("200", json!({"description": "The OpenAPI 3.1 document.", "content": {"application/json": {"schema": {"type": "object"}}}}))], true);
     b.operation(
-        "get",
+        Get,
         "/metrics",
         "metrics",
         "Prometheus metrics (text format 0.0.4).",
@@ -169,12 +171,12 @@ pub fn document() -> Value {
     let r = b.json_response::<List<ObjectStatus>>(
         "Every object's sync and health, exactly as `roundtable status --format json`.",
     );
-    b.operation("get", "/v1/status", "status", "Drift of every object.", vec![], None, vec![("200", r)], false);
+    b.operation(Get, "/v1/status", "status", "Drift of every object.", vec![], None, vec![("200", r)], false);
     let r = b.json_response::<List<AdapterItem>>("Built-in and declared adapters, merged.");
-    b.operation("get", "/v1/adapters", "adapters", "Adapters.", vec![], None, vec![("200", r)], false);
+    b.operation(Get, "/v1/adapters", "adapters", "Adapters.", vec![], None, vec![("200", r)], false);
     let r = b.json_response::<DescribeItem>("Status, stored spec, observed status and recent events.");
     b.operation(
-        "get",
+        Get,
         "/v1/assignments/{name}",
         "assignment",
         "One Assignment, as `roundtable describe`.",
@@ -184,11 +186,11 @@ pub fn document() -> Value {
         false,
     );
     let r = b.json_response::<List<SessionItem>>("Sessions, newest first.");
-    b.operation("get", "/v1/sessions", "sessions", "Sessions.", page_parameters(), None, vec![("200", r)], false);
+    b.operation(Get, "/v1/sessions", "sessions", "Sessions.", page_parameters(), None, vec![("200", r)], false);
     let body = b.schema::<RegisterSessionBody>();
     let r = b.json_response::<SessionItem>("The recorded session.");
     b.operation(
-        "post",
+        Post,
         "/v1/sessions",
         "registerSession",
         "Records a session run outside Roundtable (as `roundtable sessions register`).",
@@ -199,7 +201,7 @@ pub fn document() -> Value {
     );
     let r = b.json_response::<SessionItem>("The session.");
     b.operation(
-        "get",
+        Get,
         "/v1/sessions/{id}",
         "session",
         "One session by ID or unique prefix.",
@@ -219,7 +221,7 @@ pub fn document() -> Value {
         false,
     );
     b.operation(
-        "get",
+        Get,
         "/v1/sessions/{id}/logs",
         "sessionLogs",
         "A session's captured output.",
@@ -230,7 +232,7 @@ pub fn document() -> Value {
     );
     let r = b.json_response::<List<ProposalItem>>("Proposals, newest first.");
     b.operation(
-        "get",
+        Get,
         "/v1/proposals",
         "proposals",
         "Pending proposals.",
@@ -241,7 +243,7 @@ pub fn document() -> Value {
     );
     let item = b.schema::<ProposalItem>();
     b.operation(
-        "get",
+        Get,
         "/v1/proposals/{id}",
         "proposal",
         "One proposal; its patch with `Accept: text/x-diff` (refused when it does not match its recorded digest).",
@@ -251,10 +253,10 @@ pub fn document() -> Value {
         false,
     );
     let r = b.json_response::<List<EventItem>>("Events of every object, newest first.");
-    b.operation("get", "/v1/events", "events", "Events.", page_parameters(), None, vec![("200", r)], false);
+    b.operation(Get, "/v1/events", "events", "Events.", page_parameters(), None, vec![("200", r)], false);
     let r = b.json_response::<ReconcileBody>("Queued: the daemon's controller has it now.");
     b.operation(
-        "post",
+        Post,
         "/v1/reconcile/{kind}/{name}",
         "reconcile",
         "Reconciles one object now, clearing a stall.",
@@ -277,7 +279,7 @@ pub fn document() -> Value {
     list_parameters.extend(page_parameters());
     let r = b.json_response::<List<AgentItem>>("Agents in name order.");
     b.operation(
-        "get",
+        Get,
         "/v1/workspaces/{ws}/agents",
         "agents",
         "Agents (adapters) with capabilities, version, sessions and heartbeat.",
@@ -288,7 +290,7 @@ pub fn document() -> Value {
     );
     let r = b.json_response::<AgentItem>("The agent.");
     b.operation(
-        "get",
+        Get,
         "/v1/workspaces/{ws}/agents/{id}",
         "agent",
         "One agent.",
@@ -301,7 +303,7 @@ pub fn document() -> Value {
     enable_parameters.push(idempotency_parameter());
     let r = b.json_response::<AgentChangeBody>("The agent after the change.");
     b.operation(
-        "post",
+        Post,
         "/v1/workspaces/{ws}/agents/{id}/enable",
         "enableAgent",
         "Enables an agent (a runtime override of spec.enabled).",
@@ -322,7 +324,7 @@ pub fn document() -> Value {
         "The agent after the change: `draining` while active sessions finish, else `disabled`.",
     );
     b.operation(
-        "post",
+        Post,
         "/v1/workspaces/{ws}/agents/{id}/disable",
         "disableAgent",
         "Disables an agent, draining its active sessions first.",
@@ -333,7 +335,7 @@ pub fn document() -> Value {
     );
     let r = b.json_response::<DiagnosticReport>("The stored report (its checks say what passed).");
     b.operation(
-        "post",
+        Post,
         "/v1/workspaces/{ws}/agents/{id}/diagnostics",
         "diagnoseAgent",
         "Probes inside the agent's image under the full hardening, with no network and no credentials.",
@@ -344,7 +346,7 @@ pub fn document() -> Value {
     );
     let r = b.json_response::<List<DiagnosticReport>>("The agent's stored reports, newest first.");
     b.operation(
-        "get",
+        Get,
         "/v1/workspaces/{ws}/agents/{id}/diagnostics",
         "agentDiagnostics",
         "An agent's diagnostic reports.",
@@ -357,7 +359,7 @@ pub fn document() -> Value {
     one.push(path_parameter("diagnostic", "A diagnostic report's ID."));
     let r = b.json_response::<DiagnosticReport>("The report.");
     b.operation(
-        "get",
+        Get,
         "/v1/workspaces/{ws}/agents/{id}/diagnostics/{diagnostic}",
         "agentDiagnostic",
         "One diagnostic report.",
@@ -367,7 +369,7 @@ pub fn document() -> Value {
         false,
     );
     b.operation(
-        "post",
+        Post,
         "/mcp",
         "adminMcp",
         "The admin MCP endpoint (streamable HTTP, JSON responses): tools status, adapters, assignments, sessions, proposals, reconcile.",
@@ -380,6 +382,15 @@ pub fn document() -> Value {
         ],
         false,
     );
+    // MCP's streamable HTTP transport has clients try these two; they are served, to refuse.
+    let refusals = [
+        (Get, "adminMcpStream", "Refused: this MCP endpoint sends no server-initiated stream (POST requests to it)."),
+        (Delete, "adminMcpEndSession", "Refused: this MCP endpoint keeps no sessions to end."),
+    ];
+    for (verb, id, summary) in refusals {
+        let r = b.json_response::<ErrorBody>("Always: `method_not_allowed`.");
+        b.operation(verb, "/mcp", id, summary, vec![], None, vec![("405", r)], false);
+    }
     let Builder { mut generator, paths } = b;
     let schemas = generator.take_definitions(true);
     json!({
@@ -406,6 +417,12 @@ pub fn document_text() -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use crate::routes::{self, Access};
+
     #[test]
     fn the_checked_in_document_is_current() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../schemas/openapi.json");
@@ -415,6 +432,52 @@ mod tests {
             "{} is stale: run `roundtable schema --out schemas` and commit it",
             path.display()
         );
+    }
+
+    /// Every operation of the document as `METHOD /path/template`, with whether it says it needs
+    /// no token (`security: []`).
+    fn documented() -> BTreeMap<String, Access> {
+        let document = super::document();
+        let mut operations = BTreeMap::new();
+        for (path, item) in document["paths"].as_object().expect("paths") {
+            for (method, operation) in item.as_object().expect("a path item") {
+                let access =
+                    if operation.get("security") == Some(&json!([])) { Access::Public } else { Access::Operator };
+                operations.insert(format!("{} {path}", method.to_uppercase()), access);
+            }
+        }
+        operations
+    }
+
+    /// Every route of the table the router is built from, as `METHOD /path/template`.
+    fn routed() -> BTreeMap<String, Access> {
+        routes::table().into_iter().map(|route| (format!("{} {}", route.verb, route.path), route.access)).collect()
+    }
+
+    #[test]
+    fn every_route_is_documented_and_every_operation_is_routed() {
+        let (routed, documented) = (routed(), documented());
+        let undocumented: Vec<&String> = routed.keys().filter(|route| !documented.contains_key(*route)).collect();
+        let unrouted: Vec<&String> = documented.keys().filter(|operation| !routed.contains_key(*operation)).collect();
+        assert!(
+            undocumented.is_empty() && unrouted.is_empty(),
+            "the OpenAPI document (api/src/openapi.rs) and the route table (api/src/routes/mod.rs) differ:\n\
+             routes with no operation in the document: {undocumented:?}\n\
+             documented operations with no route: {unrouted:?}"
+        );
+    }
+
+    #[test]
+    fn the_document_says_which_routes_need_the_token_as_the_router_does() {
+        let documented = documented();
+        let differing: Vec<String> = routed()
+            .into_iter()
+            .filter_map(|(route, access)| {
+                let said = documented.get(&route)?;
+                (*said != access).then(|| format!("{route}: routed {access:?}, documented {said:?}"))
+            })
+            .collect();
+        assert!(differing.is_empty(), "the document's `security` disagrees with the router: {differing:?}");
     }
 
     #[test]

@@ -91,12 +91,12 @@ async fn main() {
     for file in 0..FILES {
         write_file(&dir, file, 20);
     }
-    let state = dir.join("state");
-    let store = Store::open(&state).await.expect("store");
+    let project = roundtable_core::source::Project::resolve(&dir).expect("project");
+    let store = Store::open(&project.state_dir).await.expect("store");
 
     let mut cache = ScanCache::default();
     let started = Instant::now();
-    let first = scan_cached(&dir, &mut cache);
+    let first = scan_cached(&project, &mut cache);
     let scanned_at = started.elapsed();
     let outcome = sync(&store, &store, &first).await.expect("sync");
     let first_total = started.elapsed();
@@ -107,7 +107,7 @@ async fn main() {
 
     let cpu_before = cpu_seconds();
     let started = Instant::now();
-    let again = scan_cached(&dir, &mut cache);
+    let again = scan_cached(&project, &mut cache);
     let unchanged = sync(&store, &store, &again).await.expect("sync");
     let resync = started.elapsed();
     assert!(unchanged.changed.is_empty());
@@ -116,7 +116,7 @@ async fn main() {
     println!("resync, nothing changed (CPU)            {:8.1} ms", (cpu_seconds() - cpu_before) * 1e3);
     println!("peak resident memory after the scans     {:8.1} MiB (target < 64)", peak_rss_mib());
     let started = Instant::now();
-    let loaded = roundtable_core::source::load(&dir);
+    let loaded = roundtable_core::source::load(&project);
     let load_time = started.elapsed();
     let started = Instant::now();
     let findings = roundtable_specs::validate(&loaded.objects);
@@ -143,7 +143,7 @@ async fn main() {
         write_file(&dir, file, 200 + edit);
         let changed = [dir.join(format!("specs-{file:04}.yaml"))];
         let started = Instant::now();
-        let scanned = scan_changed(&dir, &mut cache, Some(&changed));
+        let scanned = scan_changed(&project, &mut cache, Some(&changed));
         rescans.push(started.elapsed().as_secs_f64() * 1e3);
         let started = Instant::now();
         let outcome = sync_with(&store, &store, &scanned, &mut sync_cache).await.expect("sync");
@@ -167,7 +167,7 @@ async fn main() {
 
     // Edit → reconcile start, through the real daemon loop with a no-op reconciler.
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut config = DaemonConfig::new(dir.clone(), state.clone());
+    let mut config = DaemonConfig::new(project.clone());
     config.resync = Duration::from_secs(3600);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let daemon = tokio::spawn(run_with(config, store.clone(), Arc::new(NoOp(tx)), |_| {}, async move {
@@ -225,12 +225,12 @@ async fn main() {
         let pg = Store::connect(&cluster.database().await).await.expect("postgres store");
         let mut cache = ScanCache::default();
         let started = Instant::now();
-        let first = scan_cached(&dir, &mut cache);
+        let first = scan_cached(&project, &mut cache);
         let outcome = sync(&pg, &pg, &first).await.expect("sync");
         let first_total = started.elapsed();
         assert_eq!(outcome.changed.len(), FILES * PER_FILE);
         let started = Instant::now();
-        let again = scan_cached(&dir, &mut cache);
+        let again = scan_cached(&project, &mut cache);
         let unchanged = sync(&pg, &pg, &again).await.expect("sync");
         let resync = started.elapsed();
         assert!(unchanged.changed.is_empty());

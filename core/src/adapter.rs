@@ -1,7 +1,7 @@
 //! The Adapter reconciler: the image exists in the engine (inspected, never pulled), its ID is
 //! recorded, and `Ready`/`Degraded` say why.
 
-use roundtable_specs::adapter::ResolvedAdapter;
+use roundtable_specs::adapter::{AdapterSpec, ResolvedAdapter};
 use roundtable_specs::output::{Condition, ConditionStatus};
 use roundtable_store::{AgentOverride, OverrideState};
 use serde::{Deserialize, Serialize};
@@ -102,6 +102,13 @@ pub async fn observe_image<I: ImageBackend>(images: &I, adapter: &ResolvedAdapte
         Some(info) => ImageState::Present { id: info.id },
         None => ImageState::Missing,
     })
+}
+
+/// The Adapter `name` declares as it runs: the built-in template under the declaration, with the
+/// operator's runtime override of `enabled` (see [`with_override`]). The reconciler resolves an
+/// Adapter here once per reconcile and carries it in what it observed.
+pub fn resolve(name: &str, spec: &AdapterSpec, agent_override: Option<&AgentOverride>) -> ResolvedAdapter {
+    with_override(roundtable_specs::catalog::resolve_declared(name, spec), agent_override)
 }
 
 /// `adapter` as an operator's runtime override leaves it: disabled while the override disables

@@ -19,13 +19,14 @@ use crate::desired::{SyncCache, SyncOutcome, sync_with};
 use crate::execution::{ExecutionConfig, ExecutionManager, ShutdownSummary};
 use crate::reconcile::ObjectReconciler;
 use crate::revision::Gate;
-use crate::source::{ScanCache, scan_changed};
+use crate::source::{Project, ScanCache, scan_changed};
 
 /// How the daemon runs.
 #[derive(Debug, Clone)]
 pub struct DaemonConfig {
-    pub dir: PathBuf,
-    pub state_dir: PathBuf,
+    /// The project it runs: its spec directory is watched and scanned, its state directory
+    /// watched for the operator's files, its root read by the revision gate.
+    pub project: Project,
     pub controller: Config,
     /// The full rescan and reconcile-everything period, jittered by ±10 %.
     pub resync: Duration,
@@ -37,17 +38,14 @@ pub struct DaemonConfig {
     /// With a key, spec changes and reconcile events are entries of the audit chain.
     pub audit_key: Option<Arc<roundtable_store::audit::AuditKey>>,
     /// This controller's id in the store; on a shared store, scans write desired state only
-    /// while its checkout is not behind (see `revision`).
+    /// while the project's checkout is not behind (see `revision`).
     pub controller_id: Option<String>,
-    /// The checkout the revision gate reads (the execution configuration's project root).
-    pub project_root: Option<PathBuf>,
 }
 
 impl DaemonConfig {
-    pub fn new(dir: PathBuf, state_dir: PathBuf) -> Self {
+    pub fn new(project: Project) -> Self {
         Self {
-            dir,
-            state_dir,
+            project,
             controller: Config::default(),
             resync: Duration::from_secs(600),
             watch_debounce: Duration::from_millis(100),
@@ -55,7 +53,6 @@ impl DaemonConfig {
             prune_every: Duration::from_secs(3600),
             audit_key: None,
             controller_id: None,
-            project_root: None,
         }
     }
 }
@@ -88,21 +85,21 @@ async fn rescan(
     resync: bool,
     changed: Option<Vec<PathBuf>>,
 ) -> Result<SyncOutcome, BackendError> {
-    let dir = config.dir.clone();
+    let project = config.project.clone();
     let cache = cache.clone();
     let started = std::time::Instant::now();
     let scanned = tokio::task::spawn_blocking(move || {
         let mut cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        scan_changed(&dir, &mut cache, changed.as_deref())
+        scan_changed(&project, &mut cache, changed.as_deref())
     })
     .await?;
     let scan_ms = started.elapsed().as_millis();
     let events = ChainedEvents { store: store.clone(), key: config.audit_key.clone() };
-    let outcome = match (&config.controller_id, &config.project_root) {
-        (Some(id), Some(project_root)) if store.is_shared() => {
+    let outcome = match &config.controller_id {
+        Some(id) if store.is_shared() => {
             // Written, or why not: the checkout is behind, found by the gate or (a race) by the
             // pin inside the write.
-            let (revision, synced) = match crate::revision::gate(store, project_root, id).await? {
+            let (revision, synced) = match crate::revision::gate(store, &config.project.root, id).await? {
                 Gate::Write { store: pinned, revision } => {
                     let synced = match sync_with(&pinned, &events, &scanned, &mut *sync_cache.lock().await).await {
                         Err(BackendError::Store(behind @ roundtable_store::Error::Behind { .. })) => {
@@ -227,16 +224,16 @@ pub async fn run(
     let pruner = tokio::spawn(prune_periodically(
         store.clone(),
         runtime.clone(),
-        execution_config.project_id.clone(),
+        execution_config.project.id.clone(),
         (execution_config.socket_root.clone(), execution_config.controller_run.clone()),
         config.retention,
         config.prune_every,
     ));
     let mut config = config;
     config.controller_id = Some(execution_config.controller_run.clone());
-    config.project_root = Some(execution_config.project_root.clone());
     let executions = ExecutionManager::new(store.clone(), runtime.clone(), execution_config);
-    let presence = crate::presence::Presence::start(&store, &executions, &config.dir.display().to_string()).await?;
+    let presence =
+        crate::presence::Presence::start(&store, &executions, &config.project.spec_dir.display().to_string()).await?;
     let _ = link.inner.executions.set(executions.clone());
     let images = RuntimeImages(runtime, executions.admitter().cloned());
     let events = ChainedEvents { store: store.clone(), key: config.audit_key.clone() };
@@ -337,11 +334,12 @@ async fn run_with_link<R: Reconciler<ObjectKey>>(
         let _ = controller_stopped.await;
     }));
 
-    let state_dir = config.state_dir.canonicalize().unwrap_or_else(|_| config.state_dir.clone());
+    let project = &config.project;
+    let state_dir = project.state_dir.canonicalize().unwrap_or_else(|_| project.state_dir.clone());
     let (_watcher, mut hints) =
-        watch::watch(&config.dir, vec![config.state_dir.clone(), state_dir], config.watch_debounce)?;
+        watch::watch(&project.spec_dir, vec![project.state_dir.clone(), state_dir], config.watch_debounce)?;
     let mut resync_at = tokio::time::Instant::now() + jittered(config.resync);
-    tracing::info!(dir = %config.dir.display(), "roundtable is running");
+    tracing::info!(dir = %project.spec_dir.display(), "roundtable is running");
     let mut watching = true;
     tokio::pin!(shutdown);
     loop {

@@ -15,20 +15,18 @@ use roundtable_gateway::{
     Close, CounterSnapshot, Counters, Decision, DirectDialer, DnsResolver, Endpoint, Gateway, Journal, Listener,
     Settings,
 };
-use roundtable_specs::output::{Health, ObjectStatus, SyncStatus};
+use roundtable_specs::output::{Health, ObjectStatus};
 use roundtable_store::SessionRecord;
 use serde::Serialize;
 
 use tokio_util::task::AbortOnDropHandle;
 
+use crate::execution::ExecutionFolder;
 use crate::sidecar::Served;
 
 /// The socket's name in the session's socket directory.
 pub const SOCKET_NAME: &str = "egress.sock";
-/// The live report's name in the execution folder.
-pub const REPORT_NAME: &str = "egress.json";
-/// The decision log's name in the execution folder, and its bound.
-pub const LOG_NAME: &str = "egress.log";
+/// The decision log's bound.
 const LOG_LIMIT: u64 = 8 << 20;
 
 /// Daemon-wide gateway options (`start --gateway-resolver`, `--gateway-allow-cidr`,
@@ -93,7 +91,7 @@ impl Sidecar {
         hosts: &[String],
         adapter_cidrs: &[IpNet],
         socket_dir: &Path,
-        exec_dir: &Path,
+        folder: &ExecutionFolder,
         session: &str,
     ) -> Result<Self, SidecarError> {
         let mut settings = Settings::new(hosts)?;
@@ -125,11 +123,11 @@ impl Sidecar {
             "egress gateway serving"
         );
         let counters = Arc::new(Counters::default());
-        let journal = Arc::new(FileJournal::open(&exec_dir.join(LOG_NAME), session, counters.clone()));
+        let journal = Arc::new(FileJournal::open(&folder.egress_log(), session, counters.clone()));
         let gateway = Arc::new(Gateway::with_counters(settings, resolver, DirectDialer, journal, counters.clone()));
         let listener = Arc::new(listener);
         let served = Served::spawn("egress", &path, |cancel| roundtable_gateway::serve(gateway, listener, cancel));
-        let report_path = exec_dir.join(REPORT_NAME);
+        let report_path = folder.egress_report();
         let reporter =
             AbortOnDropHandle::new(tokio::spawn(keep_reporting(report.clone(), counters.clone(), report_path.clone())));
         Ok(Self { served, reporter, counters, report, report_path })
@@ -239,7 +237,7 @@ impl Journal for FileJournal {
 
 /// The live report of a running session's sidecar, if it has one.
 pub fn read_report(exec_dir: &Path) -> Option<EgressReport> {
-    serde_json::from_slice(&std::fs::read(exec_dir.join(REPORT_NAME)).ok()?).ok()
+    serde_json::from_slice(&std::fs::read(ExecutionFolder::at(exec_dir).egress_report()).ok()?).ok()
 }
 
 /// One `status` row per running session with a sidecar: its health and decision counts.
@@ -278,17 +276,7 @@ fn status_row(session: &SessionRecord, report: &EgressReport) -> ObjectStatus {
     } else {
         Health::Healthy
     };
-    ObjectStatus {
-        kind: "Gateway".into(),
-        name: session.id.clone(),
-        generation: None,
-        observed_generation: None,
-        sync: SyncStatus::Synced,
-        health,
-        created_at: session.started_at.clone(),
-        message,
-        conditions: Vec::new(),
-    }
+    crate::status::row::gateway(&session.id, session.started_at.clone(), health, message)
 }
 
 #[cfg(test)]
@@ -302,7 +290,9 @@ mod tests {
     async fn sidecar(dir: &Path) -> Sidecar {
         let options =
             EgressOptions { resolver: Some("127.0.0.1:9".parse().expect("addr")), ..EgressOptions::default() };
-        Sidecar::start(&options, &["api.example.com".into()], &[], dir, dir, "test").await.expect("sidecar")
+        Sidecar::start(&options, &["api.example.com".into()], &[], dir, &ExecutionFolder::at(dir), "test")
+            .await
+            .expect("sidecar")
     }
 
     #[test]
@@ -364,7 +354,7 @@ mod tests {
         assert_eq!(report.state, SidecarState::Stopped);
         assert_eq!(report.counters.denials.get(&roundtable_gateway::GatewayReason::HostNotAllowlisted), Some(&1));
         assert_eq!(read_report(dir.path()), Some(report));
-        let log = std::fs::read_to_string(dir.path().join(LOG_NAME)).expect("log");
+        let log = std::fs::read_to_string(ExecutionFolder::at(dir.path()).egress_log()).expect("log");
         assert!(log.contains("\"reason\":\"host_not_allowlisted\""), "{log}");
     }
 }

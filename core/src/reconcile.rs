@@ -13,7 +13,7 @@ use roundtable_store::Store;
 
 use roundtable_admission::GateOutcome;
 
-use crate::adapter::{ImageState, desired_state, observe_image};
+use crate::adapter::{ImageState, desired_state, observe_image, resolve};
 use crate::assignment::{AssignmentObserved, decide};
 use crate::backend::{
     AuditEvent, AuditSink, BackendError, Change, ExecutionBackend, ImageBackend, RecordedExecutions, StatusBackend,
@@ -51,6 +51,9 @@ pub struct Observed {
     pub conditions: Vec<Condition>,
     pub status_json: Option<String>,
     pub observed_generation: Option<i64>,
+    /// An Adapter's template, its declaration and the operator's override, resolved once here;
+    /// planning reads this one (an Assignment's adapter is in `assignment`).
+    pub adapter: Option<ResolvedAdapter>,
     pub image: Option<ImageState>,
     /// An Adapter's spawn-path gates, when admission is evaluated here.
     pub gates: Option<GateOutcome>,
@@ -92,8 +95,9 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
         };
         let desired = Desired::from_record(&record)?;
         let Spec::Adapter(spec) = &desired.spec else { return Ok((None, Err(format!("{key} is not an adapter")))) };
-        let adapter = roundtable_specs::catalog::resolve_declared(name, spec);
-        if let Some(refusing) = self.status.agent_override(name).await?.filter(|o| !o.state.allows_sessions()) {
+        let agent_override = self.status.agent_override(name).await?;
+        let adapter = resolve(name, spec, agent_override.as_ref());
+        if let Some(refusing) = agent_override.filter(|_| !adapter.enabled) {
             let why = format!("adapter {name} is {} by an operator through the API", refusing.state.as_str());
             return Ok((Some(adapter), Err(why)));
         }
@@ -113,21 +117,21 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
             Spec::Adapter(_) => self.status.agent_override(&desired.metadata.name).await?,
             _ => None,
         };
-        let (image, mut gates) = match &desired.spec {
-            Spec::Adapter(spec) => {
-                let adapter = crate::adapter::with_override(
-                    roundtable_specs::catalog::resolve_declared(&desired.metadata.name, spec),
-                    agent_override.as_ref(),
-                );
-                let image = observe_image(&self.images, &adapter).await?;
+        let adapter = match &desired.spec {
+            Spec::Adapter(spec) => Some(resolve(&desired.metadata.name, spec, agent_override.as_ref())),
+            _ => None,
+        };
+        let (image, mut gates) = match &adapter {
+            Some(adapter) => {
+                let image = observe_image(&self.images, adapter).await?;
                 // A disabled adapter, or one with no image to probe, is not gated yet.
                 let gates = match image {
-                    ImageState::Present { .. } | ImageState::NotNeeded => self.images.gates(&adapter, &[]).await?,
+                    ImageState::Present { .. } | ImageState::NotNeeded => self.images.gates(adapter, &[]).await?,
                     _ => None,
                 };
                 (Some(image), gates)
             }
-            _ => (None, None),
+            None => (None, None),
         };
         let assignment = match &desired.spec {
             Spec::Assignment(spec) => {
@@ -168,6 +172,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
             conditions: self.status.conditions(&desired.key).await?,
             status_json: record.as_ref().and_then(|r| r.status_json.clone()),
             observed_generation: record.and_then(|r| r.observed_generation),
+            adapter,
             image,
             gates,
             assignment,
@@ -179,14 +184,10 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
     pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
         let generation = desired.generation;
         let mut executions = Vec::new();
-        let (wanted, status_json) = match (&desired.spec, &observed.image) {
-            (Spec::Adapter(spec), Some(image)) => {
-                let adapter = crate::adapter::with_override(
-                    roundtable_specs::catalog::resolve_declared(&desired.metadata.name, spec),
-                    observed.agent_override.as_ref(),
-                );
+        let (wanted, status_json) = match (&desired.spec, &observed.adapter, &observed.image) {
+            (Spec::Adapter(_), Some(adapter), Some(image)) => {
                 let (conditions, status) = desired_state(
-                    &adapter,
+                    adapter,
                     image,
                     observed.gates.as_ref(),
                     observed.agent_override.as_ref(),
@@ -194,7 +195,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                 );
                 (conditions, serde_json::to_string(&status).ok())
             }
-            (Spec::Assignment(spec), _) => match &observed.assignment {
+            (Spec::Assignment(spec), _, _) => match &observed.assignment {
                 Some(found) => {
                     let execution_generation = desired.execution_generation.unwrap_or(1);
                     let (conditions, status, changes) = decide(spec, found, generation, execution_generation);
@@ -203,7 +204,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                 }
                 None => (Vec::new(), None),
             },
-            (Spec::AdmissionPolicy(policy), _) => {
+            (Spec::AdmissionPolicy(policy), _, _) => {
                 let exempt = if policy.exempt.is_empty() { "none".to_owned() } else { policy.exempt.join(", ") };
                 let message = format!(
                     "mode {}; receipts are fresh for {}; exempt: {exempt}",
@@ -212,7 +213,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                 );
                 (vec![conditions::desired(READY, ConditionStatus::True, reason::RECONCILED, message, generation)], None)
             }
-            (Spec::Adapter(_), None) => (Vec::new(), None),
+            (Spec::Adapter(_), _, _) => (Vec::new(), None),
         };
         let mut changes: Vec<Change> = wanted
             .into_iter()
@@ -275,14 +276,14 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                 Change::StartExecution { attempt } => {
                     let (Spec::Assignment(spec), Some(found)) = (&desired.spec, &observed.assignment) else { continue };
                     let Some(adapter) = found.adapter.clone() else { continue };
-                    let request = ExecutionRequest {
-                        assignment: key.name.clone(),
-                        execution_generation: desired.execution_generation.unwrap_or(1),
-                        attempt: *attempt,
-                        spec: spec.clone(),
+                    let request = ExecutionRequest::new(
+                        key.name.clone(),
+                        desired.execution_generation.unwrap_or(1),
+                        *attempt,
+                        spec.clone(),
                         adapter,
-                        lease: lease.cloned(),
-                    };
+                        lease.cloned(),
+                    );
                     self.executions.start(request).await?;
                     let message = format!("execution attempt {attempt} queued");
                     let event =

@@ -14,6 +14,10 @@ use roundtable_specs::validate::{sort_findings, validate_across, validate_object
 use roundtable_specs::yaml::MAX_FILE_BYTES;
 use roundtable_specs::{Object, Severity, ValidationError};
 
+mod project;
+
+pub use project::{Project, ProjectError};
+
 /// Folders directly under the spec directory that never hold specs.
 const SKIPPED_FOLDERS: [&str; 3] = ["state", "admission", "contracts"];
 
@@ -239,27 +243,30 @@ struct LoadedWith {
     object_findings: Vec<ValidationError>,
 }
 
-fn load_with(dir: &Path, cache: &mut ScanCache, changed: Option<&[PathBuf]>) -> LoadedWith {
-    let mut out = LoadedWith::default();
-    let LoadedWith { loaded, digests, object_findings } = &mut out;
+/// Why nothing of the spec directory `dir` is read: it does not exist, or (`unresolved`) names
+/// no project. `None` when it can be read.
+fn unreadable(dir: &Path, unresolved: Option<&ProjectError>) -> Option<ValidationError> {
     if !dir.is_dir() {
-        loaded.errors.push(file_error(
+        return Some(file_error(
             &dir.display().to_string(),
             "spec directory not found (run `roundtable init`, or pass --dir)",
         ));
+    }
+    unresolved.map(|error| file_error(&dir.display().to_string(), error.to_string()))
+}
+
+fn load_with(project: &Project, cache: &mut ScanCache, changed: Option<&[PathBuf]>) -> LoadedWith {
+    let mut out = LoadedWith::default();
+    let LoadedWith { loaded, digests, object_findings } = &mut out;
+    let (dir, root) = (project.spec_dir.as_path(), project.root.as_path());
+    if let Some(error) = unreadable(dir, None) {
+        loaded.errors.push(error);
         return out;
     }
     let targeted = changed.and_then(|changed| targeted_files(dir, cache, changed).map(|files| (files, changed)));
     let (files, trusted): (Vec<PathBuf>, Option<&[PathBuf]>) = match targeted {
         Some((files, changed)) => (files, Some(changed)),
         None => (spec_files(dir, &mut loaded.errors), None),
-    };
-    let root = match Project::resolve(dir) {
-        Ok(project) => project.root,
-        Err(error) => {
-            loaded.errors.push(file_error(&dir.display().to_string(), error.to_string()));
-            return out;
-        }
     };
     let mut next_cache = HashMap::new();
     for path in files {
@@ -274,7 +281,7 @@ fn load_with(dir: &Path, cache: &mut ScanCache, changed: Option<&[PathBuf]>) -> 
             None => {
                 let shown = path.display().to_string();
                 let mut read_errors = Vec::new();
-                let Some(text) = read_file(&path, &root, &shown, &mut read_errors) else {
+                let Some(text) = read_file(&path, root, &shown, &mut read_errors) else {
                     // Kept in the cache so a targeted rescan still reports the file.
                     loaded.errors.extend(read_errors.iter().cloned());
                     let unreadable = ParsedEntry {
@@ -320,10 +327,10 @@ fn load_with(dir: &Path, cache: &mut ScanCache, changed: Option<&[PathBuf]>) -> 
     out
 }
 
-/// Reads and parses every spec file under `dir`. A missing directory is an error, not an
+/// Reads and parses every spec file of `project`. A missing directory is an error, not an
 /// empty project.
-pub fn load(dir: &Path) -> Loaded {
-    load_with(dir, &mut ScanCache::default(), None).loaded
+pub fn load(project: &Project) -> Loaded {
+    load_with(project, &mut ScanCache::default(), None).loaded
 }
 
 /// A scan: the loaded objects, every finding, and which files carry errors.
@@ -360,20 +367,28 @@ impl Scan {
     }
 }
 
-/// Loads and validates the spec directory.
-pub fn scan(dir: &Path) -> Scan {
-    scan_cached(dir, &mut ScanCache::default())
+/// Loads and validates the project's spec directory.
+pub fn scan(project: &Project) -> Scan {
+    scan_cached(project, &mut ScanCache::default())
 }
 
 /// [`scan`], parsing only the files whose content changed since the cache saw them.
-pub fn scan_cached(dir: &Path, cache: &mut ScanCache) -> Scan {
-    scan_changed(dir, cache, None)
+pub fn scan_cached(project: &Project, cache: &mut ScanCache) -> Scan {
+    scan_changed(project, cache, None)
+}
+
+/// What a scan of the spec directory `dir`, which names no project (`error`), finds: that it
+/// does not exist, or why it names no project. Nothing in it is read.
+pub fn scan_unresolved(dir: &Path, error: &ProjectError) -> Scan {
+    let findings: Vec<ValidationError> = unreadable(dir, Some(error)).into_iter().collect();
+    let broken_files = findings.iter().map(|f| f.file.clone()).collect();
+    Scan { findings, broken_files, ..Scan::default() }
 }
 
 /// [`scan_cached`] that reads only `changed` files (as file-watch events named them) and trusts
 /// the cache for the rest; a changed path that is not a plain spec file falls back to a full walk.
-pub fn scan_changed(dir: &Path, cache: &mut ScanCache, changed: Option<&[PathBuf]>) -> Scan {
-    let LoadedWith { loaded, digests, object_findings } = load_with(dir, cache, changed);
+pub fn scan_changed(project: &Project, cache: &mut ScanCache, changed: Option<&[PathBuf]>) -> Scan {
+    let LoadedWith { loaded, digests, object_findings } = load_with(project, cache, changed);
     let mut findings = loaded.errors;
     findings.extend(object_findings);
     findings.extend(validate_across(&loaded.objects));
@@ -382,98 +397,11 @@ pub fn scan_changed(dir: &Path, cache: &mut ScanCache, changed: Option<&[PathBuf
     Scan { objects: loaded.objects, digests, findings, files: loaded.files, broken_files }
 }
 
-/// Why a spec directory names no project.
-#[derive(Debug, thiserror::Error)]
-pub enum ProjectError {
-    #[error("cannot resolve the spec directory {dir} against the current directory")]
-    CurrentDir {
-        dir: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("the spec directory {dir} has no parent folder to be the project root (pass --dir PROJECT/.roundtable)")]
-    NoParent { dir: PathBuf },
-    #[error("cannot resolve the project root {root} (the folder holding the spec directory {dir}); it must exist")]
-    Root {
-        root: PathBuf,
-        dir: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// A project as one resolution names it: its spec directory (as given), its root (the folder
-/// holding the spec directory, canonical) and its id (derived from the root alone).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Project {
-    pub spec_dir: PathBuf,
-    pub root: PathBuf,
-    /// The first 12 hex characters of the SHA-256 of the root's canonical path: the name of the
-    /// project's audit key, execution root and container labels.
-    pub id: String,
-}
-
-impl Project {
-    /// Resolves the project of the spec directory `dir`, which need not exist yet (`init` names
-    /// the key before it creates the folder): only the root is canonicalised, and it must exist.
-    /// A spec directory named by `..` (or `/`) is canonicalised itself, and so must exist.
-    pub fn resolve(dir: &Path) -> Result<Self, ProjectError> {
-        use std::path::Component;
-        let absolute =
-            std::path::absolute(dir).map_err(|source| ProjectError::CurrentDir { dir: dir.to_owned(), source })?;
-        let root = match absolute.components().next_back() {
-            Some(Component::Normal(_)) => {
-                let parent = absolute.parent().ok_or_else(|| ProjectError::NoParent { dir: dir.to_owned() })?;
-                canonical_root(parent, dir)?
-            }
-            _ => {
-                let canonical = canonical_root(&absolute, dir)?;
-                canonical
-                    .parent()
-                    .map(Path::to_path_buf)
-                    .ok_or_else(|| ProjectError::NoParent { dir: dir.to_owned() })?
-            }
-        };
-        let id = roundtable_specs::digest::sha256_hex(root.as_os_str().as_encoded_bytes())[..12].to_owned();
-        Ok(Self { spec_dir: dir.to_owned(), root, id })
-    }
-}
-
-fn canonical_root(root: &Path, dir: &Path) -> Result<PathBuf, ProjectError> {
-    root.canonicalize().map_err(|source| ProjectError::Root { root: root.to_owned(), dir: dir.to_owned(), source })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const ADAPTER: &str = "apiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata: {name: mock}\nspec: {}\n";
-
-    #[test]
-    fn a_project_is_named_by_its_root_whether_or_not_its_spec_folder_exists_yet() {
-        let project = tempfile::tempdir().expect("tempdir");
-        let root = project.path().canonicalize().expect("canonical");
-        let dir = project.path().join(".roundtable");
-        let before = Project::resolve(&dir).expect("resolves before the folder exists");
-        std::fs::create_dir(&dir).expect("mkdir");
-        let after = Project::resolve(&dir).expect("resolves after");
-        assert_eq!(before, after);
-        assert_eq!(after.root, root);
-        assert_ne!(after.id, "e3b0c44298fc", "the SHA-256 of an empty root");
-        // The spec folder named through `..` is its canonical self.
-        std::fs::create_dir(dir.join("sub")).expect("mkdir");
-        assert_eq!(Project::resolve(&dir.join("sub/..")).expect("resolves").id, after.id);
-        let other = tempfile::tempdir().expect("tempdir");
-        assert_ne!(Project::resolve(&other.path().join(".roundtable")).expect("resolves").id, after.id);
-    }
-
-    #[test]
-    fn a_spec_folder_whose_root_does_not_exist_is_an_error_naming_the_root() {
-        let project = tempfile::tempdir().expect("tempdir");
-        let missing = project.path().join("gone/.roundtable");
-        let error = Project::resolve(&missing).expect_err("no root");
-        assert!(error.to_string().contains(&project.path().join("gone").display().to_string()), "{error}");
-    }
 
     fn messages(scan: &Scan) -> Vec<String> {
         scan.errors().map(ToString::to_string).collect()
@@ -506,7 +434,8 @@ mod tests {
         std::os::unix::fs::symlink("nowhere", dir.join(".#ok.yaml")).expect("symlink");
         std::os::unix::fs::symlink(outside.path(), dir.join("folder.yaml")).expect("symlink");
 
-        let scan = scan(&dir);
+        let resolved = Project::resolve(&dir).expect("project");
+        let scan = scan(&resolved);
         let found = messages(&scan);
         let names: Vec<String> = scan.accepted().map(|o| o.metadata.name.clone()).collect();
         assert_eq!(names, ["generic", "mock"], "{found:#?}");
@@ -527,9 +456,9 @@ mod tests {
 
         // A targeted rescan of the same paths says the same.
         let mut cache = ScanCache::default();
-        let _ = scan_cached(&dir, &mut cache);
+        let _ = scan_cached(&resolved, &mut cache);
         let changed = [dir.join("pipe.yaml"), dir.join("leak.yaml")];
-        let rescanned = scan_changed(&dir, &mut cache, Some(&changed));
+        let rescanned = scan_changed(&resolved, &mut cache, Some(&changed));
         assert_eq!(messages(&rescanned), found);
     }
 

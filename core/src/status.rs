@@ -1,5 +1,7 @@
 //! `status` and `plan`: drift computed from the specs on disk, the state store and observation,
-//! without acting. They work with or without a running daemon.
+//! without acting. They work with or without a running daemon. Each row is made by [`row`].
+
+pub mod row;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -64,17 +66,7 @@ pub async fn status(
             c.status == ConditionStatus::Unknown && c.reason == conditions::reason::NOT_RECONCILED_YET
         });
         let progressing = conditions::find(&conditions, READY).is_some_and(|c| c.status == ConditionStatus::Unknown);
-        let mut row = ObjectStatus {
-            kind: key.kind.to_string(),
-            name: key.name.clone(),
-            generation: record.map(|r| r.generation),
-            observed_generation: record.and_then(|r| r.observed_generation),
-            sync: SyncStatus::Synced,
-            health,
-            created_at: record.map(|r| r.created_at.clone()),
-            message: health_message,
-            conditions: conditions.clone(),
-        };
+        let mut row = row::object(&key, record, health, health_message, conditions.clone());
         match (declared.get(&key), record) {
             (Some(_), None) => {
                 row.generation = Some(1);
@@ -129,17 +121,7 @@ pub async fn status(
     }
     for (file, errors) in files {
         let more = if errors.len() > 1 { format!(" (+{} more)", errors.len() - 1) } else { String::new() };
-        rows.push(ObjectStatus {
-            kind: "File".into(),
-            name: file.to_owned(),
-            generation: None,
-            observed_generation: None,
-            sync: SyncStatus::Error,
-            health: Health::None,
-            created_at: None,
-            message: format!("{}{more}", errors[0]),
-            conditions: Vec::new(),
-        });
+        rows.push(row::broken_file(file, format!("{}{more}", errors[0])));
     }
     let assignments: BTreeSet<&str> =
         declared.keys().filter(|k| k.kind == Kind::Assignment).map(|k| k.name.as_str()).collect();
@@ -152,17 +134,7 @@ pub async fn status(
         };
         let orphan = crate::prune::orphan_reason(assignment, declared, session_id, session.as_ref());
         if let Some(why) = orphan {
-            rows.push(ObjectStatus {
-                kind: leftover.kind.as_str().to_owned(),
-                name: leftover.name.clone(),
-                generation: None,
-                observed_generation: None,
-                sync: SyncStatus::OutOfSync,
-                health: Health::None,
-                created_at: None,
-                message: format!("requires pruning: {why}"),
-                conditions: Vec::new(),
-            });
+            rows.push(row::requires_pruning(leftover.kind.as_str(), leftover.name.clone(), &why));
         }
     }
     Ok(rows)
@@ -293,7 +265,7 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("mkdir");
         std::fs::write(dir.join("fix.yaml"), ASSIGNMENT).expect("write");
         let store = Store::open_in_memory().await.expect("store");
-        let scan = crate::source::scan(&dir);
+        let scan = crate::source::scan(&crate::source::Project::resolve(&dir).expect("project"));
         crate::desired::sync(&store, &store, &scan).await.expect("sync");
         let key = ObjectKey::new(Kind::Assignment, "fix");
         // What the reconciler wrote when it started the execution.

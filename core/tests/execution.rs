@@ -255,13 +255,18 @@ impl Project {
 
     fn config(&self) -> ExecutionConfig {
         let base = self.root.parent().expect("parent");
+        let state_dir = base.join("state");
         ExecutionConfig {
             max_executions: 2,
+            project: roundtable_core::source::Project {
+                spec_dir: self.root.join(".roundtable"),
+                root: self.root.clone(),
+                id: "p".into(),
+                store: roundtable_store::StoreUrl::in_state_dir(&state_dir),
+                state_dir,
+            },
             execution_root: base.join("executions"),
-            proposals_dir: base.join("state/proposals"),
             binary: base.join("roundtable"),
-            project_root: self.root.clone(),
-            project_id: "p".into(),
             controller_run: "run-1".into(),
             socket_root: base.join("sockets"),
             secrets: HashMap::new(),
@@ -271,7 +276,7 @@ impl Project {
                 let key = if path.exists() { AuditKey::load(&path) } else { AuditKey::create(&path) };
                 key.expect("audit key")
             })),
-            spec_dir: None,
+            gates: false,
             lease_ttl: std::time::Duration::from_secs(15),
         }
     }
@@ -297,14 +302,14 @@ fn request(readable: &str) -> ExecutionRequest {
     let Spec::Adapter(adapter) = parse_file("b.yaml", "b.yaml", adapter_text).objects.remove(0).spec else {
         unreachable!("an Adapter")
     };
-    ExecutionRequest {
-        lease: None,
-        assignment: "fix".into(),
-        execution_generation: 1,
-        attempt: 1,
+    ExecutionRequest::new(
+        "fix".into(),
+        1,
+        1,
         spec,
-        adapter: roundtable_specs::catalog::resolve_declared("generic", &adapter),
-    }
+        roundtable_specs::catalog::resolve_declared("generic", &adapter),
+        None,
+    )
 }
 
 /// Waits (up to 10 s) until the session has finished.
@@ -682,12 +687,11 @@ async fn interrupting_a_left_session_releases_its_claims() {
 
 /// A provider request: the built-in `codex` template on a pinned image, no egress.
 fn codex_request() -> ExecutionRequest {
-    let mut codex = request("README.md");
+    let generic = request("README.md");
     let mut adapter = roundtable_specs::builtins::template("codex").expect("built-in").resolve("codex");
     adapter.image = Some(format!("sha256:{}", "0".repeat(64)).parse().expect("image"));
     adapter.provider_hosts.clear();
-    codex.adapter = adapter;
-    codex
+    ExecutionRequest::new(generic.assignment, 1, 1, generic.spec, adapter, None)
 }
 
 #[tokio::test]

@@ -11,11 +11,16 @@ use roundtable_core::backend::ExecutionBackend;
 use roundtable_core::backend::{AuditEvent, AuditSink, BackendError, Change, ImageBackend, ImageInfo, StatusBackend};
 use roundtable_core::desired::{Desired, sync};
 use roundtable_core::execution::ExecutionRequest;
-use roundtable_core::source::scan;
+use roundtable_core::source::{Project, Scan};
 use roundtable_core::status::{exit_code, plan, status};
 use roundtable_specs::output::{Condition, ConditionStatus, Health, SyncStatus};
 use roundtable_specs::{Kind, ObjectKey};
 use roundtable_store::{ObjectRecord, ProposalRecord, SessionRecord, Store};
+
+/// The scan of the spec directory `dir`, as its project.
+fn scan(dir: &std::path::Path) -> Scan {
+    roundtable_core::source::scan(&Project::resolve(dir).expect("project"))
+}
 
 // === fakes ===
 
@@ -382,6 +387,7 @@ fn targeted_rescans_read_only_what_changed_and_stay_correct() {
     use roundtable_core::source::{ScanCache, scan_cached, scan_changed};
     let specs = tempfile::tempdir().expect("tempdir");
     let dir = specs.path();
+    let project = Project::resolve(dir).expect("project");
     let adapter = |name: &str, timeout: &str| {
         format!("{API}\nkind: Adapter\nmetadata: {{name: {name}}}\nspec: {{command: x, timeout: {timeout}}}\n")
     };
@@ -393,11 +399,11 @@ fn targeted_rescans_read_only_what_changed_and_stay_correct() {
         names.sort();
         names
     };
-    assert_eq!(names(&scan_cached(dir, &mut cache)), ["a", "b"]);
+    assert_eq!(names(&scan_cached(&project, &mut cache)), ["a", "b"]);
 
     // An edit: only a.yaml is named, and its new spec is read.
     write(dir, "a.yaml", &adapter("a", "2m"));
-    let edited = scan_changed(dir, &mut cache, Some(&[dir.join("a.yaml")]));
+    let edited = scan_changed(&project, &mut cache, Some(&[dir.join("a.yaml")]));
     let a = edited.objects.iter().find(|o| o.metadata.name == "a").expect("a");
     assert!(format!("{:?}", a.spec).contains("120"), "{:?}", a.spec);
     assert_eq!(names(&edited), ["a", "b"]);
@@ -405,18 +411,18 @@ fn targeted_rescans_read_only_what_changed_and_stay_correct() {
     // A new file and a removed one.
     write(dir, "c.yaml", &adapter("c", "1m"));
     std::fs::remove_file(dir.join("b.yaml")).expect("rm");
-    let moved = scan_changed(dir, &mut cache, Some(&[dir.join("c.yaml"), dir.join("b.yaml")]));
+    let moved = scan_changed(&project, &mut cache, Some(&[dir.join("c.yaml"), dir.join("b.yaml")]));
     assert_eq!(names(&moved), ["a", "c"]);
 
     // A broken file stays reported on a targeted rescan of another file.
     write(dir, "d.yaml", "kind: [\n");
-    assert_eq!(scan_changed(dir, &mut cache, Some(&[dir.join("d.yaml")])).broken_files.len(), 1);
+    assert_eq!(scan_changed(&project, &mut cache, Some(&[dir.join("d.yaml")])).broken_files.len(), 1);
     write(dir, "a.yaml", &adapter("a", "3m"));
-    assert_eq!(scan_changed(dir, &mut cache, Some(&[dir.join("a.yaml")])).broken_files.len(), 1);
+    assert_eq!(scan_changed(&project, &mut cache, Some(&[dir.join("a.yaml")])).broken_files.len(), 1);
 
     // A folder event falls back to a full walk.
     std::fs::create_dir_all(dir.join("nested")).expect("mkdir");
     write(dir, "nested/e.yaml", &adapter("e", "1m"));
-    let walked = scan_changed(dir, &mut cache, Some(&[dir.join("nested")]));
+    let walked = scan_changed(&project, &mut cache, Some(&[dir.join("nested")]));
     assert_eq!(names(&walked), ["a", "c", "e"]);
 }

@@ -5,14 +5,12 @@
 
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use roundtable_session_runtime::CHECK_GO;
 use roundtable_session_runtime::{Captured, RunEnd, RuntimeError};
 use roundtable_specs::session::CheckReport;
 use tokio::sync::watch;
 
-use crate::calls::timed;
-use crate::session::{ExecInput, ExecOutput, ExecResult, drive, feed, start_attached};
+use crate::exec::{Bounds, ExecInput, ExecOutput, ExecResult, capture, drive, feed, start_attached};
 
 /// How long the check may take to print its report.
 const CHECK_DEADLINE: Duration = Duration::from_secs(60);
@@ -116,49 +114,14 @@ async fn read_report(
     cancel: &mut watch::Receiver<bool>,
 ) -> ExecResult {
     let mut said = ExecResult::empty();
-    let deadline = tokio::time::sleep(CHECK_DEADLINE);
-    tokio::pin!(deadline);
-    // A check whose output the engine lost would otherwise be waited for until the deadline:
-    // once it has exited, what is left of its output is taken and the wait ends.
-    let mut exit_poll = tokio::time::interval(Duration::from_millis(250));
-    exit_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    exit_poll.reset();
-    loop {
-        tokio::select! {
-            chunk = output.next() => match chunk {
-                Some(Ok(bollard::container::LogOutput::StdOut { message })) => {
-                    said.stdout.push(&message, CHECK_CAP);
-                    if said.stdout.bytes.contains(&b'\n') {
-                        break;
-                    }
-                }
-                Some(Ok(bollard::container::LogOutput::StdErr { message })) => said.stderr.push(&message, CHECK_CAP),
-                Some(Ok(_)) => {}
-                Some(Err(error)) => {
-                    tracing::warn!(container, %error, "the self-check's output stream failed");
-                    break;
-                }
-                None => break,
-            },
-            _ = exit_poll.tick() => {
-                let inspected = timed(container, "inspect exec (running?)", docker.inspect_exec(exec_id)).await;
-                if inspected.is_ok_and(|e| e.running == Some(false)) {
-                    said.drain_exited(output, CHECK_CAP).await;
-                    break;
-                }
-            }
-            () = &mut deadline => {
-                said.interrupted = Some(RunEnd::TimedOut);
-                break;
-            }
-            changed = cancel.changed() => {
-                if changed.is_ok() && *cancel.borrow() {
-                    said.interrupted = Some(RunEnd::Cancelled);
-                    break;
-                }
-            }
-        }
-    }
+    // A check whose output the engine lost would otherwise be waited for until the deadline.
+    let bounds = Bounds {
+        cap: CHECK_CAP,
+        deadline: Some(CHECK_DEADLINE),
+        exit_poll: Duration::from_millis(250),
+        until_line: true,
+    };
+    capture(docker, container, exec_id, output, &mut said, bounds, cancel).await;
     said
 }
 

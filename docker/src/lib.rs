@@ -5,25 +5,27 @@
 
 mod calls;
 mod checked;
+pub mod container;
 pub mod engine;
+mod errors;
+mod exec;
 pub mod probe;
 pub mod profile;
 pub mod session;
 
 use futures::future::BoxFuture;
 use roundtable_session_runtime::{
-    Health, OwnedResource, ProbeOutcome, ProbePlan, ResourceKind, RunOutcome, RuntimeError, SessionPlan, SessionRuntime,
+    Health, OwnedResource, ProbeOutcome, ProbePlan, RunOutcome, RuntimeError, SessionPlan, SessionRuntime,
 };
 use tokio::sync::watch;
+
+use crate::errors::{already_gone, engine_error};
 
 pub use engine::{Engine, EngineError};
 
 /// The engine client itself, for tests that build fixtures on the engine directly (labelled
 /// leftovers, the hardened profile on its own); nothing else outside this crate names it.
 pub use bollard;
-
-/// How long one removal may take before it is left for garbage collection.
-const REMOVE_BOUND: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// [`SessionRuntime`] on a Docker-compatible engine.
 #[derive(Debug, Clone)]
@@ -43,38 +45,6 @@ impl DockerRuntime {
 
     pub fn engine(&self) -> &Engine {
         &self.engine
-    }
-}
-
-fn engine_error(step: &'static str) -> impl FnOnce(bollard::errors::Error) -> RuntimeError {
-    move |source| RuntimeError::Engine { step, source: Box::new(source) }
-}
-
-/// Whether a removal failed only because the thing is already gone.
-fn already_gone(error: &bollard::errors::Error) -> bool {
-    matches!(error, bollard::errors::Error::DockerResponseServerError { status_code: 404, .. })
-}
-
-impl DockerRuntime {
-    async fn remove_named(&self, kind: ResourceKind, name: &str) -> Result<(), RuntimeError> {
-        use bollard::query_parameters::{RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder};
-        let docker = self.engine.docker();
-        let removed = match kind {
-            ResourceKind::Container => {
-                let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
-                tokio::time::timeout(REMOVE_BOUND, docker.remove_container(name, Some(options))).await
-            }
-            ResourceKind::Volume => {
-                let options = RemoveVolumeOptionsBuilder::default().force(true).build();
-                tokio::time::timeout(REMOVE_BOUND, docker.remove_volume(name, Some(options))).await
-            }
-        };
-        match removed {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(error)) if already_gone(&error) => Ok(()),
-            Ok(Err(error)) => Err(engine_error("remove")(error)),
-            Err(_) => Err(RuntimeError::Protocol { step: "remove", detail: format!("{name}: timed out") }),
-        }
     }
 }
 
@@ -105,19 +75,12 @@ impl SessionRuntime for DockerRuntime {
 
     fn remove(&self, resource: &OwnedResource) -> BoxFuture<'_, Result<(), RuntimeError>> {
         let (kind, name) = (resource.kind, resource.name.clone());
-        Box::pin(async move { self.remove_named(kind, &name).await })
+        Box::pin(async move { container::remove(self.engine.docker(), kind, &name, &name).await })
     }
 
     fn remove_session(&self, _project: &str, session: &str) -> BoxFuture<'_, Result<(), RuntimeError>> {
         let session = session.to_owned();
-        Box::pin(async move {
-            // Removing the container first releases its volumes.
-            self.remove_named(ResourceKind::Container, &session::container_name(&session)).await?;
-            for volume in session::volume_names(&session) {
-                self.remove_named(ResourceKind::Volume, &volume).await?;
-            }
-            Ok(())
-        })
+        Box::pin(async move { container::remove_session(self.engine.docker(), &session).await })
     }
 
     fn inspect_image(&self, reference: &str) -> BoxFuture<'_, Result<Option<String>, RuntimeError>> {

@@ -3,70 +3,51 @@
 //! what the plan names (admission: none; diagnostics: an empty read-only source and the MCP
 //! socket), that runs the plan's commands one after another and is removed whatever happens.
 
-use std::time::Duration;
-
-use bollard::query_parameters::{RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder};
-use roundtable_session_runtime::{ProbeOutcome, ProbePlan, ProbeRun, RuntimeError};
+use roundtable_session_runtime::{ProbeOutcome, ProbePlan, ProbeRun, Resources, RuntimeError};
 use tokio::sync::watch;
 
-use crate::Engine;
-use crate::profile::{SandboxSpec, TmpfsRoot, tmpfs_volume};
-use crate::session::{EMPTY_IMAGE, container_name, create_hardened, ensure_empty_image, run_exec, volume_names};
+use crate::container::{self, container_name, create_hardened, create_tmpfs_volumes, image_or_empty, volume_names};
+use crate::engine::Engine;
+use crate::errors::{already_gone, engine_error};
+use crate::exec::run_exec;
+use crate::profile::SandboxSpec;
 
 /// What a probe container may use: enough for a CLI to print its help, nothing more.
-const MEMORY: u64 = 512 << 20;
-const NANO_CPUS: u64 = 1_000_000_000;
-const PIDS: u32 = 128;
-const WORKSPACE_BYTES: u64 = 16 << 20;
-const TMP_BYTES: u64 = 64 << 20;
-
-fn engine_error(step: &'static str) -> impl FnOnce(bollard::errors::Error) -> RuntimeError {
-    move |source| RuntimeError::Engine { step, source: Box::new(source) }
-}
+const PROBE_RESOURCES: Resources = Resources {
+    memory_bytes: 512 << 20,
+    nano_cpus: 1_000_000_000,
+    pids: 128,
+    workspace_bytes: 16 << 20,
+    tmp_bytes: 64 << 20,
+};
 
 /// Runs `plan` on `engine`; the container and volumes are removed on every path.
 pub async fn run(engine: &Engine, plan: ProbePlan) -> Result<ProbeOutcome, RuntimeError> {
     let name = format!("probe-{}", plan.id);
     let outcome = lifecycle(engine, &plan, &name).await;
-    cleanup(engine, &name).await;
+    if let Err(error) = container::remove_session(engine.docker(), &name).await {
+        let error = roundtable_telemetry::error_chain(&error);
+        tracing::error!(probe = %name, %error, "removing the probe's container or volumes failed; what is left carries the ownership labels for garbage collection");
+    }
     outcome
 }
 
 async fn lifecycle(engine: &Engine, plan: &ProbePlan, name: &str) -> Result<ProbeOutcome, RuntimeError> {
     let docker = engine.docker();
-    let image = match &plan.image {
-        Some(image) => image.clone(),
-        None => {
-            ensure_empty_image(docker).await?;
-            EMPTY_IMAGE.to_owned()
-        }
-    };
+    let image = image_or_empty(docker, plan.image.as_deref()).await?;
     let image_id = match docker.inspect_image(&image).await {
         Ok(found) => found.id.unwrap_or_default(),
-        Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => {
-            return Err(RuntimeError::ImageMissing { image });
-        }
+        Err(error) if already_gone(&error) => return Err(RuntimeError::ImageMissing { image }),
         Err(error) => return Err(engine_error("inspect the image")(error)),
     };
-    let labels = plan.ownership.labels();
-    let [workspace, tmp] = volume_names(name);
-    docker
-        .create_volume(tmpfs_volume(&workspace, WORKSPACE_BYTES, TmpfsRoot::Agent, labels.clone()))
-        .await
-        .map_err(engine_error("create the probe's workspace volume"))?;
-    docker
-        .create_volume(tmpfs_volume(&tmp, TMP_BYTES, TmpfsRoot::Root, labels.clone()))
-        .await
-        .map_err(engine_error("create the probe's /tmp volume"))?;
+    let [workspace_volume, tmp_volume] = volume_names(name);
     let spec = SandboxSpec {
         // The ID, not the reference: what is probed is exactly what the receipt names.
         image: image_id.clone(),
-        labels,
-        memory_bytes: MEMORY,
-        nano_cpus: NANO_CPUS,
-        pids: PIDS,
-        workspace_volume: workspace,
-        tmp_volume: tmp,
+        labels: plan.ownership.labels(),
+        resources: PROBE_RESOURCES,
+        workspace_volume,
+        tmp_volume,
         binary: plan.binary.clone(),
         source_dir: plan.mounts.source_dir.clone(),
         task_file: None,
@@ -74,8 +55,9 @@ async fn lifecycle(engine: &Engine, plan: &ProbePlan, name: &str) -> Result<Prob
         home_volume: None,
     };
     let container = container_name(name);
+    create_tmpfs_volumes(docker, &container, &spec).await?;
     create_hardened(docker, &container, &spec).await?;
-    docker.start_container(&container, None).await.map_err(engine_error("start the probe's PID 1"))?;
+    container::start(docker, &container).await?;
     // A probe is never cancelled from outside; its commands are bounded by their timeout.
     let (_keep, mut never) = watch::channel(false);
     let mut runs = Vec::with_capacity(plan.commands.len());
@@ -103,20 +85,4 @@ async fn lifecycle(engine: &Engine, plan: &ProbePlan, name: &str) -> Result<Prob
         });
     }
     Ok(ProbeOutcome { image_id, runs })
-}
-
-async fn cleanup(engine: &Engine, name: &str) {
-    let docker = engine.docker();
-    let bound = Duration::from_secs(60);
-    let container = container_name(name);
-    let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
-    if tokio::time::timeout(bound, docker.remove_container(&container, Some(options))).await.is_err() {
-        tracing::error!(%container, "removing the probe container timed out; it is left for garbage collection");
-    }
-    for volume in volume_names(name) {
-        let options = RemoveVolumeOptionsBuilder::default().force(true).build();
-        if tokio::time::timeout(bound, docker.remove_volume(&volume, Some(options))).await.is_err() {
-            tracing::error!(%volume, "removing the probe volume timed out; it is left for garbage collection");
-        }
-    }
 }

@@ -1,5 +1,6 @@
 //! The hardened container profile: mounts, user, capabilities, seccomp, limits and no network.
-//! Nothing here can be loosened by a switch; sizes come from the Adapter's resources.
+//! Nothing here can be loosened by a switch; every limit comes from the plan's [`Resources`], as
+//! it carries them (memory, CPU and PIDs to the container, sizes to its tmpfs volumes).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -9,6 +10,7 @@ use bollard::models::{
     VolumeCreateRequest,
 };
 
+use roundtable_session_runtime::Resources;
 pub use roundtable_specs::layout as paths;
 use roundtable_specs::layout::AGENT_UID;
 
@@ -65,10 +67,8 @@ pub fn home_volume(name: &str, labels: HashMap<String, String>) -> VolumeCreateR
 pub struct SandboxSpec {
     pub image: String,
     pub labels: HashMap<String, String>,
-    pub memory_bytes: u64,
-    pub nano_cpus: u64,
-    pub pids: u32,
-    /// Named volumes created with [`tmpfs_volume`].
+    pub resources: Resources,
+    /// Named tmpfs volumes: see [`SandboxSpec::tmpfs_volumes`].
     pub workspace_volume: String,
     pub tmp_volume: String,
     /// The controller's own static binary, mounted read-only as PID 1 and tool.
@@ -94,15 +94,24 @@ fn bind(source: &Path, target: &str, read_only: bool) -> Mount {
     }
 }
 
-fn volume(name: &str, target: &str) -> Mount {
+/// A mount of the named volume `created` describes. The mount carries the volume's own driver
+/// options and labels: should the volume be gone when the container is created (removed by a
+/// reaper racing a launch that a killed daemon left in flight), the engine creates it again
+/// from the mount, as the same labelled, sized tmpfs, never as an unlabelled disk volume
+/// without a size limit.
+fn volume(created: &VolumeCreateRequest, target: &str) -> Mount {
     Mount {
         typ: Some(MountType::VOLUME),
-        source: Some(name.to_owned()),
+        source: created.name.clone(),
         target: Some(target.to_owned()),
         read_only: Some(false),
         volume_options: Some(MountVolumeOptions {
             no_copy: Some(true),
-            driver_config: Some(MountVolumeOptionsDriverConfig { name: Some("local".into()), options: None }),
+            labels: created.labels.clone(),
+            driver_config: Some(MountVolumeOptionsDriverConfig {
+                name: created.driver.clone(),
+                options: created.driver_opts.clone(),
+            }),
             ..MountVolumeOptions::default()
         }),
         ..Mount::default()
@@ -110,11 +119,22 @@ fn volume(name: &str, target: &str) -> Mount {
 }
 
 impl SandboxSpec {
+    /// The workspace and `/tmp` volumes, sized by the resources and labelled like the container:
+    /// created before the container that mounts them.
+    pub fn tmpfs_volumes(&self) -> [VolumeCreateRequest; 2] {
+        let Resources { workspace_bytes, tmp_bytes, .. } = self.resources;
+        [
+            tmpfs_volume(&self.workspace_volume, workspace_bytes, TmpfsRoot::Agent, self.labels.clone()),
+            tmpfs_volume(&self.tmp_volume, tmp_bytes, TmpfsRoot::Root, self.labels.clone()),
+        ]
+    }
+
     /// The create body: PID 1 is `roundtable sandbox init`; the agent runs later as an exec.
     pub fn container_body(&self) -> ContainerCreateBody {
+        let [workspace, tmp] = self.tmpfs_volumes();
         let mut mounts = vec![
-            volume(&self.workspace_volume, paths::WORKSPACE),
-            volume(&self.tmp_volume, paths::TMP),
+            volume(&workspace, paths::WORKSPACE),
+            volume(&tmp, paths::TMP),
             bind(&self.binary, paths::BINARY, true),
         ];
         if let Some(source) = &self.source_dir {
@@ -127,9 +147,11 @@ impl SandboxSpec {
             mounts.push(bind(sockets, paths::SOCKETS, false));
         }
         if let Some((name, target)) = &self.home_volume {
-            mounts.push(volume(name, target));
+            // Its labels are the Assignment's, not this container's; it is created first.
+            mounts.push(volume(&home_volume(name, HashMap::new()), target));
         }
-        let memory = i64::try_from(self.memory_bytes).unwrap_or(i64::MAX);
+        let Resources { memory_bytes, nano_cpus, pids, .. } = self.resources;
+        let memory = i64::try_from(memory_bytes).unwrap_or(i64::MAX);
         ContainerCreateBody {
             image: Some(self.image.clone()),
             user: Some(format!("{AGENT_UID}:{AGENT_UID}")),
@@ -145,11 +167,11 @@ impl SandboxSpec {
                 cap_drop: Some(vec!["ALL".into()]),
                 security_opt: Some(vec!["no-new-privileges".into()]),
                 network_mode: Some("none".into()),
-                pids_limit: Some(i64::from(self.pids)),
+                pids_limit: Some(i64::from(pids)),
                 memory: Some(memory),
                 // Equal to memory: no swap.
                 memory_swap: Some(memory),
-                nano_cpus: Some(i64::try_from(self.nano_cpus).unwrap_or(i64::MAX)),
+                nano_cpus: Some(i64::try_from(nano_cpus).unwrap_or(i64::MAX)),
                 privileged: Some(false),
                 init: Some(false),
                 ipc_mode: Some("private".into()),
@@ -168,9 +190,13 @@ mod tests {
         SandboxSpec {
             image: "img".into(),
             labels: HashMap::new(),
-            memory_bytes: 2 << 30,
-            nano_cpus: 2_000_000_000,
-            pids: 256,
+            resources: Resources {
+                memory_bytes: 2 << 30,
+                nano_cpus: 2_000_000_000,
+                pids: 256,
+                workspace_bytes: 1 << 30,
+                tmp_bytes: 1 << 20,
+            },
             workspace_volume: "ws".into(),
             tmp_volume: "tmp".into(),
             binary: PathBuf::from("/usr/bin/roundtable"),
@@ -201,6 +227,41 @@ mod tests {
         assert!(read_only.contains(&(paths::BINARY, true)));
         assert!(read_only.contains(&(paths::WORKSPACE, false)));
         assert!(mounts.iter().all(|m| m.source.as_deref() != Some("/var/run/docker.sock")));
+    }
+
+    #[test]
+    fn a_volume_recreated_from_its_mount_is_the_same_labelled_sized_tmpfs() {
+        let mut spec = spec();
+        spec.labels = HashMap::from([("roundtable.dev/session".to_owned(), "s1".to_owned())]);
+        let body = spec.container_body();
+        let mounts = body.host_config.and_then(|h| h.mounts).expect("mounts");
+        for (created, target) in spec.tmpfs_volumes().iter().zip([paths::WORKSPACE, paths::TMP]) {
+            let mount = mounts.iter().find(|m| m.target.as_deref() == Some(target)).expect("mounted");
+            let options = mount.volume_options.as_ref().expect("volume options");
+            let driver = options.driver_config.as_ref().expect("driver config");
+            assert_eq!(mount.source, created.name);
+            assert_eq!((&driver.name, &driver.options), (&created.driver, &created.driver_opts), "{target}");
+            assert_eq!(options.labels, created.labels, "{target}");
+        }
+    }
+
+    #[test]
+    fn the_volumes_are_sized_and_labelled_as_the_spec_says() {
+        let mut spec = spec();
+        spec.labels = HashMap::from([("roundtable.dev/session".to_owned(), "s1".to_owned())]);
+        let [workspace, tmp] = spec.tmpfs_volumes();
+        let sized = |volume: &VolumeCreateRequest| {
+            let options = volume.driver_opts.as_ref().and_then(|o| o.get("o")).cloned().unwrap_or_default();
+            (volume.name.clone().unwrap_or_default(), options, volume.labels.clone().unwrap_or_default())
+        };
+        let (name, options, labels) = sized(&workspace);
+        assert_eq!(name, "ws");
+        assert!(options.starts_with("size=1073741824,uid=1000,"), "{options}");
+        assert_eq!(labels, spec.labels);
+        let (name, options, labels) = sized(&tmp);
+        assert_eq!(name, "tmp");
+        assert!(options.starts_with("size=1048576,uid=0,"), "{options}");
+        assert_eq!(labels, spec.labels);
     }
 
     #[test]

@@ -5,24 +5,22 @@
 use std::io::Write as _;
 use std::path::Path;
 
+use roundtable_specs::assignment::Task;
+use roundtable_specs::brief::Brief;
+
 /// The file the mock writes in its working directory.
 pub const OUTPUT_FILE: &str = "roundtable-mock.md";
 
 /// Runs the mock against `brief` (the task JSON) in `workspace`; returns the transcript lines.
 pub fn run(brief: &Path, workspace: &Path) -> std::io::Result<Vec<String>> {
     let text = std::fs::read_to_string(brief)?;
-    let brief: serde_json::Value =
+    let brief: Brief =
         serde_json::from_str(&text).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-    let task = &brief["task"];
-    let id = task["id"].as_str().unwrap_or("task");
-    let title = task["title"].as_str().unwrap_or_default();
-    let prompt = task["prompt"].as_str().unwrap_or_default();
+    let Task { id, title, prompt } = &brief.task;
     // Deterministic: the session id derives from the brief.
     let session_id = format!("mock-{}", &roundtable_specs::digest::sha256_hex(text.as_bytes())[..16]);
     let mut body = format!("# {id}: {title}\n\n{prompt}\n");
-    if let Some(files) = brief["manifest"].as_array() {
-        body.push_str(&format!("\nThe mock agent read {} provided files.\n", files.len()));
-    }
+    body.push_str(&format!("\nThe mock agent read {} provided files.\n", brief.manifest.len()));
     let mut file = std::fs::File::create(workspace.join(OUTPUT_FILE))?;
     file.write_all(body.as_bytes())?;
     let lines = vec![

@@ -22,7 +22,7 @@ struct Declared {
 
 impl Service {
     fn declared(&self) -> Declared {
-        let loaded = crate::load(&self.dir);
+        let loaded = crate::load(Some(&self.project));
         let policy = loaded
             .objects
             .iter()
@@ -43,8 +43,15 @@ impl Service {
     /// anchors what it seals and attests (without it, receipts' anchors are verified under the
     /// service's anchor key).
     pub fn admitter(&self, binary: PathBuf, audit_key: Option<Arc<AuditKey>>) -> Admitter {
-        Admitter::new(self.runtime.clone(), self.store.clone(), self.dir.clone(), binary, self.project_id(), audit_key)
-            .with_anchor_key(self.anchor_key.clone())
+        Admitter::new(
+            self.runtime.clone(),
+            self.store.clone(),
+            self.project.spec_dir.clone(),
+            binary,
+            self.project.id.clone(),
+            audit_key,
+        )
+        .with_anchor_key(self.anchor_key.clone())
     }
 
     fn adapter(&self, declared: &Declared, name: &str) -> Result<ResolvedAdapter> {

@@ -1,11 +1,11 @@
 //! Provider plans and output capture for the CLI: the same pure functions
 //! the execution manager uses, applied to what the project declares.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use roundtable_agents::capture::{self, Capture};
 use roundtable_agents::plan::{self, PlanInput, ProviderPlan};
+use roundtable_core::source::Project;
 use roundtable_specs::parse::Spec;
 use roundtable_specs::{Catalog, Object};
 
@@ -22,8 +22,8 @@ pub struct PlanRequest<'a> {
     pub model: Option<&'a str>,
 }
 
-fn loaded(dir: &Path) -> Vec<Arc<Object>> {
-    crate::load(dir).objects
+fn loaded(project: Option<&Project>) -> Vec<Arc<Object>> {
+    crate::load(project).objects
 }
 
 fn adapter(objects: &[Arc<Object>], name: &str) -> Result<roundtable_specs::adapter::ResolvedAdapter, ServiceError> {
@@ -34,8 +34,12 @@ fn adapter(objects: &[Arc<Object>], name: &str) -> Result<roundtable_specs::adap
 }
 
 /// The launch plan of adapter `name`, for an Assignment's prompt and model or for the ones given.
-pub fn adapter_plan(dir: &Path, name: &str, request: &PlanRequest<'_>) -> Result<ProviderPlan, ServiceError> {
-    let objects = loaded(dir);
+pub fn adapter_plan(
+    project: Option<&Project>,
+    name: &str,
+    request: &PlanRequest<'_>,
+) -> Result<ProviderPlan, ServiceError> {
+    let objects = loaded(project);
     let adapter = adapter(&objects, name)?;
     let (mut prompt, mut model) =
         (request.prompt.unwrap_or(PLACEHOLDER_PROMPT).to_owned(), request.model.map(str::to_owned));
@@ -55,7 +59,12 @@ pub fn adapter_plan(dir: &Path, name: &str, request: &PlanRequest<'_>) -> Result
 }
 
 /// What adapter `name`'s provider would capture from `output`.
-pub fn adapter_capture(dir: &Path, name: &str, output: &[u8], truncated: bool) -> Result<Capture, ServiceError> {
-    let adapter = adapter(&loaded(dir), name)?;
+pub fn adapter_capture(
+    project: Option<&Project>,
+    name: &str,
+    output: &[u8],
+    truncated: bool,
+) -> Result<Capture, ServiceError> {
+    let adapter = adapter(&loaded(project), name)?;
     Ok(capture::capture(adapter.provider, output, truncated))
 }

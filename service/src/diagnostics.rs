@@ -377,7 +377,9 @@ impl Endpoint {
 
 impl Service {
     fn diagnosed_adapter(&self, name: &str) -> Option<ResolvedAdapter> {
-        roundtable_specs::Catalog::build(&crate::load(&self.dir).objects).get(name).map(|entry| entry.resolved.clone())
+        roundtable_specs::Catalog::build(&crate::load(Some(&self.project)).objects)
+            .get(name)
+            .map(|entry| entry.resolved.clone())
     }
 
     /// Diagnoses adapter `adapter` inside its image (`binary` is the static roundtable mounted
@@ -442,7 +444,7 @@ impl Service {
         let source = tempfile::Builder::new().prefix("roundtable-diag-").tempdir().map_err(DiagnoseError::SourceDir)?;
         std::fs::set_permissions(source.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .map_err(DiagnoseError::SourceDir)?;
-        let (version_argv, version_source) = version_command(adapter, &self.dir.join("contracts"));
+        let (version_argv, version_source) = version_command(adapter, &self.project.contracts_dir());
         let mut commands = vec![ProbeCommand::new(version_argv), boundary_command()];
         let endpoint = if mcp {
             let (endpoint, token) = Endpoint::start(self, id, &adapter.name)?;
@@ -454,7 +456,7 @@ impl Service {
         let plan = ProbePlan {
             id: id.to_owned(),
             ownership: Ownership {
-                project: self.project_id(),
+                project: self.project.id.clone(),
                 assignment: None,
                 session: id.to_owned(),
                 // As admission's probes: labelled apart from every controller run's agents.
@@ -737,7 +739,8 @@ mod tests {
         )
         .expect("write");
         let runtime = Arc::new(Recorded { plans: std::sync::Mutex::new(Vec::new()), missing });
-        let service = Service::open(&dir, &dir.join("state"), runtime.clone()).await.expect("service");
+        let resolved = roundtable_core::source::Project::resolve(&dir).expect("project");
+        let service = Service::open(&resolved, runtime.clone()).await.expect("service");
         (project, service, runtime)
     }
 

@@ -19,33 +19,58 @@ use roundtable_controller::Reconciler as _;
 use roundtable_core::ObjectReconciler;
 use roundtable_core::backend::{BackendError, RuntimeImages};
 use roundtable_core::prune::{self, Prunable};
-use roundtable_core::source::{Project, Scan, scan};
+use roundtable_core::source::{Project, ProjectError, Scan, scan};
 use roundtable_session_runtime::SessionRuntime;
 use roundtable_specs::output::{
-    DescribeItem, EventItem, Health, ObjectStatus, PlannedChange, ProposalItem, SessionItem, SyncStatus,
+    DescribeItem, EventItem, ObjectStatus, PlannedChange, ProposalItem, SessionItem, SyncStatus,
 };
 use roundtable_specs::{Kind, ObjectKey, ValidationError};
-use roundtable_store::{ProposalRecord, SessionRecord, Store, StoreUrl};
+use roundtable_store::{ProposalRecord, SessionRecord, Store};
 
 pub use lookup::{proposal_item, session_item};
 
-/// Every finding of the static checks over the spec directory `dir` (nothing is created),
+/// Every finding of the static checks over the project's spec directory (nothing is created),
 /// admission contracts in `contracts/` included.
-pub fn validate(dir: &Path) -> Scan {
-    let mut scanned = scan(dir);
-    scanned.findings.extend(roundtable_admission::contracts::check_folder(&dir.join("contracts")));
+pub fn validate(project: &Project) -> Scan {
+    with_contracts(scan(project), &project.spec_dir)
+}
+
+/// [`validate`] of a spec directory `dir` that names no project (`error`): that, and its
+/// admission contracts.
+pub fn validate_unresolved(dir: &Path, error: &ProjectError) -> Scan {
+    with_contracts(roundtable_core::source::scan_unresolved(dir, error), dir)
+}
+
+fn with_contracts(mut scanned: Scan, spec_dir: &Path) -> Scan {
+    let contracts = Project::contracts_dir_of(spec_dir);
+    scanned.findings.extend(roundtable_admission::contracts::check_folder(&contracts));
     scanned
 }
 
-/// What the spec directory `dir` declares; nothing without one (only the built-ins apply).
-fn load(dir: &Path) -> roundtable_core::source::Loaded {
-    if dir.is_dir() { roundtable_core::source::load(dir) } else { Default::default() }
+/// What the project declares; nothing without a project or a spec directory (only the
+/// built-ins apply).
+fn load(project: Option<&Project>) -> roundtable_core::source::Loaded {
+    match project {
+        Some(project) if project.spec_dir.is_dir() => roundtable_core::source::load(project),
+        _ => Default::default(),
+    }
 }
 
 /// Built-in templates and declared Adapters, merged field by field, alphabetical; and the
-/// errors that kept spec files from loading. Without a spec directory, only the built-ins.
-pub fn adapters(dir: &Path) -> (Vec<roundtable_specs::output::AdapterItem>, Vec<ValidationError>) {
-    let loaded = load(dir);
+/// errors that kept spec files from loading. Without a spec directory, only the built-ins; with
+/// one that names no project (`dir` is `/`, say), the built-ins and why.
+pub fn adapters(
+    dir: &std::path::Path,
+    project: Result<&Project, &roundtable_core::source::ProjectError>,
+) -> (Vec<roundtable_specs::output::AdapterItem>, Vec<ValidationError>) {
+    let loaded = match project {
+        Ok(project) => load(Some(project)),
+        Err(error) if dir.is_dir() => roundtable_core::source::Loaded {
+            errors: roundtable_core::source::scan_unresolved(dir, error).findings,
+            ..Default::default()
+        },
+        Err(_) => load(None),
+    };
     let items = roundtable_specs::Catalog::build(&loaded.objects).items();
     let errors = loaded.errors.into_iter().filter(|e| e.severity == roundtable_specs::Severity::Error).collect();
     (items, errors)
@@ -58,8 +83,6 @@ pub enum ServiceError {
     Store(#[from] roundtable_store::Error),
     #[error(transparent)]
     Backend(#[from] BackendError),
-    #[error(transparent)]
-    Project(#[from] roundtable_core::source::ProjectError),
     #[error("a background task failed")]
     Task(#[from] tokio::task::JoinError),
     #[error(transparent)]
@@ -99,10 +122,8 @@ pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
 /// One project's state: its spec directory, its state store, and the session runtime.
 #[derive(Clone)]
 pub struct Service {
-    dir: PathBuf,
-    /// The project's id, resolved once from `dir` when the service opens.
-    project_id: String,
-    state_dir: PathBuf,
+    /// The project, as the caller resolved it.
+    project: Project,
     store: Store,
     runtime: Arc<dyn SessionRuntime>,
     /// Parsed spec files kept between calls (a long-lived process: the daemon's API), so a
@@ -135,17 +156,7 @@ pub struct EngineUnreachable {
 impl EngineUnreachable {
     /// `status`'s row for it: an error (`status --exit-code` exits 1), health unknown.
     pub fn status_row(&self) -> ObjectStatus {
-        ObjectStatus {
-            kind: "Engine".into(),
-            name: self.endpoint.clone(),
-            generation: None,
-            observed_generation: None,
-            sync: SyncStatus::Error,
-            health: Health::Unknown,
-            created_at: None,
-            message: self.to_string(),
-            conditions: Vec::new(),
-        }
+        roundtable_core::status::row::engine_unreachable(&self.endpoint, self.to_string())
     }
 
     /// `plan`'s line for it: `?`, nothing about images and executions can be told.
@@ -211,69 +222,44 @@ fn host_liveness(run: &str) -> roundtable_workspace::runs::Liveness {
 }
 
 impl Service {
-    /// A service over `dir` (the `.roundtable/` folder) whose state lives in `state_dir`. The
-    /// store is opened if it exists; otherwise an empty in-memory one stands in, so read-only
-    /// views of a fresh project create nothing on disk.
-    pub async fn open_for_reading(dir: &Path, state_dir: &Path, runtime: Arc<dyn SessionRuntime>) -> Result<Self> {
-        Self::open_for_reading_at(dir, state_dir, &StoreUrl::in_state_dir(state_dir), runtime).await
-    }
-
-    /// [`Service::open_for_reading`] with the store at `store` (`--store`).
-    pub async fn open_for_reading_at(
-        dir: &Path,
-        state_dir: &Path,
-        store: &StoreUrl,
-        runtime: Arc<dyn SessionRuntime>,
-    ) -> Result<Self> {
-        let store = match Store::open_existing(store).await? {
+    /// A service over `project`. Its store is opened if it exists; otherwise an empty in-memory
+    /// one stands in, so read-only views of a fresh project create nothing on disk.
+    pub async fn open_for_reading(project: &Project, runtime: Arc<dyn SessionRuntime>) -> Result<Self> {
+        let store = match Store::open_existing(&project.store).await? {
             Some(store) => store,
             None => Store::open_in_memory().await?,
         };
-        Self::over(dir, state_dir, store, runtime)
+        Ok(Self::over(project, store, runtime))
     }
 
     /// A service whose store is created if missing (commands that write state).
-    pub async fn open(dir: &Path, state_dir: &Path, runtime: Arc<dyn SessionRuntime>) -> Result<Self> {
-        Self::open_at(dir, state_dir, &StoreUrl::in_state_dir(state_dir), runtime).await
-    }
-
-    /// [`Service::open`] with the store at `store` (`--store`).
-    pub async fn open_at(
-        dir: &Path,
-        state_dir: &Path,
-        store: &StoreUrl,
-        runtime: Arc<dyn SessionRuntime>,
-    ) -> Result<Self> {
-        for tightened in roundtable_store::prepare_state_dir(state_dir)? {
+    pub async fn open(project: &Project, runtime: Arc<dyn SessionRuntime>) -> Result<Self> {
+        for tightened in roundtable_store::prepare_state_dir(&project.state_dir)? {
             tracing::warn!("{tightened}");
         }
-        Self::over(dir, state_dir, Store::connect(store).await?, runtime)
+        Ok(Self::over(project, Store::connect(&project.store).await?, runtime))
     }
 
-    fn over(dir: &Path, state_dir: &Path, store: Store, runtime: Arc<dyn SessionRuntime>) -> Result<Self> {
-        let project_id = Project::resolve(dir)?.id;
-        Ok(Self {
-            dir: dir.to_owned(),
-            project_id,
-            state_dir: state_dir.to_owned(),
-            store,
-            runtime,
-            scan_cache: None,
-            anchor_key: None,
-        })
+    fn over(project: &Project, store: Store, runtime: Arc<dyn SessionRuntime>) -> Self {
+        Self { project: project.clone(), store, runtime, scan_cache: None, anchor_key: None }
     }
 
     pub fn store(&self) -> &Store {
         &self.store
     }
 
+    /// The project this service is over.
+    pub fn project(&self) -> &Project {
+        &self.project
+    }
+
     /// The spec directory (`.roundtable/`).
     pub fn dir(&self) -> &Path {
-        &self.dir
+        &self.project.spec_dir
     }
 
     pub fn state_dir(&self) -> &Path {
-        &self.state_dir
+        &self.project.state_dir
     }
 
     /// This service, keeping parsed spec files between calls.
@@ -291,20 +277,20 @@ impl Service {
     }
 
     async fn scan(&self) -> Result<Scan> {
-        let dir = self.dir.clone();
+        let project = self.project.clone();
         let cache = self.scan_cache.clone();
         Ok(tokio::task::spawn_blocking(move || match cache {
             Some(cache) => {
                 let mut cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                roundtable_core::source::scan_cached(&dir, &mut cache)
+                roundtable_core::source::scan_cached(&project, &mut cache)
             }
-            None => scan(&dir),
+            None => scan(&project),
         })
         .await?)
     }
 
-    fn project_id(&self) -> String {
-        self.project_id.clone()
+    fn project_id(&self) -> &str {
+        &self.project.id
     }
 
     /// Whether the container engine answers now; why not, when it does not.
@@ -326,7 +312,7 @@ impl Service {
         let leftovers = match &unreachable {
             // Nothing can be listed from an engine that does not answer; its row says so.
             Some(_) => Vec::new(),
-            None => match self.runtime.owned(&self.project_id()).await {
+            None => match self.runtime.owned(self.project_id()).await {
                 // What a live controller run (another state directory, say) uses is not a leftover.
                 Ok(found) => found.into_iter().filter(|r| prune::left_alone(r, &runs).is_none()).collect(),
                 Err(error) => {
@@ -344,18 +330,8 @@ impl Service {
         }
         // Labelled leftovers are listed above; here the sessions and proposals past retention.
         let declared = BTreeSet::new();
-        for item in prune::find(&self.store, None, &self.project_id(), &declared, retention, &runs).await? {
-            rows.push(ObjectStatus {
-                kind: item.kind.as_str().to_owned(),
-                name: item.name,
-                generation: None,
-                observed_generation: None,
-                sync: SyncStatus::OutOfSync,
-                health: Health::None,
-                created_at: None,
-                message: format!("requires pruning: {}", item.why),
-                conditions: Vec::new(),
-            });
+        for item in prune::find(&self.store, None, self.project_id(), &declared, retention, &runs).await? {
+            rows.push(roundtable_core::status::row::requires_pruning(item.kind.as_str(), item.name, &item.why));
         }
         Ok(rows)
     }
@@ -385,17 +361,7 @@ impl Service {
                     if running.is_empty() { "nothing".to_owned() } else { running.join(", ") }
                 ),
             };
-            ObjectStatus {
-                kind: "Controller".into(),
-                name: c.id,
-                generation: None,
-                observed_generation: None,
-                sync: if c.sync_note.is_some() { SyncStatus::OutOfSync } else { SyncStatus::Synced },
-                health: if live { Health::Healthy } else { Health::Degraded },
-                created_at: Some(c.started_at),
-                message,
-                conditions: Vec::new(),
-            }
+            roundtable_core::status::row::controller(c.id, c.started_at, c.sync_note.is_some(), live, message)
         });
         Ok(rows.collect())
     }
@@ -522,16 +488,13 @@ impl Service {
     /// What one session's agent printed (as kept).
     pub async fn session_logs(&self, id_or_prefix: &str) -> Result<SessionLogs> {
         let session = self.session_record(id_or_prefix).await?;
-        let read = |stream: &str| -> Vec<u8> {
-            session
-                .exec_dir
-                .as_deref()
-                .and_then(|dir| std::fs::read(Path::new(dir).join(format!("{stream}.log"))).ok())
-                .unwrap_or_default()
+        let folder = session.exec_dir.as_deref().map(roundtable_core::execution::ExecutionFolder::at);
+        let read = |log: fn(&roundtable_core::execution::ExecutionFolder) -> PathBuf| -> Vec<u8> {
+            folder.as_ref().and_then(|folder| std::fs::read(log(folder)).ok()).unwrap_or_default()
         };
         Ok(SessionLogs {
-            stdout: read("stdout"),
-            stderr: read("stderr"),
+            stdout: read(roundtable_core::execution::ExecutionFolder::stdout_log),
+            stderr: read(roundtable_core::execution::ExecutionFolder::stderr_log),
             stdout_truncated: session.stdout_truncated,
             stderr_truncated: session.stderr_truncated,
             session: session.id,
@@ -597,7 +560,7 @@ impl Service {
         let reachable = runtime.health().await.is_ok();
         let runtime = reachable.then_some(runtime);
         let runs = prune::Runs { own: None, liveness: &host_liveness };
-        let found = prune::find(&self.store, runtime, &self.project_id(), &declared, retention, &runs).await?;
+        let found = prune::find(&self.store, runtime, self.project_id(), &declared, retention, &runs).await?;
         let mut failed = if dry_run { Vec::new() } else { prune::remove(&self.store, runtime, &found).await };
         Ok(found
             .into_iter()
@@ -611,6 +574,8 @@ impl Service {
 
 #[cfg(test)]
 mod tests {
+    use roundtable_specs::output::Health;
+
     use super::*;
 
     #[tokio::test]
@@ -622,7 +587,8 @@ mod tests {
         // As the binary builds it when it cannot connect.
         let endpoint = "unix:///nonexistent.sock".to_owned();
         let runtime = Arc::new(roundtable_session_runtime::Unavailable { endpoint, reason });
-        let service = Service::open_for_reading(&dir, &dir.join("state"), runtime).await.expect("service");
+        let project = Project::resolve(&dir).expect("project");
+        let service = Service::open_for_reading(&project, runtime).await.expect("service");
 
         let rows = service.status(Duration::from_secs(3600)).await.expect("status");
         let engine = rows.iter().find(|r| r.kind == "Engine").expect("an Engine row");

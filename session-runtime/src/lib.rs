@@ -1,8 +1,8 @@
 //! The session runtime contract: what the controller asks of a container backend, in terms any
 //! backend can carry out. The Docker implementation (`roundtable-docker`) holds every engine call;
 //! the execution manager, the Adapter reconciler, `status` and `prune` see only this trait, and
-//! their tests drive it with a fake. `docs/architecture.md` describes how a Kubernetes Job backend
-//! would implement the same trait.
+//! their tests drive it with a fake. `docs/kubernetes-backend.md` describes how a backend that
+//! runs each session as a kubernetes-sigs/agent-sandbox `Sandbox` would implement the same trait.
 
 pub mod labels;
 
@@ -33,6 +33,28 @@ pub struct Resources {
     pub pids: u32,
     pub workspace_bytes: u64,
     pub tmp_bytes: u64,
+}
+
+/// The Adapter's resources (after defaults) as the engine's numbers: the one conversion on the
+/// way from the request to the engine. This shape is what the plan, the hardened profile and
+/// its volumes carry from here on.
+impl From<&roundtable_specs::adapter::Resources> for Resources {
+    fn from(granted: &roundtable_specs::adapter::Resources) -> Self {
+        Self {
+            memory_bytes: granted.memory.bytes(),
+            nano_cpus: granted.cpus.nanos(),
+            pids: granted.pids,
+            workspace_bytes: granted.workspace_size.bytes(),
+            tmp_bytes: granted.tmp_size.bytes(),
+        }
+    }
+}
+
+impl Resources {
+    /// The CPU limit in thousandths of a CPU, as the self-check reads it back.
+    pub fn cpu_millis(&self) -> u64 {
+        self.nano_cpus / 1_000_000
+    }
 }
 
 /// How much one export may unpack on the host.
@@ -502,6 +524,30 @@ mod tests {
         assert_eq!(captured.bytes, b"hello wo");
         assert_eq!(captured.total, 11);
         assert!(captured.truncated());
+    }
+
+    #[test]
+    fn the_adapters_resources_become_the_engines_numbers() {
+        use roundtable_specs::units::{Cpus, Quantity};
+        let granted = roundtable_specs::adapter::Resources {
+            memory: Quantity::mebibytes(512),
+            cpus: Cpus::from_millis(1500),
+            pids: 256,
+            workspace_size: Quantity::gibibytes(1),
+            tmp_size: Quantity::mebibytes(64),
+        };
+        let resources = Resources::from(&granted);
+        assert_eq!(
+            resources,
+            Resources {
+                memory_bytes: 512 << 20,
+                nano_cpus: 1_500_000_000,
+                pids: 256,
+                workspace_bytes: 1 << 30,
+                tmp_bytes: 64 << 20,
+            }
+        );
+        assert_eq!(resources.cpu_millis(), 1500, "what the self-check expects is what was granted");
     }
 
     #[test]

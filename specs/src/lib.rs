@@ -5,6 +5,7 @@ pub mod adapter;
 pub mod admission;
 pub mod assignment;
 pub mod audit;
+pub mod brief;
 pub mod builtins;
 pub mod catalog;
 pub mod contract;

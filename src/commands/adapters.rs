@@ -8,7 +8,7 @@ use crate::cli::{Format, Global};
 use crate::render;
 
 pub fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
-    let (items, errors) = roundtable_service::adapters(&global.dir);
+    let (items, errors) = roundtable_service::adapters(&global.dir, global.project().as_deref());
     for error in &errors {
         eprintln!("{}", render::sanitize(&error.to_string()));
     }
@@ -52,7 +52,7 @@ pub fn plan(
     request: &roundtable_service::agents::PlanRequest<'_>,
     format: Format,
 ) -> anyhow::Result<ExitCode> {
-    let plan = roundtable_service::agents::adapter_plan(&global.dir, name, request)?;
+    let plan = roundtable_service::agents::adapter_plan(global.project().ok(), name, request)?;
     // OPENCODE_CONFIG_CONTENT's value is the manifest, shown with the files; no variable's value
     // is printed.
     let files: Vec<serde_json::Value> = plan
@@ -130,7 +130,7 @@ pub fn capture(global: &Global, name: &str, truncated: bool, format: Format) -> 
     use std::io::Read as _;
     let mut output = Vec::new();
     std::io::stdin().lock().read_to_end(&mut output)?;
-    let captured = roundtable_service::agents::adapter_capture(&global.dir, name, &output, truncated)?;
+    let captured = roundtable_service::agents::adapter_capture(global.project().ok(), name, &output, truncated)?;
     let (id, reason) = match &captured.session_id {
         Ok(id) => (Some(id.as_str().to_owned()), None),
         Err(reason) => (None, Some(reason.to_string())),

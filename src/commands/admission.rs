@@ -96,7 +96,7 @@ pub async fn check(global: &Global, name: &str, seal: bool, format: Format) -> a
     let item = match service.admission_check(&admitter, name, seal).await {
         Ok(item) => item,
         Err(ServiceError::NotFound { .. }) => {
-            let (adapters, _) = roundtable_service::adapters(&global.dir);
+            let (adapters, _) = roundtable_service::adapters(&global.dir, global.project().as_deref());
             let names: Vec<String> = adapters.into_iter().map(|a| a.name).collect();
             eprintln!("error: no adapter named {:?}; known adapters: {}", render::sanitize(name), names.join(", "));
             return Ok(ExitCode::from(2));

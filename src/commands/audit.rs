@@ -1,8 +1,8 @@
-//! `roundtable audit verify|export`: the HMAC audit chain from the operator's side, and where its
-//! key lives by default.
+//! `roundtable audit verify|export`: the HMAC audit chain from the operator's side, and the keys
+//! commands write and read it with (where the key lives is `crate::project`'s to say).
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -12,40 +12,16 @@ use roundtable_store::audit::{AuditKey, ChainRow, KeyChoice, Verified, verify_ro
 use crate::cli::Global;
 use crate::commands::state::open_for_reading;
 
-/// Roundtable's per-host state: `/var/lib/roundtable` as root, else `$XDG_STATE_HOME/roundtable`.
-pub fn host_state_root() -> anyhow::Result<PathBuf> {
-    if roundtable_workspace::sockets::running_as_root() {
-        return Ok(PathBuf::from("/var/lib/roundtable"));
-    }
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state")))
-        .context("neither XDG_STATE_HOME nor HOME is set")?;
-    Ok(state.join("roundtable"))
-}
-
-/// `--audit-key`, or the project's key under the host state root (never in the state directory,
-/// which travels with the project).
-pub fn key_path(global: &Global) -> anyhow::Result<PathBuf> {
-    match &global.audit_key {
-        Some(path) => Ok(path.clone()),
-        None => {
-            let project = roundtable_core::source::Project::resolve(&global.dir)?;
-            Ok(host_state_root().context("pass --audit-key")?.join("keys").join(format!("{}.key", project.id)))
-        }
-    }
-}
-
 /// The key a command that writes `store`'s chain uses: the existing one, the first one, or a
 /// refusal when it was lost (only `start --new-audit-key` replaces a lost key).
 pub async fn writer_key(global: &Global, store: &roundtable_store::Store) -> anyhow::Result<AuditKey> {
-    Ok(store.audit_key(&key_path(global)?, KeyChoice::Existing).await?)
+    Ok(store.audit_key(&global.audit_key_path()?, KeyChoice::Existing).await?)
 }
 
 /// The key a command that only reads `store`'s chain verifies with: the key file when it is
 /// there, none when it is not (a reader never creates one).
 pub fn reader_key(global: &Global) -> anyhow::Result<Option<AuditKey>> {
-    let path = key_path(global)?;
+    let path = global.audit_key_path()?;
     if !path.try_exists().with_context(|| format!("cannot look for the audit key {}", path.display()))? {
         return Ok(None);
     }
@@ -72,7 +48,7 @@ pub async fn verify(
     to: Option<i64>,
     slice: Option<&Path>,
 ) -> anyhow::Result<ExitCode> {
-    let key = AuditKey::load(&key_path(global)?)?;
+    let key = AuditKey::load(&global.audit_key_path()?)?;
     let verified = match slice {
         Some(file) => {
             let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use roundtable_specs::List;
 use roundtable_specs::audit::Pruned;
-use roundtable_specs::output::{Health, ObjectStatus, SyncStatus};
+use roundtable_specs::output::ObjectStatus;
 
 use crate::cli::{Format, Global};
 use crate::commands::state::open_for_reading;
@@ -25,23 +25,17 @@ pub async fn run(global: &Global, retention: Duration, dry_run: bool, format: Fo
     }
     let rows: Vec<ObjectStatus> = pruned
         .iter()
-        .map(|pruned| ObjectStatus {
-            kind: pruned.item.kind.as_str().to_owned(),
-            name: pruned.item.name.clone(),
-            generation: None,
-            observed_generation: None,
-            sync: if pruned.error.is_some() { SyncStatus::Error } else { SyncStatus::OutOfSync },
-            health: Health::None,
-            created_at: None,
-            message: match (&pruned.error, dry_run) {
+        .map(|pruned| {
+            let message = match (&pruned.error, dry_run) {
                 _ if pruned.item.skipped.is_some() => {
                     format!("{} ({})", pruned.item.skipped.as_deref().unwrap_or_default(), pruned.item.why)
                 }
                 (Some(error), _) => format!("not removed: {}", roundtable_telemetry::error_chain(error)),
                 (None, true) => format!("would remove: {}", pruned.item.why),
                 (None, false) => format!("removed: {}", pruned.item.why),
-            },
-            conditions: Vec::new(),
+            };
+            let (kind, name) = (pruned.item.kind.as_str(), pruned.item.name.clone());
+            roundtable_core::status::row::pruned(kind, name, pruned.error.is_some(), message)
         })
         .collect();
     match format {

@@ -28,7 +28,7 @@ pub async fn run(global: &Global, object: &str) -> anyhow::Result<ExitCode> {
         eprintln!("error: the daemon answered {}: {message}", answer.status);
         return Ok(ExitCode::from(1));
     }
-    let service = Service::open_at(&global.dir, &state_dir, &global.store_url(), runtime().await).await?;
+    let service = Service::open(global.project()?, runtime().await).await?;
     let outcome = service.reconcile_in_process(&key).await;
     if outcome.is_ok() {
         let record = ReconcileRequested { object: key.to_string(), how: ReconcileHow::InProcess };

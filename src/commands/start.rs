@@ -23,25 +23,26 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     if let Some(problem) = args.gateway_allow_cidrs.iter().find_map(|cidr| cidr.refused_as_exception()) {
         anyhow::bail!("--gateway-allow-cidr {problem}");
     }
-    let state_dir = global.state_dir();
-    for tightened in roundtable_store::prepare_state_dir(&state_dir)? {
+    let project = global.project()?;
+    let state_dir = &project.state_dir;
+    for tightened in roundtable_store::prepare_state_dir(state_dir)? {
         eprintln!("roundtable: {tightened}");
     }
-    if roundtable_api::auth::ensure_token(&state_dir)? {
+    if roundtable_api::auth::ensure_token(state_dir)? {
         eprintln!(
             "roundtable: created the API's operator token {} (0600)",
-            roundtable_api::auth::token_path(&state_dir).display()
+            roundtable_api::auth::token_path(state_dir).display()
         );
     }
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let holder = format!("pid {} on {} since {}", std::process::id(), host.trim(), time_now());
-    let store_url = global.store_url();
     // On a store of its own (SQLite) one daemon per state directory; several controllers share a
     // PostgreSQL store, each registered in it, and lease executions.
-    let _lock = if store_url.is_shared() { None } else { Some(roundtable_store::lock::acquire(&state_dir, &holder)?) };
-    let store = Store::connect(&store_url).await?;
+    let _lock =
+        if project.store.is_shared() { None } else { Some(roundtable_store::lock::acquire(state_dir, &holder)?) };
+    let store = Store::connect(&project.store).await?;
     let choice = if args.new_audit_key { KeyChoice::ReplaceLost } else { KeyChoice::Existing };
-    let audit_key = store.audit_key(&crate::commands::audit::key_path(global)?, choice).await?;
+    let audit_key = store.audit_key(&global.audit_key_path()?, choice).await?;
     if args.new_audit_key {
         eprintln!(
             "roundtable: created the audit key {} in place of a lost one; entries sealed before it no longer verify (`audit verify` names them)",
@@ -49,15 +50,15 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
         );
     }
 
-    let mut config = DaemonConfig::new(global.dir.clone(), state_dir.clone());
+    let mut config = DaemonConfig::new(project.clone());
     config.controller.concurrency = args.concurrency.max(1);
     config.controller.grace = args.grace.as_std();
     config.resync = args.resync.as_std();
     config.retention = args.retention.as_std();
 
     let (shutdown, hurry) = crate::signals::shutdown_then_hurry()?;
-    eprintln!("roundtable: watching {} (state in {})", global.dir.display(), global.state_dir().display());
-    let execution = execution_config(global, args, &Project::resolve(&global.dir)?, audit_key)?;
+    eprintln!("roundtable: watching {} (state in {})", project.spec_dir.display(), state_dir.display());
+    let execution = execution_config(global, args, project, audit_key)?;
     config.audit_key = execution.audit_key.clone();
     // Each egress tunnel holds two descriptors.
     if let Err(error) = roundtable_gateway::limits::raise_open_file_limit() {
@@ -79,7 +80,7 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     };
     let runtime = crate::commands::state::runtime().await;
     let link = roundtable_core::daemon::DaemonLink::default();
-    let api = serve_api(global, args, &state_dir, &runtime, &link, &execution).await?;
+    let api = serve_api(args, &runtime, &link, &execution).await?;
     match runtime.health().await {
         Ok(health) => {
             tracing::info!(endpoint = %health.endpoint, version = %health.version, "connected to the container engine")
@@ -106,13 +107,10 @@ fn execution_config(
     project: &Project,
     audit_key: AuditKey,
 ) -> anyhow::Result<ExecutionConfig> {
-    let execution_root = match &args.execution_root {
-        Some(root) => root.clone(),
-        None => default_execution_root()?.join(&project.id),
-    };
+    let execution_root = global.execution_root(args.execution_root.as_ref())?;
     let execution_root = roundtable_workspace::private_dir::prepare(&execution_root)
         .with_context(|| format!("cannot use {} as the execution root", execution_root.display()))?;
-    let proposals_dir = global.state_dir().join("proposals");
+    let proposals_dir = project.proposals_dir();
     std::fs::create_dir_all(&proposals_dir).with_context(|| format!("cannot create {}", proposals_dir.display()))?;
     std::fs::set_permissions(&proposals_dir, std::fs::Permissions::from_mode(0o700))?;
     let mut secrets: HashMap<String, String> = std::env::vars().collect();
@@ -122,16 +120,14 @@ fn execution_config(
     let run = format!("{:x}{:06x}", std::process::id(), fastrand_suffix());
     Ok(ExecutionConfig {
         max_executions: args.max_executions.max(1),
+        project: project.clone(),
         execution_root,
-        proposals_dir,
         binary: std::env::current_exe().context("cannot find roundtable's own binary")?,
-        project_root: project.root.clone(),
-        project_id: project.id.clone(),
         controller_run: run,
         socket_root: roundtable_workspace::sockets::default_root_for_this_user(),
         secrets,
         audit_key: Some(std::sync::Arc::new(audit_key)),
-        spec_dir: Some(global.dir.clone()),
+        gates: true,
         lease_ttl: args.lease_ttl.as_std(),
         egress: roundtable_core::egress::EgressOptions {
             resolver: args.gateway_resolver,
@@ -144,11 +140,6 @@ fn execution_config(
 
 fn fastrand_suffix() -> u32 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_micros()).unwrap_or(0)
-}
-
-/// `/var/lib/roundtable/executions` as root, else `$XDG_STATE_HOME/roundtable/executions`.
-fn default_execution_root() -> anyhow::Result<PathBuf> {
-    Ok(crate::commands::audit::host_state_root().context("pass --execution-root")?.join("executions"))
 }
 
 fn time_now() -> String {
@@ -179,13 +170,13 @@ impl ServedApi {
 /// Binds the API before the daemon starts (a taken port fails `start` at once), and serves it
 /// beside the daemon: always on the CLI's private socket, and on `--api-listen` when given.
 async fn serve_api(
-    global: &Global,
     args: &StartArgs,
-    state_dir: &std::path::Path,
     runtime: &std::sync::Arc<dyn roundtable_session_runtime::SessionRuntime>,
     link: &roundtable_core::daemon::DaemonLink,
     execution: &ExecutionConfig,
 ) -> anyhow::Result<ServedApi> {
+    let project = &execution.project;
+    let state_dir = project.state_dir.as_path();
     // `cli::parse` refused contradictory listener flags before anything started.
     let listener = args.api_listener().map_err(anyhow::Error::msg)?;
     let extra = match &listener {
@@ -199,17 +190,13 @@ async fn serve_api(
     let socket = roundtable_api::cli_socket(state_dir);
     let private = roundtable_api::listen::bind_unix(&socket)
         .with_context(|| format!("cannot serve the API on the CLI's socket {}", socket.display()))?;
-    let service = roundtable_service::Service::open_at(&global.dir, state_dir, &global.store_url(), runtime.clone())
+    let service = roundtable_service::Service::open(project, runtime.clone())
         .await?
         .with_scan_cache()
         .with_anchor_key(execution.audit_key.clone());
     let workspace = match &args.workspace {
         Some(name) => name.clone(),
-        None => execution
-            .project_root
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "default".into()),
+        None => project.root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "default".into()),
     };
     let state = roundtable_api::ApiState {
         service,

@@ -24,14 +24,13 @@ pub async fn runtime() -> Arc<dyn SessionRuntime> {
 /// The project's service; its store if it exists, else an empty in-memory one (so a fresh
 /// project shows everything as not yet recorded, and nothing is created on disk).
 pub async fn open_for_reading(global: &Global) -> anyhow::Result<Service> {
-    let service =
-        Service::open_for_reading_at(&global.dir, &global.state_dir(), &global.store_url(), runtime().await).await?;
+    let service = Service::open_for_reading(global.project()?, runtime().await).await?;
     Ok(service.with_anchor_key(anchor_key(global)))
 }
 
 /// The project's service with its store created if missing (commands that write state).
 pub async fn open_for_writing(global: &Global) -> anyhow::Result<Service> {
-    let service = Service::open_at(&global.dir, &global.state_dir(), &global.store_url(), runtime().await).await?;
+    let service = Service::open(global.project()?, runtime().await).await?;
     Ok(service.with_anchor_key(anchor_key(global)))
 }
 

@@ -8,7 +8,10 @@ use crate::cli::{Format, Global};
 use crate::render;
 
 pub fn run(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
-    let scanned = roundtable_service::validate(&global.dir);
+    let scanned = match global.project() {
+        Ok(project) => roundtable_service::validate(project),
+        Err(error) => roundtable_service::validate_unresolved(&global.dir, &error),
+    };
     let errors = scanned.errors().count();
     match format {
         Format::Json => print!("{}", render::json(&List::of(scanned.findings))?),

@@ -145,6 +145,15 @@ fn adapters_list_without_specs_shows_the_six_builtins() {
 }
 
 #[test]
+fn adapters_list_on_a_folder_that_names_no_project_says_why_and_fails() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = roundtable(tmp.path(), &["adapters", "list", "--dir", "/", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("has no parent folder to be the project root"), "{}", stderr(&out));
+    assert_eq!(item_names(&json(&stdout(&out))).len(), 6, "the built-ins are still listed");
+}
+
+#[test]
 fn an_unknown_adapter_is_an_error_never_generic() {
     let tree = spec_tree(&[(
         "a.yaml",

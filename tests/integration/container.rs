@@ -113,9 +113,13 @@ impl Sandbox {
         let spec = SandboxSpec {
             image: IMAGE.into(),
             labels: labels.clone(),
-            memory_bytes: memory,
-            nano_cpus: 1_000_000_000,
-            pids: PIDS,
+            resources: Resources {
+                memory_bytes: memory,
+                nano_cpus: 1_000_000_000,
+                pids: PIDS,
+                workspace_bytes: 32 << 20,
+                tmp_bytes: 16 << 20,
+            },
             workspace_volume: volumes[0].clone(),
             tmp_volume: volumes[1].clone(),
             binary: binary(),

@@ -50,8 +50,8 @@ fn project() -> tempfile::TempDir {
 async fn service(root: &Path) -> Service {
     let runtime: Arc<dyn roundtable_session_runtime::SessionRuntime> =
         Arc::new(roundtable_docker::DockerRuntime::connect().await.expect("engine"));
-    let dir = root.join(".roundtable");
-    Service::open(&dir, &dir.join("state"), runtime).await.expect("service")
+    let project = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project");
+    Service::open(&project, runtime).await.expect("service")
 }
 
 fn status(report: &DiagnosticReport, name: &str) -> CheckStatus {

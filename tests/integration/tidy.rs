@@ -495,3 +495,166 @@ fn the_code_maps_dependency_block_is_the_manifests() {
     }
     assert!(problems.is_empty(), "docs/architecture.md's code map has drifted:\n{}", problems.join("\n"));
 }
+
+/// The inline code spans of a Markdown document, fenced blocks left out.
+fn code_spans(markdown: &str) -> Vec<String> {
+    let mut prose = String::new();
+    let mut fenced = false;
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced {
+            prose.push_str(line);
+            prose.push('\n');
+        }
+    }
+    prose.split('`').skip(1).step_by(2).map(str::to_owned).collect()
+}
+
+/// `a/{b,c}.rs` as `a/b.rs` and `a/c.rs`; anything else as itself.
+fn expand_braces(token: &str) -> Vec<String> {
+    match (token.find('{'), token.find('}')) {
+        (Some(open), Some(close)) if open < close => token[open + 1..close]
+            .split(',')
+            .flat_map(|choice| expand_braces(&format!("{}{choice}{}", &token[..open], &token[close + 1..])))
+            .collect(),
+        _ => vec![token.to_owned()],
+    }
+}
+
+/// How many repository paths `doc` writes in backticks (`core/src/reconcile.rs`, `docker/src/`,
+/// `api/src/routes/read.rs::status`), and those that do not exist. A token counts as a path when
+/// it has no spaces, contains `/` and starts with a folder git tracks at the top of the
+/// repository; container paths (`/roundtable/…`), placeholders (`<state-dir>/…`) and URLs do not.
+fn missing_paths(doc: &str) -> (usize, Vec<String>) {
+    let root = repo_root();
+    let text = std::fs::read_to_string(root.join(doc)).expect(doc);
+    let top: BTreeSet<String> = repository_files()
+        .iter()
+        .filter_map(|path| path.strip_prefix(&root).ok()?.components().next())
+        .map(|first| first.as_os_str().to_string_lossy().into_owned())
+        .filter(|first| root.join(first).is_dir())
+        .collect();
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for span in code_spans(&text) {
+        let token = span.split("::").next().unwrap_or_default();
+        if token.chars().any(char::is_whitespace) || !token.contains('/') {
+            continue;
+        }
+        if !token.split('/').next().is_some_and(|first| top.contains(first)) {
+            continue;
+        }
+        for path in expand_braces(token) {
+            checked += 1;
+            if !root.join(&path).exists() {
+                missing.push(format!("{doc}: `{span}` names {path}, which does not exist"));
+            }
+        }
+    }
+    (checked, missing)
+}
+
+/// Every repository path the code map names exists, so a move that forgets the map fails here.
+#[test]
+fn every_path_the_code_map_names_exists() {
+    let mut missing = Vec::new();
+    // At least this many paths each: a parser that found none would pass vacuously.
+    for (doc, at_least) in [("docs/architecture.md", 100), ("docs/kubernetes-backend.md", 5)] {
+        let (checked, absent) = missing_paths(doc);
+        assert!(checked >= at_least, "{doc}: found only {checked} paths to check");
+        missing.extend(absent);
+    }
+    assert!(missing.is_empty(), "the docs name paths that are not there (update the map):\n{}", missing.join("\n"));
+}
+
+/// The leads of the code map's bold paragraphs (`**…**` at the start of a line).
+fn bold_leads(markdown: &str) -> Vec<String> {
+    markdown
+        .lines()
+        .filter_map(|line| line.strip_prefix("**"))
+        .filter_map(|rest| rest.split_once("**").map(|(lead, _)| lead.to_owned()))
+        .collect()
+}
+
+/// Each workspace member has a paragraph in the code map whose bold lead names its folder and
+/// its package in backticks: `**`specs` (`roundtable-specs`).**`, or for the root package
+/// `**Root package `roundtable` (`src/`).**`.
+#[test]
+fn every_crate_has_a_paragraph_in_the_code_map() {
+    let root = std::fs::read_to_string(repo_root().join("Cargo.toml")).expect("Cargo.toml");
+    let members = root.split("members = [").nth(1).and_then(|rest| rest.split(']').next()).expect("members");
+    let map = std::fs::read_to_string(repo_root().join("docs/architecture.md")).expect("architecture.md");
+    let section = map.split("\n## Code map\n").nth(1).expect("a Code map section");
+    let section = section.split("\n## ").next().unwrap_or_default();
+    let leads = bold_leads(section);
+    let mut unmapped = Vec::new();
+    let mut count = 0;
+    for member in members.split(',').map(|m| m.trim().trim_matches('"')).filter(|m| !m.is_empty()) {
+        count += 1;
+        let manifest = std::fs::read_to_string(repo_root().join(member).join("Cargo.toml")).expect(member);
+        let package = manifest
+            .lines()
+            .find_map(|line| line.strip_prefix("name = "))
+            .map(|name| name.trim_matches('"'))
+            .expect("name");
+        let folder = if member == "." { "src/" } else { member };
+        let (folder, package) = (format!("`{folder}`"), format!("`{package}`"));
+        if !leads.iter().any(|lead| lead.contains(&folder) && lead.contains(&package)) {
+            unmapped.push(format!("{member} (a bold lead naming {folder} and {package})"));
+        }
+    }
+    assert!(count > 10, "found only {count} workspace members");
+    assert!(unmapped.is_empty(), "docs/architecture.md's code map has no paragraph for: {unmapped:#?}");
+}
+
+/// The subcommands `roundtable <path> --help` lists (without clap's `help`).
+fn subcommands(path: &[String]) -> Vec<String> {
+    let output = std::process::Command::new(crate::support::binary())
+        .args(path)
+        .arg("--help")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run roundtable --help");
+    assert!(
+        output.status.success(),
+        "roundtable {} --help: {}",
+        path.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let help = String::from_utf8_lossy(&output.stdout).into_owned();
+    let Some(listed) = help.split("\nCommands:\n").nth(1) else { return Vec::new() };
+    listed
+        .lines()
+        .take_while(|line| !line.trim().is_empty())
+        // A command's line starts with two spaces and its name; wrapped help is indented further.
+        .filter(|line| line.starts_with("  ") && !line.starts_with("   "))
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every command of the binary, as `help` lists them, is in `docs/cli.md` (as
+/// `roundtable sessions list`, say), so a new command cannot ship without its reference.
+#[test]
+fn the_cli_reference_names_every_command() {
+    let reference = std::fs::read_to_string(repo_root().join("docs/cli.md")).expect("docs/cli.md");
+    let mut pending: Vec<Vec<String>> = subcommands(&[]).into_iter().map(|name| vec![name]).collect();
+    assert!(pending.len() > 15, "found only {} commands in `roundtable --help`", pending.len());
+    let mut missing = Vec::new();
+    let mut seen = 0;
+    while let Some(path) = pending.pop() {
+        seen += 1;
+        let command = format!("roundtable {}", path.join(" "));
+        let named = reference.match_indices(&command).any(|(at, _)| {
+            reference[at + command.len()..].chars().next().is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '-'))
+        });
+        if !named {
+            missing.push(command);
+        }
+        pending.extend(subcommands(&path).into_iter().map(|name| [path.clone(), vec![name]].concat()));
+    }
+    assert!(seen > 30, "found only {seen} commands");
+    assert!(missing.is_empty(), "docs/cli.md does not name these commands: {missing:#?}");
+}

@@ -1,45 +1,137 @@
-//! The routes: which handler serves which path, behind which layers. Reads and writes under
-//! `/v1` and `/mcp` need the operator token; `/healthz`, `/readyz` and the OpenAPI document do
-//! not. Mutations pass the idempotency layer after auth.
+//! The route table: which method on which path template is served by which handler, and whether
+//! it needs the operator token. The router is built from it and nothing else, and a test checks
+//! the OpenAPI document against it (`openapi::tests`). Reads and writes under `/v1` and `/mcp`
+//! need the operator token; `/healthz`, `/readyz` and the OpenAPI document do not. Mutations pass
+//! the idempotency layer after auth.
 
 pub(crate) mod agents;
 mod ops;
 pub(crate) mod read;
 pub(crate) mod write;
 
+use std::fmt;
+
 use axum::Router;
+use axum::handler::Handler;
 use axum::middleware::from_fn_with_state;
-use axum::routing::{get, post};
+use axum::routing::{MethodFilter, MethodRouter, on};
 
 use crate::state::ApiState;
 
-/// The whole API.
+/// Who may call a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Anyone who reaches the listener: probes and the document.
+    Public,
+    /// Only a request with the operator token; mutations are idempotent.
+    Operator,
+}
+
+/// The HTTP methods the API serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Verb {
+    Get,
+    Post,
+    Delete,
+}
+
+impl Verb {
+    /// Axum's filter for it; a GET route also answers HEAD, as axum's `get` does.
+    fn filter(self) -> MethodFilter {
+        match self {
+            Verb::Get => MethodFilter::GET,
+            Verb::Post => MethodFilter::POST,
+            Verb::Delete => MethodFilter::DELETE,
+        }
+    }
+
+    /// Its key in an OpenAPI path item.
+    pub(crate) fn openapi_key(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::Post => "post",
+            Verb::Delete => "delete",
+        }
+    }
+}
+
+impl fmt::Display for Verb {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Verb::Get => "GET",
+            Verb::Post => "POST",
+            Verb::Delete => "DELETE",
+        })
+    }
+}
+
+/// One row of the table.
+pub(crate) struct Route {
+    pub(crate) access: Access,
+    pub(crate) verb: Verb,
+    /// Axum's path template, which is also OpenAPI's (`/v1/sessions/{id}`).
+    pub(crate) path: &'static str,
+    /// The handler, bound to a method only when the router is built, so the router serves it
+    /// under `verb` and nothing else.
+    handler: Box<dyn FnOnce(MethodFilter) -> MethodRouter<ApiState>>,
+}
+
+fn route<H, T>(access: Access, verb: Verb, path: &'static str, handler: H) -> Route
+where
+    H: Handler<T, ApiState>,
+    T: 'static,
+{
+    Route { access, verb, path, handler: Box::new(move |filter| on(filter, handler)) }
+}
+
+/// Every route the API serves.
+pub(crate) fn table() -> Vec<Route> {
+    use Access::{Operator, Public};
+    use Verb::{Delete, Get, Post};
+    vec![
+        route(Public, Get, "/healthz", ops::healthz),
+        route(Public, Get, "/readyz", ops::readyz),
+        route(Public, Get, "/v1/openapi.json", ops::openapi),
+        route(Operator, Get, "/v1/status", read::status),
+        route(Operator, Get, "/v1/adapters", read::adapters),
+        route(Operator, Get, "/v1/assignments/{name}", read::assignment),
+        route(Operator, Get, "/v1/sessions", read::sessions),
+        route(Operator, Post, "/v1/sessions", write::register_session),
+        route(Operator, Get, "/v1/sessions/{id}", read::session),
+        route(Operator, Get, "/v1/sessions/{id}/logs", read::session_logs),
+        route(Operator, Get, "/v1/proposals", read::proposals),
+        route(Operator, Get, "/v1/proposals/{id}", read::proposal),
+        route(Operator, Get, "/v1/events", read::events),
+        route(Operator, Post, "/v1/reconcile/{kind}/{name}", write::reconcile),
+        route(Operator, Get, "/v1/workspaces/{ws}/agents", agents::list),
+        route(Operator, Get, "/v1/workspaces/{ws}/agents/{id}", agents::detail),
+        route(Operator, Post, "/v1/workspaces/{ws}/agents/{id}/enable", agents::enable),
+        route(Operator, Post, "/v1/workspaces/{ws}/agents/{id}/disable", agents::disable),
+        route(Operator, Post, "/v1/workspaces/{ws}/agents/{id}/diagnostics", agents::diagnose),
+        route(Operator, Get, "/v1/workspaces/{ws}/agents/{id}/diagnostics", agents::diagnostics),
+        route(Operator, Get, "/v1/workspaces/{ws}/agents/{id}/diagnostics/{diagnostic}", agents::diagnostic),
+        route(Operator, Get, "/metrics", ops::metrics),
+        route(Operator, Post, "/mcp", crate::mcp::post),
+        route(Operator, Get, "/mcp", crate::mcp::get),
+        route(Operator, Delete, "/mcp", crate::mcp::delete),
+    ]
+}
+
+/// The whole API, built from [`table`].
 pub fn router(state: ApiState) -> Router {
-    let operator = Router::new()
-        .route("/v1/status", get(read::status))
-        .route("/v1/adapters", get(read::adapters))
-        .route("/v1/assignments/{name}", get(read::assignment))
-        .route("/v1/sessions", get(read::sessions).post(write::register_session))
-        .route("/v1/sessions/{id}", get(read::session))
-        .route("/v1/sessions/{id}/logs", get(read::session_logs))
-        .route("/v1/proposals", get(read::proposals))
-        .route("/v1/proposals/{id}", get(read::proposal))
-        .route("/v1/events", get(read::events))
-        .route("/v1/reconcile/{kind}/{name}", post(write::reconcile))
-        .route("/v1/workspaces/{ws}/agents", get(agents::list))
-        .route("/v1/workspaces/{ws}/agents/{id}", get(agents::detail))
-        .route("/v1/workspaces/{ws}/agents/{id}/enable", post(agents::enable))
-        .route("/v1/workspaces/{ws}/agents/{id}/disable", post(agents::disable))
-        .route("/v1/workspaces/{ws}/agents/{id}/diagnostics", post(agents::diagnose).get(agents::diagnostics))
-        .route("/v1/workspaces/{ws}/agents/{id}/diagnostics/{diagnostic}", get(agents::diagnostic))
-        .route("/metrics", get(ops::metrics))
-        .route("/mcp", post(crate::mcp::post).get(crate::mcp::get).delete(crate::mcp::delete))
+    let (mut public, mut operator) = (Router::new(), Router::new());
+    // Routes on one path merge into one method router (axum panics on a method given twice).
+    for Route { access, verb, path, handler } in table() {
+        let handler = handler(verb.filter());
+        match access {
+            Access::Public => public = public.route(path, handler),
+            Access::Operator => operator = operator.route(path, handler),
+        }
+    }
+    let operator = operator
         .layer(from_fn_with_state(state.clone(), crate::idempotency::idempotent))
         .layer(from_fn_with_state(state.token.clone(), crate::auth::require_operator));
-    Router::new()
-        .route("/healthz", get(ops::healthz))
-        .route("/readyz", get(ops::readyz))
-        .route("/v1/openapi.json", get(ops::openapi))
+    public
         .merge(operator)
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)

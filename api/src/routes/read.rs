@@ -42,10 +42,11 @@ pub async fn adapters(State(state): State<ApiState>) -> ApiResult<Response> {
 
 /// Built-in and declared adapters, merged (what `adapters list` prints).
 pub async fn adapter_list(state: &ApiState) -> ApiResult<List<roundtable_specs::output::AdapterItem>> {
-    let dir = state.service.dir().to_owned();
-    let (items, _errors) = tokio::task::spawn_blocking(move || roundtable_service::adapters(&dir))
-        .await
-        .map_err(|error| ApiError::internal(error.to_string()))?;
+    let project = state.service.project().clone();
+    let (items, _errors) =
+        tokio::task::spawn_blocking(move || roundtable_service::adapters(&project.spec_dir, Ok(&project)))
+            .await
+            .map_err(|error| ApiError::internal(error.to_string()))?;
     Ok(List::of(items))
 }
 

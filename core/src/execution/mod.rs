@@ -4,6 +4,7 @@
 //! phases are in `run`; the pure decisions (how an outcome ends a session, proposal flags) in
 //! `outcome`.
 
+mod folder;
 mod outcome;
 mod run;
 
@@ -24,21 +25,22 @@ use tokio::sync::{Semaphore, watch};
 use tokio_util::task::TaskTracker;
 
 use crate::egress::EgressOptions;
+use crate::source::Project;
 
+pub use folder::ExecutionFolder;
 pub use outcome::{Ending, PROTECTED_PATHS, Stop, proposal_flags};
 
 /// How executions run.
 #[derive(Debug, Clone)]
 pub struct ExecutionConfig {
     pub max_executions: usize,
+    /// The project: its root confines sources, its id labels what runs, its state directory
+    /// keeps the proposals' patches.
+    pub project: Project,
     /// Per-project folder for execution folders (never inside `.roundtable/`).
     pub execution_root: PathBuf,
-    /// Where patches of proposals are kept (the state directory).
-    pub proposals_dir: PathBuf,
     /// The controller's own static binary, mounted into every container.
     pub binary: PathBuf,
-    pub project_root: PathBuf,
-    pub project_id: String,
     pub controller_run: String,
     /// Where session socket directories are created (`/run/roundtable` as root).
     pub socket_root: PathBuf,
@@ -49,9 +51,9 @@ pub struct ExecutionConfig {
     /// The audit chain's key: session ends, capability issue and revocation, and proposals are
     /// appended to the chain. `None` records no audited entries (tests of other behaviour).
     pub audit_key: Option<Arc<roundtable_store::audit::AuditKey>>,
-    /// The spec directory, whose `contracts/` and `admission/` the spawn-path gates read.
-    /// `None` runs no gates (tests of other behaviour).
-    pub spec_dir: Option<PathBuf>,
+    /// Whether the spawn-path gates run (over the project's `contracts/` and `admission/`);
+    /// `false` runs none (tests of other behaviour).
+    pub gates: bool,
     /// How long this controller's registration and execution leases live without a heartbeat;
     /// another controller sharing the store takes an execution over once it has passed.
     pub lease_ttl: Duration,
@@ -68,6 +70,29 @@ pub struct ExecutionRequest {
     /// The lease this controller claimed for the execution; every record of it carries the fence.
     /// `None` runs unleased (tests of the manager alone).
     pub lease: Option<Lease>,
+    /// How long the agent may run, decided in [`ExecutionRequest::new`].
+    timeout: Duration,
+}
+
+impl ExecutionRequest {
+    /// The request to run `spec` on `adapter`; the Assignment's `timeout` overrides the
+    /// Adapter's, once, here.
+    pub fn new(
+        assignment: String,
+        execution_generation: i64,
+        attempt: i64,
+        spec: AssignmentSpec,
+        adapter: ResolvedAdapter,
+        lease: Option<Lease>,
+    ) -> Self {
+        let timeout = spec.timeout.unwrap_or(adapter.timeout).as_std();
+        Self { assignment, execution_generation, attempt, spec, adapter, lease, timeout }
+    }
+
+    /// How long the agent may run: the Assignment's timeout, else the Adapter's.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
 }
 
 struct Active {
@@ -90,7 +115,7 @@ struct Inner {
     authority: Arc<Authority>,
     runtime: Arc<dyn SessionRuntime>,
     config: ExecutionConfig,
-    /// The spawn-path gates, when the config names a spec directory.
+    /// The spawn-path gates, when the config runs them.
     admitter: Option<roundtable_admission::Admitter>,
     slots: Semaphore,
     active: Mutex<HashMap<String, Active>>,
@@ -143,13 +168,13 @@ impl ExecutionManager {
 
     pub fn new(store: Store, runtime: Arc<dyn SessionRuntime>, config: ExecutionConfig) -> Self {
         let slots = Semaphore::new(config.max_executions.max(1));
-        let admitter = config.spec_dir.as_ref().map(|dir| {
+        let admitter = config.gates.then(|| {
             roundtable_admission::Admitter::new(
                 runtime.clone(),
                 store.clone(),
-                dir.clone(),
+                config.project.spec_dir.clone(),
                 config.binary.clone(),
-                config.project_id.clone(),
+                config.project.id.clone(),
                 config.audit_key.clone(),
             )
             .with_controller_run(config.controller_run.clone())
@@ -193,7 +218,7 @@ impl ExecutionManager {
     /// record is written only while the lease holds.
     pub async fn interrupt(&self, session: &str, lease: Option<&Lease>) -> Result<(), roundtable_store::Error> {
         let Some(mut record) = self.inner.store.session(session).await? else { return Ok(()) };
-        if let Err(error) = self.inner.runtime.remove_session(&self.inner.config.project_id, &record.id).await {
+        if let Err(error) = self.inner.runtime.remove_session(&self.inner.config.project.id, &record.id).await {
             // What is left carries the ownership labels; `status` lists it and `prune` removes it.
             tracing::warn!(session, error = %roundtable_telemetry::error_chain(&error), "cannot remove what the session left");
         }
@@ -403,9 +428,7 @@ impl ExecutionManager {
             inner.release_claims_of(&finished.id).await;
             // Keep the brief and the logs; the trees and scratch space are no longer needed.
             if let Some(dir) = &finished.exec_dir {
-                for folder in ["source", "export", "scratch"] {
-                    let _ = std::fs::remove_dir_all(std::path::Path::new(dir).join(folder));
-                }
+                ExecutionFolder::at(dir).remove_working_trees();
             }
             // Recorded: let the lease go, so another controller may run the next attempt.
             if let Some(lease) = &request.lease {

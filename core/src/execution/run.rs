@@ -19,6 +19,7 @@ use roundtable_specs::audit::{
     AuditRecord, CanaryFound, CapabilityIssued, CapabilityRevoked, CredentialCanary, ProposalSubmitted, SessionEnded,
     SessionStarted,
 };
+use roundtable_specs::brief::Brief;
 use roundtable_specs::layout::{AGENT_UID, CAPABILITY_ENV, MCP_SOCKET};
 use roundtable_specs::resume::ExternalSessionId;
 use roundtable_specs::secrets::KnownSecrets;
@@ -32,6 +33,7 @@ use roundtable_workspace::settle::{self, Settled};
 use roundtable_workspace::{patch, sockets};
 use tokio::sync::watch;
 
+use super::folder::ExecutionFolder;
 use super::outcome::{Ending, Stop, ending_of, ending_of_error, masked, proposal_flags};
 use super::{ExecutionRequest, Inner, now};
 use crate::egress::Sidecar;
@@ -46,7 +48,7 @@ fn millis(started: Instant) -> u64 {
 struct Source {
     repo: PathBuf,
     provisioned: Provisioned,
-    brief: serde_json::Value,
+    brief: Brief,
 }
 
 /// What a launch came back with: the run's outcome, and the final word of each sidecar.
@@ -166,12 +168,12 @@ impl Inner {
         };
         self.audit(&session.id, &started).await;
         session.message = "provisioning".into();
-        let exec_dir = self.config.execution_root.join(&session.id);
-        session.exec_dir = Some(exec_dir.display().to_string());
+        let folder = ExecutionFolder::of(&self.config.execution_root, &session.id);
+        session.exec_dir = Some(folder.path().display().to_string());
         self.save(&session).await;
 
         let started = Instant::now();
-        let source = match self.provision(&request, &exec_dir).await {
+        let source = match self.provision(&request, &folder).await {
             Ok(source) => source,
             Err(ending) => return self.end(session, ending).await,
         };
@@ -204,7 +206,7 @@ impl Inner {
         for name in known.short_names() {
             tracing::warn!(session = %session.id, variable = %name, min = roundtable_specs::secrets::known::MIN_SUBSTRING, "credential value shorter than the minimum: masked only where it stands as a whole word");
         }
-        let launched = self.launch(&session, &request, &source, &provider_plan, &exec_dir, cancel).await;
+        let launched = self.launch(&session, &request, &source, &provider_plan, &folder, cancel).await;
         // The gateway's final counters and the MCP activity are kept however the run ended.
         if let Some(report) = &launched.egress {
             self.audit(&session.id, report).await;
@@ -225,52 +227,48 @@ impl Inner {
                 return self.end(session, ending).await;
             }
         };
-        record_run(&mut session, &outcome, &exec_dir, &request.adapter);
-        let timeout = request.spec.timeout.unwrap_or(request.adapter.timeout).as_std();
-        if let Some(ending) = ending_of(&outcome, self.stop_of(&session.id), timeout) {
+        record_run(&mut session, &outcome, &folder, &request.adapter);
+        if let Some(ending) = ending_of(&outcome, self.stop_of(&session.id), request.timeout()) {
             return self.end(session, ending).await;
         }
-        self.propose(session, &request, &source, &exec_dir, &known).await
+        self.propose(session, &request, &source, &folder, &known).await
     }
 
     /// Resolves the revision in the confined repository and exports exactly the readable paths.
-    async fn provision(&self, request: &ExecutionRequest, exec_dir: &Path) -> Result<Source, Ending> {
-        let (project_root, repo) = (self.config.project_root.clone(), request.spec.source.repo.clone());
+    async fn provision(&self, request: &ExecutionRequest, folder: &ExecutionFolder) -> Result<Source, Ending> {
+        let (project_root, repo) = (self.config.project.root.clone(), request.spec.source.repo.clone());
         let (revision, scope, dest) =
-            (request.spec.source.revision.clone(), request.spec.readable_paths.clone(), exec_dir.join("source"));
+            (request.spec.source.revision.clone(), request.spec.readable_paths.clone(), folder.source());
         let provisioned = tokio::task::spawn_blocking(move || {
             let repo = provision::confine(&project_root, &repo)?;
             let commit = provision::resolve(&repo, &revision)?;
-            provision::export(&repo, &commit, &scope, &dest).map(|provisioned| Source {
-                repo,
-                provisioned,
-                brief: serde_json::Value::Null,
-            })
+            provision::export(&repo, &commit, &scope, &dest).map(|provisioned| (repo, provisioned))
         })
         .await;
-        let source = match provisioned {
-            Ok(Ok(source)) => source,
+        let (repo, provisioned) = match provisioned {
+            Ok(Ok(provisioned)) => provisioned,
             Ok(Err(error @ ProvisionError::OutsideProjectRoot { .. })) => {
                 return Err(Ending::failed(SessionCause::SourceOutsideProjectRoot, error_chain(&error)));
             }
             Ok(Err(error)) => return Err(Ending::failed(SessionCause::ProvisionFailed, error_chain(&error))),
             Err(error) => return Err(Ending::failed(SessionCause::ProvisionFailed, error_chain(&error))),
         };
-        let brief = serde_json::json!({
-            "assignment": request.assignment,
-            "role": request.spec.role,
-            "task": request.spec.task,
-            "baseCommit": source.provisioned.commit,
-            "readablePaths": request.spec.readable_paths,
-            "manifest": source.provisioned.files,
-        });
-        let written = serde_json::to_vec_pretty(&brief)
+        let brief = Brief {
+            assignment: request.assignment.clone(),
+            role: request.spec.role,
+            task: request.spec.task.clone(),
+            base_commit: provisioned.commit.clone(),
+            readable_paths: request.spec.readable_paths.clone(),
+            manifest: provisioned.files.clone(),
+        };
+        let written = brief
+            .to_file_bytes()
             .map_err(std::io::Error::other)
-            .and_then(|bytes| std::fs::write(exec_dir.join("task.json"), bytes));
+            .and_then(|bytes| std::fs::write(folder.brief(), bytes));
         if let Err(error) = written {
             return Err(Ending::failed(SessionCause::ProvisionFailed, format!("cannot write the brief: {error}")));
         }
-        Ok(Source { brief, ..source })
+        Ok(Source { repo, provisioned, brief })
     }
 
     /// Binds the session's sockets and starts its sidecars (the egress gateway when the Adapter
@@ -282,7 +280,7 @@ impl Inner {
         request: &ExecutionRequest,
         source: &Source,
         provider_plan: &ProviderPlan,
-        exec_dir: &Path,
+        folder: &ExecutionFolder,
         cancel: watch::Receiver<bool>,
     ) -> Launched {
         // A persistent home is keyed by the repository's id in the store, never by the path.
@@ -301,7 +299,7 @@ impl Inner {
             },
             None => None,
         };
-        let sidecars = match self.prepare_sockets(session, request, source, provider_plan, exec_dir).await {
+        let sidecars = match self.prepare_sockets(session, request, source, provider_plan, folder).await {
             Ok(sidecars) => sidecars,
             Err(ending) => return Launched { outcome: Err(ending), egress: None, mcp: None },
         };
@@ -320,7 +318,7 @@ impl Inner {
             request,
             provider_plan,
             token.as_ref(),
-            exec_dir,
+            folder,
             &socket_dir,
             egress.is_some(),
             repository.as_ref(),
@@ -364,7 +362,7 @@ impl Inner {
         request: &ExecutionRequest,
         source: &Source,
         provider_plan: &ProviderPlan,
-        exec_dir: &Path,
+        folder: &ExecutionFolder,
     ) -> Result<Sidecars, Ending> {
         let adapter = &request.adapter;
         let own_binary = adapter.command == roundtable_specs::builtins::IN_CONTAINER_BINARY;
@@ -382,7 +380,7 @@ impl Inner {
         } else {
             let hosts: Vec<String> = adapter.provider_hosts.iter().map(ToString::to_string).collect();
             let cidrs: Vec<ipnet::IpNet> = adapter.allow_cidrs.iter().map(|cidr| cidr.net()).collect();
-            match Sidecar::start(&self.config.egress, &hosts, &cidrs, &socket_dir, exec_dir, &session.id).await {
+            match Sidecar::start(&self.config.egress, &hosts, &cidrs, &socket_dir, folder, &session.id).await {
                 Ok(sidecar) => Some(sidecar),
                 Err(error) => {
                     let _ = std::fs::remove_dir_all(&socket_dir);
@@ -391,14 +389,13 @@ impl Inner {
             }
         };
         let mcp = if provider_plan.mcp {
-            let timeout = request.spec.timeout.unwrap_or(adapter.timeout).as_std();
             let who = McpSession {
                 session: &session.id,
                 assignment: &request.assignment,
                 role: request.spec.role.into(),
-                brief: source.brief.clone(),
+                brief: source.brief.to_value(),
                 // Past the timeout the container is gone anyway; the margin covers launch and export.
-                ttl: timeout + std::time::Duration::from_secs(600),
+                ttl: request.timeout() + std::time::Duration::from_secs(600),
             };
             match McpSidecar::start(&self.store, &self.authority, &socket_dir, who) {
                 Ok(started) => Some(started),
@@ -422,7 +419,7 @@ impl Inner {
         request: &ExecutionRequest,
         provider_plan: &ProviderPlan,
         capability: Option<&Token>,
-        exec_dir: &Path,
+        folder: &ExecutionFolder,
         socket_dir: &Path,
         egress: bool,
         repository: Option<&roundtable_store::RepositoryKey>,
@@ -454,17 +451,11 @@ impl Inner {
                 contents: file.contents.as_ref().map(|c| c.clone().into_bytes()),
             })
             .collect();
-        let resources = Resources {
-            memory_bytes: adapter.resources.memory.bytes(),
-            nano_cpus: adapter.resources.cpus.nanos(),
-            pids: adapter.resources.pids,
-            workspace_bytes: adapter.resources.workspace_size.bytes(),
-            tmp_bytes: adapter.resources.tmp_size.bytes(),
-        };
+        let resources = Resources::from(&adapter.resources);
         SessionPlan {
             session: session.id.clone(),
             ownership: Ownership {
-                project: self.config.project_id.clone(),
+                project: self.config.project.id.clone(),
                 assignment: Some(request.assignment.clone()),
                 session: session.id.clone(),
                 controller_run: self.config.controller_run.clone(),
@@ -473,8 +464,8 @@ impl Inner {
             image: adapter.image.as_ref().map(ToString::to_string),
             resources,
             binary: self.config.binary.clone(),
-            source_dir: exec_dir.join("source"),
-            task_file: exec_dir.join("task.json"),
+            source_dir: folder.source(),
+            task_file: folder.brief(),
             socket_dir: Some(socket_dir.to_owned()),
             egress_proxy: egress,
             argv: provider_plan.argv.clone(),
@@ -485,16 +476,16 @@ impl Inner {
                 PersistentHome::of(&repository.key, &request.assignment, &provider_plan.provider.to_string(), target)
             }),
             output_limit: adapter.output_limit.bytes(),
-            timeout: request.spec.timeout.unwrap_or(adapter.timeout).as_std(),
+            timeout: request.timeout(),
             expected: Expected {
                 uid: AGENT_UID,
                 gid: AGENT_UID,
                 memory_bytes: resources.memory_bytes,
                 pids: u64::from(resources.pids),
-                cpu_millis: u64::from(adapter.resources.cpus.millis()),
+                cpu_millis: resources.cpu_millis(),
             },
-            export_dir: exec_dir.join("export"),
-            scratch_dir: exec_dir.join("scratch"),
+            export_dir: folder.export(),
+            scratch_dir: folder.scratch(),
             export_limits: ExportLimits { max_bytes: resources.workspace_bytes, max_entries: 100_000 },
         }
     }
@@ -506,10 +497,10 @@ impl Inner {
         mut session: SessionRecord,
         request: &ExecutionRequest,
         source: &Source,
-        exec_dir: &Path,
+        folder: &ExecutionFolder,
         known: &KnownSecrets,
     ) -> SessionRecord {
-        let (base, export, scratch) = (exec_dir.join("source"), exec_dir.join("export"), exec_dir.join("scratch"));
+        let (base, export, scratch) = (folder.source(), folder.export(), folder.scratch());
         let scanned = known.clone();
         let (repo, commit) = (source.repo.clone(), source.provisioned.commit.clone());
         let given: BTreeSet<String> = source.provisioned.files.iter().map(|f| f.path.clone()).collect();
@@ -556,7 +547,7 @@ impl Inner {
             return session;
         }
         let proposal_id = format!("{}-{}", &patch.sha256[..12], session.id);
-        let patch_path = self.config.proposals_dir.join(format!("{proposal_id}.patch"));
+        let patch_path = self.config.project.proposals_dir().join(format!("{proposal_id}.patch"));
         if let Err(error) = write_private(&patch_path, &patch.text) {
             let ending = Ending::failed(SessionCause::PatchFailed, format!("cannot store the patch: {error}"));
             return self.end(session, ending).await;
@@ -799,9 +790,9 @@ fn all_flags(paths: &[String], readable: &[String], settled: &Settled, extracted
 
 /// Keeps what the run produced on the session: exit code, captured output (and its logs),
 /// external session ID, self-check, export, egress counters, phase timings.
-fn record_run(session: &mut SessionRecord, outcome: &RunOutcome, exec_dir: &Path, adapter: &ResolvedAdapter) {
-    let _ = std::fs::write(exec_dir.join("stdout.log"), &outcome.stdout.bytes);
-    let _ = std::fs::write(exec_dir.join("stderr.log"), &outcome.stderr.bytes);
+fn record_run(session: &mut SessionRecord, outcome: &RunOutcome, folder: &ExecutionFolder, adapter: &ResolvedAdapter) {
+    let _ = std::fs::write(folder.stdout_log(), &outcome.stdout.bytes);
+    let _ = std::fs::write(folder.stderr_log(), &outcome.stderr.bytes);
     session.exit_code = outcome.exit_code;
     session.stdout_bytes = i64::try_from(outcome.stdout.total).ok();
     session.stderr_bytes = i64::try_from(outcome.stderr.total).ok();

@@ -1,0 +1,54 @@
+//! The in-container egress proxy: `roundtable proxy` started as an exec before the agent, and
+//! waited for until it says it is listening.
+
+use std::time::Duration;
+
+use bollard::Docker;
+use futures::StreamExt as _;
+use roundtable_session_runtime::{Captured, RuntimeError};
+use roundtable_specs::layout as paths;
+
+use crate::exec::start_attached;
+
+/// Why the in-container proxy did not come up.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ProxyError {
+    #[error("cannot start the egress proxy")]
+    Start(#[source] RuntimeError),
+    #[error("the egress proxy did not start: {said}")]
+    NotListening { said: String },
+}
+
+/// Starts `roundtable proxy` as an exec and waits until it says it is listening (it checks the
+/// gateway socket is there first), so the agent never starts before its proxy. Its output is
+/// drained in the background for as long as it runs.
+pub(super) async fn start_proxy(docker: &Docker, container: &str) -> Result<(), ProxyError> {
+    let argv = vec![
+        paths::BINARY.to_owned(),
+        "proxy".into(),
+        "--listen".into(),
+        paths::PROXY_LISTEN.into(),
+        "--upstream".into(),
+        format!("unix:{}", paths::EGRESS_SOCKET),
+    ];
+    let env = vec!["PATH=/usr/bin:/bin".to_owned()];
+    let (_, mut output, _) =
+        start_attached(docker, container, argv, env, false, 4096).await.map_err(ProxyError::Start)?;
+    let mut said = Captured::default();
+    let ready = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(Ok(chunk)) = output.next().await {
+            said.push(&chunk.into_bytes(), 4096);
+            if said.bytes.windows(9).any(|w| w == b"listening") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    if ready != Ok(true) {
+        let text = String::from_utf8_lossy(&said.bytes).trim().to_owned();
+        return Err(ProxyError::NotListening { said: if text.is_empty() { "no output".into() } else { text } });
+    }
+    tokio::spawn(async move { while output.next().await.is_some() {} });
+    Ok(())
+}
