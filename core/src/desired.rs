@@ -6,9 +6,9 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use roundtable_specs::Spec;
 use roundtable_specs::adapter::AdapterSpec;
 use roundtable_specs::digest::{run_digest, spec_digest};
-use roundtable_specs::parse::Spec;
 use roundtable_specs::{Kind, Object, ObjectKey, ObjectMeta, builtins};
 use roundtable_store::{FileError, IndexEntry, ObjectRecord, SpecSnapshot, Store};
 

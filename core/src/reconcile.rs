@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use roundtable_controller::{Action, ErrorOutcome, ReconcileError, Reconciler};
+use roundtable_specs::Spec;
 use roundtable_specs::output::{Condition, ConditionStatus};
-use roundtable_specs::parse::Spec;
 use roundtable_specs::{Kind, ObjectKey};
 
 use roundtable_specs::adapter::ResolvedAdapter;

@@ -559,15 +559,23 @@ async fn a_provider_session_gets_a_manifest_a_capability_and_an_endpoint_then_lo
     assert_eq!(flags, [(ProposalFlagKind::ClaimedElsewhere, "README.md")]);
 
     // The capability's life, the proposal and the session's end are in the audit chain, in order.
+    // The session's row says finished just before its `session.ended` entry is appended.
     let key = project.manager_key();
-    let verified = project.store.verify_chain(&key, None, None).await.expect("read").expect("intact");
-    let rows = project.store.chain(1, verified.head.map_or(0, |h| h.seq)).await.expect("chain");
-    let kinds: Vec<String> = rows
-        .iter()
-        .filter_map(|row| serde_json::from_str::<serde_json::Value>(&row.entry).ok())
-        .filter(|entry| entry["subject"] == queued.id.as_str() || entry["subject"] == proposal.id.as_str())
-        .filter_map(|entry| entry["kind"].as_str().map(str::to_owned))
-        .collect();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let kinds = loop {
+        let verified = project.store.verify_chain(&key, None, None).await.expect("read").expect("intact");
+        let rows = project.store.chain(1, verified.head.map_or(0, |h| h.seq)).await.expect("chain");
+        let kinds: Vec<String> = rows
+            .iter()
+            .filter_map(|row| serde_json::from_str::<serde_json::Value>(&row.entry).ok())
+            .filter(|entry| entry["subject"] == queued.id.as_str() || entry["subject"] == proposal.id.as_str())
+            .filter_map(|entry| entry["kind"].as_str().map(str::to_owned))
+            .collect();
+        if kinds.last().is_some_and(|kind| kind == "session.ended") || tokio::time::Instant::now() >= deadline {
+            break kinds;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert_eq!(
         kinds,
         ["session.started", "capability.issued", "capability.revoked", "proposal.submitted", "session.ended"]

@@ -158,7 +158,7 @@ impl Service {
             .objects
             .into_iter()
             .filter_map(|object| match &object.spec {
-                roundtable_specs::parse::Spec::Assignment(spec) if spec.adapter == name => {
+                roundtable_specs::Spec::Assignment(spec) if spec.adapter == name => {
                     Some(ObjectKey::new(Kind::Assignment, object.metadata.name.clone()))
                 }
                 _ => None,

@@ -371,7 +371,7 @@ impl Service {
     async fn override_drift(&self, scanned: &Scan, rows: &mut [ObjectStatus]) -> Result<()> {
         for found in self.store.agent_overrides().await? {
             let declared = scanned.accepted().find_map(|object| match &object.spec {
-                roundtable_specs::parse::Spec::Adapter(spec) if object.metadata.name == found.adapter => {
+                roundtable_specs::Spec::Adapter(spec) if object.metadata.name == found.adapter => {
                     Some(roundtable_specs::catalog::resolve_declared(&found.adapter, spec).enabled)
                 }
                 _ => None,

@@ -5,11 +5,10 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
+use crate::finding::{Severity, ValidationError};
 use crate::legacy::{self, LegacyConfig};
 use crate::meta::{API_VERSION, Kind, ObjectMeta};
-// Callers outside this crate still name `parse::Spec` (the service, the object reconciler).
-use crate::finding::{Severity, ValidationError};
-pub use crate::object::{Object, Origin, Spec};
+use crate::object::{Object, Origin, Spec};
 use crate::resource;
 use crate::yaml::{self, Document, FieldPath};
 
