@@ -184,7 +184,18 @@ pub fn start_daemon_with_env(root: &Path, args: &[&str], executions: &Path, env:
 pub struct Daemon(pub Child);
 
 impl Drop for Daemon {
+    /// SIGTERM first, as an operator stops a daemon: it removes what it has in flight (a probe
+    /// container, say) on the way out, which a SIGKILL would leave behind. Killed after 20 s.
     fn drop(&mut self) {
+        let pid = self.0.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if matches!(self.0.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
