@@ -170,6 +170,8 @@ struct LinkInner {
     handle: std::sync::OnceLock<Handle<ObjectKey>>,
     executions: std::sync::OnceLock<ExecutionManager>,
     ready: std::sync::atomic::AtomicBool,
+    /// Set by a daemon that reconciles a git source; a request to fetch it now (a webhook).
+    fetch: std::sync::OnceLock<Arc<tokio::sync::Notify>>,
 }
 
 impl DaemonLink {
@@ -191,6 +193,17 @@ impl DaemonLink {
     /// MCP capabilities that would be accepted now.
     pub fn live_capabilities(&self) -> usize {
         self.inner.executions.get().map_or(0, ExecutionManager::live_capabilities)
+    }
+
+    /// Asks the daemon to fetch its git source now; false when it reconciles no git source.
+    pub fn request_fetch(&self) -> bool {
+        self.inner.fetch.get().map(|fetch| fetch.notify_one()).is_some()
+    }
+
+    /// What a daemon reconciling a git source waits on for [`DaemonLink::request_fetch`]; the
+    /// first call makes the link accept requests.
+    pub fn fetch_requests(&self) -> Arc<tokio::sync::Notify> {
+        self.inner.fetch.get_or_init(|| Arc::new(tokio::sync::Notify::new())).clone()
     }
 
     fn set_ready(&self) {
