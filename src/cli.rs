@@ -528,6 +528,22 @@ pub struct StartArgs {
     /// exists.
     #[arg(long)]
     pub new_audit_key: bool,
+    /// Reconcile the committed state of a git source, URL[#BRANCH] (a path, file://, https://,
+    /// ssh://, git://; the branch defaults to the remote's HEAD branch), through a bare mirror in
+    /// the state directory, instead of the working tree. Needs --state-dir (there is no checkout
+    /// to keep the state in). See docs/gitops.md.
+    #[arg(long, conflicts_with = "committed")]
+    pub source: Option<String>,
+    /// With --source: the spec directory inside the repository (default: .roundtable).
+    #[arg(long)]
+    pub source_path: Option<PathBuf>,
+    /// How often the source is fetched (--source, default 30s) or the checkout's HEAD read
+    /// (--committed, default 2s); jittered by ±10 %.
+    #[arg(long, value_parser = period)]
+    pub poll: Option<Duration>,
+    /// Reconcile the checkout's HEAD commit only, never its uncommitted edits; re-read on the poll.
+    #[arg(long)]
+    pub committed: bool,
 }
 
 /// The listener `--api-listen` asks for, and the TLS files it is served with.

@@ -27,7 +27,7 @@ impl Global {
         if let Some(project) = self.project.get() {
             return Ok(project);
         }
-        let resolved = Project::resolve(&self.dir)?.with_state(self.state_dir(), self.store_url());
+        let resolved = Project::resolve(&self.dir)?.with_state(self.state_dir(), self.store_url()).followed()?;
         Ok(self.project.get_or_init(|| resolved))
     }
 

@@ -18,7 +18,8 @@ use crate::backend::{BackendError, ChainedEvents, RuntimeImages};
 use crate::desired::{SyncCache, SyncOutcome, sync_with};
 use crate::execution::{ExecutionConfig, ExecutionManager, ShutdownSummary};
 use crate::reconcile::ObjectReconciler;
-use crate::revision::Gate;
+use crate::revision::{Gate, Synced};
+use crate::source::follow::{Follow, Origin, Refreshed};
 use crate::source::{Project, ScanCache, scan_changed};
 
 /// How the daemon runs.
@@ -40,6 +41,8 @@ pub struct DaemonConfig {
     /// This controller's id in the store; on a shared store, scans write desired state only
     /// while the project's checkout is not behind (see `revision`).
     pub controller_id: Option<String>,
+    /// Committed state to reconcile (`--committed`, `--source`) instead of the working tree.
+    pub follow: Option<Arc<tokio::sync::Mutex<Follow>>>,
 }
 
 impl DaemonConfig {
@@ -53,6 +56,7 @@ impl DaemonConfig {
             prune_every: Duration::from_secs(3600),
             audit_key: None,
             controller_id: None,
+            follow: None,
         }
     }
 }
@@ -85,7 +89,12 @@ async fn rescan(
     resync: bool,
     changed: Option<Vec<PathBuf>>,
 ) -> Result<SyncOutcome, BackendError> {
-    let project = config.project.clone();
+    let Some(desired) = desired_of(config, store).await? else {
+        // Committed state with no commit read yet: nothing is known, so nothing is removed.
+        tracing::warn!("no commit of the source has been read yet; reconciling what the store holds");
+        return live_in_store(store, handle, resync).await;
+    };
+    let project = desired.project.clone();
     let cache = cache.clone();
     let started = std::time::Instant::now();
     let scanned = tokio::task::spawn_blocking(move || {
@@ -99,7 +108,12 @@ async fn rescan(
         Some(id) if store.is_shared() => {
             // Written, or why not: the checkout is behind, found by the gate or (a race) by the
             // pin inside the write.
-            let (revision, synced) = match crate::revision::gate(store, &config.project.root, id).await? {
+            let synced = Synced {
+                commit: desired.commit.as_deref(),
+                repo: &desired.repo,
+                fetched_at: desired.fetched_at.as_deref(),
+            };
+            let (revision, synced) = match crate::revision::gate(store, synced, id).await? {
                 Gate::Write { store: pinned, revision } => {
                     let synced = match sync_with(&pinned, &events, &scanned, &mut *sync_cache.lock().await).await {
                         Err(BackendError::Store(behind @ roundtable_store::Error::Behind { .. })) => {
@@ -142,6 +156,69 @@ async fn rescan(
         "scanned specs"
     );
     Ok(outcome)
+}
+
+/// What a scan reads and which commit that is.
+struct DesiredSource {
+    project: Project,
+    /// Read only for a shared store, where the revision gate needs it.
+    commit: Option<String>,
+    repo: PathBuf,
+    fetched_at: Option<String>,
+}
+
+/// The working tree, or the tree of the last good commit followed; `None` while no commit has
+/// been read.
+async fn desired_of(config: &DaemonConfig, store: &Store) -> Result<Option<DesiredSource>, BackendError> {
+    let Some(follow) = &config.follow else {
+        let root = config.project.root.clone();
+        let commit = match store.is_shared() {
+            true => tokio::task::spawn_blocking(move || crate::revision::checkout_head(&root)).await?,
+            false => None,
+        };
+        let repo = config.project.root.clone();
+        return Ok(Some(DesiredSource { project: config.project.clone(), commit, repo, fetched_at: None }));
+    };
+    let follow = follow.lock().await;
+    let (Some(project), Some(good)) = (follow.project(&config.project), follow.good()) else { return Ok(None) };
+    let fetched_at = match &follow.origin {
+        Origin::Remote(_) => Some(good.fetched_at.clone()),
+        Origin::Checkout { .. } => None,
+    };
+    Ok(Some(DesiredSource {
+        project,
+        commit: Some(good.commit.clone()),
+        repo: follow.git_dir().to_owned(),
+        fetched_at,
+    }))
+}
+
+/// Reads (fetches) the followed commit, records what `status` shows of it, and rescans when it
+/// moved. A failure keeps the last good commit.
+async fn refresh(
+    config: &DaemonConfig,
+    follow: &tokio::sync::Mutex<Follow>,
+    (cache, sync_cache): (&Arc<Mutex<ScanCache>>, &tokio::sync::Mutex<SyncCache>),
+    store: &Store,
+    handle: &Handle<ObjectKey>,
+) -> Result<(), BackendError> {
+    let (refreshed, record) = {
+        let mut follow = follow.lock().await;
+        let refreshed = follow.refresh().await;
+        (refreshed, follow.record(config.controller_id.as_deref().unwrap_or("")))
+    };
+    if let Err(error) = store.note_source(&record).await {
+        tracing::warn!(%error, "cannot record the source's state");
+    }
+    match refreshed {
+        Refreshed::Moved => {
+            tracing::info!(commit = record.commit.as_deref().unwrap_or(""), "the source moved");
+            rescan(config, cache, sync_cache, store, handle, false, None).await?;
+        }
+        Refreshed::Unchanged => {}
+        Refreshed::Failed(error) => tracing::warn!(%error, "cannot read the source; keeping the last good commit"),
+    }
+    Ok(())
 }
 
 /// A scan that wrote nothing (its checkout is behind): what the store holds is reconciled as it
@@ -332,6 +409,23 @@ async fn run_with_link<R: Reconciler<ObjectKey>>(
     with_handle(handle.clone());
     let cache = Arc::new(Mutex::new(ScanCache::default()));
     let sync_cache = tokio::sync::Mutex::new(SyncCache::default());
+    let follow = config.follow.clone();
+    // A git source's fetch can be asked for (the webhook); a checkout's HEAD is only polled.
+    let fetches = match &follow {
+        Some(follow) if matches!(follow.lock().await.origin, Origin::Remote(_)) => Some(link.fetch_requests()),
+        _ => None,
+    };
+    match &follow {
+        Some(follow) => {
+            let mut follow = follow.lock().await;
+            let refreshed = follow.refresh().await;
+            if let Refreshed::Failed(error) = &refreshed {
+                tracing::warn!(%error, "cannot read the source at start; reconciling the last good commit, if any");
+            }
+            store.note_source(&follow.record(config.controller_id.as_deref().unwrap_or(""))).await?;
+        }
+        None => store.forget_source().await?,
+    }
 
     // Nothing reconciles before the first scan completes; then everything is looked at once,
     // including tombstones a previous run left behind.
@@ -349,16 +443,50 @@ async fn run_with_link<R: Reconciler<ObjectKey>>(
 
     let project = &config.project;
     let state_dir = project.state_dir.canonicalize().unwrap_or_else(|_| project.state_dir.clone());
-    let (_watcher, mut hints) =
-        watch::watch(&project.spec_dir, vec![project.state_dir.clone(), state_dir], config.watch_debounce)?;
+    // Committed state is read on the poll, never from file events.
+    let (_watcher, mut hints) = match &follow {
+        None => {
+            let (watcher, hints) =
+                watch::watch(&project.spec_dir, vec![project.state_dir.clone(), state_dir], config.watch_debounce)?;
+            (Some(watcher), Some(hints))
+        }
+        Some(_) => (None, None),
+    };
     let mut resync_at = tokio::time::Instant::now() + jittered(config.resync);
+    let poll = match &follow {
+        Some(follow) => follow.lock().await.poll,
+        None => config.resync,
+    };
+    let mut poll_at = tokio::time::Instant::now() + jittered(poll);
     tracing::info!(dir = %project.spec_dir.display(), "roundtable is running");
-    let mut watching = true;
+    let mut watching = hints.is_some();
     tokio::pin!(shutdown);
     loop {
+        let fetch_requested = async {
+            match &fetches {
+                Some(fetches) => fetches.notified().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = &mut shutdown => break,
-            hint = hints.recv(), if watching => match hint {
+            () = tokio::time::sleep_until(poll_at), if follow.is_some() => {
+                poll_at = tokio::time::Instant::now() + jittered(poll);
+                if let Some(follow) = &follow
+                    && let Err(error) = refresh(&config, follow, (&cache, &sync_cache), &store, &handle).await
+                {
+                    tracing::error!(%error, "rescan after a fetch failed");
+                }
+            }
+            () = fetch_requested => {
+                poll_at = tokio::time::Instant::now() + jittered(poll);
+                if let Some(follow) = &follow
+                    && let Err(error) = refresh(&config, follow, (&cache, &sync_cache), &store, &handle).await
+                {
+                    tracing::error!(%error, "rescan after a requested fetch failed");
+                }
+            }
+            hint = async { match &mut hints { Some(hints) => hints.recv().await, None => None } }, if watching => match hint {
                 Some(hint) => {
                     let (resync, changed) = match hint {
                         Hint::Changed(paths) => (false, Some(paths)),

@@ -1,5 +1,6 @@
 //! The spec source: reading a spec directory from disk (which files count, size limits), handing
-//! the text to the `specs` crate, and deciding which files load cleanly.
+//! the text to the `specs` crate, and deciding which files load cleanly. The directory is a
+//! working tree, or the tree of a commit exported by [`tree`] (`--committed`, `--source`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs::FileType;
@@ -14,9 +15,13 @@ use roundtable_specs::validate::{sort_findings, validate_across, validate_object
 use roundtable_specs::yaml::MAX_FILE_BYTES;
 use roundtable_specs::{Object, Severity, ValidationError};
 
+pub mod follow;
+pub mod git;
+pub mod mirror;
 mod project;
+pub mod tree;
 
-pub use project::{Project, ProjectError};
+pub use project::{Project, ProjectError, Repos};
 
 /// Folders directly under the spec directory that never hold specs.
 const SKIPPED_FOLDERS: [&str; 3] = ["state", "admission", "contracts"];

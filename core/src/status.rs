@@ -53,7 +53,7 @@ pub async fn status(
     for session in store.sessions(None).await? {
         sessions_of.entry(session.assignment.clone()).or_default().push(session);
     }
-    let mut rows = Vec::new();
+    let mut rows: Vec<ObjectStatus> = store.source().await?.iter().map(source_row).collect();
     for key in keys {
         let record = records.get(&key);
         let conditions = match record {
@@ -138,6 +138,42 @@ pub async fn status(
         }
     }
     Ok(rows)
+}
+
+/// How `status` names where the desired state comes from: `working tree` (no source recorded),
+/// `committed (HEAD) PATH`, or `git source URL@BRANCH`.
+pub fn source_name(sync: &roundtable_store::SourceSync) -> String {
+    match sync.mode.as_str() {
+        "committed" => format!("committed (HEAD) {}", sync.url),
+        _ => format!("git source {}@{}", sync.url, sync.branch),
+    }
+}
+
+fn short(commit: &str) -> &str {
+    commit.get(..7).unwrap_or(commit)
+}
+
+/// The source's row: the commit synced and when it was fetched, or the last fetch's failure
+/// beside the last good commit.
+pub fn source_row(sync: &roundtable_store::SourceSync) -> ObjectStatus {
+    let read = if sync.mode == "committed" { "read" } else { "fetched" };
+    let good = match (&sync.commit, &sync.fetched_at) {
+        (Some(commit), Some(at)) => format!("commit {} {read} at {at}", short(commit)),
+        (Some(commit), None) => format!("commit {} (exported by an earlier run)", short(commit)),
+        (None, _) => "no commit read yet: nothing is reconciled from it".to_owned(),
+    };
+    let message = match (&sync.error, &sync.error_at) {
+        (Some(error), at) => {
+            let at = at.as_deref().unwrap_or("?");
+            let verb = if sync.mode == "committed" { "read" } else { "fetch" };
+            match &sync.commit {
+                Some(_) => format!("{verb} failed at {at}: {error}; reconciling the last good {good}"),
+                None => format!("{verb} failed at {at}: {error}; {good}"),
+            }
+        }
+        (None, _) => good,
+    };
+    row::source(source_name(sync), sync.error.is_some(), sync.fetched_at.clone(), message)
 }
 
 /// `status --exit-code`: 0 in sync, 2 drift (OutOfSync or Unknown), 1 error; error outranks drift.

@@ -264,6 +264,7 @@ impl Project {
                 id: "p".into(),
                 store: roundtable_store::StoreUrl::in_state_dir(&state_dir),
                 state_dir,
+                repos: roundtable_core::source::Repos::Root,
             },
             execution_root: base.join("executions"),
             binary: base.join("roundtable"),

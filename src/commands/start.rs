@@ -10,24 +10,25 @@ use std::path::PathBuf;
 use roundtable_core::daemon::{self, DaemonConfig};
 use roundtable_core::execution::ExecutionConfig;
 use roundtable_core::source::Project;
+use roundtable_core::source::follow::{Follow, Mode, mark};
+use roundtable_core::source::mirror::Remote;
 use roundtable_store::Store;
 use roundtable_store::audit::{AuditKey, KeyChoice};
+use std::time::Duration;
 
 use crate::cli::{Global, StartArgs};
 
 pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> {
-    if !global.dir.is_dir() {
+    if args.source.is_none() && !global.dir.is_dir() {
         anyhow::bail!("spec directory {} not found (run `roundtable init`, or pass --dir)", global.dir.display());
     }
     // Refused before anything starts; exit 1 (tests/integration/egress.rs pins it).
     if let Some(problem) = args.gateway_allow_cidrs.iter().find_map(|cidr| cidr.refused_as_exception()) {
         anyhow::bail!("--gateway-allow-cidr {problem}");
     }
+    let follow = follow(global, args).await?;
     let project = global.project()?;
     let state_dir = &project.state_dir;
-    for tightened in roundtable_store::prepare_state_dir(state_dir)? {
-        eprintln!("roundtable: {tightened}");
-    }
     if roundtable_api::auth::ensure_token(state_dir)? {
         eprintln!(
             "roundtable: created the API's operator token {} (0600)",
@@ -55,6 +56,7 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     config.controller.grace = args.grace.as_std();
     config.resync = args.resync.as_std();
     config.retention = args.retention.as_std();
+    config.follow = follow.map(|follow| std::sync::Arc::new(tokio::sync::Mutex::new(follow)));
 
     let (shutdown, hurry) = crate::signals::shutdown_then_hurry()?;
     eprintln!("roundtable: watching {} (state in {})", project.spec_dir.display(), state_dir.display());
@@ -98,6 +100,51 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
         reconciles.reconciles, reconciles.failures, reconciles.abandoned, executions.finished, executions.interrupted
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the daemon reconciles: the working tree, the checkout's HEAD (`--committed`) or a git
+/// source (`--source`). Prepares the state directory and leaves the mark every command reads
+/// there, before the project is resolved.
+async fn follow(global: &Global, args: &StartArgs) -> anyhow::Result<Option<Follow>> {
+    if args.source_path.is_some() && args.source.is_none() {
+        anyhow::bail!("--source-path needs --source");
+    }
+    if args.poll.is_some() && args.source.is_none() && !args.committed {
+        anyhow::bail!("--poll needs --source or --committed (a working tree is watched, not polled)");
+    }
+    if args.source.is_some() && global.state_dir.is_none() {
+        anyhow::bail!("--source needs --state-dir: there is no checkout to keep the state (the mirror, the store) in");
+    }
+    let state_dir = global.state_dir();
+    for tightened in roundtable_store::prepare_state_dir(&state_dir)? {
+        eprintln!("roundtable: {tightened}");
+    }
+    let followed = match (&args.source, args.committed) {
+        (Some(source), _) => {
+            let remote = Remote::parse(source)?;
+            let spec_path = args.source_path.clone().unwrap_or_else(|| PathBuf::from(".roundtable"));
+            if spec_path.is_absolute() || spec_path.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+                anyhow::bail!("--source-path {} must be a relative path inside the repository", spec_path.display());
+            }
+            let poll = args.poll.map_or(Duration::from_secs(30), |p| p.as_std());
+            mark(&state_dir, Some((Mode::Git, &spec_path)))?;
+            let project = global.project()?;
+            eprintln!("roundtable: following the git source {}", remote.shown());
+            Some(Follow::remote(project, remote, spec_path, poll).await?)
+        }
+        (None, true) => {
+            let checkout = Project::resolve(&global.dir)?.with_state(state_dir.clone(), global.store_url());
+            let poll = args.poll.map_or(Duration::from_secs(2), |p| p.as_std());
+            let follow = Follow::checkout(&checkout, poll).await?;
+            mark(&state_dir, Some((Mode::Committed, &follow.spec_path)))?;
+            Some(follow)
+        }
+        (None, false) => {
+            mark(&state_dir, None)?;
+            None
+        }
+    };
+    Ok(followed)
 }
 
 /// Where executions live, what they may use, and who this run is.
@@ -196,7 +243,16 @@ async fn serve_api(
         .with_anchor_key(execution.audit_key.clone());
     let workspace = match &args.workspace {
         Some(name) => name.clone(),
-        None => project.root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "default".into()),
+        // The folder the operator knows: the checkout (whose committed state may be followed),
+        // or for a git source, which has none, the state directory.
+        None => {
+            let folder = match &project.repos {
+                roundtable_core::source::Repos::Root => project.root.clone(),
+                roundtable_core::source::Repos::Checkout(top) => top.clone(),
+                roundtable_core::source::Repos::Mirror(_) => std::path::absolute(&project.state_dir)?,
+            };
+            folder.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "default".into())
+        }
     };
     let state = roundtable_api::ApiState {
         service,

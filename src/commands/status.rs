@@ -20,6 +20,8 @@ pub async fn run(
     match format {
         Format::Json => print!("{}", render::json(&List::of(rows.clone()))?),
         Format::Text => {
+            let source = rows.iter().find(|row| row.kind == "Source").map_or("working tree", |row| row.name.as_str());
+            println!("source: {source}");
             let table: Vec<Vec<String>> = rows
                 .iter()
                 .map(|row| {

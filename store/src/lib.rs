@@ -18,6 +18,7 @@ mod revision;
 mod scan;
 #[cfg(feature = "scratch")]
 pub mod scratch;
+mod source;
 pub mod state_dir;
 pub mod transfer;
 
@@ -37,6 +38,7 @@ pub use overrides::{AgentOverride, OverrideChange, OverrideState, StartRefused};
 pub use repository::RepositoryKey;
 pub use revision::DesiredRevision;
 pub use scan::FileError;
+pub use source::SourceSync;
 pub use state_dir::Tightened;
 
 /// The database file inside the state directory.

@@ -2,7 +2,7 @@
 //! from its SQLite file to a PostgreSQL database that several controllers will share. Every table
 //! that holds the project's history is copied row by row in one transaction on the target, which
 //! must be empty; the audit chain's rows keep their sequence numbers and MACs, so it verifies
-//! with the same key afterwards. Runtime-only tables (controllers, leases, the desired revision)
+//! with the same key afterwards. Runtime-only tables (controllers, leases, the desired revision, the source)
 //! are not copied: the controllers that start on the target register afresh. The target takes
 //! the source's repository key, so the project's persistent homes stay its own.
 

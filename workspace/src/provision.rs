@@ -16,6 +16,10 @@ use crate::git::{self, GitError};
 pub enum ProvisionError {
     #[error("{repo} is not the top of a git work tree{}", .top.as_ref().map(|t| format!(" (the top is {t})")).unwrap_or_default())]
     NotWorkTreeTop { repo: PathBuf, top: Option<String> },
+    #[error(
+        "source.repo {repo:?}: with a git source (start --source) workspaces come from its mirror, one repository, so source.repo must be \".\""
+    )]
+    SubfolderOfMirror { repo: String },
     #[error("revision {revision:?} does not resolve to a commit in {repo}: {source}")]
     Revision {
         repo: PathBuf,
@@ -114,12 +118,29 @@ pub fn confine(project_root: &Path, repo: &str) -> Result<PathBuf, ProvisionErro
     Ok(resolved)
 }
 
-/// Resolves `revision` in `repo` (which must be the top of a work tree) to a full commit ID.
+/// The repository an Assignment's `source.repo` names when workspaces come from the mirror of a
+/// git source: only the mirror itself (`.`); a checkout's subfolder repository has no
+/// counterpart there, and is refused rather than guessed.
+pub fn from_mirror(mirror: &Path, repo: &str) -> Result<PathBuf, ProvisionError> {
+    match repo.trim_end_matches('/') {
+        "" | "." => Ok(mirror.to_owned()),
+        other => Err(ProvisionError::SubfolderOfMirror { repo: other.to_owned() }),
+    }
+}
+
+/// Whether `repo` is itself a bare repository (a git source's mirror), not a folder inside one.
+fn is_bare_repository(repo: &Path) -> bool {
+    let git_dir = git::text(repo, &["rev-parse", "--absolute-git-dir"]).ok();
+    git::text(repo, &["rev-parse", "--is-bare-repository"]).is_ok_and(|bare| bare == "true")
+        && git_dir.map(PathBuf::from).and_then(|dir| dir.canonicalize().ok()).is_some_and(|dir| dir == repo)
+}
+
+/// Resolves `revision` in `repo` (the top of a work tree, or a bare mirror) to a full commit ID.
 pub fn resolve(repo: &Path, revision: &str) -> Result<String, ProvisionError> {
     let canonical = repo.canonicalize().map_err(|source| ProvisionError::Io { path: repo.to_owned(), source })?;
     let top = git::text(&canonical, &["rev-parse", "--show-toplevel"]).ok();
     let is_top = top.as_deref().map(Path::new).and_then(|t| t.canonicalize().ok()).is_some_and(|t| t == canonical);
-    if !is_top {
+    if !is_top && !is_bare_repository(&canonical) {
         return Err(ProvisionError::NotWorkTreeTop { repo: repo.to_owned(), top });
     }
     let spec = format!("{revision}^{{commit}}");
@@ -348,5 +369,34 @@ mod tests {
             assert!(matches!(error, ProvisionError::OutsideProjectRoot { .. }), "{repo}: {error}");
             assert!(error.to_string().contains("outside the project root"), "{error}");
         }
+    }
+
+    #[test]
+    fn a_bare_mirror_resolves_and_exports_but_a_folder_inside_it_does_not() {
+        let base = tempfile::tempdir().expect("tempdir");
+        let work = base.path().join("work");
+        std::fs::create_dir_all(&work).expect("mkdir");
+        let git_in = |dir: &Path, args: &[&str]| {
+            let out =
+                git::command(dir).args(["-c", "user.name=t", "-c", "user.email=t@t"]).args(args).output().expect("git");
+            assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        };
+        std::fs::write(work.join("README.md"), "# r\n").expect("write");
+        git_in(&work, &["init", "-q", "-b", "main"]);
+        git_in(&work, &["add", "-A"]);
+        git_in(&work, &["commit", "-q", "-m", "base"]);
+        git_in(base.path(), &["clone", "-q", "--bare", "work", "mirror.git"]);
+        let mirror = base.path().join("mirror.git");
+        let commit = resolve(&mirror, "HEAD").expect("a bare mirror resolves");
+        assert_eq!(commit.len(), 40);
+        let dest = base.path().join("out");
+        let provided = export(&mirror, &commit, &["README.md".into()], &dest).expect("exports");
+        assert_eq!(provided.files.len(), 1);
+        assert_eq!(std::fs::read_to_string(dest.join("README.md")).expect("read"), "# r\n");
+        std::fs::create_dir_all(mirror.join("refs/sub")).expect("mkdir");
+        assert!(matches!(resolve(&mirror.join("refs"), "HEAD"), Err(ProvisionError::NotWorkTreeTop { .. })));
+        assert_eq!(from_mirror(&mirror, ".").expect("the mirror"), mirror);
+        let refused = from_mirror(&mirror, "sub/repo").expect_err("a subfolder has no counterpart");
+        assert!(refused.to_string().contains("source.repo must be"), "{refused}");
     }
 }

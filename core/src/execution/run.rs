@@ -7,6 +7,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::source::Repos;
+
 use roundtable_agents::capability::Token;
 use roundtable_agents::capture;
 use roundtable_agents::plan::{self, PlanInput, ProviderPlan, Stdin};
@@ -239,8 +241,13 @@ impl Inner {
         let (project_root, repo) = (self.config.project.root.clone(), request.spec.source.repo.clone());
         let (revision, scope, dest) =
             (request.spec.source.revision.clone(), request.spec.readable_paths.clone(), folder.source());
+        let repos = self.config.project.repos.clone();
         let provisioned = tokio::task::spawn_blocking(move || {
-            let repo = provision::confine(&project_root, &repo)?;
+            let repo = match repos {
+                Repos::Root => provision::confine(&project_root, &repo)?,
+                Repos::Checkout(top) => provision::confine(&top, &repo)?,
+                Repos::Mirror(mirror) => provision::from_mirror(&mirror, &repo)?,
+            };
             let commit = provision::resolve(&repo, &revision)?;
             provision::export(&repo, &commit, &scope, &dest).map(|provisioned| (repo, provisioned))
         })

@@ -16,6 +16,12 @@ pub enum ProjectError {
     },
     #[error("the spec directory {dir} has no parent folder to be the project root (pass --dir PROJECT/.roundtable)")]
     NoParent { dir: PathBuf },
+    #[error("cannot resolve the state directory {state_dir}, which says committed state is followed")]
+    Followed {
+        state_dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot resolve the project root {root} (the folder holding the spec directory {dir}); it must exist")]
     Root {
         root: PathBuf,
@@ -40,6 +46,19 @@ pub struct Project {
     pub state_dir: PathBuf,
     /// Where the state store is.
     pub store: StoreUrl,
+    /// Where Assignments' `source.repo` is found for provisioning workspaces.
+    pub repos: Repos,
+}
+
+/// Where Assignments' `source.repo` is found: under the project root (a working tree), under the
+/// checkout whose committed state is followed (its root is then the exported trees), or in a git
+/// source's bare mirror.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Repos {
+    #[default]
+    Root,
+    Checkout(PathBuf),
+    Mirror(PathBuf),
 }
 
 impl Project {
@@ -66,7 +85,7 @@ impl Project {
         let id = roundtable_specs::digest::sha256_hex(root.as_os_str().as_encoded_bytes())[..12].to_owned();
         let state_dir = Self::default_state_dir(dir);
         let store = StoreUrl::in_state_dir(&state_dir);
-        Ok(Self { spec_dir: dir.to_owned(), root, id, state_dir, store })
+        Ok(Self { spec_dir: dir.to_owned(), root, id, state_dir, store, repos: Repos::Root })
     }
 
     /// The project with its state in `state_dir` and its store at `store` (`--state-dir`,
@@ -74,6 +93,32 @@ impl Project {
     #[must_use]
     pub fn with_state(self, state_dir: PathBuf, store: StoreUrl) -> Self {
         Self { state_dir, store, ..self }
+    }
+
+    /// This project as its state directory says it is reconciled (`start --committed`,
+    /// `start --source` leave a mark there): its specs read from the exported tree of the commit
+    /// followed, its repositories from the checkout or the mirror. A git source has no checkout,
+    /// so its id comes from the state directory's canonical path. Unmarked: unchanged.
+    pub fn followed(self) -> Result<Self, ProjectError> {
+        let Some((mode, spec_path)) = super::follow::marked(&self.state_dir) else { return Ok(self) };
+        let canonical = self
+            .state_dir
+            .canonicalize()
+            .map_err(|source| ProjectError::Followed { state_dir: self.state_dir.clone(), source })?;
+        let trees = super::tree::Trees::in_state_dir(&self.state_dir);
+        let (spec_dir, root) = (trees.spec_dir(&spec_path), canonical.join("source").join("tree"));
+        Ok(match mode {
+            super::follow::Mode::Committed => {
+                Self { spec_dir, repos: Repos::Checkout(self.root.clone()), root, ..self }
+            }
+            super::follow::Mode::Git => Self {
+                spec_dir,
+                root,
+                id: roundtable_specs::digest::sha256_hex(canonical.as_os_str().as_encoded_bytes())[..12].to_owned(),
+                repos: Repos::Mirror(super::follow::mirror_dir(&self.state_dir)),
+                ..self
+            },
+        })
     }
 
     /// Where the state lives unless told otherwise: `state/` in the spec directory.

@@ -87,6 +87,14 @@ pub fn controller(id: String, started_at: String, behind: bool, live: bool, mess
     unversioned("Controller", id, sync, health, Some(started_at), message)
 }
 
+/// Where the desired state comes from when it is committed state (a local checkout's `HEAD`, a
+/// git source): an error while the last fetch failed (the last good commit is still reconciled).
+pub fn source(name: String, failing: bool, fetched_at: Option<String>, message: String) -> ObjectStatus {
+    let (sync, health) =
+        if failing { (SyncStatus::Error, Health::Degraded) } else { (SyncStatus::Synced, Health::Healthy) };
+    unversioned("Source", name, sync, health, fetched_at, message)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

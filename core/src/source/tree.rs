@@ -1,0 +1,111 @@
+//! The tree of one commit, exported for the scanner: `tree/<commit>/` under the state directory,
+//! written under a temporary name and renamed, and `tree/current`, a symbolic link switched
+//! atomically to the commit reconciled. The scanner reads `tree/current/<spec path>` with the
+//! same rules as a working tree (which files count, size limits, links not leaving the tree);
+//! its cache keys stay the same from commit to commit, so unchanged files are not parsed again.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::Project;
+use super::git::{self, GitFailure};
+
+/// The exported trees of a project reconciling committed state.
+#[derive(Debug, Clone)]
+pub struct Trees {
+    dir: PathBuf,
+}
+
+/// How many exported trees are kept: the current one and the one before it (a `status` that
+/// was reading it when `current` moved finishes reading it).
+const KEPT: usize = 2;
+
+impl Trees {
+    /// The trees under `state_dir`, made absolute: git runs in the exported folder, where a
+    /// relative index or work tree would name something else.
+    pub fn in_state_dir(state_dir: &Path) -> Self {
+        let state_dir = std::path::absolute(state_dir).unwrap_or_else(|_| state_dir.to_owned());
+        Self { dir: state_dir.join("source").join("tree") }
+    }
+
+    fn current_link(&self) -> PathBuf {
+        self.dir.join("current")
+    }
+
+    /// The commit `current` names, if a tree was exported before (a restart reconciles it until
+    /// a fetch succeeds).
+    pub fn current(&self) -> Option<String> {
+        let target = std::fs::read_link(self.current_link()).ok()?;
+        let commit = target.file_name()?.to_str()?.to_owned();
+        (self.dir.join(&commit).is_dir() && is_object_id(&commit)).then_some(commit)
+    }
+
+    /// Where the spec directory `spec_path` of the current tree is read.
+    pub fn spec_dir(&self, spec_path: &Path) -> PathBuf {
+        self.current_link().join(spec_path)
+    }
+
+    /// The project a scan of the current tree reads: the spec directory `spec_path` inside it,
+    /// the trees' folder as the root (links may not leave it), `base`'s id and state.
+    pub fn project(&self, base: &Project, spec_path: &Path) -> std::io::Result<Project> {
+        let root = self.dir.canonicalize()?;
+        Ok(Project { spec_dir: self.spec_dir(spec_path), root, ..base.clone() })
+    }
+
+    /// Exports `commit`'s whole tree from the repository `git_dir` (when not exported yet) and
+    /// makes it current.
+    pub async fn show(&self, git_dir: &Path, commit: &str, timeout: Duration) -> Result<(), GitFailure> {
+        let io = |what: &str, path: &Path, error: std::io::Error| GitFailure {
+            args: "checkout-index".into(),
+            message: format!("cannot {what} {}: {error}", path.display()),
+        };
+        if !is_object_id(commit) {
+            return Err(GitFailure { args: "rev-parse".into(), message: format!("{commit:?} is not a commit id") });
+        }
+        std::fs::create_dir_all(&self.dir).map_err(|e| io("create", &self.dir, e))?;
+        let target = self.dir.join(commit);
+        if !target.is_dir() {
+            let temporary = self.dir.join(format!(".export-{commit}-{}", std::process::id()));
+            let index = self.dir.join(format!(".index-{commit}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&temporary);
+            std::fs::create_dir_all(&temporary).map_err(|e| io("create", &temporary, e))?;
+            let exported = async {
+                git::run_in(git_dir, (&temporary, &index), &["read-tree", "--end-of-options", commit], timeout).await?;
+                git::run_in(git_dir, (&temporary, &index), &["checkout-index", "--all", "--force"], timeout).await
+            }
+            .await;
+            let _ = std::fs::remove_file(&index);
+            if let Err(failure) = exported {
+                let _ = std::fs::remove_dir_all(&temporary);
+                return Err(failure);
+            }
+            std::fs::rename(&temporary, &target).map_err(|e| io("rename", &temporary, e))?;
+        }
+        let link = self.dir.join(format!(".current-{}", std::process::id()));
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(commit, &link).map_err(|e| io("link", &link, e))?;
+        std::fs::rename(&link, self.current_link()).map_err(|e| io("rename", &link, e))?;
+        self.forget_older(commit);
+        Ok(())
+    }
+
+    /// Removes exported trees but the newest [`KEPT`] (`keep` among them).
+    fn forget_older(&self, keep: &str) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
+        let mut trees: Vec<(std::time::SystemTime, PathBuf)> = entries
+            .flatten()
+            .filter(|entry| entry.file_name().to_str().is_some_and(|name| is_object_id(name) && name != keep))
+            .filter_map(|entry| Some((entry.metadata().ok()?.modified().ok()?, entry.path())))
+            .collect();
+        trees.sort();
+        let excess = trees.len().saturating_sub(KEPT - 1);
+        for (_, path) in trees.into_iter().take(excess) {
+            let _ = std::fs::remove_dir_all(path);
+        }
+    }
+}
+
+/// A full SHA-1 or SHA-256 object id in lowercase hex.
+fn is_object_id(text: &str) -> bool {
+    matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
