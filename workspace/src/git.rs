@@ -35,6 +35,31 @@ pub fn command(dir: &Path) -> Command {
     command
 }
 
+/// `git` run in `dir` with the operator's own environment and configuration (SSH agent and keys,
+/// credential stores: what fetching a git source needs) that never asks for anything: no
+/// terminal prompt, no askpass program, SSH in batch mode unless the operator chose an SSH
+/// command, stdin closed.
+pub fn operator_command(dir: &Path) -> Command {
+    let mut command = Command::new("git");
+    command
+        .current_dir(dir)
+        .args(["-c", "core.askPass=", "-c", "credential.interactive=never"])
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GCM_INTERACTIVE", "never")
+        .env("SSH_ASKPASS_REQUIRE", "never")
+        .env("LC_ALL", "C")
+        .env_remove("GIT_ASKPASS")
+        .env_remove("SSH_ASKPASS")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .stdin(Stdio::null());
+    if std::env::var_os("GIT_SSH_COMMAND").is_none() && std::env::var_os("GIT_SSH").is_none() {
+        command.env("GIT_SSH_COMMAND", "ssh -o BatchMode=yes");
+    }
+    command
+}
+
 /// Runs `git args…` in `dir` and returns its output, or the failure with stderr.
 pub fn run(dir: &Path, args: &[&str]) -> Result<Output, GitError> {
     let output = command(dir).args(args).output().map_err(|error| GitError {

@@ -38,9 +38,9 @@ pub fn redact(text: &str) -> String {
     out
 }
 
-/// Runs `git args…` on the repository `git_dir` (bare or not) and returns its stdout. The
-/// operator's own configuration and agents (SSH keys, credential stores) still apply, but nothing
-/// may ask: no terminal prompt, no askpass program, SSH in batch mode. A run past `timeout` is
+/// Runs `git args…` on the repository `git_dir` (bare or not) and returns its stdout, through
+/// `roundtable_workspace::git::operator_command`: the operator's own configuration and agents
+/// (SSH keys, credential stores) still apply, but nothing may ask. A run past `timeout` is
 /// killed and fails.
 pub async fn run<S: AsRef<OsStr>>(git_dir: &Path, args: &[S], timeout: Duration) -> Result<Vec<u8>, GitFailure> {
     run_with(git_dir, None, args, timeout).await
@@ -65,31 +65,12 @@ async fn run_with<S: AsRef<OsStr>>(
 ) -> Result<Vec<u8>, GitFailure> {
     let shown = redact(&args.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect::<Vec<_>>().join(" "));
     let failure = |message: String| GitFailure { args: shown.clone(), message: redact(&message) };
-    let mut command = tokio::process::Command::new("git");
-    command
-        .arg("--git-dir")
-        .arg(git_dir)
-        .args(["-c", "core.askPass=", "-c", "credential.interactive=never", "-c", "protocol.file.allow=always"])
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GCM_INTERACTIVE", "never")
-        .env("SSH_ASKPASS_REQUIRE", "never")
-        .env("LC_ALL", "C")
-        .env_remove("GIT_ASKPASS")
-        .env_remove("SSH_ASKPASS")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+    let mut command = tokio::process::Command::from(roundtable_workspace::git::operator_command(git_dir));
+    command.arg("--git-dir").arg(git_dir).args(["-c", "protocol.file.allow=always"]).args(args);
     if let Some((work_tree, index)) = tree {
         command.env("GIT_WORK_TREE", work_tree).env("GIT_INDEX_FILE", index);
     }
-    if std::env::var_os("GIT_SSH_COMMAND").is_none() && std::env::var_os("GIT_SSH").is_none() {
-        command.env("GIT_SSH_COMMAND", "ssh -o BatchMode=yes");
-    }
+    command.stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
     let child = command.spawn().map_err(|error| failure(format!("cannot run git: {error}")))?;
     let output = match tokio::time::timeout(timeout, child.wait_with_output()).await {
         Ok(Ok(output)) => output,
@@ -114,16 +95,9 @@ async fn run_with<S: AsRef<OsStr>>(
 /// The top of the work tree holding `dir` and its git directory (absolute), for `--committed`.
 pub async fn discover(dir: &Path, timeout: Duration) -> Result<(String, String), GitFailure> {
     let failure = |message: String| GitFailure { args: "rev-parse --show-toplevel".into(), message };
-    let output = tokio::process::Command::new("git")
-        .current_dir(dir)
-        .args(["rev-parse", "--show-toplevel", "--absolute-git-dir"])
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("LC_ALL", "C")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output();
+    let mut command = tokio::process::Command::from(roundtable_workspace::git::operator_command(dir));
+    command.args(["rev-parse", "--show-toplevel", "--absolute-git-dir"]).kill_on_drop(true);
+    let output = command.output();
     let output = match tokio::time::timeout(timeout, output).await {
         Ok(Ok(output)) => output,
         Ok(Err(error)) => return Err(failure(format!("cannot run git: {error}"))),
