@@ -1,6 +1,7 @@
 //! Committed state as the desired state, with real git: a git source (`start --source`) over
-//! `file://` and over the git protocol (`git daemon` on loopback) converges a push within a
-//! poll, a force-push that removes an Assignment deletes it, an unreachable remote keeps the last
+//! `file://`, over the git protocol (`git daemon` on loopback) and over HTTP (git's dumb protocol
+//! from a static server on loopback, with credentials in the URL that are never shown) converges
+//! a push within a poll, a force-push that removes an Assignment deletes it, an unreachable remote keeps the last
 //! good commit (and says so in `status`) until it is back; `--committed` reconciles a checkout's
 //! HEAD, never its uncommitted edits; two controllers on PostgreSQL following one source run
 //! each Assignment once.
@@ -141,13 +142,14 @@ fn head_of(fixture: &Fixture) -> String {
     git(&fixture.work(), &["rev-parse", "HEAD"])
 }
 
-/// A push converges within one poll (1 s, jittered by 10 %) plus the scan and reconcile.
-fn a_push_converges_within_a_poll(fixture: &Fixture, url: &str) {
+/// A push converges within one poll (1 s, jittered by 10 %) plus the scan and reconcile; the
+/// source shows as `shown` (its credentials redacted).
+fn a_push_converges_within_a_poll(fixture: &Fixture, url: &str, shown: &str) {
     let _daemon = fixture.start(url);
     let _log = fixture.log();
     let (first, _) = fixture.wait("the first commit", Duration::from_secs(30), |s| synced(s, "Adapter", "one"));
     let source = source_row(&first).expect("a Source row");
-    assert_eq!(source["name"], format!("git source {url}@main"), "{source:#}");
+    assert_eq!(source["name"], format!("git source {shown}@main"), "{source:#}");
     assert!(
         source["message"]
             .as_str()
@@ -163,13 +165,14 @@ fn a_push_converges_within_a_poll(fixture: &Fixture, url: &str) {
     assert!(source["message"].as_str().is_some_and(|m| m.contains(&head_of(fixture)[..7])), "{source:#}");
 
     let text = stdout(&fixture.rt(&["status"]));
-    assert!(text.starts_with(&format!("source: git source {url}@main\n")), "{text}");
+    assert!(text.starts_with(&format!("source: git source {shown}@main\n")), "{text}");
 }
 
 #[test]
 fn a_push_to_a_file_url_source_converges_within_one_poll() {
     let fixture = Fixture::new(&[(".roundtable/one.yaml", &adapter("one"))]);
-    a_push_converges_within_a_poll(&fixture, &fixture.file_url());
+    let url = fixture.file_url();
+    a_push_converges_within_a_poll(&fixture, &url, &url);
 }
 
 /// `git daemon` serving the fixture's remote on a loopback port, killed when dropped.
@@ -208,7 +211,89 @@ fn a_push_to_a_git_protocol_source_on_loopback_converges_within_one_poll() {
     let fixture = Fixture::new(&[(".roundtable/one.yaml", &adapter("one"))]);
     let served = GitDaemon::serve(fixture.path());
     let url = format!("git://127.0.0.1:{}/remote.git", served.1);
-    a_push_converges_within_a_poll(&fixture, &url);
+    a_push_converges_within_a_poll(&fixture, &url, &url);
+}
+
+/// A static HTTP server on loopback for git's dumb HTTP protocol: the remote's files as they
+/// are (`git update-server-info` after each push keeps its listings current). Stopped when
+/// dropped.
+struct StaticHttp {
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl StaticHttp {
+    fn serve(root: &Path) -> Self {
+        use std::io::{BufRead as _, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let port = listener.local_addr().expect("address").port();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (root, stopping) = (root.to_path_buf(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            while !stopping.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok((stream, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
+                let _ = stream.set_nonblocking(false);
+                let mut reader = std::io::BufReader::new(stream);
+                let mut request = String::new();
+                if reader.read_line(&mut request).is_err() {
+                    continue;
+                }
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let path = request.split_whitespace().nth(1).unwrap_or("/").split('?').next().unwrap_or("/");
+                let file = root.join(path.trim_start_matches('/'));
+                let body = (!path.contains("..")).then(|| std::fs::read(&file).ok()).flatten();
+                let mut stream = reader.into_inner();
+                let _ = match body {
+                    Some(body) => {
+                        let head =
+                            format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+                        stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(&body))
+                    }
+                    None => {
+                        stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    }
+                };
+            }
+        });
+        Self { port, stop, thread: Some(thread) }
+    }
+}
+
+impl Drop for StaticHttp {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[test]
+fn a_push_to_an_http_source_with_credentials_converges_and_never_shows_them() {
+    let fixture = Fixture::new(&[(".roundtable/one.yaml", &adapter("one"))]);
+    // The dumb protocol reads the listings `update-server-info` writes; the hook keeps them current.
+    let hook = fixture.remote().join("hooks/post-update");
+    std::fs::write(&hook, "#!/bin/sh\nexec git update-server-info\n").expect("hook");
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    git(&fixture.remote(), &["update-server-info"]);
+    let served = StaticHttp::serve(fixture.path());
+    let url = format!("http://bench:s3cret-token@127.0.0.1:{}/remote.git", served.port);
+    let shown = format!("http://***@127.0.0.1:{}/remote.git", served.port);
+    a_push_converges_within_a_poll(&fixture, &url, &shown);
+    let everything = format!(
+        "{}{}",
+        stdout(&fixture.rt(&["status", "--format", "json"])),
+        std::fs::read_to_string(fixture.executions().join("daemon.log")).unwrap_or_default()
+    );
+    assert!(!everything.contains("s3cret-token"), "the credentials are shown: {everything}");
 }
 
 #[test]
