@@ -21,14 +21,21 @@ impl Global {
         self.store.clone().unwrap_or_else(|| StoreUrl::in_state_dir(&self.state_dir()))
     }
 
-    /// The project `--dir`, `--state-dir` and `--store` name: resolved on first use, the same
-    /// value after (a failed resolution is not kept; the command usually ends with it).
+    /// The project `--dir`, `--state-dir` and `--store` name, reading committed state's exported
+    /// tree when the state directory is marked so (`Project::followed`): resolved on first use,
+    /// the same value after (a failed resolution is not kept; the command usually ends with it).
     pub fn project(&self) -> Result<&Project, ProjectError> {
         if let Some(project) = self.project.get() {
             return Ok(project);
         }
-        let resolved = Project::resolve(&self.dir)?.with_state(self.state_dir(), self.store_url()).followed()?;
+        let resolved = self.working_tree()?.followed()?;
         Ok(self.project.get_or_init(|| resolved))
+    }
+
+    /// The project as its working tree names it, whatever committed state its state directory
+    /// follows: what `validate` checks (the files about to be committed).
+    pub fn working_tree(&self) -> Result<Project, ProjectError> {
+        Ok(Project::resolve(&self.dir)?.with_state(self.state_dir(), self.store_url()))
     }
 
     /// `--audit-key`, or the project's key under the host state root (never in the state

@@ -133,7 +133,7 @@ async fn follow(global: &Global, args: &StartArgs) -> anyhow::Result<Option<Foll
             Some(Follow::remote(project, remote, spec_path, poll).await?)
         }
         (None, true) => {
-            let checkout = Project::resolve(&global.dir)?.with_state(state_dir.clone(), global.store_url());
+            let checkout = global.working_tree()?;
             let poll = args.poll.map_or(Duration::from_secs(2), |p| p.as_std());
             let follow = Follow::checkout(&checkout, poll).await?;
             mark(&state_dir, Some((Mode::Committed, &follow.spec_path)))?;

@@ -8,8 +8,10 @@ use crate::cli::{Format, Global};
 use crate::render;
 
 pub fn run(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
-    let scanned = match global.project() {
-        Ok(project) => roundtable_service::validate(project),
+    // The working tree's files even when committed state is reconciled: they are what is checked
+    // before a commit.
+    let scanned = match global.working_tree() {
+        Ok(project) => roundtable_service::validate(&project),
         Err(error) => roundtable_service::validate_unresolved(&global.dir, &error),
     };
     let errors = scanned.errors().count();

@@ -389,6 +389,13 @@ fn committed_mode_reconciles_head_never_an_uncommitted_edit() {
     wait("the commit", &|s| synced(s, "Adapter", "two"));
     let text = stdout(&crate::support::roundtable(root, &["status"]));
     assert!(text.starts_with("source: committed (HEAD) "), "{text}");
+
+    // `validate` checks the working tree (what is about to be committed); `status` the commit.
+    write(root, ".roundtable/broken.yaml", "kind: [\n");
+    let validate = crate::support::roundtable(root, &["validate"]);
+    assert_eq!(validate.status.code(), Some(1), "{}", stdout(&validate));
+    assert!(stdout(&validate).contains("broken.yaml"), "{}", stdout(&validate));
+    assert!(row(&status(root), "File", ".roundtable/broken.yaml").is_none(), "status reads the committed tree");
 }
 
 /// `roundtable` on the shared store with the shared audit key, from `state`.
