@@ -181,8 +181,11 @@ struct GitDaemon(std::process::Child, u16);
 impl GitDaemon {
     fn serve(base: &Path) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("address").port();
-        let child = Command::new("git")
-            .args(["daemon", "--export-all", "--reuseaddr", "--listen=127.0.0.1"])
+        // `git-daemon` itself, not the `git daemon` wrapper: killing the wrapper would leave the
+        // server it spawned running.
+        let exec_path = git(base, &["--exec-path"]);
+        let child = Command::new(Path::new(&exec_path).join("git-daemon"))
+            .args(["--export-all", "--reuseaddr", "--listen=127.0.0.1"])
             .arg(format!("--port={port}"))
             .arg(format!("--base-path={}", base.display()))
             .arg(base)
