@@ -193,15 +193,9 @@ async fn desired_of(config: &DaemonConfig, store: &Store) -> Result<Option<Desir
     }))
 }
 
-/// Reads (fetches) the followed commit, records what `status` shows of it, and rescans when it
-/// moved. A failure keeps the last good commit.
-async fn refresh(
-    config: &DaemonConfig,
-    follow: &tokio::sync::Mutex<Follow>,
-    (cache, sync_cache): (&Arc<Mutex<ScanCache>>, &tokio::sync::Mutex<SyncCache>),
-    store: &Store,
-    handle: &Handle<ObjectKey>,
-) -> Result<(), BackendError> {
+/// Reads (fetches) the followed commit and records what `status` shows of it; a failure keeps
+/// the last good commit. Safe to drop midway (at shutdown): git is killed, nothing is written.
+async fn fetch(config: &DaemonConfig, follow: &tokio::sync::Mutex<Follow>, store: &Store) -> Refreshed {
     let (refreshed, record) = {
         let mut follow = follow.lock().await;
         let refreshed = follow.refresh().await;
@@ -210,15 +204,12 @@ async fn refresh(
     if let Err(error) = store.note_source(&record).await {
         tracing::warn!(%error, "cannot record the source's state");
     }
-    match refreshed {
-        Refreshed::Moved => {
-            tracing::info!(commit = record.commit.as_deref().unwrap_or(""), "the source moved");
-            rescan(config, cache, sync_cache, store, handle, false, None).await?;
-        }
+    match &refreshed {
+        Refreshed::Moved => tracing::info!(commit = record.commit.as_deref().unwrap_or(""), "the source moved"),
         Refreshed::Unchanged => {}
         Refreshed::Failed(error) => tracing::warn!(%error, "cannot read the source; keeping the last good commit"),
     }
-    Ok(())
+    refreshed
 }
 
 /// A scan that wrote nothing (its checkout is behind): what the store holds is reconciled as it
@@ -415,15 +406,13 @@ async fn run_with_link<R: Reconciler<ObjectKey>>(
         Some(follow) if matches!(follow.lock().await.origin, Origin::Remote(_)) => Some(link.fetch_requests()),
         _ => None,
     };
+    tokio::pin!(shutdown);
     match &follow {
-        Some(follow) => {
-            let mut follow = follow.lock().await;
-            let refreshed = follow.refresh().await;
-            if let Refreshed::Failed(error) = &refreshed {
-                tracing::warn!(%error, "cannot read the source at start; reconciling the last good commit, if any");
-            }
-            store.note_source(&follow.record(config.controller_id.as_deref().unwrap_or(""))).await?;
-        }
+        // The first fetch before the first scan; a remote that hangs does not hold shutdown up.
+        Some(follow) => tokio::select! {
+            () = &mut shutdown => return Ok(Summary::default()),
+            _ = fetch(&config, follow, &store) => {}
+        },
         None => store.forget_source().await?,
     }
 
@@ -460,7 +449,6 @@ async fn run_with_link<R: Reconciler<ObjectKey>>(
     let mut poll_at = tokio::time::Instant::now() + jittered(poll);
     tracing::info!(dir = %project.spec_dir.display(), "roundtable is running");
     let mut watching = hints.is_some();
-    tokio::pin!(shutdown);
     loop {
         let fetch_requested = async {
             match &fetches {
@@ -470,20 +458,19 @@ async fn run_with_link<R: Reconciler<ObjectKey>>(
         };
         tokio::select! {
             () = &mut shutdown => break,
-            () = tokio::time::sleep_until(poll_at), if follow.is_some() => {
+            // The poll, or a request (the webhook) that brings it forward.
+            () = async { tokio::select! { () = tokio::time::sleep_until(poll_at) => {}, () = fetch_requested => {} } }, if follow.is_some() => {
                 poll_at = tokio::time::Instant::now() + jittered(poll);
-                if let Some(follow) = &follow
-                    && let Err(error) = refresh(&config, follow, (&cache, &sync_cache), &store, &handle).await
+                let Some(follow) = &follow else { continue };
+                // A fetch from a remote that hangs does not hold shutdown up; a rescan is not cut.
+                let refreshed = tokio::select! {
+                    () = &mut shutdown => break,
+                    refreshed = fetch(&config, follow, &store) => refreshed,
+                };
+                if refreshed == Refreshed::Moved
+                    && let Err(error) = rescan(&config, &cache, &sync_cache, &store, &handle, false, None).await
                 {
-                    tracing::error!(%error, "rescan after a fetch failed");
-                }
-            }
-            () = fetch_requested => {
-                poll_at = tokio::time::Instant::now() + jittered(poll);
-                if let Some(follow) = &follow
-                    && let Err(error) = refresh(&config, follow, (&cache, &sync_cache), &store, &handle).await
-                {
-                    tracing::error!(%error, "rescan after a requested fetch failed");
+                    tracing::error!(%error, "rescan of the new commit failed");
                 }
             }
             hint = async { match &mut hints { Some(hints) => hints.recv().await, None => None } }, if watching => match hint {

@@ -494,3 +494,23 @@ async fn two_controllers_on_postgres_following_one_source_run_each_assignment_on
         assert!(leftovers.is_empty(), "left behind: {leftovers:?}");
     }
 }
+
+#[test]
+fn a_remote_that_never_answers_does_not_hold_shutdown_up() {
+    let fixture = Fixture::new(&[(".roundtable/one.yaml", &adapter("one"))]);
+    // Takes the connection, never answers: every fetch hangs until git's timeout (120 s).
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("git://{}/remote.git", silent.local_addr().expect("address"));
+    let mut daemon = fixture.start(&url);
+    let _log = fixture.log();
+    std::thread::sleep(Duration::from_secs(2));
+    let pid = daemon.0.id().to_string();
+    let stopping = Instant::now();
+    Command::new("kill").args(["-TERM", &pid]).status().expect("kill -TERM");
+    while daemon.0.try_wait().expect("wait").is_none() {
+        assert!(stopping.elapsed() < Duration::from_secs(15), "SIGTERM waited for the hung fetch");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = std::fs::read_to_string(fixture.executions().join("daemon.log")).unwrap_or_default();
+    assert!(log.contains("following the git source"), "{log}");
+}

@@ -89,8 +89,18 @@ impl Trees {
         Ok(())
     }
 
-    /// Removes exported trees but the newest [`KEPT`] (`keep` among them).
+    /// Removes exported trees but the newest [`KEPT`] (`keep` among them), and what an export
+    /// cut short (a daemon stopped mid-fetch) left under a temporary name.
     fn forget_older(&self, keep: &str) {
+        let own = format!("-{}", std::process::id());
+        for entry in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let temporary = [".export-", ".index-", ".current-"].iter().any(|prefix| name.starts_with(prefix));
+            if temporary && !name.ends_with(&own) {
+                let path = entry.path();
+                let _ = if path.is_dir() { std::fs::remove_dir_all(path) } else { std::fs::remove_file(path) };
+            }
+        }
         let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
         let mut trees: Vec<(std::time::SystemTime, PathBuf)> = entries
             .flatten()
