@@ -161,6 +161,10 @@ pub enum Command {
         /// KIND/NAME, like Adapter/codex.
         #[arg(value_parser = object_reference)]
         object: String,
+        /// Assignments: run the agent afresh in a new execution generation, instead of reusing
+        /// the result of an earlier one with the same run fields at the same commit.
+        #[arg(long)]
+        rerun: bool,
     },
     /// Controllers registered in the store: live or stopped, their heartbeats, what each runs.
     Controllers {

@@ -259,7 +259,7 @@ pub fn document() -> Value {
         Post,
         "/v1/reconcile/{kind}/{name}",
         "reconcile",
-        "Reconciles one object now, clearing a stall.",
+        "Reconciles one object now, clearing a stall; `rerun=true` makes an Assignment run afresh.",
         vec![
             parameter(
                 "kind",
@@ -269,6 +269,13 @@ pub fn document() -> Value {
                 true,
             ),
             path_parameter("name", "The object's name."),
+            parameter(
+                "rerun",
+                "query",
+                "Assignments: run the agent afresh in a new execution generation instead of reusing the result of an earlier one with the same run fields at the same commit.",
+                json!({"type": "boolean", "default": false}),
+                false,
+            ),
             idempotency_parameter(),
         ],
         None,

@@ -339,6 +339,9 @@ words! {
 pub struct ReconcileRequested {
     pub object: String,
     pub how: ReconcileHow,
+    /// `reconcile --rerun`: the execution generation made to run the agent afresh.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerun: Option<i64>,
 }
 
 impl OperatorAction for ReconcileRequested {
@@ -537,7 +540,7 @@ mod tests {
     #[test]
     fn an_operator_record_carries_its_origin_beside_the_action() {
         let by_api = Operated {
-            action: ReconcileRequested { object: "Adapter/a".into(), how: ReconcileHow::Mcp },
+            action: ReconcileRequested { object: "Adapter/a".into(), how: ReconcileHow::Mcp, rerun: None },
             by: Operator::API,
         };
         assert_eq!(by_api.kind(), EntryKind::OperatorReconcile);

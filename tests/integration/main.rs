@@ -15,6 +15,7 @@ mod engine_restart;
 mod execution;
 mod fidelity;
 mod http;
+mod identity;
 mod providers;
 mod real_clis;
 mod scale_out;
