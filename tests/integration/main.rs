@@ -14,6 +14,7 @@ mod egress;
 mod engine_restart;
 mod execution;
 mod fidelity;
+mod hook;
 mod http;
 mod providers;
 mod real_clis;
