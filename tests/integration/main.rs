@@ -11,6 +11,7 @@ mod daemon;
 mod defaults;
 mod diagnostics;
 mod egress;
+mod engine_hints;
 mod engine_restart;
 mod execution;
 mod fidelity;
