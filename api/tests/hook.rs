@@ -210,3 +210,33 @@ async fn without_a_secret_the_hook_is_not_there_and_without_a_source_nothing_is_
     assert_eq!((entries[0].0.as_str(), &entries[0].1["fetchRequested"]), ("hook.accepted", &serde_json::json!(false)));
     api.stop().await;
 }
+
+/// Webhook bodies are the only ones read without the token: a few at once per listener, so
+/// callers that trickle them hold little. Beyond that the call is answered `503 busy` unread, and
+/// operators are served meanwhile.
+#[tokio::test]
+async fn callers_that_trickle_webhook_bodies_hold_only_a_few_slots() {
+    let api = Api::start(Some(SECRET)).await;
+    let mut trickling = Vec::new();
+    for _ in 0..4 {
+        let mut stream = tokio::net::TcpStream::connect(api.address).await.expect("connect");
+        let head = "POST /v1/hooks/git HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"ref\":";
+        stream.write_all(head.as_bytes()).await.expect("head");
+        trickling.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let signature = HookSecret::from_bytes(SECRET).signature(PUSH.as_bytes());
+    let started = std::time::Instant::now();
+    let (status, body) = api.call("/v1/hooks/git", &[("X-Hub-Signature-256", &signature)], PUSH.as_bytes()).await;
+    assert_eq!((status, error_code(&body).as_str()), (503, "busy"), "{body}");
+    assert!(started.elapsed() < Duration::from_secs(2), "answered at once, not after the body deadline");
+    let token = format!("Bearer {TOKEN}");
+    let (status, body) = api.call("/v1/reconcile/Adapter/none", &[("Authorization", &token)], b"").await;
+    assert_eq!((status, error_code(&body).as_str()), (404, "object_not_found"), "the operator is served: {body}");
+
+    drop(trickling);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (status, _) = api.call("/v1/hooks/git", &[("X-Hub-Signature-256", &signature)], PUSH.as_bytes()).await;
+    assert_eq!(status, 409, "slots come back when their callers go (no git source here)");
+    api.stop().await;
+}
