@@ -297,6 +297,13 @@ mod tests {
         }
         let (_dir, path) = secret_file(&[b'x'; 5000], 0o600);
         assert!(matches!(HookSecret::read(&path), Err(SecretError::TooLong { .. })));
+        if rustix::process::geteuid().is_root() {
+            // Private, but another user's: as root the test can make such a file.
+            let (_dir, path) = secret_file(b"s3cret\n", 0o600);
+            std::os::unix::fs::chown(&path, Some(65534), Some(65534)).expect("chown");
+            let refused = HookSecret::read(&path).expect_err("not ours");
+            assert!(matches!(refused, SecretError::NotOwned { owner: 65534, user: 0, .. }), "{refused}");
+        }
         let missing = HookSecret::read(Path::new("/nonexistent/hook.secret")).expect_err("missing");
         assert!(missing.to_string().contains("/nonexistent/hook.secret"), "{missing}");
     }
