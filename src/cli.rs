@@ -532,6 +532,12 @@ pub struct StartArgs {
     /// exists.
     #[arg(long)]
     pub new_audit_key: bool,
+    /// The git webhook's shared secret (a file of this user's, mode 0600 or stricter; a trailing
+    /// newline is not part of it). With it, `POST /v1/hooks/git` asks the daemon to fetch its
+    /// git source when the call's X-Hub-Signature-256 (or GitLab's X-Gitlab-Token) matches; the
+    /// route needs no operator token. Without it, that route answers 404.
+    #[arg(long, value_name = "PATH")]
+    pub webhook_secret_file: Option<PathBuf>,
 }
 
 /// The listener `--api-listen` asks for, and the TLS files it is served with.
