@@ -133,7 +133,8 @@ pub enum Command {
     /// Report the container engine, its API version and the hardening features it offers.
     Doctor(FormatArg),
     /// Run the controller: reconcile the specs until SIGINT or SIGTERM.
-    Start(StartArgs),
+    // Boxed: by far the largest variant (clippy::large_enum_variant).
+    Start(Box<StartArgs>),
     /// Drift: every object, file error and leftover, with or without a running daemon.
     Status {
         #[command(flatten)]
@@ -161,6 +162,10 @@ pub enum Command {
         /// KIND/NAME, like Adapter/codex.
         #[arg(value_parser = object_reference)]
         object: String,
+        /// Assignments: run the agent afresh in a new execution generation, instead of reusing
+        /// the result of an earlier one with the same run fields at the same commit.
+        #[arg(long)]
+        rerun: bool,
     },
     /// Controllers registered in the store: live or stopped, their heartbeats, what each runs.
     Controllers {
@@ -544,6 +549,12 @@ pub struct StartArgs {
     /// Reconcile the checkout's HEAD commit only, never its uncommitted edits; re-read on the poll.
     #[arg(long)]
     pub committed: bool,
+    /// The git webhook's shared secret (a file of this user's, mode 0600 or stricter; a trailing
+    /// newline is not part of it). With it, `POST /v1/hooks/git` asks the daemon to fetch its
+    /// git source when the call's X-Hub-Signature-256 (or GitLab's X-Gitlab-Token) matches; the
+    /// route needs no operator token. Without it, that route answers 404.
+    #[arg(long, value_name = "PATH")]
+    pub webhook_secret_file: Option<PathBuf>,
 }
 
 /// The listener `--api-listen` asks for, and the TLS files it is served with.

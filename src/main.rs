@@ -53,7 +53,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Plan(args) => commands::plan::run(global, args.format).await,
         Command::Describe { object, format } => commands::describe::run(global, object, format.format).await,
-        Command::Reconcile { object } => commands::reconcile::run(global, object).await,
+        Command::Reconcile { object, rerun } => commands::reconcile::run(global, object, *rerun).await,
         Command::Controllers { format } => commands::controllers::run(global, format.format).await,
         Command::Prune { retention, dry_run, format } => {
             commands::prune::run(global, retention.as_std(), *dry_run, format.format).await

@@ -81,6 +81,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::Ambiguous { matches, .. } => ApiError::new(StatusCode::CONFLICT, "ambiguous_id", message)
                 .with_details(serde_json::json!({"matches": matches})),
             ServiceError::Register(_) => ApiError::bad_request("invalid_session", message),
+            ServiceError::NotRunnable { .. } => ApiError::bad_request("not_runnable", message),
             ServiceError::PatchTampered { .. } => ApiError::new(StatusCode::CONFLICT, "patch_tampered", message),
             _ => ApiError::internal(message),
         }

@@ -7,6 +7,7 @@ pub mod auth;
 pub mod client;
 mod cursor;
 mod error;
+pub mod hook;
 mod idempotency;
 pub mod listen;
 mod mcp;
@@ -40,6 +41,30 @@ pub fn cli_socket(state_dir: &Path) -> PathBuf {
 
 /// Serves the API on `bound` until `shutdown` resolves; requests in flight then finish.
 pub async fn serve(bound: Bound, state: ApiState, shutdown: impl Future<Output = ()> + Send) {
-    let gate = std::sync::Arc::new(state.token.clone());
+    let gate = std::sync::Arc::new(ApiGate::of(&state));
     serve::serve_router(bound, router(state), gate, serve::Limits::default(), shutdown).await;
+}
+
+/// The API's gate: the operator token, and the signed routes' bodies read without it only when
+/// the webhook has a secret (without one, its route answers unread).
+struct ApiGate {
+    token: auth::OperatorToken,
+    signed: Vec<(axum::http::Method, &'static str)>,
+}
+
+impl ApiGate {
+    fn of(state: &ApiState) -> Self {
+        let signed = if state.hook.is_some() { routes::signed_routes() } else { Vec::new() };
+        Self { token: state.token.clone(), signed }
+    }
+}
+
+impl serve::Gate for ApiGate {
+    fn admits(&self, headers: &axum::http::HeaderMap) -> bool {
+        serve::Gate::admits(&self.token, headers)
+    }
+
+    fn reads_unadmitted_body(&self, method: &axum::http::Method, path: &str) -> bool {
+        self.signed.iter().any(|(m, p)| m == method && *p == path)
+    }
 }

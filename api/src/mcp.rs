@@ -200,7 +200,8 @@ async fn call(state: &ApiState, tool: &str, arguments: &Value) -> Result<Value, 
         "proposals" => value(serde_json::to_value(List::of(service.proposals().await?))),
         "reconcile" => {
             let object = arguments.get("object").and_then(Value::as_str).unwrap_or_default();
-            let queued = crate::routes::write::queue_reconcile(state, parse_key(object)?, ReconcileHow::Mcp).await?;
+            let queued =
+                crate::routes::write::queue_reconcile(state, parse_key(object)?, ReconcileHow::Mcp, None).await?;
             value(serde_json::to_value(queued))
         }
         _ => Err(ApiError::not_found("no_such_tool", format!("no tool {tool:?}"))),

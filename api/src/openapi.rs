@@ -16,6 +16,7 @@ use roundtable_specs::output::{
 
 use crate::routes::Verb::{self, Delete, Get, Post};
 use crate::routes::agents::AgentChangeBody;
+use crate::routes::hooks::HookBody;
 use crate::routes::read::SessionLogsBody;
 use crate::routes::write::{ReconcileBody, RegisterSessionBody};
 
@@ -259,7 +260,7 @@ pub fn document() -> Value {
         Post,
         "/v1/reconcile/{kind}/{name}",
         "reconcile",
-        "Reconciles one object now, clearing a stall.",
+        "Reconciles one object now, clearing a stall; `rerun=true` makes an Assignment run afresh.",
         vec![
             parameter(
                 "kind",
@@ -269,12 +270,52 @@ pub fn document() -> Value {
                 true,
             ),
             path_parameter("name", "The object's name."),
+            parameter(
+                "rerun",
+                "query",
+                "Assignments: run the agent afresh in a new execution generation instead of reusing the result of an earlier one with the same run fields at the same commit.",
+                json!({"type": "boolean", "default": false}),
+                false,
+            ),
             idempotency_parameter(),
         ],
         None,
         vec![("202", r)],
         false,
     );
+    let r = b.json_response::<HookBody>("Signed: the daemon fetches its git source now.");
+    let error = b.json_response::<ErrorBody>("");
+    let answer = |description: &str| {
+        let mut answer = error.clone();
+        answer["description"] = json!(description);
+        answer
+    };
+    b.operation(
+        Post,
+        "/v1/hooks/git",
+        "gitHook",
+        "A forge's push webhook: asks the daemon to fetch its git source now. Authenticated by the signature over the exact body (GitHub, Gitea, Forgejo) or GitLab's token, never the operator token; the payload is not otherwise read.",
+        vec![
+            parameter(
+                "X-Hub-Signature-256",
+                "header",
+                "`sha256=` and the hex HMAC-SHA256 of the body under the webhook secret.",
+                json!({"type": "string"}),
+                false,
+            ),
+            parameter("X-Gitlab-Token", "header", "GitLab's form: the webhook secret itself.", json!({"type": "string"}), false),
+        ],
+        Some(json!({"description": "The forge's payload, at most 1 MiB; only its signature is checked."})),
+        vec![
+            ("202", r),
+            ("401", answer("`bad_signature`: no signature, a malformed one, or one of other bytes or another secret; nothing is fetched.")),
+            ("404", answer("`hook_not_configured`: the daemon was started without `--webhook-secret-file`.")),
+            ("409", answer("`no_git_source`: the signature is good but the daemon reconciles no git source.")),
+            ("413", answer("`body_too_large`: over 1 MiB.")),
+        ],
+        true,
+    );
+    b.paths["/v1/hooks/git"]["post"]["security"] = json!([{"hookSignature": []}, {"gitlabToken": []}]);
     let mut list_parameters = vec![path_parameter("ws", "The workspace this daemon serves (its project's name).")];
     list_parameters.extend(page_parameters());
     let r = b.json_response::<List<AgentItem>>("Agents in name order.");
@@ -399,12 +440,16 @@ pub fn document() -> Value {
         "info": {
             "title": "Roundtable",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "The HTTP API of a Roundtable daemon (`roundtable start`): status, adapters, assignments, sessions, proposals and events; agents with enable, disable and diagnostics; reconcile requests; the admin MCP endpoint. Every endpoint but /healthz, /readyz and this document needs the operator token of the daemon's state directory (`Authorization: Bearer …`)."
+            "description": "The HTTP API of a Roundtable daemon (`roundtable start`): status, adapters, assignments, sessions, proposals and events; agents with enable, disable and diagnostics; reconcile requests; the admin MCP endpoint. Every endpoint but /healthz, /readyz, this document and the signed git webhook (/v1/hooks/git) needs the operator token of the daemon's state directory (`Authorization: Bearer …`)."
         },
         "security": [{"operatorToken": []}],
         "paths": paths,
         "components": {
-            "securitySchemes": {"operatorToken": {"type": "http", "scheme": "bearer", "description": "The token in the state directory's api-token file."}},
+            "securitySchemes": {
+                "operatorToken": {"type": "http", "scheme": "bearer", "description": "The token in the state directory's api-token file."},
+                "hookSignature": {"type": "apiKey", "in": "header", "name": "X-Hub-Signature-256", "description": "`sha256=<hex HMAC-SHA256 of the body under the secret of --webhook-secret-file>`; the git webhook only."},
+                "gitlabToken": {"type": "apiKey", "in": "header", "name": "X-Gitlab-Token", "description": "The secret of --webhook-secret-file itself, as GitLab sends it; the git webhook only."}
+            },
             "schemas": schemas
         }
     })
@@ -441,8 +486,11 @@ mod tests {
         let mut operations = BTreeMap::new();
         for (path, item) in document["paths"].as_object().expect("paths") {
             for (method, operation) in item.as_object().expect("a path item") {
-                let access =
-                    if operation.get("security") == Some(&json!([])) { Access::Public } else { Access::Operator };
+                let access = match operation.get("security") {
+                    Some(security) if *security == json!([]) => Access::Public,
+                    Some(security) if security.to_string().contains("hookSignature") => Access::Signed,
+                    _ => Access::Operator,
+                };
                 operations.insert(format!("{} {path}", method.to_uppercase()), access);
             }
         }

@@ -9,6 +9,9 @@
 //! handler runs, so a client that trickles its body holds no handler, lease or idempotency key.
 //! Every connection counts as unauthenticated until a request on it carries the token; those are
 //! capped below the connection cap, and per peer, so a flood of them leaves room for operators.
+//! The one exception to "no token, no body" is a route whose body authenticates it (the signed
+//! git webhook, when configured): its body is read without the token, under a shorter deadline
+//! and with only a few such reads at once, and its connection still counts as unauthenticated.
 //! On shutdown, requests in flight finish (for up to a bound); idle connections close.
 
 use std::convert::Infallible;
@@ -19,7 +22,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, HttpBody as _, to_bytes};
-use axum::http::{HeaderMap, HeaderValue, Request, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::response::{IntoResponse as _, Response};
 use axum::serve::Listener;
 use hyper::body::Incoming;
@@ -37,6 +40,12 @@ use crate::peers::{PeerLimit, PeerSlot};
 /// read and a place beyond the unauthenticated limits.
 pub trait Gate: Send + Sync + 'static {
     fn admits(&self, headers: &HeaderMap) -> bool;
+
+    /// Whether a request to `path` with `method` that [`Gate::admits`] refused has its body read
+    /// anyway, because its handler authenticates the body itself (a signed webhook).
+    fn reads_unadmitted_body(&self, _method: &Method, _path: &str) -> bool {
+        false
+    }
 }
 
 /// What one server allows.
@@ -63,6 +72,12 @@ pub struct Limits {
     pub max_unauthenticated_per_peer: usize,
     /// How long shutdown waits for requests in flight.
     pub drain: Duration,
+    /// Bodies read without the token (see [`Gate::reads_unadmitted_body`]) at once, per
+    /// listener; beyond it, such a request is answered `503 busy` unread. With `max_body` it
+    /// bounds what unauthenticated peers can make the server buffer.
+    pub max_unadmitted_bodies: usize,
+    /// From the end of such a request's head to the end of its body.
+    pub unadmitted_body_read_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -77,6 +92,8 @@ impl Default for Limits {
             max_unauthenticated: 768,
             max_unauthenticated_per_peer: 32,
             drain: Duration::from_secs(5),
+            max_unadmitted_bodies: 4,
+            unadmitted_body_read_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -130,6 +147,7 @@ async fn accept_loop<L>(
         total: Arc::new(Semaphore::new(limits.max_unauthenticated.clamp(1, max_connections))),
         per_peer: PeerLimit::new(limits.max_unauthenticated_per_peer),
     };
+    let unadmitted_bodies = Arc::new(Semaphore::new(limits.max_unadmitted_bodies));
     let router = TowerToHyperService::new(app);
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
@@ -151,9 +169,15 @@ async fn accept_loop<L>(
             continue;
         };
         let connection = Arc::new(Connection { unauthenticated: Mutex::new(Some(slot)) });
-        let (router, gate) = (router.clone(), gate.clone());
+        let (router, gate, unadmitted_bodies) = (router.clone(), gate.clone(), unadmitted_bodies.clone());
         let service = hyper::service::service_fn(move |request| {
-            handle(request, router.clone(), gate.clone(), connection.clone(), limits)
+            let server = Server {
+                router: router.clone(),
+                gate: gate.clone(),
+                unadmitted_bodies: unadmitted_bodies.clone(),
+                limits,
+            };
+            handle(request, server, connection.clone())
         });
         let connection = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
@@ -212,31 +236,62 @@ impl Connection {
 
 // === one request ===
 
-/// Judges the head, then reads the body whole (authenticated) or drops it unread (anything else:
-/// the router answers `401` on routes that need the token, and the public ones take no body).
-async fn handle(
-    request: Request<Incoming>,
+/// What every request on a listener shares.
+struct Server {
     router: TowerToHyperService<Router>,
     gate: Arc<dyn Gate>,
-    connection: Arc<Connection>,
+    unadmitted_bodies: Arc<Semaphore>,
     limits: Limits,
+}
+
+/// Judges the head, then reads the body whole (authenticated, or a route whose body
+/// authenticates it) or drops it unread (anything else: the router answers `401` on routes that
+/// need the token, and the public ones take no body).
+async fn handle(
+    request: Request<Incoming>,
+    server: Server,
+    connection: Arc<Connection>,
 ) -> Result<Response, Infallible> {
+    let Server { router, gate, unadmitted_bodies, limits } = server;
     let (parts, body) = request.into_parts();
-    if !gate.admits(&parts.headers) {
-        let unread = !body.is_end_stream();
-        drop(body);
-        let mut response = router.call(Request::from_parts(parts, Body::empty())).await?;
-        if unread {
-            // The body may still be on its way: the connection cannot serve another request.
-            close(&mut response);
-        }
-        return Ok(response);
+    if gate.admits(&parts.headers) {
+        connection.authenticated();
+        return read_then_route(parts, body, router, limits.body_read_timeout, limits.max_body).await;
     }
-    connection.authenticated();
-    match tokio::time::timeout(limits.body_read_timeout, to_bytes(Body::new(body), limits.max_body)).await {
+    if gate.reads_unadmitted_body(&parts.method, parts.uri.path()) {
+        // Held until the handler has answered: the body is buffered that long.
+        let Ok(_slot) = unadmitted_bodies.try_acquire_owned() else {
+            let mut response =
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", "too many webhook calls at once; retry later")
+                    .into_response();
+            close(&mut response);
+            return Ok(response);
+        };
+        return read_then_route(parts, body, router, limits.unadmitted_body_read_timeout, limits.max_body).await;
+    }
+    let unread = !body.is_end_stream();
+    drop(body);
+    let mut response = router.call(Request::from_parts(parts, Body::empty())).await?;
+    if unread {
+        // The body may still be on its way: the connection cannot serve another request.
+        close(&mut response);
+    }
+    Ok(response)
+}
+
+/// Reads the body whole within `deadline` and `max_body` bytes, then hands the request to the
+/// router; a late or oversized body is answered at once and its connection closed.
+async fn read_then_route(
+    parts: axum::http::request::Parts,
+    body: Incoming,
+    router: TowerToHyperService<Router>,
+    deadline: Duration,
+    max_body: usize,
+) -> Result<Response, Infallible> {
+    match tokio::time::timeout(deadline, to_bytes(Body::new(body), max_body)).await {
         Ok(Ok(body)) => router.call(Request::from_parts(parts, Body::from(body))).await,
         Ok(Err(_)) => {
-            let mut response = ApiError::body_too_large(limits.max_body).into_response();
+            let mut response = ApiError::body_too_large(max_body).into_response();
             close(&mut response);
             Ok(response)
         }
@@ -244,7 +299,7 @@ async fn handle(
             let mut response = ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,
                 "body_timeout",
-                format!("the request body did not arrive whole within {} ms", limits.body_read_timeout.as_millis()),
+                format!("the request body did not arrive whole within {} ms", deadline.as_millis()),
             )
             .into_response();
             close(&mut response);

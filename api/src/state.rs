@@ -1,5 +1,5 @@
-//! What every handler shares: the service layer (the CLI's own), the running daemon, and who
-//! this API serves.
+//! What every handler shares: the service layer (the CLI's own), the running daemon, who this
+//! API serves, and the webhook's secret.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use roundtable_specs::audit::{AuditRecord, Operated, Operator, OperatorAction};
 use roundtable_store::audit::AuditKey;
 
 use crate::auth::OperatorToken;
+use crate::hook::GitHook;
 
 /// The API's shared state; cheap to clone.
 #[derive(Clone)]
@@ -26,20 +27,28 @@ pub struct ApiState {
     pub binary: PathBuf,
     /// What `status` counts as past retention.
     pub retention: Duration,
+    /// The git webhook's secret, when `start --webhook-secret-file` gave one; without it the
+    /// hook route answers `404 hook_not_configured` and reads no body.
+    pub hook: Option<Arc<GitHook>>,
 }
 
 impl ApiState {
     /// Anchors an operator's action in the audit chain (when the daemon keeps one).
     pub async fn record_operator(&self, subject: &str, action: impl OperatorAction) {
+        self.record(subject, &Operated { action, by: Operator::API }).await;
+    }
+
+    /// Appends `record` under `subject` to the audit chain (when the daemon keeps one); a failure
+    /// is logged, never the caller's.
+    pub async fn record(&self, subject: &str, record: &impl AuditRecord) {
         let Some(key) = &self.audit_key else { return };
-        let record = Operated { action, by: Operator::API };
         let kind = record.kind().as_str();
-        let appended = match roundtable_store::audit::AuditedEntry::of(subject, &record) {
+        let appended = match roundtable_store::audit::AuditedEntry::of(subject, record) {
             Ok(entry) => self.service.store().append_audited(key, &entry).await,
             Err(error) => Err(roundtable_store::Error::Record(error)),
         };
         if let Err(error) = appended {
-            tracing::error!(kind, subject, error = %roundtable_telemetry::error_chain(&error), "cannot anchor an operator action in the audit chain");
+            tracing::error!(kind, subject, error = %roundtable_telemetry::error_chain(&error), "cannot anchor an API action in the audit chain");
         }
     }
 }

@@ -24,8 +24,9 @@ pub struct AssignmentObserved {
     pub proposal: Option<ProposalRecord>,
     /// An execution of it is queued or running in this process.
     pub active: bool,
-    /// The execution generation of that execution.
-    pub active_generation: Option<i64>,
+    /// The execution generation of that execution, and whether it is of an earlier object of the
+    /// same name (deleted and declared again while it ran).
+    pub active_generation: Option<(bool, i64)>,
     /// The current controller run, when this process runs executions.
     pub controller_run: Option<String>,
     /// The lease on its execution, as read before the sessions.
@@ -96,12 +97,20 @@ pub fn decide(
     // The run fields changed while an execution of an older generation runs: cancel it (an
     // Assignment runs what its spec says now, as a Job would); the new generation starts once
     // it has stopped and been recorded.
-    if let Some(running) = observed.active_generation.filter(|g| *g != execution_generation) {
+    if let Some((earlier_object, running)) =
+        observed.active_generation.filter(|(earlier_object, g)| *earlier_object || *g != execution_generation)
+    {
         changes.push(Change::SupersedeExecution { by: execution_generation });
         status.phase = AssignmentPhase::Queued;
-        let message = format!(
-            "cancelling the run of execution generation {running} (its run fields changed); generation {execution_generation} starts when it has stopped"
-        );
+        let message = if earlier_object {
+            format!(
+                "cancelling the run of the deleted Assignment of this name (execution generation {running}); this one starts when it has stopped"
+            )
+        } else {
+            format!(
+                "cancelling the run of execution generation {running} (its run fields changed); generation {execution_generation} starts when it has stopped"
+            )
+        };
         return (vec![ready(Unknown, reason::SUPERSEDING, message)], status, changes);
     }
     if let Some(session) = latest.filter(|_| orphaned) {
@@ -228,7 +237,7 @@ mod tests {
             sessions,
             proposal: None,
             active,
-            active_generation: active.then_some(1),
+            active_generation: active.then_some((false, 1)),
             controller_run: Some("run".into()),
             lease: None,
             held_by: None,
@@ -250,7 +259,15 @@ mod tests {
             // An execution of an older generation still runs: it is superseded first.
             (
                 spec(false, 0),
-                AssignmentObserved { active_generation: Some(0), ..observed(vec![], true) },
+                AssignmentObserved { active_generation: Some((false, 0)), ..observed(vec![], true) },
+                "Queued:Superseding",
+                vec![Change::SupersedeExecution { by: 1 }],
+            ),
+            // The Assignment was deleted and declared again while its run went on: the earlier
+            // object's run is cancelled, though its generation number is the same.
+            (
+                spec(false, 0),
+                AssignmentObserved { active_generation: Some((true, 1)), ..observed(vec![], true) },
                 "Queued:Superseding",
                 vec![Change::SupersedeExecution { by: 1 }],
             ),

@@ -7,9 +7,11 @@ use roundtable_admission::{Admitter, GateOutcome};
 use roundtable_specs::ObjectKey;
 use roundtable_specs::adapter::{Capability, ResolvedAdapter};
 use roundtable_specs::output::Condition;
-use roundtable_store::{Lease, LeaseRecord, NewEvent, ObjectRecord, ProposalRecord, SessionRecord, Severity, Store};
+use roundtable_store::{
+    Identity, Lease, LeaseRecord, NewEvent, ObjectRecord, ProposalRecord, SessionRecord, Severity, Store,
+};
 
-use crate::execution::{ExecutionManager, ExecutionRequest};
+use crate::execution::{ActiveRun, ExecutionManager, ExecutionRequest};
 
 /// What can go wrong in a backend.
 #[derive(Debug, thiserror::Error)]
@@ -140,15 +142,16 @@ pub trait AuditSink: Send + Sync + 'static {
 
 /// Executions as the Assignment reconciler sees them.
 pub trait ExecutionBackend: Send + Sync + 'static {
-    /// The Assignment's sessions, newest first.
-    fn sessions(&self, assignment: &str) -> impl Future<Output = Result<Vec<SessionRecord>, BackendError>> + Send;
+    /// The sessions of the Assignment object with uid `assignment_uid`, newest first.
+    fn sessions(&self, assignment_uid: &str) -> impl Future<Output = Result<Vec<SessionRecord>, BackendError>> + Send;
     fn proposal(
         &self,
-        assignment: &str,
+        assignment_uid: &str,
         execution_generation: i64,
     ) -> impl Future<Output = Result<Option<ProposalRecord>, BackendError>> + Send;
-    /// The execution generation this process runs (or queues) for the Assignment, if any.
-    fn active_generation(&self, assignment: &str) -> Option<i64>;
+    /// The execution this process runs (or queues) under the Assignment's name, if any: which
+    /// object (uid) and execution generation it is of.
+    fn active_run(&self, assignment: &str) -> Option<ActiveRun>;
     /// The current controller run, when this process can run executions.
     fn controller_run(&self) -> Option<String>;
     fn start(&self, request: ExecutionRequest) -> impl Future<Output = Result<(), BackendError>> + Send;
@@ -159,7 +162,7 @@ pub trait ExecutionBackend: Send + Sync + 'static {
     fn interrupt(&self, session: &str, lease: Option<&Lease>) -> impl Future<Output = Result<(), BackendError>> + Send;
     /// The lease on the Assignment's execution: which controller runs it. Read before its
     /// sessions, so a claim made on what was read cannot miss a session recorded meanwhile.
-    fn lease(&self, _assignment: &str) -> impl Future<Output = Result<Option<LeaseRecord>, BackendError>> + Send {
+    fn lease(&self, _assignment_uid: &str) -> impl Future<Output = Result<Option<LeaseRecord>, BackendError>> + Send {
         async { Ok(None) }
     }
     /// How soon to look again at an Assignment another controller runs: its lease expires this
@@ -171,7 +174,7 @@ pub trait ExecutionBackend: Send + Sync + 'static {
     /// left it; `None` when another controller holds it or got there first.
     fn claim(
         &self,
-        assignment: &str,
+        assignment: &Identity,
         seen: Option<&LeaseRecord>,
     ) -> impl Future<Output = Result<Option<Lease>, BackendError>> + Send;
 }
@@ -181,15 +184,15 @@ pub trait ExecutionBackend: Send + Sync + 'static {
 pub struct RecordedExecutions(pub Store);
 
 impl ExecutionBackend for RecordedExecutions {
-    async fn sessions(&self, assignment: &str) -> Result<Vec<SessionRecord>, BackendError> {
-        Ok(self.0.sessions(Some(assignment)).await?)
+    async fn sessions(&self, assignment_uid: &str) -> Result<Vec<SessionRecord>, BackendError> {
+        Ok(self.0.sessions_of(assignment_uid).await?)
     }
 
-    async fn proposal(&self, assignment: &str, generation: i64) -> Result<Option<ProposalRecord>, BackendError> {
-        Ok(self.0.proposal_for(assignment, generation).await?)
+    async fn proposal(&self, assignment_uid: &str, generation: i64) -> Result<Option<ProposalRecord>, BackendError> {
+        Ok(self.0.proposal_for(assignment_uid, generation).await?)
     }
 
-    fn active_generation(&self, _assignment: &str) -> Option<i64> {
+    fn active_run(&self, _assignment: &str) -> Option<ActiveRun> {
         None
     }
 
@@ -209,26 +212,26 @@ impl ExecutionBackend for RecordedExecutions {
         Err(BackendError::NotTheDaemon)
     }
 
-    async fn lease(&self, assignment: &str) -> Result<Option<LeaseRecord>, BackendError> {
-        Ok(self.0.execution_lease(assignment).await?)
+    async fn lease(&self, assignment_uid: &str) -> Result<Option<LeaseRecord>, BackendError> {
+        Ok(self.0.execution_lease(assignment_uid).await?)
     }
 
-    async fn claim(&self, _assignment: &str, _seen: Option<&LeaseRecord>) -> Result<Option<Lease>, BackendError> {
+    async fn claim(&self, _assignment: &Identity, _seen: Option<&LeaseRecord>) -> Result<Option<Lease>, BackendError> {
         Err(BackendError::NotTheDaemon)
     }
 }
 
 impl ExecutionBackend for ExecutionManager {
-    async fn sessions(&self, assignment: &str) -> Result<Vec<SessionRecord>, BackendError> {
-        Ok(self.store().sessions(Some(assignment)).await?)
+    async fn sessions(&self, assignment_uid: &str) -> Result<Vec<SessionRecord>, BackendError> {
+        Ok(self.store().sessions_of(assignment_uid).await?)
     }
 
-    async fn proposal(&self, assignment: &str, generation: i64) -> Result<Option<ProposalRecord>, BackendError> {
-        Ok(self.store().proposal_for(assignment, generation).await?)
+    async fn proposal(&self, assignment_uid: &str, generation: i64) -> Result<Option<ProposalRecord>, BackendError> {
+        Ok(self.store().proposal_for(assignment_uid, generation).await?)
     }
 
-    fn active_generation(&self, assignment: &str) -> Option<i64> {
-        ExecutionManager::active_generation(self, assignment)
+    fn active_run(&self, assignment: &str) -> Option<ActiveRun> {
+        ExecutionManager::active_run(self, assignment)
     }
 
     fn controller_run(&self) -> Option<String> {
@@ -253,11 +256,11 @@ impl ExecutionBackend for ExecutionManager {
         Ok(())
     }
 
-    async fn lease(&self, assignment: &str) -> Result<Option<LeaseRecord>, BackendError> {
-        Ok(self.store().execution_lease(assignment).await?)
+    async fn lease(&self, assignment_uid: &str) -> Result<Option<LeaseRecord>, BackendError> {
+        Ok(self.store().execution_lease(assignment_uid).await?)
     }
 
-    async fn claim(&self, assignment: &str, seen: Option<&LeaseRecord>) -> Result<Option<Lease>, BackendError> {
+    async fn claim(&self, assignment: &Identity, seen: Option<&LeaseRecord>) -> Result<Option<Lease>, BackendError> {
         Ok(ExecutionManager::claim(self, assignment, seen).await?)
     }
 

@@ -1,5 +1,6 @@
-//! `roundtable start`: the first scan, then the controller fed by file-watch hints, a jittered
-//! resync and operators' reconcile requests (through the API's [`DaemonLink`]), until shutdown.
+//! `roundtable start`: the first scan, then the controller fed by file-watch hints, the engine's
+//! events (`engine_hints`), a jittered resync and operators' reconcile requests (through the
+//! API's [`DaemonLink`]), until shutdown.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -316,18 +317,22 @@ pub async fn run(
     let presence =
         crate::presence::Presence::start(&store, &executions, &config.project.spec_dir.display().to_string()).await?;
     let _ = link.inner.executions.set(executions.clone());
-    let images = RuntimeImages(runtime, executions.admitter().cloned());
+    let images = RuntimeImages(runtime.clone(), executions.admitter().cloned());
     let events = ChainedEvents { store: store.clone(), key: config.audit_key.clone() };
     let mut reconciler = ObjectReconciler::with_executions(store.clone(), images, events, executions.clone());
     reconciler.error_budget = config.controller.error_budget;
     let grace = config.controller.grace;
     let waker = executions.clone();
     let linked = link.clone();
+    let engine_hints = Arc::new(crate::engine_hints::EngineHints::default());
+    let (hinted, hint_store, project_id) = (engine_hints.clone(), store.clone(), config.project.id.clone());
     let with_handle = move |handle: Handle<ObjectKey>| {
         let _ = linked.inner.handle.set(handle.clone());
+        hinted.start(&runtime, hint_store, project_id, handle.clone());
         waker.wake_with(handle);
     };
     let reconciles = run_with_link(config, store, Arc::new(reconciler), with_handle, shutdown, &link).await;
+    engine_hints.stop();
     pruner.abort();
     // Whatever happened to the controller, running executions are finished or cancelled and
     // recorded: none is left running without its daemon.

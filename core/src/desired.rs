@@ -19,23 +19,36 @@ use crate::source::{ObjectDigests, Scan};
 #[derive(Debug, Clone, PartialEq)]
 pub struct Desired {
     pub key: ObjectKey,
+    /// Which object this is: sessions, proposals and leases are its by uid, never by name.
+    pub uid: String,
     pub generation: i64,
     /// Assignments: the counter of run-field changes; one execution (and at most one proposal)
     /// per execution generation.
     pub execution_generation: Option<i64>,
+    /// Assignments: the digest of the run fields, which keys what a run may reuse.
+    pub execution_digest: Option<String>,
+    /// The execution generation is an operator's `reconcile --rerun`: it runs afresh.
+    pub rerun: bool,
     pub metadata: ObjectMeta,
     pub spec: Spec,
 }
 
 impl Desired {
+    pub fn identity(&self) -> roundtable_store::Identity {
+        roundtable_store::Identity { name: self.key.name.clone(), uid: self.uid.clone() }
+    }
+
     /// The stored last valid spec of a record.
     pub fn from_record(record: &ObjectRecord) -> Result<Self, CorruptSpec> {
         let (metadata, spec) = roundtable_specs::resource::from_json(&record.spec_json)
             .map_err(|source| CorruptSpec { key: record.key.clone(), source })?;
         Ok(Self {
             key: record.key.clone(),
+            uid: record.uid.clone(),
             generation: record.generation,
             execution_generation: record.execution_generation,
+            execution_digest: record.execution_digest.clone(),
+            rerun: record.rerun_generation.is_some() && record.rerun_generation == record.execution_generation,
             metadata,
             spec,
         })

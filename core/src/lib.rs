@@ -8,6 +8,7 @@ pub mod conditions;
 pub mod daemon;
 pub mod desired;
 pub mod egress;
+pub mod engine_hints;
 pub mod execution;
 pub mod mcp;
 pub mod presence;

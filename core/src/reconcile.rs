@@ -138,15 +138,16 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                 let generation = desired.execution_generation.unwrap_or(1);
                 // The lease first: a claim on what was read here fails if a session was recorded
                 // after the sessions below were read.
-                let lease = self.executions.lease(&desired.key.name).await?;
+                let lease = self.executions.lease(&desired.uid).await?;
                 let me = self.executions.controller_run();
                 let held_by = lease
                     .as_ref()
                     .filter(|l| l.is_held(&roundtable_store::now()) && Some(&l.holder) != me.as_ref())
                     .map(|l| l.holder.clone());
-                let mut sessions = self.executions.sessions(&desired.key.name).await?;
+                let mut sessions = self.executions.sessions(&desired.uid).await?;
                 sessions.retain(|s| s.execution_generation == generation);
                 let (adapter, adapter_ready) = self.adapter_for(&spec.adapter).await?;
+                let active = self.executions.active_run(&desired.key.name);
                 let assignment_gates = match (&adapter, &adapter_ready) {
                     (Some(adapter), Ok(())) => self.images.gates(adapter, &spec.requires).await?,
                     _ => None,
@@ -155,9 +156,9 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                 gates = assignment_gates;
                 Some(AssignmentObserved {
                     sessions,
-                    proposal: self.executions.proposal(&desired.key.name, generation).await?,
-                    active: self.executions.active_generation(&desired.key.name).is_some(),
-                    active_generation: self.executions.active_generation(&desired.key.name),
+                    proposal: self.executions.proposal(&desired.uid, generation).await?,
+                    active: active.is_some(),
+                    active_generation: active.map(|run| (run.uid != desired.uid, run.generation)),
                     controller_run: me,
                     lease,
                     held_by,
@@ -264,7 +265,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
         for change in changes {
             if matches!(change, Change::StartExecution { .. } | Change::InterruptSession(_)) && claimed.is_none() {
                 let seen = observed.assignment.as_ref().and_then(|found| found.lease.as_ref());
-                let lease = self.executions.claim(&key.name, seen).await?;
+                let lease = self.executions.claim(&desired.identity(), seen).await?;
                 if lease.is_none() {
                     tracing::info!(assignment = %key.name, "another controller holds or just claimed this execution; leaving it to that one");
                 }
@@ -277,13 +278,14 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                     let (Spec::Assignment(spec), Some(found)) = (&desired.spec, &observed.assignment) else { continue };
                     let Some(adapter) = found.adapter.clone() else { continue };
                     let request = ExecutionRequest::new(
-                        key.name.clone(),
+                        desired.identity(),
                         desired.execution_generation.unwrap_or(1),
                         *attempt,
                         spec.clone(),
                         adapter,
                         lease.cloned(),
-                    );
+                    )
+                    .reusing(desired.execution_digest.clone(), desired.rerun);
                     self.executions.start(request).await?;
                     let message = format!("execution attempt {attempt} queued");
                     let event =

@@ -232,8 +232,8 @@ pub async fn plan<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionB
                 1
             }
             Some(record) if record.deleted_at.is_some() => {
-                push("+", key, format!("declared again: revive at generation {}", record.generation + 1));
-                record.generation + 1
+                push("+", key, "declared again: a new object (a new uid) at generation 1".into());
+                1
             }
             Some(record) if object.digest() != record.spec_digest => {
                 let replaced =
@@ -251,11 +251,15 @@ pub async fn plan<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionB
             }
             Some(record) => record.generation,
         };
+        // An object not recorded yet (or recorded and deleted) has no uid: nothing recorded is its.
+        let recorded = records.get(key).filter(|r| r.deleted_at.is_none());
         let desired = Desired {
             key: key.clone(),
+            uid: recorded.map(|r| r.uid.clone()).unwrap_or_default(),
             generation,
-            execution_generation: records
-                .get(key)
+            execution_digest: object.execution_digest().map(str::to_owned),
+            rerun: false,
+            execution_generation: recorded
                 .and_then(|r| {
                     let changed = object.execution_digest() != r.execution_digest.as_deref();
                     r.execution_generation.map(|g| if changed { g + 1 } else { g })

@@ -303,8 +303,9 @@ fn request(readable: &str) -> ExecutionRequest {
     let Spec::Adapter(adapter) = parse_file("b.yaml", "b.yaml", adapter_text).objects.remove(0).spec else {
         unreachable!("an Adapter")
     };
+    // The tests' object uid is its name: the store calls below read by uid.
     ExecutionRequest::new(
-        "fix".into(),
+        roundtable_store::Identity { name: "fix".into(), uid: "fix".into() },
         1,
         1,
         spec,
@@ -509,13 +510,13 @@ async fn a_run_replaced_by_a_newer_execution_generation_is_recorded_superseded()
     let manager = project.manager(runtime.clone());
     let id = manager.start(request("README.md")).await.expect("start").id;
     until_running(&runtime).await;
-    assert_eq!(manager.active_generation("fix"), Some(1));
+    assert_eq!(manager.active_run("fix").map(|run| run.generation), Some(1));
     manager.supersede("fix", 2);
     let session = finished(&project.store, &id).await;
     assert_eq!((session.phase, session.cause), (SessionPhase::Cancelled, Some(SessionCause::Superseded)));
     assert!(session.message.starts_with("superseded by execution generation 2"), "{}", session.message);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while manager.active_generation("fix").is_some() {
+    while manager.active_run("fix").is_some() {
         assert!(tokio::time::Instant::now() < deadline, "the superseded run let go of its slot");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -700,7 +701,8 @@ fn codex_request() -> ExecutionRequest {
     let mut adapter = roundtable_specs::builtins::template("codex").expect("built-in").resolve("codex");
     adapter.image = Some(format!("sha256:{}", "0".repeat(64)).parse().expect("image"));
     adapter.provider_hosts.clear();
-    ExecutionRequest::new(generic.assignment, 1, 1, generic.spec, adapter, None)
+    let identity = roundtable_store::Identity { name: generic.assignment, uid: generic.assignment_uid };
+    ExecutionRequest::new(identity, 1, 1, generic.spec, adapter, None)
 }
 
 #[tokio::test]
@@ -762,7 +764,16 @@ async fn an_injected_credential_is_masked_in_the_logs_and_flags_the_proposal_tha
     assert!(patch.contains(&format!("+key={KEY}")), "the patch stays byte-faithful: {patch}");
 
     let key = roundtable_specs::ObjectKey::new(roundtable_specs::Kind::Assignment, "fix");
-    let events = project.store.events(&key, 50).await.expect("events");
+    // Not a recorded object here: its events carry no uid; read them all, oldest first.
+    let events: Vec<_> = project
+        .store
+        .recent_events(None, 50)
+        .await
+        .expect("events")
+        .into_iter()
+        .rev()
+        .filter(|e| e.object == key.to_string())
+        .collect();
     let warning = events.iter().find(|e| e.reason == "CredentialCanary").expect("a CredentialCanary event");
     assert_eq!(warning.severity, "Warning");
     assert!(warning.message.contains("ACME_API_KEY") && warning.message.contains("README.md"), "{}", warning.message);

@@ -35,6 +35,7 @@ impl FakeStatus {
     fn insert(&self, desired: &Desired) {
         let record = ObjectRecord {
             key: desired.key.clone(),
+            uid: desired.uid.clone(),
             generation: desired.generation,
             spec_digest: "d".into(),
             execution_generation: None,
@@ -45,6 +46,7 @@ impl FakeStatus {
             created_at: "2026-01-01T00:00:00Z".into(),
             deleted_at: None,
             status_json: None,
+            rerun_generation: None,
         };
         self.objects.lock().expect("lock").insert(desired.key.clone(), record);
     }
@@ -113,7 +115,7 @@ impl ExecutionBackend for NoExecutions {
     async fn proposal(&self, _: &str, _: i64) -> Result<Option<ProposalRecord>, BackendError> {
         Ok(None)
     }
-    fn active_generation(&self, _: &str) -> Option<i64> {
+    fn active_run(&self, _: &str) -> Option<roundtable_core::execution::ActiveRun> {
         None
     }
     fn controller_run(&self) -> Option<String> {
@@ -129,7 +131,7 @@ impl ExecutionBackend for NoExecutions {
     }
     async fn claim(
         &self,
-        _: &str,
+        _: &roundtable_store::Identity,
         _: Option<&roundtable_store::LeaseRecord>,
     ) -> Result<Option<roundtable_store::Lease>, BackendError> {
         Err(BackendError::NotTheDaemon)
@@ -159,8 +161,11 @@ fn adapter_desired(image: &str) -> Desired {
     let object = &parsed.objects[0];
     Desired {
         key: object.key(),
+        uid: "uid-mine".into(),
         generation: 1,
         execution_generation: None,
+        execution_digest: None,
+        rerun: false,
         metadata: object.metadata.clone(),
         spec: object.spec.clone(),
     }
@@ -230,8 +235,11 @@ async fn adapter_reasons_for_missing_unpinned_and_disabled_images() {
     let object = &parsed.objects[0];
     let disabled = Desired {
         key: object.key(),
+        uid: "uid-off".into(),
         generation: 3,
         execution_generation: None,
+        execution_digest: None,
+        rerun: false,
         metadata: object.metadata.clone(),
         spec: object.spec.clone(),
     };

@@ -8,14 +8,16 @@ mod checked;
 pub mod container;
 pub mod engine;
 mod errors;
+mod events;
 mod exec;
 pub mod probe;
 pub mod profile;
 pub mod session;
 
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
 use roundtable_session_runtime::{
-    Health, OwnedResource, ProbeOutcome, ProbePlan, RunOutcome, RuntimeError, SessionPlan, SessionRuntime,
+    EngineHint, Health, OwnedResource, ProbeOutcome, ProbePlan, RunOutcome, RuntimeError, SessionPlan, SessionRuntime,
 };
 use tokio::sync::watch;
 
@@ -102,5 +104,9 @@ impl SessionRuntime for DockerRuntime {
     }
     fn probe(&self, plan: ProbePlan) -> BoxFuture<'_, Result<ProbeOutcome, RuntimeError>> {
         Box::pin(async move { probe::run(&self.engine, plan).await })
+    }
+
+    fn hints(&self) -> BoxStream<'static, EngineHint> {
+        events::hints(self.engine.docker())
     }
 }

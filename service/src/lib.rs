@@ -96,6 +96,8 @@ pub enum ServiceError {
     Ambiguous { what: &'static str, prefix: String, matches: Vec<String> },
     #[error("{key} is neither declared nor recorded")]
     UnknownObject { key: ObjectKey },
+    #[error("{key}: only an Assignment runs, so only an Assignment can be re-run")]
+    NotRunnable { key: ObjectKey },
     /// The stored patch is not the one recorded: it was changed or damaged after the run.
     #[error(
         "the stored patch of proposal {id} does not match its recorded sha256 {recorded} (it is now {actual}); refusing it"
@@ -206,14 +208,6 @@ pub struct Pruned {
 }
 
 const RECENT_EVENTS: i64 = 20;
-
-/// A proposal of an execution generation its Assignment has moved past is superseded.
-fn superseded_or_not(mut item: ProposalItem, current: &std::collections::BTreeMap<String, i64>) -> ProposalItem {
-    if current.get(&item.assignment).is_some_and(|generation| *generation != item.execution_generation) {
-        item.state = roundtable_specs::session::ProposalState::Superseded;
-    }
-    item
-}
 
 /// A controller run's liveness from its lease under this user's socket root; this process has
 /// no run of its own.
@@ -419,9 +413,11 @@ impl Service {
             return Err(ServiceError::UnknownObject { key: key.clone() });
         };
         let record = self.store.object(key).await?;
+        // This object's events: an earlier object of the same name had its own.
+        let uid = record.as_ref().map(|r| r.uid.as_str()).unwrap_or_default();
         let events: Vec<EventItem> = self
             .store
-            .events(key, RECENT_EVENTS)
+            .events(key, uid, RECENT_EVENTS)
             .await?
             .into_iter()
             .map(|e| EventItem { at: e.at, object: e.object, type_: e.severity, reason: e.reason, message: e.message })
@@ -467,6 +463,15 @@ impl Service {
         }
     }
 
+    /// `reconcile --rerun`: Assignment `key` moves to a new execution generation that runs the
+    /// agent afresh rather than reusing an earlier result; which generation that is.
+    pub async fn rerun(&self, key: &ObjectKey) -> Result<i64> {
+        if key.kind != Kind::Assignment {
+            return Err(ServiceError::NotRunnable { key: key.clone() });
+        }
+        self.store.request_rerun(&key.name).await?.ok_or_else(|| ServiceError::UnknownObject { key: key.clone() })
+    }
+
     /// Every session, newest first.
     pub async fn sessions(&self) -> Result<Vec<SessionItem>> {
         Ok(self.store.sessions(None).await?.into_iter().map(session_item).collect())
@@ -501,23 +506,10 @@ impl Service {
         })
     }
 
-    /// Every proposal, newest first; one made for an execution generation its Assignment has
-    /// moved past shows as `superseded`.
+    /// Every proposal, newest first, in its stored state (a proposal is superseded when its
+    /// Assignment's run fields move on, and stays so).
     pub async fn proposals(&self) -> Result<Vec<ProposalItem>> {
-        let current = self.current_execution_generations().await?;
-        Ok(self.store.proposals().await?.into_iter().map(|p| superseded_or_not(proposal_item(p), &current)).collect())
-    }
-
-    /// Each Assignment's current execution generation.
-    async fn current_execution_generations(&self) -> Result<std::collections::BTreeMap<String, i64>> {
-        Ok(self
-            .store
-            .objects()
-            .await?
-            .into_iter()
-            .filter(|o| o.key.kind == Kind::Assignment)
-            .filter_map(|o| Some((o.key.name, o.execution_generation?)))
-            .collect())
+        Ok(self.store.proposals().await?.into_iter().map(proposal_item).collect())
     }
 
     async fn proposal_record(&self, id_or_prefix: &str) -> Result<ProposalRecord> {
@@ -545,8 +537,7 @@ impl Service {
         if actual != record.sha256 {
             return Err(ServiceError::PatchTampered { id: record.id, recorded: record.sha256, actual });
         }
-        let current = self.current_execution_generations().await?;
-        Ok(ProposalWithPatch { item: superseded_or_not(proposal_item(record), &current), patch })
+        Ok(ProposalWithPatch { item: proposal_item(record), patch })
     }
 
     /// What retention removes (`dry_run`: would remove): sessions and proposals past

@@ -60,6 +60,7 @@ pub fn proposal_item(record: ProposalRecord) -> ProposalItem {
         rejected: record.rejected,
         state: record.state,
         created_at: record.created_at,
+        reused_from: record.reused_from,
     }
 }
 

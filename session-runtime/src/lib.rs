@@ -4,6 +4,7 @@
 //! their tests drive it with a fake. `docs/kubernetes-backend.md` describes how a backend that
 //! runs each session as a kubernetes-sigs/agent-sandbox `Sandbox` would implement the same trait.
 
+pub mod hints;
 pub mod labels;
 
 use std::collections::{BTreeMap, HashMap};
@@ -11,9 +12,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
 use roundtable_specs::session::{CheckReport, Extracted, SessionCause};
 use tokio::sync::watch;
 
+pub use hints::EngineHint;
 pub use labels::{Ownership, Purpose};
 
 /// The go byte: what `sandbox check … -- ARGV` waits for on stdin, after printing its report,
@@ -461,6 +464,15 @@ pub trait SessionRuntime: Send + Sync + 'static {
     /// Runs a probe to its end; whatever it created is removed before this returns. A missing
     /// image is an error (nothing is ever pulled).
     fn probe(&self, plan: ProbePlan) -> BoxFuture<'_, Result<ProbeOutcome, RuntimeError>>;
+
+    /// The engine's events as hints, for as long as the stream is polled: the backend
+    /// reconnects on its own when the engine goes away and comes back (yielding
+    /// [`EngineHint::Resumed`] then), so the stream does not end. A backend without an event
+    /// stream (this default: [`Unavailable`], test fakes) returns one that never yields, and
+    /// the periodic resync is all there is.
+    fn hints(&self) -> BoxStream<'static, EngineHint> {
+        Box::pin(futures::stream::pending())
+    }
 }
 
 /// The runtime when no engine could be reached: every call fails with the reason, so reconciles

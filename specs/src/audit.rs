@@ -54,6 +54,10 @@ words! {
         OperatorDisable = "operator.disable",
         /// An operator ran an adapter's diagnostics.
         OperatorDiagnostics = "operator.diagnostics",
+        /// A forge's webhook call carried a valid signature.
+        HookAccepted = "hook.accepted",
+        /// A webhook call did not: it was refused, and nothing was fetched.
+        HookRefused = "hook.refused",
     }
 }
 
@@ -339,6 +343,9 @@ words! {
 pub struct ReconcileRequested {
     pub object: String,
     pub how: ReconcileHow,
+    /// `reconcile --rerun`: the execution generation made to run the agent afresh.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerun: Option<i64>,
 }
 
 impl OperatorAction for ReconcileRequested {
@@ -393,6 +400,52 @@ pub struct DiagnosticsRan<'a> {
 impl OperatorAction for DiagnosticsRan<'_> {
     fn kind(&self) -> EntryKind {
         EntryKind::OperatorDiagnostics
+    }
+}
+
+// === webhooks ===
+
+/// `hook.accepted`, under `Hook/NAME`: a signed call, and whether the daemon had a git source
+/// to fetch (`fetchRequested`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HookAccepted<'a> {
+    pub hook: &'a str,
+    pub fetch_requested: bool,
+}
+
+impl AuditRecord for HookAccepted<'_> {
+    fn kind(&self) -> EntryKind {
+        EntryKind::HookAccepted
+    }
+}
+
+words! {
+    /// Why a webhook call was refused.
+    HookRefusal {
+        /// No signature header at all.
+        MissingSignature = "missingSignature",
+        /// A signature header that is not `sha256=` and 64 hex digits.
+        MalformedSignature = "malformedSignature",
+        /// A well-formed signature of other bytes, or under another secret.
+        BadSignature = "badSignature",
+    }
+}
+
+/// `hook.refused`, under `Hook/NAME`: why, and how many more refusals went unrecorded since the
+/// previous such entry (refusals are recorded at most once a second, so unauthenticated calls
+/// cannot grow the chain faster than that).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HookRefused<'a> {
+    pub hook: &'a str,
+    pub reason: HookRefusal,
+    pub unrecorded_since_last: u64,
+}
+
+impl AuditRecord for HookRefused<'_> {
+    fn kind(&self) -> EntryKind {
+        EntryKind::HookRefused
     }
 }
 
@@ -537,7 +590,7 @@ mod tests {
     #[test]
     fn an_operator_record_carries_its_origin_beside_the_action() {
         let by_api = Operated {
-            action: ReconcileRequested { object: "Adapter/a".into(), how: ReconcileHow::Mcp },
+            action: ReconcileRequested { object: "Adapter/a".into(), how: ReconcileHow::Mcp, rerun: None },
             by: Operator::API,
         };
         assert_eq!(by_api.kind(), EntryKind::OperatorReconcile);

@@ -319,9 +319,14 @@ pub struct ProposalItem {
     /// What the proposal could not carry back from the agent's workspace, and why.
     #[serde(default)]
     pub rejected: Vec<crate::session::Rejected>,
-    /// Always `pending`: Roundtable never applies a proposal.
+    /// `pending`, or `superseded` once the Assignment's run fields moved on (stored, and kept):
+    /// Roundtable never applies a proposal.
     pub state: crate::session::ProposalState,
     pub created_at: String,
+    /// The proposal of an earlier execution generation whose result this one reuses (the same
+    /// run fields at the same base commit), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused_from: Option<String>,
 }
 
 impl ListItem for ProposalItem {

@@ -328,6 +328,21 @@ pub struct SessionDetail {
     /// `patch`, `cleanup`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub timings_ms: BTreeMap<String, u64>,
+    /// The earlier run whose result this session took instead of running the agent: the same
+    /// run fields at the same base commit had already succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused: Option<ReusedRun>,
+}
+
+/// The run a session reused: the session that ran the agent, its execution generation, and the
+/// proposal it made (none when the agent changed nothing).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReusedRun {
+    pub session: String,
+    pub execution_generation: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposal: Option<String>,
 }
 
 /// An MCP client as it named itself in `initialize`.

@@ -1,5 +1,6 @@
-//! `roundtable reconcile KIND/NAME`: asks the running daemon through its API (it takes effect at
-//! once), or reconciles once in-process when no daemon runs. Either way a stall is cleared.
+//! `roundtable reconcile KIND/NAME [--rerun]`: asks the running daemon through its API (it takes
+//! effect at once), or reconciles once in-process when no daemon runs. Either way a stall is
+//! cleared; `--rerun` first moves an Assignment to a new execution generation that runs afresh.
 
 use std::process::ExitCode;
 
@@ -10,15 +11,23 @@ use crate::cli::Global;
 use crate::commands::describe::parse_key;
 use crate::commands::state::runtime;
 
-pub async fn run(global: &Global, object: &str) -> anyhow::Result<ExitCode> {
+pub async fn run(global: &Global, object: &str, rerun: bool) -> anyhow::Result<ExitCode> {
     let key = parse_key(object)?;
     let state_dir = global.state_dir();
     if let Some(holder) = roundtable_store::lock::holder(&state_dir) {
         // The daemon anchors the request in the audit chain itself.
-        let path = format!("/v1/reconcile/{}/{}", key.kind.as_str(), key.name);
+        let query = if rerun { "?rerun=true" } else { "" };
+        let path = format!("/v1/reconcile/{}/{}{query}", key.kind.as_str(), key.name);
         let answer = roundtable_api::client::request(&state_dir, "POST", &path, None).await?;
         if answer.status == 202 {
-            println!("the daemon ({holder}) is reconciling {key} now");
+            let generation =
+                serde_json::from_slice::<serde_json::Value>(&answer.body).ok().and_then(|body| body["rerun"].as_i64());
+            match generation {
+                Some(generation) => println!(
+                    "the daemon ({holder}) is reconciling {key} now: execution generation {generation} runs the agent afresh"
+                ),
+                None => println!("the daemon ({holder}) is reconciling {key} now"),
+            }
             return Ok(ExitCode::SUCCESS);
         }
         let message = serde_json::from_slice::<serde_json::Value>(&answer.body)
@@ -29,9 +38,23 @@ pub async fn run(global: &Global, object: &str) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     let service = Service::open(global.project()?, runtime().await).await?;
+    let rerun = match rerun {
+        false => None,
+        true => match service.rerun(&key).await {
+            Ok(generation) => {
+                println!("{key}: execution generation {generation} runs the agent afresh when a daemon runs it");
+                Some(generation)
+            }
+            Err(error @ (ServiceError::UnknownObject { .. } | ServiceError::NotRunnable { .. })) => {
+                eprintln!("error: {}", roundtable_telemetry::error_chain(&error));
+                return Ok(ExitCode::from(1));
+            }
+            Err(error) => return Err(error.into()),
+        },
+    };
     let outcome = service.reconcile_in_process(&key).await;
     if outcome.is_ok() {
-        let record = ReconcileRequested { object: key.to_string(), how: ReconcileHow::InProcess };
+        let record = ReconcileRequested { object: key.to_string(), how: ReconcileHow::InProcess, rerun };
         crate::commands::audit::record_operator(global, &key.to_string(), record).await?;
     }
     match outcome {

@@ -26,6 +26,13 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     if let Some(problem) = args.gateway_allow_cidrs.iter().find_map(|cidr| cidr.refused_as_exception()) {
         anyhow::bail!("--gateway-allow-cidr {problem}");
     }
+    // Refused before anything starts, naming the file and what is wrong with it.
+    let hook = match &args.webhook_secret_file {
+        Some(path) => Some(std::sync::Arc::new(roundtable_api::hook::GitHook::new(
+            roundtable_api::hook::HookSecret::read(path).context("--webhook-secret-file")?,
+        ))),
+        None => None,
+    };
     let follow = follow(global, args).await?;
     let project = global.project()?;
     let state_dir = &project.state_dir;
@@ -82,7 +89,7 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     };
     let runtime = crate::commands::state::runtime().await;
     let link = roundtable_core::daemon::DaemonLink::default();
-    let api = serve_api(args, &runtime, &link, &execution).await?;
+    let api = serve_api(args, &runtime, &link, &execution, hook).await?;
     match runtime.health().await {
         Ok(health) => {
             tracing::info!(endpoint = %health.endpoint, version = %health.version, "connected to the container engine")
@@ -221,6 +228,7 @@ async fn serve_api(
     runtime: &std::sync::Arc<dyn roundtable_session_runtime::SessionRuntime>,
     link: &roundtable_core::daemon::DaemonLink,
     execution: &ExecutionConfig,
+    hook: Option<std::sync::Arc<roundtable_api::hook::GitHook>>,
 ) -> anyhow::Result<ServedApi> {
     let project = &execution.project;
     let state_dir = project.state_dir.as_path();
@@ -262,6 +270,7 @@ async fn serve_api(
         audit_key: execution.audit_key.clone(),
         binary: execution.binary.clone(),
         retention: args.retention.as_std(),
+        hook,
     };
     let private = roundtable_api::Bound::Unix(private);
     let (cli_address, extra_address) = (private.local(), extra.as_ref().map(roundtable_api::Bound::local));
@@ -277,6 +286,9 @@ async fn serve_api(
         "roundtable: API and admin MCP on {cli_address} (the CLI's socket){also}; workspace {workspace:?}, token in {}",
         roundtable_api::auth::token_path(state_dir).display()
     );
+    if let Some(path) = &args.webhook_secret_file {
+        eprintln!("roundtable: git webhook at POST /v1/hooks/git, signed with the secret in {}", path.display());
+    }
     let stop = tokio_util::sync::CancellationToken::new();
     let mut tasks = Vec::new();
     for bound in extra.into_iter().chain([private]) {

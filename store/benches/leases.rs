@@ -25,10 +25,11 @@ async fn contender(store: Store, id: String, start: usize) -> Tally {
     let deadline = Instant::now() + RUN;
     let mut n = start;
     while Instant::now() < deadline {
-        let assignment = format!("a{}", n % ASSIGNMENTS);
+        let name = format!("a{}", n % ASSIGNMENTS);
+        let assignment = roundtable_store::Identity { uid: name.clone(), name };
         n += 7;
         let began = Instant::now();
-        let seen = store.execution_lease(&assignment).await.expect("read");
+        let seen = store.execution_lease(&assignment.uid).await.expect("read");
         let claimed = store.claim_execution(&assignment, &id, seen.as_ref(), TTL).await.expect("claim");
         tally.latencies.push(began.elapsed());
         match claimed {

@@ -57,7 +57,8 @@ impl Store {
     /// Appends a plain (unaudited) event and returns its id.
     pub async fn append_event(&self, event: &NewEvent<'_>) -> Result<i64> {
         let row = sqlx::query(
-            "INSERT INTO events (at, kind, name, severity, reason, message, record) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+            "INSERT INTO events (at, kind, name, severity, reason, message, record, uid) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, (SELECT uid FROM objects WHERE kind = $2 AND name = $3)) RETURNING id",
         )
         .bind(now())
         .bind(event.object.kind.as_str())
@@ -75,6 +76,7 @@ impl Store {
     pub async fn append_events(&self, events: &[NewEvent<'_>]) -> Result<()> {
         let mut tx = self.write_transaction().await?;
         let at = now();
+        let before: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM events").fetch_one(&mut *tx).await?;
         for chunk in events.chunks(EVENT_CHUNK) {
             let sql = crate::values_insert(
                 "INSERT INTO events (at, kind, name, severity, reason, message, record)",
@@ -94,11 +96,11 @@ impl Store {
             }
             insert.execute(&mut *tx).await?;
         }
+        tag_with_uids(&mut tx, before).await?;
         tx.commit().await?;
         Ok(())
     }
 
-    /// The most recent `limit` events of an object, oldest first.
     /// Events of every object, newest first, older than event `before` when given.
     pub async fn recent_events(&self, before: Option<i64>, limit: i64) -> Result<Vec<EventRecord>> {
         let rows = sqlx::query("SELECT * FROM events WHERE id < $1 ORDER BY id DESC LIMIT $2")
@@ -109,13 +111,16 @@ impl Store {
         rows.iter().map(event_from_row).collect()
     }
 
-    pub async fn events(&self, object: &ObjectKey, limit: i64) -> Result<Vec<EventRecord>> {
+    /// The most recent `limit` events of the object with uid `uid` (an earlier object of the
+    /// same name had other events), oldest first.
+    pub async fn events(&self, object: &ObjectKey, uid: &str, limit: i64) -> Result<Vec<EventRecord>> {
         let rows = sqlx::query(
-            "SELECT * FROM (SELECT * FROM events WHERE kind = $1 AND name = $2 ORDER BY id DESC LIMIT $3) AS recent ORDER BY id",
+            "SELECT * FROM (SELECT * FROM events WHERE kind = $1 AND name = $2 AND uid = $4 ORDER BY id DESC LIMIT $3) AS recent ORDER BY id",
         )
         .bind(object.kind.as_str())
         .bind(&object.name)
         .bind(limit)
+        .bind(uid)
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(event_from_row).collect()
@@ -151,4 +156,17 @@ fn event_from_row(row: &sqlx::any::AnyRow) -> Result<EventRecord> {
         record,
         seq,
     })
+}
+
+/// Gives the events appended after event `after` the uid of the object each is about, as it is
+/// now (inside the transaction that appended them).
+pub(crate) async fn tag_with_uids(tx: &mut sqlx::AnyConnection, after: i64) -> Result<()> {
+    sqlx::query(
+        "UPDATE events SET uid = (SELECT o.uid FROM objects o WHERE o.kind = events.kind AND o.name = events.name) \
+         WHERE id > $1 AND uid IS NULL",
+    )
+    .bind(after)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
 }

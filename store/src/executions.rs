@@ -10,6 +10,12 @@ use crate::{Error, Result, Store, now};
 pub struct SessionRecord {
     pub id: String,
     pub assignment: String,
+    /// The uid of the Assignment object it ran for; `None` for a session recorded before objects
+    /// had uids whose object was already gone (it is nobody's result).
+    pub assignment_uid: Option<String>,
+    /// The run-field digest it ran (a later execution generation with the same one, at the same
+    /// base commit, reuses its result).
+    pub execution_digest: Option<String>,
     pub execution_generation: i64,
     pub attempt: i64,
     pub controller_run: String,
@@ -38,6 +44,7 @@ pub struct ProposalRecord {
     pub id: String,
     pub session_id: String,
     pub assignment: String,
+    pub assignment_uid: Option<String>,
     pub execution_generation: i64,
     pub base_commit: String,
     pub adapter: String,
@@ -51,6 +58,8 @@ pub struct ProposalRecord {
     pub rejected: Vec<Rejected>,
     pub state: ProposalState,
     pub created_at: String,
+    /// The proposal of an earlier execution generation whose result this one reuses.
+    pub reused_from: Option<String>,
 }
 
 /// A stored word read back as its type.
@@ -74,6 +83,8 @@ fn session_from_row(row: &sqlx::any::AnyRow) -> Result<SessionRecord> {
     Ok(SessionRecord {
         id: row.try_get("id")?,
         assignment: row.try_get("assignment")?,
+        assignment_uid: row.try_get("assignment_uid")?,
+        execution_digest: row.try_get("execution_digest")?,
         execution_generation: row.try_get("execution_generation")?,
         attempt: row.try_get("attempt")?,
         controller_run: row.try_get("controller_run")?,
@@ -102,6 +113,7 @@ fn proposal_from_row(row: &sqlx::any::AnyRow) -> Result<ProposalRecord> {
         id: row.try_get("id")?,
         session_id: row.try_get("session_id")?,
         assignment: row.try_get("assignment")?,
+        assignment_uid: row.try_get("assignment_uid")?,
         execution_generation: row.try_get("execution_generation")?,
         base_commit: row.try_get("base_commit")?,
         adapter: row.try_get("adapter")?,
@@ -114,6 +126,7 @@ fn proposal_from_row(row: &sqlx::any::AnyRow) -> Result<ProposalRecord> {
         rejected: stored_json("rejected_json", row.try_get("rejected_json")?)?,
         state: word(row.try_get("state")?)?,
         created_at: row.try_get("created_at")?,
+        reused_from: row.try_get("reused_from")?,
     })
 }
 
@@ -132,8 +145,8 @@ pub(crate) async fn save_session_with(
 ) -> Result<()> {
     let created_at = if session.created_at.is_empty() { now() } else { session.created_at.clone() };
     sqlx::query(
-            "INSERT INTO sessions (id, assignment, execution_generation, attempt, controller_run, adapter, image, phase, cause, exit_code, message, base_commit, exec_dir, stdout_bytes, stderr_bytes, stdout_truncated, stderr_truncated, external_session_id, detail_json, created_at, started_at, finished_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22) \
+            "INSERT INTO sessions (id, assignment, execution_generation, attempt, controller_run, adapter, image, phase, cause, exit_code, message, base_commit, exec_dir, stdout_bytes, stderr_bytes, stdout_truncated, stderr_truncated, external_session_id, detail_json, created_at, started_at, finished_at, assignment_uid, execution_digest) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24) \
              ON CONFLICT (id) DO UPDATE SET image = excluded.image, phase = excluded.phase, cause = excluded.cause, exit_code = excluded.exit_code, message = excluded.message, base_commit = excluded.base_commit, exec_dir = excluded.exec_dir, stdout_bytes = excluded.stdout_bytes, stderr_bytes = excluded.stderr_bytes, stdout_truncated = excluded.stdout_truncated, stderr_truncated = excluded.stderr_truncated, external_session_id = excluded.external_session_id, detail_json = excluded.detail_json, started_at = excluded.started_at, finished_at = excluded.finished_at",
         )
         .bind(&session.id)
@@ -158,6 +171,8 @@ pub(crate) async fn save_session_with(
         .bind(&created_at)
         .bind(&session.started_at)
         .bind(&session.finished_at)
+        .bind(&session.assignment_uid)
+        .bind(&session.execution_digest)
         .execute(executor)
         .await?;
     Ok(())
@@ -169,7 +184,8 @@ impl Store {
         row.as_ref().map(session_from_row).transpose()
     }
 
-    /// Sessions, newest first; all of them, or one Assignment's.
+    /// Sessions, newest first; all of them, or every one recorded under an Assignment's name
+    /// (the history of every object that had it: [`Store::sessions_of`] is one object's).
     pub async fn sessions(&self, assignment: Option<&str>) -> Result<Vec<SessionRecord>> {
         let rows = match assignment {
             Some(name) => {
@@ -183,6 +199,47 @@ impl Store {
             }
         };
         rows.iter().map(session_from_row).collect()
+    }
+
+    /// The sessions of the Assignment object with uid `assignment_uid`, newest first.
+    pub async fn sessions_of(&self, assignment_uid: &str) -> Result<Vec<SessionRecord>> {
+        let rows =
+            sqlx::query("SELECT * FROM sessions WHERE assignment_uid = $1 ORDER BY created_at DESC, attempt DESC")
+                .bind(assignment_uid)
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter().map(session_from_row).collect()
+    }
+
+    /// The newest session of Assignment `assignment_uid` that succeeded running the run fields
+    /// with digest `execution_digest` on `base_commit`: a result a later execution generation
+    /// with the same fields at the same commit takes instead of running again.
+    pub async fn reusable_session(
+        &self,
+        assignment_uid: &str,
+        execution_digest: &str,
+        base_commit: &str,
+    ) -> Result<Option<SessionRecord>> {
+        let row = sqlx::query(
+            "SELECT * FROM sessions WHERE assignment_uid = $1 AND execution_digest = $2 AND base_commit = $3 AND phase = $4 \
+             ORDER BY finished_at DESC, id DESC LIMIT 1",
+        )
+        .bind(assignment_uid)
+        .bind(execution_digest)
+        .bind(base_commit)
+        .bind(SessionPhase::Succeeded.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(session_from_row).transpose()
+    }
+
+    /// The proposal session `session_id` made, if it made one.
+    pub async fn proposal_of_session(&self, session_id: &str) -> Result<Option<ProposalRecord>> {
+        let row = sqlx::query("SELECT * FROM proposals WHERE session_id = $1")
+            .bind(session_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(proposal_from_row).transpose()
     }
 
     /// Records a proposal; false when the execution generation already has one.
@@ -223,9 +280,14 @@ impl Store {
         rows.iter().map(session_from_row).collect()
     }
 
-    pub async fn proposal_for(&self, assignment: &str, execution_generation: i64) -> Result<Option<ProposalRecord>> {
-        let row = sqlx::query("SELECT * FROM proposals WHERE assignment = $1 AND execution_generation = $2")
-            .bind(assignment)
+    /// The proposal of execution generation `execution_generation` of Assignment `assignment_uid`.
+    pub async fn proposal_for(
+        &self,
+        assignment_uid: &str,
+        execution_generation: i64,
+    ) -> Result<Option<ProposalRecord>> {
+        let row = sqlx::query("SELECT * FROM proposals WHERE assignment_uid = $1 AND execution_generation = $2")
+            .bind(assignment_uid)
             .bind(execution_generation)
             .fetch_optional(&self.pool)
             .await?;
@@ -290,8 +352,8 @@ pub(crate) async fn insert_proposal_with(
     proposal: &ProposalRecord,
 ) -> Result<bool> {
     let done = sqlx::query(
-            "INSERT INTO proposals (id, session_id, assignment, execution_generation, base_commit, adapter, patch_path, sha256, files_changed, insertions, deletions, flags_json, state, created_at, rejected_json) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT (assignment, execution_generation) DO NOTHING",
+            "INSERT INTO proposals (id, session_id, assignment, execution_generation, base_commit, adapter, patch_path, sha256, files_changed, insertions, deletions, flags_json, state, created_at, rejected_json, assignment_uid, reused_from) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) ON CONFLICT (assignment_uid, execution_generation) DO NOTHING",
         )
         .bind(&proposal.id)
         .bind(&proposal.session_id)
@@ -308,7 +370,29 @@ pub(crate) async fn insert_proposal_with(
         .bind(proposal.state.as_str())
         .bind(if proposal.created_at.is_empty() { now() } else { proposal.created_at.clone() })
         .bind(to_json(&proposal.rejected))
+        .bind(&proposal.assignment_uid)
+        .bind(&proposal.reused_from)
         .execute(executor)
         .await?;
     Ok(done.rows_affected() == 1)
+}
+
+/// Marks the pending proposals of Assignment `assignment_uid` made for any execution generation
+/// but `current` superseded, inside the write that moved the generation on: the transition is
+/// stored, and nothing later (a deletion, a rollback) turns them pending again.
+pub(crate) async fn supersede_proposals(
+    tx: &mut sqlx::AnyConnection,
+    assignment_uid: &str,
+    current: i64,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE proposals SET state = $3 WHERE assignment_uid = $1 AND execution_generation <> $2 AND state = $4",
+    )
+    .bind(assignment_uid)
+    .bind(current)
+    .bind(ProposalState::Superseded.as_str())
+    .bind(ProposalState::Pending.as_str())
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
 }

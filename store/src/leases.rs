@@ -48,6 +48,8 @@ pub struct Registration<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseRecord {
     pub assignment: String,
+    /// The uid of the Assignment object the execution belongs to (leases are per object).
+    pub assignment_uid: String,
     pub holder: String,
     pub fence: i64,
     pub acquired_at: String,
@@ -68,6 +70,7 @@ impl LeaseRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
     pub assignment: String,
+    pub assignment_uid: String,
     pub holder: String,
     pub fence: i64,
 }
@@ -102,7 +105,7 @@ fn controller_from_row(row: &sqlx::any::AnyRow) -> Result<ControllerRecord> {
 /// Leases matching `filter`, each with its holder's registration (whether it still heartbeats).
 fn leases_where(filter: &str) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(format!(
-        "SELECT l.assignment, l.holder, l.fence, l.acquired_at, l.expires_at, l.released_at, \
+        "SELECT l.assignment, l.assignment_uid, l.holder, l.fence, l.acquired_at, l.expires_at, l.released_at, \
          c.stopped_at AS holder_stopped_at, c.expires_at AS holder_expires_at \
          FROM execution_leases l LEFT JOIN controllers c ON c.id = l.holder WHERE {filter} ORDER BY l.assignment"
     ))
@@ -113,6 +116,7 @@ fn lease_from_row(row: &sqlx::any::AnyRow, at: &str) -> Result<LeaseRecord> {
     let expires: Option<String> = row.try_get("holder_expires_at")?;
     Ok(LeaseRecord {
         assignment: row.try_get("assignment")?,
+        assignment_uid: row.try_get("assignment_uid")?,
         holder: row.try_get("holder")?,
         fence: row.try_get("fence")?,
         acquired_at: row.try_get("acquired_at")?,
@@ -127,8 +131,8 @@ pub(crate) async fn check_fence(
     tx: &mut sqlx::AnyConnection,
     lease: &Lease,
 ) -> Result<std::result::Result<(), Fenced>> {
-    let row = sqlx::query("SELECT holder, fence FROM execution_leases WHERE assignment = $1")
-        .bind(&lease.assignment)
+    let row = sqlx::query("SELECT holder, fence FROM execution_leases WHERE assignment_uid = $1")
+        .bind(&lease.assignment_uid)
         .fetch_optional(&mut *tx)
         .await?;
     let (holder, fence) = match row {
@@ -162,7 +166,7 @@ impl Store {
     }
 
     /// One heartbeat: the controller's registration and every lease it holds live for another
-    /// `ttl`. The leases it still holds, as (assignment, fence): an execution missing from them
+    /// `ttl`. The leases it still holds, as (assignment uid, fence): an execution missing from them
     /// was taken over and must stop.
     pub async fn controller_heartbeat(&self, id: &str, ttl: Duration) -> Result<Vec<(String, i64)>> {
         let (at, until) = (now(), later(ttl));
@@ -178,11 +182,11 @@ impl Store {
             .execute(&self.pool)
             .await?;
         let rows =
-            sqlx::query("SELECT assignment, fence FROM execution_leases WHERE holder = $1 AND released_at IS NULL")
+            sqlx::query("SELECT assignment_uid, fence FROM execution_leases WHERE holder = $1 AND released_at IS NULL")
                 .bind(id)
                 .fetch_all(&self.pool)
                 .await?;
-        rows.iter().map(|row| Ok((row.try_get("assignment")?, row.try_get("fence")?))).collect()
+        rows.iter().map(|row| Ok((row.try_get("assignment_uid")?, row.try_get("fence")?))).collect()
     }
 
     /// Marks a controller stopped and releases what it still holds: others take over at once.
@@ -233,9 +237,11 @@ impl Store {
         Ok(all)
     }
 
-    /// The lease on `assignment`'s execution, with whether its holder still heartbeats.
-    pub async fn execution_lease(&self, assignment: &str) -> Result<Option<LeaseRecord>> {
-        let row = sqlx::query(leases_where("l.assignment = $1")).bind(assignment).fetch_optional(&self.pool).await?;
+    /// The lease on the execution of the Assignment with uid `assignment_uid`, with whether its
+    /// holder still heartbeats.
+    pub async fn execution_lease(&self, assignment_uid: &str) -> Result<Option<LeaseRecord>> {
+        let row =
+            sqlx::query(leases_where("l.assignment_uid = $1")).bind(assignment_uid).fetch_optional(&self.pool).await?;
         let at = now();
         row.map(|row| lease_from_row(&row, &at)).transpose()
     }
@@ -252,7 +258,7 @@ impl Store {
     /// statement, a compare-and-set on the fence. `None` when another controller got there first.
     pub async fn claim_execution(
         &self,
-        assignment: &str,
+        assignment: &crate::Identity,
         holder: &str,
         seen: Option<&LeaseRecord>,
         ttl: Duration,
@@ -261,24 +267,25 @@ impl Store {
         let row = match seen {
             None => {
                 sqlx::query(
-                    "INSERT INTO execution_leases (assignment, holder, fence, acquired_at, expires_at) VALUES ($1, $2, 1, $3, $4) \
-                     ON CONFLICT (assignment) DO NOTHING RETURNING fence",
+                    "INSERT INTO execution_leases (assignment_uid, holder, fence, acquired_at, expires_at, assignment) VALUES ($1, $2, 1, $3, $4, $5) \
+                     ON CONFLICT (assignment_uid) DO NOTHING RETURNING fence",
                 )
-                .bind(assignment)
+                .bind(&assignment.uid)
                 .bind(holder)
                 .bind(&at)
                 .bind(&until)
+                .bind(&assignment.name)
                 .fetch_optional(&self.pool)
                 .await?
             }
             Some(seen) => {
                 sqlx::query(
                     "UPDATE execution_leases SET holder = $2, fence = fence + 1, acquired_at = $3, expires_at = $4, released_at = NULL \
-                     WHERE assignment = $1 AND fence = $5 AND (holder = $2 OR released_at IS NOT NULL OR expires_at <= $3 \
+                     WHERE assignment_uid = $1 AND fence = $5 AND (holder = $2 OR released_at IS NOT NULL OR expires_at <= $3 \
                        OR holder NOT IN (SELECT id FROM controllers WHERE stopped_at IS NULL AND expires_at > $3)) \
                      RETURNING fence",
                 )
-                .bind(assignment)
+                .bind(&assignment.uid)
                 .bind(holder)
                 .bind(&at)
                 .bind(&until)
@@ -288,7 +295,12 @@ impl Store {
             }
         };
         row.map(|row| {
-            Ok(Lease { assignment: assignment.to_owned(), holder: holder.to_owned(), fence: row.try_get("fence")? })
+            Ok(Lease {
+                assignment: assignment.name.clone(),
+                assignment_uid: assignment.uid.clone(),
+                holder: holder.to_owned(),
+                fence: row.try_get("fence")?,
+            })
         })
         .transpose()
     }
@@ -299,9 +311,9 @@ impl Store {
         let at = now();
         let done = sqlx::query(
             "UPDATE execution_leases SET fence = fence + 1, released_at = $4, expires_at = $4 \
-             WHERE assignment = $1 AND holder = $2 AND fence = $3",
+             WHERE assignment_uid = $1 AND holder = $2 AND fence = $3",
         )
-        .bind(&lease.assignment)
+        .bind(&lease.assignment_uid)
         .bind(&lease.holder)
         .bind(lease.fence)
         .bind(&at)

@@ -33,7 +33,7 @@ pub use board::{Claim, Claimed, Note, NoteQuota, NoteRefused, paths_overlap};
 pub use events::{EventRecord, NewEvent, Severity};
 pub use executions::{ProposalRecord, SessionRecord, cutoff};
 pub use leases::{ControllerRecord, Fenced, Lease, LeaseRecord, Registration};
-pub use objects::{IndexEntry, ObjectRecord, Recorded, SpecSnapshot};
+pub use objects::{Identity, IndexEntry, ObjectRecord, Recorded, SpecSnapshot};
 pub use overrides::{AgentOverride, OverrideChange, OverrideState, StartRefused};
 pub use repository::RepositoryKey;
 pub use revision::DesiredRevision;
@@ -91,6 +91,8 @@ pub enum Error {
     Record(#[source] serde_json::Error),
     #[error("{0}")]
     Unsupported(String),
+    #[error("the operating system gave no randomness for a new object's uid: {0}")]
+    Randomness(String),
     #[error("the store's desired state now comes from revision {held}, not {pinned}: this checkout is behind")]
     Behind { held: String, pinned: String },
 }

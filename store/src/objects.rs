@@ -12,6 +12,8 @@ use crate::{Error, Result, Store, now};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectRecord {
     pub key: ObjectKey,
+    /// Given when the object is first recorded; a deleted object declared again gets a new one.
+    pub uid: String,
     pub generation: i64,
     pub spec_digest: String,
     pub execution_generation: Option<i64>,
@@ -23,6 +25,8 @@ pub struct ObjectRecord {
     pub deleted_at: Option<String>,
     /// Kind-specific observed status, as JSON.
     pub status_json: Option<String>,
+    /// The execution generation an operator asked to run afresh (`reconcile --rerun`).
+    pub rerun_generation: Option<i64>,
 }
 
 fn status_text(status: ConditionStatus) -> &'static str {
@@ -46,6 +50,20 @@ fn parse_kind(text: &str) -> Result<Kind> {
     Kind::parse(text).ok_or_else(|| Error::Corrupt(format!("object kind {text:?}")))
 }
 
+/// Which object something belongs to: its name, which people read and a later object may reuse,
+/// and its uid, which is that object's alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Identity {
+    pub name: String,
+    pub uid: String,
+}
+
+impl ObjectRecord {
+    pub fn identity(&self) -> Identity {
+        Identity { name: self.key.name.clone(), uid: self.uid.clone() }
+    }
+}
+
 /// The spec as the store receives it from a scan.
 #[derive(Debug, Clone)]
 pub struct SpecSnapshot<'a> {
@@ -57,9 +75,10 @@ pub struct SpecSnapshot<'a> {
 }
 
 impl Store {
-    /// Records the latest valid spec of an object: a new object starts at generation 1, a
-    /// changed digest bumps it (and the execution generation when the run fields changed), an
-    /// unchanged one writes nothing. A tombstoned object that reappears is revived.
+    /// Records the latest valid spec of an object: a new object gets a uid and starts at
+    /// generation 1, a changed digest bumps it (and the execution generation when the run fields
+    /// changed, superseding the proposals of earlier ones), an unchanged one writes nothing. A
+    /// tombstoned object that reappears is a new object: a new uid, generation 1, no conditions.
     pub async fn record_spec(&self, spec: &SpecSnapshot<'_>) -> Result<ObjectRecord> {
         self.record_specs(std::slice::from_ref(spec)).await?;
         self.object(spec.key).await?.ok_or_else(|| Error::Corrupt(format!("{} vanished after writing", spec.key)))
@@ -97,7 +116,7 @@ impl Store {
             match previous {
                 None => {
                     let execution_generation = spec.execution_digest.map(|_| 1i64);
-                    inserts.push(spec);
+                    inserts.push((spec, new_uid()?));
                     recorded.push(Recorded { key: spec.key.clone(), generation: 1, execution_generation, moved: true });
                 }
                 Some(previous) => recorded.push(update_one(&mut tx, previous, spec, &now).await?),
@@ -105,15 +124,16 @@ impl Store {
         }
         for chunk in inserts.chunks(INSERT_CHUNK) {
             let sql = crate::values_insert(
-                "INSERT INTO objects (kind, name, generation, spec_digest, execution_digest, execution_generation, spec_json, source_file, created_at, updated_at)",
-                10,
+                "INSERT INTO objects (kind, name, uid, generation, spec_digest, execution_digest, execution_generation, spec_json, source_file, created_at, updated_at)",
+                11,
                 chunk.len(),
             );
             let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
-            for spec in chunk {
+            for (spec, uid) in chunk {
                 insert = insert
                     .bind(spec.key.kind.as_str())
                     .bind(spec.key.name.as_str())
+                    .bind(uid.as_str())
                     .bind(1i64)
                     .bind(spec.spec_digest)
                     .bind(spec.execution_digest)
@@ -173,6 +193,30 @@ impl Store {
     pub async fn objects(&self) -> Result<Vec<ObjectRecord>> {
         let rows = sqlx::query("SELECT * FROM objects ORDER BY kind, name").fetch_all(&self.pool).await?;
         rows.iter().map(object_from_row).collect()
+    }
+
+    /// `reconcile --rerun`: Assignment `name` moves to a new execution generation with the same
+    /// run fields that never reuses an earlier result (as `kubectl rollout restart` makes a new
+    /// ReplicaSet); the proposals of earlier generations are superseded in the same write. The
+    /// new generation, or `None` when no live Assignment has that name.
+    pub async fn request_rerun(&self, name: &str) -> Result<Option<i64>> {
+        let mut tx = self.write_transaction().await?;
+        let row = sqlx::query(
+            "UPDATE objects SET execution_generation = execution_generation + 1, rerun_generation = execution_generation + 1, updated_at = $2 \
+             WHERE kind = 'Assignment' AND name = $1 AND deleted_at IS NULL AND execution_generation IS NOT NULL \
+             RETURNING uid, execution_generation",
+        )
+        .bind(name)
+        .bind(now())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let (uid, generation): (String, i64) = (row.try_get("uid")?, row.try_get("execution_generation")?);
+        crate::executions::supersede_proposals(&mut tx, &uid, generation).await?;
+        tx.commit().await?;
+        Ok(Some(generation))
     }
 
     /// Marks an object whose spec disappeared; its cleanup reconcile will [`Store::forget`] it.
@@ -315,14 +359,22 @@ pub struct Recorded {
 
 /// Batches larger than this read every row's state once instead of one row per key.
 const BULK_THRESHOLD: usize = 64;
-/// Rows per multi-row INSERT (10 binds each, well under SQLite's limit).
+/// Rows per multi-row INSERT (11 binds each, well under SQLite's limit).
 const INSERT_CHUNK: usize = 200;
 const EXISTING_COLUMNS: &str =
-    "SELECT kind, name, generation, spec_digest, execution_generation, execution_digest, deleted_at FROM objects";
-const EXISTING_ONE: &str = "SELECT kind, name, generation, spec_digest, execution_generation, execution_digest, deleted_at FROM objects WHERE kind = $1 AND name = $2";
+    "SELECT kind, name, uid, generation, spec_digest, execution_generation, execution_digest, deleted_at FROM objects";
+const EXISTING_ONE: &str = "SELECT kind, name, uid, generation, spec_digest, execution_generation, execution_digest, deleted_at FROM objects WHERE kind = $1 AND name = $2";
+
+/// A new object's uid: 16 random bytes in hex.
+fn new_uid() -> Result<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|error| Error::Randomness(error.to_string()))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
 
 /// The columns that decide how a recorded spec changes.
 struct Existing {
+    uid: String,
     generation: i64,
     spec_digest: String,
     execution_generation: Option<i64>,
@@ -333,6 +385,7 @@ struct Existing {
 impl Existing {
     fn from_row(row: &sqlx::any::AnyRow) -> Result<Self> {
         Ok(Self {
+            uid: row.try_get("uid")?,
             generation: row.try_get("generation")?,
             spec_digest: row.try_get("spec_digest")?,
             execution_generation: row.try_get("execution_generation")?,
@@ -348,7 +401,10 @@ async fn update_one(
     spec: &SpecSnapshot<'_>,
     now: &str,
 ) -> Result<Recorded> {
-    if previous.spec_digest == spec.spec_digest && !previous.deleted {
+    if previous.deleted {
+        return recreate(tx, spec, now).await;
+    }
+    if previous.spec_digest == spec.spec_digest {
         return Ok(Recorded {
             key: spec.key.clone(),
             generation: previous.generation,
@@ -361,10 +417,9 @@ async fn update_one(
     } else {
         spec.execution_digest.map(|_| previous.execution_generation.unwrap_or(0) + 1)
     };
-    let next_generation =
-        if previous.spec_digest == spec.spec_digest { previous.generation } else { previous.generation + 1 };
+    let next_generation = previous.generation + 1;
     sqlx::query(
-        "UPDATE objects SET generation = $3, spec_digest = $4, execution_digest = $5, execution_generation = $6, spec_json = $7, source_file = $8, updated_at = $9, deleted_at = NULL WHERE kind = $1 AND name = $2",
+        "UPDATE objects SET generation = $3, spec_digest = $4, execution_digest = $5, execution_generation = $6, spec_json = $7, source_file = $8, updated_at = $9 WHERE kind = $1 AND name = $2",
     )
     .bind(spec.key.kind.as_str())
     .bind(&spec.key.name)
@@ -377,6 +432,9 @@ async fn update_one(
     .bind(now)
     .execute(&mut *tx)
     .await?;
+    if let Some(current) = next_execution.filter(|next| Some(*next) != previous.execution_generation) {
+        crate::executions::supersede_proposals(tx, &previous.uid, current).await?;
+    }
     Ok(Recorded {
         key: spec.key.clone(),
         generation: next_generation,
@@ -385,9 +443,37 @@ async fn update_one(
     })
 }
 
+/// A tombstoned object declared again: a new object under the old name. Its row is taken over
+/// with a new uid, generation 1 and nothing observed; the earlier object's conditions go (its
+/// sessions, proposals and events stay, under its own uid).
+async fn recreate(tx: &mut sqlx::AnyConnection, spec: &SpecSnapshot<'_>, now: &str) -> Result<Recorded> {
+    let execution_generation = spec.execution_digest.map(|_| 1i64);
+    sqlx::query("DELETE FROM conditions WHERE kind = $1 AND name = $2")
+        .bind(spec.key.kind.as_str())
+        .bind(&spec.key.name)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(
+        "UPDATE objects SET uid = $3, generation = 1, spec_digest = $4, execution_digest = $5, execution_generation = $6, spec_json = $7, source_file = $8, observed_generation = NULL, status_json = NULL, created_at = $9, updated_at = $9, deleted_at = NULL WHERE kind = $1 AND name = $2",
+    )
+    .bind(spec.key.kind.as_str())
+    .bind(&spec.key.name)
+    .bind(new_uid()?)
+    .bind(spec.spec_digest)
+    .bind(spec.execution_digest)
+    .bind(execution_generation)
+    .bind(spec.spec_json)
+    .bind(spec.source_file)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    Ok(Recorded { key: spec.key.clone(), generation: 1, execution_generation, moved: true })
+}
+
 fn object_from_row(row: &sqlx::any::AnyRow) -> Result<ObjectRecord> {
     Ok(ObjectRecord {
         key: ObjectKey::new(parse_kind(&row.try_get::<String, _>("kind")?)?, row.try_get::<String, _>("name")?),
+        uid: row.try_get("uid")?,
         generation: row.try_get("generation")?,
         spec_digest: row.try_get("spec_digest")?,
         execution_generation: row.try_get("execution_generation")?,
@@ -398,5 +484,6 @@ fn object_from_row(row: &sqlx::any::AnyRow) -> Result<ObjectRecord> {
         created_at: row.try_get("created_at")?,
         deleted_at: row.try_get("deleted_at")?,
         status_json: row.try_get("status_json")?,
+        rerun_generation: row.try_get("rerun_generation")?,
     })
 }

@@ -155,6 +155,14 @@ async fn an_edited_event_column_is_caught_and_readers_show_what_the_mac_covers()
     for backend in support::backends() {
         let chain = chain_of(backend, 0).await;
         let object = ObjectKey::new(Kind::Adapter, "codex");
+        let spec = roundtable_store::SpecSnapshot {
+            key: &object,
+            spec_digest: "d",
+            execution_digest: None,
+            spec_json: "{}",
+            source_file: "a.yaml",
+        };
+        let uid = chain.store.record_spec(&spec).await.expect("record").uid;
         let event = NewEvent {
             object: &object,
             severity: Severity::Warning,
@@ -167,7 +175,7 @@ async fn an_edited_event_column_is_caught_and_readers_show_what_the_mac_covers()
         chain.tamper("UPDATE events SET reason = 'AllClear', message = 'forged text' WHERE seq = 1").await;
         assert_eq!(chain.verify().await, Err(ChainBreak::ColumnEdited { seq: 1, column: "reason" }));
         for shown in [
-            chain.store.events(&object, 10).await.expect("events"),
+            chain.store.events(&object, &uid, 10).await.expect("events"),
             chain.store.recent_events(None, 10).await.expect("events"),
         ] {
             assert_eq!(shown.len(), 1);

@@ -39,7 +39,7 @@ async fn of_many_contenders_for_one_execution_exactly_one_wins() {
             register(&own, &id, TTL).await;
             contenders.push(tokio::spawn(async move {
                 let seen = own.execution_lease("fix").await.expect("read");
-                own.claim_execution("fix", &id, seen.as_ref(), TTL).await.expect("claim")
+                own.claim_execution(&named("fix"), &id, seen.as_ref(), TTL).await.expect("claim")
             }));
         }
         let mut won = Vec::new();
@@ -58,16 +58,17 @@ async fn a_taken_over_lease_fences_its_former_holder() {
     for support::Scratch { store, .. } in support::each_store().await {
         register(&store, "a", Duration::from_millis(300)).await;
         register(&store, "b", TTL).await;
-        let a = store.claim_execution("fix", "a", None, TTL).await.expect("claim").expect("a wins");
+        let a = store.claim_execution(&named("fix"), "a", None, TTL).await.expect("claim").expect("a wins");
         store.start_session(&session("s1"), Some(&a)).await.expect("a records its session");
         // While a heartbeats, b cannot take it.
         let seen = store.execution_lease("fix").await.expect("read");
-        assert!(store.claim_execution("fix", "b", seen.as_ref(), TTL).await.expect("claim").is_none());
+        assert!(store.claim_execution(&named("fix"), "b", seen.as_ref(), TTL).await.expect("claim").is_none());
         // a stops heartbeating; its registration expires, and b takes over.
         tokio::time::sleep(Duration::from_millis(400)).await;
         let seen = store.execution_lease("fix").await.expect("read").expect("lease");
         assert!(!seen.is_held(&roundtable_store::now()), "{seen:?}");
-        let b = store.claim_execution("fix", "b", Some(&seen), TTL).await.expect("claim").expect("b takes over");
+        let b =
+            store.claim_execution(&named("fix"), "b", Some(&seen), TTL).await.expect("claim").expect("b takes over");
         assert!(b.fence > a.fence);
         // a wakes up: nothing it writes about the execution lands.
         let mut finished = session("s1");
@@ -84,9 +85,12 @@ async fn a_taken_over_lease_fences_its_former_holder() {
         store.save_session_fenced(&finished, &b).await.expect("store").expect("b records");
         assert!(store.release_execution(&b).await.expect("release"));
         assert!(store.save_session_fenced(&finished, &b).await.expect("store").is_err(), "released: fenced too");
-        assert!(store.claim_execution("fix", "a", Some(&seen), TTL).await.expect("claim").is_none(), "stale view");
+        assert!(
+            store.claim_execution(&named("fix"), "a", Some(&seen), TTL).await.expect("claim").is_none(),
+            "stale view"
+        );
         let fresh = store.execution_lease("fix").await.expect("read");
-        assert!(store.claim_execution("fix", "a", fresh.as_ref(), TTL).await.expect("claim").is_some());
+        assert!(store.claim_execution(&named("fix"), "a", fresh.as_ref(), TTL).await.expect("claim").is_some());
     }
 }
 
@@ -95,12 +99,12 @@ async fn a_stopped_controller_releases_at_once_and_is_listed_as_stopped() {
     for support::Scratch { store, .. } in support::each_store().await {
         register(&store, "a", TTL).await;
         register(&store, "b", TTL).await;
-        store.claim_execution("fix", "a", None, TTL).await.expect("claim").expect("a wins");
+        store.claim_execution(&named("fix"), "a", None, TTL).await.expect("claim").expect("a wins");
         assert_eq!(store.controller_heartbeat("a", TTL).await.expect("heartbeat"), vec![("fix".to_owned(), 1)]);
         store.deregister_controller("a").await.expect("stop");
         let seen = store.execution_lease("fix").await.expect("read").expect("lease");
         assert!(!seen.is_held(&roundtable_store::now()));
-        assert!(store.claim_execution("fix", "b", Some(&seen), TTL).await.expect("claim").is_some());
+        assert!(store.claim_execution(&named("fix"), "b", Some(&seen), TTL).await.expect("claim").is_some());
         let listed = store.controllers().await.expect("list");
         let at = roundtable_store::now();
         assert_eq!(
@@ -112,4 +116,9 @@ async fn a_stopped_controller_releases_at_once_and_is_listed_as_stopped() {
         assert_eq!(store.forget_controllers_before(&cutoff).await.expect("forget"), 1);
         assert_eq!(store.controllers().await.expect("list").len(), 1);
     }
+}
+
+/// An Assignment's identity whose uid is its name (leases are keyed by uid).
+fn named(name: &str) -> roundtable_store::Identity {
+    roundtable_store::Identity { name: name.into(), uid: name.into() }
 }

@@ -85,6 +85,8 @@ async fn events_are_kept_per_object_in_order() {
     for support::Scratch { store, .. } in support::each_store().await {
         let key = ObjectKey::new(Kind::Adapter, "codex");
         let other = ObjectKey::new(Kind::Adapter, "claude");
+        let uid = store.record_spec(&snapshot(&key, "d", None)).await.expect("record").uid;
+        store.record_spec(&snapshot(&other, "d", None)).await.expect("record");
         for i in 0..5 {
             let message = format!("event {i}");
             let event =
@@ -93,7 +95,7 @@ async fn events_are_kept_per_object_in_order() {
         }
         let noise = NewEvent { object: &other, severity: Severity::Warning, reason: "X", message: "x", record: None };
         store.append_event(&noise).await.expect("append");
-        let recent = store.events(&key, 3).await.expect("read");
+        let recent = store.events(&key, &uid, 3).await.expect("read");
         let messages: Vec<&str> = recent.iter().map(|e| e.message.as_str()).collect();
         assert_eq!(messages, ["event 2", "event 3", "event 4"]);
         assert!(recent.iter().all(|e| e.seq.is_none()), "plain events are not audited");
@@ -136,7 +138,8 @@ async fn large_batches_record_the_same_generations_as_small_ones() {
             .map(|k| NewEvent { object: k, severity: Severity::Normal, reason: "R", message: "m", record: None })
             .collect();
         store.append_events(&events).await.expect("batch events");
-        assert_eq!(store.events(&keys[149], 10).await.expect("read").len(), 1);
+        let uid = store.object(&keys[149]).await.expect("read").expect("recorded").uid;
+        assert_eq!(store.events(&keys[149], &uid, 10).await.expect("read").len(), 1);
     }
 }
 

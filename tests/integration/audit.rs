@@ -111,6 +111,15 @@ async fn project_with_a_chain(root: &Path, key: &Path) -> Store {
         store.append_audited(&sealing, &entry).await.expect("append");
     }
     let object = ObjectKey::new(Kind::Assignment, "example");
+    // Recorded first: the event below is about this object (its uid), as a reconciler's are.
+    let spec = roundtable_store::SpecSnapshot {
+        key: &object,
+        spec_digest: "d",
+        execution_digest: Some("r"),
+        spec_json: "{}",
+        source_file: ".roundtable/example.yaml",
+    };
+    store.record_spec(&spec).await.expect("record");
     let event = NewEvent {
         object: &object,
         severity: Severity::Warning,

@@ -308,3 +308,58 @@ async fn an_engine_restart_interrupts_the_running_session_and_it_is_rerun_once()
         started.elapsed()
     );
 }
+
+/// The daemon's engine event stream outlives an engine restart: once the private engine is back
+/// the daemon subscribes again (and re-reconciles its Adapters, since events were missed), and an
+/// image tagged after that shows in `status` within seconds. Without the events, an Adapter whose
+/// image is missing is looked at again only once a minute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_an_engine_restart_the_daemon_follows_the_engines_events_again() {
+    let Some((mut private, _engine)) = private_engine_or_skip().await else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    crate::support::write(
+        root,
+        ".roundtable/specs.yaml",
+        &format!(
+            "{}\nkind: Adapter\nmetadata: {{name: generic}}\nspec: {{image: 'roundtable-test/hinted:latest'}}\n",
+            crate::support::API
+        ),
+    );
+    crate::support::commit_all(root);
+    let executions = tempfile::tempdir().expect("tempdir");
+    let host = private.host();
+    let log = executions.path().join("daemon.log");
+    let mut daemon =
+        start_daemon_with_env(root, &["--resync", "1h"], executions.path(), &[("DOCKER_HOST", host.as_str())]);
+    let _show_log = ShowLogOnPanic(log.clone(), root.to_path_buf());
+    let ready = |root: &Path| -> Option<String> {
+        let status = json(&roundtable(root, &["status", "--format", "json"]));
+        let row =
+            status["items"].as_array()?.iter().find(|r| r["kind"] == "Adapter" && r["name"] == "generic")?.clone();
+        let condition = row["conditions"].as_array()?.iter().find(|c| c["type"] == "Ready")?.clone();
+        Some(format!("{} {}", condition["status"].as_str()?, condition["reason"].as_str()?))
+    };
+    wait_until("the Adapter to find its image missing", || ready(root).is_some_and(|r| r.starts_with("False"))).await;
+
+    private.stop().expect("stop the private engine");
+    assert_healthy(&mut daemon, root, "while the engine was down");
+    private.spawn().await.unwrap_or_else(|e| panic!("restart the private engine: {e}"));
+    wait_until("the daemon to subscribe to the engine's events again", || {
+        std::fs::read_to_string(&log).is_ok_and(|text| text.contains("engine event stream resumed"))
+    })
+    .await;
+
+    let tagged = Command::new("docker")
+        .args(["--host", &host, "tag", IMAGES[0], "roundtable-test/hinted:latest"])
+        .output()
+        .expect("docker tag");
+    assert!(tagged.status.success(), "{}", stderr(&tagged));
+    let moved = Instant::now();
+    crate::support::wait_until_within("the tagged image to show in status", Duration::from_secs(10), || {
+        ready(root).is_some_and(|r| r.starts_with("True"))
+    })
+    .await;
+    eprintln!("the image tagged after the restart showed in status after {:?}", moved.elapsed());
+    assert_healthy(&mut daemon, root, "at the end");
+}

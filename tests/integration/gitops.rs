@@ -3,8 +3,9 @@
 //! from a static server on loopback, with credentials in the URL that are never shown) converges
 //! a push within a poll, a force-push that removes an Assignment deletes it, an unreachable remote keeps the last
 //! good commit (and says so in `status`) until it is back; `--committed` reconciles a checkout's
-//! HEAD, never its uncommitted edits; two controllers on PostgreSQL following one source run
-//! each Assignment once.
+//! HEAD, never its uncommitted edits; a signed webhook call fetches at once; a remote that
+//! hangs does not hold shutdown up; two controllers on PostgreSQL following one source run each
+//! Assignment once.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -513,4 +514,37 @@ fn a_remote_that_never_answers_does_not_hold_shutdown_up() {
     }
     let log = std::fs::read_to_string(fixture.executions().join("daemon.log")).unwrap_or_default();
     assert!(log.contains("following the git source"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_webhook_call_fetches_at_once_instead_of_at_the_poll() {
+    use crate::http::{Api, request};
+    let fixture = Fixture::new(&[(".roundtable/one.yaml", &adapter("one"))]);
+    let secret = fixture.path().join("hook.secret");
+    std::fs::write(&secret, "a shared secret\n").expect("write");
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
+    let (state, url) = (fixture.state().display().to_string(), fixture.file_url());
+    let args = [
+        "--state-dir",
+        &state,
+        "--source",
+        &url,
+        "--poll",
+        "10m",
+        "--webhook-secret-file",
+        secret.to_str().expect("utf-8"),
+    ];
+    let _daemon = start_daemon(fixture.path(), &args, &fixture.executions());
+    let _log = fixture.log();
+    fixture.wait("the first commit", Duration::from_secs(30), |s| synced(s, "Adapter", "one"));
+    let api = Api::of(&fixture.state()).await;
+
+    write(&fixture.work(), ".roundtable/two.yaml", &adapter("two"));
+    fixture.push("add two");
+    let body = r#"{"ref":"refs/heads/main"}"#;
+    let signature = roundtable_api::hook::HookSecret::from_bytes(b"a shared secret").signature(body.as_bytes());
+    let answered = request(&api.address, "POST", "/v1/hooks/git", &[("X-Hub-Signature-256", &signature)], Some(body));
+    assert!(answered.status / 100 == 2, "{} {}", answered.status, answered.text());
+    // The poll is ten minutes away: only the call can have fetched it.
+    fixture.wait("the pushed commit, fetched on the call", Duration::from_secs(10), |s| synced(s, "Adapter", "two"));
 }

@@ -66,7 +66,7 @@ async fn a_backup_or_migration_target_that_is_a_link_is_refused_and_its_destinat
     for copy in [&backup, &migrated] {
         let store =
             roundtable_store::Store::connect(&roundtable_store::StoreUrl::Sqlite(copy.clone())).await.expect("copy");
-        assert_eq!(store.events(&object(), 10).await.expect("events").len(), 1, "{}", copy.display());
+        assert_eq!(store.recent_events(None, 10).await.expect("events").len(), 1, "{}", copy.display());
         store.close().await;
     }
 }

@@ -1,10 +1,12 @@
 //! The route table: which method on which path template is served by which handler, and whether
 //! it needs the operator token. The router is built from it and nothing else, and a test checks
 //! the OpenAPI document against it (`openapi::tests`). Reads and writes under `/v1` and `/mcp`
-//! need the operator token; `/healthz`, `/readyz` and the OpenAPI document do not. Mutations pass
-//! the idempotency layer after auth.
+//! need the operator token; `/healthz`, `/readyz` and the OpenAPI document do not, and the git
+//! webhook is authenticated by its body's signature instead. Mutations pass the idempotency layer
+//! after auth.
 
 pub(crate) mod agents;
+pub(crate) mod hooks;
 mod ops;
 pub(crate) mod read;
 pub(crate) mod write;
@@ -25,6 +27,9 @@ pub(crate) enum Access {
     Public,
     /// Only a request with the operator token; mutations are idempotent.
     Operator,
+    /// A forge's webhook: no token, its handler checks the signature over the body, which the
+    /// serve layer reads for it (bounded) although the head carries no token.
+    Signed,
 }
 
 /// The HTTP methods the API serves.
@@ -42,6 +47,14 @@ impl Verb {
             Verb::Get => MethodFilter::GET,
             Verb::Post => MethodFilter::POST,
             Verb::Delete => MethodFilter::DELETE,
+        }
+    }
+
+    fn method(self) -> axum::http::Method {
+        match self {
+            Verb::Get => axum::http::Method::GET,
+            Verb::Post => axum::http::Method::POST,
+            Verb::Delete => axum::http::Method::DELETE,
         }
     }
 
@@ -86,7 +99,7 @@ where
 
 /// Every route the API serves.
 pub(crate) fn table() -> Vec<Route> {
-    use Access::{Operator, Public};
+    use Access::{Operator, Public, Signed};
     use Verb::{Delete, Get, Post};
     vec![
         route(Public, Get, "/healthz", ops::healthz),
@@ -103,6 +116,7 @@ pub(crate) fn table() -> Vec<Route> {
         route(Operator, Get, "/v1/proposals/{id}", read::proposal),
         route(Operator, Get, "/v1/events", read::events),
         route(Operator, Post, "/v1/reconcile/{kind}/{name}", write::reconcile),
+        route(Signed, Post, "/v1/hooks/git", hooks::git),
         route(Operator, Get, "/v1/workspaces/{ws}/agents", agents::list),
         route(Operator, Get, "/v1/workspaces/{ws}/agents/{id}", agents::detail),
         route(Operator, Post, "/v1/workspaces/{ws}/agents/{id}/enable", agents::enable),
@@ -117,6 +131,17 @@ pub(crate) fn table() -> Vec<Route> {
     ]
 }
 
+/// The routes whose body authenticates them, as `(method, path)`: the one list the serve layer's
+/// gate reads an unauthenticated body for. Their paths take no parameters, so a request's path
+/// is compared to them as it is.
+pub(crate) fn signed_routes() -> Vec<(axum::http::Method, &'static str)> {
+    table()
+        .into_iter()
+        .filter(|route| route.access == Access::Signed)
+        .map(|route| (route.verb.method(), route.path))
+        .collect()
+}
+
 /// The whole API, built from [`table`].
 pub fn router(state: ApiState) -> Router {
     let (mut public, mut operator) = (Router::new(), Router::new());
@@ -124,7 +149,7 @@ pub fn router(state: ApiState) -> Router {
     for Route { access, verb, path, handler } in table() {
         let handler = handler(verb.filter());
         match access {
-            Access::Public => public = public.route(path, handler),
+            Access::Public | Access::Signed => public = public.route(path, handler),
             Access::Operator => operator = operator.route(path, handler),
         }
     }

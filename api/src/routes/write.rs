@@ -15,6 +15,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ApiError, ApiResult};
+use crate::query::ApiQuery;
 use crate::respond;
 use crate::state::ApiState;
 
@@ -70,21 +71,44 @@ pub struct ReconcileBody {
     pub object: String,
     /// `queued`: the daemon's controller has it now.
     pub how: String,
+    /// With `rerun=true`: the new execution generation, which runs the agent afresh.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerun: Option<i64>,
+}
+
+/// `?rerun=true`: run an Assignment's agent afresh instead of reusing an earlier result.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReconcileQuery {
+    #[serde(default)]
+    pub rerun: bool,
 }
 
 pub async fn reconcile(
     State(state): State<ApiState>,
     Path((kind, name)): Path<(String, String)>,
+    ApiQuery(query): ApiQuery<ReconcileQuery>,
 ) -> ApiResult<Response> {
     let kind = Kind::parse(&kind).ok_or_else(|| {
         ApiError::bad_request("invalid_kind", format!("{kind:?} is not a kind (Adapter, Assignment, AdmissionPolicy)"))
     })?;
-    let queued = queue_reconcile(&state, ObjectKey::new(kind, name), ReconcileHow::Api).await?;
+    let key = ObjectKey::new(kind, name);
+    let rerun = match query.rerun {
+        true => Some(state.service.rerun(&key).await?),
+        false => None,
+    };
+    let queued = queue_reconcile(&state, key, ReconcileHow::Api, rerun).await?;
     Ok(respond::json(StatusCode::ACCEPTED, &queued))
 }
 
-/// Hands `key` to the daemon's controller now and anchors the request (`via`: api or mcp).
-pub async fn queue_reconcile(state: &ApiState, key: ObjectKey, via: ReconcileHow) -> ApiResult<ReconcileBody> {
+/// Hands `key` to the daemon's controller now and anchors the request (`via`: api or mcp), with
+/// the execution generation a rerun made, if it was one.
+pub async fn queue_reconcile(
+    state: &ApiState,
+    key: ObjectKey,
+    via: ReconcileHow,
+    rerun: Option<i64>,
+) -> ApiResult<ReconcileBody> {
     let known = state
         .service
         .store()
@@ -101,7 +125,7 @@ pub async fn queue_reconcile(state: &ApiState, key: ObjectKey, via: ReconcileHow
             "the daemon is shutting down; nothing new is reconciled",
         ));
     }
-    let record = ReconcileRequested { object: key.to_string(), how: via };
+    let record = ReconcileRequested { object: key.to_string(), how: via, rerun };
     state.record_operator(&key.to_string(), record).await;
-    Ok(ReconcileBody { object: key.to_string(), how: "queued".into() })
+    Ok(ReconcileBody { object: key.to_string(), how: "queued".into(), rerun })
 }

@@ -6,6 +6,7 @@
 
 mod folder;
 mod outcome;
+mod reuse;
 mod run;
 
 use std::collections::HashMap;
@@ -20,7 +21,7 @@ use roundtable_specs::adapter::ResolvedAdapter;
 use roundtable_specs::assignment::AssignmentSpec;
 use roundtable_specs::session::{SessionCause, SessionPhase};
 use roundtable_specs::{Kind, ObjectKey};
-use roundtable_store::{Lease, LeaseRecord, SessionRecord, Store};
+use roundtable_store::{Identity, Lease, LeaseRecord, SessionRecord, Store};
 use tokio::sync::{Semaphore, watch};
 use tokio_util::task::TaskTracker;
 
@@ -63,7 +64,14 @@ pub struct ExecutionConfig {
 #[derive(Debug, Clone)]
 pub struct ExecutionRequest {
     pub assignment: String,
+    /// The uid of the Assignment object: its sessions, proposal and lease carry it.
+    pub assignment_uid: String,
     pub execution_generation: i64,
+    /// The digest of the run fields; with it, a run whose fields already succeeded at the same
+    /// base commit takes that result instead of running the agent again.
+    pub execution_digest: Option<String>,
+    /// Whether an earlier result may be reused (`false` for `reconcile --rerun`).
+    pub reuse: bool,
     pub attempt: i64,
     pub spec: AssignmentSpec,
     pub adapter: ResolvedAdapter,
@@ -78,7 +86,7 @@ impl ExecutionRequest {
     /// The request to run `spec` on `adapter`; the Assignment's `timeout` overrides the
     /// Adapter's, once, here.
     pub fn new(
-        assignment: String,
+        assignment: Identity,
         execution_generation: i64,
         attempt: i64,
         spec: AssignmentSpec,
@@ -86,7 +94,25 @@ impl ExecutionRequest {
         lease: Option<Lease>,
     ) -> Self {
         let timeout = spec.timeout.unwrap_or(adapter.timeout).as_std();
-        Self { assignment, execution_generation, attempt, spec, adapter, lease, timeout }
+        Self {
+            assignment: assignment.name,
+            assignment_uid: assignment.uid,
+            execution_generation,
+            execution_digest: None,
+            reuse: false,
+            attempt,
+            spec,
+            adapter,
+            lease,
+            timeout,
+        }
+    }
+
+    /// Lets the run take an earlier result of the run fields with `digest`, unless `rerun`.
+    pub fn reusing(mut self, digest: Option<String>, rerun: bool) -> Self {
+        self.reuse = digest.is_some() && !rerun;
+        self.execution_digest = digest;
+        self
     }
 
     /// How long the agent may run: the Assignment's timeout, else the Adapter's.
@@ -95,9 +121,17 @@ impl ExecutionRequest {
     }
 }
 
+/// Which object's execution generation an active execution runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveRun {
+    pub uid: String,
+    pub generation: i64,
+}
+
 struct Active {
     session: String,
     adapter: String,
+    uid: String,
     generation: i64,
     lease: Option<Lease>,
     cancel: watch::Sender<bool>,
@@ -266,13 +300,14 @@ impl ExecutionManager {
 
     /// Whether an execution of `assignment` is queued or running in this process.
     pub fn is_active(&self, assignment: &str) -> bool {
-        self.active_generation(assignment).is_some()
+        self.active_run(assignment).is_some()
     }
 
-    /// The execution generation of `assignment`'s queued or running execution, if any.
-    pub fn active_generation(&self, assignment: &str) -> Option<i64> {
+    /// The queued or running execution under the name `assignment` (of whichever object had the
+    /// name when it started), if any.
+    pub fn active_run(&self, assignment: &str) -> Option<ActiveRun> {
         let active = self.inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        active.get(assignment).map(|run| run.generation)
+        active.get(assignment).map(|run| ActiveRun { uid: run.uid.clone(), generation: run.generation })
     }
 
     /// Cancels `assignment`'s active execution because execution generation `by` replaces it;
@@ -349,7 +384,7 @@ impl ExecutionManager {
     /// [`Store::claim_execution`]); `None` when another controller holds it or got there first.
     pub async fn claim(
         &self,
-        assignment: &str,
+        assignment: &Identity,
         seen: Option<&LeaseRecord>,
     ) -> Result<Option<Lease>, roundtable_store::Error> {
         let config = &self.inner.config;
@@ -366,7 +401,7 @@ impl ExecutionManager {
                 .iter()
                 .filter_map(|(assignment, run)| {
                     let lease = run.lease.as_ref()?;
-                    let kept = held.iter().any(|(a, fence)| a == assignment && *fence == lease.fence);
+                    let kept = held.iter().any(|(uid, fence)| *uid == run.uid && *fence == lease.fence);
                     (!kept).then(|| assignment.clone())
                 })
                 .collect()
@@ -390,6 +425,8 @@ impl ExecutionManager {
         let session = SessionRecord {
             id: new_session_id(),
             assignment: request.assignment.clone(),
+            assignment_uid: Some(request.assignment_uid.clone()),
+            execution_digest: request.execution_digest.clone(),
             execution_generation: request.execution_generation,
             attempt: request.attempt,
             controller_run: self.inner.config.controller_run.clone(),
@@ -412,6 +449,7 @@ impl ExecutionManager {
             Active {
                 session: session.id.clone(),
                 adapter: request.adapter.name.clone(),
+                uid: request.assignment_uid.clone(),
                 generation: request.execution_generation,
                 lease: request.lease.clone(),
                 cancel,

@@ -106,7 +106,7 @@ impl Inner {
     }
 
     /// Records how the session ended.
-    async fn end(&self, mut session: SessionRecord, ending: Ending) -> SessionRecord {
+    pub(super) async fn end(&self, mut session: SessionRecord, ending: Ending) -> SessionRecord {
         if ending.phase != SessionPhase::Cancelled {
             tracing::warn!(session = %session.id, assignment = %session.assignment, phase = %ending.phase, cause = %ending.cause, message = %ending.message, "execution did not succeed");
         }
@@ -120,7 +120,7 @@ impl Inner {
     }
 
     /// The session's end, in the audit chain.
-    async fn audit_end(&self, session: &SessionRecord) {
+    pub(super) async fn audit_end(&self, session: &SessionRecord) {
         let record = SessionEnded {
             assignment: &session.assignment,
             execution_generation: session.execution_generation,
@@ -183,6 +183,9 @@ impl Inner {
         session.detail.manifest = source.provisioned.files.clone();
         session.detail.withheld = source.provisioned.withheld.clone();
         session.detail.timings_ms.insert("provision".into(), millis(started));
+        if let Some(reused) = self.reuse(&mut session, &request).await {
+            return reused;
+        }
         session.message = "running".into();
         self.save(&session).await;
 
@@ -563,6 +566,7 @@ impl Inner {
             id: proposal_id.clone(),
             session_id: session.id.clone(),
             assignment: request.assignment.clone(),
+            assignment_uid: Some(request.assignment_uid.clone()),
             execution_generation: request.execution_generation,
             base_commit: source.provisioned.commit.clone(),
             adapter: request.adapter.name.clone(),
@@ -580,19 +584,9 @@ impl Inner {
             rejected: extracted.rejected.iter().chain(&settled.not_given).cloned().collect(),
             state: ProposalState::Pending,
             created_at: now(),
+            reused_from: None,
         };
-        let inserted = match self.lease_of(&session) {
-            Some(lease) => match self.store.insert_proposal_fenced(&proposal, &patch.text, &lease).await {
-                Ok(Ok(inserted)) => Ok(inserted),
-                Ok(Err(fenced)) => {
-                    tracing::warn!(session = %session.id, %fenced, "not recording the proposal");
-                    return self.end(session, Ending::failed(SessionCause::PatchFailed, fenced.to_string())).await;
-                }
-                Err(error) => Err(error),
-            },
-            None => self.store.insert_proposal(&proposal).await,
-        };
-        match inserted {
+        match self.record_proposal(&session, &proposal, &patch.text).await {
             Ok(true) => {
                 session.message = format!("pending proposal {proposal_id}");
                 if !canaries.is_empty() {
@@ -601,26 +595,12 @@ impl Inner {
                         .message
                         .push_str(&format!(" (credentialCanary: {}; review before applying)", paths.join(", ")));
                 }
-                let record = ProposalSubmitted {
-                    assignment: &proposal.assignment,
-                    execution_generation: proposal.execution_generation,
-                    base_commit: &proposal.base_commit,
-                    sha256: &proposal.sha256,
-                    flags: &proposal.flags,
-                };
-                self.audit(&proposal.id, &record).await;
                 self.report_canaries(&proposal, &canaries).await;
             }
             Ok(false) => {
                 session.message = "a proposal for this execution generation already exists; this one was dropped".into()
             }
-            Err(error) => {
-                let ending = Ending::failed(
-                    SessionCause::PatchFailed,
-                    format!("cannot record the proposal: {}", error_chain(&error)),
-                );
-                return self.end(session, ending).await;
-            }
+            Err(ending) => return self.end(session, ending).await,
         }
         self.save(&session).await;
         self.audit_end(&session).await;
@@ -631,7 +611,43 @@ impl Inner {
 impl Inner {
     /// Appends an audited entry to the chain, when there is a key. The chain is evidence, not a
     /// gate: a failed append is logged, the execution goes on.
-    async fn audit(&self, subject: &str, record: &impl AuditRecord) {
+    /// Records `proposal` (with its `patch`, kept in a shared store), under the session's lease
+    /// when it has one, and audits it; `Ok(false)` when its execution generation already has one,
+    /// and the ending to record when it cannot be recorded.
+    pub(super) async fn record_proposal(
+        &self,
+        session: &SessionRecord,
+        proposal: &ProposalRecord,
+        patch: &[u8],
+    ) -> Result<bool, Ending> {
+        let inserted = match self.lease_of(session) {
+            Some(lease) => match self.store.insert_proposal_fenced(proposal, patch, &lease).await {
+                Ok(Ok(inserted)) => Ok(inserted),
+                Ok(Err(fenced)) => {
+                    tracing::warn!(session = %session.id, %fenced, "not recording the proposal");
+                    return Err(Ending::failed(SessionCause::PatchFailed, fenced.to_string()));
+                }
+                Err(error) => Err(error),
+            },
+            None => self.store.insert_proposal(proposal).await,
+        };
+        let inserted = inserted.map_err(|error| {
+            Ending::failed(SessionCause::PatchFailed, format!("cannot record the proposal: {}", error_chain(&error)))
+        })?;
+        if inserted {
+            let record = ProposalSubmitted {
+                assignment: &proposal.assignment,
+                execution_generation: proposal.execution_generation,
+                base_commit: &proposal.base_commit,
+                sha256: &proposal.sha256,
+                flags: &proposal.flags,
+            };
+            self.audit(&proposal.id, &record).await;
+        }
+        Ok(inserted)
+    }
+
+    pub(super) async fn audit(&self, subject: &str, record: &impl AuditRecord) {
         let Some(key) = &self.config.audit_key else { return };
         let kind = record.kind().as_str();
         let appended = match roundtable_store::audit::AuditedEntry::of(subject, record) {
@@ -655,7 +671,7 @@ impl Inner {
         if !(adapter.persistent_home && adapter.supports_resume && adapter.resume_pattern.is_some()) {
             return None;
         }
-        let sessions = self.store.sessions(Some(&request.assignment)).await.ok()?;
+        let sessions = self.store.sessions_of(&request.assignment_uid).await.ok()?;
         // A session recorded before the store had its repository key ran in a home named by the
         // path, which is never mounted again: its provider session is not in today's home.
         let keyed_at = self.store.repository_key().await.ok()?.keyed_at;
@@ -827,7 +843,7 @@ fn record_run(session: &mut SessionRecord, outcome: &RunOutcome, folder: &Execut
     }
 }
 
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(super) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     if let Some(parent) = path.parent() {

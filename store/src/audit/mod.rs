@@ -274,8 +274,8 @@ impl Store {
             let view = EntryView::of(&text)
                 .ok_or_else(|| crate::Error::Corrupt(format!("audited entry {seq} does not read back")))?;
             sqlx::query(
-                "INSERT INTO events (at, kind, name, severity, reason, message, record, audited, seq, prev_mac, mac) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9, $10)",
+                "INSERT INTO events (at, kind, name, severity, reason, message, record, audited, seq, prev_mac, mac, uid) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9, $10, (SELECT uid FROM objects WHERE kind = $2 AND name = $3))",
             )
             .bind(&view.at)
             .bind(&view.kind)
