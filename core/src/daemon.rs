@@ -393,7 +393,8 @@ pub async fn run_with<R: Reconciler<ObjectKey>>(
     run_with_link(config, store, reconciler, with_handle, shutdown, &DaemonLink::default()).await
 }
 
-async fn run_with_link<R: Reconciler<ObjectKey>>(
+/// [`run_with`] with the link the API holds: its `request_fetch` (the webhook) reaches this loop.
+pub async fn run_with_link<R: Reconciler<ObjectKey>>(
     config: DaemonConfig,
     store: Store,
     reconciler: Arc<R>,
