@@ -132,7 +132,7 @@ async fn main() {
     println!("first fetch into an empty mirror               {:7.1} ms", started.elapsed().as_secs_f64() * 1e3);
     let trees = Trees::in_state_dir(&probe_state);
     let started = Instant::now();
-    trees.show(&mirror.git_dir, &fetched.commit, GIT_TIMEOUT).await.expect("export");
+    trees.show(&mirror.git_dir, &fetched.commit, Path::new(".roundtable"), GIT_TIMEOUT).await.expect("export");
     println!(
         "export of the commit's tree (read-tree + checkout-index) {:7.1} ms",
         started.elapsed().as_secs_f64() * 1e3
@@ -166,7 +166,7 @@ async fn main() {
         push(&work, &format!("probe {round}"));
         let started = Instant::now();
         let fetched = mirror.fetch().await.expect("fetch");
-        trees.show(&mirror.git_dir, &fetched.commit, GIT_TIMEOUT).await.expect("export");
+        trees.show(&mirror.git_dir, &fetched.commit, Path::new(".roundtable"), GIT_TIMEOUT).await.expect("export");
         let scanned = scan_cached(&scanned_project, &mut tree_cache);
         let outcome = roundtable_core::desired::sync_with(&probe_store, &probe_store, &scanned, &mut sync_cache)
             .await

@@ -18,6 +18,8 @@ use roundtable_store::Store;
 
 /// How long the engine must be quiet before a burst of events is acted on.
 pub const DEBOUNCE: Duration = Duration::from_millis(200);
+/// The longest a burst is gathered before its triggers go out, however busy the engine is.
+pub const MAX_GATHER: Duration = Duration::from_secs(2);
 
 /// The task that follows the engine's events while the daemon runs; stopped by [`stop`] or when
 /// dropped.
@@ -59,8 +61,19 @@ async fn follow(
 ) {
     while let Some(first) = hints.next().await {
         let mut burst = vec![first];
-        while let Ok(Some(hint)) = tokio::time::timeout(DEBOUNCE, hints.next()).await {
+        // Gathered until a quiet moment, but never longer than `MAX_GATHER`: a busy build host's
+        // steady stream of tag and pull events would otherwise hold every hint back.
+        let gathering_until = tokio::time::Instant::now() + MAX_GATHER;
+        while let Ok(Some(hint)) = tokio::time::timeout(
+            DEBOUNCE.min(gathering_until.saturating_duration_since(tokio::time::Instant::now())),
+            hints.next(),
+        )
+        .await
+        {
             burst.push(hint);
+            if tokio::time::Instant::now() >= gathering_until {
+                break;
+            }
         }
         let adapters = match adapters(&store).await {
             Ok(adapters) => adapters,

@@ -347,13 +347,17 @@ impl Store {
 }
 
 /// Inserts a proposal through `executor`; false when its execution generation already has one.
+/// A run that finishes after its Assignment moved on to another execution generation (the
+/// supersede was written before this row existed) records its proposal superseded.
 pub(crate) async fn insert_proposal_with(
     executor: impl sqlx::Executor<'_, Database = sqlx::Any>,
     proposal: &ProposalRecord,
 ) -> Result<bool> {
     let done = sqlx::query(
             "INSERT INTO proposals (id, session_id, assignment, execution_generation, base_commit, adapter, patch_path, sha256, files_changed, insertions, deletions, flags_json, state, created_at, rejected_json, assignment_uid, reused_from) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) ON CONFLICT (assignment_uid, execution_generation) DO NOTHING",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
+                     CASE WHEN EXISTS (SELECT 1 FROM objects WHERE uid = $16 AND execution_generation <> $4) THEN $18 ELSE $13 END, \
+                     $14, $15, $16, $17) ON CONFLICT (assignment_uid, execution_generation) DO NOTHING",
         )
         .bind(&proposal.id)
         .bind(&proposal.session_id)
@@ -372,6 +376,7 @@ pub(crate) async fn insert_proposal_with(
         .bind(to_json(&proposal.rejected))
         .bind(&proposal.assignment_uid)
         .bind(&proposal.reused_from)
+        .bind(ProposalState::Superseded.as_str())
         .execute(executor)
         .await?;
     Ok(done.rows_affected() == 1)

@@ -100,6 +100,21 @@ async fn a_superseded_proposal_stays_superseded_through_a_deletion_and_a_rollbac
 }
 
 #[tokio::test]
+async fn a_run_that_finishes_after_its_fields_moved_on_records_its_proposal_superseded() {
+    for support::Scratch { store, .. } in support::each_store().await {
+        let key = ObjectKey::new(Kind::Assignment, "fix");
+        let uid = store.record_spec(&snapshot(&key, "a", Some("run-a"))).await.expect("record").uid;
+        // Generation 1 still runs when an edit moves the Assignment to generation 2.
+        store.record_spec(&snapshot(&key, "b", Some("run-b"))).await.expect("record");
+        assert!(store.insert_proposal(&proposal("late", &uid, 1)).await.expect("insert"));
+        assert_eq!(state_of(&store, "late").await, ProposalState::Superseded);
+        assert!(store.insert_proposal(&proposal("current", &uid, 2)).await.expect("insert"));
+        assert_eq!(state_of(&store, "current").await, ProposalState::Pending);
+        store.close().await;
+    }
+}
+
+#[tokio::test]
 async fn a_rerun_is_a_new_execution_generation_of_the_same_fields_that_supersedes_the_last() {
     for support::Scratch { store, .. } in support::each_store().await {
         let key = ObjectKey::new(Kind::Assignment, "fix");

@@ -357,6 +357,25 @@ fn an_unreachable_remote_keeps_the_last_good_commit_and_recovers() {
 }
 
 #[test]
+fn a_pushed_spec_directory_that_links_out_of_the_tree_is_refused_and_the_last_good_commit_kept() {
+    let fixture = Fixture::new(&[(".roundtable/one.yaml", &adapter("one"))]);
+    let _daemon = fixture.start(&fixture.file_url());
+    let _log = fixture.log();
+    fixture.wait("the first commit", Duration::from_secs(30), |s| synced(s, "Adapter", "one"));
+    // Whoever can push replaces the spec directory with a link to a folder of the host.
+    let host = tempfile::tempdir().expect("tempdir");
+    write(host.path(), "planted.yaml", &adapter("planted"));
+    std::fs::remove_dir_all(fixture.work().join(".roundtable")).expect("rm");
+    std::os::unix::fs::symlink(host.path(), fixture.work().join(".roundtable")).expect("link");
+    fixture.push("link the specs out");
+    let (status, _) = fixture.wait("the refusal", Duration::from_secs(30), |s| {
+        source_row(s).is_some_and(|r| r["message"].as_str().is_some_and(|m| m.contains("is a symbolic link")))
+    });
+    assert!(row(&status, "Adapter", "planted").is_none(), "the host's folder was read: {status:#}");
+    assert!(synced(&status, "Adapter", "one"), "the last good commit's objects stay: {status:#}");
+}
+
+#[test]
 fn committed_mode_reconciles_head_never_an_uncommitted_edit() {
     let project = tempfile::tempdir().expect("tempdir");
     let root = project.path();

@@ -122,7 +122,7 @@ impl Follow {
         };
         let at = roundtable_store::now();
         let shown = match read {
-            Ok(commit) => match self.trees.show(self.git_dir(), &commit, GIT_TIMEOUT).await {
+            Ok(commit) => match self.trees.show(self.git_dir(), &commit, &self.spec_path, GIT_TIMEOUT).await {
                 Ok(()) => {
                     let moved = self.good.as_ref().is_none_or(|good| good.commit != commit);
                     self.good = Some(Good { commit, fetched_at: at });

@@ -70,14 +70,19 @@ async fn run_with<S: AsRef<OsStr>>(
     if let Some((work_tree, index)) = tree {
         command.env("GIT_WORK_TREE", work_tree).env("GIT_INDEX_FILE", index);
     }
-    command.stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+    // Its own process group: git's transport helpers (`git-remote-https`, `ssh`) are its
+    // children, and a timeout or a shutdown kills them with it.
+    command.stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true).process_group(0);
     let child = command.spawn().map_err(|error| failure(format!("cannot run git: {error}")))?;
+    let mut group = Group(child.id());
     let output = match tokio::time::timeout(timeout, child.wait_with_output()).await {
         Ok(Ok(output)) => output,
         Ok(Err(error)) => return Err(failure(format!("cannot run git: {error}"))),
-        // Dropping the future drops the child, which kills it.
+        // Dropping the future drops the child; the group goes with it.
         Err(_) => return Err(failure(format!("did not finish within {} s (killed)", timeout.as_secs_f64()))),
     };
+    // Finished: its id may be reused from here on, so nothing is killed by it.
+    group.0 = None;
     if output.status.success() {
         Ok(output.stdout)
     } else {
@@ -89,6 +94,18 @@ async fn run_with<S: AsRef<OsStr>>(
         } else {
             format!("failed with {code}: {stderr}")
         }))
+    }
+}
+
+/// The process group of a git run, killed when dropped unless it finished.
+struct Group(Option<u32>);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let pid = self.0.and_then(|id| i32::try_from(id).ok()).and_then(rustix::process::Pid::from_raw);
+        if let Some(pid) = pid {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
     }
 }
 

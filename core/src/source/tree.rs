@@ -53,8 +53,14 @@ impl Trees {
     }
 
     /// Exports `commit`'s whole tree from the repository `git_dir` (when not exported yet) and
-    /// makes it current.
-    pub async fn show(&self, git_dir: &Path, commit: &str, timeout: Duration) -> Result<(), GitFailure> {
+    /// makes it current, unless its spec directory `spec_path` is reached through a symbolic link.
+    pub async fn show(
+        &self,
+        git_dir: &Path,
+        commit: &str,
+        spec_path: &Path,
+        timeout: Duration,
+    ) -> Result<(), GitFailure> {
         let io = |what: &str, path: &Path, error: std::io::Error| GitFailure {
             args: "checkout-index".into(),
             message: format!("cannot {what} {}: {error}", path.display()),
@@ -80,6 +86,9 @@ impl Trees {
                 return Err(failure);
             }
             std::fs::rename(&temporary, &target).map_err(|e| io("rename", &temporary, e))?;
+        }
+        if let Err(message) = refuse_linked_spec_dir(&target, spec_path) {
+            return Err(GitFailure { args: "checkout-index".into(), message: format!("commit {commit}: {message}") });
         }
         let link = self.dir.join(format!(".current-{}", std::process::id()));
         let _ = std::fs::remove_file(&link);
@@ -115,7 +124,56 @@ impl Trees {
     }
 }
 
+/// Refuses a tree whose spec directory `spec_path` is, or is under, a symbolic link: the commit's
+/// links are exported as they are, and the scanner would read the folder a pushed
+/// `.roundtable -> /etc` names. A spec path that leaves the tree (`..`, absolute) is refused too.
+fn refuse_linked_spec_dir(tree: &Path, spec_path: &Path) -> Result<(), String> {
+    let mut at = tree.to_path_buf();
+    for component in spec_path.components() {
+        match component {
+            std::path::Component::Normal(name) => at.push(name),
+            std::path::Component::CurDir => continue,
+            _ => return Err(format!("the spec path {} leaves the repository", spec_path.display())),
+        }
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let shown = at.strip_prefix(tree).unwrap_or(&at).display().to_string();
+                return Err(format!(
+                    "{shown} is a symbolic link; a spec directory is never read through one (it could name any folder of this host)"
+                ));
+            }
+            Ok(_) => {}
+            // Missing: the scan says so, as for a checkout without it.
+            Err(_) => return Ok(()),
+        }
+    }
+    Ok(())
+}
+
 /// A full SHA-1 or SHA-256 object id in lowercase hex.
 fn is_object_id(text: &str) -> bool {
     matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spec_directory_reached_through_a_link_is_refused_by_name() {
+        let tree = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        std::os::unix::fs::symlink(outside.path(), tree.path().join(".roundtable")).expect("link");
+        let refused = refuse_linked_spec_dir(tree.path(), Path::new(".roundtable")).expect_err("refused");
+        assert!(refused.contains(".roundtable is a symbolic link"), "{refused}");
+        // A link further up the path is refused as well; so is a path that leaves the tree.
+        std::fs::create_dir(tree.path().join("deploy")).expect("mkdir");
+        std::os::unix::fs::symlink(outside.path(), tree.path().join("deploy/specs")).expect("link");
+        assert!(refuse_linked_spec_dir(tree.path(), Path::new("deploy/specs/prod")).is_err());
+        assert!(refuse_linked_spec_dir(tree.path(), Path::new("../elsewhere")).is_err());
+        // A real folder, or one that is missing, is for the scan to read (or report).
+        std::fs::create_dir_all(tree.path().join("specs/prod")).expect("mkdir");
+        assert_eq!(refuse_linked_spec_dir(tree.path(), Path::new("./specs/prod")), Ok(()));
+        assert_eq!(refuse_linked_spec_dir(tree.path(), Path::new("absent")), Ok(()));
+    }
 }
