@@ -8,7 +8,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use roundtable_controller::{Action, ErrorOutcome, Failure, ReconcileError, Reconciler};
+mod common;
+use common::{NoOp, percentile};
+
 use roundtable_core::daemon::{DaemonConfig, DaemonLink, run_with_link};
 use roundtable_core::source::follow::{Follow, GIT_TIMEOUT, Mode, mark};
 use roundtable_core::source::mirror::{Mirror, Remote};
@@ -55,28 +57,6 @@ fn push(work: &Path, message: &str) {
     git(work, &["add", "-A"]);
     git(work, &["commit", "-q", "-m", message]);
     git(work, &["push", "-q", "origin", "main"]);
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("never")]
-struct Never;
-impl ReconcileError for Never {}
-
-/// A reconciler that only reports when each key starts.
-struct NoOp(mpsc::UnboundedSender<(ObjectKey, Instant)>);
-
-impl Reconciler<ObjectKey> for NoOp {
-    type Error = Never;
-    async fn reconcile(&self, key: &ObjectKey) -> Result<Action, Never> {
-        let _ = self.0.send((key.clone(), Instant::now()));
-        Ok(Action::await_change())
-    }
-    async fn on_failure(&self, _: &ObjectKey, _: &Failure<Never>, _: ErrorOutcome) {}
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index]
 }
 
 fn p50_p99(figures: &mut [f64]) -> (f64, f64) {

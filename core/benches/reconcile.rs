@@ -6,7 +6,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use roundtable_controller::{Action, ErrorOutcome, Failure, ReconcileError, Reconciler};
+mod common;
+use common::{NoOp, percentile};
+
 use roundtable_core::daemon::{DaemonConfig, run_with};
 use roundtable_core::desired::{sync, sync_with};
 use roundtable_core::source::{ScanCache, scan_cached, scan_changed};
@@ -53,28 +55,6 @@ fn cpu_seconds() -> f64 {
     let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or_default().split_whitespace().collect();
     let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     (ticks(11) + ticks(12)) / 100.0
-}
-
-/// A reconciler that only reports when each key starts.
-struct NoOp(mpsc::UnboundedSender<(ObjectKey, Instant)>);
-
-#[derive(Debug, thiserror::Error)]
-#[error("never")]
-struct Never;
-impl ReconcileError for Never {}
-
-impl Reconciler<ObjectKey> for NoOp {
-    type Error = Never;
-    async fn reconcile(&self, key: &ObjectKey) -> Result<Action, Never> {
-        let _ = self.0.send((key.clone(), Instant::now()));
-        Ok(Action::await_change())
-    }
-    async fn on_failure(&self, _: &ObjectKey, _: &Failure<Never>, _: ErrorOutcome) {}
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index]
 }
 
 #[tokio::main]
