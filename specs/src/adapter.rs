@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::broker::Budget;
 use crate::names::{Cidr, EnvVarName, HostName, ImageRef, VersionFloor};
 use crate::resume::ResumePattern;
 use crate::units::{Cpus, Duration, Quantity};
@@ -46,9 +47,18 @@ pub struct AdapterSpec {
     /// Exact DNS names the egress gateway may reach for this adapter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_hosts: Option<Vec<HostName>>,
-    /// Names of the variables passed through from the controller's environment or `--secrets-file`.
+    /// Names of the variables whose values come from the controller's environment or
+    /// `--secrets-file`. Under `credentialMode: broker` (the default) the agent gets a
+    /// per-session placeholder in each and the session's broker swaps in the value on the host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential_env: Option<Vec<EnvVarName>>,
+    /// How `credentialEnv` values reach the agent: `broker` (default) or `env`, the explicit
+    /// opt-out that puts the raw values in the agent's environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential_mode: Option<CredentialMode>,
+    /// The default budget of this adapter's sessions; an Assignment's `budget` wins field by field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<EgressSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -66,6 +76,28 @@ pub struct AdapterSpec {
     pub contract: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
+}
+
+/// How an Adapter's `credentialEnv` values reach its agent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum CredentialMode {
+    /// The agent holds a per-session placeholder; the value stays in the daemon, which swaps it
+    /// in on the way to the provider (docs/broker.md).
+    #[default]
+    Broker,
+    /// The raw values are in the agent's environment, where any code the agent runs can read
+    /// and print them. For a tool that truly needs the value; `validate` warns.
+    Env,
+}
+
+impl CredentialMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CredentialMode::Broker => "broker",
+            CredentialMode::Env => "env",
+        }
+    }
 }
 
 /// The agent CLIs Roundtable knows how to drive: each has its own launch plan, MCP manifest
@@ -261,6 +293,8 @@ pub struct ResolvedAdapter {
     pub persistent_home: bool,
     pub provider_hosts: Vec<HostName>,
     pub credential_env: Vec<EnvVarName>,
+    pub credential_mode: CredentialMode,
+    pub budget: Budget,
     pub allow_cidrs: Vec<Cidr>,
     pub resources: Resources,
     pub output_limit: Quantity,
@@ -297,6 +331,8 @@ impl AdapterSpec {
             persistent_home: self.persistent_home.or(base.persistent_home),
             provider_hosts: self.provider_hosts.clone().or_else(|| base.provider_hosts.clone()),
             credential_env: self.credential_env.clone().or_else(|| base.credential_env.clone()),
+            credential_mode: self.credential_mode.or(base.credential_mode),
+            budget: self.budget.or(base.budget),
             egress: self.egress.clone().or_else(|| base.egress.clone()),
             resources,
             output_limit: self.output_limit.or(base.output_limit),
@@ -326,6 +362,8 @@ impl AdapterSpec {
             persistent_home: self.persistent_home.unwrap_or(false),
             provider_hosts: self.provider_hosts.clone().unwrap_or_default(),
             credential_env: self.credential_env.clone().unwrap_or_default(),
+            credential_mode: self.credential_mode.unwrap_or_default(),
+            budget: self.budget.unwrap_or_default(),
             allow_cidrs: self.egress.clone().unwrap_or_default().allow_cidrs,
             resources: Resources {
                 memory: resources.memory.unwrap_or(DEFAULT_MEMORY),
@@ -344,6 +382,14 @@ impl AdapterSpec {
 }
 
 impl ResolvedAdapter {
+    /// Whether its sessions get a credential broker: it has credentials to keep out of the
+    /// container and somewhere to spend them, and has not opted out with `credentialMode: env`.
+    pub fn brokered(&self) -> bool {
+        self.credential_mode == CredentialMode::Broker
+            && !self.credential_env.is_empty()
+            && !self.provider_hosts.is_empty()
+    }
+
     /// Whether its sessions get an MCP endpoint and the agent a capability: `supportsMcp` on a
     /// provider whose agent can use one. The launch plan and the capabilities both ask this.
     pub fn mcp(&self) -> bool {

@@ -27,6 +27,10 @@ pub struct AssignmentSpec {
     /// Overrides the adapter's timeout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
+    /// What one session may spend through the credential broker; unset fields fall back to the
+    /// Adapter's `budget`. Not a run field: changing it does not start a new execution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::broker::Budget>,
     /// Re-runs after a failed execution.
     #[serde(default)]
     pub retries: u32,

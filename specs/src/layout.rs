@@ -33,3 +33,15 @@ pub const AGENT_CONFIG: &str = "/tmp/roundtable";
 pub const CAPABILITY_ENV: &str = "ROUNDTABLE_AGENT_CAPABILITY";
 /// Claude Code's MCP manifest (`--mcp-config`).
 pub const CLAUDE_MCP_CONFIG: &str = "/tmp/roundtable/mcp.json";
+/// The session broker's socket (docs/broker.md): provider requests with placeholders in, the
+/// real credential swapped in on the host.
+pub const BROKER_SOCKET: &str = "/run/roundtable/broker.sock";
+/// Where the in-container relay listens for the broker: plain HTTP on the container's own
+/// loopback, never leaving it.
+pub const BROKER_LISTEN: &str = "127.0.0.1:3129";
+
+/// The base URL an agent uses for provider `host` through the broker: one path prefix per host,
+/// so the broker takes the upstream host from the Adapter's list, never from the request.
+pub fn broker_base_url(host: &str) -> String {
+    format!("http://{BROKER_LISTEN}/{host}")
+}

@@ -84,6 +84,11 @@ words! {
         /// The Assignment's run fields changed while it ran: a newer execution generation
         /// replaces it.
         Superseded = "Superseded",
+        /// The session's token or request budget was spent (`spec.budget`): the broker refused
+        /// the next model request and the session was stopped.
+        BudgetExceeded = "BudgetExceeded",
+        /// The session's credential broker could not be started; without it no session runs.
+        BrokerUnavailable = "BrokerUnavailable",
     }
 }
 
@@ -274,14 +279,7 @@ pub struct EgressCounters {
     pub denials: BTreeMap<crate::egress::GatewayReason, u64>,
 }
 
-words! {
-    /// Whether a session's egress gateway is serving.
-    SidecarState {
-        /// While the session runs.
-        Serving = "serving",
-        Stopped = "stopped",
-    }
-}
+pub use crate::sidecar::SidecarState;
 
 /// What `status` and `sessions show` say about a session's egress gateway.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -318,6 +316,9 @@ pub struct SessionDetail {
     pub not_given: Vec<Rejected>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<EgressReport>,
+    /// What the credential broker passed, refused and counted (docs/broker.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broker: Option<crate::broker::BrokerReport>,
     /// The provider side of the session: plan, captured id, usage, MCP activity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentSession>,
