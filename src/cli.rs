@@ -221,12 +221,13 @@ pub enum Command {
     Mcp(McpCommand),
     /// Inside an agent container: forward 127.0.0.1:3128 to the session's gateway socket.
     Proxy {
-        /// Where the agent's HTTPS_PROXY points.
-        #[arg(long, default_value = "127.0.0.1:3128")]
-        listen: roundtable_gateway::Endpoint,
-        /// The gateway: unix:PATH, IP:PORT or tcp:IP:PORT.
-        #[arg(long, default_value = "unix:/run/roundtable/egress.sock")]
-        upstream: roundtable_gateway::Endpoint,
+        /// Where the agent's HTTPS_PROXY points (or the broker's loopback address). Repeatable:
+        /// the Nth --listen is carried to the Nth --upstream.
+        #[arg(long, default_values = ["127.0.0.1:3128"])]
+        listen: Vec<roundtable_gateway::Endpoint>,
+        /// The gateway (or the broker): unix:PATH, IP:PORT or tcp:IP:PORT.
+        #[arg(long, default_values = ["unix:/run/roundtable/egress.sock"])]
+        upstream: Vec<roundtable_gateway::Endpoint>,
     },
 }
 
@@ -511,6 +512,10 @@ pub struct StartArgs {
     /// When given, the only networks egress gateways dial (repeatable); it can only narrow.
     #[arg(long = "gateway-dial-allow")]
     pub gateway_dial_allow: Vec<Cidr>,
+    /// FOR TESTS: a PEM file of CA certificates the credential broker also trusts for provider
+    /// hosts (a fake provider's test CA). Production needs none: the web's roots are built in.
+    #[arg(long = "broker-test-ca")]
+    pub broker_test_ca: Option<PathBuf>,
     /// Tunnels one session's gateway holds open at once; more are answered 429.
     #[arg(long, default_value_t = 256, value_parser = at_least_one)]
     pub gateway_max_tunnels: usize,

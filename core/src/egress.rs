@@ -4,10 +4,9 @@
 //! (tunnels wait in the backlog meanwhile, so they fail closed). Decisions go to the session's
 //! `egress.log` (bounded); a `egress.json` beside it carries the live counters to `status`.
 
-use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -22,7 +21,7 @@ use serde::Serialize;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::execution::ExecutionFolder;
-use crate::sidecar::Served;
+use crate::sidecar::{Budget, BoundedLog, Served, write_report};
 
 /// The socket's name in the session's socket directory.
 pub const SOCKET_NAME: &str = "egress.sock";
@@ -42,11 +41,14 @@ pub struct EgressOptions {
     /// Tunnels one session may hold open at once. Every tunnel costs the daemon two descriptors,
     /// so a hostile agent must not be able to exhaust them for every other session.
     pub max_tunnels: usize,
+    /// Roots the credential broker's upstream leg trusts besides the web's, DER
+    /// (`start --broker-test-ca`: a test CA; production never needs one).
+    pub broker_test_roots: Vec<Vec<u8>>,
 }
 
 impl Default for EgressOptions {
     fn default() -> Self {
-        Self { resolver: None, allow_cidrs: Vec::new(), dial_allow: Vec::new(), max_tunnels: 256 }
+        Self { resolver: None, allow_cidrs: Vec::new(), dial_allow: Vec::new(), max_tunnels: 256, broker_test_roots: Vec::new() }
     }
 }
 
@@ -74,6 +76,26 @@ pub fn proxy_env() -> [String; 2] {
     [format!("HTTPS_PROXY={proxy}"), format!("https_proxy={proxy}")]
 }
 
+/// The gateway policy for `hosts`: the same for the session's tunnels and for the broker's
+/// upstream leg, so exact hosts, pinned DNS and the address policy are one decision.
+pub fn gateway_settings(options: &EgressOptions, hosts: &[String], adapter_cidrs: &[IpNet]) -> Result<Settings, SidecarError> {
+    let mut settings = Settings::new(hosts)?;
+    settings.set_allow_cidrs(options.allow_cidrs.iter().chain(adapter_cidrs).copied())?;
+    settings.dial_allow = options.dial_allow.clone();
+    settings.self_addresses = roundtable_gateway::local::interface_addresses();
+    settings.limits.max_tunnels = options.max_tunnels;
+    Ok(settings)
+}
+
+/// The resolver every gateway and broker of the daemon uses: `--gateway-resolver`, or the
+/// nameservers of /etc/resolv.conf.
+pub fn resolver(options: &EgressOptions) -> Result<DnsResolver, SidecarError> {
+    Ok(match options.resolver {
+        Some(server) => DnsResolver::new(&[server])?,
+        None => DnsResolver::from_resolv_conf(Path::new("/etc/resolv.conf"))?,
+    })
+}
+
 /// A running sidecar. Dropped without [`Sidecar::stop`] (a panicking execution), it still stops
 /// serving and removes its socket.
 pub struct Sidecar {
@@ -94,15 +116,8 @@ impl Sidecar {
         folder: &ExecutionFolder,
         session: &str,
     ) -> Result<Self, SidecarError> {
-        let mut settings = Settings::new(hosts)?;
-        settings.set_allow_cidrs(options.allow_cidrs.iter().chain(adapter_cidrs).copied())?;
-        settings.dial_allow = options.dial_allow.clone();
-        settings.self_addresses = roundtable_gateway::local::interface_addresses();
-        settings.limits.max_tunnels = options.max_tunnels;
-        let resolver = match options.resolver {
-            Some(server) => DnsResolver::new(&[server])?,
-            None => DnsResolver::from_resolv_conf(Path::new("/etc/resolv.conf"))?,
-        };
+        let settings = gateway_settings(options, hosts, adapter_cidrs)?;
+        let resolver = resolver(options)?;
         let path = socket_dir.join(SOCKET_NAME);
         let listener = Listener::bind(&Endpoint::Unix(path.clone()))
             .await
@@ -159,59 +174,24 @@ async fn keep_reporting(mut report: EgressReport, counters: Arc<Counters>, path:
     }
 }
 
-/// Atomically, so `status` never reads half a file.
-fn write_report(path: &Path, report: &EgressReport) {
-    let temporary = path.with_extension("json.tmp");
-    let written = serde_json::to_vec_pretty(report)
-        .map_err(std::io::Error::other)
-        .and_then(|bytes| std::fs::write(&temporary, bytes))
-        .and_then(|()| std::fs::rename(&temporary, path));
-    if let Err(error) = written {
-        tracing::warn!(%error, path = %path.display(), "cannot write the egress report");
-    }
-}
-
-/// Decision and close lines appended to a file, within budgets (an agent hammering the gateway
-/// must neither fill the disk nor push its allowed tunnels out of the log): refusals share one
-/// half of [`LOG_LIMIT`], allowed tunnels and their close lines the other. Lines past a budget are
+/// Decision and close lines in the session's bounded `egress.log`: refusals share one half of
+/// [`LOG_LIMIT`], allowed tunnels and their close lines the other. Lines past a budget are
 /// counted as dropped, not written.
 struct FileJournal {
     session: String,
-    log: Mutex<Log>,
+    log: BoundedLog,
     counters: Arc<Counters>,
-}
-
-/// The open file and what each budget has used.
-struct Log {
-    file: Option<std::fs::File>,
-    refusals: u64,
-    tunnels: u64,
 }
 
 impl FileJournal {
     fn open(path: &Path, session: &str, counters: Arc<Counters>) -> Self {
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(path);
-        if let Err(error) = &file {
-            tracing::warn!(%error, path = %path.display(), "cannot open the egress log; decisions are only traced");
-        }
-        let log = Log { file: file.ok(), refusals: 0, tunnels: 0 };
-        Self { session: session.to_owned(), log: Mutex::new(log), counters }
+        Self { session: session.to_owned(), log: BoundedLog::open(path, LOG_LIMIT, "egress"), counters }
     }
 
     fn append(&self, value: &impl Serialize, refusal: bool) {
-        let Ok(mut line) = serde_json::to_vec(value) else { return };
-        line.push(b'\n');
-        let mut log = self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Log { file, refusals, tunnels } = &mut *log;
-        let used = if refusal { refusals } else { tunnels };
-        if *used + line.len() as u64 > LOG_LIMIT / 2 {
+        let budget = if refusal { Budget::Refusals } else { Budget::Allowed };
+        if !self.log.write(value, budget) {
             self.counters.line_dropped();
-            return;
-        }
-        if let Some(file) = file
-            && file.write_all(&line).is_ok()
-        {
-            *used += line.len() as u64;
         }
     }
 }

@@ -4,6 +4,7 @@
 pub mod adapter;
 pub mod assignment;
 pub mod backend;
+pub mod broker;
 pub mod conditions;
 pub mod daemon;
 pub mod desired;
@@ -11,6 +12,7 @@ pub mod egress;
 pub mod engine_hints;
 pub mod execution;
 pub mod mcp;
+pub mod placeholders;
 pub mod presence;
 pub mod prune;
 pub mod reconcile;

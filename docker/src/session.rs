@@ -158,9 +158,10 @@ impl<'a> Execution<'a> {
         };
         outcome.self_check = checked.report.clone();
 
-        if self.plan.egress_proxy {
+        if self.plan.egress_proxy || self.plan.broker_relay {
             tracing::debug!(container = %self.name, "egress proxy");
-            if let Err(failure) = proxy::start_proxy(docker, &self.name).await {
+            let relays = proxy::Relays { egress: self.plan.egress_proxy, broker: self.plan.broker_relay };
+            if let Err(failure) = proxy::start_proxy(docker, &self.name, relays).await {
                 // The checked process waits for a go that never comes.
                 let _ = checked.refuse(docker, &self.name, &mut cancel).await;
                 outcome.end = RunEnd::EgressUnavailable;

@@ -137,6 +137,8 @@ pub struct SessionPlan {
     pub socket_dir: Option<PathBuf>,
     /// Start the in-container proxy to the gateway socket before the agent.
     pub egress_proxy: bool,
+    /// Relay the broker's loopback address (`layout::BROKER_LISTEN`) to its socket too.
+    pub broker_relay: bool,
     pub argv: Vec<String>,
     /// `KEY=VALUE`: the agent's whole environment. It holds secrets (credentials, the MCP
     /// capability): it goes into the agent exec only, never into the container's configuration,

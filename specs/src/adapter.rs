@@ -382,12 +382,17 @@ impl AdapterSpec {
 }
 
 impl ResolvedAdapter {
-    /// Whether its sessions get a credential broker: it has credentials to keep out of the
-    /// container and somewhere to spend them, and has not opted out with `credentialMode: env`.
+    /// Whether its agents hold placeholders instead of the `credentialEnv` values: always, unless
+    /// it opted out with `credentialMode: env`. An agent never sees a raw value by default, even
+    /// where it has no provider host to spend it on.
+    pub fn holds_placeholders(&self) -> bool {
+        self.credential_mode == CredentialMode::Broker && !self.credential_env.is_empty()
+    }
+
+    /// Whether its sessions get a credential broker: it holds placeholders and has provider
+    /// hosts to spend them on, which are then reached only through the broker.
     pub fn brokered(&self) -> bool {
-        self.credential_mode == CredentialMode::Broker
-            && !self.credential_env.is_empty()
-            && !self.provider_hosts.is_empty()
+        self.holds_placeholders() && !self.provider_hosts.is_empty()
     }
 
     /// Whether its sessions get an MCP endpoint and the agent a capability: `supportsMcp` on a

@@ -109,8 +109,17 @@ impl AuditRecord for SessionEnded<'_> {
     }
 }
 
-/// `egress.summary` is the gateway's final report as `sessions show` shows it.
-impl AuditRecord for EgressReport {
+/// `egress.summary`: the gateway's final report as `sessions show` shows it (its fields at the
+/// top, as before the broker), and the credential broker's under `broker`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EgressSummary<'a> {
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<&'a EgressReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broker: Option<&'a crate::broker::BrokerReport>,
+}
+
+impl AuditRecord for EgressSummary<'_> {
     fn kind(&self) -> EntryKind {
         EntryKind::EgressSummary
     }

@@ -139,7 +139,44 @@ fn session_text(item: &SessionItem) -> String {
             field(&mut out, "Denied", &format!("{count} × {}", reason.as_str()));
         }
     }
+    if let Some(broker) = &detail.broker {
+        field(&mut out, "Broker", &format!("{} via {} for {}", broker.state, broker.socket, broker.hosts.join(", ")));
+        let refused: u64 = broker.refused.values().sum();
+        field(
+            &mut out,
+            "Requests",
+            &format!(
+                "{} passed, {refused} refused; tokens {} in, {} out",
+                broker.requests, broker.tokens.input, broker.tokens.output
+            ),
+        );
+        for (reason, count) in &broker.refused {
+            field(&mut out, "Refused", &format!("{count} × {reason}"));
+        }
+        if !broker.budget.is_unlimited() {
+            field(&mut out, "Budget", &budget_line(broker));
+        }
+        if broker.unreadable_usage > 0 {
+            field(&mut out, "Unreadable", &format!("{} responses whose usage could not be read", broker.unreadable_usage));
+        }
+    }
     out
+}
+
+/// What a budget allowed, what was spent and what is left, for `sessions show`.
+fn budget_line(broker: &roundtable_specs::broker::BrokerReport) -> String {
+    let (tokens_left, requests_left) = broker.left();
+    let mut parts = Vec::new();
+    if let (Some(cap), Some(left)) = (broker.budget.tokens, tokens_left) {
+        parts.push(format!("tokens {} spent of {cap}, {left} left", broker.tokens.total()));
+    }
+    if let (Some(cap), Some(left)) = (broker.budget.requests, requests_left) {
+        parts.push(format!("requests {} spent of {cap}, {left} left", broker.requests));
+    }
+    if broker.exhausted {
+        parts.push("spent: the next model request is refused".into());
+    }
+    parts.join("; ")
 }
 
 pub async fn sessions_logs(global: &Global, id: &str) -> anyhow::Result<ExitCode> {

@@ -50,18 +50,33 @@ pub async fn serve(args: &GatewayServeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn proxy(listen: &Endpoint, upstream: &Endpoint) -> anyhow::Result<ExitCode> {
-    // Fail closed and say so when the runtime did not mount the gateway's socket.
-    if let Endpoint::Unix(path) = upstream {
-        use std::os::unix::fs::FileTypeExt as _;
-        let is_socket = std::fs::metadata(path).is_ok_and(|meta| meta.file_type().is_socket());
-        anyhow::ensure!(is_socket, "the gateway socket {} is missing: no egress from this sandbox", path.display());
+pub async fn proxy(listen: &[Endpoint], upstream: &[Endpoint]) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        listen.len() == upstream.len(),
+        "{} --listen but {} --upstream: each listener is carried to the upstream in the same position",
+        listen.len(),
+        upstream.len()
+    );
+    let mut routes = Vec::new();
+    for (listen, upstream) in listen.iter().zip(upstream) {
+        // Fail closed and say so when the runtime did not mount the sidecar's socket.
+        if let Endpoint::Unix(path) = upstream {
+            use std::os::unix::fs::FileTypeExt as _;
+            let is_socket = std::fs::metadata(path).is_ok_and(|meta| meta.file_type().is_socket());
+            anyhow::ensure!(is_socket, "the sidecar socket {} is missing: no egress from this sandbox", path.display());
+        }
+        let listener = Listener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+        routes.push((format!("{} to {upstream}", listener.endpoint()?), listener, upstream.clone()));
     }
-    let listener = Listener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
-    // The runtime waits for this line before it starts the agent.
-    println!("roundtable proxy: listening on {}, forwarding to {upstream}", listener.endpoint()?);
+    let said: Vec<&str> = routes.iter().map(|(said, _, _)| said.as_str()).collect();
+    // The runtime waits for this line, once every listener is bound, before it starts the agent.
+    println!("roundtable proxy: listening, forwarding {}", said.join(", "));
     let cancel = cancelled_on_signal()?;
-    roundtable_gateway::forward::forward(listener, upstream.clone(), cancel).await;
+    let mut forwards = tokio::task::JoinSet::new();
+    for (_, listener, upstream) in routes {
+        forwards.spawn(roundtable_gateway::forward::forward(listener, upstream, cancel.clone()));
+    }
+    forwards.join_all().await;
     Ok(ExitCode::SUCCESS)
 }
 

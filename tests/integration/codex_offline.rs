@@ -1,34 +1,26 @@
-//! The real Codex CLI, offline, end to end: in its hardened container, with every byte of its
-//! traffic through the session's egress gateway to a fake Responses API on loopback (TLS with a
-//! test certificate Codex trusts through `SSL_CERT_FILE`), it calls Roundtable's `task.get` over
-//! MCP, edits the workspace with its own patch tool, and the edit becomes a pending proposal.
+//! The real Codex CLI, offline, end to end: in its hardened container, holding only a placeholder
+//! for its key, it talks to the session's credential broker through the custom model provider
+//! Roundtable writes into its configuration; the broker swaps in the key and reaches a fake
+//! Responses API on loopback over TLS (a test CA the broker trusts through `--broker-test-ca`).
+//! Codex calls Roundtable's `task.get` over MCP, edits the workspace with its own patch tool, and
+//! the edit becomes a pending proposal. With a token budget below the first turn's usage, the
+//! broker refuses the second request and the session ends `BudgetExceeded`.
 
 use std::net::SocketAddr;
+use std::path::Path;
 
 use roundtable_net_fixtures::{FakeDns, FakeResponses, Reply, Script};
 use serde_json::{Value, json};
 
 use crate::support::{
-    API, ShowLogOnPanic, commit_all, docker, engine_or_skip, json as json_of, nothing_left, roundtable,
+    API, ShowLogOnPanic, commit_all, engine_or_skip, json as json_of, nothing_left, roundtable,
     start_daemon_with_env, stdout, write,
 };
 
+const REAL_KEY: &str = "sk-offline-test-0f1e2d3c4b5a69788796a5b4";
+
 const MODEL_HOST: &str = "api.openai.com";
 const FAKE_API: &str = "127.0.0.202:443";
-/// Where the test image carries the fake API's certificate.
-const CA_PATH: &str = "/etc/roundtable-test-ca.pem";
-
-/// `image` plus `pem` at [`CA_PATH`]: the new image's ID.
-fn image_with_ca(image: &str, pem: &str) -> String {
-    let file = tempfile::NamedTempFile::new().expect("temp file");
-    std::fs::write(file.path(), pem).expect("write the certificate");
-    std::fs::set_permissions(file.path(), std::os::unix::fs::PermissionsExt::from_mode(0o644)).expect("chmod");
-    let container = docker(&["create", image, "true"]);
-    docker(&["cp", file.path().to_str().expect("utf-8"), &format!("{container}:{CA_PATH}")]);
-    let id = docker(&["commit", &container, "roundtable-codex-test-ca:latest"]);
-    docker(&["rm", &container]);
-    id
-}
 
 fn completed(id: &str) -> Value {
     json!({"type": "response.completed", "response": {"id": id, "usage": {
@@ -59,12 +51,8 @@ fn message(id: &str, text: &str) -> Vec<Value> {
     ]
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_real_codex_edits_through_the_gateway_and_proposes() {
-    let Some(clis) = crate::real_clis::provider_clis() else { return };
-    let Some(engine) = engine_or_skip().await else { return };
-    let address: SocketAddr = FAKE_API.parse().expect("address");
-    let script = Script {
+fn script() -> Script {
+    Script {
         responses_path: "/v1/responses".into(),
         turns: vec![
             call(
@@ -78,45 +66,61 @@ async fn the_real_codex_edits_through_the_gateway_and_proposes() {
             message("resp_3", "Fixed the typo in README.md."),
         ],
         get_body: json!({"models": [], "data": [], "object": "list"}),
-    };
-    let api = FakeResponses::start(address, &[MODEL_HOST], script).await.expect("fake API on 127.0.0.202:443");
-    let dns = FakeDns::start("127.0.0.1:0".parse().expect("address")).await.expect("fake DNS");
-    dns.answer(MODEL_HOST, vec![Reply::Addresses(vec![address.ip()])]);
+    }
+}
 
+/// A project with the real Codex adapter and one Assignment (`extra` appended to its spec), and a
+/// daemon whose broker reaches the fake API at `address`; returns when the session has ended.
+struct Ended {
+    _dir: tempfile::TempDir,
+    executions: tempfile::TempDir,
+    session: Value,
+    logs: String,
+}
+
+impl Ended {
+    fn root(&self) -> &Path {
+        self._dir.path()
+    }
+}
+
+async fn run_codex(clis: &Path, api: &FakeResponses, extra: &str) -> Ended {
+    let dns = FakeDns::start("127.0.0.1:0".parse().expect("address")).await.expect("fake DNS");
+    dns.answer(MODEL_HOST, vec![Reply::Addresses(vec![api.address.ip()])]);
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
     write(root, "README.md", "# Project\n\nTeh quick brown fox.\n");
-    let adapters = crate::real_clis::real_cli_adapters(&clis);
+    let adapters = crate::real_clis::real_cli_adapters(clis);
     let codex = adapters.split("---\n").find(|doc| doc.contains("name: codex")).expect("codex adapter").to_owned();
-    let image = codex.split('"').nth(1).expect("the image ID").to_owned();
-    // The test image carries this run's certificate at a fixed path (the export withholds
-    // `*.pem` from workspaces, as it should).
-    let with_ca = image_with_ca(&image, &api.identity.pem);
-    let codex = codex.replace(&image, &with_ca).replace("\"}", "\", credentialEnv: [CODEX_API_KEY, SSL_CERT_FILE]}");
     write(root, ".roundtable/adapters.yaml", &codex);
     write(
         root,
         ".roundtable/fix.yaml",
         &format!(
-            "{API}\nkind: Assignment\nmetadata: {{name: fix}}\nspec:\n  adapter: codex\n  task: {{id: T, prompt: Fix the typo in README.md.}}\n  readablePaths: [README.md]\n  model: gpt-5-codex\n  timeout: 90s\n"
+            "{API}\nkind: Assignment\nmetadata: {{name: fix}}\nspec:\n  adapter: codex\n  task: {{id: T, prompt: Fix the typo in README.md.}}\n  readablePaths: [README.md]\n  model: gpt-5-codex\n  timeout: 90s\n{extra}"
         ),
     );
     commit_all(root);
     let executions = tempfile::tempdir().expect("executions");
+    let ca = executions.path().join("provider-ca.pem");
+    std::fs::write(&ca, &api.identity.pem).expect("ca");
     let _log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_owned());
     let resolver = dns.address().to_string();
+    let cidr = format!("{}/32", api.address.ip());
     let daemon = start_daemon_with_env(
         root,
         &[
             "--gateway-resolver",
             &resolver,
             "--gateway-allow-cidr",
-            "127.0.0.202/32",
+            &cidr,
             "--gateway-dial-allow",
             "127.0.0.0/8",
+            "--broker-test-ca",
+            ca.to_str().expect("utf-8"),
         ],
         executions.path(),
-        &[("CODEX_API_KEY", "sk-offline-test"), ("SSL_CERT_FILE", CA_PATH)],
+        &[("CODEX_API_KEY", REAL_KEY)],
     );
     let finished = || {
         let sessions = json_of(&roundtable(root, &["sessions", "list", "--format", "json"]));
@@ -128,6 +132,24 @@ async fn the_real_codex_edits_through_the_gateway_and_proposes() {
     let session = sessions["items"][0].clone();
     let id = session["id"].as_str().expect("id").to_owned();
     let logs = stdout(&roundtable(root, &["sessions", "logs", &id]));
+    Ended { _dir: dir, executions, session, logs }
+}
+
+/// The broker log's lines of `ended`'s session.
+fn broker_lines(ended: &Ended) -> Vec<Value> {
+    let id = ended.session["id"].as_str().expect("id");
+    let log = std::fs::read_to_string(ended.executions.path().join(id).join("broker.log")).expect("broker.log");
+    log.lines().filter_map(|line| serde_json::from_str::<Value>(line).ok()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_codex_edits_through_the_broker_and_proposes() {
+    let Some(clis) = crate::real_clis::provider_clis() else { return };
+    let Some(engine) = engine_or_skip().await else { return };
+    let address: SocketAddr = FAKE_API.parse().expect("address");
+    let api = FakeResponses::start(address, &[MODEL_HOST], script()).await.expect("fake API on 127.0.0.202:443");
+    let ended = run_codex(&clis, &api, "").await;
+    let (session, logs, root) = (&ended.session, &ended.logs, ended.root());
     assert_eq!(session["phase"], "Succeeded", "{session:#}\n{logs}");
 
     // The real thread id and the usage of the three scripted turns are captured.
@@ -151,31 +173,28 @@ async fn the_real_codex_edits_through_the_gateway_and_proposes() {
         "{agent:#}"
     );
 
-    // Three turns were posted: the task.get result and the patch's result went back to the model.
-    let posts: Vec<String> = api
-        .recorded()
-        .iter()
-        .filter(|r| r.method == "POST")
-        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
-        .collect();
+    // Three turns were posted with the real key, swapped in by the broker: Codex held only a
+    // placeholder, and the key never reached the container or its logs.
+    let posts: Vec<_> = api.recorded().into_iter().filter(|r| r.method == "POST").collect();
     assert_eq!(posts.len(), 3, "{posts:?}");
-    assert!(posts[1].contains("\"call_id\":\"call_task\"") && posts[1].contains("baseCommit"), "the brief went back");
-    assert!(posts[2].contains("Success. Updated the following files"), "the patch applied");
-
-    // The gateway let exactly the model host through and denied everything else Codex tried.
-    let egress = std::fs::read_to_string(executions.path().join(&id).join("egress.log")).expect("egress.log");
-    let decisions: Vec<(String, String)> = egress
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|line| line["event"] == "decision")
-        .map(|line| (line["host"].as_str().unwrap_or("").to_owned(), line["reason"].as_str().unwrap_or("").to_owned()))
-        .collect();
-    assert!(decisions.iter().any(|(host, reason)| host == MODEL_HOST && reason == "allowed"), "{egress}");
-    for (host, reason) in &decisions {
-        let expected = if host == MODEL_HOST { "allowed" } else { "host_not_allowlisted" };
-        assert_eq!(reason, expected, "{host}: {egress}");
+    for post in &posts {
+        assert_eq!(post.header("authorization"), Some(format!("Bearer {REAL_KEY}").as_str()));
     }
-    assert!(decisions.iter().any(|(host, _)| host == "chatgpt.com"), "Codex tries chatgpt.com: {egress}");
+    let bodies: Vec<String> = posts.iter().map(|r| String::from_utf8_lossy(&r.body).into_owned()).collect();
+    assert!(bodies[1].contains("\"call_id\":\"call_task\"") && bodies[1].contains("baseCommit"), "the brief went back");
+    assert!(bodies[2].contains("Success. Updated the following files"), "the patch applied");
+    assert!(!logs.contains(REAL_KEY), "{logs}");
+
+    // The broker passed exactly the three model requests, with the counted usage.
+    let lines = broker_lines(&ended);
+    let allowed: Vec<&Value> = lines.iter().filter(|line| line["reason"] == "allowed").collect();
+    assert_eq!(allowed.len(), 3, "{lines:?}");
+    for line in &allowed {
+        assert_eq!((line["method"].as_str(), line["path"].as_str()), (Some("POST"), Some("/v1/responses")), "{line}");
+        assert_eq!(line["credential"], "CODEX_API_KEY", "{line}");
+    }
+    let broker = &session["detail"]["broker"];
+    assert_eq!((broker["requests"].as_u64(), broker["tokens"]["input"].as_u64()), (Some(3), Some(360)), "{broker:#}");
 
     // The proposal is exactly the scripted edit.
     let proposals = json_of(&roundtable(root, &["proposals", "list", "--format", "json"]));
@@ -189,5 +208,25 @@ async fn the_real_codex_edits_through_the_gateway_and_proposes() {
     assert_eq!(changed, scripted, "{patch}");
     assert!(patch.contains("a/README.md") && patch.matches("diff --git").count() == 1, "{patch}");
     nothing_left(&engine, root).await;
-    let _ = std::process::Command::new("docker").args(["image", "rm", "-f", &with_ca]).output();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_codex_stops_when_its_token_budget_is_spent() {
+    let Some(clis) = crate::real_clis::provider_clis() else { return };
+    let Some(engine) = engine_or_skip().await else { return };
+    let address: SocketAddr = "127.0.0.205:443".parse().expect("address");
+    let api = FakeResponses::start(address, &[MODEL_HOST], script()).await.expect("fake API on 127.0.0.205:443");
+    // The first turn alone reports 150 tokens.
+    let ended = run_codex(&clis, &api, "  budget: {tokens: 100}\n").await;
+    let session = &ended.session;
+    assert_eq!((session["phase"].as_str(), session["cause"].as_str()), (Some("Failed"), Some("BudgetExceeded")), "{session:#}\n{}", ended.logs);
+    let posts = api.recorded().into_iter().filter(|r| r.method == "POST").count();
+    assert_eq!(posts, 1, "the fake API received no request after the one that spent the budget");
+    let refused = broker_lines(&ended).into_iter().filter(|line| line["reason"] == "budget_exhausted").count();
+    assert!(refused >= 1, "the broker refused the next request");
+    let broker = &session["detail"]["broker"];
+    assert_eq!(broker["exhausted"], true, "{broker:#}");
+    let shown = stdout(&roundtable(ended.root(), &["sessions", "show", session["id"].as_str().expect("id")]));
+    assert!(shown.contains("tokens 150 spent of 100, 0 left"), "{shown}");
+    nothing_left(&engine, ended.root()).await;
 }

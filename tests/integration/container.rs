@@ -453,6 +453,7 @@ async fn session_leaving_a_mark(
         task_file: dir.path().join("task.json"),
         socket_dir: Some(sockets.clone()),
         egress_proxy: false,
+        broker_relay: false,
         argv: vec!["/bin/sh".into(), "-c".into(), format!("cat > {}/agent-ran", paths::SOCKETS)],
         env: vec!["PATH=/usr/local/bin:/bin".into()],
         stdin: Some(b"the prompt\n".to_vec()),

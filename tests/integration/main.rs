@@ -4,6 +4,7 @@
 mod admission;
 mod api;
 mod audit;
+mod broker;
 mod cli;
 mod codex_offline;
 mod container;

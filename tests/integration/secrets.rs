@@ -1,5 +1,5 @@
-//! Credentials outside the container on the real engine: an agent that prints the value of its
-//! `credentialEnv` variable and writes it into a file. What the daemon keeps and serves (the logs
+//! Credentials under the explicit opt-out (`credentialMode: env`) on the real engine: an agent
+//! that prints the raw value of its `credentialEnv` variable and writes it into a file. What the daemon keeps and serves (the logs
 //! on disk, `sessions logs`, the API's logs route, the store's bytes) shows `[redacted:NAME]`,
 //! never the value; the proposal keeps the value byte for byte and is flagged `credentialCanary`.
 
@@ -46,7 +46,7 @@ async fn a_printed_credential_is_masked_everywhere_it_is_kept_and_its_proposal_i
         root,
         ".roundtable/specs.yaml",
         &format!(
-            "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n  credentialEnv: [ACME_API_KEY]\n---\n{API}\nkind: Assignment\nmetadata: {{name: leak}}\nspec:\n  adapter: generic\n  task: {{id: T, prompt: 'echo \"$ACME_API_KEY\"; echo \"to stderr $ACME_API_KEY\" >&2; echo \"key=$ACME_API_KEY\" >> README.md'}}\n  readablePaths: [README.md]\n"
+            "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n  credentialMode: env\n  credentialEnv: [ACME_API_KEY]\n---\n{API}\nkind: Assignment\nmetadata: {{name: leak}}\nspec:\n  adapter: generic\n  task: {{id: T, prompt: 'echo \"$ACME_API_KEY\"; echo \"to stderr $ACME_API_KEY\" >&2; echo \"key=$ACME_API_KEY\" >> README.md'}}\n  readablePaths: [README.md]\n"
         ),
     );
     commit_all(root);

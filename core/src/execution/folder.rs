@@ -67,6 +67,16 @@ impl ExecutionFolder {
         self.path.join("egress.json")
     }
 
+    /// The credential broker's request log (one line per request).
+    pub fn broker_log(&self) -> PathBuf {
+        self.path.join("broker.log")
+    }
+
+    /// The credential broker's live report.
+    pub fn broker_report(&self) -> PathBuf {
+        self.path.join("broker.json")
+    }
+
     /// Removes the working trees once the session is recorded; the brief and the logs stay.
     pub fn remove_working_trees(&self) {
         for tree in WORKING_TREES {

@@ -119,6 +119,12 @@ impl ExecutionRequest {
     pub fn timeout(&self) -> Duration {
         self.timeout
     }
+
+    /// What one session may spend through the broker: the Assignment's budget, field by field
+    /// over the Adapter's.
+    pub fn budget(&self) -> roundtable_specs::broker::Budget {
+        self.spec.budget.unwrap_or_default().over(self.adapter.budget)
+    }
 }
 
 /// Which object's execution generation an active execution runs.
@@ -192,6 +198,22 @@ pub fn new_session_id() -> String {
         *byte = fastrand::u8(..);
     }
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Inner {
+    /// Stops the active execution of `assignment` for `why` (only when it is `session`'s, if
+    /// one is named), which decides how its session ends.
+    fn stop(&self, assignment: &str, session: Option<&str>, why: Stop) {
+        let active = self.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match active.get(assignment).filter(|run| session.is_none_or(|session| run.session == session)) {
+            Some(run) => {
+                self.stops.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(run.session.clone(), why);
+                let delivered = run.cancel.send(true).is_ok();
+                tracing::info!(assignment, session = %run.session, ?why, delivered, "stopping the execution");
+            }
+            None => tracing::info!(assignment, ?why, "no execution to stop"),
+        }
+    }
 }
 
 impl ExecutionManager {
@@ -324,19 +346,7 @@ impl ExecutionManager {
     /// Stops the active execution of `assignment` (if any) for `why`, which decides how its
     /// session ends.
     fn stop(&self, assignment: &str, why: Stop) {
-        let active = self.inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        match active.get(assignment) {
-            Some(run) => {
-                self.inner
-                    .stops
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .insert(run.session.clone(), why);
-                let delivered = run.cancel.send(true).is_ok();
-                tracing::info!(assignment, session = %run.session, ?why, delivered, "stopping the execution");
-            }
-            None => tracing::info!(assignment, ?why, "no execution to stop"),
-        }
+        self.inner.stop(assignment, None, why);
     }
 
     /// Stops intake, lets running executions finish for up to `grace` (less if `hurry`

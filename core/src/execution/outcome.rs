@@ -98,6 +98,8 @@ pub enum Stop {
     Shutdown,
     /// A newer execution generation replaces it (the run fields changed).
     Superseded { by: i64 },
+    /// The broker refused a model request because the session's budget was spent.
+    BudgetExceeded,
 }
 
 impl Stop {
@@ -112,6 +114,10 @@ impl Stop {
             Stop::Shutdown => Ending::interrupted(
                 SessionCause::ControllerStopped,
                 if started { STOPPED_WHILE_RUNNING } else { STOPPED_BEFORE_START },
+            ),
+            Stop::BudgetExceeded => Ending::failed(
+                SessionCause::BudgetExceeded,
+                "the session's budget was spent: the broker refused the next model request and the container was stopped (`sessions show` has the figures)",
             ),
             Stop::Superseded { by } => Ending {
                 phase: SessionPhase::Cancelled,

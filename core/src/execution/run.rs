@@ -1,5 +1,6 @@
 //! One session, phase by phase: provision the source (the workspace crate), bind the sockets and
-//! start the egress sidecar, run it on the session runtime, record what came back, and turn the
+//! start the sidecars (egress gateway or credential broker, MCP endpoint), run it on the session
+//! runtime, record what came back, and turn the
 //! agent's changes into a pending proposal. Each phase records its end; the decisions are pure
 //! functions in `outcome`.
 
@@ -18,13 +19,14 @@ use roundtable_session_runtime::{
 };
 use roundtable_specs::adapter::ResolvedAdapter;
 use roundtable_specs::audit::{
-    AuditRecord, CanaryFound, CapabilityIssued, CapabilityRevoked, CredentialCanary, ProposalSubmitted, SessionEnded,
-    SessionStarted,
+    AuditRecord, CanaryFound, CapabilityIssued, CapabilityRevoked, CredentialCanary, EgressSummary, ProposalSubmitted,
+    SessionEnded, SessionStarted,
 };
 use roundtable_specs::brief::Brief;
 use roundtable_specs::layout::{AGENT_UID, CAPABILITY_ENV, MCP_SOCKET};
 use roundtable_specs::resume::ExternalSessionId;
 use roundtable_specs::secrets::KnownSecrets;
+use roundtable_specs::broker::BrokerReport;
 use roundtable_specs::session::{
     AgentSession, EgressReport, Extracted, ProposalFlag, ProposalFlagKind, ProposalState, SessionCause, SessionPhase,
 };
@@ -38,8 +40,10 @@ use tokio::sync::watch;
 use super::folder::ExecutionFolder;
 use super::outcome::{Ending, Stop, ending_of, ending_of_error, masked, proposal_flags};
 use super::{ExecutionRequest, Inner, now};
+use crate::broker::{BrokerSidecar, BrokerStart};
 use crate::egress::Sidecar;
 use crate::mcp::{McpSession, McpSidecar};
+use crate::placeholders::Placeholders;
 
 /// Milliseconds since `started`.
 fn millis(started: Instant) -> u64 {
@@ -57,13 +61,28 @@ struct Source {
 struct Launched {
     outcome: Result<RunOutcome, Ending>,
     egress: Option<EgressReport>,
+    broker: Option<BrokerReport>,
     mcp: Option<ActivitySnapshot>,
+}
+
+impl Launched {
+    fn failed(ending: Ending) -> Self {
+        Self { outcome: Err(ending), egress: None, broker: None, mcp: None }
+    }
+}
+
+/// Which sidecars a session's in-container relay carries to.
+#[derive(Debug, Clone, Copy)]
+struct Relays {
+    egress: bool,
+    broker: bool,
 }
 
 /// The sockets of one session and the sidecars serving on them.
 struct Sidecars {
     socket_dir: PathBuf,
     egress: Option<Sidecar>,
+    broker: Option<BrokerSidecar>,
     mcp: Option<(McpSidecar, Token)>,
 }
 
@@ -189,7 +208,9 @@ impl Inner {
         session.message = "running".into();
         self.save(&session).await;
 
-        let proxy = !request.adapter.provider_hosts.is_empty();
+        // A brokered Adapter's provider hosts are reached only through its broker: no tunnel to
+        // them with the agent's own headers, so no egress proxy either.
+        let proxy = !request.adapter.provider_hosts.is_empty() && !request.adapter.brokered();
         let input = PlanInput { prompt: &request.spec.task.prompt, model: request.spec.model.as_deref() };
         let provider_plan = match self.resumable(&session, &request).await {
             Some((id, briefing)) => plan::resume_plan(&request.adapter, input, proxy, &id, &briefing)
@@ -206,17 +227,32 @@ impl Inner {
             resumed_from: provider_plan.resumes.clone(),
             ..AgentSession::default()
         });
-        // Everything the session's agent is given a value of is masked in what is kept of it.
-        let known = KnownSecrets::new(self.credentials(&request.adapter));
+        let placeholders = if request.adapter.holds_placeholders() {
+            match Placeholders::mint(self.credentials(&request.adapter).map(|(name, _)| name)) {
+                Ok(placeholders) => placeholders,
+                Err(error) => {
+                    let message = format!("cannot draw the session's placeholders: {error}");
+                    return self.end(session, Ending::failed(SessionCause::BrokerUnavailable, message)).await;
+                }
+            }
+        } else {
+            Placeholders::default()
+        };
+        // Everything the session's agent is given, and every value behind it, is masked in what
+        // is kept of it and flagged where a proposal adds it.
+        let known = KnownSecrets::new(self.credentials(&request.adapter).chain(placeholders.iter()));
         for name in known.short_names() {
             tracing::warn!(session = %session.id, variable = %name, min = roundtable_specs::secrets::known::MIN_SUBSTRING, "credential value shorter than the minimum: masked only where it stands as a whole word");
         }
-        let launched = self.launch(&session, &request, &source, &provider_plan, &folder, cancel).await;
-        // The gateway's final counters and the MCP activity are kept however the run ended.
-        if let Some(report) = &launched.egress {
-            self.audit(&session.id, report).await;
+        let launched = self.launch(&session, &request, &source, &provider_plan, &folder, &placeholders, cancel).await;
+        // The gateway's and the broker's final counters and the MCP activity are kept however
+        // the run ended.
+        if launched.egress.is_some() || launched.broker.is_some() {
+            let summary = EgressSummary { gateway: launched.egress.as_ref(), broker: launched.broker.as_ref() };
+            self.audit(&session.id, &summary).await;
         }
         session.detail.egress = launched.egress;
+        session.detail.broker = launched.broker;
         if let (Some(agent), Some(activity)) = (session.detail.agent.as_mut(), launched.mcp) {
             agent.tool_calls = activity.calls;
             agent.tool_calls_refused = activity.refused;
@@ -291,6 +327,7 @@ impl Inner {
         source: &Source,
         provider_plan: &ProviderPlan,
         folder: &ExecutionFolder,
+        placeholders: &Placeholders,
         cancel: watch::Receiver<bool>,
     ) -> Launched {
         // A persistent home is keyed by the repository's id in the store, never by the path.
@@ -300,20 +337,16 @@ impl Inner {
                 Err(error) => {
                     let message =
                         format!("cannot read the repository key for the persistent home: {}", error_chain(&error));
-                    return Launched {
-                        outcome: Err(Ending::failed(SessionCause::ProvisionFailed, message)),
-                        egress: None,
-                        mcp: None,
-                    };
+                    return Launched::failed(Ending::failed(SessionCause::ProvisionFailed, message));
                 }
             },
             None => None,
         };
-        let sidecars = match self.prepare_sockets(session, request, source, provider_plan, folder).await {
+        let sidecars = match self.prepare_sockets(session, request, source, provider_plan, folder, placeholders).await {
             Ok(sidecars) => sidecars,
-            Err(ending) => return Launched { outcome: Err(ending), egress: None, mcp: None },
+            Err(ending) => return Launched::failed(ending),
         };
-        let Sidecars { socket_dir, egress, mcp } = sidecars;
+        let Sidecars { socket_dir, egress, broker, mcp } = sidecars;
         if mcp.is_some() {
             let record =
                 CapabilityIssued { assignment: &request.assignment, role: request.spec.role, socket: MCP_SOCKET };
@@ -330,11 +363,12 @@ impl Inner {
             token.as_ref(),
             folder,
             &socket_dir,
-            egress.is_some(),
+            Relays { egress: egress.is_some(), broker: broker.is_some() },
+            placeholders,
             repository.as_ref(),
         );
         drop(token);
-        let outcome = self.runtime.run(plan, cancel).await;
+        let outcome = self.run_within_budget(session, plan, broker.as_ref(), cancel).await;
         let mcp = match mcp {
             Some(sidecar) => {
                 let activity = sidecar.stop().await;
@@ -352,8 +386,39 @@ impl Inner {
             Some(sidecar) => Some(sidecar.stop().await),
             None => None,
         };
+        let broker = match broker {
+            Some(sidecar) => Some(sidecar.stop().await),
+            None => None,
+        };
         let _ = std::fs::remove_dir_all(&socket_dir);
-        Launched { outcome: outcome.map_err(|error| ending_of_error(&error)), egress, mcp }
+        Launched { outcome: outcome.map_err(|error| ending_of_error(&error)), egress, broker, mcp }
+    }
+
+    /// Runs the session; when its broker refuses a model request for the budget, stops it the
+    /// way a cancel does, recorded as `BudgetExceeded`.
+    async fn run_within_budget(
+        &self,
+        session: &SessionRecord,
+        plan: SessionPlan,
+        broker: Option<&BrokerSidecar>,
+        cancel: watch::Receiver<bool>,
+    ) -> Result<RunOutcome, roundtable_session_runtime::RuntimeError> {
+        let run = self.runtime.run(plan, cancel);
+        tokio::pin!(run);
+        let mut refused = broker.map(BrokerSidecar::budget_refused);
+        let spent = async {
+            match refused.as_mut() {
+                Some(refused) if refused.wait_for(|spent| *spent).await.is_ok() => {}
+                _ => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            outcome = &mut run => outcome,
+            () = spent => {
+                self.stop(&session.assignment, Some(&session.id), Stop::BudgetExceeded);
+                run.await
+            }
+        }
     }
 
     /// The `credentialEnv` values this daemon holds for `adapter`, by name: what its sessions'
@@ -373,6 +438,7 @@ impl Inner {
         source: &Source,
         provider_plan: &ProviderPlan,
         folder: &ExecutionFolder,
+        placeholders: &Placeholders,
     ) -> Result<Sidecars, Ending> {
         let adapter = &request.adapter;
         let own_binary = adapter.command == roundtable_specs::builtins::IN_CONTAINER_BINARY;
@@ -385,11 +451,30 @@ impl Inner {
             .map_err(|error| Ending::failed(SessionCause::SocketPathTooLong, error_chain(&error)))?;
         sockets::create(&socket_dir)
             .map_err(|error| Ending::failed(SessionCause::SocketDirFailed, error_chain(&error)))?;
-        let egress = if adapter.provider_hosts.is_empty() {
+        let hosts: Vec<String> = adapter.provider_hosts.iter().map(ToString::to_string).collect();
+        let cidrs: Vec<ipnet::IpNet> = adapter.allow_cidrs.iter().map(|cidr| cidr.net()).collect();
+        // Fail closed: a brokered session without its broker does not run.
+        let broker = if adapter.brokered() {
+            let start = BrokerStart {
+                hosts: &hosts,
+                adapter_cidrs: &cidrs,
+                credentials: self.credentials(adapter).collect(),
+                placeholders,
+                budget: request.budget(),
+            };
+            match BrokerSidecar::start(&self.config.egress, start, &socket_dir, folder, &session.id).await {
+                Ok(sidecar) => Some(sidecar),
+                Err(error) => {
+                    let _ = std::fs::remove_dir_all(&socket_dir);
+                    return Err(Ending::failed(SessionCause::BrokerUnavailable, error_chain(&error)));
+                }
+            }
+        } else {
+            None
+        };
+        let egress = if hosts.is_empty() || broker.is_some() {
             None
         } else {
-            let hosts: Vec<String> = adapter.provider_hosts.iter().map(ToString::to_string).collect();
-            let cidrs: Vec<ipnet::IpNet> = adapter.allow_cidrs.iter().map(|cidr| cidr.net()).collect();
             match Sidecar::start(&self.config.egress, &hosts, &cidrs, &socket_dir, folder, &session.id).await {
                 Ok(sidecar) => Some(sidecar),
                 Err(error) => {
@@ -410,7 +495,7 @@ impl Inner {
             match McpSidecar::start(&self.store, &self.authority, &socket_dir, who) {
                 Ok(started) => Some(started),
                 Err(error) => {
-                    drop(egress);
+                    drop((egress, broker));
                     let _ = std::fs::remove_dir_all(&socket_dir);
                     return Err(Ending::failed(SessionCause::McpUnavailable, error_chain(&error)));
                 }
@@ -418,7 +503,7 @@ impl Inner {
         } else {
             None
         };
-        Ok(Sidecars { socket_dir, egress, mcp })
+        Ok(Sidecars { socket_dir, egress, broker, mcp })
     }
 
     /// The backend-neutral plan for this session.
@@ -431,16 +516,23 @@ impl Inner {
         capability: Option<&Token>,
         folder: &ExecutionFolder,
         socket_dir: &Path,
-        egress: bool,
+        relays: Relays,
+        placeholders: &Placeholders,
         repository: Option<&roundtable_store::RepositoryKey>,
     ) -> SessionPlan {
         let adapter = &request.adapter;
         let mut env: Vec<String> = provider_plan.env.iter().map(|(name, value)| format!("{name}={value}")).collect();
-        env.extend(self.credentials(adapter).map(|(name, value)| format!("{name}={value}")));
+        if adapter.holds_placeholders() {
+            // The values stay with the daemon (its broker, if the session has one); the agent
+            // holds only their placeholders.
+            env.extend(placeholders.iter().map(|(name, placeholder)| format!("{name}={placeholder}")));
+        } else {
+            env.extend(self.credentials(adapter).map(|(name, value)| format!("{name}={value}")));
+        }
         for name in adapter.credential_env.iter().filter(|name| !self.config.secrets.contains_key(name.as_str())) {
             tracing::warn!(session = %session.id, variable = %name, "credential not set; not passed");
         }
-        if egress {
+        if relays.egress {
             env.extend(crate::egress::proxy_env());
         }
         // Only here, in the agent exec's environment: never in a file or the container's config.
@@ -477,7 +569,8 @@ impl Inner {
             source_dir: folder.source(),
             task_file: folder.brief(),
             socket_dir: Some(socket_dir.to_owned()),
-            egress_proxy: egress,
+            egress_proxy: relays.egress,
+            broker_relay: relays.broker,
             argv: provider_plan.argv.clone(),
             env,
             stdin,

@@ -1,5 +1,6 @@
-//! The in-container egress proxy: `roundtable proxy` started as an exec before the agent, and
-//! waited for until it says it is listening.
+//! The in-container relays: `roundtable proxy` started as an exec before the agent (one process
+//! for the egress proxy and the broker's loopback listener), and waited for until it says it is
+//! listening.
 
 use std::time::Duration;
 
@@ -19,18 +20,27 @@ pub(super) enum ProxyError {
     NotListening { said: String },
 }
 
-/// Starts `roundtable proxy` as an exec and waits until it says it is listening (it checks the
-/// gateway socket is there first), so the agent never starts before its proxy. Its output is
+/// Which relays a session's proxy process runs.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Relays {
+    /// `HTTPS_PROXY` to the egress gateway's socket.
+    pub egress: bool,
+    /// The broker's loopback address to its socket.
+    pub broker: bool,
+}
+
+/// Starts `roundtable proxy` as an exec and waits until it says it is listening (it checks each
+/// sidecar socket is there first), so the agent never starts before its relays. Its output is
 /// drained in the background for as long as it runs.
-pub(super) async fn start_proxy(docker: &Docker, container: &str) -> Result<(), ProxyError> {
-    let argv = vec![
-        paths::BINARY.to_owned(),
-        "proxy".into(),
-        "--listen".into(),
-        paths::PROXY_LISTEN.into(),
-        "--upstream".into(),
-        format!("unix:{}", paths::EGRESS_SOCKET),
+pub(super) async fn start_proxy(docker: &Docker, container: &str, relays: Relays) -> Result<(), ProxyError> {
+    let mut argv = vec![paths::BINARY.to_owned(), "proxy".into()];
+    let routes = [
+        (relays.egress, paths::PROXY_LISTEN, paths::EGRESS_SOCKET),
+        (relays.broker, paths::BROKER_LISTEN, paths::BROKER_SOCKET),
     ];
+    for (_, listen, socket) in routes.into_iter().filter(|(on, _, _)| *on) {
+        argv.extend(["--listen".into(), listen.to_owned(), "--upstream".into(), format!("unix:{socket}")]);
+    }
     let env = vec!["PATH=/usr/bin:/bin".to_owned()];
     let (_, mut output, _) =
         start_attached(docker, container, argv, env, false, 4096).await.map_err(ProxyError::Start)?;
