@@ -13,7 +13,9 @@ use ipnet::IpNet;
 use roundtable_broker::{Broker, BrokerJournal, BrokerSettings, Credential, RequestLine, Route, Secret};
 use roundtable_gateway::{DirectDialer, DnsResolver, Endpoint, Listener};
 use roundtable_specs::broker::{BrokerReason, BrokerReport, Budget, Scheme};
+use roundtable_specs::output::{Health, ObjectStatus};
 use roundtable_specs::session::SidecarState;
+use roundtable_store::SessionRecord;
 use tokio::sync::watch;
 use tokio_util::task::AbortOnDropHandle;
 
@@ -169,6 +171,42 @@ async fn keep_reporting(base: BrokerReport, broker: Arc<SessionBroker>, journal:
 /// The live report of a running session's broker, if it has one.
 pub fn read_report(exec_dir: &Path) -> Option<BrokerReport> {
     serde_json::from_slice(&std::fs::read(ExecutionFolder::at(exec_dir).broker_report()).ok()?).ok()
+}
+
+/// One `status` row per running session with a broker: what it passed, refused and counted.
+pub fn status_rows(sessions: &[SessionRecord]) -> Vec<ObjectStatus> {
+    sessions
+        .iter()
+        .filter(|session| session.phase == roundtable_specs::session::SessionPhase::Running)
+        .filter_map(|session| {
+            let report =
+                read_report(Path::new(session.exec_dir.as_deref()?)).filter(|r| r.state == SidecarState::Serving)?;
+            Some(status_row(session, &report))
+        })
+        .collect()
+}
+
+fn status_row(session: &SessionRecord, report: &BrokerReport) -> ObjectStatus {
+    let refused: Vec<String> = report.refused.iter().map(|(reason, n)| format!("{reason} {n}")).collect();
+    let mut message = format!(
+        "{} for {}: {} passed, {} refused{}, {} tokens",
+        report.hosts.join(", "),
+        session.assignment,
+        report.requests,
+        report.refused.values().sum::<u64>(),
+        if refused.is_empty() { String::new() } else { format!(" ({})", refused.join(", ")) },
+        report.tokens.total(),
+    );
+    if let (Some(cap), Some(left)) = (report.budget.tokens, report.left().0) {
+        message.push_str(&format!(" of {cap} ({left} left)"));
+    }
+    let health = if report.exhausted {
+        message.push_str("; budget spent");
+        Health::Degraded
+    } else {
+        Health::Healthy
+    };
+    crate::status::row::broker(&session.id, session.started_at.clone(), health, message)
 }
 
 /// One line per request in the session's bounded `broker.log`: refusals share one half of the

@@ -318,7 +318,9 @@ impl Service {
         let mut rows: Vec<ObjectStatus> = unreachable.iter().map(EngineUnreachable::status_row).collect();
         rows.extend(roundtable_core::status::status(&self.store, &scanned, &leftovers).await?);
         self.override_drift(&scanned, &mut rows).await?;
-        rows.extend(roundtable_core::egress::status_rows(&self.store.sessions(None).await?));
+        let sessions = self.store.sessions(None).await?;
+        rows.extend(roundtable_core::egress::status_rows(&sessions));
+        rows.extend(roundtable_core::broker::status_rows(&sessions));
         if self.store.is_shared() {
             rows.extend(self.controller_rows().await?);
         }

@@ -75,10 +75,13 @@ async fn the_real_clis_are_admitted_on_their_real_surfaces() {
     nothing_left(&engine, root).await;
 }
 
-/// Each real CLI runs its exact built-in plan in the hardened container with no gateway: it gets
-/// past argument parsing (offline it then retries until the Assignment's timeout), its MCP client
-/// completes `initialize` and lists the tools on the session's authenticated endpoint, and the
-/// provider session id is captured where the CLI prints one before the model call.
+/// Each real CLI runs its exact built-in plan in the hardened container, holding only placeholders,
+/// with its session's credential broker as its only way out: it gets past argument parsing, its
+/// MCP client completes `initialize` and lists the tools on the session's authenticated endpoint,
+/// its first model request arrives at the broker with its placeholder (recognised and swapped;
+/// the provider host resolves to a loopback address where nothing answers, so offline it then
+/// retries until the Assignment's timeout), and the provider session id is captured where the CLI
+/// prints one before the model call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_real_cli_accepts_its_plan_and_speaks_mcp_to_the_endpoint() {
     let Some(clis) = provider_clis() else { return };
@@ -86,9 +89,7 @@ async fn each_real_cli_accepts_its_plan_and_speaks_mcp_to_the_endpoint() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
     write(root, "README.md", "# Project\n");
-    // No provider hosts: no gateway, no proxy, no network at all.
-    let adapters = real_cli_adapters(&clis).replace("\"}", "\", providerHosts: []}");
-    write(root, ".roundtable/adapters.yaml", &adapters);
+    write(root, ".roundtable/adapters.yaml", &real_cli_adapters(&clis));
     let mut assignments = String::new();
     for cli in CLIS {
         assignments.push_str(&format!(
@@ -105,9 +106,29 @@ async fn each_real_cli_accepts_its_plan_and_speaks_mcp_to_the_endpoint() {
         .expect("secrets");
     std::fs::set_permissions(&secrets, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
     let _log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_owned());
+    // Every provider host resolves to a loopback address where nothing listens: the broker's
+    // upstream leg fails there, never anywhere off this machine.
+    let dns = roundtable_net_fixtures::FakeDns::start("127.0.0.1:0".parse().expect("address")).await.expect("DNS");
+    for host in ["api.openai.com", "api.anthropic.com", "generativelanguage.googleapis.com"] {
+        dns.answer(host, vec![roundtable_net_fixtures::Reply::Addresses(vec!["127.0.0.207".parse().expect("ip")])]);
+    }
+    let resolver = dns.address().to_string();
     let daemon = start_daemon(
         root,
-        &["--secrets-file", secrets.to_str().expect("utf-8"), "--max-executions", "3", "--grace", "1s"],
+        &[
+            "--secrets-file",
+            secrets.to_str().expect("utf-8"),
+            "--max-executions",
+            "3",
+            "--grace",
+            "1s",
+            "--gateway-resolver",
+            &resolver,
+            "--gateway-allow-cidr",
+            "127.0.0.207/32",
+            "--gateway-dial-allow",
+            "127.0.0.207/32",
+        ],
         executions.path(),
     );
     let sessions = || json(&roundtable(root, &["sessions", "list", "--format", "json"]))["items"].clone();
@@ -155,6 +176,21 @@ async fn each_real_cli_accepts_its_plan_and_speaks_mcp_to_the_endpoint() {
         if cli != "opencode" {
             assert!(session["externalSessionId"].as_str().is_some_and(|id| id.len() >= 32), "{cli}: {session:#}");
         }
+        // Its first model request reached the broker with its placeholder, which the broker
+        // recognised (the line names the variable) before it tried the provider.
+        let log = std::fs::read_to_string(executions.path().join(id).join("broker.log")).unwrap_or_default();
+        let first = log
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .find(|line| line["method"] == "POST")
+            .unwrap_or_else(|| panic!("{cli} sent no model request to the broker: {log}\n{logs}"));
+        let credential = match cli {
+            "codex" => "CODEX_API_KEY",
+            "opencode" => "ANTHROPIC_API_KEY",
+            _ => "GEMINI_API_KEY",
+        };
+        assert_eq!(first["credential"], credential, "{cli}: {first}");
+        assert_eq!(first["reason"], "upstream_failed", "{cli}: {first}");
     }
     nothing_left(&engine, root).await;
 }

@@ -79,6 +79,11 @@ pub fn gateway(session_id: &str, started_at: Option<String>, health: Health, mes
     unversioned("Gateway", session_id.to_owned(), SyncStatus::Synced, health, started_at, message)
 }
 
+/// A running session's credential broker: degraded once its budget is spent.
+pub fn broker(session_id: &str, started_at: Option<String>, health: Health, message: String) -> ObjectStatus {
+    unversioned("Broker", session_id.to_owned(), SyncStatus::Synced, health, started_at, message)
+}
+
 /// A controller on a shared store: out of sync while its checkout is `behind` the store's desired
 /// revision, degraded once it is no longer `live` (its heartbeat expired).
 pub fn controller(id: String, started_at: String, behind: bool, live: bool, message: String) -> ObjectStatus {
