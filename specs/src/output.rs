@@ -182,7 +182,7 @@ pub enum Health {
 #[serde(rename_all = "camelCase")]
 pub struct ObjectStatus {
     /// `Adapter`, `Assignment`, `AdmissionPolicy`, `File`, `Container`, `Volume`, `Session`,
-    /// `Proposal` (past retention) `Gateway` (a running session's egress sidecar) or `Broker` (its credential broker).
+    /// `Proposal` (past retention), `Gateway` (a running session's egress sidecar) or `Broker` (its credential broker).
     pub kind: String,
     pub name: String,
     /// The generation the current spec has (or would have once recorded).
