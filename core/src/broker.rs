@@ -31,6 +31,32 @@ const LOG_LIMIT: u64 = 8 << 20;
 /// How long a stop waits for open requests to finish.
 const STOP_BOUND: Duration = Duration::from_secs(10);
 
+/// Why `--broker-test-ca` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TestRootsError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path} is not PEM certificates: {detail}")]
+    NotPem { path: PathBuf, detail: String },
+    #[error("{path} holds no certificate")]
+    Empty { path: PathBuf },
+}
+
+/// The certificates of a PEM file, DER, for [`EgressOptions::broker_test_roots`].
+pub fn read_test_roots(path: &Path) -> Result<Vec<Vec<u8>>, TestRootsError> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    let pem = std::fs::read(path).map_err(|source| TestRootsError::Read { path: path.to_owned(), source })?;
+    let roots = CertificateDer::pem_slice_iter(&pem)
+        .map(|der| der.map(|der| der.to_vec()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| TestRootsError::NotPem { path: path.to_owned(), detail: error.to_string() })?;
+    if roots.is_empty() {
+        return Err(TestRootsError::Empty { path: path.to_owned() });
+    }
+    Ok(roots)
+}
+
 /// What a session's broker is started with.
 pub struct BrokerStart<'a> {
     pub hosts: &'a [String],

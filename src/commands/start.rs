@@ -73,6 +73,12 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     if let Err(error) = roundtable_gateway::limits::raise_open_file_limit() {
         tracing::warn!(%error, "cannot raise the open-file limit");
     }
+    if !execution.egress.broker_test_roots.is_empty() {
+        eprintln!(
+            "roundtable: credential brokers also trust {} test certificate(s) for provider hosts (--broker-test-ca)",
+            execution.egress.broker_test_roots.len()
+        );
+    }
     if !execution.egress.allow_cidrs.is_empty() {
         let cidrs: Vec<String> = execution.egress.allow_cidrs.iter().map(ToString::to_string).collect();
         eprintln!("roundtable: egress gateways may also reach {} (--gateway-allow-cidr)", cidrs.join(", "));
@@ -188,6 +194,10 @@ fn execution_config(
             allow_cidrs: args.gateway_allow_cidrs.iter().map(|cidr| cidr.net()).collect(),
             dial_allow: args.gateway_dial_allow.iter().map(|cidr| cidr.net()).collect(),
             max_tunnels: args.gateway_max_tunnels.max(1),
+            broker_test_roots: match &args.broker_test_ca {
+                Some(path) => roundtable_core::broker::read_test_roots(path)?,
+                None => Vec::new(),
+            },
         },
     })
 }
