@@ -260,9 +260,14 @@ impl Inner {
             agent.tools_listed = activity.tool_lists;
             agent.last_heartbeat = activity.last_heartbeat;
         }
-        // Masked before anything of the outcome is kept or quoted.
+        // Masked before anything of the outcome is kept or quoted; what the agent printed of
+        // its credentials is a canary too.
+        let mut printed = Vec::new();
         let outcome = match launched.outcome {
-            Ok(outcome) => masked(&known, outcome),
+            Ok(outcome) => {
+                printed = printed_canaries(&known, &outcome);
+                masked(&known, outcome)
+            }
             Err(mut ending) => {
                 ending.message = known.mask_text(&ending.message);
                 return self.end(session, ending).await;
@@ -272,7 +277,7 @@ impl Inner {
         if let Some(ending) = ending_of(&outcome, self.stop_of(&session.id), request.timeout()) {
             return self.end(session, ending).await;
         }
-        self.propose(session, &request, &source, &folder, &known).await
+        self.propose(session, &request, &source, &folder, &known, printed).await
     }
 
     /// Resolves the revision in the confined repository and exports exactly the readable paths.
@@ -602,6 +607,7 @@ impl Inner {
         source: &Source,
         folder: &ExecutionFolder,
         known: &KnownSecrets,
+        printed: Vec<Canary>,
     ) -> SessionRecord {
         let (base, export, scratch) = (folder.source(), folder.export(), folder.scratch());
         let scanned = known.clone();
@@ -620,7 +626,7 @@ impl Inner {
             Ok::<_, ProposeError>((settled, patch, canaries))
         })
         .await;
-        let (settled, patch, canaries) = match patched {
+        let (settled, patch, mut canaries) = match patched {
             Ok(Ok(done)) => done,
             Ok(Err(error)) => {
                 // git quotes the paths it failed on, and a path may hold a value.
@@ -631,6 +637,7 @@ impl Inner {
                 return self.end(session, Ending::failed(SessionCause::PatchFailed, error_chain(&error))).await;
             }
         };
+        canaries.extend(printed);
         session.detail.not_given = settled.not_given.clone();
         session.detail.timings_ms.insert("patch".into(), millis(started));
         session.phase = SessionPhase::Succeeded;
@@ -855,6 +862,19 @@ impl Canary {
     fn flag(&self) -> ProposalFlag {
         ProposalFlag { kind: ProposalFlagKind::CredentialCanary, path: self.path.clone() }
     }
+}
+
+/// The agent's streams that show a credential or placeholder it was given, as canaries named
+/// `<stdout>` and `<stderr>`: printing one is how an agent carries it out through the logs.
+fn printed_canaries(known: &KnownSecrets, outcome: &RunOutcome) -> Vec<Canary> {
+    [("<stdout>", &outcome.stdout), ("<stderr>", &outcome.stderr)]
+        .into_iter()
+        .filter_map(|(stream, captured)| {
+            let names = known.added(b"", &captured.bytes);
+            (!names.is_empty())
+                .then(|| Canary { path: stream.to_owned(), names: names.into_iter().map(str::to_owned).collect() })
+        })
+        .collect()
 }
 
 /// The changed files that hold more copies of an injected value than at the base: what applying
