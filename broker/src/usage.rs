@@ -627,7 +627,7 @@ mod tests {
         let mut meter = UsageMeter::new(Scheme::Openai, SSE);
         let long = format!(
             "data: {{\"type\":\"response.completed\",\"response\":{{\"usage\":{{\"input_tokens\":999,\"output_tokens\":999}}}},\"pad\":\"{}\"}}\n\n",
-            "x".repeat(MAX_LINE_BYTES)
+            "x".repeat(2 * MAX_LINE_BYTES)
         );
         for piece in long.as_bytes().chunks(64 * 1024) {
             meter.feed(piece);
@@ -653,6 +653,18 @@ mod tests {
         }
         meter.feed(b"data: \"}\n\n");
         assert_eq!(meter.finish(), None);
+    }
+
+    #[test]
+    fn an_oversized_line_inside_an_event_drops_the_whole_event() {
+        // Without its middle line the rest is still a usage event, which must not be read.
+        let body = format!(
+            "data: {{\"type\":\"response.completed\",\"response\":{{\"usage\":{{\"input_tokens\":5,\"output_tokens\":5}}}}\n\
+             data: ,\"pad\":\"{}\"\n\
+             data: }}\n\n",
+            "x".repeat(MAX_LINE_BYTES)
+        );
+        assert_eq!(meter(Scheme::Openai, SSE, body.as_bytes()), None);
     }
 
     #[test]
