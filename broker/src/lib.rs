@@ -6,3 +6,7 @@
 //! session's budget.
 
 pub use roundtable_specs::broker::{BrokerReason, Budget, RequestLine, Scheme, Tokens};
+
+pub mod ledger;
+pub mod metrics;
+pub mod usage;
