@@ -262,11 +262,10 @@ impl Inner {
         }
         // Masked before anything of the outcome is kept or quoted; what the agent printed of
         // its credentials is a canary too.
-        let mut printed = Vec::new();
-        let outcome = match launched.outcome {
+        let (outcome, printed) = match launched.outcome {
             Ok(outcome) => {
-                printed = printed_canaries(&known, &outcome);
-                masked(&known, outcome)
+                let printed = printed_canaries(&known, &outcome);
+                (masked(&known, outcome), printed)
             }
             Err(mut ending) => {
                 ending.message = known.mask_text(&ending.message);
@@ -412,10 +411,13 @@ impl Inner {
         tokio::pin!(run);
         let mut refused = broker.map(BrokerSidecar::budget_refused);
         let spent = async {
-            match refused.as_mut() {
-                Some(refused) if refused.wait_for(|spent| *spent).await.is_ok() => {}
-                _ => std::future::pending().await,
+            if let Some(refused) = refused.as_mut()
+                && refused.wait_for(|spent| *spent).await.is_ok()
+            {
+                return;
             }
+            // No broker, or it went away without refusing: never a budget stop.
+            std::future::pending::<()>().await;
         };
         tokio::select! {
             outcome = &mut run => outcome,
