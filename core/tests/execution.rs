@@ -740,6 +740,8 @@ async fn an_injected_credential_is_masked_in_the_logs_and_flags_the_proposal_tha
     let manager = ExecutionManager::new(project.store.clone(), FakeRuntime::new(Agent::Leaks), config);
     let mut leaking = request("README.md, docs/");
     leaking.adapter.credential_env = vec!["ACME_API_KEY".parse().expect("a name")];
+    // The explicit opt-out: by default the agent would hold a placeholder, not the value.
+    leaking.adapter.credential_mode = roundtable_specs::adapter::CredentialMode::Env;
     let queued = manager.start(leaking).await.expect("start");
     let session = finished(&project.store, &queued.id).await;
     assert_eq!(session.phase, SessionPhase::Succeeded, "{}", session.message);
@@ -759,7 +761,8 @@ async fn an_injected_credential_is_masked_in_the_logs_and_flags_the_proposal_tha
         .filter(|f| f.kind == ProposalFlagKind::CredentialCanary)
         .map(|f| f.path.as_str())
         .collect();
-    assert_eq!(canaries, ["README.md", "docs/blob.bin"]);
+    // What it printed is a canary too, beside the files.
+    assert_eq!(canaries, ["README.md", "docs/blob.bin", "<stdout>", "<stderr>"]);
     let patch = std::fs::read_to_string(&proposal.patch_path).expect("patch");
     assert!(patch.contains(&format!("+key={KEY}")), "the patch stays byte-faithful: {patch}");
 
