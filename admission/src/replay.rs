@@ -38,7 +38,7 @@ fn sorted(mut items: Vec<String>) -> Vec<String> {
 
 /// Replays `transcript` for `adapter`.
 pub fn replay(adapter: &ResolvedAdapter, transcript: &Transcript) -> ReplayResult {
-    let proxy = !adapter.provider_hosts.is_empty();
+    let proxy = adapter.egress_proxy();
     let input = PlanInput { prompt: &transcript.prompt, model: transcript.model.as_deref() };
     let planned = plan(adapter, input, proxy);
     let captured = transcript

@@ -54,7 +54,7 @@ pub fn adapter_plan(
         prompt.clone_from(&spec.task.prompt);
         model = model.or_else(|| spec.model.clone());
     }
-    let proxy = !adapter.provider_hosts.is_empty();
+    let proxy = adapter.egress_proxy();
     Ok(plan::plan(&adapter, PlanInput { prompt: &prompt, model: model.as_deref() }, proxy))
 }
 

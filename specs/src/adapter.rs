@@ -389,6 +389,12 @@ impl ResolvedAdapter {
         self.credential_mode == CredentialMode::Broker && !self.credential_env.is_empty()
     }
 
+    /// Whether its sessions get an egress gateway and the agent `HTTPS_PROXY`: it has provider
+    /// hosts and they are not brokered (a brokered host is reached only through the broker).
+    pub fn egress_proxy(&self) -> bool {
+        !self.provider_hosts.is_empty() && !self.brokered()
+    }
+
     /// Whether its sessions get a credential broker: it holds placeholders and has provider
     /// hosts to spend them on, which are then reached only through the broker.
     pub fn brokered(&self) -> bool {

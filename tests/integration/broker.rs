@@ -103,6 +103,7 @@ async fn hostile_run(engine: &roundtable_docker::Engine, mode: &str, address: &s
 
     let root = tempfile::tempdir().expect("tempdir");
     write(root.path(), "README.md", "# Project\n");
+    write(root.path(), "loot.txt", "");
     let prompt = serde_json::to_string(HOSTILE).expect("json");
     write(
         root.path(),

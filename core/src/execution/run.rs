@@ -210,7 +210,7 @@ impl Inner {
 
         // A brokered Adapter's provider hosts are reached only through its broker: no tunnel to
         // them with the agent's own headers, so no egress proxy either.
-        let proxy = !request.adapter.provider_hosts.is_empty() && !request.adapter.brokered();
+        let proxy = request.adapter.egress_proxy();
         let input = PlanInput { prompt: &request.spec.task.prompt, model: request.spec.model.as_deref() };
         let provider_plan = match self.resumable(&session, &request).await {
             Some((id, briefing)) => plan::resume_plan(&request.adapter, input, proxy, &id, &briefing)
@@ -479,7 +479,7 @@ impl Inner {
         } else {
             None
         };
-        let egress = if hosts.is_empty() || broker.is_some() {
+        let egress = if !adapter.egress_proxy() {
             None
         } else {
             match Sidecar::start(&self.config.egress, &hosts, &cidrs, &socket_dir, folder, &session.id).await {
