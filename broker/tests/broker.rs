@@ -708,3 +708,37 @@ async fn requests_past_the_open_request_bound_are_refused_until_one_ends() {
     assert_eq!(send(harness.address, &second, b"{}").await.status, 200, "the place was not given back");
     waiter.await.expect("waiter");
 }
+
+#[tokio::test]
+async fn a_provider_slow_to_answer_is_504_and_a_stalled_stream_is_cut() {
+    let limits = BrokerLimits {
+        response_head_timeout: Duration::from_millis(300),
+        body_idle_timeout: Duration::from_millis(300),
+        ..BrokerLimits::default()
+    };
+    let never = Arc::new(Notify::new());
+    let harness = start(Options { limits, ..Options::new(OPENAI) }, move |request| {
+        if request.method == "GET" {
+            Canned { head_delay: Duration::from_secs(3), ..Canned::json(200, &json!({})) }
+        } else {
+            Canned { gate: Some(never.clone()), ..Canned::sse(&sse_turn()) }
+        }
+    })
+    .await;
+    let head = format!("GET /{OPENAI}/v1/models HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    let answer = send(harness.address, &head, b"").await;
+    assert_eq!((answer.status, answer.code().as_str()), (504, "upstream_timeout"), "{answer:?}");
+
+    let head = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    let started = std::time::Instant::now();
+    let answer = send(harness.address, &head, b"{}").await;
+    assert!(started.elapsed() < Duration::from_secs(5), "the stalled stream was not cut");
+    assert_eq!(answer.status, 200);
+    assert!(answer.body.contains("response.created") && !answer.body.contains("response.completed"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let lines = harness.journal.lines();
+    assert!(lines[1].detail.as_deref().is_some_and(|d| d.contains("no byte from the provider")), "{lines:?}");
+    // A cut stream's usage could not be read.
+    assert_eq!(lines[1].tokens, None);
+    assert_eq!(harness.broker.counters().unreadable, 1);
+}
