@@ -231,7 +231,7 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
         let (mut parts, body) = response.into_parts();
         record.line.status = parts.status.as_u16();
         record.line.upstream_request_id = headers::request_id(&parts.headers);
-        headers::downstream_headers(&mut parts.headers);
+        headers::downstream_headers(&mut parts.headers, presented.entry.value.expose());
         parts.version = Version::HTTP_11;
         if parts.status.is_success() {
             let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());

@@ -219,6 +219,8 @@ async fn the_provider_sees_the_real_key_only_in_its_auth_header_and_nothing_of_t
             .header("openai-organization", "org-secret")
             .header("openai-project", "proj_secret")
             .header("x-request-id", "req_42")
+            .header("x-echo-key", &format!("you are {REAL_KEY}"))
+            .header("x-echo-placeholder", "rt-placeholder-5a5a")
     })
     .await;
     let head = format!(
@@ -231,7 +233,7 @@ async fn the_provider_sees_the_real_key_only_in_its_auth_header_and_nothing_of_t
     let answer = send(harness.address, &head, br#"{"model":"gpt-5","input":"hi"}"#).await;
     assert_eq!(answer.status, 200, "{answer:?}");
     assert!(answer.body.contains("response.completed"), "{}", answer.body);
-    for stripped in ["set-cookie", "openai-organization", "openai-project"] {
+    for stripped in ["set-cookie", "openai-organization", "openai-project", "x-echo-key", "x-echo-placeholder"] {
         assert_eq!(answer.header(stripped), None, "{stripped} passed back");
     }
 
