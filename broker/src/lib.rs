@@ -5,8 +5,26 @@
 //! through the gateway's pinned resolver, address policy and dialer, counting tokens against the
 //! session's budget.
 
-pub use roundtable_specs::broker::{BrokerReason, Budget, RequestLine, Scheme, Tokens};
-
+mod body;
+mod broker;
+mod headers;
+mod journal;
+mod keyring;
 pub mod ledger;
 pub mod metrics;
+mod record;
+mod redact;
+mod route;
+mod secret;
+mod serve;
+mod settings;
+mod upstream;
 pub mod usage;
+
+pub use body::Outgoing;
+pub use broker::Broker;
+pub use journal::{BrokerCounters, BrokerJournal};
+pub use roundtable_specs::broker::{BrokerReason, Budget, RequestLine, Scheme, Tokens};
+pub use secret::{Credential, Secret};
+pub use serve::serve;
+pub use settings::{BrokerError, BrokerLimits, BrokerSettings, Route};

@@ -15,6 +15,7 @@ pub mod journal;
 pub mod limits;
 pub mod local;
 pub mod metrics;
+pub mod pinned;
 pub mod request;
 pub mod resolve;
 pub mod server;
@@ -25,6 +26,7 @@ pub mod zero_copy;
 
 pub use dial::{Dial, DirectDialer};
 pub use journal::{Close, CounterSnapshot, Counters, Decision, Journal, StdoutJournal};
+pub use pinned::{Connected, Dialed, Lookup, PinError};
 pub use resolve::{DnsResolver, LookupError, Resolve};
 pub use roundtable_specs::egress::{self, AddressClass, CloseReason, GatewayReason};
 pub use server::{Endpoint, Listener, serve};

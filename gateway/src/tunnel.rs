@@ -2,36 +2,34 @@
 //! head, the exact allowlist, one DNS lookup, every answer classified, `200`, a bounded and timed
 //! ClientHello check, a dial of the pinned address only then, a replay of the buffered bytes and a
 //! splice (in the kernel when it can be, by copying otherwise). Every refusal is final and names
-//! one reason; a denied tunnel never touches upstream.
+//! one reason; a denied tunnel never touches upstream. The lookup, the admission of its answer
+//! and the dial are `pinned.rs`, which the credential broker shares.
 
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use roundtable_specs::egress::{AddressClass, CloseReason, GatewayReason};
+use roundtable_specs::egress::{CloseReason, GatewayReason};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::address::{self, Admitted};
 use crate::client_hello::{self, Progress, Refusal};
 use crate::dial::Dial;
 use crate::journal::{Close, Counters, Decision, Journal, now};
 use crate::metrics;
+use crate::pinned::{self, millis};
 use crate::request::{Head, check_allowed, parse_head};
-use crate::resolve::{LookupError, Resolve};
+use crate::resolve::Resolve;
 use crate::settings::{Settings, UPSTREAM_PORT};
 use crate::zero_copy::{self, ClientSocket, ClientStream, Pipes, Tally};
 
 /// Bytes asked of the client per read before the splice.
 const READ_CHUNK: usize = 4096;
-/// Pinned addresses tried per tunnel, in the resolver's order: each may take the whole connect
-/// timeout, so a long answer must not hold a tunnel for minutes.
-const MAX_DIAL_ATTEMPTS: usize = 4;
 
 /// The gateway: its policy, how it resolves and dials, where it reports.
 pub struct Gateway<R, D> {
@@ -174,69 +172,47 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
 
     /// One lookup, bounded in time; the answer is the pin for this tunnel.
     async fn resolve(&self, host: &str, decision: &mut Decision) -> Result<Vec<IpAddr>, Denial> {
-        let started = Instant::now();
-        let outcome = self.resolver.lookup(&format!("{host}."), self.settings.limits.dns_timeout).await;
-        let elapsed = started.elapsed();
-        decision.dns_ms = Some(millis(elapsed));
-        metrics::dns_lookup(elapsed);
-        match outcome {
-            Err(LookupError::Timeout(_)) => Err(Denial::new(GatewayReason::DnsTimeout, Answer::Status(504))),
-            Err(LookupError::NoRecords) => Err(Denial::new(GatewayReason::DnsNoRecords, Answer::Status(502))),
-            Err(LookupError::Failed(message)) => {
-                decision.error = Some(message);
-                Err(Denial::new(GatewayReason::DnsError, Answer::Status(502)))
-            }
-            Ok(addresses) if addresses.is_empty() => Err(Denial::new(GatewayReason::DnsNoRecords, Answer::Status(502))),
+        let lookup = pinned::resolve(&self.resolver, host, self.settings.limits.dns_timeout).await;
+        decision.dns_ms = Some(millis(lookup.elapsed));
+        metrics::dns_lookup(lookup.elapsed);
+        match lookup.result {
             Ok(addresses) => {
                 decision.resolved = addresses.clone();
                 Ok(addresses)
             }
+            Err(error) => {
+                decision.error = error.detail;
+                let status = if error.reason == GatewayReason::DnsTimeout { 504 } else { 502 };
+                Err(Denial::new(error.reason, Answer::Status(status)))
+            }
         }
     }
 
-    /// Every address must pass `address::decide`, or the tunnel is denied: a poisoned answer is
-    /// not filtered down to its public part.
+    /// Every address must pass the address policy, or the tunnel is denied (`pinned::admit`).
     fn admit_addresses(&self, addresses: &[IpAddr], decision: &mut Decision) -> Result<(), Denial> {
-        let policy = self.settings.address_policy();
-        for ip in addresses {
-            if let Admitted::Excepted(net) = address::decide(*ip, &policy).map_err(address_denied)? {
-                let net = net.to_string();
-                if !decision.allowed_by_cidr.contains(&net) {
-                    decision.allowed_by_cidr.push(net);
-                }
-            }
-        }
+        let allowed = pinned::admit(addresses, &self.settings.address_policy())
+            .map_err(|error| Denial::new(error.reason, Answer::Status(403)))?;
+        decision.allowed_by_cidr = allowed.iter().map(ToString::to_string).collect();
         Ok(())
     }
 
-    /// Dials the validated addresses in the resolver's order (the first few); nothing else is ever
-    /// dialed.
+    /// Dials the validated addresses (`pinned::dial`); nothing else is ever dialed.
     async fn dial_pinned(&self, addresses: &[IpAddr], decision: &mut Decision) -> Result<TcpStream, Denial> {
-        let started = Instant::now();
-        let mut reason = GatewayReason::UpstreamConnectFailed;
-        for ip in addresses.iter().take(MAX_DIAL_ATTEMPTS) {
-            let target = SocketAddr::new(*ip, UPSTREAM_PORT);
-            let dialing = Instant::now();
-            let dialed = tokio::time::timeout(self.settings.limits.connect_timeout, self.dialer.dial(target)).await;
-            metrics::dial(dialing.elapsed());
-            match dialed {
-                Ok(Ok(upstream)) => {
-                    decision.dialed = Some(target);
-                    decision.connect_ms = Some(millis(started.elapsed()));
-                    return Ok(upstream);
-                }
-                Ok(Err(error)) => {
-                    reason = GatewayReason::UpstreamConnectFailed;
-                    add_error(decision, format!("{target}: {error}"));
-                }
-                Err(_) => {
-                    reason = GatewayReason::UpstreamConnectTimeout;
-                    add_error(decision, format!("{target}: no answer within the connect timeout"));
-                }
+        let dialed = pinned::dial(&self.dialer, addresses, UPSTREAM_PORT, self.settings.limits.connect_timeout).await;
+        for attempt in &dialed.attempts {
+            metrics::dial(attempt.elapsed);
+        }
+        decision.connect_ms = Some(millis(dialed.elapsed));
+        match dialed.result {
+            Ok(connected) => {
+                decision.dialed = Some(connected.dialed);
+                Ok(connected.stream)
+            }
+            Err(error) => {
+                decision.error = error.detail;
+                Err(Denial::new(error.reason, Answer::Alert(ALERT_INTERNAL_ERROR)))
             }
         }
-        decision.connect_ms = Some(millis(started.elapsed()));
-        Err(Denial::new(reason, Answer::Alert(ALERT_INTERNAL_ERROR)))
     }
 
     /// Replays the buffered bytes, then carries bytes both ways until either side is done, the
@@ -306,13 +282,6 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
     }
 }
 
-fn add_error(decision: &mut Decision, error: String) {
-    decision.error = Some(match decision.error.take() {
-        Some(earlier) => format!("{earlier}; {error}"),
-        None => error,
-    });
-}
-
 /// The authority of the request line as the client wrote it, made printable and bounded.
 fn requested_authority(buffer: &[u8]) -> Option<String> {
     let line = buffer.split(|b| *b == b'\n').next()?;
@@ -320,14 +289,6 @@ fn requested_authority(buffer: &[u8]) -> Option<String> {
     let printable: String =
         authority.iter().take(255).map(|b| if b.is_ascii_graphic() { char::from(*b) } else { '?' }).collect();
     (!printable.is_empty()).then_some(printable)
-}
-
-fn address_denied(class: AddressClass) -> Denial {
-    Denial::new(class, Answer::Status(403))
-}
-
-fn millis(elapsed: Duration) -> f64 {
-    (elapsed.as_secs_f64() * 1e6).round() / 1e3
 }
 
 /// Reads until the CONNECT head is complete; returns the host and where the head ends.

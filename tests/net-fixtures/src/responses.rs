@@ -129,7 +129,7 @@ fn plain(status: u16, content_type: &str, body: &[u8]) -> Vec<u8> {
 }
 
 /// Reads one HTTP/1.1 request: the head, then a body by `content-length` or chunked.
-async fn read_request<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) -> io::Result<Option<Recorded>> {
+pub(crate) async fn read_request<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) -> io::Result<Option<Recorded>> {
     let mut buffer = Vec::new();
     let mut chunk = [0u8; 8192];
     let head_end = loop {

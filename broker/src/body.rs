@@ -1,0 +1,160 @@
+//! The bodies the broker streams. Up: the agent's request body, frame by frame, counted and cut
+//! when it passes the cap. Down: the provider's response body, frame by frame with an idle
+//! timeout, each frame counted (and fed to the usage meter) as it passes, or a whole body (a
+//! refusal, a masked error); either way the request's [`Record`] finishes at its end.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use tokio::time::Sleep;
+
+use crate::record::Record;
+
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The agent's body on its way up.
+pub(crate) struct RequestBody {
+    inner: Incoming,
+    cap: u64,
+    sent: u64,
+    counted: Arc<AtomicU64>,
+    /// Set when the cap was passed, so the failed exchange is told apart from a provider's.
+    pub(crate) over_cap: Arc<AtomicBool>,
+}
+
+impl RequestBody {
+    pub(crate) fn new(inner: Incoming, cap: u64, counted: Arc<AtomicU64>, over_cap: Arc<AtomicBool>) -> Self {
+        Self { inner, cap, sent: 0, counted, over_cap }
+    }
+}
+
+impl Body for RequestBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    this.sent += data.len() as u64;
+                    if this.sent > this.cap {
+                        this.over_cap.store(true, Ordering::Relaxed);
+                        return Poll::Ready(Some(Err("the request body is over the broker's cap".into())));
+                    }
+                    this.counted.fetch_add(data.len() as u64, Ordering::Relaxed);
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(error))) => Poll::Ready(Some(Err(error.into()))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+enum Source {
+    Whole(Option<Bytes>),
+    Stream { inner: Incoming, idle: Pin<Box<Sleep>>, idle_for: Duration },
+}
+
+/// A response body on its way to the agent.
+pub struct Outgoing {
+    source: Source,
+    record: Option<Record>,
+}
+
+impl Outgoing {
+    pub(crate) fn whole(bytes: Bytes, record: Record) -> Self {
+        Self { source: Source::Whole(Some(bytes)), record: Some(record) }
+    }
+
+    pub(crate) fn stream(inner: Incoming, idle_for: Duration, record: Record) -> Self {
+        let idle = Box::pin(tokio::time::sleep(idle_for));
+        Self { source: Source::Stream { inner, idle, idle_for }, record: Some(record) }
+    }
+
+    fn finish(&mut self) {
+        if let Some(mut record) = self.record.take() {
+            record.finish();
+        }
+    }
+}
+
+impl Body for Outgoing {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        let polled = match &mut this.source {
+            Source::Whole(bytes) => Poll::Ready(bytes.take().map(|bytes| Ok(Frame::data(bytes)))),
+            Source::Stream { inner, idle, idle_for } => match Pin::new(inner).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    idle.as_mut().reset(tokio::time::Instant::now() + *idle_for);
+                    Poll::Ready(Some(Ok(frame)))
+                }
+                Poll::Ready(Some(Err(error))) => {
+                    if let Some(record) = &mut this.record {
+                        record.cut(format!("the provider's body failed: {error}"));
+                    }
+                    Poll::Ready(Some(Err(error.into())))
+                }
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => match idle.as_mut().poll(cx) {
+                    Poll::Ready(()) => {
+                        if let Some(record) = &mut this.record {
+                            record.cut(format!("no byte from the provider for {idle_for:?}"));
+                        }
+                        Poll::Ready(Some(Err("the provider's body went idle".into())))
+                    }
+                    Poll::Pending => Poll::Pending,
+                },
+            },
+        };
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let (Some(data), Some(record)) = (frame.data_ref(), &mut this.record) {
+                    record.passed(data);
+                }
+            }
+            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => this.finish(),
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.source {
+            Source::Whole(bytes) => bytes.is_none(),
+            Source::Stream { inner, .. } => inner.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.source {
+            Source::Whole(Some(bytes)) => SizeHint::with_exact(bytes.len() as u64),
+            Source::Whole(None) => SizeHint::with_exact(0),
+            Source::Stream { inner, .. } => inner.size_hint(),
+        }
+    }
+}
+
+impl Drop for Outgoing {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}

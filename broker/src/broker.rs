@@ -1,0 +1,324 @@
+//! One session's broker and one request through it, in the order docs/broker.md gives: upgrades
+//! refused, the path canonical, the route named by its first segment, the scheme's endpoint list,
+//! this session's placeholder where the scheme puts the key, the body cap, the open-request
+//! bound and the budget; only then the provider, over the pinned path, with the real key in the
+//! placeholder's place. The answer streams back; a non-2xx one is held (bounded) and masked.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Request, Response, StatusCode, Uri, Version};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use roundtable_gateway::{Dial, Resolve};
+use roundtable_specs::broker::{BrokerReason, Scheme};
+use tokio::sync::{Semaphore, watch};
+
+use crate::body::{Outgoing, RequestBody};
+use crate::headers::{self, Presented};
+use crate::journal::{BrokerCounters, BrokerJournal, Tally};
+use crate::keyring::Keyring;
+use crate::ledger::Ledger;
+use crate::metrics;
+use crate::record::{Record, Settle, Shared};
+use crate::redact::redact;
+use crate::route::{self, PathRefusal};
+use crate::settings::{BrokerError, BrokerLimits, BrokerSettings, Route};
+use crate::upstream::{Refusal, Upstream};
+use crate::usage::UsageMeter;
+
+/// One session's credential broker.
+pub struct Broker<R, D> {
+    routes: Vec<Route>,
+    keyring: Keyring,
+    limits: BrokerLimits,
+    open: Arc<Semaphore>,
+    next_id: AtomicU64,
+    shared: Arc<Shared>,
+    upstream: Upstream<R, D>,
+}
+
+/// A request that passed every check and was answered by the provider.
+struct Answered<'k> {
+    response: Response<Incoming>,
+    presented: Presented<'k>,
+}
+
+impl<R: Resolve, D: Dial> Broker<R, D> {
+    pub fn new(
+        settings: BrokerSettings,
+        resolver: R,
+        dialer: D,
+        journal: Arc<dyn BrokerJournal>,
+    ) -> Result<Self, BrokerError> {
+        let BrokerSettings { routes, credentials, budget, limits, upstream, extra_roots } = settings;
+        if routes.is_empty() {
+            return Err(BrokerError::NoRoutes);
+        }
+        for (index, route) in routes.iter().enumerate() {
+            if routes[..index].iter().any(|earlier| earlier.host == route.host) {
+                return Err(BrokerError::DuplicateRoute(route.host.clone()));
+            }
+            if !upstream.allowlist().contains(&route.host) {
+                return Err(BrokerError::RouteNotAllowed(route.host.clone()));
+            }
+        }
+        let keyring = Keyring::new(credentials)?;
+        metrics::register();
+        Ok(Self {
+            routes,
+            keyring,
+            limits,
+            open: Arc::new(Semaphore::new(limits.max_open_requests)),
+            next_id: AtomicU64::new(0),
+            shared: Arc::new(Shared { journal, ledger: Ledger::new(budget), tally: Tally::default() }),
+            upstream: Upstream::new(upstream, resolver, dialer, &extra_roots)?,
+        })
+    }
+
+    pub fn counters(&self) -> BrokerCounters {
+        let ledger = self.shared.ledger.snapshot();
+        BrokerCounters {
+            requests: self.shared.tally.passed(),
+            refused: self.shared.tally.refused(),
+            tokens: ledger.tokens,
+            unreadable: ledger.unreadable,
+            exhausted: ledger.exhausted,
+            restarts: self.shared.tally.restarts(),
+        }
+    }
+
+    /// Turns true at the first request refused because the budget is spent.
+    pub fn budget_refused(&self) -> watch::Receiver<bool> {
+        self.shared.ledger.refused()
+    }
+
+    pub fn limits(&self) -> &BrokerLimits {
+        &self.limits
+    }
+
+    /// The provider hosts this broker routes to.
+    pub fn hosts(&self) -> Vec<String> {
+        self.routes.iter().map(|route| route.host.clone()).collect()
+    }
+
+    pub(crate) fn restarted(&self) {
+        self.shared.tally.restarted();
+    }
+
+    /// Answers one request.
+    pub async fn handle(&self, request: Request<Incoming>) -> Response<Outgoing> {
+        let started = Instant::now();
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut record = Record::begin(self.shared.clone(), id, request.method().as_str(), started);
+        match self.forward(request, &mut record).await {
+            Ok(answered) => self.answer(answered, record).await,
+            Err(refusal) => refuse(record, refusal),
+        }
+    }
+
+    async fn forward<'k>(&'k self, request: Request<Incoming>, record: &mut Record) -> Result<Answered<'k>, Refusal> {
+        let (parts, body) = request.into_parts();
+        let path = parts.uri.path().to_owned();
+        let query = parts.uri.query().map(str::to_owned);
+        record.line.path = route::template(None, &path);
+
+        if parts.headers.contains_key(header::UPGRADE) {
+            return Err(Refusal::new(BrokerReason::UpgradeRefused, "upgrades (WebSocket) are not brokered; use HTTP"));
+        }
+        let target_length = path.len() + query.as_ref().map_or(0, |q| q.len() + 1);
+        if target_length > route::MAX_TARGET {
+            return Err(Refusal::new(BrokerReason::BadRequest, "the request target is over 2 KiB"));
+        }
+        route::check_canonical(&path).map_err(path_refusal)?;
+        let (first, rest) = route::split_route(&path);
+        let route = self.routes.iter().find(|route| route.host == first).ok_or_else(|| {
+            Refusal::new(BrokerReason::UnknownRoute, "the first path segment names no provider host of this session")
+        })?;
+        record.scheme = route.scheme;
+        record.line.host = Some(route.host.clone());
+        record.line.scheme = Some(route.scheme);
+        record.line.path = route::template(Some(route.scheme), &path);
+        route::check_endpoint(route.scheme, parts.method.as_str(), rest).map_err(path_refusal)?;
+
+        let presented = headers::find_placeholder(&self.keyring, route.scheme, &parts.headers, query.as_deref())
+            .ok_or_else(|| {
+                Refusal::new(
+                    BrokerReason::NoPlaceholder,
+                    "no placeholder of this session where the provider takes its key",
+                )
+            })?;
+        record.line.credential = Some(presented.entry.name.clone());
+
+        if let Some(length) = parts.headers.get(header::CONTENT_LENGTH)
+            && length
+                .to_str()
+                .ok()
+                .and_then(|l| l.trim().parse::<u64>().ok())
+                .is_none_or(|l| l > self.limits.max_body_bytes)
+        {
+            return Err(Refusal::new(
+                BrokerReason::BodyTooLarge,
+                format!("the body is over {} bytes", self.limits.max_body_bytes),
+            ));
+        }
+        if headers::holds_placeholder(rest.as_bytes()) {
+            return Err(Refusal::new(BrokerReason::BadRequest, "a placeholder in the path"));
+        }
+        let secret = presented.entry.value.expose();
+        let upstream_headers = headers::upstream_headers(&parts.headers, &route.host, presented.place, secret)
+            .map_err(|detail| Refusal::new(BrokerReason::BadRequest, detail))?;
+        let upstream_query = headers::upstream_query(query.as_deref(), presented.place, secret)
+            .map_err(|detail| Refusal::new(BrokerReason::BadRequest, detail))?;
+        let target = match upstream_query {
+            Some(query) => format!("{rest}?{query}"),
+            None => rest.to_owned(),
+        };
+        let uri: Uri =
+            target.parse().map_err(|_| Refusal::new(BrokerReason::BadRequest, "the request target is not a URI"))?;
+
+        record.permit = Some(self.open.clone().try_acquire_owned().map_err(|_| {
+            Refusal::new(
+                BrokerReason::TooManyRequests,
+                format!("{} requests of this session are open already", self.limits.max_open_requests),
+            )
+        })?);
+        self.shared.ledger.admit().map_err(|spent| Refusal::new(BrokerReason::BudgetExhausted, spent.to_string()))?;
+        record.settle = Settle::Zero;
+
+        let mut opened = self.upstream.open(&route.host).await?;
+        record.connection = Some(opened.connection);
+        let over_cap = Arc::new(AtomicBool::new(false));
+        let body = RequestBody::new(body, self.limits.max_body_bytes, record.bytes_up.clone(), over_cap.clone());
+        let mut upstream_request = Request::new(body);
+        *upstream_request.method_mut() = parts.method;
+        *upstream_request.uri_mut() = uri;
+        *upstream_request.version_mut() = Version::HTTP_11;
+        *upstream_request.headers_mut() = upstream_headers;
+        let dialed = opened.dialed;
+        let sent =
+            tokio::time::timeout(self.limits.response_head_timeout, opened.sender.send_request(upstream_request));
+        let response = match sent.await {
+            Err(_) => {
+                return Err(Refusal::new(
+                    BrokerReason::UpstreamTimeout,
+                    format!("no response head from {dialed} within {:?}", self.limits.response_head_timeout),
+                ));
+            }
+            Ok(Err(_)) if over_cap.load(Ordering::Relaxed) => {
+                return Err(Refusal::new(
+                    BrokerReason::BodyTooLarge,
+                    format!("the body passed {} bytes", self.limits.max_body_bytes),
+                ));
+            }
+            Ok(Err(error)) => {
+                return Err(Refusal::new(
+                    BrokerReason::UpstreamFailed,
+                    roundtable_telemetry::error_chain(&error).replace(secret, "[redacted]"),
+                ));
+            }
+            Ok(Ok(response)) => response,
+        };
+        Ok(Answered { response, presented })
+    }
+
+    /// Passes the provider's answer back: streamed when 2xx, held and masked otherwise.
+    async fn answer(&self, answered: Answered<'_>, mut record: Record) -> Response<Outgoing> {
+        let Answered { response, presented } = answered;
+        let (mut parts, body) = response.into_parts();
+        record.line.status = parts.status.as_u16();
+        record.line.upstream_request_id = headers::request_id(&parts.headers);
+        headers::downstream_headers(&mut parts.headers, presented.entry.value.expose());
+        parts.version = Version::HTTP_11;
+        if parts.status.is_success() {
+            let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+            record.settle = Settle::Usage(UsageMeter::new(record.scheme, content_type));
+            parts.headers.remove(header::TRANSFER_ENCODING);
+            record.head_passed();
+            return Response::from_parts(parts, Outgoing::stream(body, self.limits.body_idle_timeout, record));
+        }
+        let held = self.hold(body, &mut record).await;
+        let encoded = parts
+            .headers
+            .get(header::CONTENT_ENCODING)
+            .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
+        let masked = if encoded {
+            // A compressed body cannot be searched for the key: it is not passed.
+            record.cut("a compressed error body was withheld".to_owned());
+            Bytes::from_static(b"[the provider's error body was compressed and is withheld by the roundtable broker]")
+        } else {
+            Bytes::from(redact(&held, presented.entry.value.expose(), &presented.placeholder))
+        };
+        for name in [header::CONTENT_LENGTH, header::TRANSFER_ENCODING, header::CONTENT_ENCODING] {
+            parts.headers.remove(name);
+        }
+        parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(masked.len()));
+        record.head_passed();
+        Response::from_parts(parts, Outgoing::whole(masked, record))
+    }
+
+    /// Reads up to the error-body bound of a non-2xx body, each frame within the idle timeout.
+    async fn hold(&self, mut body: Incoming, record: &mut Record) -> Vec<u8> {
+        let mut held = Vec::new();
+        loop {
+            let frame = tokio::time::timeout(self.limits.body_idle_timeout, body.frame()).await;
+            let Ok(Some(Ok(frame))) = frame else { break };
+            if let Some(data) = frame.data_ref() {
+                let room = self.limits.error_body_bytes.saturating_sub(held.len());
+                held.extend_from_slice(&data[..data.len().min(room)]);
+                if data.len() > room {
+                    record.cut(format!("the error body was cut at {} bytes", self.limits.error_body_bytes));
+                    break;
+                }
+            }
+        }
+        held
+    }
+}
+
+fn path_refusal(refusal: PathRefusal) -> Refusal {
+    match refusal {
+        PathRefusal::BadPath(detail) => Refusal::new(BrokerReason::BadRequest, detail),
+        PathRefusal::Method => {
+            Refusal::new(BrokerReason::MethodNotAllowed, "the provider's endpoints take GET and POST")
+        }
+        PathRefusal::NotAllowed => Refusal::new(BrokerReason::PathNotAllowed, "not a model endpoint of this provider"),
+    }
+}
+
+/// The refusal body: JSON a CLI prints, naming the reason and its detail.
+pub(crate) fn refusal_body(reason: BrokerReason, detail: &str) -> Bytes {
+    let body = serde_json::json!({
+        "error": {
+            "type": "roundtable_broker",
+            "code": reason.as_str(),
+            "message": format!("roundtable broker refused this request: {reason}: {detail}"),
+        }
+    });
+    Bytes::from(body.to_string())
+}
+
+fn refuse(mut record: Record, refusal: Refusal) -> Response<Outgoing> {
+    let status = refusal.reason.status().unwrap_or(500);
+    let body = refusal_body(refusal.reason, &refusal.detail);
+    record.refused(refusal.reason, status, refusal.detail);
+    record.head_passed();
+    if record.line.scheme.is_none() {
+        record.scheme = Scheme::Custom;
+    }
+    let mut response = Response::new(Outgoing::whole(body, record));
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if refusal.reason == BrokerReason::TooManyRequests {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    if matches!(refusal.reason, BrokerReason::BodyTooLarge | BrokerReason::UpgradeRefused) {
+        // The unread body (or the upgrade's stream) must not be taken for a next request.
+        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}

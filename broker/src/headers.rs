@@ -1,0 +1,218 @@
+//! What crosses the broker in headers and the query. Upstream: the placeholder found where the
+//! scheme puts the key, every credential-bearing, forwarding and hop-by-hop header stripped,
+//! `host` set to the route host, and exactly one real credential injected in the place the
+//! placeholder came from; a placeholder anywhere else refuses the request. Downstream: cookies,
+//! hop-by-hop headers and the provider's organisation headers stripped.
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use roundtable_specs::broker::{PLACEHOLDER_PREFIX, Scheme};
+
+use crate::keyring::{Entry, Keyring, Place};
+
+/// Never forwarded upstream: credentials, forwarding, hop-by-hop and the client's org/project.
+const STRIPPED_UP: [&str; 19] = [
+    "authorization",
+    "proxy-authorization",
+    "x-api-key",
+    "x-goog-api-key",
+    "cookie",
+    "forwarded",
+    "via",
+    "x-real-ip",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "openai-organization",
+    "openai-project",
+    "host",
+    "accept-encoding",
+];
+
+/// Never passed back to the agent.
+const STRIPPED_DOWN: [&str; 11] = [
+    "set-cookie",
+    "set-cookie2",
+    "openai-organization",
+    "openai-project",
+    "anthropic-organization-id",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+/// The placeholder a request carries where its scheme puts the key.
+pub(crate) struct Presented<'k> {
+    pub(crate) place: Place,
+    pub(crate) entry: &'k Entry,
+    /// The placeholder itself, only to mask its echoes in an error body.
+    pub(crate) placeholder: String,
+}
+
+/// Finds this session's placeholder in the first place of the scheme's that holds one.
+pub(crate) fn find_placeholder<'k>(
+    keyring: &'k Keyring,
+    scheme: Scheme,
+    headers: &HeaderMap,
+    query: Option<&str>,
+) -> Option<Presented<'k>> {
+    for place in Place::of(scheme) {
+        for candidate in candidates(*place, headers, query) {
+            if let Some(entry) = keyring.find(&candidate) {
+                return Some(Presented { place: *place, entry, placeholder: candidate });
+            }
+        }
+    }
+    None
+}
+
+fn candidates(place: Place, headers: &HeaderMap, query: Option<&str>) -> Vec<String> {
+    let values = |name: &str| -> Vec<String> {
+        headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).map(|v| v.trim().to_owned()).collect()
+    };
+    match place {
+        Place::Bearer => values("authorization")
+            .into_iter()
+            .filter_map(|value| {
+                let (kind, token) = value.split_once(' ')?;
+                kind.eq_ignore_ascii_case("bearer").then(|| token.trim().to_owned())
+            })
+            .collect(),
+        Place::ApiKey => values("x-api-key"),
+        Place::GoogApiKey => values("x-goog-api-key"),
+        Place::QueryKey => query
+            .into_iter()
+            .flat_map(|q| q.split('&'))
+            .filter_map(|pair| pair.strip_prefix("key="))
+            .map(str::to_owned)
+            .collect(),
+    }
+}
+
+/// Whether `bytes` hold anything that looks like a placeholder, in any case.
+pub(crate) fn holds_placeholder(bytes: &[u8]) -> bool {
+    let prefix = PLACEHOLDER_PREFIX.as_bytes();
+    bytes.windows(prefix.len()).any(|window| window.eq_ignore_ascii_case(prefix))
+}
+
+/// The headers sent upstream, or why the request cannot be sent.
+pub(crate) fn upstream_headers(
+    incoming: &HeaderMap,
+    host: &str,
+    place: Place,
+    secret: &str,
+) -> Result<HeaderMap, &'static str> {
+    // Names the client declared hop-by-hop in `Connection` go too.
+    let declared: Vec<String> = incoming
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|name| name.trim().to_ascii_lowercase())
+        .collect();
+    let mut out = HeaderMap::with_capacity(incoming.len() + 2);
+    for (name, value) in incoming {
+        let lower = name.as_str();
+        if STRIPPED_UP.contains(&lower) || lower.starts_with("x-forwarded-") || declared.iter().any(|d| d == lower) {
+            continue;
+        }
+        if holds_placeholder(value.as_bytes()) {
+            return Err("a placeholder outside the place the provider takes its key");
+        }
+        out.append(name.clone(), value.clone());
+    }
+    let host_value = HeaderValue::from_str(host).map_err(|_| "the route host is not a header value")?;
+    out.insert(header::HOST, host_value);
+    // A body the broker reads (usage, error echoes) must not arrive compressed.
+    out.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+    let (name, value) = match place {
+        Place::Bearer => (header::AUTHORIZATION, format!("Bearer {secret}")),
+        Place::ApiKey => (HeaderName::from_static("x-api-key"), secret.to_owned()),
+        Place::GoogApiKey => (HeaderName::from_static("x-goog-api-key"), secret.to_owned()),
+        Place::QueryKey => return Ok(out),
+    };
+    let mut value = HeaderValue::from_str(&value).map_err(|_| "the credential is not a header value")?;
+    value.set_sensitive(true);
+    out.insert(name, value);
+    Ok(out)
+}
+
+/// The query sent upstream: every `key` parameter dropped (a client's own key never passes),
+/// except that the one carrying the placeholder gets the real value in its place.
+pub(crate) fn upstream_query(query: Option<&str>, place: Place, secret: &str) -> Result<Option<String>, &'static str> {
+    let Some(query) = query else { return Ok(None) };
+    let mut injected = false;
+    let mut parts = Vec::new();
+    for pair in query.split('&') {
+        if pair == "key" || pair.starts_with("key=") {
+            if place == Place::QueryKey && !injected {
+                injected = true;
+                parts.push(format!("key={}", encode(secret)));
+            }
+            continue;
+        }
+        if holds_placeholder(pair.as_bytes()) {
+            return Err("a placeholder outside the place the provider takes its key");
+        }
+        parts.push(pair.to_owned());
+    }
+    Ok((!parts.is_empty()).then(|| parts.join("&")))
+}
+
+/// Percent-encodes all but the unreserved characters.
+fn encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// Strips what the agent is never shown from a provider's response headers, and any header
+/// that echoes the real key or a placeholder.
+pub(crate) fn downstream_headers(headers: &mut HeaderMap, secret: &str) {
+    for name in STRIPPED_DOWN {
+        headers.remove(name);
+    }
+    let secret = secret.as_bytes();
+    let echoing: Vec<HeaderName> = headers
+        .iter()
+        .filter(|(_, value)| {
+            holds_placeholder(value.as_bytes()) || value.as_bytes().windows(secret.len()).any(|window| window == secret)
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    for name in echoing {
+        headers.remove(name);
+    }
+}
+
+/// The provider's request id, printable and bounded, for the log line.
+pub(crate) fn request_id(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get("x-request-id").or_else(|| headers.get("request-id"))?.to_str().ok()?;
+    let printable: String = value.chars().filter(char::is_ascii_graphic).take(128).collect();
+    (!printable.is_empty()).then_some(printable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_query_key_is_replaced_in_place_and_other_keys_dropped() {
+        let query = Some("alt=sse&key=rt-placeholder-aa&key=agent-own&x=1");
+        assert_eq!(upstream_query(query, Place::QueryKey, "AIza/+"), Ok(Some("alt=sse&key=AIza%2F%2B&x=1".into())));
+        assert_eq!(upstream_query(query, Place::GoogApiKey, "AIza"), Ok(Some("alt=sse&x=1".into())));
+        assert!(upstream_query(Some("x=rt-placeholder-aa"), Place::Bearer, "s").is_err());
+    }
+}

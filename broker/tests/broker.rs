@@ -1,0 +1,746 @@
+//! The broker end to end on loopback: a scripted DNS server, a fake provider over TLS with a
+//! fresh certificate on a per-test `127.0.0.N:443` address (trusted as the broker's extra root),
+//! and a raw HTTP/1.1 client, so every check of the security contract is seen from both ends:
+//! what the agent is answered, and what (if anything) reached the provider.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ipnet::IpNet;
+use roundtable_broker::{
+    Broker, BrokerJournal, BrokerLimits, BrokerReason, BrokerSettings, Budget, Credential, RequestLine, Route, Secret,
+    Tokens, serve,
+};
+use roundtable_gateway::{DirectDialer, DnsResolver, Endpoint, Listener, Settings};
+use roundtable_net_fixtures::{Canned, FakeDns, FakeProvider, Recorded, Reply};
+use roundtable_specs::broker::placeholder_from;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixStream};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+const OPENAI: &str = "api.openai.com";
+const ANTHROPIC: &str = "api.anthropic.com";
+const GEMINI: &str = "generativelanguage.googleapis.com";
+const CUSTOM: &str = "llm.example.test";
+const REAL_KEY: &str = "sk-proj-Zq81vT0nWc4Lr2XbY7uPaE5dMxYA";
+const AGENT_KEY: &str = "sk-agent-own-0123456789abcdef";
+
+fn placeholder() -> String {
+    placeholder_from(&[0x5a; 32])
+}
+
+/// A loopback address of this test's own: 127.0.0.100 upwards.
+fn own_address() -> Ipv4Addr {
+    static NEXT: AtomicU8 = AtomicU8::new(100);
+    Ipv4Addr::new(127, 0, 0, NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+fn net(text: &str) -> IpNet {
+    text.parse().expect("a CIDR")
+}
+
+#[derive(Default)]
+struct MemoryJournal(Mutex<Vec<RequestLine>>);
+
+impl BrokerJournal for MemoryJournal {
+    fn request(&self, line: &RequestLine) {
+        self.0.lock().expect("journal").push(line.clone());
+    }
+}
+
+impl MemoryJournal {
+    fn lines(&self) -> Vec<RequestLine> {
+        self.0.lock().expect("journal").clone()
+    }
+}
+
+type TestBroker = Broker<DnsResolver, DirectDialer>;
+
+struct Harness {
+    address: SocketAddr,
+    provider: FakeProvider,
+    dns: FakeDns,
+    journal: Arc<MemoryJournal>,
+    broker: Arc<TestBroker>,
+    _cancel: tokio_util::sync::DropGuard,
+}
+
+struct Options {
+    host: &'static str,
+    budget: Budget,
+    limits: BrokerLimits,
+    dns: Option<Reply>,
+    dns_timeout: Option<Duration>,
+}
+
+impl Options {
+    fn new(host: &'static str) -> Self {
+        Self { host, budget: Budget::default(), limits: BrokerLimits::default(), dns: None, dns_timeout: None }
+    }
+}
+
+fn credential() -> Credential {
+    Credential { name: "PROVIDER_API_KEY".into(), placeholder: placeholder(), value: Secret::new(REAL_KEY.into()) }
+}
+
+async fn start(options: Options, answer: impl Fn(&Recorded) -> Canned + Send + Sync + 'static) -> Harness {
+    let upstream_ip = own_address();
+    let provider = FakeProvider::start(SocketAddr::new(IpAddr::V4(upstream_ip), 443), &[options.host], answer)
+        .await
+        .expect("provider");
+    let dns = FakeDns::start("127.0.0.1:0".parse().expect("addr")).await.expect("dns");
+    dns.answer(options.host, vec![options.dns.unwrap_or(Reply::Addresses(vec![IpAddr::V4(upstream_ip)]))]);
+    let mut upstream = Settings::new([options.host]).expect("settings");
+    upstream.set_allow_cidrs([net("127.0.0.0/8")]).expect("allowCidrs");
+    upstream.dial_allow = vec![net("127.0.0.0/8")];
+    upstream.self_addresses = vec!["127.0.0.1".parse().expect("ip")];
+    if let Some(timeout) = options.dns_timeout {
+        upstream.limits.dns_timeout = timeout;
+    }
+    let settings = BrokerSettings {
+        routes: vec![Route::new(options.host)],
+        credentials: vec![credential()],
+        budget: options.budget,
+        limits: options.limits,
+        upstream,
+        extra_roots: vec![provider.identity.certificate.clone()],
+    };
+    let journal = Arc::new(MemoryJournal::default());
+    let resolver = DnsResolver::new(&[dns.address()]).expect("resolver");
+    let broker = Arc::new(Broker::new(settings, resolver, DirectDialer, journal.clone()).expect("broker"));
+    let listener = Listener::bind(&Endpoint::Tcp("127.0.0.1:0".parse().expect("addr"))).await.expect("bind");
+    let Ok(Endpoint::Tcp(address)) = listener.endpoint() else { panic!("a TCP listener") };
+    let cancel = CancellationToken::new();
+    tokio::spawn(serve(broker.clone(), Arc::new(listener), cancel.clone()));
+    Harness { address, provider, dns, journal, broker, _cancel: cancel.drop_guard() }
+}
+
+/// One answer as the agent saw it.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<String> {
+        self.head
+            .split("\r\n")
+            .filter_map(|line| line.split_once(':'))
+            .find_map(|(n, v)| n.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_owned()))
+    }
+
+    fn code(&self) -> String {
+        let body: serde_json::Value = serde_json::from_str(&self.body).unwrap_or_default();
+        body["error"]["code"].as_str().unwrap_or_default().to_owned()
+    }
+}
+
+fn parse_answer(bytes: &[u8]) -> Answer {
+    let text = String::from_utf8_lossy(bytes).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let mut answer = Answer { status, head: head.to_owned(), body: body.to_owned() };
+    if answer.header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        answer.body = dechunk(body);
+    }
+    answer
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else { break };
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = rest[size..].strip_prefix("\r\n").unwrap_or(&rest[size..]);
+    }
+    out
+}
+
+/// Sends `head` (without its blank line; `Connection: close` is added) and `body`, reads the
+/// answer to the end.
+async fn send(address: SocketAddr, head: &str, body: &[u8]) -> Answer {
+    let mut stream = TcpStream::connect(address).await.expect("connect to the broker");
+    let mut request = format!("{head}\r\nConnection: close\r\n");
+    if !body.is_empty() && !head.to_ascii_lowercase().contains("transfer-encoding") {
+        request.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).await.expect("write the head");
+    let _ = stream.write_all(body).await;
+    let mut bytes = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut bytes)).await.expect("an answer");
+    parse_answer(&bytes)
+}
+
+fn bearer() -> String {
+    format!("Authorization: Bearer {}", placeholder())
+}
+
+/// Nothing the provider received holds a placeholder, in a header, the path or the query.
+fn assert_no_placeholder_upstream(recorded: &[Recorded]) {
+    for request in recorded {
+        assert!(!request.path.to_ascii_lowercase().contains("rt-placeholder-"), "{}", request.path);
+        for (name, value) in &request.headers {
+            assert!(!value.to_ascii_lowercase().contains("rt-placeholder-"), "{name}: placeholder sent upstream");
+        }
+    }
+}
+
+/// No journal line holds the key or the placeholder.
+fn assert_lines_clean(lines: &[RequestLine]) {
+    for line in lines {
+        let text = serde_json::to_string(line).expect("a line");
+        assert!(!text.contains(REAL_KEY) && !text.contains(&placeholder()) && !text.contains(AGENT_KEY), "{text}");
+    }
+}
+
+fn sse_turn() -> Vec<serde_json::Value> {
+    vec![
+        json!({"type": "response.created", "response": {"id": "resp_1"}}),
+        json!({"type": "response.output_text.delta", "delta": "hello"}),
+        json!({"type": "response.completed", "response": {"id": "resp_1", "usage": {"input_tokens": 11, "output_tokens": 7}}}),
+    ]
+}
+
+#[tokio::test]
+async fn the_provider_sees_the_real_key_only_in_its_auth_header_and_nothing_of_the_agents() {
+    let harness = start(Options::new(OPENAI), |_| {
+        Canned::sse(&sse_turn())
+            .header("set-cookie", "session=abc")
+            .header("openai-organization", "org-secret")
+            .header("openai-project", "proj_secret")
+            .header("x-request-id", "req_42")
+            .header("x-echo-key", &format!("you are {REAL_KEY}"))
+            .header("x-echo-placeholder", "rt-placeholder-5a5a")
+    })
+    .await;
+    let head = format!(
+        "POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: evil.example\r\n{}\r\nx-api-key: {AGENT_KEY}\r\n\
+         Proxy-Authorization: Basic {AGENT_KEY}\r\nCookie: c=1\r\nX-Forwarded-For: 10.0.0.1\r\nForwarded: for=x\r\n\
+         Via: 1.1 agent\r\nOpenAI-Organization: org-agent\r\nOpenAI-Project: proj-agent\r\nOpenAI-Beta: responses=v1\r\n\
+         Content-Type: application/json",
+        bearer()
+    );
+    let answer = send(harness.address, &head, br#"{"model":"gpt-5","input":"hi"}"#).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert!(answer.body.contains("response.completed"), "{}", answer.body);
+    for stripped in ["set-cookie", "openai-organization", "openai-project", "x-echo-key", "x-echo-placeholder"] {
+        assert_eq!(answer.header(stripped), None, "{stripped} passed back");
+    }
+
+    let recorded = harness.provider.recorded();
+    assert_eq!(recorded.len(), 1);
+    let request = &recorded[0];
+    assert_eq!((request.method.as_str(), request.path.as_str()), ("POST", "/v1/responses"));
+    assert_eq!(request.header("authorization"), Some(format!("Bearer {REAL_KEY}").as_str()));
+    assert_eq!(request.headers.iter().filter(|(n, _)| n == "authorization").count(), 1);
+    assert_eq!(request.header("host"), Some(OPENAI));
+    assert_eq!(request.header("openai-beta"), Some("responses=v1"), "provider headers pass verbatim");
+    for stripped in [
+        "x-api-key",
+        "proxy-authorization",
+        "cookie",
+        "x-forwarded-for",
+        "forwarded",
+        "via",
+        "openai-organization",
+        "openai-project",
+    ] {
+        assert_eq!(request.header(stripped), None, "{stripped} reached upstream");
+    }
+    let real_key_places: Vec<&str> =
+        request.headers.iter().filter(|(_, v)| v.contains(REAL_KEY)).map(|(n, _)| n.as_str()).collect();
+    assert_eq!(real_key_places, ["authorization"]);
+    assert!(!request.headers.iter().any(|(_, v)| v.contains(AGENT_KEY)), "the agent's own key reached upstream");
+    assert_no_placeholder_upstream(&recorded);
+    assert_eq!(request.body, br#"{"model":"gpt-5","input":"hi"}"#);
+
+    let lines = harness.journal.lines();
+    assert_eq!(lines.len(), 1);
+    let line = &lines[0];
+    assert_eq!((line.reason, line.status), (BrokerReason::Allowed, 200));
+    assert_eq!(line.host.as_deref(), Some(OPENAI));
+    assert_eq!(line.path, format!("/{OPENAI}/v1/responses"));
+    assert_eq!(line.credential.as_deref(), Some("PROVIDER_API_KEY"));
+    assert_eq!(line.upstream_request_id.as_deref(), Some("req_42"));
+    assert_eq!(line.tokens, Some(Tokens { input: 11, output: 7 }));
+    assert_eq!(line.bytes_up, 30);
+    assert!(line.bytes_down > 0 && line.first_byte_ms.is_some());
+    assert_lines_clean(&lines);
+    let counters = harness.broker.counters();
+    assert_eq!((counters.requests, counters.tokens.total()), (1, 18));
+}
+
+#[tokio::test]
+async fn anthropic_takes_the_key_from_x_api_key_and_the_agents_own_bearer_never_passes() {
+    let harness = start(Options::new(ANTHROPIC), |_| {
+        Canned::json(200, &json!({"type": "message", "usage": {"input_tokens": 3, "output_tokens": 4}}))
+            .header("anthropic-organization-id", "org-1")
+            .header("request-id", "req_a")
+    })
+    .await;
+    let head = format!(
+        "POST /{ANTHROPIC}/v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {}\r\nAuthorization: Bearer {AGENT_KEY}\r\nanthropic-version: 2023-06-01",
+        placeholder()
+    );
+    let answer = send(harness.address, &head, b"{}").await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.header("anthropic-organization-id"), None);
+    let recorded = harness.provider.recorded();
+    let request = &recorded[0];
+    assert_eq!(request.header("x-api-key"), Some(REAL_KEY));
+    assert_eq!(request.header("authorization"), None, "the agent's own Authorization reached upstream");
+    assert_eq!(request.header("anthropic-version"), Some("2023-06-01"));
+    assert_no_placeholder_upstream(&recorded);
+    let lines = harness.journal.lines();
+    assert_eq!(lines[0].upstream_request_id.as_deref(), Some("req_a"));
+    assert_eq!(lines[0].tokens, Some(Tokens { input: 3, output: 4 }));
+
+    // The bearer form works too, injected as a bearer.
+    let head = format!("POST /{ANTHROPIC}/v1/messages/count_tokens HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    assert_eq!(send(harness.address, &head, b"{}").await.status, 200);
+    let recorded = harness.provider.recorded();
+    assert_eq!(recorded[1].header("authorization"), Some(format!("Bearer {REAL_KEY}").as_str()));
+    assert_eq!(recorded[1].header("x-api-key"), None);
+}
+
+#[tokio::test]
+async fn gemini_query_key_is_replaced_in_place_and_other_keys_dropped() {
+    let harness = start(Options::new(GEMINI), |_| {
+        Canned::sse(&[json!({"candidates": [], "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 2}})])
+    })
+    .await;
+    let head = format!(
+        "POST /{GEMINI}/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse&key={}&key={AGENT_KEY} HTTP/1.1\r\nHost: x",
+        placeholder()
+    );
+    assert_eq!(send(harness.address, &head, b"{}").await.status, 200);
+    let head = format!(
+        "POST /{GEMINI}/v1/models/gemini-2.5-pro:generateContent?key={AGENT_KEY} HTTP/1.1\r\nHost: x\r\nx-goog-api-key: {}",
+        placeholder()
+    );
+    assert_eq!(send(harness.address, &head, b"{}").await.status, 200);
+    let recorded = harness.provider.recorded();
+    assert_eq!(recorded[0].path, format!("/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse&key={REAL_KEY}"));
+    assert_eq!(recorded[0].header("x-goog-api-key"), None);
+    assert_eq!(recorded[1].path, "/v1/models/gemini-2.5-pro:generateContent", "the agent's own ?key= passed");
+    assert_eq!(recorded[1].header("x-goog-api-key"), Some(REAL_KEY));
+    assert_no_placeholder_upstream(&recorded);
+    let lines = harness.journal.lines();
+    assert_eq!(lines[0].path, format!("/{GEMINI}/v1beta/models/{{model}}:streamGenerateContent"));
+    assert_eq!(lines[0].tokens, Some(Tokens { input: 5, output: 2 }));
+    assert_lines_clean(&lines);
+}
+
+#[tokio::test]
+async fn every_refusal_is_answered_with_its_reason_and_nothing_reaches_upstream() {
+    let limits = BrokerLimits { max_body_bytes: 1024, ..BrokerLimits::default() };
+    let harness = start(Options { limits, ..Options::new(OPENAI) }, |_| Canned::json(200, &json!({}))).await;
+    let ph = placeholder();
+    let auth = bearer();
+    let cases: Vec<(String, Vec<u8>, u16, &str)> = vec![
+        (
+            format!("POST /api.anthropic.com/v1/messages HTTP/1.1\r\nHost: {OPENAI}\r\n{auth}"),
+            vec![],
+            404,
+            "unknown_route",
+        ),
+        (format!("POST /v1/responses HTTP/1.1\r\nHost: {OPENAI}\r\n{auth}"), vec![], 404, "unknown_route"),
+        (format!("POST /{OPENAI}.evil.test/v1/responses HTTP/1.1\r\nHost: x\r\n{auth}"), vec![], 404, "unknown_route"),
+        (format!("POST /{OPENAI}/v1/../v1/responses HTTP/1.1\r\nHost: x\r\n{auth}"), vec![], 400, "bad_request"),
+        (format!("POST /{OPENAI}/v1%2Fresponses HTTP/1.1\r\nHost: x\r\n{auth}"), vec![], 400, "bad_request"),
+        (format!("POST /{OPENAI}//v1/responses HTTP/1.1\r\nHost: x\r\n{auth}"), vec![], 400, "bad_request"),
+        (format!("POST /{OPENAI}/v1/./responses HTTP/1.1\r\nHost: x\r\n{auth}"), vec![], 400, "bad_request"),
+        (
+            format!("GET /{OPENAI}/v1/models/{} HTTP/1.1\r\nHost: x\r\n{auth}", "a".repeat(2100)),
+            vec![],
+            400,
+            "bad_request",
+        ),
+        (format!("POST /{OPENAI}/v1/files HTTP/1.1\r\nHost: x\r\n{auth}"), vec![], 403, "path_not_allowed"),
+        (format!("GET /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{auth}"), vec![], 403, "path_not_allowed"),
+        (format!("DELETE /{OPENAI}/v1/models/gpt-5 HTTP/1.1\r\nHost: x\r\n{auth}"), vec![], 405, "method_not_allowed"),
+        (format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x"), vec![], 401, "no_placeholder"),
+        (
+            format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {AGENT_KEY}"),
+            vec![],
+            401,
+            "no_placeholder",
+        ),
+        (
+            format!(
+                "POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}",
+                placeholder_from(&[1; 32])
+            ),
+            vec![],
+            401,
+            "no_placeholder",
+        ),
+        // OpenAI takes its key as a bearer only.
+        (format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\nx-api-key: {ph}"), vec![], 401, "no_placeholder"),
+        (format!("POST /{OPENAI}/v1/responses?key={ph} HTTP/1.1\r\nHost: x"), vec![], 401, "no_placeholder"),
+        (format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{auth}"), vec![b'x'; 2048], 413, "body_too_large"),
+        (
+            format!(
+                "GET /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{auth}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13"
+            ),
+            vec![],
+            426,
+            "upgrade_refused",
+        ),
+        (
+            format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{auth}\r\nx-leak: {ph}"),
+            vec![],
+            400,
+            "bad_request",
+        ),
+        (format!("POST /{OPENAI}/v1/responses?note={ph} HTTP/1.1\r\nHost: x\r\n{auth}"), vec![], 400, "bad_request"),
+    ];
+    for (head, body, status, code) in &cases {
+        let answer = send(harness.address, head, body).await;
+        let summary = head.lines().next().unwrap_or_default().chars().take(90).collect::<String>();
+        assert_eq!((answer.status, answer.code().as_str()), (*status, *code), "{summary}: {answer:?}");
+        assert!(
+            answer.body.contains(&format!("roundtable broker refused this request: {code}: ")),
+            "{summary}: {}",
+            answer.body
+        );
+        assert!(!answer.body.contains(&ph) && !answer.body.contains(REAL_KEY));
+    }
+    assert!(harness.provider.recorded().is_empty(), "a refused request reached upstream");
+    assert_eq!(harness.dns.lookups(OPENAI), 0, "a refused request was resolved");
+    let lines = harness.journal.lines();
+    assert_eq!(lines.len(), cases.len());
+    assert_lines_clean(&lines);
+    assert!(lines.iter().all(|line| line.path.len() <= 256));
+    let counters = harness.broker.counters();
+    assert_eq!(counters.requests, 0);
+    assert_eq!(counters.refused.get(&BrokerReason::NoPlaceholder), Some(&5));
+    assert_eq!(counters.refused.get(&BrokerReason::UpgradeRefused), Some(&1));
+}
+
+#[tokio::test]
+async fn a_chunked_body_is_cut_when_it_passes_the_cap() {
+    let limits = BrokerLimits { max_body_bytes: 1024, ..BrokerLimits::default() };
+    let harness = start(Options { limits, ..Options::new(OPENAI) }, |_| Canned::json(200, &json!({}))).await;
+    let chunk = format!("{:x}\r\n{}\r\n", 600, "y".repeat(600));
+    let body = format!("{chunk}{chunk}{chunk}0\r\n\r\n");
+    let head = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}\r\nTransfer-Encoding: chunked", bearer());
+    let answer = send(harness.address, &head, body.as_bytes()).await;
+    assert_eq!((answer.status, answer.code().as_str()), (413, "body_too_large"), "{answer:?}");
+    assert!(harness.provider.recorded().iter().all(|r| r.body.len() < 1800), "the whole body reached upstream");
+    // Under the cap, a chunked body streams through whole.
+    let small = format!("{chunk}0\r\n\r\n");
+    let answer = send(harness.address, &head, small.as_bytes()).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert!(harness.provider.recorded().iter().any(|r| r.body.len() == 600));
+}
+
+#[tokio::test]
+async fn the_budget_refuses_the_request_after_it_is_spent() {
+    let budget = Budget { tokens: None, requests: Some(1) };
+    let harness = start(Options { budget, ..Options::new(OPENAI) }, |_| Canned::sse(&sse_turn())).await;
+    let mut refused = harness.broker.budget_refused();
+    let head = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    assert_eq!(send(harness.address, &head, b"{}").await.status, 200);
+    assert!(!*refused.borrow_and_update());
+    let answer = send(harness.address, &head, b"{}").await;
+    assert_eq!((answer.status, answer.code().as_str()), (429, "budget_exhausted"), "{answer:?}");
+    assert_eq!(harness.provider.recorded().len(), 1, "a request past the budget reached upstream");
+    assert!(*refused.borrow_and_update(), "the watch did not turn");
+    let counters = harness.broker.counters();
+    assert!(counters.exhausted);
+    assert_eq!(counters.refused.get(&BrokerReason::BudgetExhausted), Some(&1));
+}
+
+#[tokio::test]
+async fn an_error_body_echoing_the_key_is_masked() {
+    let echoed = format!(
+        "Incorrect API key provided: sk-proj-****\u{2026}MxYA. You sent {REAL_KEY} (also rt-placeholder-{}).",
+        "5a".repeat(32)
+    );
+    let body = json!({"error": {"message": echoed, "type": "invalid_request_error"}});
+    let harness = start(Options::new(OPENAI), move |_| Canned::json(401, &body)).await;
+    let head = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    let answer = send(harness.address, &head, b"{}").await;
+    assert_eq!(answer.status, 401, "{answer:?}");
+    assert!(!answer.body.contains(REAL_KEY), "{}", answer.body);
+    assert!(!answer.body.contains("MxYA"), "{}", answer.body);
+    assert!(!answer.body.contains(&placeholder()), "{}", answer.body);
+    assert!(answer.body.contains("Incorrect API key provided: [redacted]."), "{}", answer.body);
+    assert_eq!(answer.header("content-length"), Some(answer.body.len().to_string()));
+    let lines = harness.journal.lines();
+    assert_eq!((lines[0].status, lines[0].reason), (401, BrokerReason::Allowed));
+    let counters = harness.broker.counters();
+    assert_eq!((counters.unreadable, counters.tokens), (0, Tokens::default()), "a non-2xx settles nothing");
+}
+
+#[tokio::test]
+async fn server_sent_events_reach_the_agent_event_by_event() {
+    let gate = Arc::new(Notify::new());
+    let held = gate.clone();
+    let harness =
+        start(Options::new(OPENAI), move |_| Canned { gate: Some(held.clone()), ..Canned::sse(&sse_turn()) }).await;
+    let mut stream = TcpStream::connect(harness.address).await.expect("connect");
+    let head =
+        format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}\r\nContent-Length: 2\r\n\r\n{{}}", bearer());
+    stream.write_all(head.as_bytes()).await.expect("write");
+    let mut seen = Vec::new();
+    let mut buffer = [0u8; 4096];
+    // The provider holds everything after its first event until the gate opens.
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while !String::from_utf8_lossy(&seen).contains("response.created") {
+            let n = stream.read(&mut buffer).await.expect("read");
+            assert!(n > 0, "closed before the first event");
+            seen.extend_from_slice(&buffer[..n]);
+        }
+    })
+    .await
+    .expect("the first event arrived only after the provider finished");
+    assert!(!String::from_utf8_lossy(&seen).contains("response.completed"));
+    gate.notify_one();
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while !String::from_utf8_lossy(&seen).contains("response.completed") {
+            let n = stream.read(&mut buffer).await.expect("read");
+            assert!(n > 0, "closed before the last event");
+            seen.extend_from_slice(&buffer[..n]);
+        }
+    })
+    .await
+    .expect("the rest of the stream");
+    drop(stream);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let lines = harness.journal.lines();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0].tokens, Some(Tokens { input: 11, output: 7 }));
+}
+
+#[tokio::test]
+async fn upstream_failures_are_502_or_504_with_the_detail_in_the_line() {
+    // The provider host resolves to a private address no allowCidrs entry admits.
+    let options =
+        Options { dns: Some(Reply::Addresses(vec!["10.1.2.3".parse().expect("ip")])), ..Options::new(CUSTOM) };
+    let harness = start(options, |_| Canned::json(200, &json!({}))).await;
+    let head = format!("POST /{CUSTOM}/v1/chat/completions HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    let answer = send(harness.address, &head, b"{}").await;
+    assert_eq!((answer.status, answer.code().as_str()), (502, "upstream_failed"), "{answer:?}");
+    let lines = harness.journal.lines();
+    assert!(lines[0].detail.as_deref().is_some_and(|d| d.contains("address_denied:private")), "{lines:?}");
+    assert!(harness.provider.recorded().is_empty());
+
+    // Nothing listens where it resolves.
+    let options = Options { dns: Some(Reply::Addresses(vec![IpAddr::V4(own_address())])), ..Options::new(CUSTOM) };
+    let harness = start(options, |_| Canned::json(200, &json!({}))).await;
+    let answer = send(harness.address, &head, b"{}").await;
+    assert_eq!((answer.status, answer.code().as_str()), (502, "upstream_failed"), "{answer:?}");
+    assert!(harness.journal.lines()[0].detail.as_deref().is_some_and(|d| d.contains(":443")));
+
+    // The nameserver stays silent.
+    let options =
+        Options { dns: Some(Reply::Silence), dns_timeout: Some(Duration::from_millis(300)), ..Options::new(CUSTOM) };
+    let harness = start(options, |_| Canned::json(200, &json!({}))).await;
+    let answer = send(harness.address, &head, b"{}").await;
+    assert_eq!((answer.status, answer.code().as_str()), (504, "upstream_timeout"), "{answer:?}");
+    // A failed request was admitted, and settles nothing.
+    assert_eq!(harness.broker.counters().unreadable, 0);
+}
+
+#[tokio::test]
+async fn a_custom_host_takes_any_get_or_post_and_the_key_from_any_place() {
+    let harness = start(Options::new(CUSTOM), |_| Canned::json(200, &json!({"ok": true}))).await;
+    let ph = placeholder();
+    for (place, header) in [
+        (format!("x-goog-api-key: {ph}"), "x-goog-api-key"),
+        (format!("x-api-key: {ph}"), "x-api-key"),
+        (bearer(), "authorization"),
+    ] {
+        let head = format!("GET /{CUSTOM}/anything/v9/list HTTP/1.1\r\nHost: x\r\n{place}");
+        assert_eq!(send(harness.address, &head, b"").await.status, 200);
+        let recorded = harness.provider.recorded();
+        let last = recorded.last().expect("a request");
+        let carrying: Vec<&str> =
+            last.headers.iter().filter(|(_, v)| v.contains(REAL_KEY)).map(|(n, _)| n.as_str()).collect();
+        assert_eq!(carrying, [header]);
+    }
+    assert_eq!(
+        send(harness.address, &format!("PUT /{CUSTOM}/x HTTP/1.1\r\nHost: x\r\n{}", bearer()), b"").await.status,
+        405
+    );
+    assert_no_placeholder_upstream(&harness.provider.recorded());
+}
+
+#[tokio::test]
+async fn a_keep_alive_connection_on_the_unix_socket_carries_several_requests() {
+    let upstream_ip = own_address();
+    let provider = FakeProvider::start(SocketAddr::new(IpAddr::V4(upstream_ip), 443), &[OPENAI], |_| {
+        Canned::json(200, &json!({"data": []}))
+    })
+    .await
+    .expect("provider");
+    let dns = FakeDns::start("127.0.0.1:0".parse().expect("addr")).await.expect("dns");
+    dns.answer(OPENAI, vec![Reply::Addresses(vec![IpAddr::V4(upstream_ip)])]);
+    let mut upstream = Settings::new([OPENAI]).expect("settings");
+    upstream.set_allow_cidrs([net("127.0.0.0/8")]).expect("allowCidrs");
+    upstream.dial_allow = vec![net("127.0.0.0/8")];
+    let settings = BrokerSettings {
+        routes: vec![Route::new(OPENAI)],
+        credentials: vec![credential()],
+        budget: Budget::default(),
+        limits: BrokerLimits::default(),
+        upstream,
+        extra_roots: vec![provider.identity.certificate.clone()],
+    };
+    let journal = Arc::new(MemoryJournal::default());
+    let resolver = DnsResolver::new(&[dns.address()]).expect("resolver");
+    let broker = Arc::new(Broker::new(settings, resolver, DirectDialer, journal.clone()).expect("broker"));
+    let dir = tempfile_dir();
+    let path = dir.join("broker.sock");
+    let listener = Listener::bind(&Endpoint::Unix(path.clone())).await.expect("bind");
+    let cancel = CancellationToken::new();
+    let served = tokio::spawn(serve(broker, Arc::new(listener), cancel.clone()));
+
+    let mut stream = UnixStream::connect(&path).await.expect("connect");
+    let request = format!("GET /{OPENAI}/v1/models HTTP/1.1\r\nHost: x\r\n{}\r\n\r\n", bearer());
+    for _ in 0..2 {
+        stream.write_all(request.as_bytes()).await.expect("write");
+        let mut seen = Vec::new();
+        let mut buffer = [0u8; 4096];
+        while !String::from_utf8_lossy(&seen).ends_with(r#"{"data":[]}"#) {
+            let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer))
+                .await
+                .expect("answer")
+                .expect("read");
+            assert!(n > 0, "the connection was closed: {}", String::from_utf8_lossy(&seen));
+            seen.extend_from_slice(&buffer[..n]);
+        }
+        assert!(String::from_utf8_lossy(&seen).starts_with("HTTP/1.1 200"));
+    }
+    assert_eq!(provider.recorded().len(), 2);
+    assert_eq!(journal.lines().len(), 2);
+    cancel.cancel();
+    tokio::time::timeout(Duration::from_secs(15), served).await.expect("the broker stops").expect("joined");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    static NEXT: AtomicU8 = AtomicU8::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "roundtable-broker-test-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+#[test]
+fn a_broker_is_not_built_for_a_host_its_upstream_cannot_reach() {
+    let settings = BrokerSettings {
+        routes: vec![Route::new(ANTHROPIC)],
+        credentials: vec![credential()],
+        budget: Budget::default(),
+        limits: BrokerLimits::default(),
+        upstream: Settings::new([OPENAI]).expect("settings"),
+        extra_roots: vec![],
+    };
+    let resolver = DnsResolver::new(&["127.0.0.1:53".parse().expect("addr")]).expect("resolver");
+    let error =
+        Broker::new(settings, resolver, DirectDialer, Arc::new(MemoryJournal::default())).err().expect("refused");
+    assert!(error.to_string().contains(ANTHROPIC));
+    assert!(!format!("{error:?}").contains(REAL_KEY));
+}
+
+#[tokio::test]
+async fn a_placeholder_in_the_path_of_a_custom_host_is_refused() {
+    let harness = start(Options::new(CUSTOM), |_| Canned::json(200, &json!({}))).await;
+    let head = format!("GET /{CUSTOM}/v1/echo/{} HTTP/1.1\r\nHost: x\r\n{}", placeholder(), bearer());
+    let answer = send(harness.address, &head, b"").await;
+    assert_eq!((answer.status, answer.code().as_str()), (400, "bad_request"), "{answer:?}");
+    assert!(harness.provider.recorded().is_empty());
+    let lines = harness.journal.lines();
+    assert_eq!(lines[0].path, format!("/{CUSTOM}/v1/echo/{{placeholder}}"));
+    assert_lines_clean(&lines);
+}
+
+#[tokio::test]
+async fn requests_past_the_open_request_bound_are_refused_until_one_ends() {
+    let gate = Arc::new(Notify::new());
+    let held = gate.clone();
+    let limits = BrokerLimits { max_open_requests: 1, ..BrokerLimits::default() };
+    let harness = start(Options { limits, ..Options::new(OPENAI) }, move |_| Canned {
+        gate: Some(held.clone()),
+        ..Canned::sse(&sse_turn())
+    })
+    .await;
+    let mut open = TcpStream::connect(harness.address).await.expect("connect");
+    let head = format!(
+        "POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{{}}",
+        bearer()
+    );
+    open.write_all(head.as_bytes()).await.expect("write");
+    let mut buffer = [0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), open.read(&mut buffer)).await.expect("head").expect("read");
+    assert!(String::from_utf8_lossy(&buffer[..n]).starts_with("HTTP/1.1 200"));
+
+    let second = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    let answer = send(harness.address, &second, b"{}").await;
+    assert_eq!((answer.status, answer.code().as_str()), (429, "too_many_requests"), "{answer:?}");
+    assert_eq!(answer.header("retry-after").as_deref(), Some("1"));
+    assert_eq!(harness.provider.recorded().len(), 1);
+
+    gate.notify_one();
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), open.read_to_end(&mut rest)).await;
+    drop(open);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let gate_again = gate.clone();
+    let waiter = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        gate_again.notify_one();
+    });
+    assert_eq!(send(harness.address, &second, b"{}").await.status, 200, "the place was not given back");
+    waiter.await.expect("waiter");
+}
+
+#[tokio::test]
+async fn a_provider_slow_to_answer_is_504_and_a_stalled_stream_is_cut() {
+    let limits = BrokerLimits {
+        response_head_timeout: Duration::from_millis(300),
+        body_idle_timeout: Duration::from_millis(300),
+        ..BrokerLimits::default()
+    };
+    let never = Arc::new(Notify::new());
+    let harness = start(Options { limits, ..Options::new(OPENAI) }, move |request| {
+        if request.method == "GET" {
+            Canned { head_delay: Duration::from_secs(3), ..Canned::json(200, &json!({})) }
+        } else {
+            Canned { gate: Some(never.clone()), ..Canned::sse(&sse_turn()) }
+        }
+    })
+    .await;
+    let head = format!("GET /{OPENAI}/v1/models HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    let answer = send(harness.address, &head, b"").await;
+    assert_eq!((answer.status, answer.code().as_str()), (504, "upstream_timeout"), "{answer:?}");
+
+    let head = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    let started = std::time::Instant::now();
+    let answer = send(harness.address, &head, b"{}").await;
+    assert!(started.elapsed() < Duration::from_secs(5), "the stalled stream was not cut");
+    assert_eq!(answer.status, 200);
+    assert!(answer.body.contains("response.created") && !answer.body.contains("response.completed"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let lines = harness.journal.lines();
+    assert!(lines[1].detail.as_deref().is_some_and(|d| d.contains("no byte from the provider")), "{lines:?}");
+    // A cut stream's usage could not be read.
+    assert_eq!(lines[1].tokens, None);
+    assert_eq!(harness.broker.counters().unreadable, 1);
+}
