@@ -146,12 +146,19 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
 
         let presented = headers::find_placeholder(&self.keyring, route.scheme, &parts.headers, query.as_deref())
             .ok_or_else(|| {
-                Refusal::new(BrokerReason::NoPlaceholder, "no placeholder of this session where the provider takes its key")
+                Refusal::new(
+                    BrokerReason::NoPlaceholder,
+                    "no placeholder of this session where the provider takes its key",
+                )
             })?;
         record.line.credential = Some(presented.entry.name.clone());
 
         if let Some(length) = parts.headers.get(header::CONTENT_LENGTH)
-            && length.to_str().ok().and_then(|l| l.trim().parse::<u64>().ok()).is_none_or(|l| l > self.limits.max_body_bytes)
+            && length
+                .to_str()
+                .ok()
+                .and_then(|l| l.trim().parse::<u64>().ok())
+                .is_none_or(|l| l > self.limits.max_body_bytes)
         {
             return Err(Refusal::new(
                 BrokerReason::BodyTooLarge,
@@ -192,7 +199,8 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
         *upstream_request.version_mut() = Version::HTTP_11;
         *upstream_request.headers_mut() = upstream_headers;
         let dialed = opened.dialed;
-        let sent = tokio::time::timeout(self.limits.response_head_timeout, opened.sender.send_request(upstream_request));
+        let sent =
+            tokio::time::timeout(self.limits.response_head_timeout, opened.sender.send_request(upstream_request));
         let response = match sent.await {
             Err(_) => {
                 return Err(Refusal::new(
@@ -223,7 +231,7 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
         let (mut parts, body) = response.into_parts();
         record.line.status = parts.status.as_u16();
         record.line.upstream_request_id = headers::request_id(&parts.headers);
-        headers::downstream_headers(&mut parts.headers);
+        headers::downstream_headers(&mut parts.headers, presented.entry.value.expose());
         parts.version = Version::HTTP_11;
         if parts.status.is_success() {
             let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
@@ -274,10 +282,10 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
 fn path_refusal(refusal: PathRefusal) -> Refusal {
     match refusal {
         PathRefusal::BadPath(detail) => Refusal::new(BrokerReason::BadRequest, detail),
-        PathRefusal::Method => Refusal::new(BrokerReason::MethodNotAllowed, "the provider's endpoints take GET and POST"),
-        PathRefusal::NotAllowed => {
-            Refusal::new(BrokerReason::PathNotAllowed, "not a model endpoint of this provider")
+        PathRefusal::Method => {
+            Refusal::new(BrokerReason::MethodNotAllowed, "the provider's endpoints take GET and POST")
         }
+        PathRefusal::NotAllowed => Refusal::new(BrokerReason::PathNotAllowed, "not a model endpoint of this provider"),
     }
 }
 

@@ -178,9 +178,21 @@ fn encode(value: &str) -> String {
     out
 }
 
-/// Strips what the agent is never shown from a provider's response headers.
-pub(crate) fn downstream_headers(headers: &mut HeaderMap) {
+/// Strips what the agent is never shown from a provider's response headers, and any header
+/// that echoes the real key or a placeholder.
+pub(crate) fn downstream_headers(headers: &mut HeaderMap, secret: &str) {
     for name in STRIPPED_DOWN {
+        headers.remove(name);
+    }
+    let secret = secret.as_bytes();
+    let echoing: Vec<HeaderName> = headers
+        .iter()
+        .filter(|(_, value)| {
+            holds_placeholder(value.as_bytes()) || value.as_bytes().windows(secret.len()).any(|window| window == secret)
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    for name in echoing {
         headers.remove(name);
     }
 }

@@ -79,7 +79,9 @@ impl Record {
 
     /// The response head was passed back (the first byte, when the body is empty).
     pub(crate) fn head_passed(&mut self) {
-        self.line.first_byte_ms.get_or_insert_with(|| u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX));
+        self.line
+            .first_byte_ms
+            .get_or_insert_with(|| u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX));
     }
 
     fn elapsed_ms(&self) -> u64 {

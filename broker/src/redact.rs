@@ -62,7 +62,11 @@ fn mask_shortened(body: &[u8], value: &[u8]) -> Vec<u8> {
             }
         }
         let prefixed = (run_start < at)
-            .then(|| (3..=8.min(value.len() - 4)).rev().find(|k| run_start >= copied + k && body[run_start - k..run_start] == value[..*k]))
+            .then(|| {
+                (3..=8.min(value.len() - 4))
+                    .rev()
+                    .find(|k| run_start >= copied + k && body[run_start - k..run_start] == value[..*k])
+            })
             .flatten();
         match prefixed {
             Some(k) => {
@@ -112,7 +116,10 @@ mod tests {
     #[test]
     fn every_echo_of_the_key_is_masked() {
         assert_eq!(masked(&format!("bad key {KEY}.")), "bad key [redacted].");
-        assert_eq!(masked("Incorrect API key provided: sk-proj-****\u{2026}MxYA."), "Incorrect API key provided: [redacted].");
+        assert_eq!(
+            masked("Incorrect API key provided: sk-proj-****\u{2026}MxYA."),
+            "Incorrect API key provided: [redacted]."
+        );
         assert_eq!(masked("key sk-****MxYA and sk-pro...MxYA"), "key [redacted] and [redacted]");
         assert_eq!(masked(&format!("you sent {PLACEHOLDER}")), "you sent [redacted]");
         assert_eq!(masked("you sent rt-placeholder-ab12 and RT-PLACEHOLDER-cd"), "you sent [redacted] and [redacted]");
@@ -121,6 +128,9 @@ mod tests {
 
     #[test]
     fn text_that_only_shares_the_last_four_characters_is_kept() {
-        assert_eq!(masked("MxYA is a word; xx****MxYA has no known prefix"), "MxYA is a word; xx****MxYA has no known prefix");
+        assert_eq!(
+            masked("MxYA is a word; xx****MxYA has no known prefix"),
+            "MxYA is a word; xx****MxYA has no known prefix"
+        );
     }
 }

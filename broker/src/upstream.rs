@@ -4,7 +4,7 @@
 //! connection over that stream. Nothing here resolves a name by itself.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
@@ -63,6 +63,17 @@ fn tls_config(extra_roots: &[CertificateDer<'static>]) -> Result<rustls::ClientC
     Ok(config)
 }
 
+/// The config of every broker without extra roots: the root store is built once per process,
+/// not once per session.
+fn shared_config() -> Result<Arc<rustls::ClientConfig>, BrokerError> {
+    static SHARED: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+    if let Some(config) = SHARED.get() {
+        return Ok(config.clone());
+    }
+    let config = Arc::new(tls_config(&[])?);
+    Ok(SHARED.get_or_init(|| config).clone())
+}
+
 fn pin_failure(error: pinned::PinError, stage: &str) -> Refusal {
     let reason = match error.reason {
         GatewayReason::DnsTimeout | GatewayReason::UpstreamConnectTimeout => BrokerReason::UpstreamTimeout,
@@ -78,7 +89,8 @@ impl<R: Resolve, D: Dial> Upstream<R, D> {
         dialer: D,
         extra_roots: &[CertificateDer<'static>],
     ) -> Result<Self, BrokerError> {
-        let tls = TlsConnector::from(Arc::new(tls_config(extra_roots)?));
+        let config = if extra_roots.is_empty() { shared_config()? } else { Arc::new(tls_config(extra_roots)?) };
+        let tls = TlsConnector::from(config);
         Ok(Self { settings, resolver, dialer, tls })
     }
 
@@ -88,8 +100,10 @@ impl<R: Resolve, D: Dial> Upstream<R, D> {
             return Err(Refusal::new(BrokerReason::UpstreamFailed, "the host is not in the upstream allowlist"));
         }
         let limits = self.settings.limits;
-        let addresses =
-            pinned::resolve(&self.resolver, host, limits.dns_timeout).await.result.map_err(|e| pin_failure(e, "lookup"))?;
+        let addresses = pinned::resolve(&self.resolver, host, limits.dns_timeout)
+            .await
+            .result
+            .map_err(|e| pin_failure(e, "lookup"))?;
         pinned::admit(&addresses, &self.settings.address_policy()).map_err(|e| pin_failure(e, "address policy"))?;
         let connected = pinned::dial(&self.dialer, &addresses, UPSTREAM_PORT, limits.connect_timeout)
             .await
@@ -100,10 +114,17 @@ impl<R: Resolve, D: Dial> Upstream<R, D> {
             .map_err(|_| Refusal::new(BrokerReason::UpstreamFailed, "the host is not a TLS server name"))?;
         let tls = tokio::time::timeout(limits.connect_timeout, self.tls.connect(name, connected.stream))
             .await
-            .map_err(|_| Refusal::new(BrokerReason::UpstreamTimeout, format!("TLS handshake with {dialed}: no answer")))?
-            .map_err(|error| Refusal::new(BrokerReason::UpstreamFailed, format!("TLS handshake with {dialed}: {error}")))?;
+            .map_err(|_| {
+                Refusal::new(BrokerReason::UpstreamTimeout, format!("TLS handshake with {dialed}: no answer"))
+            })?
+            .map_err(|error| {
+                Refusal::new(BrokerReason::UpstreamFailed, format!("TLS handshake with {dialed}: {error}"))
+            })?;
         if tls.get_ref().1.alpn_protocol().is_some_and(|alpn| alpn != b"http/1.1") {
-            return Err(Refusal::new(BrokerReason::UpstreamFailed, format!("{dialed} chose a protocol other than http/1.1")));
+            return Err(Refusal::new(
+                BrokerReason::UpstreamFailed,
+                format!("{dialed} chose a protocol other than http/1.1"),
+            ));
         }
         let (sender, connection) = http1::handshake(TokioIo::new(tls))
             .await

@@ -89,8 +89,9 @@ fn credential() -> Credential {
 
 async fn start(options: Options, answer: impl Fn(&Recorded) -> Canned + Send + Sync + 'static) -> Harness {
     let upstream_ip = own_address();
-    let provider =
-        FakeProvider::start(SocketAddr::new(IpAddr::V4(upstream_ip), 443), &[options.host], answer).await.expect("provider");
+    let provider = FakeProvider::start(SocketAddr::new(IpAddr::V4(upstream_ip), 443), &[options.host], answer)
+        .await
+        .expect("provider");
     let dns = FakeDns::start("127.0.0.1:0".parse().expect("addr")).await.expect("dns");
     dns.answer(options.host, vec![options.dns.unwrap_or(Reply::Addresses(vec![IpAddr::V4(upstream_ip)]))]);
     let mut upstream = Settings::new([options.host]).expect("settings");
@@ -128,9 +129,10 @@ struct Answer {
 
 impl Answer {
     fn header(&self, name: &str) -> Option<String> {
-        self.head.split("\r\n").filter_map(|line| line.split_once(':')).find_map(|(n, v)| {
-            n.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
-        })
+        self.head
+            .split("\r\n")
+            .filter_map(|line| line.split_once(':'))
+            .find_map(|(n, v)| n.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_owned()))
     }
 
     fn code(&self) -> String {
@@ -217,6 +219,8 @@ async fn the_provider_sees_the_real_key_only_in_its_auth_header_and_nothing_of_t
             .header("openai-organization", "org-secret")
             .header("openai-project", "proj_secret")
             .header("x-request-id", "req_42")
+            .header("x-echo-key", &format!("you are {REAL_KEY}"))
+            .header("x-echo-placeholder", "rt-placeholder-5a5a")
     })
     .await;
     let head = format!(
@@ -229,7 +233,7 @@ async fn the_provider_sees_the_real_key_only_in_its_auth_header_and_nothing_of_t
     let answer = send(harness.address, &head, br#"{"model":"gpt-5","input":"hi"}"#).await;
     assert_eq!(answer.status, 200, "{answer:?}");
     assert!(answer.body.contains("response.completed"), "{}", answer.body);
-    for stripped in ["set-cookie", "openai-organization", "openai-project"] {
+    for stripped in ["set-cookie", "openai-organization", "openai-project", "x-echo-key", "x-echo-placeholder"] {
         assert_eq!(answer.header(stripped), None, "{stripped} passed back");
     }
 
@@ -241,9 +245,16 @@ async fn the_provider_sees_the_real_key_only_in_its_auth_header_and_nothing_of_t
     assert_eq!(request.headers.iter().filter(|(n, _)| n == "authorization").count(), 1);
     assert_eq!(request.header("host"), Some(OPENAI));
     assert_eq!(request.header("openai-beta"), Some("responses=v1"), "provider headers pass verbatim");
-    for stripped in
-        ["x-api-key", "proxy-authorization", "cookie", "x-forwarded-for", "forwarded", "via", "openai-organization", "openai-project"]
-    {
+    for stripped in [
+        "x-api-key",
+        "proxy-authorization",
+        "cookie",
+        "x-forwarded-for",
+        "forwarded",
+        "via",
+        "openai-organization",
+        "openai-project",
+    ] {
         assert_eq!(request.header(stripped), None, "{stripped} reached upstream");
     }
     let real_key_places: Vec<&str> =
@@ -272,7 +283,7 @@ async fn the_provider_sees_the_real_key_only_in_its_auth_header_and_nothing_of_t
 #[tokio::test]
 async fn anthropic_takes_the_key_from_x_api_key_and_the_agents_own_bearer_never_passes() {
     let harness = start(Options::new(ANTHROPIC), |_| {
-        Canned::json(200, &json!({"usage": {"input_tokens": 3, "output_tokens": 4}}))
+        Canned::json(200, &json!({"type": "message", "usage": {"input_tokens": 3, "output_tokens": 4}}))
             .header("anthropic-organization-id", "org-1")
             .header("request-id", "req_a")
     })
@@ -337,21 +348,39 @@ async fn every_refusal_is_answered_with_its_reason_and_nothing_reaches_upstream(
     let ph = placeholder();
     let auth = bearer();
     let cases: Vec<(String, Vec<u8>, u16, &str)> = vec![
-        (format!("POST /api.anthropic.com/v1/messages HTTP/1.1\r\nHost: {OPENAI}\r\n{auth}"), vec![], 404, "unknown_route"),
+        (
+            format!("POST /api.anthropic.com/v1/messages HTTP/1.1\r\nHost: {OPENAI}\r\n{auth}"),
+            vec![],
+            404,
+            "unknown_route",
+        ),
         (format!("POST /v1/responses HTTP/1.1\r\nHost: {OPENAI}\r\n{auth}"), vec![], 404, "unknown_route"),
         (format!("POST /{OPENAI}.evil.test/v1/responses HTTP/1.1\r\nHost: x\r\n{auth}"), vec![], 404, "unknown_route"),
         (format!("POST /{OPENAI}/v1/../v1/responses HTTP/1.1\r\nHost: x\r\n{auth}"), vec![], 400, "bad_request"),
         (format!("POST /{OPENAI}/v1%2Fresponses HTTP/1.1\r\nHost: x\r\n{auth}"), vec![], 400, "bad_request"),
         (format!("POST /{OPENAI}//v1/responses HTTP/1.1\r\nHost: x\r\n{auth}"), vec![], 400, "bad_request"),
         (format!("POST /{OPENAI}/v1/./responses HTTP/1.1\r\nHost: x\r\n{auth}"), vec![], 400, "bad_request"),
-        (format!("GET /{OPENAI}/v1/models/{} HTTP/1.1\r\nHost: x\r\n{auth}", "a".repeat(2100)), vec![], 400, "bad_request"),
+        (
+            format!("GET /{OPENAI}/v1/models/{} HTTP/1.1\r\nHost: x\r\n{auth}", "a".repeat(2100)),
+            vec![],
+            400,
+            "bad_request",
+        ),
         (format!("POST /{OPENAI}/v1/files HTTP/1.1\r\nHost: x\r\n{auth}"), vec![], 403, "path_not_allowed"),
         (format!("GET /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{auth}"), vec![], 403, "path_not_allowed"),
         (format!("DELETE /{OPENAI}/v1/models/gpt-5 HTTP/1.1\r\nHost: x\r\n{auth}"), vec![], 405, "method_not_allowed"),
         (format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x"), vec![], 401, "no_placeholder"),
-        (format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {AGENT_KEY}"), vec![], 401, "no_placeholder"),
         (
-            format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}", placeholder_from(&[1; 32])),
+            format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {AGENT_KEY}"),
+            vec![],
+            401,
+            "no_placeholder",
+        ),
+        (
+            format!(
+                "POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}",
+                placeholder_from(&[1; 32])
+            ),
             vec![],
             401,
             "no_placeholder",
@@ -361,12 +390,19 @@ async fn every_refusal_is_answered_with_its_reason_and_nothing_reaches_upstream(
         (format!("POST /{OPENAI}/v1/responses?key={ph} HTTP/1.1\r\nHost: x"), vec![], 401, "no_placeholder"),
         (format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{auth}"), vec![b'x'; 2048], 413, "body_too_large"),
         (
-            format!("GET /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{auth}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13"),
+            format!(
+                "GET /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{auth}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13"
+            ),
             vec![],
             426,
             "upgrade_refused",
         ),
-        (format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{auth}\r\nx-leak: {ph}"), vec![], 400, "bad_request"),
+        (
+            format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{auth}\r\nx-leak: {ph}"),
+            vec![],
+            400,
+            "bad_request",
+        ),
         (format!("POST /{OPENAI}/v1/responses?note={ph} HTTP/1.1\r\nHost: x\r\n{auth}"), vec![], 400, "bad_request"),
     ];
     for (head, body, status, code) in &cases {
@@ -452,9 +488,11 @@ async fn an_error_body_echoing_the_key_is_masked() {
 async fn server_sent_events_reach_the_agent_event_by_event() {
     let gate = Arc::new(Notify::new());
     let held = gate.clone();
-    let harness = start(Options::new(OPENAI), move |_| Canned { gate: Some(held.clone()), ..Canned::sse(&sse_turn()) }).await;
+    let harness =
+        start(Options::new(OPENAI), move |_| Canned { gate: Some(held.clone()), ..Canned::sse(&sse_turn()) }).await;
     let mut stream = TcpStream::connect(harness.address).await.expect("connect");
-    let head = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}\r\nContent-Length: 2\r\n\r\n{{}}", bearer());
+    let head =
+        format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}\r\nContent-Length: 2\r\n\r\n{{}}", bearer());
     stream.write_all(head.as_bytes()).await.expect("write");
     let mut seen = Vec::new();
     let mut buffer = [0u8; 4096];
@@ -489,7 +527,8 @@ async fn server_sent_events_reach_the_agent_event_by_event() {
 #[tokio::test]
 async fn upstream_failures_are_502_or_504_with_the_detail_in_the_line() {
     // The provider host resolves to a private address no allowCidrs entry admits.
-    let options = Options { dns: Some(Reply::Addresses(vec!["10.1.2.3".parse().expect("ip")])), ..Options::new(CUSTOM) };
+    let options =
+        Options { dns: Some(Reply::Addresses(vec!["10.1.2.3".parse().expect("ip")])), ..Options::new(CUSTOM) };
     let harness = start(options, |_| Canned::json(200, &json!({}))).await;
     let head = format!("POST /{CUSTOM}/v1/chat/completions HTTP/1.1\r\nHost: x\r\n{}", bearer());
     let answer = send(harness.address, &head, b"{}").await;
@@ -532,7 +571,10 @@ async fn a_custom_host_takes_any_get_or_post_and_the_key_from_any_place() {
             last.headers.iter().filter(|(_, v)| v.contains(REAL_KEY)).map(|(n, _)| n.as_str()).collect();
         assert_eq!(carrying, [header]);
     }
-    assert_eq!(send(harness.address, &format!("PUT /{CUSTOM}/x HTTP/1.1\r\nHost: x\r\n{}", bearer()), b"").await.status, 405);
+    assert_eq!(
+        send(harness.address, &format!("PUT /{CUSTOM}/x HTTP/1.1\r\nHost: x\r\n{}", bearer()), b"").await.status,
+        405
+    );
     assert_no_placeholder_upstream(&harness.provider.recorded());
 }
 
@@ -573,7 +615,10 @@ async fn a_keep_alive_connection_on_the_unix_socket_carries_several_requests() {
         let mut seen = Vec::new();
         let mut buffer = [0u8; 4096];
         while !String::from_utf8_lossy(&seen).ends_with(r#"{"data":[]}"#) {
-            let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer)).await.expect("answer").expect("read");
+            let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer))
+                .await
+                .expect("answer")
+                .expect("read");
             assert!(n > 0, "the connection was closed: {}", String::from_utf8_lossy(&seen));
             seen.extend_from_slice(&buffer[..n]);
         }
@@ -588,8 +633,11 @@ async fn a_keep_alive_connection_on_the_unix_socket_carries_several_requests() {
 
 fn tempfile_dir() -> std::path::PathBuf {
     static NEXT: AtomicU8 = AtomicU8::new(0);
-    let dir = std::env::temp_dir()
-        .join(format!("roundtable-broker-test-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
+    let dir = std::env::temp_dir().join(format!(
+        "roundtable-broker-test-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
 }
@@ -605,7 +653,94 @@ fn a_broker_is_not_built_for_a_host_its_upstream_cannot_reach() {
         extra_roots: vec![],
     };
     let resolver = DnsResolver::new(&["127.0.0.1:53".parse().expect("addr")]).expect("resolver");
-    let error = Broker::new(settings, resolver, DirectDialer, Arc::new(MemoryJournal::default())).err().expect("refused");
+    let error =
+        Broker::new(settings, resolver, DirectDialer, Arc::new(MemoryJournal::default())).err().expect("refused");
     assert!(error.to_string().contains(ANTHROPIC));
     assert!(!format!("{error:?}").contains(REAL_KEY));
+}
+
+#[tokio::test]
+async fn a_placeholder_in_the_path_of_a_custom_host_is_refused() {
+    let harness = start(Options::new(CUSTOM), |_| Canned::json(200, &json!({}))).await;
+    let head = format!("GET /{CUSTOM}/v1/echo/{} HTTP/1.1\r\nHost: x\r\n{}", placeholder(), bearer());
+    let answer = send(harness.address, &head, b"").await;
+    assert_eq!((answer.status, answer.code().as_str()), (400, "bad_request"), "{answer:?}");
+    assert!(harness.provider.recorded().is_empty());
+    let lines = harness.journal.lines();
+    assert_eq!(lines[0].path, format!("/{CUSTOM}/v1/echo/{{placeholder}}"));
+    assert_lines_clean(&lines);
+}
+
+#[tokio::test]
+async fn requests_past_the_open_request_bound_are_refused_until_one_ends() {
+    let gate = Arc::new(Notify::new());
+    let held = gate.clone();
+    let limits = BrokerLimits { max_open_requests: 1, ..BrokerLimits::default() };
+    let harness = start(Options { limits, ..Options::new(OPENAI) }, move |_| Canned {
+        gate: Some(held.clone()),
+        ..Canned::sse(&sse_turn())
+    })
+    .await;
+    let mut open = TcpStream::connect(harness.address).await.expect("connect");
+    let head = format!(
+        "POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{{}}",
+        bearer()
+    );
+    open.write_all(head.as_bytes()).await.expect("write");
+    let mut buffer = [0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), open.read(&mut buffer)).await.expect("head").expect("read");
+    assert!(String::from_utf8_lossy(&buffer[..n]).starts_with("HTTP/1.1 200"));
+
+    let second = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    let answer = send(harness.address, &second, b"{}").await;
+    assert_eq!((answer.status, answer.code().as_str()), (429, "too_many_requests"), "{answer:?}");
+    assert_eq!(answer.header("retry-after").as_deref(), Some("1"));
+    assert_eq!(harness.provider.recorded().len(), 1);
+
+    gate.notify_one();
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), open.read_to_end(&mut rest)).await;
+    drop(open);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let gate_again = gate.clone();
+    let waiter = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        gate_again.notify_one();
+    });
+    assert_eq!(send(harness.address, &second, b"{}").await.status, 200, "the place was not given back");
+    waiter.await.expect("waiter");
+}
+
+#[tokio::test]
+async fn a_provider_slow_to_answer_is_504_and_a_stalled_stream_is_cut() {
+    let limits = BrokerLimits {
+        response_head_timeout: Duration::from_millis(300),
+        body_idle_timeout: Duration::from_millis(300),
+        ..BrokerLimits::default()
+    };
+    let never = Arc::new(Notify::new());
+    let harness = start(Options { limits, ..Options::new(OPENAI) }, move |request| {
+        if request.method == "GET" {
+            Canned { head_delay: Duration::from_secs(3), ..Canned::json(200, &json!({})) }
+        } else {
+            Canned { gate: Some(never.clone()), ..Canned::sse(&sse_turn()) }
+        }
+    })
+    .await;
+    let head = format!("GET /{OPENAI}/v1/models HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    let answer = send(harness.address, &head, b"").await;
+    assert_eq!((answer.status, answer.code().as_str()), (504, "upstream_timeout"), "{answer:?}");
+
+    let head = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    let started = std::time::Instant::now();
+    let answer = send(harness.address, &head, b"{}").await;
+    assert!(started.elapsed() < Duration::from_secs(5), "the stalled stream was not cut");
+    assert_eq!(answer.status, 200);
+    assert!(answer.body.contains("response.created") && !answer.body.contains("response.completed"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let lines = harness.journal.lines();
+    assert!(lines[1].detail.as_deref().is_some_and(|d| d.contains("no byte from the provider")), "{lines:?}");
+    // A cut stream's usage could not be read.
+    assert_eq!(lines[1].tokens, None);
+    assert_eq!(harness.broker.counters().unreadable, 1);
 }

@@ -50,9 +50,7 @@ pub async fn resolve<R: Resolve>(resolver: &R, host: &str, timeout: Duration) ->
     let result = match outcome {
         Err(LookupError::Timeout(_)) => Err(PinError::new(GatewayReason::DnsTimeout)),
         Err(LookupError::NoRecords) => Err(PinError::new(GatewayReason::DnsNoRecords)),
-        Err(LookupError::Failed(message)) => {
-            Err(PinError { reason: GatewayReason::DnsError, detail: Some(message) })
-        }
+        Err(LookupError::Failed(message)) => Err(PinError { reason: GatewayReason::DnsError, detail: Some(message) }),
         Ok(addresses) if addresses.is_empty() => Err(PinError::new(GatewayReason::DnsNoRecords)),
         Ok(addresses) => Ok(addresses),
     };
@@ -65,10 +63,10 @@ pub async fn resolve<R: Resolve>(resolver: &R, host: &str, timeout: Duration) ->
 pub fn admit(addresses: &[IpAddr], policy: &AddressPolicy<'_>) -> Result<Vec<IpNet>, PinError> {
     let mut allowed_by_cidr = Vec::new();
     for ip in addresses {
-        if let Admitted::Excepted(net) = address::decide(*ip, policy).map_err(PinError::new)? {
-            if !allowed_by_cidr.contains(&net) {
-                allowed_by_cidr.push(net);
-            }
+        if let Admitted::Excepted(net) = address::decide(*ip, policy).map_err(PinError::new)?
+            && !allowed_by_cidr.contains(&net)
+        {
+            allowed_by_cidr.push(net);
         }
     }
     Ok(allowed_by_cidr)
@@ -213,6 +211,8 @@ mod tests {
         assert_eq!(dialed.attempts.len(), MAX_DIAL_ATTEMPTS);
         let error = dialed.result.expect_err("refused");
         assert_eq!(error.reason, GatewayReason::UpstreamConnectFailed);
-        assert!(error.detail.as_deref().is_some_and(|d| d.starts_with("192.0.2.1:443: ") && d.contains("; 192.0.2.4:443")));
+        assert!(
+            error.detail.as_deref().is_some_and(|d| d.starts_with("192.0.2.1:443: ") && d.contains("; 192.0.2.4:443"))
+        );
     }
 }

@@ -30,6 +30,8 @@ pub struct Canned {
     pub pause: Duration,
     /// When set, nothing after the first piece is sent until this is notified.
     pub gate: Option<Arc<Notify>>,
+    /// Pause before the response head (a provider slow to answer at all).
+    pub head_delay: Duration,
 }
 
 impl Canned {
@@ -121,6 +123,9 @@ impl Drop for FakeProvider {
 }
 
 async fn write_answer<S: tokio::io::AsyncWrite + Unpin>(stream: &mut S, canned: &Canned) -> io::Result<()> {
+    if !canned.head_delay.is_zero() {
+        tokio::time::sleep(canned.head_delay).await;
+    }
     let mut head = format!("HTTP/1.1 {} Canned\r\n", canned.status);
     for (name, value) in &canned.headers {
         head.push_str(&format!("{name}: {value}\r\n"));
