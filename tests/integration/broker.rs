@@ -197,7 +197,8 @@ async fn a_hostile_agent_never_holds_the_key_and_its_placeholder_is_caught() {
 
     // Each attack was answered by the broker, and none of them reached the provider.
     let answer = |section: &str| {
-        let start = loot.find(&format!("== {section}")).unwrap_or_else(|| panic!("no {section} section: {loot}"));
+        // The last one: the script itself, with every marker, is in the dumped cmdlines first.
+        let start = loot.rfind(&format!("== {section}")).unwrap_or_else(|| panic!("no {section} section: {loot}"));
         loot[start..].lines().skip(1).take_while(|line| !line.contains("== ")).collect::<Vec<_>>().join("\n")
     };
     assert!(answer("own key").contains("401"), "own key: {}", answer("own key"));
