@@ -36,10 +36,11 @@ pub fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
                         image,
                         if capabilities.is_empty() { "-".into() } else { capabilities.join(",") },
                         if item.provider_hosts.is_empty() { "-".into() } else { item.provider_hosts.join(",") },
+                        item.credential_mode.map_or("-", |mode| mode.as_str()).into(),
                     ]
                 })
                 .collect();
-            print!("{}", render::table(&["NAME", "SOURCE", "ENABLED", "IMAGE", "CAPABILITIES", "HOSTS"], &rows));
+            print!("{}", render::table(&["NAME", "SOURCE", "ENABLED", "IMAGE", "CAPABILITIES", "HOSTS", "CREDENTIALS"], &rows));
         }
     }
     Ok(if errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
