@@ -259,14 +259,18 @@ mod tests {
         );
         let with_mcp = codex(true, Some(&provider));
         assert!(with_mcp.starts_with(&without_mcp), "{with_mcp}");
-        assert!(with_mcp.ends_with(&codex(true, None).replace("# Written by Roundtable for this session; read-only.\n", "")));
+        assert!(
+            with_mcp
+                .ends_with(&codex(true, None).replace("# Written by Roundtable for this session; read-only.\n", ""))
+        );
         let first_table = with_mcp.find('[').expect("a table");
         assert!(with_mcp.find("model_provider =").expect("the key") < first_table);
     }
 
     #[test]
     fn a_brokered_opencode_config_has_the_base_url_and_no_key() {
-        let provider = OpencodeProvider { id: "anthropic", base_url: "http://127.0.0.1:3129/api.anthropic.com/v1".into() };
+        let provider =
+            OpencodeProvider { id: "anthropic", base_url: "http://127.0.0.1:3129/api.anthropic.com/v1".into() };
         let value: serde_json::Value = serde_json::from_str(&opencode(false, Some(&provider))).expect("json");
         assert_eq!(
             value["provider"],

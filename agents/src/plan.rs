@@ -793,7 +793,10 @@ mod tests {
             for variable in BROKER_VARIABLES {
                 assert_eq!(value(&plan, variable), None, "{name}: {variable}");
             }
-            assert!(plan.files.iter().filter_map(|f| f.contents.as_deref()).all(|text| !text.contains("3129")), "{name}");
+            assert!(
+                plan.files.iter().filter_map(|f| f.contents.as_deref()).all(|text| !text.contains("3129")),
+                "{name}"
+            );
             let sockets = plan.mounts.iter().find(|m| m.path == "/run/roundtable").expect("sockets");
             assert_eq!(sockets.what, "the session's sockets (egress.sock, mcp.sock)", "{name}");
         }

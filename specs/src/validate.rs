@@ -268,7 +268,10 @@ fn check_credentials(name: &str, spec: &AdapterSpec, origin: &Origin, out: &mut 
         out.push(origin.finding(
             &path("spec.budget"),
             Severity::Warning,
-            format!("{}, so this budget is not enforced: budgets are kept only by the credential broker", unbrokered_why(&adapter)),
+            format!(
+                "{}, so this budget is not enforced: budgets are kept only by the credential broker",
+                unbrokered_why(&adapter)
+            ),
         ));
     }
 }
@@ -1100,7 +1103,11 @@ mod tests {
         let warning = &found[0];
         assert_eq!((warning.severity, warning.path.as_str()), (Severity::Warning, "spec.credentialMode"));
         assert_eq!((warning.file.as_str(), warning.line), ("a.yaml", 6));
-        assert!(warning.message.contains("ANTHROPIC_API_KEY") && warning.message.contains("print"), "{}", warning.message);
+        assert!(
+            warning.message.contains("ANTHROPIC_API_KEY") && warning.message.contains("print"),
+            "{}",
+            warning.message
+        );
         // Nothing to expose: no warning.
         assert!(findings(&[("a.yaml", &adapter("mine", "  credentialMode: env\n"))]).is_empty());
         assert!(findings(&[("a.yaml", &adapter("claude", "  credentialMode: broker\n"))]).is_empty());
@@ -1124,7 +1131,12 @@ mod tests {
         let routed = |adapter: &str, budget: &str| {
             findings(&[(
                 "b.yaml",
-                &assignment("b", &format!("  adapter: {adapter}\n  model: m\n  task: {{id: T, prompt: p}}\n  readablePaths: [a]\n{budget}")),
+                &assignment(
+                    "b",
+                    &format!(
+                        "  adapter: {adapter}\n  model: m\n  task: {{id: T, prompt: p}}\n  readablePaths: [a]\n{budget}"
+                    ),
+                ),
             )])
         };
         assert!(routed("claude", "  budget: {tokens: 10}\n").is_empty());

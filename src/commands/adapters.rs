@@ -40,7 +40,10 @@ pub fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
                     ]
                 })
                 .collect();
-            print!("{}", render::table(&["NAME", "SOURCE", "ENABLED", "IMAGE", "CAPABILITIES", "HOSTS", "CREDENTIALS"], &rows));
+            print!(
+                "{}",
+                render::table(&["NAME", "SOURCE", "ENABLED", "IMAGE", "CAPABILITIES", "HOSTS", "CREDENTIALS"], &rows)
+            );
         }
     }
     Ok(if errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
