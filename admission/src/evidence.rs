@@ -2,7 +2,7 @@
 //! fingerprint, the conformance run id, the probe and profile hashes), the decision it supports
 //! on its own (first failure wins), and the receipt that records it.
 
-use roundtable_specs::adapter::ResolvedAdapter;
+use roundtable_specs::adapter::{CredentialMode, ResolvedAdapter};
 use roundtable_specs::admission::{
     CanaryVerdict, ChainHead, ConformanceVerdict, RECEIPT_KIND, RECEIPT_SCHEMA_VERSION, ReceiptBody, RefusalReason,
     Verdict,
@@ -28,6 +28,8 @@ pub struct Evidence {
     pub canary: CanaryVerdict,
     /// The capability profile, sorted.
     pub capabilities: Vec<String>,
+    /// How the adapter's credentials reach its agent; `None` when it has none.
+    pub credential_mode: Option<CredentialMode>,
 }
 
 impl Evidence {
@@ -54,6 +56,7 @@ impl Evidence {
             replay,
             canary,
             capabilities,
+            credential_mode: (!adapter.credential_env.is_empty()).then_some(adapter.credential_mode),
         }
     }
 
@@ -90,7 +93,7 @@ impl Evidence {
             .map(|r| json!({"transcript": r.transcript, "passed": r.passed, "replayed": r.replayed}))
             .collect();
         results.sort_by_key(canonical_json);
-        let preimage = json!({
+        let mut preimage = json!({
             "schemaVersion": RECEIPT_SCHEMA_VERSION,
             "adapter": self.adapter,
             "imageId": self.image_id,
@@ -99,6 +102,10 @@ impl Evidence {
             "profileHash": self.profile_hash(),
             "results": results,
         });
+        // Only when there are credentials, so receipts of adapters without any keep their bytes.
+        if let Some(mode) = self.credential_mode {
+            preimage["credentialMode"] = json!(mode.as_str());
+        }
         format!("sha256:{}", canonical_digest(&preimage))
     }
 
@@ -177,6 +184,7 @@ impl Evidence {
             contract_hash: self.contract_hash(),
             contract_source: self.loaded().map(LoadedContract::source_text).unwrap_or_default(),
             profile_hash: self.profile_hash(),
+            credential_mode: self.credential_mode,
             replay_fingerprint: self.fingerprint(),
             conformance_run_id: self.conformance_run_id(),
             conformance_verdict: self.surface.verdict,

@@ -94,3 +94,44 @@ fn a_refusal_forbids_spawn_and_every_capability() {
     // The id is the hash of the canonical body: the same body, the same id.
     assert_eq!(SealedReceipt::seal(admitted.clone()).id, SealedReceipt::seal(admitted).id);
 }
+
+#[test]
+fn a_receipt_sealed_for_the_broker_does_not_admit_the_adapter_in_env_mode() {
+    use roundtable_admission::gate::admission;
+    use roundtable_admission::{Anchor, Stored};
+    use roundtable_specs::adapter::CredentialMode;
+    let empty = tempfile::tempdir().expect("tempdir");
+    let brokered = evidence_for("codex", empty.path(), "sha256:aa", "0.171.0");
+    assert_eq!(brokered.credential_mode, Some(CredentialMode::Broker));
+    let body = brokered.receipt(86_400, "2026-01-01T00:00:00Z".into(), None);
+    assert_eq!(body.credential_mode, Some(CredentialMode::Broker), "the receipt records the mode");
+    let stored = Stored::Found(Box::new(SealedReceipt::seal(body)));
+    let now = time::OffsetDateTime::parse("2026-01-01T01:00:00Z", &time::format_description::well_known::Rfc3339)
+        .expect("time");
+    let anchor = Anchor::Recorded { seq: 1, at: now - time::Duration::minutes(30) };
+    assert!(admission(&brokered, &stored, &anchor, 86_400, now).admitted());
+
+    // The same image and CLI opted out, with a contract of its own that expects the env-mode
+    // plan (no NO_PROXY beside the proxy): its evidence is green, but the receipt is not its own.
+    let folder = tempfile::tempdir().expect("tempdir");
+    let (_, text) = roundtable_specs::contract::builtin(roundtable_specs::adapter::Provider::Codex);
+    std::fs::write(folder.path().join("codex.yaml"), text.replace("NO_PROXY, ", "").replace(", no_proxy", ""))
+        .expect("write");
+    let mut adapter = template("codex").expect("a built-in").resolve("codex");
+    adapter.credential_mode = CredentialMode::Env;
+    let contract = contracts::load(folder.path(), &adapter);
+    let env_mode = Evidence::gather(&adapter, "sha256:aa".into(), contract, green("0.171.0"), CanaryVerdict::Unknown);
+    assert_eq!(env_mode.refusal(), None, "{:?}", env_mode.replay);
+    assert_eq!(env_mode.credential_mode, Some(CredentialMode::Env));
+    let decision = admission(&env_mode, &stored, &anchor, 86_400, now);
+    assert_eq!(decision.reason.as_deref(), Some(RefusalReason::FingerprintMismatch.as_str()), "{}", decision.message);
+
+    // The mode alone moves the fingerprint.
+    let mut relabelled = brokered.clone();
+    relabelled.credential_mode = Some(CredentialMode::Env);
+    assert_ne!(relabelled.fingerprint(), brokered.fingerprint());
+    assert_eq!(
+        admission(&relabelled, &stored, &anchor, 86_400, now).reason.as_deref(),
+        Some(RefusalReason::FingerprintMismatch.as_str())
+    );
+}

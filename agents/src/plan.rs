@@ -3,8 +3,11 @@
 //! `roundtable adapters plan` call the same function, so what an operator inspects is what runs.
 
 use roundtable_specs::adapter::{Provider, ResolvedAdapter};
+use roundtable_specs::broker::Scheme;
 use roundtable_specs::builtins::headless;
-use roundtable_specs::layout::{AGENT_CONFIG, AGENT_UID, BINARY, CAPABILITY_ENV, HOME, TASK, TMPDIR, WORKSPACE};
+use roundtable_specs::layout::{
+    AGENT_CONFIG, AGENT_UID, BINARY, BROKER_LISTEN, CAPABILITY_ENV, HOME, TASK, TMPDIR, WORKSPACE, broker_base_url,
+};
 use roundtable_specs::resume::ExternalSessionId;
 use serde::Serialize;
 
@@ -65,8 +68,30 @@ impl AgentFile {
 #[serde(rename_all = "camelCase")]
 pub struct PassedVariable {
     pub name: String,
-    /// Where the value comes from: `credential`, `proxy` or `capability`.
+    /// Where the value comes from: `placeholder` (a `credentialEnv` variable holding the
+    /// session's broker placeholder), `credential` (its raw value, `credentialMode: env`),
+    /// `proxy` or `capability`.
     pub source: &'static str,
+}
+
+/// `NO_PROXY` and `no_proxy` when a session has both a proxy and a broker: the broker is on the
+/// container's loopback, and Gemini CLI sends plain `http://` through its one proxy otherwise.
+pub const NO_PROXY: &str = "127.0.0.1,localhost,::1";
+
+/// The variable a generic or custom CLI finds the broker in: it calls `$ROUNDTABLE_BROKER_URL/<host>/…`.
+pub const BROKER_URL_ENV: &str = "ROUNDTABLE_BROKER_URL";
+
+/// Where a brokered CLI sends its model requests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BrokerRoute {
+    /// The provider host the CLI is pointed at; `None` for a generic CLI, which picks its own
+    /// among the Adapter's `providerHosts`.
+    pub host: Option<String>,
+    /// The base URL the CLI is given (plain HTTP on the container's loopback).
+    pub base_url: String,
+    /// The `credentialEnv` variable the CLI sends as its key (it holds the placeholder).
+    pub credential: Option<String>,
 }
 
 /// A mount every agent container has (the same for every provider).
@@ -102,6 +127,8 @@ pub struct ProviderPlan {
     pub persistent_home: Option<&'static str>,
     /// The provider session this launch resumes, when it is a resume.
     pub resumes: Option<String>,
+    /// Where model requests go when the Adapter is brokered; `None` otherwise.
+    pub broker: Option<BrokerRoute>,
     pub mounts: Vec<Mount>,
 }
 
@@ -132,8 +159,34 @@ impl ProviderPlan {
     }
 }
 
+/// Which of the session's sockets `/run/roundtable` holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sockets {
+    pub egress: bool,
+    pub mcp: bool,
+    pub broker: bool,
+}
+
+impl Sockets {
+    fn any(self) -> bool {
+        self.egress || self.mcp || self.broker
+    }
+
+    fn described(self) -> &'static str {
+        match (self.egress, self.mcp, self.broker) {
+            (true, true, true) => "the session's sockets (egress.sock, mcp.sock, broker.sock)",
+            (true, true, false) => "the session's sockets (egress.sock, mcp.sock)",
+            (true, false, true) => "the session's sockets (egress.sock, broker.sock)",
+            (false, true, true) => "the session's sockets (mcp.sock, broker.sock)",
+            (true, false, false) => "the session's sockets (egress.sock)",
+            (false, true, false) => "the session's sockets (mcp.sock)",
+            (false, false, _) => "the session's sockets (broker.sock)",
+        }
+    }
+}
+
 /// The fixed mounts, as the session runtime creates them.
-pub fn mounts(sockets: bool) -> Vec<Mount> {
+pub fn mounts(sockets: Sockets) -> Vec<Mount> {
     let mut mounts = vec![
         Mount { path: "/roundtable/source", what: "the provisioned source", read_only: true },
         Mount {
@@ -145,18 +198,81 @@ pub fn mounts(sockets: bool) -> Vec<Mount> {
         Mount { path: BINARY, what: "the controller's own static binary", read_only: true },
         Mount { path: TASK, what: "the brief", read_only: true },
     ];
-    if sockets {
-        mounts.push(Mount { path: "/run/roundtable", what: "the session's sockets (egress, MCP)", read_only: false });
+    if sockets.any() {
+        mounts.push(Mount { path: "/run/roundtable", what: sockets.described(), read_only: false });
     }
     mounts
 }
 
-/// The launch plan for `adapter`. `proxy`: the session has an egress gateway.
+/// The scheme of the host a provider's CLI speaks to by default (OpenCode's built-in is
+/// Anthropic's); `None` for a CLI that picks its own.
+fn provider_scheme(provider: Provider) -> Option<Scheme> {
+    match provider {
+        Provider::Codex => Some(Scheme::Openai),
+        Provider::Claude | Provider::Opencode => Some(Scheme::Anthropic),
+        Provider::Gemini => Some(Scheme::Gemini),
+        Provider::Generic | Provider::Mock => None,
+    }
+}
+
+/// The Adapter's provider host of `scheme`, else its first host.
+fn broker_host(adapter: &ResolvedAdapter, scheme: Scheme) -> Option<&str> {
+    let hosts = || adapter.provider_hosts.iter().map(|host| host.as_str());
+    hosts().find(|host| Scheme::of_host(host) == scheme).or_else(|| hosts().next())
+}
+
+/// The `credentialEnv` variable a CLI sends as its key for a host of `scheme`: the one named for
+/// the provider (`*OPENAI*`, `*ANTHROPIC*`, …), else the first. The broker accepts the placeholder
+/// of any of the session's variables, so this only decides which one the CLI reads.
+fn credential_for(adapter: &ResolvedAdapter, scheme: Scheme) -> Option<&str> {
+    let words: &[&str] = match scheme {
+        Scheme::Openai => &["OPENAI", "CODEX"],
+        Scheme::Anthropic => &["ANTHROPIC", "CLAUDE"],
+        Scheme::Gemini => &["GEMINI", "GOOGLE"],
+        Scheme::Custom => &[],
+    };
+    let names = || adapter.credential_env.iter().map(|name| name.as_str());
+    names().find(|name| words.iter().any(|word| name.contains(word))).or_else(|| names().next())
+}
+
+/// Where a brokered Adapter's CLI sends model requests; `None` when it is not brokered.
+fn broker_route(adapter: &ResolvedAdapter) -> Option<BrokerRoute> {
+    if !adapter.brokered() {
+        return None;
+    }
+    let Some(scheme) = provider_scheme(adapter.provider) else {
+        return Some(BrokerRoute { host: None, base_url: format!("http://{BROKER_LISTEN}"), credential: None });
+    };
+    let host = broker_host(adapter, scheme)?;
+    let host_scheme = Scheme::of_host(host);
+    Some(BrokerRoute {
+        host: Some(host.to_owned()),
+        base_url: broker_base_url(host),
+        credential: credential_for(adapter, if host_scheme == Scheme::Custom { scheme } else { host_scheme })
+            .map(str::to_owned),
+    })
+}
+
+/// OpenCode's provider id and base URL for the broker: the AI SDK provider of the host's scheme
+/// (Anthropic's for a host it does not know), whose default base URL ends in the API version.
+fn opencode_provider(route: &BrokerRoute) -> manifest::OpencodeProvider {
+    let scheme = route.host.as_deref().map_or(Scheme::Custom, Scheme::of_host);
+    let (id, version) = match scheme {
+        Scheme::Openai => ("openai", "v1"),
+        Scheme::Gemini => ("google", "v1beta"),
+        Scheme::Anthropic | Scheme::Custom => ("anthropic", "v1"),
+    };
+    manifest::OpencodeProvider { id, base_url: format!("{}/{version}", route.base_url) }
+}
+
+/// The launch plan for `adapter`. `proxy`: the session has an egress gateway. A brokered
+/// Adapter's CLI is pointed at the broker on the container's loopback (docs/providers.md).
 pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> ProviderPlan {
     let provider = adapter.provider;
     // A generic CLI gets the socket and the capability but no manifest: it starts
     // `roundtable mcp stdio` itself (docs/providers.md).
     let mcp = adapter.mcp();
+    let broker = broker_route(adapter);
     let mut env = vec![
         ("HOME".to_owned(), HOME.to_owned()),
         ("PATH".to_owned(), PATH.to_owned()),
@@ -185,8 +301,15 @@ pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> Pro
             env.push(("CODEX_HOME".into(), home.clone()));
             // Sticky and root-owned: Codex writes its state here but cannot replace the config.
             files.push(AgentFile::dir(&home, 0, 0o1777));
-            if mcp {
-                files.push(AgentFile::manifest(&format!("{home}/config.toml"), manifest::codex()));
+            let model_provider = broker.as_ref().map(|route| manifest::CodexProvider {
+                base_url: format!("{}/v1", route.base_url),
+                env_key: route.credential.clone().unwrap_or_else(|| "CODEX_API_KEY".into()),
+            });
+            if mcp || model_provider.is_some() {
+                files.push(AgentFile::manifest(
+                    &format!("{home}/config.toml"),
+                    manifest::codex(mcp, model_provider.as_ref()),
+                ));
             }
             Stdin::Prompt
         }
@@ -195,6 +318,10 @@ pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> Pro
             env.push(("CLAUDE_CONFIG_DIR".into(), home.clone()));
             env.push(("DISABLE_AUTOUPDATER".into(), "1".into()));
             env.push(("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(), "1".into()));
+            // Claude Code appends `/v1/messages`.
+            if let Some(route) = &broker {
+                env.push(("ANTHROPIC_BASE_URL".into(), route.base_url.clone()));
+            }
             files.push(AgentFile::dir(&home, AGENT_UID, 0o755));
             if mcp {
                 files.push(AgentFile::manifest(manifest::CLAUDE_PATH, manifest::claude()));
@@ -206,6 +333,10 @@ pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> Pro
             env.push(("GEMINI_CLI_HOME".into(), home.clone()));
             env.push(("GEMINI_CLI_SYSTEM_SETTINGS_PATH".into(), manifest::GEMINI_PATH.into()));
             env.push(("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into()));
+            // The SDK appends `/v1beta/models/…`.
+            if let Some(route) = &broker {
+                env.push(("GOOGLE_GEMINI_BASE_URL".into(), route.base_url.clone()));
+            }
             files.push(AgentFile::dir(&home, AGENT_UID, 0o755));
             // The system settings also switch off telemetry and updates, so they are written
             // even when the adapter has no MCP.
@@ -213,27 +344,36 @@ pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> Pro
             Stdin::Prompt
         }
         Provider::Opencode => {
-            let config = manifest::opencode(mcp);
+            // Only the base URL: the AI SDK reads the key (the placeholder) from its variable,
+            // so no key, literal or placeholder, is ever in the configuration.
+            let config = manifest::opencode(mcp, broker.as_ref().map(opencode_provider).as_ref());
             env.push(("OPENCODE_CONFIG_CONTENT".into(), config.clone()));
             env.push(("OPENCODE_DISABLE_AUTOUPDATE".into(), "1".into()));
             env.push(("OPENCODE_DISABLE_MODELS_FETCH".into(), "1".into()));
             files.push(AgentFile::manifest(manifest::OPENCODE_PATH, config));
             Stdin::Prompt
         }
-        Provider::Generic => {
+        Provider::Generic | Provider::Mock => {
+            if let Some(route) = &broker {
+                env.push((BROKER_URL_ENV.into(), route.base_url.clone()));
+            }
             argv.extend(adapter.args.iter().cloned());
-            argv.push(input.prompt.to_owned());
-            Stdin::Empty
-        }
-        Provider::Mock => {
-            argv.extend(adapter.args.iter().cloned());
+            if provider == Provider::Generic {
+                argv.push(input.prompt.to_owned());
+            }
             Stdin::Empty
         }
     };
+    if proxy && broker.is_some() {
+        for name in ["NO_PROXY", "no_proxy"] {
+            env.push((name.into(), NO_PROXY.into()));
+        }
+    }
+    let credential_source = if broker.is_some() { "placeholder" } else { "credential" };
     let mut passed_env: Vec<PassedVariable> = adapter
         .credential_env
         .iter()
-        .map(|name| PassedVariable { name: name.to_string(), source: "credential" })
+        .map(|name| PassedVariable { name: name.to_string(), source: credential_source })
         .collect();
     if proxy {
         for name in ["HTTPS_PROXY", "https_proxy"] {
@@ -244,7 +384,7 @@ pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> Pro
         passed_env.push(PassedVariable { name: CAPABILITY_ENV.into(), source: "capability" });
     }
     let persistent_home = if adapter.persistent_home { provider.state_folder() } else { None };
-    let mut mounts = mounts(proxy || mcp);
+    let mut mounts = mounts(Sockets { egress: proxy, mcp, broker: broker.is_some() });
     if let Some(home) = persistent_home {
         mounts.push(Mount {
             path: home,
@@ -264,6 +404,7 @@ pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> Pro
         mcp_bridge: (mcp && !provider.is_agent_cli()).then(manifest::bridge_command),
         persistent_home,
         resumes: None,
+        broker,
         mounts,
     }
 }
@@ -326,6 +467,13 @@ mod tests {
         PlanInput { prompt: "-rf fix the typo", model }
     }
 
+    /// The built-in with `credentialMode: env`: the raw values in the agent's environment.
+    fn env_mode(name: &str) -> ResolvedAdapter {
+        let mut adapter = adapter(name);
+        adapter.credential_mode = roundtable_specs::adapter::CredentialMode::Env;
+        adapter
+    }
+
     fn env_of(plan: &ProviderPlan) -> Vec<String> {
         plan.env.iter().filter(|(n, _)| n != "OPENCODE_CONFIG_CONTENT").map(|(n, v)| format!("{n}={v}")).collect()
     }
@@ -354,7 +502,9 @@ mod tests {
                 "HOME=/tmp/roundtable/home",
                 "PATH=/usr/local/bin:/usr/bin:/bin",
                 "TMPDIR=/tmp/roundtable/tmp",
-                "CODEX_HOME=/tmp/roundtable/codex"
+                "CODEX_HOME=/tmp/roundtable/codex",
+                "NO_PROXY=127.0.0.1,localhost,::1",
+                "no_proxy=127.0.0.1,localhost,::1"
             ]
         );
         assert_eq!(
@@ -364,11 +514,32 @@ mod tests {
                 "CODEX_HOME",
                 "HOME",
                 "HTTPS_PROXY",
+                "NO_PROXY",
                 "PATH",
                 "ROUNDTABLE_AGENT_CAPABILITY",
                 "TMPDIR",
-                "https_proxy"
+                "https_proxy",
+                "no_proxy"
             ]
+        );
+        assert_eq!(
+            plan.broker,
+            Some(BrokerRoute {
+                host: Some("api.openai.com".into()),
+                base_url: "http://127.0.0.1:3129/api.openai.com".into(),
+                credential: Some("CODEX_API_KEY".into()),
+            })
+        );
+        let config = plan.files.iter().find(|f| f.path.ends_with("config.toml")).and_then(|f| f.contents.clone());
+        assert_eq!(
+            config,
+            Some(manifest::codex(
+                true,
+                Some(&manifest::CodexProvider {
+                    base_url: "http://127.0.0.1:3129/api.openai.com/v1".into(),
+                    env_key: "CODEX_API_KEY".into()
+                })
+            ))
         );
         let dirs: Vec<(&str, u32, u32)> = plan.files.iter().map(|f| (f.path.as_str(), f.owner, f.mode)).collect();
         assert_eq!(
@@ -403,10 +574,12 @@ mod tests {
             [
                 "CLAUDE_CONFIG_DIR=/tmp/roundtable/claude",
                 "DISABLE_AUTOUPDATER=1",
-                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+                "ANTHROPIC_BASE_URL=http://127.0.0.1:3129/api.anthropic.com"
             ]
         );
         assert!(!plan.env_names().contains(&"HTTPS_PROXY".to_owned()), "no gateway, no proxy variables");
+        assert!(!plan.env_names().contains(&"NO_PROXY".to_owned()), "no proxy to bypass");
     }
 
     #[test]
@@ -427,7 +600,10 @@ mod tests {
             [
                 "GEMINI_CLI_HOME=/tmp/roundtable/gemini",
                 "GEMINI_CLI_SYSTEM_SETTINGS_PATH=/tmp/roundtable/gemini-settings.json",
-                "GEMINI_CLI_TRUST_WORKSPACE=true"
+                "GEMINI_CLI_TRUST_WORKSPACE=true",
+                "GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:3129/generativelanguage.googleapis.com",
+                "NO_PROXY=127.0.0.1,localhost,::1",
+                "no_proxy=127.0.0.1,localhost,::1"
             ]
         );
     }
@@ -443,6 +619,11 @@ mod tests {
         let file =
             plan.files.iter().find(|f| f.path == "/tmp/roundtable/opencode.json").and_then(|f| f.contents.clone());
         assert_eq!(content, file, "the variable and the file say the same");
+        let config: serde_json::Value = serde_json::from_str(&content.expect("config")).expect("json");
+        assert_eq!(
+            config["provider"],
+            serde_json::json!({"anthropic": {"options": {"baseURL": "http://127.0.0.1:3129/api.anthropic.com/v1"}}})
+        );
     }
 
     #[test]
@@ -458,7 +639,7 @@ mod tests {
 
     #[test]
     fn an_adapter_without_mcp_gets_no_manifest_and_no_capability() {
-        let mut codex = adapter("codex");
+        let mut codex = env_mode("codex");
         codex.supports_mcp = false;
         let plan = plan(&codex, input(None), false);
         assert!(!plan.mcp);
@@ -565,5 +746,138 @@ mod tests {
             want.extend([id.as_str().to_owned(), "the briefing".to_owned()]);
             assert_eq!(argv, want, "{name}");
         }
+    }
+
+    fn sources(plan: &ProviderPlan) -> Vec<(&str, &str)> {
+        plan.passed_env.iter().map(|v| (v.name.as_str(), v.source)).collect()
+    }
+
+    fn value<'p>(plan: &'p ProviderPlan, name: &str) -> Option<&'p str> {
+        plan.env.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    const BROKER_VARIABLES: [&str; 6] = [
+        "ANTHROPIC_BASE_URL",
+        "GOOGLE_GEMINI_BASE_URL",
+        "ROUNDTABLE_BROKER_URL",
+        "NO_PROXY",
+        "no_proxy",
+        "OPENAI_BASE_URL",
+    ];
+
+    #[test]
+    fn brokered_credentials_are_placeholders_and_the_sockets_mount_names_the_broker() {
+        for name in ["codex", "claude", "gemini", "opencode"] {
+            let plan = plan(&adapter(name), input(None), true);
+            let credential = adapter(name).credential_env[0].to_string();
+            assert_eq!(sources(&plan)[0], (credential.as_str(), "placeholder"), "{name}");
+            let sockets = plan.mounts.iter().find(|m| m.path == "/run/roundtable").expect("sockets");
+            assert_eq!(sockets.what, "the session's sockets (egress.sock, mcp.sock, broker.sock)", "{name}");
+            assert!(plan.broker.is_some(), "{name}");
+        }
+        // No gateway, no MCP: the broker's socket alone is still mounted.
+        let mut claude = adapter("claude");
+        claude.supports_mcp = false;
+        let plan = plan(&claude, input(None), false);
+        let sockets = plan.mounts.iter().find(|m| m.path == "/run/roundtable").expect("sockets");
+        assert_eq!(sockets.what, "the session's sockets (broker.sock)");
+    }
+
+    #[test]
+    fn env_mode_plans_point_no_cli_at_the_broker() {
+        for name in ["codex", "claude", "gemini", "opencode"] {
+            let plan = plan(&env_mode(name), input(None), true);
+            let credential = adapter(name).credential_env[0].to_string();
+            assert_eq!(sources(&plan)[0], (credential.as_str(), "credential"), "{name}");
+            assert_eq!(plan.broker, None, "{name}");
+            for variable in BROKER_VARIABLES {
+                assert_eq!(value(&plan, variable), None, "{name}: {variable}");
+            }
+            assert!(
+                plan.files.iter().filter_map(|f| f.contents.as_deref()).all(|text| !text.contains("3129")),
+                "{name}"
+            );
+            let sockets = plan.mounts.iter().find(|m| m.path == "/run/roundtable").expect("sockets");
+            assert_eq!(sockets.what, "the session's sockets (egress.sock, mcp.sock)", "{name}");
+        }
+        let opencode = plan(&env_mode("opencode"), input(None), true);
+        let config: serde_json::Value =
+            serde_json::from_str(value(&opencode, "OPENCODE_CONFIG_CONTENT").expect("config")).expect("json");
+        assert!(config.get("provider").is_none());
+    }
+
+    #[test]
+    fn a_brokered_codex_without_mcp_still_gets_its_provider_config() {
+        let mut codex = adapter("codex");
+        codex.supports_mcp = false;
+        let plan = plan(&codex, input(None), false);
+        let config = plan.files.iter().find(|f| f.path == "/tmp/roundtable/codex/config.toml").expect("config");
+        let text = config.contents.as_deref().expect("contents");
+        assert!(text.contains("model_provider = \"roundtable\""), "{text}");
+        assert!(text.contains("base_url = \"http://127.0.0.1:3129/api.openai.com/v1\""), "{text}");
+        assert!(!text.contains("mcp_servers"), "{text}");
+        assert_eq!((config.owner, config.mode), (0, 0o444), "read-only to the agent");
+        assert_eq!(value(&plan, "NO_PROXY"), None, "no proxy, nothing to bypass");
+    }
+
+    #[test]
+    fn the_broker_host_is_the_one_of_the_providers_scheme_and_the_key_the_one_named_for_it() {
+        let mut codex = adapter("codex");
+        codex.provider_hosts =
+            vec!["models.example.com".parse().expect("host"), "api.openai.com".parse().expect("host")];
+        codex.credential_env = vec!["OTHER_TOKEN".parse().expect("name"), "OPENAI_API_KEY".parse().expect("name")];
+        let plan = plan(&codex, input(None), false);
+        let route = plan.broker.expect("brokered");
+        assert_eq!(route.host.as_deref(), Some("api.openai.com"));
+        assert_eq!(route.credential.as_deref(), Some("OPENAI_API_KEY"));
+        let config = plan.files.iter().find_map(|f| f.contents.clone().filter(|_| f.path.ends_with("config.toml")));
+        assert!(config.expect("config").contains("env_key = \"OPENAI_API_KEY\""));
+        // No host of the scheme: the first one, and the first variable.
+        let mut claude = adapter("claude");
+        claude.provider_hosts = vec!["llm.internal.example".parse().expect("host")];
+        claude.credential_env = vec!["LLM_TOKEN".parse().expect("name")];
+        let plan = super::plan(&claude, input(None), false);
+        assert_eq!(value(&plan, "ANTHROPIC_BASE_URL"), Some("http://127.0.0.1:3129/llm.internal.example"));
+        assert_eq!(plan.broker.and_then(|r| r.credential).as_deref(), Some("LLM_TOKEN"));
+    }
+
+    #[test]
+    fn an_opencode_pointed_at_openai_configures_the_openai_provider() {
+        let mut opencode = adapter("opencode");
+        opencode.provider_hosts = vec!["api.openai.com".parse().expect("host")];
+        opencode.credential_env = vec!["OPENAI_API_KEY".parse().expect("name")];
+        let plan = plan(&opencode, input(None), false);
+        let config: serde_json::Value =
+            serde_json::from_str(value(&plan, "OPENCODE_CONFIG_CONTENT").expect("config")).expect("json");
+        assert_eq!(
+            config["provider"],
+            serde_json::json!({"openai": {"options": {"baseURL": "http://127.0.0.1:3129/api.openai.com/v1"}}})
+        );
+    }
+
+    #[test]
+    fn a_brokered_generic_adapter_gets_the_broker_url_and_no_placeholder_in_the_plan() {
+        let mut custom = adapter("generic");
+        custom.name = "my-agent".into();
+        custom.provider_hosts = vec!["api.example.com".parse().expect("host")];
+        custom.credential_env = vec!["EXAMPLE_KEY".parse().expect("name")];
+        let plan = plan(&custom, input(None), true);
+        assert_eq!(value(&plan, "ROUNDTABLE_BROKER_URL"), Some("http://127.0.0.1:3129"));
+        assert_eq!(value(&plan, "NO_PROXY"), Some("127.0.0.1,localhost,::1"));
+        assert_eq!(value(&plan, "no_proxy"), Some("127.0.0.1,localhost,::1"));
+        assert_eq!(sources(&plan)[0], ("EXAMPLE_KEY", "placeholder"));
+        assert_eq!(plan.broker.as_ref().map(|r| r.host.clone()), Some(None));
+        let serialized = serde_json::to_string(&plan).expect("json");
+        assert!(!serialized.contains("rt-placeholder-"), "{serialized}");
+        // Opted out, or with nowhere to spend the key: no broker.
+        custom.credential_mode = roundtable_specs::adapter::CredentialMode::Env;
+        let plan = super::plan(&custom, input(None), true);
+        assert_eq!(value(&plan, "ROUNDTABLE_BROKER_URL"), None);
+        assert_eq!(value(&plan, "NO_PROXY"), None);
+        assert_eq!(sources(&plan)[0], ("EXAMPLE_KEY", "credential"));
+        let mut hostless = adapter("claude");
+        hostless.provider_hosts.clear();
+        let plan = super::plan(&hostless, input(None), false);
+        assert_eq!((plan.broker.clone(), value(&plan, "ANTHROPIC_BASE_URL")), (None, None));
     }
 }

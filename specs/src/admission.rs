@@ -139,6 +139,11 @@ pub struct ReceiptBody {
     pub contract_source: String,
     /// SHA-256 of the capability profile (the sorted capability names).
     pub profile_hash: String,
+    /// How the adapter's `credentialEnv` values reached the agent when sealed (`broker` or
+    /// `env`; absent without credentials). Part of the replay fingerprint, so a receipt sealed
+    /// for one mode does not admit the other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential_mode: Option<crate::adapter::CredentialMode>,
     /// `sha256:` of the deterministic projection of contract, version, image and replay.
     pub replay_fingerprint: String,
     pub conformance_run_id: String,

@@ -87,6 +87,7 @@ impl Catalog {
                     capabilities: adapter.capabilities().into_iter().collect(),
                     provider_hosts: adapter.provider_hosts.iter().map(ToString::to_string).collect(),
                     credential_env: adapter.credential_env.iter().map(ToString::to_string).collect(),
+                    credential_mode: (!adapter.credential_env.is_empty()).then_some(adapter.credential_mode),
                     resources: adapter.resources.clone(),
                     output_limit: adapter.output_limit.to_string(),
                     timeout: adapter.timeout.to_string(),

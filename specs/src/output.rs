@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::adapter::{Capability, Resources};
+use crate::adapter::{Capability, CredentialMode, Resources};
 use crate::list::ListItem;
 
 // === adapters ===
@@ -28,6 +28,10 @@ pub struct AdapterItem {
     pub capabilities: Vec<Capability>,
     pub provider_hosts: Vec<String>,
     pub credential_env: Vec<String>,
+    /// How the `credentialEnv` values reach the agent: `broker` (a placeholder; the value stays
+    /// with the daemon) or `env` (the raw values in its environment). Absent without credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential_mode: Option<CredentialMode>,
     pub resources: Resources,
     pub output_limit: String,
     pub timeout: String,

@@ -232,6 +232,60 @@ fn check_adapter(name: &str, spec: &AdapterSpec, origin: &Origin, out: &mut Vec<
         }
     }
     check_effects(name, spec, origin, out);
+    check_budget(spec.budget.as_ref(), origin, out);
+    check_credentials(name, spec, origin, out);
+}
+
+/// A budget of 0 would refuse the session's first model request; no budget is "unset".
+fn check_budget(budget: Option<&crate::broker::Budget>, origin: &Origin, out: &mut Vec<ValidationError>) {
+    let Some(budget) = budget else { return };
+    for (field, value) in [("spec.budget.tokens", budget.tokens), ("spec.budget.requests", budget.requests)] {
+        if value == Some(0) {
+            out.push(origin.error(
+                &path(field),
+                "must be greater than 0: a budget of 0 refuses the first model request; leave it out for no limit",
+            ));
+        }
+    }
+}
+
+/// The opt-out and budgets nothing enforces, made visible: under `credentialMode: env` the raw
+/// values are in the agent's environment, and budgets are kept only by the broker.
+fn check_credentials(name: &str, spec: &AdapterSpec, origin: &Origin, out: &mut Vec<ValidationError>) {
+    let adapter = crate::catalog::resolve_declared(name, spec);
+    if spec.credential_mode == Some(crate::adapter::CredentialMode::Env) && !adapter.credential_env.is_empty() {
+        let names: Vec<&str> = adapter.credential_env.iter().map(|name| name.as_str()).collect();
+        out.push(origin.finding(
+            &path("spec.credentialMode"),
+            Severity::Warning,
+            format!(
+                "credentialMode: env puts the raw values of {} in the agent's environment, where any code it runs can print or spend them; remove it to keep them in the broker",
+                names.join(", ")
+            ),
+        ));
+    }
+    if spec.budget.is_some_and(|budget| !budget.is_unlimited()) && !adapter.brokered() {
+        out.push(origin.finding(
+            &path("spec.budget"),
+            Severity::Warning,
+            format!(
+                "{}, so this budget is not enforced: budgets are kept only by the credential broker",
+                unbrokered_why(&adapter)
+            ),
+        ));
+    }
+}
+
+/// Why an Adapter's sessions get no broker, for messages.
+fn unbrokered_why(adapter: &crate::adapter::ResolvedAdapter) -> String {
+    let name = &adapter.name;
+    if adapter.credential_mode == crate::adapter::CredentialMode::Env {
+        format!("adapter {name:?} sets credentialMode: env")
+    } else if adapter.credential_env.is_empty() {
+        format!("adapter {name:?} has no credentialEnv")
+    } else {
+        format!("adapter {name:?} has no providerHosts")
+    }
 }
 
 /// A field the spec sets that nothing would ever act on, for the provider the Adapter resolves
@@ -399,6 +453,7 @@ fn check_assignment(spec: &AssignmentSpec, origin: &Origin, out: &mut Vec<Valida
         out.push(origin.error(&path("spec.retries"), format!("at most {MAX_RETRIES}")));
     }
     check_timeout(spec.timeout, "spec.timeout", origin, out);
+    check_budget(spec.budget.as_ref(), origin, out);
 }
 
 fn check_policy(spec: &AdmissionPolicySpec, origin: &Origin, out: &mut Vec<ValidationError>) {
@@ -509,6 +564,16 @@ fn check_assignment_routing(spec: &AssignmentSpec, origin: &Origin, catalog: &Ca
             format!(
                 "adapter {:?} (provider {}) passes no model to its CLI, so model {model:?} has no effect; remove it, or put the model in the adapter's command or args",
                 spec.adapter, entry.resolved.provider
+            ),
+        ));
+    }
+    if spec.budget.is_some_and(|budget| !budget.is_unlimited()) && !entry.resolved.brokered() {
+        out.push(origin.finding(
+            &path("spec.budget"),
+            Severity::Warning,
+            format!(
+                "{}, so this budget is not enforced: budgets are kept only by the credential broker",
+                unbrokered_why(&entry.resolved)
             ),
         ));
     }
@@ -1029,5 +1094,58 @@ mod tests {
             "spec.image",
             "requireDigest",
         );
+    }
+
+    #[test]
+    fn the_env_opt_out_is_warned_at_its_field_and_line() {
+        let found = findings(&[("a.yaml", &adapter("claude", "  credentialMode: env\n"))]);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        let warning = &found[0];
+        assert_eq!((warning.severity, warning.path.as_str()), (Severity::Warning, "spec.credentialMode"));
+        assert_eq!((warning.file.as_str(), warning.line), ("a.yaml", 6));
+        assert!(
+            warning.message.contains("ANTHROPIC_API_KEY") && warning.message.contains("print"),
+            "{}",
+            warning.message
+        );
+        // Nothing to expose: no warning.
+        assert!(findings(&[("a.yaml", &adapter("mine", "  credentialMode: env\n"))]).is_empty());
+        assert!(findings(&[("a.yaml", &adapter("claude", "  credentialMode: broker\n"))]).is_empty());
+    }
+
+    #[test]
+    fn budgets_are_warned_where_no_broker_keeps_them_and_zero_is_refused() {
+        let on_adapter = |name: &str, spec: &str| findings(&[("a.yaml", &adapter(name, spec))]);
+        assert!(on_adapter("claude", "  budget: {tokens: 1000}\n").is_empty(), "brokered: kept");
+        let found = on_adapter("claude", "  credentialMode: env\n  budget: {tokens: 1000}\n");
+        let budget: Vec<_> = found.iter().filter(|f| f.path == "spec.budget").collect();
+        assert_eq!(budget.len(), 1, "{found:#?}");
+        assert_eq!(budget[0].severity, Severity::Warning);
+        assert!(budget[0].message.contains("credentialMode: env"), "{}", budget[0].message);
+        let found = on_adapter("generic", "  budget: {requests: 5}\n");
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(found[0].message.contains("no credentialEnv"), "{}", found[0].message);
+        assert_one(&on_adapter("claude", "  budget: {tokens: 0}\n"), "spec.budget.tokens", "greater than 0");
+        assert_one(&on_adapter("claude", "  budget: {requests: 0}\n"), "spec.budget.requests", "greater than 0");
+
+        let routed = |adapter: &str, budget: &str| {
+            findings(&[(
+                "b.yaml",
+                &assignment(
+                    "b",
+                    &format!(
+                        "  adapter: {adapter}\n  model: m\n  task: {{id: T, prompt: p}}\n  readablePaths: [a]\n{budget}"
+                    ),
+                ),
+            )])
+        };
+        assert!(routed("claude", "  budget: {tokens: 10}\n").is_empty());
+        let found = routed("generic", "  budget: {tokens: 10}\n");
+        let warnings: Vec<_> = found.iter().filter(|f| f.path == "spec.budget").collect();
+        assert_eq!(warnings.len(), 1, "{found:#?}");
+        assert_eq!((warnings[0].severity, warnings[0].file.as_str()), (Severity::Warning, "b.yaml"));
+        assert!(warnings[0].line > 0);
+        let found = routed("claude", "  budget: {requests: 0}\n");
+        assert_one(&found, "spec.budget.requests", "greater than 0");
     }
 }

@@ -36,10 +36,14 @@ pub fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
                         image,
                         if capabilities.is_empty() { "-".into() } else { capabilities.join(",") },
                         if item.provider_hosts.is_empty() { "-".into() } else { item.provider_hosts.join(",") },
+                        item.credential_mode.map_or("-", |mode| mode.as_str()).into(),
                     ]
                 })
                 .collect();
-            print!("{}", render::table(&["NAME", "SOURCE", "ENABLED", "IMAGE", "CAPABILITIES", "HOSTS"], &rows));
+            print!(
+                "{}",
+                render::table(&["NAME", "SOURCE", "ENABLED", "IMAGE", "CAPABILITIES", "HOSTS", "CREDENTIALS"], &rows)
+            );
         }
     }
     Ok(if errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
@@ -77,6 +81,7 @@ pub fn plan(
                 "workingDir": plan.working_dir,
                 "env": plan.env_names(),
                 "passedEnv": plan.passed_env,
+                "broker": plan.broker,
                 "mcp": plan.mcp,
                 "mcpBridge": plan.mcp_bridge,
                 "files": files,
@@ -96,11 +101,20 @@ pub fn plan(
             println!("environment: {}", plan.env_names().join(" "));
             for passed in &plan.passed_env {
                 let from = match passed.source {
-                    "credential" => "the controller's environment or --secrets-file (credentialEnv)",
+                    "placeholder" => {
+                        "a per-session placeholder; the broker swaps in the value from the controller's environment or --secrets-file (credentialEnv)"
+                    }
+                    "credential" => {
+                        "the raw value from the controller's environment or --secrets-file (credentialEnv, credentialMode: env)"
+                    }
                     "proxy" => "the session's egress proxy",
                     _ => "a capability issued per session, held only in the agent's environment",
                 };
                 println!("  {:<28} {from}", passed.name);
+            }
+            match &plan.broker {
+                Some(route) => println!("broker:      model requests go to {}", route.base_url),
+                None => println!("broker:      no"),
             }
             match (&plan.mcp_bridge, plan.mcp) {
                 (Some(bridge), _) => println!(

@@ -528,3 +528,179 @@ fn the_personalities_answer_by_the_name_they_are_invoked_as() {
     }
     assert!(Path::new(BINARY).is_file());
 }
+
+/// What the tiny model server in [`serve_one`] received.
+#[derive(Debug)]
+struct Received {
+    request_line: String,
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+impl Received {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+/// A plain HTTP/1.1 server on loopback that answers one request with `status` and an SSE body
+/// reporting 17 input and 5 output tokens, then hands back what it received.
+fn serve_one(status: u16) -> (String, std::thread::JoinHandle<Received>) {
+    use std::io::{BufRead as _, BufReader, Read as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let handle = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().expect("accept");
+        let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+        let mut request_line = String::new();
+        reader.read_line(&mut request_line).expect("request line");
+        let mut headers = Vec::new();
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).expect("header");
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            let (name, value) = line.split_once(':').expect("a header");
+            headers.push((name.trim().to_owned(), value.trim().to_owned()));
+        }
+        let length: usize = headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.parse().ok())
+            .expect("content-length");
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).expect("body");
+        let events = "data: {\"usage\":{\"input_tokens\":17,\"output_tokens\":5}}\n\n";
+        let reply = format!(
+            "HTTP/1.1 {status} Whatever\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{events}",
+            events.len()
+        );
+        (&stream).write_all(reply.as_bytes()).expect("reply");
+        Received {
+            request_line: request_line.trim_end().to_owned(),
+            headers,
+            body: serde_json::from_slice(&body).expect("a JSON body"),
+        }
+    });
+    (base, handle)
+}
+
+const PLACEHOLDER: &str = "rt-placeholder-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// Points `provider`'s plan at `base` the way Roundtable's brokered plan does, with the
+/// placeholder in the key variable its CLI reads.
+fn point_at(fixture: &Fixture, provider: &str, env: &mut Vec<(String, String)>, base: &str) {
+    let set = |env: &mut Vec<(String, String)>, name: &str, value: &str| env.push((name.into(), value.into()));
+    match provider {
+        "codex" => {
+            let path = fixture.config.join("codex/config.toml");
+            let rest = std::fs::read_to_string(&path).expect("config.toml");
+            let provider = format!(
+                "model_provider = \"roundtable\"\n\n[model_providers.roundtable]\nname = \"Roundtable broker\"\nbase_url = \"{base}/api.openai.com/v1\"\nenv_key = \"CODEX_API_KEY\"\nwire_api = \"responses\"\nsupports_websockets = false\nrequires_openai_auth = false\n\n"
+            );
+            std::fs::write(&path, format!("{provider}{rest}")).expect("config.toml");
+            set(env, "CODEX_API_KEY", PLACEHOLDER);
+        }
+        "claude" => {
+            set(env, "ANTHROPIC_BASE_URL", &format!("{base}/api.anthropic.com"));
+            set(env, "ANTHROPIC_API_KEY", PLACEHOLDER);
+        }
+        "gemini" => {
+            set(env, "GOOGLE_GEMINI_BASE_URL", &format!("{base}/generativelanguage.googleapis.com"));
+            set(env, "GEMINI_API_KEY", PLACEHOLDER);
+        }
+        _ => {
+            let (_, content) = env.iter_mut().find(|(n, _)| n == "OPENCODE_CONFIG_CONTENT").expect("config");
+            let mut config: Value = serde_json::from_str(content).expect("json");
+            config["provider"] = json!({"anthropic": {"options": {"baseURL": format!("{base}/api.anthropic.com/v1")}}});
+            *content = config.to_string();
+            set(env, "ANTHROPIC_API_KEY", PLACEHOLDER);
+        }
+    }
+}
+
+#[test]
+fn each_personality_asks_the_model_at_its_base_url_then_carries_on() {
+    let expected: [(&str, &str, &str, &str); 4] = [
+        ("codex", "POST /api.openai.com/v1/responses HTTP/1.1", "authorization", "Bearer "),
+        ("claude", "POST /api.anthropic.com/v1/messages HTTP/1.1", "x-api-key", ""),
+        (
+            "gemini",
+            "POST /generativelanguage.googleapis.com/v1beta/models/test-model:streamGenerateContent?alt=sse HTTP/1.1",
+            "x-goog-api-key",
+            "",
+        ),
+        ("opencode", "POST /api.anthropic.com/v1/messages HTTP/1.1", "x-api-key", ""),
+    ];
+    for (provider, request_line, key_header, scheme) in expected {
+        let fixture = Fixture::new();
+        let (argv, mut env) = fixture.plan(provider, Manifest::Right);
+        let (base, server) = serve_one(200);
+        point_at(&fixture, provider, &mut env, &base);
+        let prompt = prompt(provider);
+        let run = fixture.run(provider, &argv, &env, &prompt);
+        assert_eq!(run.status, Some(0), "{provider}: {}\n{:#?}", run.stderr, run.events);
+        let received = server.join().expect("the server saw a request");
+        assert_eq!(received.request_line, request_line, "{provider}");
+        assert_eq!(received.header(key_header), Some(format!("{scheme}{PLACEHOLDER}").as_str()), "{provider}");
+        let text = received.body.to_string();
+        assert!(text.contains("Fix the typo for"), "{provider}: the prompt is in the body: {text}");
+        match provider {
+            "codex" => assert_eq!(received.body["stream"], true),
+            "claude" | "opencode" => {
+                assert_eq!(received.header("anthropic-version"), Some("2023-06-01"));
+                assert_eq!(received.body["model"], "test-model", "{provider}");
+            }
+            _ => assert!(received.body["contents"].is_array()),
+        }
+
+        let lines = of_type(&run.events, "roundtable.model_request");
+        assert_eq!(lines.len(), 1, "{provider}: {:#?}", run.events);
+        assert_eq!(
+            (&lines[0]["status"], &lines[0]["input_tokens"], &lines[0]["output_tokens"]),
+            (&json!(200), &json!(17), &json!(5)),
+            "{provider}"
+        );
+        if provider == "opencode" {
+            assert!(lines[0]["sessionID"].is_string(), "in OpenCode's own shape");
+        }
+        assert!(
+            run.events.iter().all(|e| !e.to_string().contains(PLACEHOLDER)),
+            "{provider}: the key is never printed"
+        );
+        // The scripted session still ran.
+        assert!(fixture.workspace.join(format!("{provider}-was-here.md")).is_file(), "{provider}");
+    }
+}
+
+#[test]
+fn a_refused_model_request_is_recorded_and_no_base_url_means_no_request() {
+    let fixture = Fixture::new();
+    let (argv, mut env) = fixture.plan("claude", Manifest::Right);
+    let (base, server) = serve_one(401);
+    point_at(&fixture, "claude", &mut env, &base);
+    let run = fixture.run("claude", &argv, &env, &prompt("claude"));
+    server.join().expect("served");
+    let lines = of_type(&run.events, "roundtable.model_request");
+    assert_eq!(lines[0]["status"], 401);
+    assert_eq!(run.status, Some(0), "the scripted session goes on");
+
+    for provider in PROVIDERS {
+        let fixture = Fixture::new();
+        let (argv, env) = fixture.plan(provider, Manifest::Right);
+        let run = fixture.run(provider, &argv, &env, &prompt(provider));
+        assert_eq!(run.status, Some(0), "{provider}: {}", run.stderr);
+        assert!(of_type(&run.events, "roundtable.model_request").is_empty(), "{provider}");
+    }
+
+    // A base URL but no key: the line says which variable, nothing is sent.
+    let fixture = Fixture::new();
+    let (argv, mut env) = fixture.plan("gemini", Manifest::Right);
+    env.push(("GOOGLE_GEMINI_BASE_URL".into(), "http://127.0.0.1:9/gemini".into()));
+    let run = fixture.run("gemini", &argv, &env, &prompt("gemini"));
+    let lines = of_type(&run.events, "roundtable.model_request");
+    assert_eq!(lines[0]["status"], Value::Null);
+    assert!(lines[0]["error"].as_str().is_some_and(|e| e.contains("GEMINI_API_KEY")), "{:?}", lines[0]);
+}

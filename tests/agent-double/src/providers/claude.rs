@@ -12,7 +12,7 @@ use super::args::{self, Arg, ArgError, Flag};
 use super::fields;
 use super::version;
 use super::{
-    Call, Edit, Env, Outcome, Parsed, Personality, Refusal, SERVER, ServerSpec, Started, Usage, ids, sanitize,
+    Call, Edit, Env, Outcome, Parsed, Personality, Refusal, SERVER, ServerSpec, Started, Usage, ids, model, sanitize,
 };
 
 const VERSION: &str = "2.1.240";
@@ -430,6 +430,11 @@ impl Personality for Claude {
         let id = self.call_ids.get(&call.index).cloned().unwrap_or_default();
         self.denials.push(json!({ "tool_name": name, "tool_use_id": id, "tool_input": call.arguments }));
         Err(denied)
+    }
+
+    fn model_request(&self, env: &Env, prompt: &str) -> Result<Option<model::Request>, Value> {
+        let Some(base) = env.get("ANTHROPIC_BASE_URL").filter(|base| !base.is_empty()) else { return Ok(None) };
+        model::anthropic(env, model::join(base, "/v1/messages"), &self.model, prompt).map(Some)
     }
 
     fn started(&mut self, started: &Started<'_>) -> Vec<Value> {

@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 use super::args::{self, Arg, ArgError, Flag};
 use super::fields::{self, Object};
 use super::version;
-use super::{Call, Edit, Env, Outcome, Parsed, Personality, Refusal, SERVER, ServerSpec, Started, Usage, ids, toml};
+use super::{
+    Call, Edit, Env, Outcome, Parsed, Personality, Refusal, SERVER, ServerSpec, Started, Usage, ids, model, toml,
+};
 
 const VERSION: &str = "0.171.0";
 
@@ -72,6 +74,7 @@ pub struct Codex {
     cd: Option<PathBuf>,
     prompt: Option<String>,
     last_message_file: Option<PathBuf>,
+    model: Option<String>,
     home: PathBuf,
     approvals: Approvals,
     /// `resume <UUID>`: the thread must be in `$CODEX_HOME/sessions/`.
@@ -132,7 +135,8 @@ impl Codex {
             "--skip-git-repo-check" => self.skip_git_repo_check = true,
             "--dangerously-bypass-approvals-and-sandbox" => self.bypass = true,
             "--cd" => self.cd = Some(PathBuf::from(value)),
-            "--model" | "--ephemeral" => {}
+            "--model" => self.model = Some(value),
+            "--ephemeral" => {}
             "--output-last-message" => self.last_message_file = Some(PathBuf::from(value)),
             "--sandbox" if ["read-only", "workspace-write", "danger-full-access"].contains(&value.as_str()) => {}
             "--color" if ["always", "never", "auto"].contains(&value.as_str()) => {}
@@ -272,6 +276,40 @@ impl Personality for Codex {
             None | Some("auto") if read_only => Ok(()),
             _ => Err("user cancelled MCP tool call".to_owned()),
         }
+    }
+
+    fn model_request(&self, env: &Env, prompt: &str) -> Result<Option<model::Request>, Value> {
+        // Codex speaks to the provider `model_provider` selects; the built-in `openai` one is
+        // not played (it would leave the machine).
+        let Ok(text) = std::fs::read_to_string(self.home.join("config.toml")) else { return Ok(None) };
+        let selected = toml::read_table(&text, &[])
+            .ok()
+            .flatten()
+            .and_then(|top| top.get("model_provider").and_then(Value::as_str).map(str::to_owned));
+        let Some(id) = selected.filter(|id| id != "openai") else { return Ok(None) };
+        let provider = toml::read_table(&text, &["model_providers", &id]).ok().flatten();
+        let Some(base) = provider.as_ref().and_then(|p| p.get("base_url")).and_then(Value::as_str) else {
+            return Err(json!({
+                "type": model::EVENT, "status": null,
+                "error": format!("Model provider `{id}` not found in model_providers"),
+            }));
+        };
+        let url = model::join(base, "/responses");
+        let mut headers = vec![("Accept".to_owned(), "text/event-stream".to_owned())];
+        if let Some(name) = provider.as_ref().and_then(|p| p.get("env_key")).and_then(Value::as_str) {
+            headers.push(("Authorization".into(), format!("Bearer {}", model::key(env, &url, name)?)));
+        }
+        Ok(Some(model::Request {
+            url,
+            headers,
+            body: json!({
+                "model": self.model.as_deref().unwrap_or("gpt-5-codex"),
+                "instructions": "",
+                "input": [{ "type": "message", "role": "user", "content": [{ "type": "input_text", "text": prompt }] }],
+                "stream": true,
+                "store": false,
+            }),
+        }))
     }
 
     fn started(&mut self, started: &Started<'_>) -> Vec<Value> {

@@ -14,7 +14,7 @@ use super::args::{self, Arg, ArgError, Flag};
 use super::fields::{self, Object};
 use super::version;
 use super::{
-    Call, Edit, Env, Outcome, Parsed, Personality, Refusal, SERVER, ServerSpec, Started, Usage, ids, sanitize,
+    Call, Edit, Env, Outcome, Parsed, Personality, Refusal, SERVER, ServerSpec, Started, Usage, ids, model, sanitize,
 };
 
 const VERSION: &str = "0.61.0";
@@ -406,6 +406,17 @@ impl Personality for Gemini {
         } else {
             Err("Tool execution denied by policy.".to_owned())
         }
+    }
+
+    fn model_request(&self, env: &Env, prompt: &str) -> Result<Option<model::Request>, Value> {
+        let Some(base) = env.get("GOOGLE_GEMINI_BASE_URL").filter(|base| !base.is_empty()) else { return Ok(None) };
+        let url = model::join(base, &format!("/v1beta/models/{}:streamGenerateContent?alt=sse", self.model));
+        let key = model::key(env, &url, "GEMINI_API_KEY")?;
+        Ok(Some(model::Request {
+            url,
+            headers: vec![("x-goog-api-key".into(), key)],
+            body: json!({ "contents": [{ "role": "user", "parts": [{ "text": prompt }] }] }),
+        }))
     }
 
     fn started(&mut self, started: &Started<'_>) -> Vec<Value> {

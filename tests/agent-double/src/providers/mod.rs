@@ -16,6 +16,7 @@ mod fields;
 mod gemini;
 mod ids;
 mod mcp_client;
+mod model;
 mod opencode;
 mod script;
 mod toml;
@@ -263,6 +264,17 @@ pub trait Personality: Sized {
         Ok(())
     }
 
+    /// The model request the CLI makes when its base URL is set (`Ok(None)`: it is not, and the
+    /// double asks no model). `Err`: the line to print instead, when the CLI cannot send it.
+    fn model_request(&self, _env: &Env, _prompt: &str) -> Result<Option<model::Request>, Value> {
+        Ok(None)
+    }
+
+    /// The request's outcome as a line of this CLI's output.
+    fn model_replied(&mut self, record: Value) -> Vec<Value> {
+        vec![record]
+    }
+
     fn started(&mut self, started: &Started<'_>) -> Vec<Value>;
     fn tool_started(&mut self, call: &Call<'_>) -> Vec<Value>;
     fn tool_finished(&mut self, call: &Call<'_>, outcome: &Outcome) -> Vec<Value>;
@@ -303,7 +315,18 @@ fn drive<P: Personality>(args: &[String]) -> ExitCode {
         Err(refusal) => return refusal.exit(),
     };
     let mut out = Output { sink: io::stdout() };
+    ask_the_model(&mut personality, &env, &prompt, &mut out);
     session(&mut personality, server, &prompt, &mut out)
+}
+
+/// One real model request when the CLI's base URL is set; the session goes on whatever it got.
+fn ask_the_model<P: Personality, W: io::Write>(personality: &mut P, env: &Env, prompt: &str, out: &mut Output<W>) {
+    let record = match personality.model_request(env, prompt) {
+        Ok(None) => return,
+        Ok(Some(request)) => model::record(&request, &model::send(&request)),
+        Err(record) => record,
+    };
+    out.emit(personality.model_replied(record));
 }
 
 fn enter_workdir<P: Personality>(personality: &P) -> Result<(), Refusal> {

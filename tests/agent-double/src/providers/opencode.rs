@@ -14,9 +14,11 @@ use super::args::{self, Arg, ArgError, Flag};
 use super::fields::{self, Object};
 use super::version;
 use super::{
-    Call, Edit, Env, Outcome, Parsed, Personality, Refusal, SERVER, ServerSpec, Started, Usage, ids, sanitize,
+    Call, Edit, Env, Outcome, Parsed, Personality, Refusal, SERVER, ServerSpec, Started, Usage, ids, model, sanitize,
 };
 
+/// The model asked when `--model` names none (or another provider's).
+const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
 const VERSION: &str = "1.18.33";
 /// `timeout` is how long OpenCode waits for a server's tools (5 s unless configured).
 const DEFAULT_STARTUP: Duration = Duration::from_secs(5);
@@ -333,6 +335,24 @@ impl Personality for Opencode {
             Some(Value::Object(server)) => Ok(server_spec(server, env)),
             _ => Ok(Err(format!("no MCP server `{SERVER}` in the configuration (OPENCODE_CONFIG_CONTENT)"))),
         }
+    }
+
+    fn model_request(&self, env: &Env, prompt: &str) -> Result<Option<model::Request>, Value> {
+        // A configuration that does not load is reported by `server`, as OpenCode reports it.
+        let Ok(config) = load_config(env) else { return Ok(None) };
+        let Some(base) = config.pointer("/provider/anthropic/options/baseURL").and_then(Value::as_str) else {
+            return Ok(None);
+        };
+        let id = self.model.as_deref().and_then(|m| m.strip_prefix("anthropic/")).unwrap_or(DEFAULT_ANTHROPIC_MODEL);
+        model::anthropic(env, model::join(base, "/messages"), id, prompt).map(Some)
+    }
+
+    fn model_replied(&mut self, record: Value) -> Vec<Value> {
+        let mut fields = record;
+        if let Value::Object(map) = &mut fields {
+            map.remove("type");
+        }
+        vec![self.event(model::EVENT, fields)]
     }
 
     fn started(&mut self, started: &Started<'_>) -> Vec<Value> {
