@@ -174,6 +174,14 @@ pub fn admission(
         if body.profile_hash != evidence.profile_hash() {
             changed.push("the capability profile".into());
         }
+        if body.credential_mode != evidence.credential_mode {
+            let word = |mode: Option<roundtable_specs::adapter::CredentialMode>| mode.map_or("none", |m| m.as_str());
+            changed.push(format!(
+                "the credential mode {} → {}",
+                word(body.credential_mode),
+                word(evidence.credential_mode)
+            ));
+        }
         if changed.is_empty() {
             changed.push("the transcript replay".into());
         }

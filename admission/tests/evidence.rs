@@ -112,10 +112,10 @@ fn a_receipt_sealed_for_the_broker_does_not_admit_the_adapter_in_env_mode() {
     assert!(admission(&brokered, &stored, &anchor, 86_400, now).admitted());
 
     // The same image and CLI opted out, with a contract of its own that expects the env-mode
-    // plan (no NO_PROXY beside the proxy): its evidence is green, but the receipt is not its own.
+    // plan (the egress proxy, no broker): its evidence is green, but the receipt is not its own.
     let folder = tempfile::tempdir().expect("tempdir");
     let (_, text) = roundtable_specs::contract::builtin(roundtable_specs::adapter::Provider::Codex);
-    std::fs::write(folder.path().join("codex.yaml"), text.replace("NO_PROXY, ", "").replace(", no_proxy", ""))
+    std::fs::write(folder.path().join("codex.yaml"), text.replace("HOME, PATH,", "HOME, HTTPS_PROXY, PATH,").replace("TMPDIR]", "TMPDIR, https_proxy]"))
         .expect("write");
     let mut adapter = template("codex").expect("a built-in").resolve("codex");
     adapter.credential_mode = CredentialMode::Env;
@@ -125,6 +125,7 @@ fn a_receipt_sealed_for_the_broker_does_not_admit_the_adapter_in_env_mode() {
     assert_eq!(env_mode.credential_mode, Some(CredentialMode::Env));
     let decision = admission(&env_mode, &stored, &anchor, 86_400, now);
     assert_eq!(decision.reason.as_deref(), Some(RefusalReason::FingerprintMismatch.as_str()), "{}", decision.message);
+    assert!(decision.message.contains("the credential mode broker → env"), "{}", decision.message);
 
     // The mode alone moves the fingerprint.
     let mut relabelled = brokered.clone();
