@@ -190,7 +190,7 @@ async fn the_real_codex_edits_through_the_broker_and_proposes() {
     let allowed: Vec<&Value> = lines.iter().filter(|line| line["reason"] == "allowed").collect();
     assert_eq!(allowed.len(), 3, "{lines:?}");
     for line in &allowed {
-        assert_eq!((line["method"].as_str(), line["path"].as_str()), (Some("POST"), Some("/v1/responses")), "{line}");
+        assert_eq!((line["method"].as_str(), line["path"].as_str()), (Some("POST"), Some("/api.openai.com/v1/responses")), "{line}");
         assert_eq!(line["credential"], "CODEX_API_KEY", "{line}");
     }
     let broker = &session["detail"]["broker"];
