@@ -139,8 +139,17 @@ async fn each_provider_cli_reads_its_manifest_calls_tools_through_the_bridge_and
     let project = providers_project();
     let root = project.path();
     let executions = tempfile::tempdir().expect("tempdir");
-    // The fakes make no network calls; a resolver that answers nothing is enough for the gateways.
-    let daemon = start_daemon(root, &["--max-executions", "4", "--gateway-resolver", "127.0.0.1:9"], executions.path());
+    // Each fake sends one model request to its broker, whose upstream leg finds no provider: a
+    // resolver that answers nothing keeps it on this machine.
+    let secrets = executions.path().join("secrets.env");
+    std::fs::write(&secrets, "CODEX_API_KEY=sk-fake-codex\nANTHROPIC_API_KEY=sk-fake-anthropic\nGEMINI_API_KEY=fake-gemini\n")
+        .expect("secrets");
+    std::fs::set_permissions(&secrets, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
+    let daemon = start_daemon(
+        root,
+        &["--max-executions", "4", "--gateway-resolver", "127.0.0.1:9", "--secrets-file", secrets.to_str().expect("utf-8")],
+        executions.path(),
+    );
     let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
 
     // While the agents run, nothing the engine shows about their containers holds a capability.
@@ -199,6 +208,21 @@ async fn each_provider_cli_reads_its_manifest_calls_tools_through_the_bridge_and
             "{provider}: the brief came through MCP:\n{patch}"
         );
         assert!(patch.contains(&format!("+# Project (edited by {provider})")), "{provider}:\n{patch}");
+
+        // Its model request went to its broker with the placeholder the broker recognised,
+        // in the variable its real CLI reads (issue 32: the fakes honour the same variables).
+        let exec_dir = executions.path().join(session["id"].as_str().expect("an id"));
+        let log = std::fs::read_to_string(exec_dir.join("broker.log")).unwrap_or_default();
+        let credential = match provider {
+            "codex" => "CODEX_API_KEY",
+            "gemini" => "GEMINI_API_KEY",
+            _ => "ANTHROPIC_API_KEY",
+        };
+        let recognised = log
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .any(|line| line["method"] == "POST" && line["credential"] == credential);
+        assert!(recognised, "{provider}: no model request with {credential}'s placeholder in {log}");
 
         let briefing = json(&roundtable(root, &["resume", &assignment, "--format", "json"]));
         let notes: Vec<&str> =

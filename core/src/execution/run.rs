@@ -462,6 +462,15 @@ impl Inner {
         let cidrs: Vec<ipnet::IpNet> = adapter.allow_cidrs.iter().map(|cidr| cidr.net()).collect();
         // Fail closed: a brokered session without its broker does not run.
         let broker = if adapter.brokered() {
+            if self.credentials(adapter).next().is_none() {
+                let _ = std::fs::remove_dir_all(&socket_dir);
+                let names: Vec<&str> = adapter.credential_env.iter().map(|name| name.as_str()).collect();
+                let message = format!(
+                    "no value for credentialEnv {} in the daemon's environment or --secrets-file: the broker would have nothing to spend",
+                    names.join(", ")
+                );
+                return Err(Ending::failed(SessionCause::BrokerUnavailable, message));
+            }
             let start = BrokerStart {
                 hosts: &hosts,
                 adapter_cidrs: &cidrs,
