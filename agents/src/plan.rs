@@ -222,17 +222,11 @@ fn broker_host(adapter: &ResolvedAdapter, scheme: Scheme) -> Option<&str> {
 }
 
 /// The `credentialEnv` variable a CLI sends as its key for a host of `scheme`: the one named for
-/// the provider (`*OPENAI*`, `*ANTHROPIC*`, …), else the first. The broker accepts the placeholder
-/// of any of the session's variables, so this only decides which one the CLI reads.
+/// the provider (`Scheme::named_by`), else the first. The broker takes each placeholder only on
+/// the host `ResolvedAdapter::credential_host` binds it to, by the same names.
 fn credential_for(adapter: &ResolvedAdapter, scheme: Scheme) -> Option<&str> {
-    let words: &[&str] = match scheme {
-        Scheme::Openai => &["OPENAI", "CODEX"],
-        Scheme::Anthropic => &["ANTHROPIC", "CLAUDE"],
-        Scheme::Gemini => &["GEMINI", "GOOGLE"],
-        Scheme::Custom => &[],
-    };
     let names = || adapter.credential_env.iter().map(|name| name.as_str());
-    names().find(|name| words.iter().any(|word| name.contains(word))).or_else(|| names().next())
+    names().find(|name| Scheme::named_by(name) == Some(scheme)).or_else(|| names().next())
 }
 
 /// Where a brokered Adapter's CLI sends model requests; `None` when it is not brokered.

@@ -395,6 +395,18 @@ impl ResolvedAdapter {
         !self.provider_hosts.is_empty() && !self.brokered()
     }
 
+    /// The one provider host `credential` may be spent on: the host of the scheme its name names
+    /// (`CODEX_API_KEY` → `api.openai.com`), else the Adapter's first host. The broker refuses its
+    /// placeholder on any other host, so one provider's key never reaches another.
+    pub fn credential_host(&self, credential: &str) -> Option<&HostName> {
+        let named = crate::broker::Scheme::named_by(credential);
+        named
+            .and_then(|scheme| {
+                self.provider_hosts.iter().find(|host| crate::broker::Scheme::of_host(host.as_str()) == scheme)
+            })
+            .or_else(|| self.provider_hosts.first())
+    }
+
     /// Whether its sessions get a credential broker: it holds placeholders and has provider
     /// hosts to spend them on, which are then reached only through the broker.
     pub fn brokered(&self) -> bool {

@@ -42,6 +42,17 @@ words! {
 }
 
 impl Scheme {
+    /// The scheme a `credentialEnv` variable's name names (`*OPENAI*`/`*CODEX*`,
+    /// `*ANTHROPIC*`/`*CLAUDE*`, `*GEMINI*`/`*GOOGLE*`), if any: which provider's key it holds.
+    pub fn named_by(variable: &str) -> Option<Scheme> {
+        let table: [(Scheme, &[&str]); 3] = [
+            (Scheme::Openai, &["OPENAI", "CODEX"]),
+            (Scheme::Anthropic, &["ANTHROPIC", "CLAUDE"]),
+            (Scheme::Gemini, &["GEMINI", "GOOGLE"]),
+        ];
+        table.into_iter().find(|(_, words)| words.iter().any(|word| variable.contains(word))).map(|(scheme, _)| scheme)
+    }
+
     pub fn of_host(host: &str) -> Scheme {
         match host {
             "api.openai.com" => Scheme::Openai,
@@ -251,6 +262,14 @@ mod tests {
         assert_eq!(Scheme::of_host("api.anthropic.com"), Scheme::Anthropic);
         assert_eq!(Scheme::of_host("generativelanguage.googleapis.com"), Scheme::Gemini);
         assert_eq!(Scheme::of_host("api.openai.com.evil.test"), Scheme::Custom);
+    }
+
+    #[test]
+    fn a_variable_names_its_provider_by_a_word_in_it() {
+        assert_eq!(Scheme::named_by("CODEX_API_KEY"), Some(Scheme::Openai));
+        assert_eq!(Scheme::named_by("MY_ANTHROPIC_KEY"), Some(Scheme::Anthropic));
+        assert_eq!(Scheme::named_by("GOOGLE_API_KEY"), Some(Scheme::Gemini));
+        assert_eq!(Scheme::named_by("ACME_API_KEY"), None);
     }
 
     #[test]
