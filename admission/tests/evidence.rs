@@ -115,8 +115,11 @@ fn a_receipt_sealed_for_the_broker_does_not_admit_the_adapter_in_env_mode() {
     // plan (the egress proxy, no broker): its evidence is green, but the receipt is not its own.
     let folder = tempfile::tempdir().expect("tempdir");
     let (_, text) = roundtable_specs::contract::builtin(roundtable_specs::adapter::Provider::Codex);
-    std::fs::write(folder.path().join("codex.yaml"), text.replace("HOME, PATH,", "HOME, HTTPS_PROXY, PATH,").replace("TMPDIR]", "TMPDIR, https_proxy]"))
-        .expect("write");
+    std::fs::write(
+        folder.path().join("codex.yaml"),
+        text.replace("HOME, PATH,", "HOME, HTTPS_PROXY, PATH,").replace("TMPDIR]", "TMPDIR, https_proxy]"),
+    )
+    .expect("write");
     let mut adapter = template("codex").expect("a built-in").resolve("codex");
     adapter.credential_mode = CredentialMode::Env;
     let contract = contracts::load(folder.path(), &adapter);

@@ -170,6 +170,16 @@ pub fn decide(
                 ready(Unknown, reason::ADMITTED, "the spawn-path gates admit it now; starting".into())
             }
         },
+        // A retry would get a fresh budget: spending it once is the whole budget.
+        Some(SessionPhase::Failed) if latest.is_some_and(|s| s.cause == Some(SessionCause::BudgetExceeded)) => {
+            status.phase = AssignmentPhase::Failed;
+            let message = latest.map(|s| s.message.clone()).unwrap_or_default();
+            ready(
+                False,
+                SessionCause::BudgetExceeded.as_str(),
+                format!("{message}; not retried, a retry would spend the budget again"),
+            )
+        }
         Some(SessionPhase::Failed) if failed <= spec.retries as usize => {
             changes.push(Change::StartExecution { attempt: next_attempt });
             status.phase = AssignmentPhase::Queued;
@@ -250,6 +260,14 @@ mod tests {
     fn changes(spec: &AssignmentSpec, observed: &AssignmentObserved) -> (String, Vec<Change>) {
         let (conditions, status, changes) = decide(spec, observed, 1, 1);
         (format!("{}:{}", status.phase, conditions[0].reason), changes)
+    }
+
+    #[test]
+    fn a_session_that_spent_its_budget_is_not_retried() {
+        let spent = SessionRecord { cause: Some(SessionCause::BudgetExceeded), ..session("Failed", 1, "run") };
+        assert_eq!(changes(&spec(false, 3), &observed(vec![spent], false)), ("Failed:BudgetExceeded".into(), vec![]));
+        let failed = SessionRecord { cause: Some(SessionCause::Exited), ..session("Failed", 1, "run") };
+        assert_eq!(changes(&spec(false, 3), &observed(vec![failed], false)).0, "Queued:Retrying");
     }
 
     #[test]

@@ -112,7 +112,11 @@ impl BrokerSidecar {
             });
         }
         let settings = BrokerSettings {
-            routes: start.hosts.iter().map(|host| Route { host: host.clone(), scheme: Scheme::of_host(host) }).collect(),
+            routes: start
+                .hosts
+                .iter()
+                .map(|host| Route { host: host.clone(), scheme: Scheme::of_host(host) })
+                .collect(),
             credentials,
             budget: start.budget,
             limits: Default::default(),
@@ -136,8 +140,7 @@ impl BrokerSidecar {
         tracing::info!(session, socket = %path.display(), hosts = ?report.hosts, "credential broker serving");
         let listener = Arc::new(listener);
         let serving = broker.clone();
-        let served =
-            Served::spawn("broker", &path, |cancel| roundtable_broker::serve(serving, listener, cancel));
+        let served = Served::spawn("broker", &path, |cancel| roundtable_broker::serve(serving, listener, cancel));
         let report_path = folder.broker_report();
         let reporter = AbortOnDropHandle::new(tokio::spawn(keep_reporting(
             report.clone(),
@@ -245,7 +248,11 @@ struct FileJournal {
 
 impl FileJournal {
     fn open(path: &Path, session: &str) -> Self {
-        Self { session: session.to_owned(), log: BoundedLog::open(path, LOG_LIMIT, "broker"), dropped: AtomicU64::new(0) }
+        Self {
+            session: session.to_owned(),
+            log: BoundedLog::open(path, LOG_LIMIT, "broker"),
+            dropped: AtomicU64::new(0),
+        }
     }
 }
 

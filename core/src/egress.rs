@@ -21,7 +21,7 @@ use serde::Serialize;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::execution::ExecutionFolder;
-use crate::sidecar::{Budget, BoundedLog, Served, write_report};
+use crate::sidecar::{BoundedLog, Budget, Served, write_report};
 
 /// The socket's name in the session's socket directory.
 pub const SOCKET_NAME: &str = "egress.sock";
@@ -48,7 +48,13 @@ pub struct EgressOptions {
 
 impl Default for EgressOptions {
     fn default() -> Self {
-        Self { resolver: None, allow_cidrs: Vec::new(), dial_allow: Vec::new(), max_tunnels: 256, broker_test_roots: Vec::new() }
+        Self {
+            resolver: None,
+            allow_cidrs: Vec::new(),
+            dial_allow: Vec::new(),
+            max_tunnels: 256,
+            broker_test_roots: Vec::new(),
+        }
     }
 }
 
@@ -78,7 +84,11 @@ pub fn proxy_env() -> [String; 2] {
 
 /// The gateway policy for `hosts`: the same for the session's tunnels and for the broker's
 /// upstream leg, so exact hosts, pinned DNS and the address policy are one decision.
-pub fn gateway_settings(options: &EgressOptions, hosts: &[String], adapter_cidrs: &[IpNet]) -> Result<Settings, SidecarError> {
+pub fn gateway_settings(
+    options: &EgressOptions,
+    hosts: &[String],
+    adapter_cidrs: &[IpNet],
+) -> Result<Settings, SidecarError> {
     let mut settings = Settings::new(hosts)?;
     settings.set_allow_cidrs(options.allow_cidrs.iter().chain(adapter_cidrs).copied())?;
     settings.dial_allow = options.dial_allow.clone();

@@ -157,7 +157,11 @@ fn session_text(item: &SessionItem) -> String {
             field(&mut out, "Budget", &budget_line(broker));
         }
         if broker.unreadable_usage > 0 {
-            field(&mut out, "Unreadable", &format!("{} responses whose usage could not be read", broker.unreadable_usage));
+            field(
+                &mut out,
+                "Unreadable",
+                &format!("{} responses whose usage could not be read", broker.unreadable_usage),
+            );
         }
     }
     out

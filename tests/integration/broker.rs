@@ -221,9 +221,16 @@ async fn a_hostile_agent_never_holds_the_key_and_its_placeholder_is_caught() {
     assert_eq!(leaks(&honest.body, KEY), None, "the key went upstream in the body");
 
     // The broker's log has one line per request, each with its reason, and never a credential.
-    let log = std::fs::read_to_string(run.executions.path().join(
-        json_of(&roundtable(root, &["sessions", "list", "--format", "json"]))["items"][0]["id"].as_str().expect("id"),
-    ).join("broker.log"))
+    let log = std::fs::read_to_string(
+        run.executions
+            .path()
+            .join(
+                json_of(&roundtable(root, &["sessions", "list", "--format", "json"]))["items"][0]["id"]
+                    .as_str()
+                    .expect("id"),
+            )
+            .join("broker.log"),
+    )
     .expect("broker.log");
     let reasons: Vec<String> = log
         .lines()
@@ -244,5 +251,8 @@ async fn the_negative_control_with_the_raw_key_is_found_by_the_same_scanners() {
     // With the value in its environment the agent finds it, and the scanners say so.
     assert!(leaks(run.patch.as_bytes(), KEY).is_some(), "the control's loot holds the key: {}", run.patch);
     assert!(flags(&run.proposal).iter().any(|f| f.starts_with("credentialCanary: ")), "{}", run.proposal);
-    assert!(leaks(&run.inspected, KEY).is_none(), "even raw, the key is only in the agent exec, not the container's config");
+    assert!(
+        leaks(&run.inspected, KEY).is_none(),
+        "even raw, the key is only in the agent exec, not the container's config"
+    );
 }

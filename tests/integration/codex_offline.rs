@@ -13,8 +13,8 @@ use roundtable_net_fixtures::{FakeDns, FakeResponses, Reply, Script};
 use serde_json::{Value, json};
 
 use crate::support::{
-    API, ShowLogOnPanic, commit_all, engine_or_skip, json as json_of, nothing_left, roundtable,
-    start_daemon_with_env, stdout, write,
+    API, ShowLogOnPanic, commit_all, engine_or_skip, json as json_of, nothing_left, roundtable, start_daemon_with_env,
+    stdout, write,
 };
 
 const REAL_KEY: &str = "sk-offline-test-0f1e2d3c4b5a69788796a5b4";
@@ -190,7 +190,11 @@ async fn the_real_codex_edits_through_the_broker_and_proposes() {
     let allowed: Vec<&Value> = lines.iter().filter(|line| line["reason"] == "allowed").collect();
     assert_eq!(allowed.len(), 3, "{lines:?}");
     for line in &allowed {
-        assert_eq!((line["method"].as_str(), line["path"].as_str()), (Some("POST"), Some("/api.openai.com/v1/responses")), "{line}");
+        assert_eq!(
+            (line["method"].as_str(), line["path"].as_str()),
+            (Some("POST"), Some("/api.openai.com/v1/responses")),
+            "{line}"
+        );
         assert_eq!(line["credential"], "CODEX_API_KEY", "{line}");
     }
     let broker = &session["detail"]["broker"];
@@ -219,7 +223,12 @@ async fn the_real_codex_stops_when_its_token_budget_is_spent() {
     // The first turn alone reports 150 tokens.
     let ended = run_codex(&clis, &api, "  budget: {tokens: 100}\n").await;
     let session = &ended.session;
-    assert_eq!((session["phase"].as_str(), session["cause"].as_str()), (Some("Failed"), Some("BudgetExceeded")), "{session:#}\n{}", ended.logs);
+    assert_eq!(
+        (session["phase"].as_str(), session["cause"].as_str()),
+        (Some("Failed"), Some("BudgetExceeded")),
+        "{session:#}\n{}",
+        ended.logs
+    );
     let posts = api.recorded().into_iter().filter(|r| r.method == "POST").count();
     assert_eq!(posts, 1, "the fake API received no request after the one that spent the budget");
     let refused = broker_lines(&ended).into_iter().filter(|line| line["reason"] == "budget_exhausted").count();

@@ -142,12 +142,22 @@ async fn each_provider_cli_reads_its_manifest_calls_tools_through_the_bridge_and
     // Each fake sends one model request to its broker, whose upstream leg finds no provider: a
     // resolver that answers nothing keeps it on this machine.
     let secrets = executions.path().join("secrets.env");
-    std::fs::write(&secrets, "CODEX_API_KEY=sk-fake-codex\nANTHROPIC_API_KEY=sk-fake-anthropic\nGEMINI_API_KEY=fake-gemini\n")
-        .expect("secrets");
+    std::fs::write(
+        &secrets,
+        "CODEX_API_KEY=sk-fake-codex\nANTHROPIC_API_KEY=sk-fake-anthropic\nGEMINI_API_KEY=fake-gemini\n",
+    )
+    .expect("secrets");
     std::fs::set_permissions(&secrets, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
     let daemon = start_daemon(
         root,
-        &["--max-executions", "4", "--gateway-resolver", "127.0.0.1:9", "--secrets-file", secrets.to_str().expect("utf-8")],
+        &[
+            "--max-executions",
+            "4",
+            "--gateway-resolver",
+            "127.0.0.1:9",
+            "--secrets-file",
+            secrets.to_str().expect("utf-8"),
+        ],
         executions.path(),
     );
     let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());

@@ -139,7 +139,8 @@ async fn each_real_cli_accepts_its_plan_and_speaks_mcp_to_the_endpoint() {
     // Codex gives up after its retries of the broker's 502 (exit 1); the others retry until the
     // timeout.
     let ran_out = |session: &serde_json::Value, cli: &str| {
-        session["adapter"] == cli && (session["cause"] == "TimedOut" || (cli == "codex" && session["cause"] == "Exited"))
+        session["adapter"] == cli
+            && (session["cause"] == "TimedOut" || (cli == "codex" && session["cause"] == "Exited"))
     };
     let timed_out =
         |cli: &str| sessions().as_array().is_some_and(|items| items.iter().any(|session| ran_out(session, cli)));

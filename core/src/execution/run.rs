@@ -23,10 +23,10 @@ use roundtable_specs::audit::{
     SessionEnded, SessionStarted,
 };
 use roundtable_specs::brief::Brief;
+use roundtable_specs::broker::BrokerReport;
 use roundtable_specs::layout::{AGENT_UID, CAPABILITY_ENV, MCP_SOCKET};
 use roundtable_specs::resume::ExternalSessionId;
 use roundtable_specs::secrets::KnownSecrets;
-use roundtable_specs::broker::BrokerReport;
 use roundtable_specs::session::{
     AgentSession, EgressReport, Extracted, ProposalFlag, ProposalFlagKind, ProposalState, SessionCause, SessionPhase,
 };
