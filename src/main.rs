@@ -134,7 +134,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         },
         Command::Gateway(GatewayCommand::Serve(args)) => commands::gateway::serve(args).await,
-        Command::Proxy { listen, upstream } => commands::gateway::proxy(&listen, &upstream).await,
+        Command::Proxy { listen, upstream } => commands::gateway::proxy(listen, upstream).await,
         Command::Sandbox(SandboxCommand::Init) => {
             roundtable_incontainer::init::run().await?;
             Ok(ExitCode::SUCCESS)

@@ -324,6 +324,7 @@ impl Inner {
     /// Binds the session's sockets and starts its sidecars (the egress gateway when the Adapter
     /// has provider hosts, the MCP endpoint when its plan speaks MCP), runs the session on the
     /// runtime, and stops the sidecars after: the capability is revoked however the run ended.
+    #[allow(clippy::too_many_arguments)]
     async fn launch(
         &self,
         session: &SessionRecord,
