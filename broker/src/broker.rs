@@ -17,8 +17,8 @@ use roundtable_gateway::{Dial, Resolve};
 use roundtable_specs::broker::{BrokerReason, Scheme};
 use tokio::sync::{Semaphore, watch};
 
-use crate::body::{Outgoing, RequestBody};
-use crate::headers::{self, Presented};
+use crate::body::{Outgoing, RequestBody, StreamMask};
+use crate::headers::{self, NotPresented, Presented};
 use crate::journal::{BrokerCounters, BrokerJournal, Tally};
 use crate::keyring::Keyring;
 use crate::ledger::Ledger;
@@ -144,13 +144,17 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
         record.line.path = route::template(Some(route.scheme), &path);
         route::check_endpoint(route.scheme, parts.method.as_str(), rest).map_err(path_refusal)?;
 
-        let presented = headers::find_placeholder(&self.keyring, route.scheme, &parts.headers, query.as_deref())
-            .ok_or_else(|| {
-                Refusal::new(
-                    BrokerReason::NoPlaceholder,
-                    "no placeholder of this session where the provider takes its key",
-                )
-            })?;
+        let presented =
+            headers::find_placeholder(&self.keyring, route.scheme, &route.host, &parts.headers, query.as_deref())
+                .map_err(|missing| {
+                    Refusal::new(
+                        BrokerReason::NoPlaceholder,
+                        match missing {
+                            NotPresented::Missing => "no placeholder of this session where the provider takes its key",
+                            NotPresented::OtherHost => "the placeholder belongs to another provider host",
+                        },
+                    )
+                })?;
         record.line.credential = Some(presented.entry.name.clone());
 
         if let Some(length) = parts.headers.get(header::CONTENT_LENGTH)
@@ -238,7 +242,14 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
             record.settle = Settle::Usage(UsageMeter::new(record.scheme, content_type));
             parts.headers.remove(header::TRANSFER_ENCODING);
             record.head_passed();
-            return Response::from_parts(parts, Outgoing::stream(body, self.limits.body_idle_timeout, record));
+            // A custom host's 2xx body may echo the request; the known schemes' do not, and
+            // their streams must not wait on a held tail.
+            let mask =
+                (record.scheme == Scheme::Custom).then(|| StreamMask::new(presented.entry.value.expose().as_bytes()));
+            if mask.is_some() {
+                parts.headers.remove(header::CONTENT_LENGTH);
+            }
+            return Response::from_parts(parts, Outgoing::stream(body, self.limits.body_idle_timeout, mask, record));
         }
         let held = self.hold(body, &mut record).await;
         let encoded = parts

@@ -55,21 +55,37 @@ pub(crate) struct Presented<'k> {
     pub(crate) placeholder: String,
 }
 
-/// Finds this session's placeholder in the first place of the scheme's that holds one.
+/// Why no placeholder of this route was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NotPresented {
+    /// No placeholder of this session where the scheme puts the key.
+    Missing,
+    /// Only a placeholder of this session bound to another route host.
+    OtherHost,
+}
+
+/// Finds this session's placeholder bound to `host` in the first place of the scheme's that
+/// holds one. A placeholder of another route host is never taken, wherever it is.
 pub(crate) fn find_placeholder<'k>(
     keyring: &'k Keyring,
     scheme: Scheme,
+    host: &str,
     headers: &HeaderMap,
     query: Option<&str>,
-) -> Option<Presented<'k>> {
+) -> Result<Presented<'k>, NotPresented> {
+    let mut foreign = false;
     for place in Place::of(scheme) {
         for candidate in candidates(*place, headers, query) {
-            if let Some(entry) = keyring.find(&candidate) {
-                return Some(Presented { place: *place, entry, placeholder: candidate });
+            match keyring.find(&candidate) {
+                Some(entry) if entry.host == host => {
+                    return Ok(Presented { place: *place, entry, placeholder: candidate });
+                }
+                Some(_) => foreign = true,
+                None => {}
             }
         }
     }
-    None
+    Err(if foreign { NotPresented::OtherHost } else { NotPresented::Missing })
 }
 
 fn candidates(place: Place, headers: &HeaderMap, query: Option<&str>) -> Vec<String> {

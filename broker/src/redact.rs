@@ -5,7 +5,7 @@
 
 use roundtable_specs::broker::PLACEHOLDER_PREFIX;
 
-const MASK: &[u8] = b"[redacted]";
+pub(crate) const MASK: &[u8] = b"[redacted]";
 const ELLIPSIS: &[u8] = "\u{2026}".as_bytes();
 
 /// `body` with every echo of `secret` and `placeholder` masked.

@@ -83,8 +83,13 @@ impl Options {
     }
 }
 
-fn credential() -> Credential {
-    Credential { name: "PROVIDER_API_KEY".into(), placeholder: placeholder(), value: Secret::new(REAL_KEY.into()) }
+fn credential(host: &str) -> Credential {
+    Credential {
+        name: "PROVIDER_API_KEY".into(),
+        placeholder: placeholder(),
+        value: Secret::new(REAL_KEY.into()),
+        host: host.into(),
+    }
 }
 
 async fn start(options: Options, answer: impl Fn(&Recorded) -> Canned + Send + Sync + 'static) -> Harness {
@@ -103,7 +108,7 @@ async fn start(options: Options, answer: impl Fn(&Recorded) -> Canned + Send + S
     }
     let settings = BrokerSettings {
         routes: vec![Route::new(options.host)],
-        credentials: vec![credential()],
+        credentials: vec![credential(options.host)],
         budget: options.budget,
         limits: options.limits,
         upstream,
@@ -593,7 +598,7 @@ async fn a_keep_alive_connection_on_the_unix_socket_carries_several_requests() {
     upstream.dial_allow = vec![net("127.0.0.0/8")];
     let settings = BrokerSettings {
         routes: vec![Route::new(OPENAI)],
-        credentials: vec![credential()],
+        credentials: vec![credential(OPENAI)],
         budget: Budget::default(),
         limits: BrokerLimits::default(),
         upstream,
@@ -646,7 +651,7 @@ fn tempfile_dir() -> std::path::PathBuf {
 fn a_broker_is_not_built_for_a_host_its_upstream_cannot_reach() {
     let settings = BrokerSettings {
         routes: vec![Route::new(ANTHROPIC)],
-        credentials: vec![credential()],
+        credentials: vec![credential(OPENAI)],
         budget: Budget::default(),
         limits: BrokerLimits::default(),
         upstream: Settings::new([OPENAI]).expect("settings"),
@@ -743,4 +748,92 @@ async fn a_provider_slow_to_answer_is_504_and_a_stalled_stream_is_cut() {
     // A cut stream's usage could not be read.
     assert_eq!(lines[1].tokens, None);
     assert_eq!(harness.broker.counters().unreadable, 1);
+}
+
+const KEY_A: &str = "sk-proj-OPENAIrealKEYaaaaaaaaaaaaaaaaaaaa";
+const KEY_B: &str = "custom-realKEYbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+/// Two routes (OpenAI and a custom host) behind one fake provider, each with its own credential
+/// bound to its host.
+async fn start_two(answer: impl Fn(&Recorded) -> Canned + Send + Sync + 'static) -> (Harness, String, String) {
+    let upstream_ip = own_address();
+    let provider = FakeProvider::start(SocketAddr::new(IpAddr::V4(upstream_ip), 443), &[OPENAI, CUSTOM], answer)
+        .await
+        .expect("provider");
+    let dns = FakeDns::start("127.0.0.1:0".parse().expect("addr")).await.expect("dns");
+    dns.answer(OPENAI, vec![Reply::Addresses(vec![IpAddr::V4(upstream_ip)])]);
+    dns.answer(CUSTOM, vec![Reply::Addresses(vec![IpAddr::V4(upstream_ip)])]);
+    let mut upstream = Settings::new([OPENAI, CUSTOM]).expect("settings");
+    upstream.set_allow_cidrs([net("127.0.0.0/8")]).expect("allowCidrs");
+    upstream.dial_allow = vec![net("127.0.0.0/8")];
+    upstream.self_addresses = vec!["127.0.0.1".parse().expect("ip")];
+    let (ph_a, ph_b) = (placeholder_from(&[0xaa; 32]), placeholder_from(&[0xbb; 32]));
+    let settings = BrokerSettings {
+        routes: vec![Route::new(OPENAI), Route::new(CUSTOM)],
+        credentials: vec![
+            Credential {
+                name: "OPENAI_API_KEY".into(),
+                placeholder: ph_a.clone(),
+                value: Secret::new(KEY_A.into()),
+                host: OPENAI.into(),
+            },
+            Credential {
+                name: "CUSTOM_KEY".into(),
+                placeholder: ph_b.clone(),
+                value: Secret::new(KEY_B.into()),
+                host: CUSTOM.into(),
+            },
+        ],
+        budget: Budget::default(),
+        limits: BrokerLimits::default(),
+        upstream,
+        extra_roots: vec![provider.identity.certificate.clone()],
+    };
+    let journal = Arc::new(MemoryJournal::default());
+    let resolver = DnsResolver::new(&[dns.address()]).expect("resolver");
+    let broker = Arc::new(Broker::new(settings, resolver, DirectDialer, journal.clone()).expect("broker"));
+    let listener = Listener::bind(&Endpoint::Tcp("127.0.0.1:0".parse().expect("addr"))).await.expect("bind");
+    let Ok(Endpoint::Tcp(address)) = listener.endpoint() else { panic!("a TCP listener") };
+    let cancel = CancellationToken::new();
+    tokio::spawn(serve(broker.clone(), Arc::new(listener), cancel.clone()));
+    (Harness { address, provider, dns, journal, broker, _cancel: cancel.drop_guard() }, ph_a, ph_b)
+}
+
+/// A host that reflects the request headers in a 2xx body (httpbin-style `/anything`), the
+/// body written in pieces of `split` bytes so an echo of the key straddles them.
+fn echo_headers(request: &Recorded, split: usize) -> Canned {
+    let headers: Vec<String> = request.headers.iter().map(|(n, v)| format!("{n}: {v}")).collect();
+    let body = json!({"echo": headers}).to_string().into_bytes();
+    Canned {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        chunks: body.chunks(split).map(<[u8]>::to_vec).collect(),
+        chunked: true,
+        ..Canned::default()
+    }
+}
+
+#[tokio::test]
+async fn a_placeholder_is_refused_on_another_providers_route_and_nothing_goes_upstream() {
+    let (harness, ph_a, _ph_b) = start_two(|request| echo_headers(request, 4096)).await;
+    let head = format!("GET /{CUSTOM}/anything HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ph_a}");
+    let answer = send(harness.address, &head, b"").await;
+    assert_eq!((answer.status, answer.code().as_str()), (401, "no_placeholder"), "{answer:?}");
+    assert!(answer.body.contains("the placeholder belongs to another provider host"), "{}", answer.body);
+    assert!(!answer.body.contains(KEY_A), "{}", answer.body);
+    assert!(harness.provider.recorded().is_empty(), "the OpenAI key went to the custom host");
+    assert_lines_clean(&harness.journal.lines());
+}
+
+#[tokio::test]
+async fn a_custom_hosts_2xx_echo_of_its_key_is_masked_even_split_across_frames() {
+    let (harness, _ph_a, ph_b) = start_two(|request| echo_headers(request, 7)).await;
+    let head = format!("GET /{CUSTOM}/anything HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ph_b}");
+    let answer = send(harness.address, &head, b"").await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let recorded = harness.provider.recorded();
+    assert_eq!(recorded[0].header("authorization"), Some(format!("Bearer {KEY_B}").as_str()));
+    assert!(!answer.body.contains(KEY_B), "{}", answer.body);
+    assert!(answer.body.contains("Bearer [redacted]"), "{}", answer.body);
+    assert!(answer.body.ends_with("\"]}"), "the held tail was not flushed: {}", answer.body);
 }
