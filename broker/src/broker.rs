@@ -203,6 +203,9 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
         *upstream_request.version_mut() = Version::HTTP_11;
         *upstream_request.headers_mut() = upstream_headers;
         let dialed = opened.dialed;
+        // From here the provider may be billing: an exchange that ends without an answer read
+        // cost an unknown amount, never zero.
+        record.settle = Settle::Unreadable;
         let sent =
             tokio::time::timeout(self.limits.response_head_timeout, opened.sender.send_request(upstream_request));
         let response = match sent.await {
@@ -213,6 +216,8 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
                 ));
             }
             Ok(Err(_)) if over_cap.load(Ordering::Relaxed) => {
+                // The provider saw a cut body, which it cannot have billed.
+                record.settle = Settle::Zero;
                 return Err(Refusal::new(
                     BrokerReason::BodyTooLarge,
                     format!("the body passed {} bytes", self.limits.max_body_bytes),
@@ -251,6 +256,8 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
             }
             return Response::from_parts(parts, Outgoing::stream(body, self.limits.body_idle_timeout, mask, record));
         }
+        // A provider that answered an error read the request and did not bill it.
+        record.settle = Settle::Zero;
         let held = self.hold(body, &mut record).await;
         let encoded = parts
             .headers

@@ -1,5 +1,6 @@
 //! One request's account from head to last byte: its log line filling in as it goes, how its
-//! response settles the ledger (usage read from a 2xx body, nothing from any other answer), its
+//! response settles the ledger (usage read from a 2xx body, nothing from any other answer,
+//! unknown when a sent request got no readable answer), its
 //! place among the session's open requests and its upstream connection. Finished exactly once,
 //! at the body's end or when the agent goes away, whichever comes first.
 
@@ -27,8 +28,11 @@ pub(crate) struct Shared {
 pub(crate) enum Settle {
     /// Not admitted: the ledger never counted it.
     Nothing,
-    /// Admitted, but no usage to read (failed upstream, or a non-2xx answer).
+    /// Admitted, but nothing billable: refused before anything was sent, or a non-2xx answer.
     Zero,
+    /// The request went upstream but no answer was read (the agent left before the head, the
+    /// head timed out, the exchange failed): what it cost is unknown.
+    Unreadable,
     /// A 2xx answer: the usage its body reports.
     Usage(UsageMeter),
 }
@@ -103,6 +107,10 @@ impl Record {
             Settle::Nothing => None,
             Settle::Zero => {
                 self.shared.ledger.settle(Some(Tokens::default()));
+                None
+            }
+            Settle::Unreadable => {
+                self.shared.ledger.settle(None);
                 None
             }
             Settle::Usage(mut meter) => {

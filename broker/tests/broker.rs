@@ -745,9 +745,9 @@ async fn a_provider_slow_to_answer_is_504_and_a_stalled_stream_is_cut() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let lines = harness.journal.lines();
     assert!(lines[1].detail.as_deref().is_some_and(|d| d.contains("no byte from the provider")), "{lines:?}");
-    // A cut stream's usage could not be read.
+    // A cut stream's usage could not be read, nor could the timed-out one's.
     assert_eq!(lines[1].tokens, None);
-    assert_eq!(harness.broker.counters().unreadable, 1);
+    assert_eq!(harness.broker.counters().unreadable, 2);
 }
 
 const KEY_A: &str = "sk-proj-OPENAIrealKEYaaaaaaaaaaaaaaaaaaaa";
@@ -836,4 +836,50 @@ async fn a_custom_hosts_2xx_echo_of_its_key_is_masked_even_split_across_frames()
     assert!(!answer.body.contains(KEY_B), "{}", answer.body);
     assert!(answer.body.contains("Bearer [redacted]"), "{}", answer.body);
     assert!(answer.body.ends_with("\"]}"), "the held tail was not flushed: {}", answer.body);
+}
+
+/// A provider that answers only after 1.5 s, with more usage than the budget.
+fn slow_costly(_: &Recorded) -> Canned {
+    Canned {
+        head_delay: Duration::from_millis(1500),
+        ..Canned::json(200, &json!({"usage": {"input_tokens": 5000, "output_tokens": 5000}}))
+    }
+}
+
+#[tokio::test]
+async fn an_agent_that_leaves_before_the_head_does_not_settle_as_zero_tokens() {
+    let budget = Budget { tokens: Some(10), requests: None };
+    let harness = start(Options { budget, ..Options::new(OPENAI) }, slow_costly).await;
+    let mut stream = TcpStream::connect(harness.address).await.expect("connect");
+    let head =
+        format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}\r\nContent-Length: 2\r\n\r\n{{}}", bearer());
+    stream.write_all(head.as_bytes()).await.expect("write");
+    for _ in 0..50 {
+        if !harness.provider.recorded().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(stream);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(harness.provider.recorded().len(), 1, "the provider got the request");
+    let counters = harness.broker.counters();
+    assert!(counters.unreadable == 1 || counters.tokens.total() > 0, "{counters:?}");
+    assert!(counters.exhausted, "{counters:?}");
+    let head = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    let answer = send(harness.address, &head, b"{}").await;
+    assert_eq!((answer.status, answer.code().as_str()), (429, "budget_exhausted"), "{answer:?}");
+}
+
+#[tokio::test]
+async fn a_response_head_timeout_does_not_settle_as_zero_tokens() {
+    let budget = Budget { tokens: Some(10), requests: None };
+    let limits = BrokerLimits { response_head_timeout: Duration::from_millis(300), ..BrokerLimits::default() };
+    let harness = start(Options { budget, limits, ..Options::new(OPENAI) }, slow_costly).await;
+    let head = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    assert_eq!(send(harness.address, &head, b"{}").await.status, 504);
+    let counters = harness.broker.counters();
+    assert_eq!((counters.unreadable, counters.exhausted), (1, true), "{counters:?}");
+    assert_eq!(send(harness.address, &head, b"{}").await.status, 429);
+    assert_eq!(harness.provider.recorded().len(), 1);
 }
