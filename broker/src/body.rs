@@ -146,9 +146,14 @@ impl Body for Outgoing {
         let this = self.get_mut();
         let polled = match &mut this.source {
             Source::Whole(bytes) => Poll::Ready(bytes.take().map(|bytes| Ok(Frame::data(bytes)))),
-            Source::Stream { inner, idle, idle_for, mask } => match Pin::new(inner).poll_frame(cx) {
+            Source::Stream { inner, idle, idle_for, mask } => match Pin::new(&mut *inner).poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => {
                     idle.as_mut().reset(tokio::time::Instant::now() + *idle_for);
+                    if inner.is_end_stream()
+                        && let Some(record) = &mut this.record
+                    {
+                        record.upstream_complete = true;
+                    }
                     match (mask.as_mut(), frame.data_ref()) {
                         (Some(mask), Some(data)) => Poll::Ready(Some(Ok(Frame::data(mask.push(data))))),
                         _ => Poll::Ready(Some(Ok(frame))),
@@ -160,7 +165,14 @@ impl Body for Outgoing {
                     }
                     Poll::Ready(Some(Err(error.into())))
                 }
-                Poll::Ready(None) => match mask.as_mut().and_then(StreamMask::flush) {
+                Poll::Ready(None) => match {
+                    if let Some(record) = &mut this.record {
+                        record.upstream_complete = true;
+                    }
+                    mask.as_mut()
+                }
+                .and_then(StreamMask::flush)
+                {
                     Some(tail) => Poll::Ready(Some(Ok(Frame::data(tail)))),
                     None => Poll::Ready(None),
                 },
@@ -209,8 +221,48 @@ impl Body for Outgoing {
 
 impl Drop for Outgoing {
     fn drop(&mut self) {
+        // An agent that leaves mid-stream does not stop the provider billing the whole answer:
+        // the rest is read (bounded) for its usage before the request settles.
+        if let Some(record) = self.record.take_if(|record| record.wants_usage())
+            && let Source::Stream { inner, idle_for, .. } = std::mem::replace(&mut self.source, Source::Whole(None))
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(drain(inner, idle_for, record));
+            return;
+        }
         self.finish();
     }
+}
+
+/// The longest an abandoned answer is read on for its usage.
+const DRAIN_LIMIT: Duration = Duration::from_secs(300);
+
+/// Reads what is left of a body nobody will see until its usage is known, the provider
+/// stalls, or [`DRAIN_LIMIT`] passes; then settles.
+async fn drain(mut inner: Incoming, idle_for: Duration, mut record: Record) {
+    use http_body_util::BodyExt;
+    record.cut("the agent went away mid-answer; the rest was read for its usage".to_owned());
+    let deadline = tokio::time::Instant::now() + DRAIN_LIMIT;
+    while !record.usage_known() {
+        let Ok(frame) =
+            tokio::time::timeout_at(deadline.min(tokio::time::Instant::now() + idle_for), inner.frame()).await
+        else {
+            break;
+        };
+        match frame {
+            Some(Ok(frame)) => {
+                if let Some(data) = frame.data_ref() {
+                    record.drained(data);
+                }
+                if inner.is_end_stream() {
+                    record.upstream_complete = true;
+                }
+            }
+            None => record.upstream_complete = true,
+            Some(Err(_)) => break,
+        }
+    }
+    record.finish();
 }
 
 #[cfg(test)]

@@ -46,6 +46,8 @@ pub(crate) struct Record {
     pub(crate) settle: Settle,
     pub(crate) permit: Option<OwnedSemaphorePermit>,
     pub(crate) connection: Option<JoinHandle<()>>,
+    /// The provider's body reached its end: what the meter read is the whole answer's.
+    pub(crate) upstream_complete: bool,
     finished: bool,
 }
 
@@ -66,6 +68,7 @@ impl Record {
             settle: Settle::Nothing,
             permit: None,
             connection: None,
+            upstream_complete: false,
             finished: false,
         }
     }
@@ -79,6 +82,23 @@ impl Record {
         if let Settle::Usage(meter) = &mut self.settle {
             meter.feed(chunk);
         }
+    }
+
+    /// A body byte read for its usage only, after the agent went away.
+    pub(crate) fn drained(&mut self, chunk: &[u8]) {
+        if let Settle::Usage(meter) = &mut self.settle {
+            meter.feed(chunk);
+        }
+    }
+
+    /// Whether the answer's usage is known already: its body ended, or its last event passed.
+    pub(crate) fn usage_known(&self) -> bool {
+        self.upstream_complete || matches!(&self.settle, Settle::Usage(meter) if meter.saw_last_event())
+    }
+
+    /// Whether this record is still waiting on a 2xx body's usage.
+    pub(crate) fn wants_usage(&self) -> bool {
+        !self.finished && matches!(self.settle, Settle::Usage(_)) && !self.usage_known()
     }
 
     /// The response head was passed back (the first byte, when the body is empty).
@@ -114,7 +134,9 @@ impl Record {
                 None
             }
             Settle::Usage(mut meter) => {
-                let usage = meter.finish();
+                // A body cut before its end may have billed more than it reported so far.
+                let complete = self.upstream_complete || meter.saw_last_event();
+                let usage = meter.finish().filter(|_| complete);
                 self.shared.ledger.settle(usage);
                 usage
             }

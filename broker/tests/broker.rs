@@ -883,3 +883,65 @@ async fn a_response_head_timeout_does_not_settle_as_zero_tokens() {
     assert_eq!(send(harness.address, &head, b"{}").await.status, 429);
     assert_eq!(harness.provider.recorded().len(), 1);
 }
+
+/// An Anthropic stream whose usage comes at its end, held after its first event until `gate`.
+fn anthropic_stream(gate: Arc<Notify>) -> Canned {
+    let events = vec![
+        json!({"type": "message_start", "message": {"usage": {"input_tokens": 10, "output_tokens": 1}}}),
+        json!({"type": "content_block_delta", "delta": {"type": "text_delta", "text": "lots of output ..."}}),
+        json!({"type": "message_delta", "usage": {"output_tokens": 8000}}),
+        json!({"type": "message_stop"}),
+    ];
+    Canned { gate: Some(gate), ..Canned::sse(&events) }
+}
+
+#[tokio::test]
+async fn an_agent_that_cuts_a_stream_early_is_billed_what_the_provider_reports_at_its_end() {
+    let gate = Arc::new(Notify::new());
+    let held = gate.clone();
+    let budget = Budget { tokens: Some(100_000), requests: None };
+    let harness = start(Options { budget, ..Options::new(ANTHROPIC) }, move |_| anthropic_stream(held.clone())).await;
+    let mut stream = TcpStream::connect(harness.address).await.expect("connect");
+    let head = format!(
+        "POST /{ANTHROPIC}/v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {}\r\nContent-Length: 2\r\n\r\n{{}}",
+        placeholder()
+    );
+    stream.write_all(head.as_bytes()).await.expect("write");
+    let mut seen = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("message_start") {
+        let n = stream.read(&mut buffer).await.expect("read");
+        assert!(n > 0, "the stream ended early");
+        seen.extend_from_slice(&buffer[..n]);
+    }
+    drop(stream);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(harness.journal.lines().is_empty(), "settled before the provider's answer ended");
+    gate.notify_waiters();
+    for _ in 0..100 {
+        if !harness.journal.lines().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let lines = harness.journal.lines();
+    assert_eq!(lines[0].tokens, Some(Tokens { input: 10, output: 8000 }), "{lines:?}");
+    assert_eq!(harness.broker.counters().tokens.total(), 8010);
+}
+
+#[tokio::test]
+async fn a_stream_that_stalls_before_its_last_event_is_unreadable() {
+    let budget = Budget { tokens: Some(100_000), requests: None };
+    let limits = BrokerLimits { body_idle_timeout: Duration::from_millis(300), ..BrokerLimits::default() };
+    // message_start, then nothing: the gate is never opened.
+    let never = Arc::new(Notify::new());
+    let harness =
+        start(Options { budget, limits, ..Options::new(ANTHROPIC) }, move |_| anthropic_stream(never.clone())).await;
+    let head = format!("POST /{ANTHROPIC}/v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {}", placeholder());
+    let answer = send(harness.address, &head, b"{}").await;
+    assert_eq!(answer.status, 200);
+    assert!(answer.body.contains("message_start") && !answer.body.contains("message_stop"), "{}", answer.body);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let counters = harness.broker.counters();
+    assert_eq!((counters.unreadable, counters.tokens.total(), counters.exhausted), (1, 0, true), "{counters:?}");
+}
