@@ -45,6 +45,8 @@ pub struct Broker<R, D> {
 struct Answered<'k> {
     response: Response<Incoming>,
     presented: Presented<'k>,
+    /// The endpoint can be billed (not a model list or token count).
+    billing: bool,
 }
 
 impl<R: Resolve, D: Dial> Broker<R, D> {
@@ -143,6 +145,7 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
         record.line.scheme = Some(route.scheme);
         record.line.path = route::template(Some(route.scheme), &path);
         route::check_endpoint(route.scheme, parts.method.as_str(), rest).map_err(path_refusal)?;
+        let billing = route::bills(route.scheme, parts.method.as_str(), rest);
 
         let presented =
             headers::find_placeholder(&self.keyring, route.scheme, &route.host, &parts.headers, query.as_deref())
@@ -205,7 +208,7 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
         let dialed = opened.dialed;
         // From here the provider may be billing: an exchange that ends without an answer read
         // cost an unknown amount, never zero.
-        record.settle = Settle::Unreadable;
+        record.settle = if billing { Settle::Unreadable } else { Settle::Zero };
         let sent =
             tokio::time::timeout(self.limits.response_head_timeout, opened.sender.send_request(upstream_request));
         let response = match sent.await {
@@ -231,12 +234,12 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
             }
             Ok(Ok(response)) => response,
         };
-        Ok(Answered { response, presented })
+        Ok(Answered { response, presented, billing })
     }
 
     /// Passes the provider's answer back: streamed when 2xx, held and masked otherwise.
     async fn answer(&self, answered: Answered<'_>, mut record: Record) -> Response<Outgoing> {
-        let Answered { response, presented } = answered;
+        let Answered { response, presented, billing } = answered;
         let (mut parts, body) = response.into_parts();
         record.line.status = parts.status.as_u16();
         record.line.upstream_request_id = headers::request_id(&parts.headers);
@@ -244,7 +247,8 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
         parts.version = Version::HTTP_11;
         if parts.status.is_success() {
             let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
-            record.settle = Settle::Usage(UsageMeter::new(record.scheme, content_type));
+            record.settle =
+                if billing { Settle::Usage(UsageMeter::new(record.scheme, content_type)) } else { Settle::Zero };
             parts.headers.remove(header::TRANSFER_ENCODING);
             record.head_passed();
             // A custom host's 2xx body may echo the request; the known schemes' do not, and

@@ -745,9 +745,9 @@ async fn a_provider_slow_to_answer_is_504_and_a_stalled_stream_is_cut() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let lines = harness.journal.lines();
     assert!(lines[1].detail.as_deref().is_some_and(|d| d.contains("no byte from the provider")), "{lines:?}");
-    // A cut stream's usage could not be read, nor could the timed-out one's.
+    // A cut stream's usage could not be read; the timed-out model list bills nothing.
     assert_eq!(lines[1].tokens, None);
-    assert_eq!(harness.broker.counters().unreadable, 2);
+    assert_eq!(harness.broker.counters().unreadable, 1);
 }
 
 const KEY_A: &str = "sk-proj-OPENAIrealKEYaaaaaaaaaaaaaaaaaaaa";
@@ -944,4 +944,30 @@ async fn a_stream_that_stalls_before_its_last_event_is_unreadable() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let counters = harness.broker.counters();
     assert_eq!((counters.unreadable, counters.tokens.total(), counters.exhausted), (1, 0, true), "{counters:?}");
+}
+
+#[tokio::test]
+async fn a_model_list_and_a_token_count_do_not_spend_a_budget() {
+    let budget = Budget { tokens: Some(1_000_000), requests: None };
+    let harness = start(Options { budget, ..Options::new(ANTHROPIC) }, |request| {
+        if request.method == "GET" || request.path.ends_with("count_tokens") {
+            // No usage object: a billing endpoint answering so would be unreadable.
+            Canned::json(200, &json!({"data": [], "input_tokens": 12}))
+        } else {
+            Canned::json(200, &json!({"type": "message", "usage": {"input_tokens": 3, "output_tokens": 4}}))
+        }
+    })
+    .await;
+    let key = format!("x-api-key: {}", placeholder());
+    let get = format!("GET /{ANTHROPIC}/v1/models HTTP/1.1\r\nHost: x\r\n{key}");
+    assert_eq!(send(harness.address, &get, b"").await.status, 200);
+    let count = format!("POST /{ANTHROPIC}/v1/messages/count_tokens HTTP/1.1\r\nHost: x\r\n{key}");
+    assert_eq!(send(harness.address, &count, b"{}").await.status, 200);
+    let counters = harness.broker.counters();
+    assert_eq!((counters.unreadable, counters.exhausted), (0, false), "{counters:?}");
+    let post = format!("POST /{ANTHROPIC}/v1/messages HTTP/1.1\r\nHost: x\r\n{key}");
+    let answer = send(harness.address, &post, b"{}").await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(harness.broker.counters().tokens.total(), 7);
 }
