@@ -971,3 +971,35 @@ async fn a_model_list_and_a_token_count_do_not_spend_a_budget() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(harness.broker.counters().tokens.total(), 7);
 }
+
+/// Writes `head` as far as the broker reads it, then reads its answer.
+async fn send_raw(address: SocketAddr, head: &[u8]) -> Answer {
+    let mut stream = TcpStream::connect(address).await.expect("connect to the broker");
+    // The broker may answer and close before the whole head is written.
+    let _ = stream.write_all(head).await;
+    let mut bytes = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut bytes)).await;
+    parse_answer(&bytes)
+}
+
+#[tokio::test]
+async fn a_request_head_over_64_kib_or_64_fields_is_refused_unread() {
+    let harness = start(Options::new(OPENAI), |_| Canned::json(200, &json!({}))).await;
+    let mut head = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}\r\n", bearer());
+    let filler = format!("X-Pad: {}\r\n", "a".repeat(30_000));
+    while head.len() < 300 * 1024 {
+        head.push_str(&filler);
+    }
+    head.push_str("Content-Length: 2\r\n\r\n{}");
+    let answer = send_raw(harness.address, head.as_bytes()).await;
+    assert_eq!(answer.status, 431, "a 300 KiB head: {}", answer.head);
+
+    let mut head = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}\r\n", bearer());
+    for n in 0..80 {
+        head.push_str(&format!("X-Pad-{n}: a\r\n"));
+    }
+    head.push_str("Content-Length: 2\r\n\r\n{}");
+    let answer = send_raw(harness.address, head.as_bytes()).await;
+    assert_eq!(answer.status, 431, "83 header fields: {}", answer.head);
+    assert!(harness.provider.recorded().is_empty());
+}
