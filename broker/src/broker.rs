@@ -3,6 +3,12 @@
 //! this session's placeholder where the scheme puts the key, the body cap, the open-request
 //! bound and the budget; only then the provider, over the pinned path, with the real key in the
 //! placeholder's place. The answer streams back; a non-2xx one is held (bounded) and masked.
+//!
+//! A token budget is checked against settled usage only, and a response's usage is known only at
+//! its end, so under a token budget at most one billing request (not a model list or token
+//! count) is open at a time: the next waits for the last to settle, up to the response-head
+//! timeout, and is answered `429 too_many_requests` (with `Retry-After`) past it. The overrun is
+//! then at most one response's usage.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -36,6 +42,8 @@ pub struct Broker<R, D> {
     keyring: Keyring,
     limits: BrokerLimits,
     open: Arc<Semaphore>,
+    /// Under a token budget: one permit, held by the billing request in flight.
+    billing_turn: Option<Arc<Semaphore>>,
     next_id: AtomicU64,
     shared: Arc<Shared>,
     upstream: Upstream<R, D>,
@@ -75,6 +83,7 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
             keyring,
             limits,
             open: Arc::new(Semaphore::new(limits.max_open_requests)),
+            billing_turn: budget.tokens.map(|_| Arc::new(Semaphore::new(1))),
             next_id: AtomicU64::new(0),
             shared: Arc::new(Shared { journal, ledger: Ledger::new(budget), tally: Tally::default() }),
             upstream: Upstream::new(upstream, resolver, dialer, &extra_roots)?,
@@ -193,6 +202,16 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
                 format!("{} requests of this session are open already", self.limits.max_open_requests),
             )
         })?);
+        if let Some(turn) = self.billing_turn.as_ref().filter(|_| billing) {
+            let waited = tokio::time::timeout(self.limits.response_head_timeout, turn.clone().acquire_owned()).await;
+            let Ok(Ok(turn)) = waited else {
+                return Err(Refusal::new(
+                    BrokerReason::TooManyRequests,
+                    "under a token budget one model request runs at a time, and the one open did not end in time",
+                ));
+            };
+            record.turn = Some(turn);
+        }
         self.shared.ledger.admit().map_err(|spent| Refusal::new(BrokerReason::BudgetExhausted, spent.to_string()))?;
         record.settle = Settle::Zero;
 

@@ -45,6 +45,8 @@ pub(crate) struct Record {
     pub(crate) bytes_up: Arc<AtomicU64>,
     pub(crate) settle: Settle,
     pub(crate) permit: Option<OwnedSemaphorePermit>,
+    /// Under a token budget, the one billing request's turn; given back only once settled.
+    pub(crate) turn: Option<OwnedSemaphorePermit>,
     pub(crate) connection: Option<JoinHandle<()>>,
     /// The provider's body reached its end: what the meter read is the whole answer's.
     pub(crate) upstream_complete: bool,
@@ -67,6 +69,7 @@ impl Record {
             bytes_up: Arc::default(),
             settle: Settle::Nothing,
             permit: None,
+            turn: None,
             connection: None,
             upstream_complete: false,
             finished: false,
@@ -151,6 +154,7 @@ impl Record {
         }
         self.shared.journal.request(&self.line);
         self.permit = None;
+        self.turn = None;
         if let Some(connection) = self.connection.take() {
             connection.abort();
         }

@@ -1003,3 +1003,68 @@ async fn a_request_head_over_64_kib_or_64_fields_is_refused_unread() {
     assert_eq!(answer.status, 431, "83 header fields: {}", answer.head);
     assert!(harness.provider.recorded().is_empty());
 }
+
+#[tokio::test]
+async fn under_a_token_budget_one_model_request_runs_at_a_time_so_open_ones_cannot_overrun_it() {
+    let gate = Arc::new(Notify::new());
+    let held = gate.clone();
+    let budget = Budget { tokens: Some(10), requests: None };
+    let harness = start(Options { budget, ..Options::new(OPENAI) }, move |_| {
+        let events = vec![
+            json!({"type": "response.created", "response": {"id": "r"}}),
+            json!({"type": "response.completed", "response": {"usage": {"input_tokens": 1000, "output_tokens": 1000}}}),
+        ];
+        Canned { gate: Some(held.clone()), ..Canned::sse(&events) }
+    })
+    .await;
+    let head = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    let mut tasks = Vec::new();
+    for _ in 0..5 {
+        let (address, head) = (harness.address, head.clone());
+        tasks.push(tokio::spawn(async move { send(address, &head, b"{}").await }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(harness.provider.recorded().len(), 1, "more than one model request open under a token budget");
+    for _ in 0..20 {
+        gate.notify_waiters();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut statuses = Vec::new();
+    for task in tasks {
+        let answer = task.await.expect("task");
+        statuses.push((answer.status, answer.code()));
+    }
+    statuses.sort();
+    assert_eq!(statuses[0], (200, String::new()), "{statuses:?}");
+    assert!(statuses[1..].iter().all(|(status, code)| *status == 429 && code == "budget_exhausted"), "{statuses:?}");
+    assert_eq!(harness.provider.recorded().len(), 1);
+    assert_eq!(harness.broker.counters().tokens.total(), 2000);
+}
+
+#[tokio::test]
+async fn under_a_token_budget_a_model_request_that_waits_too_long_for_its_turn_is_429_with_retry_after() {
+    let never = Arc::new(Notify::new());
+    let budget = Budget { tokens: Some(100_000), requests: None };
+    let limits = BrokerLimits { response_head_timeout: Duration::from_millis(300), ..BrokerLimits::default() };
+    let harness = start(Options { budget, limits, ..Options::new(OPENAI) }, move |request| {
+        if request.method == "GET" {
+            Canned::json(200, &json!({"data": []}))
+        } else {
+            Canned { gate: Some(never.clone()), ..Canned::sse(&sse_turn()) }
+        }
+    })
+    .await;
+    let post = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    let mut first = TcpStream::connect(harness.address).await.expect("connect");
+    first.write_all(format!("{post}\r\nContent-Length: 2\r\n\r\n{{}}").as_bytes()).await.expect("write");
+    let mut buffer = [0u8; 1024];
+    assert!(first.read(&mut buffer).await.expect("the first stream's head") > 0);
+    let answer = send(harness.address, &post, b"{}").await;
+    assert_eq!((answer.status, answer.code().as_str()), (429, "too_many_requests"), "{answer:?}");
+    assert_eq!(answer.header("retry-after").as_deref(), Some("1"));
+    // A model list does not bill, so it does not wait.
+    let get = format!("GET /{OPENAI}/v1/models HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    assert_eq!(send(harness.address, &get, b"").await.status, 200);
+    assert_eq!(harness.provider.recorded().len(), 2);
+    drop(first);
+}
