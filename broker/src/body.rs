@@ -75,27 +75,29 @@ enum Source {
 /// may echo the request). The last `len(key) - 1` bytes are held back across frames, so a key
 /// split between two frames is still caught; the known schemes skip this and pay no latency.
 pub(crate) struct StreamMask {
-    key: Vec<u8>,
+    /// The key's forms (as is, percent-encoded), none empty.
+    forms: Vec<Vec<u8>>,
     held: Vec<u8>,
     ended: bool,
 }
 
 impl StreamMask {
-    pub(crate) fn new(key: &[u8]) -> Self {
-        Self { key: key.to_vec(), held: Vec::new(), ended: false }
+    pub(crate) fn new(secret: &str) -> Self {
+        let forms = crate::redact::key_forms(secret).into_iter().filter(|form| !form.is_empty()).collect();
+        Self { forms, held: Vec::new(), ended: false }
     }
 
     /// What of `data` (after what was held) can go out now, with every whole key masked.
     pub(crate) fn push(&mut self, data: &[u8]) -> Bytes {
         self.held.extend_from_slice(data);
-        let keep = self.key.len().saturating_sub(1);
+        let keep = self.forms.iter().map(Vec::len).max().unwrap_or(0).saturating_sub(1);
         let boundary = self.held.len().saturating_sub(keep);
         let mut out = Vec::with_capacity(boundary);
         let mut at = 0;
         while at < boundary {
-            if !self.key.is_empty() && self.held[at..].starts_with(&self.key) {
+            if let Some(form) = self.forms.iter().find(|form| self.held[at..].starts_with(form)) {
                 out.extend_from_slice(crate::redact::MASK);
-                at += self.key.len();
+                at += form.len();
             } else {
                 out.push(self.held[at]);
                 at += 1;
@@ -271,12 +273,12 @@ mod tests {
 
     #[test]
     fn a_key_split_across_frames_is_masked() {
-        let mut mask = StreamMask::new(b"sk-secret-1234");
+        let mut mask = StreamMask::new("sk-secret/1234");
         let mut out = Vec::new();
-        for frame in [&b"{\"echo\": \"Bearer sk-sec"[..], b"ret-1234\", \"n\": 1", b"}"] {
+        for frame in [&b"{\"echo\": \"Bearer sk-sec"[..], b"ret/1234\", \"q\": \"sk-secret%2", b"F1234\"}"] {
             out.extend_from_slice(&mask.push(frame));
         }
         out.extend_from_slice(&mask.flush().unwrap_or_default());
-        assert_eq!(String::from_utf8(out).expect("utf-8"), "{\"echo\": \"Bearer [redacted]\", \"n\": 1}");
+        assert_eq!(String::from_utf8(out).expect("utf-8"), "{\"echo\": \"Bearer [redacted]\", \"q\": \"[redacted]\"}");
     }
 }

@@ -30,7 +30,7 @@ use crate::keyring::Keyring;
 use crate::ledger::Ledger;
 use crate::metrics;
 use crate::record::{Record, Settle, Shared};
-use crate::redact::redact;
+use crate::redact;
 use crate::route::{self, PathRefusal};
 use crate::settings::{BrokerError, BrokerLimits, BrokerSettings, Route};
 use crate::upstream::{Refusal, Upstream};
@@ -181,13 +181,13 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
                 format!("the body is over {} bytes", self.limits.max_body_bytes),
             ));
         }
-        if headers::holds_placeholder(rest.as_bytes()) {
+        if headers::holds_placeholder(rest.as_bytes()) || headers::holds_placeholder(&headers::percent_decode(rest)) {
             return Err(Refusal::new(BrokerReason::BadRequest, "a placeholder in the path"));
         }
         let secret = presented.entry.value.expose();
         let upstream_headers = headers::upstream_headers(&parts.headers, &route.host, presented.place, secret)
             .map_err(|detail| Refusal::new(BrokerReason::BadRequest, detail))?;
-        let upstream_query = headers::upstream_query(query.as_deref(), presented.place, secret)
+        let upstream_query = headers::upstream_query(query.as_deref(), presented.place, &presented.placeholder, secret)
             .map_err(|detail| Refusal::new(BrokerReason::BadRequest, detail))?;
         let target = match upstream_query {
             Some(query) => format!("{rest}?{query}"),
@@ -272,8 +272,7 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
             record.head_passed();
             // A custom host's 2xx body may echo the request; the known schemes' do not, and
             // their streams must not wait on a held tail.
-            let mask =
-                (record.scheme == Scheme::Custom).then(|| StreamMask::new(presented.entry.value.expose().as_bytes()));
+            let mask = (record.scheme == Scheme::Custom).then(|| StreamMask::new(presented.entry.value.expose()));
             if mask.is_some() {
                 parts.headers.remove(header::CONTENT_LENGTH);
             }
@@ -281,7 +280,12 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
         }
         // A provider that answered an error read the request and did not bill it.
         record.settle = Settle::Zero;
-        let held = self.hold(body, &mut record).await;
+        // Held past the bound by the longest form of the key or placeholder, then cut after
+        // masking, so the cut never falls inside an echo and leaves its head readable.
+        let secret = presented.entry.value.expose();
+        let slack =
+            redact::key_forms(secret).iter().map(Vec::len).chain([presented.placeholder.len()]).max().unwrap_or(0);
+        let held = self.hold(body, self.limits.error_body_bytes + slack, &mut record).await;
         let encoded = parts
             .headers
             .get(header::CONTENT_ENCODING)
@@ -291,7 +295,9 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
             record.cut("a compressed error body was withheld".to_owned());
             Bytes::from_static(b"[the provider's error body was compressed and is withheld by the roundtable broker]")
         } else {
-            Bytes::from(redact(&held, presented.entry.value.expose(), &presented.placeholder))
+            let mut masked = redact::redact(&held, secret, &presented.placeholder);
+            masked.truncate(self.limits.error_body_bytes);
+            Bytes::from(masked)
         };
         for name in [header::CONTENT_LENGTH, header::TRANSFER_ENCODING, header::CONTENT_ENCODING] {
             parts.headers.remove(name);
@@ -301,14 +307,14 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
         Response::from_parts(parts, Outgoing::whole(masked, record))
     }
 
-    /// Reads up to the error-body bound of a non-2xx body, each frame within the idle timeout.
-    async fn hold(&self, mut body: Incoming, record: &mut Record) -> Vec<u8> {
+    /// Reads up to `bound` bytes of a non-2xx body, each frame within the idle timeout.
+    async fn hold(&self, mut body: Incoming, bound: usize, record: &mut Record) -> Vec<u8> {
         let mut held = Vec::new();
         loop {
             let frame = tokio::time::timeout(self.limits.body_idle_timeout, body.frame()).await;
             let Ok(Some(Ok(frame))) = frame else { break };
             if let Some(data) = frame.data_ref() {
-                let room = self.limits.error_body_bytes.saturating_sub(held.len());
+                let room = bound.saturating_sub(held.len());
                 held.extend_from_slice(&data[..data.len().min(room)]);
                 if data.len() > room {
                     record.cut(format!("the error body was cut at {} bytes", self.limits.error_body_bytes));

@@ -1068,3 +1068,100 @@ async fn under_a_token_budget_a_model_request_that_waits_too_long_for_its_turn_i
     assert_eq!(harness.provider.recorded().len(), 2);
     drop(first);
 }
+
+#[tokio::test]
+async fn a_percent_encoded_echo_of_a_query_key_is_masked() {
+    // A custom host takes the key in the query here, so its 404 echoes the target, encoded.
+    let upstream_ip = own_address();
+    let provider = FakeProvider::start(SocketAddr::new(IpAddr::V4(upstream_ip), 443), &[CUSTOM], |request| {
+        Canned::json(404, &json!({"error": format!("no route for {}", request.path)}))
+    })
+    .await
+    .expect("provider");
+    let dns = FakeDns::start("127.0.0.1:0".parse().expect("addr")).await.expect("dns");
+    dns.answer(CUSTOM, vec![Reply::Addresses(vec![IpAddr::V4(upstream_ip)])]);
+    let mut upstream = Settings::new([CUSTOM]).expect("settings");
+    upstream.set_allow_cidrs([net("127.0.0.0/8")]).expect("allowCidrs");
+    upstream.dial_allow = vec![net("127.0.0.0/8")];
+    let key = "abc+def/ghi=jkl+mno/pqr==";
+    let settings = BrokerSettings {
+        routes: vec![Route::new(CUSTOM)],
+        credentials: vec![Credential {
+            name: "K".into(),
+            placeholder: placeholder(),
+            value: Secret::new(key.into()),
+            host: CUSTOM.into(),
+        }],
+        budget: Budget::default(),
+        limits: BrokerLimits::default(),
+        upstream,
+        extra_roots: vec![provider.identity.certificate.clone()],
+    };
+    let resolver = DnsResolver::new(&[dns.address()]).expect("resolver");
+    let journal = Arc::new(MemoryJournal::default());
+    let broker = Arc::new(Broker::new(settings, resolver, DirectDialer, journal).expect("broker"));
+    let listener = Listener::bind(&Endpoint::Tcp("127.0.0.1:0".parse().expect("addr"))).await.expect("bind");
+    let Ok(Endpoint::Tcp(address)) = listener.endpoint() else { panic!("a TCP listener") };
+    let cancel = CancellationToken::new();
+    tokio::spawn(serve(broker, Arc::new(listener), cancel.clone()));
+    let head = format!("GET /{CUSTOM}/v1/nothing?key={} HTTP/1.1\r\nHost: x", placeholder());
+    let answer = send(address, &head, b"").await;
+    assert_eq!(answer.status, 404, "{answer:?}");
+    assert!(provider.recorded()[0].path.contains("abc%2Bdef%2Fghi"), "the key did not go upstream encoded");
+    assert!(!answer.body.contains("abc%2Bdef%2Fghi%3Djkl"), "{}", answer.body);
+    assert!(answer.body.contains("key=[redacted]"), "{}", answer.body);
+    cancel.cancel();
+}
+
+#[tokio::test]
+async fn the_query_is_judged_percent_decoded() {
+    let harness = start(Options::new(GEMINI), |_| {
+        Canned::json(200, &json!({"usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1}}))
+    })
+    .await;
+    let ph = placeholder();
+    let call = format!("/{GEMINI}/v1beta/models/m:generateContent");
+    let encoded_ph = format!("%72{}", &ph[1..]);
+    let head = format!("POST {call}?note={encoded_ph} HTTP/1.1\r\nHost: x\r\nx-goog-api-key: {ph}");
+    let answer = send(harness.address, &head, b"{}").await;
+    assert_eq!((answer.status, answer.code().as_str()), (400, "bad_request"), "{answer:?}");
+    assert!(harness.provider.recorded().is_empty(), "an encoded placeholder went upstream");
+
+    let head = format!(
+        "POST {call}?alt=sse&k%65y={AGENT_KEY}&access_token=ya29.agent HTTP/1.1\r\nHost: x\r\nx-goog-api-key: {ph}"
+    );
+    let answer = send(harness.address, &head, b"{}").await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let path = harness.provider.recorded()[0].path.clone();
+    assert!(!path.contains(AGENT_KEY) && !path.contains("ya29"), "{path}");
+    assert!(path.ends_with("?alt=sse"), "{path}");
+
+    let head = format!("POST {call}?%4B%45%59={} HTTP/1.1\r\nHost: x", ph.replace('-', "%2D"));
+    let answer = send(harness.address, &head, b"{}").await;
+    assert_eq!(answer.status, 200, "an encoded key parameter holding the placeholder: {answer:?}");
+    let path = harness.provider.recorded()[1].path.clone();
+    assert!(path.ends_with(&format!("?key={REAL_KEY}")), "{path}");
+    assert_no_placeholder_upstream(&harness.provider.recorded());
+}
+
+#[tokio::test]
+async fn an_error_body_cut_at_its_bound_never_ends_inside_the_key() {
+    let harness = start(Options::new(OPENAI), |_| {
+        let mut body = "x".repeat(64 * 1024 - 20).into_bytes();
+        body.extend_from_slice(REAL_KEY.as_bytes());
+        body.extend_from_slice(b" and more after it");
+        Canned {
+            status: 400,
+            headers: vec![("content-type".into(), "text/plain".into())],
+            chunks: vec![body],
+            ..Canned::default()
+        }
+    })
+    .await;
+    let head = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    let answer = send(harness.address, &head, b"{}").await;
+    assert_eq!(answer.status, 400);
+    assert!(answer.body.len() <= 64 * 1024, "{}", answer.body.len());
+    assert!(!answer.body.contains(&REAL_KEY[..8]), "the key's head passed the cut");
+    assert!(answer.body.contains("x[redacted]"), "{:?}", &answer.body[answer.body.len() - 24..]);
+}
