@@ -350,7 +350,14 @@ pub(crate) fn refusal_body(reason: BrokerReason, detail: &str) -> Bytes {
 
 fn refuse(mut record: Record, refusal: Refusal) -> Response<Outgoing> {
     let status = refusal.reason.status().unwrap_or(500);
-    let body = refusal_body(refusal.reason, &refusal.detail);
+    // How the upstream leg failed (resolver answers, dialed addresses, TLS errors) is the
+    // operator's to read in the log line; the agent is told only that it failed.
+    let shown = match refusal.reason {
+        BrokerReason::UpstreamFailed => "the provider could not be reached; the broker's log line says why",
+        BrokerReason::UpstreamTimeout => "the provider did not answer in time; the broker's log line says why",
+        _ => refusal.detail.as_str(),
+    };
+    let body = refusal_body(refusal.reason, shown);
     record.refused(refusal.reason, status, refusal.detail);
     record.head_passed();
     if record.line.scheme.is_none() {
