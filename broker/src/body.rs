@@ -1,7 +1,9 @@
 //! The bodies the broker streams. Up: the agent's request body, frame by frame, counted and cut
 //! when it passes the cap. Down: the provider's response body, frame by frame with an idle
 //! timeout, each frame counted (and fed to the usage meter) as it passes, or a whole body (a
-//! refusal, a masked error); either way the request's [`Record`] finishes at its end.
+//! refusal, a masked error); either way the request's [`Record`] finishes at its end. A custom
+//! route's 2xx stream is masked on the way; a 2xx stream the agent leaves is read on (bounded)
+//! for its usage.
 
 use std::pin::Pin;
 use std::sync::Arc;

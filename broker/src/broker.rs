@@ -76,6 +76,11 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
                 return Err(BrokerError::RouteNotAllowed(route.host.clone()));
             }
         }
+        if let Some(stray) =
+            credentials.iter().find(|credential| !routes.iter().any(|route| route.host == credential.host))
+        {
+            return Err(BrokerError::CredentialHost { name: stray.name.clone(), host: stray.host.clone() });
+        }
         let keyring = Keyring::new(credentials)?;
         metrics::register();
         Ok(Self {

@@ -654,7 +654,7 @@ fn tempfile_dir() -> std::path::PathBuf {
 fn a_broker_is_not_built_for_a_host_its_upstream_cannot_reach() {
     let settings = BrokerSettings {
         routes: vec![Route::new(ANTHROPIC)],
-        credentials: vec![credential(OPENAI)],
+        credentials: vec![credential(ANTHROPIC)],
         budget: Budget::default(),
         limits: BrokerLimits::default(),
         upstream: Settings::new([OPENAI]).expect("settings"),
@@ -1167,4 +1167,22 @@ async fn an_error_body_cut_at_its_bound_never_ends_inside_the_key() {
     assert!(answer.body.len() <= 64 * 1024, "{}", answer.body.len());
     assert!(!answer.body.contains(&REAL_KEY[..8]), "the key's head passed the cut");
     assert!(answer.body.contains("x[redacted]"), "{:?}", &answer.body[answer.body.len() - 24..]);
+}
+
+#[test]
+fn a_broker_is_not_built_with_a_credential_bound_to_no_route_of_it() {
+    let settings = BrokerSettings {
+        routes: vec![Route::new(OPENAI)],
+        credentials: vec![credential(ANTHROPIC)],
+        budget: Budget::default(),
+        limits: BrokerLimits::default(),
+        upstream: Settings::new([OPENAI]).expect("settings"),
+        extra_roots: vec![],
+    };
+    let resolver = DnsResolver::new(&["127.0.0.1:53".parse().expect("addr")]).expect("resolver");
+    let error =
+        Broker::new(settings, resolver, DirectDialer, Arc::new(MemoryJournal::default())).err().expect("refused");
+    let printed = format!("{error} {error:?}");
+    assert!(printed.contains("PROVIDER_API_KEY") && printed.contains(ANTHROPIC), "{printed}");
+    assert!(!printed.contains(REAL_KEY) && !printed.contains(&placeholder()), "{printed}");
 }
