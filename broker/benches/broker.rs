@@ -184,6 +184,7 @@ async fn start_broker(
             name: "OPENAI_API_KEY".into(),
             placeholder: placeholder(),
             value: Secret::new(KEY.into()),
+            host: HOST.into(),
         }],
         budget: Budget::default(),
         limits: BrokerLimits::default(),

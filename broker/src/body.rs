@@ -1,7 +1,9 @@
 //! The bodies the broker streams. Up: the agent's request body, frame by frame, counted and cut
 //! when it passes the cap. Down: the provider's response body, frame by frame with an idle
 //! timeout, each frame counted (and fed to the usage meter) as it passes, or a whole body (a
-//! refusal, a masked error); either way the request's [`Record`] finishes at its end.
+//! refusal, a masked error); either way the request's [`Record`] finishes at its end. A custom
+//! route's 2xx stream is masked on the way; a 2xx stream the agent leaves is read on (bounded)
+//! for its usage.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -68,7 +70,53 @@ impl Body for RequestBody {
 
 enum Source {
     Whole(Option<Bytes>),
-    Stream { inner: Incoming, idle: Pin<Box<Sleep>>, idle_for: Duration },
+    Stream { inner: Incoming, idle: Pin<Box<Sleep>>, idle_for: Duration, mask: Option<StreamMask> },
+}
+
+/// Masks the real key in a streamed body whose shape the broker does not know (a custom route
+/// may echo the request). The last `len(key) - 1` bytes are held back across frames, so a key
+/// split between two frames is still caught; the known schemes skip this and pay no latency.
+pub(crate) struct StreamMask {
+    /// The key's forms (as is, percent-encoded), none empty.
+    forms: Vec<Vec<u8>>,
+    held: Vec<u8>,
+    ended: bool,
+}
+
+impl StreamMask {
+    pub(crate) fn new(secret: &str) -> Self {
+        let forms = crate::redact::key_forms(secret).into_iter().filter(|form| !form.is_empty()).collect();
+        Self { forms, held: Vec::new(), ended: false }
+    }
+
+    /// What of `data` (after what was held) can go out now, with every whole key masked.
+    pub(crate) fn push(&mut self, data: &[u8]) -> Bytes {
+        self.held.extend_from_slice(data);
+        let keep = self.forms.iter().map(Vec::len).max().unwrap_or(0).saturating_sub(1);
+        let boundary = self.held.len().saturating_sub(keep);
+        let mut out = Vec::with_capacity(boundary);
+        let mut at = 0;
+        while at < boundary {
+            if let Some(form) = self.forms.iter().find(|form| self.held[at..].starts_with(form)) {
+                out.extend_from_slice(crate::redact::MASK);
+                at += form.len();
+            } else {
+                out.push(self.held[at]);
+                at += 1;
+            }
+        }
+        self.held.drain(..at);
+        Bytes::from(out)
+    }
+
+    /// The held tail, once the body ended: shorter than the key, so nothing in it to mask.
+    pub(crate) fn flush(&mut self) -> Option<Bytes> {
+        if self.ended {
+            return None;
+        }
+        self.ended = true;
+        (!self.held.is_empty()).then(|| Bytes::from(std::mem::take(&mut self.held)))
+    }
 }
 
 /// A response body on its way to the agent.
@@ -82,9 +130,9 @@ impl Outgoing {
         Self { source: Source::Whole(Some(bytes)), record: Some(record) }
     }
 
-    pub(crate) fn stream(inner: Incoming, idle_for: Duration, record: Record) -> Self {
+    pub(crate) fn stream(inner: Incoming, idle_for: Duration, mask: Option<StreamMask>, record: Record) -> Self {
         let idle = Box::pin(tokio::time::sleep(idle_for));
-        Self { source: Source::Stream { inner, idle, idle_for }, record: Some(record) }
+        Self { source: Source::Stream { inner, idle, idle_for, mask }, record: Some(record) }
     }
 
     fn finish(&mut self) {
@@ -102,10 +150,18 @@ impl Body for Outgoing {
         let this = self.get_mut();
         let polled = match &mut this.source {
             Source::Whole(bytes) => Poll::Ready(bytes.take().map(|bytes| Ok(Frame::data(bytes)))),
-            Source::Stream { inner, idle, idle_for } => match Pin::new(inner).poll_frame(cx) {
+            Source::Stream { inner, idle, idle_for, mask } => match Pin::new(&mut *inner).poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => {
                     idle.as_mut().reset(tokio::time::Instant::now() + *idle_for);
-                    Poll::Ready(Some(Ok(frame)))
+                    if inner.is_end_stream()
+                        && let Some(record) = &mut this.record
+                    {
+                        record.upstream_complete = true;
+                    }
+                    match (mask.as_mut(), frame.data_ref()) {
+                        (Some(mask), Some(data)) => Poll::Ready(Some(Ok(Frame::data(mask.push(data))))),
+                        _ => Poll::Ready(Some(Ok(frame))),
+                    }
                 }
                 Poll::Ready(Some(Err(error))) => {
                     if let Some(record) = &mut this.record {
@@ -113,7 +169,17 @@ impl Body for Outgoing {
                     }
                     Poll::Ready(Some(Err(error.into())))
                 }
-                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Ready(None) => match {
+                    if let Some(record) = &mut this.record {
+                        record.upstream_complete = true;
+                    }
+                    mask.as_mut()
+                }
+                .and_then(StreamMask::flush)
+                {
+                    Some(tail) => Poll::Ready(Some(Ok(Frame::data(tail)))),
+                    None => Poll::Ready(None),
+                },
                 Poll::Pending => match idle.as_mut().poll(cx) {
                     Poll::Ready(()) => {
                         if let Some(record) = &mut this.record {
@@ -140,7 +206,9 @@ impl Body for Outgoing {
     fn is_end_stream(&self) -> bool {
         match &self.source {
             Source::Whole(bytes) => bytes.is_none(),
-            Source::Stream { inner, .. } => inner.is_end_stream(),
+            Source::Stream { inner, mask, .. } => {
+                inner.is_end_stream() && mask.as_ref().is_none_or(|mask| mask.ended || mask.held.is_empty())
+            }
         }
     }
 
@@ -148,6 +216,8 @@ impl Body for Outgoing {
         match &self.source {
             Source::Whole(Some(bytes)) => SizeHint::with_exact(bytes.len() as u64),
             Source::Whole(None) => SizeHint::with_exact(0),
+            // A mask changes the length.
+            Source::Stream { mask: Some(_), .. } => SizeHint::default(),
             Source::Stream { inner, .. } => inner.size_hint(),
         }
     }
@@ -155,6 +225,62 @@ impl Body for Outgoing {
 
 impl Drop for Outgoing {
     fn drop(&mut self) {
+        // An agent that leaves mid-stream does not stop the provider billing the whole answer:
+        // the rest is read (bounded) for its usage before the request settles.
+        if let Some(record) = self.record.take_if(|record| record.wants_usage())
+            && let Source::Stream { inner, idle_for, .. } = std::mem::replace(&mut self.source, Source::Whole(None))
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(drain(inner, idle_for, record));
+            return;
+        }
         self.finish();
+    }
+}
+
+/// The longest an abandoned answer is read on for its usage.
+const DRAIN_LIMIT: Duration = Duration::from_secs(300);
+
+/// Reads what is left of a body nobody will see until its usage is known, the provider
+/// stalls, or [`DRAIN_LIMIT`] passes; then settles.
+async fn drain(mut inner: Incoming, idle_for: Duration, mut record: Record) {
+    use http_body_util::BodyExt;
+    record.cut("the agent went away mid-answer; the rest was read for its usage".to_owned());
+    let deadline = tokio::time::Instant::now() + DRAIN_LIMIT;
+    while !record.usage_known() {
+        let Ok(frame) =
+            tokio::time::timeout_at(deadline.min(tokio::time::Instant::now() + idle_for), inner.frame()).await
+        else {
+            break;
+        };
+        match frame {
+            Some(Ok(frame)) => {
+                if let Some(data) = frame.data_ref() {
+                    record.drained(data);
+                }
+                if inner.is_end_stream() {
+                    record.upstream_complete = true;
+                }
+            }
+            None => record.upstream_complete = true,
+            Some(Err(_)) => break,
+        }
+    }
+    record.finish();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_split_across_frames_is_masked() {
+        let mut mask = StreamMask::new("sk-secret/1234");
+        let mut out = Vec::new();
+        for frame in [&b"{\"echo\": \"Bearer sk-sec"[..], b"ret/1234\", \"q\": \"sk-secret%2", b"F1234\"}"] {
+            out.extend_from_slice(&mask.push(frame));
+        }
+        out.extend_from_slice(&mask.flush().unwrap_or_default());
+        assert_eq!(String::from_utf8(out).expect("utf-8"), "{\"echo\": \"Bearer [redacted]\", \"q\": \"[redacted]\"}");
     }
 }

@@ -3,6 +3,12 @@
 //! this session's placeholder where the scheme puts the key, the body cap, the open-request
 //! bound and the budget; only then the provider, over the pinned path, with the real key in the
 //! placeholder's place. The answer streams back; a non-2xx one is held (bounded) and masked.
+//!
+//! A token budget is checked against settled usage only, and a response's usage is known only at
+//! its end, so under a token budget at most one billing request (not a model list or token
+//! count) is open at a time: the next waits for the last to settle, up to the response-head
+//! timeout, and is answered `429 too_many_requests` (with `Retry-After`) past it. The overrun is
+//! then at most one response's usage.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,14 +23,14 @@ use roundtable_gateway::{Dial, Resolve};
 use roundtable_specs::broker::{BrokerReason, Scheme};
 use tokio::sync::{Semaphore, watch};
 
-use crate::body::{Outgoing, RequestBody};
-use crate::headers::{self, Presented};
+use crate::body::{Outgoing, RequestBody, StreamMask};
+use crate::headers::{self, NotPresented, Presented};
 use crate::journal::{BrokerCounters, BrokerJournal, Tally};
 use crate::keyring::Keyring;
 use crate::ledger::Ledger;
 use crate::metrics;
 use crate::record::{Record, Settle, Shared};
-use crate::redact::redact;
+use crate::redact;
 use crate::route::{self, PathRefusal};
 use crate::settings::{BrokerError, BrokerLimits, BrokerSettings, Route};
 use crate::upstream::{Refusal, Upstream};
@@ -36,6 +42,8 @@ pub struct Broker<R, D> {
     keyring: Keyring,
     limits: BrokerLimits,
     open: Arc<Semaphore>,
+    /// Under a token budget: one permit, held by the billing request in flight.
+    billing_turn: Option<Arc<Semaphore>>,
     next_id: AtomicU64,
     shared: Arc<Shared>,
     upstream: Upstream<R, D>,
@@ -45,6 +53,8 @@ pub struct Broker<R, D> {
 struct Answered<'k> {
     response: Response<Incoming>,
     presented: Presented<'k>,
+    /// The endpoint can be billed (not a model list or token count).
+    billing: bool,
 }
 
 impl<R: Resolve, D: Dial> Broker<R, D> {
@@ -66,6 +76,11 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
                 return Err(BrokerError::RouteNotAllowed(route.host.clone()));
             }
         }
+        if let Some(stray) =
+            credentials.iter().find(|credential| !routes.iter().any(|route| route.host == credential.host))
+        {
+            return Err(BrokerError::CredentialHost { name: stray.name.clone(), host: stray.host.clone() });
+        }
         let keyring = Keyring::new(credentials)?;
         metrics::register();
         Ok(Self {
@@ -73,6 +88,7 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
             keyring,
             limits,
             open: Arc::new(Semaphore::new(limits.max_open_requests)),
+            billing_turn: budget.tokens.map(|_| Arc::new(Semaphore::new(1))),
             next_id: AtomicU64::new(0),
             shared: Arc::new(Shared { journal, ledger: Ledger::new(budget), tally: Tally::default() }),
             upstream: Upstream::new(upstream, resolver, dialer, &extra_roots)?,
@@ -143,14 +159,19 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
         record.line.scheme = Some(route.scheme);
         record.line.path = route::template(Some(route.scheme), &path);
         route::check_endpoint(route.scheme, parts.method.as_str(), rest).map_err(path_refusal)?;
+        let billing = route::bills(route.scheme, parts.method.as_str(), rest);
 
-        let presented = headers::find_placeholder(&self.keyring, route.scheme, &parts.headers, query.as_deref())
-            .ok_or_else(|| {
-                Refusal::new(
-                    BrokerReason::NoPlaceholder,
-                    "no placeholder of this session where the provider takes its key",
-                )
-            })?;
+        let presented =
+            headers::find_placeholder(&self.keyring, route.scheme, &route.host, &parts.headers, query.as_deref())
+                .map_err(|missing| {
+                    Refusal::new(
+                        BrokerReason::NoPlaceholder,
+                        match missing {
+                            NotPresented::Missing => "no placeholder of this session where the provider takes its key",
+                            NotPresented::OtherHost => "the placeholder belongs to another provider host",
+                        },
+                    )
+                })?;
         record.line.credential = Some(presented.entry.name.clone());
 
         if let Some(length) = parts.headers.get(header::CONTENT_LENGTH)
@@ -165,13 +186,13 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
                 format!("the body is over {} bytes", self.limits.max_body_bytes),
             ));
         }
-        if headers::holds_placeholder(rest.as_bytes()) {
+        if headers::holds_placeholder(rest.as_bytes()) || headers::holds_placeholder(&headers::percent_decode(rest)) {
             return Err(Refusal::new(BrokerReason::BadRequest, "a placeholder in the path"));
         }
         let secret = presented.entry.value.expose();
         let upstream_headers = headers::upstream_headers(&parts.headers, &route.host, presented.place, secret)
             .map_err(|detail| Refusal::new(BrokerReason::BadRequest, detail))?;
-        let upstream_query = headers::upstream_query(query.as_deref(), presented.place, secret)
+        let upstream_query = headers::upstream_query(query.as_deref(), presented.place, &presented.placeholder, secret)
             .map_err(|detail| Refusal::new(BrokerReason::BadRequest, detail))?;
         let target = match upstream_query {
             Some(query) => format!("{rest}?{query}"),
@@ -186,6 +207,16 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
                 format!("{} requests of this session are open already", self.limits.max_open_requests),
             )
         })?);
+        if let Some(turn) = self.billing_turn.as_ref().filter(|_| billing) {
+            let waited = tokio::time::timeout(self.limits.response_head_timeout, turn.clone().acquire_owned()).await;
+            let Ok(Ok(turn)) = waited else {
+                return Err(Refusal::new(
+                    BrokerReason::TooManyRequests,
+                    "under a token budget one model request runs at a time, and the one open did not end in time",
+                ));
+            };
+            record.turn = Some(turn);
+        }
         self.shared.ledger.admit().map_err(|spent| Refusal::new(BrokerReason::BudgetExhausted, spent.to_string()))?;
         record.settle = Settle::Zero;
 
@@ -199,6 +230,9 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
         *upstream_request.version_mut() = Version::HTTP_11;
         *upstream_request.headers_mut() = upstream_headers;
         let dialed = opened.dialed;
+        // From here the provider may be billing: an exchange that ends without an answer read
+        // cost an unknown amount, never zero.
+        record.settle = if billing { Settle::Unreadable } else { Settle::Zero };
         let sent =
             tokio::time::timeout(self.limits.response_head_timeout, opened.sender.send_request(upstream_request));
         let response = match sent.await {
@@ -209,6 +243,8 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
                 ));
             }
             Ok(Err(_)) if over_cap.load(Ordering::Relaxed) => {
+                // The provider saw a cut body, which it cannot have billed.
+                record.settle = Settle::Zero;
                 return Err(Refusal::new(
                     BrokerReason::BodyTooLarge,
                     format!("the body passed {} bytes", self.limits.max_body_bytes),
@@ -222,12 +258,12 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
             }
             Ok(Ok(response)) => response,
         };
-        Ok(Answered { response, presented })
+        Ok(Answered { response, presented, billing })
     }
 
     /// Passes the provider's answer back: streamed when 2xx, held and masked otherwise.
     async fn answer(&self, answered: Answered<'_>, mut record: Record) -> Response<Outgoing> {
-        let Answered { response, presented } = answered;
+        let Answered { response, presented, billing } = answered;
         let (mut parts, body) = response.into_parts();
         record.line.status = parts.status.as_u16();
         record.line.upstream_request_id = headers::request_id(&parts.headers);
@@ -235,12 +271,26 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
         parts.version = Version::HTTP_11;
         if parts.status.is_success() {
             let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
-            record.settle = Settle::Usage(UsageMeter::new(record.scheme, content_type));
+            record.settle =
+                if billing { Settle::Usage(UsageMeter::new(record.scheme, content_type)) } else { Settle::Zero };
             parts.headers.remove(header::TRANSFER_ENCODING);
             record.head_passed();
-            return Response::from_parts(parts, Outgoing::stream(body, self.limits.body_idle_timeout, record));
+            // A custom host's 2xx body may echo the request; the known schemes' do not, and
+            // their streams must not wait on a held tail.
+            let mask = (record.scheme == Scheme::Custom).then(|| StreamMask::new(presented.entry.value.expose()));
+            if mask.is_some() {
+                parts.headers.remove(header::CONTENT_LENGTH);
+            }
+            return Response::from_parts(parts, Outgoing::stream(body, self.limits.body_idle_timeout, mask, record));
         }
-        let held = self.hold(body, &mut record).await;
+        // A provider that answered an error read the request and did not bill it.
+        record.settle = Settle::Zero;
+        // Held past the bound by the longest form of the key or placeholder, then cut after
+        // masking, so the cut never falls inside an echo and leaves its head readable.
+        let secret = presented.entry.value.expose();
+        let slack =
+            redact::key_forms(secret).iter().map(Vec::len).chain([presented.placeholder.len()]).max().unwrap_or(0);
+        let held = self.hold(body, self.limits.error_body_bytes + slack, &mut record).await;
         let encoded = parts
             .headers
             .get(header::CONTENT_ENCODING)
@@ -250,7 +300,9 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
             record.cut("a compressed error body was withheld".to_owned());
             Bytes::from_static(b"[the provider's error body was compressed and is withheld by the roundtable broker]")
         } else {
-            Bytes::from(redact(&held, presented.entry.value.expose(), &presented.placeholder))
+            let mut masked = redact::redact(&held, secret, &presented.placeholder);
+            masked.truncate(self.limits.error_body_bytes);
+            Bytes::from(masked)
         };
         for name in [header::CONTENT_LENGTH, header::TRANSFER_ENCODING, header::CONTENT_ENCODING] {
             parts.headers.remove(name);
@@ -260,14 +312,14 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
         Response::from_parts(parts, Outgoing::whole(masked, record))
     }
 
-    /// Reads up to the error-body bound of a non-2xx body, each frame within the idle timeout.
-    async fn hold(&self, mut body: Incoming, record: &mut Record) -> Vec<u8> {
+    /// Reads up to `bound` bytes of a non-2xx body, each frame within the idle timeout.
+    async fn hold(&self, mut body: Incoming, bound: usize, record: &mut Record) -> Vec<u8> {
         let mut held = Vec::new();
         loop {
             let frame = tokio::time::timeout(self.limits.body_idle_timeout, body.frame()).await;
             let Ok(Some(Ok(frame))) = frame else { break };
             if let Some(data) = frame.data_ref() {
-                let room = self.limits.error_body_bytes.saturating_sub(held.len());
+                let room = bound.saturating_sub(held.len());
                 held.extend_from_slice(&data[..data.len().min(room)]);
                 if data.len() > room {
                     record.cut(format!("the error body was cut at {} bytes", self.limits.error_body_bytes));
@@ -303,7 +355,14 @@ pub(crate) fn refusal_body(reason: BrokerReason, detail: &str) -> Bytes {
 
 fn refuse(mut record: Record, refusal: Refusal) -> Response<Outgoing> {
     let status = refusal.reason.status().unwrap_or(500);
-    let body = refusal_body(refusal.reason, &refusal.detail);
+    // How the upstream leg failed (resolver answers, dialed addresses, TLS errors) is the
+    // operator's to read in the log line; the agent is told only that it failed.
+    let shown = match refusal.reason {
+        BrokerReason::UpstreamFailed => "the provider could not be reached; the broker's log line says why",
+        BrokerReason::UpstreamTimeout => "the provider did not answer in time; the broker's log line says why",
+        _ => refusal.detail.as_str(),
+    };
+    let body = refusal_body(refusal.reason, shown);
     record.refused(refusal.reason, status, refusal.detail);
     record.head_passed();
     if record.line.scheme.is_none() {

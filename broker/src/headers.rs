@@ -55,21 +55,37 @@ pub(crate) struct Presented<'k> {
     pub(crate) placeholder: String,
 }
 
-/// Finds this session's placeholder in the first place of the scheme's that holds one.
+/// Why no placeholder of this route was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NotPresented {
+    /// No placeholder of this session where the scheme puts the key.
+    Missing,
+    /// Only a placeholder of this session bound to another route host.
+    OtherHost,
+}
+
+/// Finds this session's placeholder bound to `host` in the first place of the scheme's that
+/// holds one. A placeholder of another route host is never taken, wherever it is.
 pub(crate) fn find_placeholder<'k>(
     keyring: &'k Keyring,
     scheme: Scheme,
+    host: &str,
     headers: &HeaderMap,
     query: Option<&str>,
-) -> Option<Presented<'k>> {
+) -> Result<Presented<'k>, NotPresented> {
+    let mut foreign = false;
     for place in Place::of(scheme) {
         for candidate in candidates(*place, headers, query) {
-            if let Some(entry) = keyring.find(&candidate) {
-                return Some(Presented { place: *place, entry, placeholder: candidate });
+            match keyring.find(&candidate) {
+                Some(entry) if entry.host == host => {
+                    return Ok(Presented { place: *place, entry, placeholder: candidate });
+                }
+                Some(_) => foreign = true,
+                None => {}
             }
         }
     }
-    None
+    Err(if foreign { NotPresented::OtherHost } else { NotPresented::Missing })
 }
 
 fn candidates(place: Place, headers: &HeaderMap, query: Option<&str>) -> Vec<String> {
@@ -89,10 +105,41 @@ fn candidates(place: Place, headers: &HeaderMap, query: Option<&str>) -> Vec<Str
         Place::QueryKey => query
             .into_iter()
             .flat_map(|q| q.split('&'))
-            .filter_map(|pair| pair.strip_prefix("key="))
-            .map(str::to_owned)
+            .filter_map(|pair| {
+                let (name, value) = decoded_pair(pair);
+                name.eq_ignore_ascii_case("key").then_some(value)
+            })
             .collect(),
     }
+}
+
+/// A query parameter's name and value, each percent-decoded (`+` kept: a placeholder holds
+/// none, and a provider reads the name as it is).
+fn decoded_pair(pair: &str) -> (String, String) {
+    let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+    let decode = |text: &str| String::from_utf8_lossy(&percent_decode(text)).into_owned();
+    (decode(name), decode(value))
+}
+
+/// `text` with every `%XX` decoded; a `%` not followed by two hex digits is kept as it is.
+pub(crate) fn percent_decode(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let hex = |byte: u8| char::from(byte).to_digit(16);
+        if bytes[at] == b'%'
+            && let (Some(high), Some(low)) =
+                (bytes.get(at + 1).copied().and_then(hex), bytes.get(at + 2).copied().and_then(hex))
+        {
+            out.push(u8::try_from(high * 16 + low).unwrap_or(0));
+            at += 3;
+        } else {
+            out.push(bytes[at]);
+            at += 1;
+        }
+    }
+    out
 }
 
 /// Whether `bytes` hold anything that looks like a placeholder, in any case.
@@ -143,39 +190,40 @@ pub(crate) fn upstream_headers(
     Ok(out)
 }
 
-/// The query sent upstream: every `key` parameter dropped (a client's own key never passes),
-/// except that the one carrying the placeholder gets the real value in its place.
-pub(crate) fn upstream_query(query: Option<&str>, place: Place, secret: &str) -> Result<Option<String>, &'static str> {
+/// Query parameters that carry a client's own credential, dropped in any case and encoding.
+const CREDENTIAL_PARAMETERS: [&str; 2] = ["key", "access_token"];
+
+/// The query sent upstream, each name and value judged percent-decoded: every `key` and
+/// `access_token` parameter dropped (a client's own credential never passes), except that the
+/// `key` carrying `placeholder` gets the real value in its place; a placeholder anywhere else,
+/// encoded or not, refuses the request.
+pub(crate) fn upstream_query(
+    query: Option<&str>,
+    place: Place,
+    placeholder: &str,
+    secret: &str,
+) -> Result<Option<String>, &'static str> {
     let Some(query) = query else { return Ok(None) };
     let mut injected = false;
     let mut parts = Vec::new();
     for pair in query.split('&') {
-        if pair == "key" || pair.starts_with("key=") {
-            if place == Place::QueryKey && !injected {
+        let (name, value) = decoded_pair(pair);
+        if CREDENTIAL_PARAMETERS.iter().any(|credential| name.eq_ignore_ascii_case(credential)) {
+            if place == Place::QueryKey && !injected && name.eq_ignore_ascii_case("key") && value == placeholder {
                 injected = true;
-                parts.push(format!("key={}", encode(secret)));
+                parts.push(format!("key={}", crate::redact::percent_encode(secret, true)));
             }
             continue;
         }
-        if holds_placeholder(pair.as_bytes()) {
+        if holds_placeholder(pair.as_bytes())
+            || holds_placeholder(name.as_bytes())
+            || holds_placeholder(value.as_bytes())
+        {
             return Err("a placeholder outside the place the provider takes its key");
         }
         parts.push(pair.to_owned());
     }
     Ok((!parts.is_empty()).then(|| parts.join("&")))
-}
-
-/// Percent-encodes all but the unreserved characters.
-fn encode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for byte in value.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
 }
 
 /// Strips what the agent is never shown from a provider's response headers, and any header
@@ -184,12 +232,9 @@ pub(crate) fn downstream_headers(headers: &mut HeaderMap, secret: &str) {
     for name in STRIPPED_DOWN {
         headers.remove(name);
     }
-    let secret = secret.as_bytes();
     let echoing: Vec<HeaderName> = headers
         .iter()
-        .filter(|(_, value)| {
-            holds_placeholder(value.as_bytes()) || value.as_bytes().windows(secret.len()).any(|window| window == secret)
-        })
+        .filter(|(_, value)| holds_placeholder(value.as_bytes()) || crate::redact::holds_key(value.as_bytes(), secret))
         .map(|(name, _)| name.clone())
         .collect();
     for name in echoing {
@@ -210,9 +255,30 @@ mod tests {
 
     #[test]
     fn a_query_key_is_replaced_in_place_and_other_keys_dropped() {
-        let query = Some("alt=sse&key=rt-placeholder-aa&key=agent-own&x=1");
-        assert_eq!(upstream_query(query, Place::QueryKey, "AIza/+"), Ok(Some("alt=sse&key=AIza%2F%2B&x=1".into())));
-        assert_eq!(upstream_query(query, Place::GoogApiKey, "AIza"), Ok(Some("alt=sse&x=1".into())));
-        assert!(upstream_query(Some("x=rt-placeholder-aa"), Place::Bearer, "s").is_err());
+        let ph = "rt-placeholder-aa";
+        let query = Some("alt=sse&key=agent-own&key=rt-placeholder-aa&x=1");
+        assert_eq!(upstream_query(query, Place::QueryKey, ph, "AIza/+"), Ok(Some("alt=sse&key=AIza%2F%2B&x=1".into())));
+        assert_eq!(upstream_query(query, Place::GoogApiKey, ph, "AIza"), Ok(Some("alt=sse&x=1".into())));
+        assert!(upstream_query(Some("x=rt-placeholder-aa"), Place::Bearer, ph, "s").is_err());
+    }
+
+    #[test]
+    fn query_names_and_values_are_judged_decoded() {
+        let ph = "rt-placeholder-aa";
+        let query = Some("k%65y=agent-own&KEY=also-own&access_token=ya29.own&Access%5FToken=x&x=1");
+        assert_eq!(upstream_query(query, Place::GoogApiKey, ph, "AIza"), Ok(Some("x=1".into())));
+        let query = Some("%6Bey=rt%2Dplaceholder%2Daa");
+        assert_eq!(upstream_query(query, Place::QueryKey, ph, "AIza"), Ok(Some("key=AIza".into())));
+        assert!(upstream_query(Some("note=%72t-placeholder-aa"), Place::GoogApiKey, ph, "s").is_err());
+        assert!(upstream_query(Some("%72t-placeholder-aa=1"), Place::GoogApiKey, ph, "s").is_err());
+    }
+
+    #[test]
+    fn a_response_header_echoing_the_encoded_key_is_dropped() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-echo", HeaderValue::from_static("/v1?key=abc%2Fdef"));
+        headers.insert("x-fine", HeaderValue::from_static("ok"));
+        downstream_headers(&mut headers, "abc/def");
+        assert!(headers.get("x-echo").is_none() && headers.get("x-fine").is_some());
     }
 }

@@ -1,5 +1,5 @@
-//! The session's placeholders, kept only as SHA-256 digests beside their credential's name and
-//! real value, and where a request carries one: the places each scheme puts its key. A candidate
+//! The session's placeholders, kept only as SHA-256 digests beside their credential's name, real
+//! value and route host, and where a request carries one: the places each scheme puts its key. A candidate
 //! is compared in constant time against every digest, so timing says nothing about how close it
 //! came.
 
@@ -39,6 +39,8 @@ pub(crate) struct Entry {
     digest: [u8; 32],
     pub(crate) name: String,
     pub(crate) value: Secret,
+    /// The route host this credential may be spent on.
+    pub(crate) host: String,
 }
 
 pub(crate) struct Keyring {
@@ -56,7 +58,7 @@ impl Keyring {
         }
         let mut entries: Vec<Entry> = Vec::with_capacity(credentials.len());
         for credential in credentials {
-            let Credential { name, placeholder, value } = credential;
+            let Credential { name, placeholder, value, host } = credential;
             if !placeholder.starts_with(PLACEHOLDER_PREFIX) || placeholder.len() <= PLACEHOLDER_PREFIX.len() {
                 return Err(BrokerError::BadPlaceholder(name));
             }
@@ -68,7 +70,7 @@ impl Keyring {
             if entries.iter().any(|entry| entry.digest == digest) {
                 return Err(BrokerError::DuplicatePlaceholder(name));
             }
-            entries.push(Entry { digest, name, value });
+            entries.push(Entry { digest, name, value, host });
         }
         Ok(Self { entries })
     }
@@ -92,7 +94,12 @@ mod tests {
     use super::*;
 
     fn credential(name: &str, placeholder: &str) -> Credential {
-        Credential { name: name.into(), placeholder: placeholder.into(), value: Secret::new(format!("sk-{name}")) }
+        Credential {
+            name: name.into(),
+            placeholder: placeholder.into(),
+            value: Secret::new(format!("sk-{name}")),
+            host: "api.openai.com".into(),
+        }
     }
 
     #[test]

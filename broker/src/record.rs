@@ -1,5 +1,6 @@
 //! One request's account from head to last byte: its log line filling in as it goes, how its
-//! response settles the ledger (usage read from a 2xx body, nothing from any other answer), its
+//! response settles the ledger (usage read from a 2xx body, nothing from any other answer,
+//! unknown when a sent request got no readable answer), its
 //! place among the session's open requests and its upstream connection. Finished exactly once,
 //! at the body's end or when the agent goes away, whichever comes first.
 
@@ -27,8 +28,11 @@ pub(crate) struct Shared {
 pub(crate) enum Settle {
     /// Not admitted: the ledger never counted it.
     Nothing,
-    /// Admitted, but no usage to read (failed upstream, or a non-2xx answer).
+    /// Admitted, but nothing billable: refused before anything was sent, or a non-2xx answer.
     Zero,
+    /// The request went upstream but no answer was read (the agent left before the head, the
+    /// head timed out, the exchange failed): what it cost is unknown.
+    Unreadable,
     /// A 2xx answer: the usage its body reports.
     Usage(UsageMeter),
 }
@@ -41,7 +45,11 @@ pub(crate) struct Record {
     pub(crate) bytes_up: Arc<AtomicU64>,
     pub(crate) settle: Settle,
     pub(crate) permit: Option<OwnedSemaphorePermit>,
+    /// Under a token budget, the one billing request's turn; given back only once settled.
+    pub(crate) turn: Option<OwnedSemaphorePermit>,
     pub(crate) connection: Option<JoinHandle<()>>,
+    /// The provider's body reached its end: what the meter read is the whole answer's.
+    pub(crate) upstream_complete: bool,
     finished: bool,
 }
 
@@ -61,7 +69,9 @@ impl Record {
             bytes_up: Arc::default(),
             settle: Settle::Nothing,
             permit: None,
+            turn: None,
             connection: None,
+            upstream_complete: false,
             finished: false,
         }
     }
@@ -75,6 +85,23 @@ impl Record {
         if let Settle::Usage(meter) = &mut self.settle {
             meter.feed(chunk);
         }
+    }
+
+    /// A body byte read for its usage only, after the agent went away.
+    pub(crate) fn drained(&mut self, chunk: &[u8]) {
+        if let Settle::Usage(meter) = &mut self.settle {
+            meter.feed(chunk);
+        }
+    }
+
+    /// Whether the answer's usage is known already: its body ended, or its last event passed.
+    pub(crate) fn usage_known(&self) -> bool {
+        self.upstream_complete || matches!(&self.settle, Settle::Usage(meter) if meter.saw_last_event())
+    }
+
+    /// Whether this record is still waiting on a 2xx body's usage.
+    pub(crate) fn wants_usage(&self) -> bool {
+        !self.finished && matches!(self.settle, Settle::Usage(_)) && !self.usage_known()
     }
 
     /// The response head was passed back (the first byte, when the body is empty).
@@ -105,8 +132,14 @@ impl Record {
                 self.shared.ledger.settle(Some(Tokens::default()));
                 None
             }
+            Settle::Unreadable => {
+                self.shared.ledger.settle(None);
+                None
+            }
             Settle::Usage(mut meter) => {
-                let usage = meter.finish();
+                // A body cut before its end may have billed more than it reported so far.
+                let complete = self.upstream_complete || meter.saw_last_event();
+                let usage = meter.finish().filter(|_| complete);
                 self.shared.ledger.settle(usage);
                 usage
             }
@@ -121,6 +154,7 @@ impl Record {
         }
         self.shared.journal.request(&self.line);
         self.permit = None;
+        self.turn = None;
         if let Some(connection) = self.connection.take() {
             connection.abort();
         }

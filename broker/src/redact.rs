@@ -1,16 +1,52 @@
 //! Masking a provider's error body before the agent sees it: the real key, the forms providers
 //! print of it (its first 3 to 8 characters, a run of `*`, `.` or `…`, its last 4, as in
 //! `sk-proj-****…MxYA`), the request's placeholder in both forms, and anything else shaped like a
-//! placeholder, each replaced by `[redacted]`.
+//! placeholder, each replaced by `[redacted]`. The key is masked percent-encoded too (either
+//! case of hex), as a provider echoing the request target prints it.
 
 use roundtable_specs::broker::PLACEHOLDER_PREFIX;
 
-const MASK: &[u8] = b"[redacted]";
+pub(crate) const MASK: &[u8] = b"[redacted]";
 const ELLIPSIS: &[u8] = "\u{2026}".as_bytes();
+
+/// The forms a key is echoed in whole: as is, and percent-encoded with upper or lower hex.
+pub(crate) fn key_forms(secret: &str) -> Vec<Vec<u8>> {
+    let mut forms = vec![secret.as_bytes().to_vec()];
+    for upper in [true, false] {
+        let encoded = percent_encode(secret, upper).into_bytes();
+        if !forms.contains(&encoded) {
+            forms.push(encoded);
+        }
+    }
+    forms
+}
+
+/// Percent-encodes all but the unreserved characters.
+pub(crate) fn percent_encode(value: &str, upper: bool) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else if upper {
+            out.push_str(&format!("%{byte:02X}"));
+        } else {
+            out.push_str(&format!("%{byte:02x}"));
+        }
+    }
+    out
+}
+
+/// Whether `haystack` holds `secret` in any of its [`key_forms`].
+pub(crate) fn holds_key(haystack: &[u8], secret: &str) -> bool {
+    key_forms(secret).iter().any(|form| !form.is_empty() && haystack.windows(form.len()).any(|window| window == form))
+}
 
 /// `body` with every echo of `secret` and `placeholder` masked.
 pub(crate) fn redact(body: &[u8], secret: &str, placeholder: &str) -> Vec<u8> {
-    let mut out = replace_all(body, secret.as_bytes());
+    let mut out = body.to_vec();
+    for form in key_forms(secret) {
+        out = replace_all(&out, &form);
+    }
     out = replace_all(&out, placeholder.as_bytes());
     out = mask_shortened(&out, secret.as_bytes());
     out = mask_shortened(&out, placeholder.as_bytes());
@@ -124,6 +160,14 @@ mod tests {
         assert_eq!(masked(&format!("you sent {PLACEHOLDER}")), "you sent [redacted]");
         assert_eq!(masked("you sent rt-placeholder-ab12 and RT-PLACEHOLDER-cd"), "you sent [redacted] and [redacted]");
         assert_eq!(masked("rt-p***00ff"), "[redacted]");
+    }
+
+    #[test]
+    fn the_percent_encoded_key_is_masked() {
+        let key = "abc+def/ghi=jkl";
+        let body = "no route for /v1/x?key=abc%2Bdef%2Fghi%3Djkl nor abc%2bdef%2fghi%3djkl";
+        let out = String::from_utf8(redact(body.as_bytes(), key, PLACEHOLDER)).expect("utf-8");
+        assert_eq!(out, "no route for /v1/x?key=[redacted] nor [redacted]");
     }
 
     #[test]

@@ -82,6 +82,21 @@ pub(crate) fn check_endpoint(scheme: Scheme, method: &str, path: &str) -> Result
     if allowed { Ok(()) } else { Err(PathRefusal::NotAllowed) }
 }
 
+/// Whether a request to `path` (the upstream path) of `scheme` can be billed: model lists and
+/// gets and the token counters cost nothing, so they settle as zero tokens whatever the body
+/// says. A custom host is taken to bill anything but a `GET` of `…/models[/<id>]`.
+pub(crate) fn bills(scheme: Scheme, method: &str, path: &str) -> bool {
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match (scheme, method, segments.as_slice()) {
+        (Scheme::Custom, "GET", [.., "models"] | [.., "models", _]) => false,
+        (Scheme::Custom, _, _) => true,
+        (_, "GET", _) => false,
+        (Scheme::Anthropic, "POST", ["v1", "messages", "count_tokens"]) => false,
+        (Scheme::Gemini, "POST", [.., call]) => !call.ends_with(":countTokens"),
+        _ => true,
+    }
+}
+
 /// The path a log line carries: ids and model names replaced where the scheme knows them, a
 /// placeholder never written, at most [`MAX_TEMPLATE`] bytes.
 pub(crate) fn template(scheme: Option<Scheme>, path: &str) -> String {
@@ -132,6 +147,18 @@ pub(crate) fn truncate(mut text: String, limit: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn model_lists_and_token_counts_do_not_bill() {
+        assert!(!bills(Scheme::Openai, "GET", "/v1/models"));
+        assert!(!bills(Scheme::Anthropic, "POST", "/v1/messages/count_tokens"));
+        assert!(!bills(Scheme::Gemini, "POST", "/v1beta/models/gemini-2.5-pro:countTokens"));
+        assert!(!bills(Scheme::Custom, "GET", "/v1/models/m"));
+        assert!(bills(Scheme::Openai, "POST", "/v1/responses"));
+        assert!(bills(Scheme::Anthropic, "POST", "/v1/messages"));
+        assert!(bills(Scheme::Gemini, "POST", "/v1beta/models/gemini-2.5-pro:streamGenerateContent"));
+        assert!(bills(Scheme::Custom, "POST", "/v1/models"));
+    }
 
     #[test]
     fn only_canonical_paths_pass() {

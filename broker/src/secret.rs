@@ -27,17 +27,19 @@ impl fmt::Debug for Secret {
 }
 
 /// One `credentialEnv` variable of the Adapter: its name, the placeholder the agent holds in its
-/// place, and the real value.
+/// place, the real value, and the one route host it may be spent on (a placeholder presented on
+/// any other route is refused, so one provider's key never reaches another provider).
 pub struct Credential {
     pub name: String,
     pub placeholder: String,
     pub value: Secret,
+    pub host: String,
 }
 
 impl fmt::Debug for Credential {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The placeholder is as good as a key while the session lives.
-        f.debug_struct("Credential").field("name", &self.name).finish_non_exhaustive()
+        f.debug_struct("Credential").field("name", &self.name).field("host", &self.host).finish_non_exhaustive()
     }
 }
 
@@ -51,6 +53,7 @@ mod tests {
             name: "OPENAI_API_KEY".into(),
             placeholder: "rt-placeholder-abcdef".into(),
             value: Secret::new("sk-live-1234567890".into()),
+            host: "api.openai.com".into(),
         };
         let printed = format!("{credential:?} {:?}", credential.value);
         assert!(printed.contains("OPENAI_API_KEY"), "{printed}");

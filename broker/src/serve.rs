@@ -1,6 +1,6 @@
 //! Serving a broker on its socket: the gateway's supervised accept loop (a crashed loop is
 //! restarted on the same socket), a bound on open connections, and HTTP/1.1 with keep-alive and
-//! a header-read deadline on each accepted Unix (or, for tests, TCP) connection. On stop, every
+//! a header-read deadline and a bounded head (64 KiB, 64 fields) on each accepted Unix (or, for tests, TCP) connection. On stop, every
 //! connection finishes its request in flight, within a grace period.
 
 use std::convert::Infallible;
@@ -18,6 +18,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::broker::Broker;
+
+/// The most a connection buffers of a request head (and of the body as it streams): with
+/// [`MAX_HEADERS`], a connection's memory is bounded whatever the agent sends, so the
+/// connection bound bounds the broker's.
+pub(crate) const MAX_BUF_BYTES: usize = 64 * 1024;
+/// The most header fields one request head may carry.
+pub(crate) const MAX_HEADERS: usize = 64;
 
 /// How long a stopping broker waits for requests in flight.
 const STOP_GRACE: Duration = Duration::from_secs(10);
@@ -84,6 +91,8 @@ where
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
         .keep_alive(true)
+        .max_buf_size(MAX_BUF_BYTES)
+        .max_headers(MAX_HEADERS)
         .serve_connection(TokioIo::new(stream), service);
     tokio::pin!(connection);
     tokio::select! {

@@ -83,6 +83,8 @@ pub enum BrokerError {
     NoCredentials,
     #[error("the placeholder of {0} is not a Roundtable placeholder")]
     BadPlaceholder(String),
+    #[error("the credential {name} is bound to {host:?}, which is no provider host of this broker")]
+    CredentialHost { name: String, host: String },
     #[error("two credentials share the placeholder of {0}")]
     DuplicatePlaceholder(String),
     #[error("the value of {0} cannot be sent in an HTTP header (empty, or a control character)")]

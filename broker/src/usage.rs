@@ -17,6 +17,9 @@ pub struct UsageMeter {
     formats: &'static [Format],
     readings: [Reading; 3],
     body: Body,
+    /// The scheme's last event passed (Anthropic's `message_delta` or `message_stop`, OpenAI's
+    /// `response.completed`, `.incomplete` or `.failed`): the usage read is the whole answer's.
+    terminal: bool,
 }
 
 /// How a body is framed, decided by its content type or, without one, by its first byte.
@@ -34,7 +37,7 @@ impl UsageMeter {
             Some(_) => Body::Json(JsonBody::default()),
             None => Body::Undecided,
         };
-        UsageMeter { formats: formats_of(scheme), readings: Default::default(), body }
+        UsageMeter { formats: formats_of(scheme), readings: Default::default(), body, terminal: false }
     }
 
     /// One chunk of the body, split anywhere.
@@ -49,10 +52,10 @@ impl UsageMeter {
                 _ => Body::Events(EventStream::default()),
             };
         }
-        let (formats, readings) = (self.formats, &mut self.readings);
+        let (formats, readings, terminal) = (self.formats, &mut self.readings, &mut self.terminal);
         match &mut self.body {
             Body::Undecided => {}
-            Body::Events(events) => events.feed(chunk, &mut |data| read_event(data, formats, readings)),
+            Body::Events(events) => events.feed(chunk, &mut |data| read_event(data, formats, readings, terminal)),
             Body::Json(json) => json.feed(chunk),
         }
     }
@@ -60,10 +63,10 @@ impl UsageMeter {
     /// The usage the body reported, `None` when none could be read. Reading more after this
     /// starts from nothing.
     pub fn finish(&mut self) -> Option<Tokens> {
-        let (formats, readings) = (self.formats, &mut self.readings);
+        let (formats, readings, terminal) = (self.formats, &mut self.readings, &mut self.terminal);
         match std::mem::replace(&mut self.body, Body::Undecided) {
             Body::Undecided => {}
-            Body::Events(mut events) => events.finish(&mut |data| read_event(data, formats, readings)),
+            Body::Events(mut events) => events.finish(&mut |data| read_event(data, formats, readings, terminal)),
             Body::Json(json) => {
                 if let Some(value) = json.finish() {
                     read_value(&value, formats, readings);
@@ -74,6 +77,27 @@ impl UsageMeter {
         self.readings = Default::default();
         usage
     }
+}
+
+impl UsageMeter {
+    /// Whether the scheme's last event has passed, so the answer's usage is known even if the
+    /// body is not read to its end.
+    pub fn saw_last_event(&self) -> bool {
+        self.terminal
+    }
+}
+
+/// The events after which a provider reports nothing more about usage.
+const TERMINAL_EVENTS: [&[u8]; 5] =
+    [b"message_stop", b"message_delta", b"response.completed", b"response.incomplete", b"response.failed"];
+
+fn is_terminal(value: &Value, formats: &[Format]) -> bool {
+    let kind = value.get("type").and_then(Value::as_str).unwrap_or_default();
+    formats.iter().any(|format| match format {
+        Format::Anthropic => matches!(kind, "message_stop" | "message_delta"),
+        Format::Openai => matches!(kind, "response.completed" | "response.incomplete" | "response.failed"),
+        Format::Gemini => false,
+    })
 }
 
 fn is_event_stream(content_type: &str) -> bool {
@@ -119,14 +143,21 @@ impl Reading {
     }
 }
 
-fn read_event(data: &[u8], formats: &[Format], readings: &mut [Reading; 3]) {
-    // Most events are content deltas; parsing only those that mention usage keeps a long
-    // stream cheap.
-    if !contains(data, b"sage") {
+fn read_event(data: &[u8], formats: &[Format], readings: &mut [Reading; 3], terminal: &mut bool) {
+    // Most events are content deltas; parsing only those that mention usage or a last event
+    // keeps a long stream cheap.
+    let usage = contains(data, b"sage");
+    let last = TERMINAL_EVENTS.iter().any(|name| contains(data, name));
+    if !usage && !last {
         return;
     }
     if let Ok(value) = serde_json::from_slice::<Value>(data) {
-        read_value(&value, formats, readings);
+        if usage {
+            read_value(&value, formats, readings);
+        }
+        if last && is_terminal(&value, formats) {
+            *terminal = true;
+        }
     }
 }
 

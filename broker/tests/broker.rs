@@ -83,8 +83,13 @@ impl Options {
     }
 }
 
-fn credential() -> Credential {
-    Credential { name: "PROVIDER_API_KEY".into(), placeholder: placeholder(), value: Secret::new(REAL_KEY.into()) }
+fn credential(host: &str) -> Credential {
+    Credential {
+        name: "PROVIDER_API_KEY".into(),
+        placeholder: placeholder(),
+        value: Secret::new(REAL_KEY.into()),
+        host: host.into(),
+    }
 }
 
 async fn start(options: Options, answer: impl Fn(&Recorded) -> Canned + Send + Sync + 'static) -> Harness {
@@ -103,7 +108,7 @@ async fn start(options: Options, answer: impl Fn(&Recorded) -> Canned + Send + S
     }
     let settings = BrokerSettings {
         routes: vec![Route::new(options.host)],
-        credentials: vec![credential()],
+        credentials: vec![credential(options.host)],
         budget: options.budget,
         limits: options.limits,
         upstream,
@@ -525,7 +530,7 @@ async fn server_sent_events_reach_the_agent_event_by_event() {
 }
 
 #[tokio::test]
-async fn upstream_failures_are_502_or_504_with_the_detail_in_the_line() {
+async fn upstream_failures_are_502_or_504_with_the_detail_only_in_the_line() {
     // The provider host resolves to a private address no allowCidrs entry admits.
     let options =
         Options { dns: Some(Reply::Addresses(vec!["10.1.2.3".parse().expect("ip")])), ..Options::new(CUSTOM) };
@@ -535,6 +540,7 @@ async fn upstream_failures_are_502_or_504_with_the_detail_in_the_line() {
     assert_eq!((answer.status, answer.code().as_str()), (502, "upstream_failed"), "{answer:?}");
     let lines = harness.journal.lines();
     assert!(lines[0].detail.as_deref().is_some_and(|d| d.contains("address_denied:private")), "{lines:?}");
+    assert!(!answer.body.contains("10.1.2.3") && !answer.body.contains("address_denied"), "{}", answer.body);
     assert!(harness.provider.recorded().is_empty());
 
     // Nothing listens where it resolves.
@@ -543,6 +549,7 @@ async fn upstream_failures_are_502_or_504_with_the_detail_in_the_line() {
     let answer = send(harness.address, &head, b"{}").await;
     assert_eq!((answer.status, answer.code().as_str()), (502, "upstream_failed"), "{answer:?}");
     assert!(harness.journal.lines()[0].detail.as_deref().is_some_and(|d| d.contains(":443")));
+    assert!(!answer.body.contains(":443") && !answer.body.contains("127.0.0."), "{}", answer.body);
 
     // The nameserver stays silent.
     let options =
@@ -550,6 +557,7 @@ async fn upstream_failures_are_502_or_504_with_the_detail_in_the_line() {
     let harness = start(options, |_| Canned::json(200, &json!({}))).await;
     let answer = send(harness.address, &head, b"{}").await;
     assert_eq!((answer.status, answer.code().as_str()), (504, "upstream_timeout"), "{answer:?}");
+    assert!(answer.body.contains("did not answer in time"), "{}", answer.body);
     // A failed request was admitted, and settles nothing.
     assert_eq!(harness.broker.counters().unreadable, 0);
 }
@@ -593,7 +601,7 @@ async fn a_keep_alive_connection_on_the_unix_socket_carries_several_requests() {
     upstream.dial_allow = vec![net("127.0.0.0/8")];
     let settings = BrokerSettings {
         routes: vec![Route::new(OPENAI)],
-        credentials: vec![credential()],
+        credentials: vec![credential(OPENAI)],
         budget: Budget::default(),
         limits: BrokerLimits::default(),
         upstream,
@@ -646,7 +654,7 @@ fn tempfile_dir() -> std::path::PathBuf {
 fn a_broker_is_not_built_for_a_host_its_upstream_cannot_reach() {
     let settings = BrokerSettings {
         routes: vec![Route::new(ANTHROPIC)],
-        credentials: vec![credential()],
+        credentials: vec![credential(ANTHROPIC)],
         budget: Budget::default(),
         limits: BrokerLimits::default(),
         upstream: Settings::new([OPENAI]).expect("settings"),
@@ -740,7 +748,441 @@ async fn a_provider_slow_to_answer_is_504_and_a_stalled_stream_is_cut() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let lines = harness.journal.lines();
     assert!(lines[1].detail.as_deref().is_some_and(|d| d.contains("no byte from the provider")), "{lines:?}");
-    // A cut stream's usage could not be read.
+    // A cut stream's usage could not be read; the timed-out model list bills nothing.
     assert_eq!(lines[1].tokens, None);
     assert_eq!(harness.broker.counters().unreadable, 1);
+}
+
+const KEY_A: &str = "sk-proj-OPENAIrealKEYaaaaaaaaaaaaaaaaaaaa";
+const KEY_B: &str = "custom-realKEYbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+/// Two routes (OpenAI and a custom host) behind one fake provider, each with its own credential
+/// bound to its host.
+async fn start_two(answer: impl Fn(&Recorded) -> Canned + Send + Sync + 'static) -> (Harness, String, String) {
+    let upstream_ip = own_address();
+    let provider = FakeProvider::start(SocketAddr::new(IpAddr::V4(upstream_ip), 443), &[OPENAI, CUSTOM], answer)
+        .await
+        .expect("provider");
+    let dns = FakeDns::start("127.0.0.1:0".parse().expect("addr")).await.expect("dns");
+    dns.answer(OPENAI, vec![Reply::Addresses(vec![IpAddr::V4(upstream_ip)])]);
+    dns.answer(CUSTOM, vec![Reply::Addresses(vec![IpAddr::V4(upstream_ip)])]);
+    let mut upstream = Settings::new([OPENAI, CUSTOM]).expect("settings");
+    upstream.set_allow_cidrs([net("127.0.0.0/8")]).expect("allowCidrs");
+    upstream.dial_allow = vec![net("127.0.0.0/8")];
+    upstream.self_addresses = vec!["127.0.0.1".parse().expect("ip")];
+    let (ph_a, ph_b) = (placeholder_from(&[0xaa; 32]), placeholder_from(&[0xbb; 32]));
+    let settings = BrokerSettings {
+        routes: vec![Route::new(OPENAI), Route::new(CUSTOM)],
+        credentials: vec![
+            Credential {
+                name: "OPENAI_API_KEY".into(),
+                placeholder: ph_a.clone(),
+                value: Secret::new(KEY_A.into()),
+                host: OPENAI.into(),
+            },
+            Credential {
+                name: "CUSTOM_KEY".into(),
+                placeholder: ph_b.clone(),
+                value: Secret::new(KEY_B.into()),
+                host: CUSTOM.into(),
+            },
+        ],
+        budget: Budget::default(),
+        limits: BrokerLimits::default(),
+        upstream,
+        extra_roots: vec![provider.identity.certificate.clone()],
+    };
+    let journal = Arc::new(MemoryJournal::default());
+    let resolver = DnsResolver::new(&[dns.address()]).expect("resolver");
+    let broker = Arc::new(Broker::new(settings, resolver, DirectDialer, journal.clone()).expect("broker"));
+    let listener = Listener::bind(&Endpoint::Tcp("127.0.0.1:0".parse().expect("addr"))).await.expect("bind");
+    let Ok(Endpoint::Tcp(address)) = listener.endpoint() else { panic!("a TCP listener") };
+    let cancel = CancellationToken::new();
+    tokio::spawn(serve(broker.clone(), Arc::new(listener), cancel.clone()));
+    (Harness { address, provider, dns, journal, broker, _cancel: cancel.drop_guard() }, ph_a, ph_b)
+}
+
+/// A host that reflects the request headers in a 2xx body (httpbin-style `/anything`), the
+/// body written in pieces of `split` bytes so an echo of the key straddles them.
+fn echo_headers(request: &Recorded, split: usize) -> Canned {
+    let headers: Vec<String> = request.headers.iter().map(|(n, v)| format!("{n}: {v}")).collect();
+    let body = json!({"echo": headers}).to_string().into_bytes();
+    Canned {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        chunks: body.chunks(split).map(<[u8]>::to_vec).collect(),
+        chunked: true,
+        ..Canned::default()
+    }
+}
+
+#[tokio::test]
+async fn a_placeholder_is_refused_on_another_providers_route_and_nothing_goes_upstream() {
+    let (harness, ph_a, _ph_b) = start_two(|request| echo_headers(request, 4096)).await;
+    let head = format!("GET /{CUSTOM}/anything HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ph_a}");
+    let answer = send(harness.address, &head, b"").await;
+    assert_eq!((answer.status, answer.code().as_str()), (401, "no_placeholder"), "{answer:?}");
+    assert!(answer.body.contains("the placeholder belongs to another provider host"), "{}", answer.body);
+    assert!(!answer.body.contains(KEY_A), "{}", answer.body);
+    assert!(harness.provider.recorded().is_empty(), "the OpenAI key went to the custom host");
+    assert_lines_clean(&harness.journal.lines());
+}
+
+#[tokio::test]
+async fn a_custom_hosts_2xx_echo_of_its_key_is_masked_even_split_across_frames() {
+    let (harness, _ph_a, ph_b) = start_two(|request| echo_headers(request, 7)).await;
+    let head = format!("GET /{CUSTOM}/anything HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ph_b}");
+    let answer = send(harness.address, &head, b"").await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let recorded = harness.provider.recorded();
+    assert_eq!(recorded[0].header("authorization"), Some(format!("Bearer {KEY_B}").as_str()));
+    assert!(!answer.body.contains(KEY_B), "{}", answer.body);
+    assert!(answer.body.contains("Bearer [redacted]"), "{}", answer.body);
+    assert!(answer.body.ends_with("\"]}"), "the held tail was not flushed: {}", answer.body);
+}
+
+/// A provider that answers only after 1.5 s, with more usage than the budget.
+fn slow_costly(_: &Recorded) -> Canned {
+    Canned {
+        head_delay: Duration::from_millis(1500),
+        ..Canned::json(200, &json!({"usage": {"input_tokens": 5000, "output_tokens": 5000}}))
+    }
+}
+
+#[tokio::test]
+async fn an_agent_that_leaves_before_the_head_does_not_settle_as_zero_tokens() {
+    let budget = Budget { tokens: Some(10), requests: None };
+    let harness = start(Options { budget, ..Options::new(OPENAI) }, slow_costly).await;
+    let mut stream = TcpStream::connect(harness.address).await.expect("connect");
+    let head =
+        format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}\r\nContent-Length: 2\r\n\r\n{{}}", bearer());
+    stream.write_all(head.as_bytes()).await.expect("write");
+    for _ in 0..50 {
+        if !harness.provider.recorded().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(stream);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(harness.provider.recorded().len(), 1, "the provider got the request");
+    let counters = harness.broker.counters();
+    assert!(counters.unreadable == 1 || counters.tokens.total() > 0, "{counters:?}");
+    assert!(counters.exhausted, "{counters:?}");
+    let head = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    let answer = send(harness.address, &head, b"{}").await;
+    assert_eq!((answer.status, answer.code().as_str()), (429, "budget_exhausted"), "{answer:?}");
+}
+
+#[tokio::test]
+async fn a_response_head_timeout_does_not_settle_as_zero_tokens() {
+    let budget = Budget { tokens: Some(10), requests: None };
+    let limits = BrokerLimits { response_head_timeout: Duration::from_millis(300), ..BrokerLimits::default() };
+    let harness = start(Options { budget, limits, ..Options::new(OPENAI) }, slow_costly).await;
+    let head = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    assert_eq!(send(harness.address, &head, b"{}").await.status, 504);
+    let counters = harness.broker.counters();
+    assert_eq!((counters.unreadable, counters.exhausted), (1, true), "{counters:?}");
+    assert_eq!(send(harness.address, &head, b"{}").await.status, 429);
+    assert_eq!(harness.provider.recorded().len(), 1);
+}
+
+/// An Anthropic stream whose usage comes at its end, held after its first event until `gate`.
+fn anthropic_stream(gate: Arc<Notify>) -> Canned {
+    let events = vec![
+        json!({"type": "message_start", "message": {"usage": {"input_tokens": 10, "output_tokens": 1}}}),
+        json!({"type": "content_block_delta", "delta": {"type": "text_delta", "text": "lots of output ..."}}),
+        json!({"type": "message_delta", "usage": {"output_tokens": 8000}}),
+        json!({"type": "message_stop"}),
+    ];
+    Canned { gate: Some(gate), ..Canned::sse(&events) }
+}
+
+#[tokio::test]
+async fn an_agent_that_cuts_a_stream_early_is_billed_what_the_provider_reports_at_its_end() {
+    let gate = Arc::new(Notify::new());
+    let held = gate.clone();
+    let budget = Budget { tokens: Some(100_000), requests: None };
+    let harness = start(Options { budget, ..Options::new(ANTHROPIC) }, move |_| anthropic_stream(held.clone())).await;
+    let mut stream = TcpStream::connect(harness.address).await.expect("connect");
+    let head = format!(
+        "POST /{ANTHROPIC}/v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {}\r\nContent-Length: 2\r\n\r\n{{}}",
+        placeholder()
+    );
+    stream.write_all(head.as_bytes()).await.expect("write");
+    let mut seen = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("message_start") {
+        let n = stream.read(&mut buffer).await.expect("read");
+        assert!(n > 0, "the stream ended early");
+        seen.extend_from_slice(&buffer[..n]);
+    }
+    drop(stream);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(harness.journal.lines().is_empty(), "settled before the provider's answer ended");
+    gate.notify_waiters();
+    for _ in 0..100 {
+        if !harness.journal.lines().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let lines = harness.journal.lines();
+    assert_eq!(lines[0].tokens, Some(Tokens { input: 10, output: 8000 }), "{lines:?}");
+    assert_eq!(harness.broker.counters().tokens.total(), 8010);
+}
+
+#[tokio::test]
+async fn a_stream_that_stalls_before_its_last_event_is_unreadable() {
+    let budget = Budget { tokens: Some(100_000), requests: None };
+    let limits = BrokerLimits { body_idle_timeout: Duration::from_millis(300), ..BrokerLimits::default() };
+    // message_start, then nothing: the gate is never opened.
+    let never = Arc::new(Notify::new());
+    let harness =
+        start(Options { budget, limits, ..Options::new(ANTHROPIC) }, move |_| anthropic_stream(never.clone())).await;
+    let head = format!("POST /{ANTHROPIC}/v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {}", placeholder());
+    let answer = send(harness.address, &head, b"{}").await;
+    assert_eq!(answer.status, 200);
+    assert!(answer.body.contains("message_start") && !answer.body.contains("message_stop"), "{}", answer.body);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let counters = harness.broker.counters();
+    assert_eq!((counters.unreadable, counters.tokens.total(), counters.exhausted), (1, 0, true), "{counters:?}");
+}
+
+#[tokio::test]
+async fn a_model_list_and_a_token_count_do_not_spend_a_budget() {
+    let budget = Budget { tokens: Some(1_000_000), requests: None };
+    let harness = start(Options { budget, ..Options::new(ANTHROPIC) }, |request| {
+        if request.method == "GET" || request.path.ends_with("count_tokens") {
+            // No usage object: a billing endpoint answering so would be unreadable.
+            Canned::json(200, &json!({"data": [], "input_tokens": 12}))
+        } else {
+            Canned::json(200, &json!({"type": "message", "usage": {"input_tokens": 3, "output_tokens": 4}}))
+        }
+    })
+    .await;
+    let key = format!("x-api-key: {}", placeholder());
+    let get = format!("GET /{ANTHROPIC}/v1/models HTTP/1.1\r\nHost: x\r\n{key}");
+    assert_eq!(send(harness.address, &get, b"").await.status, 200);
+    let count = format!("POST /{ANTHROPIC}/v1/messages/count_tokens HTTP/1.1\r\nHost: x\r\n{key}");
+    assert_eq!(send(harness.address, &count, b"{}").await.status, 200);
+    let counters = harness.broker.counters();
+    assert_eq!((counters.unreadable, counters.exhausted), (0, false), "{counters:?}");
+    let post = format!("POST /{ANTHROPIC}/v1/messages HTTP/1.1\r\nHost: x\r\n{key}");
+    let answer = send(harness.address, &post, b"{}").await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(harness.broker.counters().tokens.total(), 7);
+}
+
+/// Writes `head` as far as the broker reads it, then reads its answer.
+async fn send_raw(address: SocketAddr, head: &[u8]) -> Answer {
+    let mut stream = TcpStream::connect(address).await.expect("connect to the broker");
+    // The broker may answer and close before the whole head is written.
+    let _ = stream.write_all(head).await;
+    let mut bytes = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut bytes)).await;
+    parse_answer(&bytes)
+}
+
+#[tokio::test]
+async fn a_request_head_over_64_kib_or_64_fields_is_refused_unread() {
+    let harness = start(Options::new(OPENAI), |_| Canned::json(200, &json!({}))).await;
+    let mut head = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}\r\n", bearer());
+    let filler = format!("X-Pad: {}\r\n", "a".repeat(30_000));
+    while head.len() < 300 * 1024 {
+        head.push_str(&filler);
+    }
+    head.push_str("Content-Length: 2\r\n\r\n{}");
+    let answer = send_raw(harness.address, head.as_bytes()).await;
+    assert_eq!(answer.status, 431, "a 300 KiB head: {}", answer.head);
+
+    let mut head = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}\r\n", bearer());
+    for n in 0..80 {
+        head.push_str(&format!("X-Pad-{n}: a\r\n"));
+    }
+    head.push_str("Content-Length: 2\r\n\r\n{}");
+    let answer = send_raw(harness.address, head.as_bytes()).await;
+    assert_eq!(answer.status, 431, "83 header fields: {}", answer.head);
+    assert!(harness.provider.recorded().is_empty());
+}
+
+#[tokio::test]
+async fn under_a_token_budget_one_model_request_runs_at_a_time_so_open_ones_cannot_overrun_it() {
+    let gate = Arc::new(Notify::new());
+    let held = gate.clone();
+    let budget = Budget { tokens: Some(10), requests: None };
+    let harness = start(Options { budget, ..Options::new(OPENAI) }, move |_| {
+        let events = vec![
+            json!({"type": "response.created", "response": {"id": "r"}}),
+            json!({"type": "response.completed", "response": {"usage": {"input_tokens": 1000, "output_tokens": 1000}}}),
+        ];
+        Canned { gate: Some(held.clone()), ..Canned::sse(&events) }
+    })
+    .await;
+    let head = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    let mut tasks = Vec::new();
+    for _ in 0..5 {
+        let (address, head) = (harness.address, head.clone());
+        tasks.push(tokio::spawn(async move { send(address, &head, b"{}").await }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(harness.provider.recorded().len(), 1, "more than one model request open under a token budget");
+    for _ in 0..20 {
+        gate.notify_waiters();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut statuses = Vec::new();
+    for task in tasks {
+        let answer = task.await.expect("task");
+        statuses.push((answer.status, answer.code()));
+    }
+    statuses.sort();
+    assert_eq!(statuses[0], (200, String::new()), "{statuses:?}");
+    assert!(statuses[1..].iter().all(|(status, code)| *status == 429 && code == "budget_exhausted"), "{statuses:?}");
+    assert_eq!(harness.provider.recorded().len(), 1);
+    assert_eq!(harness.broker.counters().tokens.total(), 2000);
+}
+
+#[tokio::test]
+async fn under_a_token_budget_a_model_request_that_waits_too_long_for_its_turn_is_429_with_retry_after() {
+    let never = Arc::new(Notify::new());
+    let budget = Budget { tokens: Some(100_000), requests: None };
+    let limits = BrokerLimits { response_head_timeout: Duration::from_millis(300), ..BrokerLimits::default() };
+    let harness = start(Options { budget, limits, ..Options::new(OPENAI) }, move |request| {
+        if request.method == "GET" {
+            Canned::json(200, &json!({"data": []}))
+        } else {
+            Canned { gate: Some(never.clone()), ..Canned::sse(&sse_turn()) }
+        }
+    })
+    .await;
+    let post = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    let mut first = TcpStream::connect(harness.address).await.expect("connect");
+    first.write_all(format!("{post}\r\nContent-Length: 2\r\n\r\n{{}}").as_bytes()).await.expect("write");
+    let mut buffer = [0u8; 1024];
+    assert!(first.read(&mut buffer).await.expect("the first stream's head") > 0);
+    let answer = send(harness.address, &post, b"{}").await;
+    assert_eq!((answer.status, answer.code().as_str()), (429, "too_many_requests"), "{answer:?}");
+    assert_eq!(answer.header("retry-after").as_deref(), Some("1"));
+    // A model list does not bill, so it does not wait.
+    let get = format!("GET /{OPENAI}/v1/models HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    assert_eq!(send(harness.address, &get, b"").await.status, 200);
+    assert_eq!(harness.provider.recorded().len(), 2);
+    drop(first);
+}
+
+#[tokio::test]
+async fn a_percent_encoded_echo_of_a_query_key_is_masked() {
+    // A custom host takes the key in the query here, so its 404 echoes the target, encoded.
+    let upstream_ip = own_address();
+    let provider = FakeProvider::start(SocketAddr::new(IpAddr::V4(upstream_ip), 443), &[CUSTOM], |request| {
+        Canned::json(404, &json!({"error": format!("no route for {}", request.path)}))
+    })
+    .await
+    .expect("provider");
+    let dns = FakeDns::start("127.0.0.1:0".parse().expect("addr")).await.expect("dns");
+    dns.answer(CUSTOM, vec![Reply::Addresses(vec![IpAddr::V4(upstream_ip)])]);
+    let mut upstream = Settings::new([CUSTOM]).expect("settings");
+    upstream.set_allow_cidrs([net("127.0.0.0/8")]).expect("allowCidrs");
+    upstream.dial_allow = vec![net("127.0.0.0/8")];
+    let key = "abc+def/ghi=jkl+mno/pqr==";
+    let settings = BrokerSettings {
+        routes: vec![Route::new(CUSTOM)],
+        credentials: vec![Credential {
+            name: "K".into(),
+            placeholder: placeholder(),
+            value: Secret::new(key.into()),
+            host: CUSTOM.into(),
+        }],
+        budget: Budget::default(),
+        limits: BrokerLimits::default(),
+        upstream,
+        extra_roots: vec![provider.identity.certificate.clone()],
+    };
+    let resolver = DnsResolver::new(&[dns.address()]).expect("resolver");
+    let journal = Arc::new(MemoryJournal::default());
+    let broker = Arc::new(Broker::new(settings, resolver, DirectDialer, journal).expect("broker"));
+    let listener = Listener::bind(&Endpoint::Tcp("127.0.0.1:0".parse().expect("addr"))).await.expect("bind");
+    let Ok(Endpoint::Tcp(address)) = listener.endpoint() else { panic!("a TCP listener") };
+    let cancel = CancellationToken::new();
+    tokio::spawn(serve(broker, Arc::new(listener), cancel.clone()));
+    let head = format!("GET /{CUSTOM}/v1/nothing?key={} HTTP/1.1\r\nHost: x", placeholder());
+    let answer = send(address, &head, b"").await;
+    assert_eq!(answer.status, 404, "{answer:?}");
+    assert!(provider.recorded()[0].path.contains("abc%2Bdef%2Fghi"), "the key did not go upstream encoded");
+    assert!(!answer.body.contains("abc%2Bdef%2Fghi%3Djkl"), "{}", answer.body);
+    assert!(answer.body.contains("key=[redacted]"), "{}", answer.body);
+    cancel.cancel();
+}
+
+#[tokio::test]
+async fn the_query_is_judged_percent_decoded() {
+    let harness = start(Options::new(GEMINI), |_| {
+        Canned::json(200, &json!({"usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1}}))
+    })
+    .await;
+    let ph = placeholder();
+    let call = format!("/{GEMINI}/v1beta/models/m:generateContent");
+    let encoded_ph = format!("%72{}", &ph[1..]);
+    let head = format!("POST {call}?note={encoded_ph} HTTP/1.1\r\nHost: x\r\nx-goog-api-key: {ph}");
+    let answer = send(harness.address, &head, b"{}").await;
+    assert_eq!((answer.status, answer.code().as_str()), (400, "bad_request"), "{answer:?}");
+    assert!(harness.provider.recorded().is_empty(), "an encoded placeholder went upstream");
+
+    let head = format!(
+        "POST {call}?alt=sse&k%65y={AGENT_KEY}&access_token=ya29.agent HTTP/1.1\r\nHost: x\r\nx-goog-api-key: {ph}"
+    );
+    let answer = send(harness.address, &head, b"{}").await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let path = harness.provider.recorded()[0].path.clone();
+    assert!(!path.contains(AGENT_KEY) && !path.contains("ya29"), "{path}");
+    assert!(path.ends_with("?alt=sse"), "{path}");
+
+    let head = format!("POST {call}?%4B%45%59={} HTTP/1.1\r\nHost: x", ph.replace('-', "%2D"));
+    let answer = send(harness.address, &head, b"{}").await;
+    assert_eq!(answer.status, 200, "an encoded key parameter holding the placeholder: {answer:?}");
+    let path = harness.provider.recorded()[1].path.clone();
+    assert!(path.ends_with(&format!("?key={REAL_KEY}")), "{path}");
+    assert_no_placeholder_upstream(&harness.provider.recorded());
+}
+
+#[tokio::test]
+async fn an_error_body_cut_at_its_bound_never_ends_inside_the_key() {
+    let harness = start(Options::new(OPENAI), |_| {
+        let mut body = "x".repeat(64 * 1024 - 20).into_bytes();
+        body.extend_from_slice(REAL_KEY.as_bytes());
+        body.extend_from_slice(b" and more after it");
+        Canned {
+            status: 400,
+            headers: vec![("content-type".into(), "text/plain".into())],
+            chunks: vec![body],
+            ..Canned::default()
+        }
+    })
+    .await;
+    let head = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    let answer = send(harness.address, &head, b"{}").await;
+    assert_eq!(answer.status, 400);
+    assert!(answer.body.len() <= 64 * 1024, "{}", answer.body.len());
+    assert!(!answer.body.contains(&REAL_KEY[..8]), "the key's head passed the cut");
+    assert!(answer.body.contains("x[redacted]"), "{:?}", &answer.body[answer.body.len() - 24..]);
+}
+
+#[test]
+fn a_broker_is_not_built_with_a_credential_bound_to_no_route_of_it() {
+    let settings = BrokerSettings {
+        routes: vec![Route::new(OPENAI)],
+        credentials: vec![credential(ANTHROPIC)],
+        budget: Budget::default(),
+        limits: BrokerLimits::default(),
+        upstream: Settings::new([OPENAI]).expect("settings"),
+        extra_roots: vec![],
+    };
+    let resolver = DnsResolver::new(&["127.0.0.1:53".parse().expect("addr")]).expect("resolver");
+    let error =
+        Broker::new(settings, resolver, DirectDialer, Arc::new(MemoryJournal::default())).err().expect("refused");
+    let printed = format!("{error} {error:?}");
+    assert!(printed.contains("PROVIDER_API_KEY") && printed.contains(ANTHROPIC), "{printed}");
+    assert!(!printed.contains(REAL_KEY) && !printed.contains(&placeholder()), "{printed}");
 }
