@@ -61,8 +61,9 @@ pub fn read_test_roots(path: &Path) -> Result<Vec<Vec<u8>>, TestRootsError> {
 pub struct BrokerStart<'a> {
     pub hosts: &'a [String],
     pub adapter_cidrs: &'a [IpNet],
-    /// `(variable, real value)` for every credential the agent holds a placeholder of.
-    pub credentials: Vec<(&'a str, &'a str)>,
+    /// `(variable, real value, the one host it may be spent on)` for every credential the agent
+    /// holds a placeholder of (`ResolvedAdapter::credential_host`).
+    pub credentials: Vec<(&'a str, &'a str, String)>,
     pub placeholders: &'a Placeholders,
     pub budget: Budget,
 }
@@ -102,13 +103,14 @@ impl BrokerSidecar {
         let upstream = crate::egress::gateway_settings(egress, start.hosts, start.adapter_cidrs)?;
         let resolver = crate::egress::resolver(egress)?;
         let mut credentials = Vec::new();
-        for (name, value) in &start.credentials {
+        for (name, value, host) in &start.credentials {
             let placeholder =
                 start.placeholders.get(name).ok_or_else(|| BrokerSidecarError::NoPlaceholder((*name).to_owned()))?;
             credentials.push(Credential {
                 name: (*name).to_owned(),
                 placeholder: placeholder.to_owned(),
                 value: Secret::new((*value).to_owned()),
+                host: host.clone(),
             });
         }
         let settings = BrokerSettings {

@@ -475,7 +475,12 @@ impl Inner {
             let start = BrokerStart {
                 hosts: &hosts,
                 adapter_cidrs: &cidrs,
-                credentials: self.credentials(adapter).collect(),
+                credentials: self
+                    .credentials(adapter)
+                    .filter_map(|(name, value)| {
+                        adapter.credential_host(name).map(|host| (name, value, host.to_string()))
+                    })
+                    .collect(),
                 placeholders,
                 budget: request.budget(),
             };
