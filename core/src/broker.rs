@@ -206,14 +206,8 @@ pub fn read_report(exec_dir: &Path) -> Option<BrokerReport> {
 
 /// One `status` row per running session with a broker: what it passed, refused and counted.
 pub fn status_rows(sessions: &[SessionRecord]) -> Vec<ObjectStatus> {
-    sessions
-        .iter()
-        .filter(|session| session.phase == roundtable_specs::session::SessionPhase::Running)
-        .filter_map(|session| {
-            let report =
-                read_report(Path::new(session.exec_dir.as_deref()?)).filter(|r| r.state == SidecarState::Serving)?;
-            Some(status_row(session, &report))
-        })
+    crate::sidecar::serving(sessions, read_report, |report| report.state)
+        .map(|(session, report)| status_row(session, &report))
         .collect()
 }
 

@@ -115,6 +115,22 @@ impl BoundedLog {
     }
 }
 
+/// The live reports of the running sessions whose sidecar still serves, each read from its
+/// execution folder by `read`: what the `status` rows of a kind of sidecar are made from. A
+/// stopped sidecar belongs to a session that is only wrapping up.
+pub fn serving<T>(
+    sessions: &[roundtable_store::SessionRecord],
+    read: impl Fn(&Path) -> Option<T>,
+    state: impl Fn(&T) -> roundtable_specs::session::SidecarState,
+) -> impl Iterator<Item = (&roundtable_store::SessionRecord, T)> {
+    sessions.iter().filter(|session| session.phase == roundtable_specs::session::SessionPhase::Running).filter_map(
+        move |session| {
+            let report = read(Path::new(session.exec_dir.as_deref()?))?;
+            (state(&report) == roundtable_specs::session::SidecarState::Serving).then_some((session, report))
+        },
+    )
+}
+
 /// Writes a sidecar's live report atomically, so `status` never reads half a file.
 pub fn write_report(path: &Path, report: &impl Serialize) {
     let temporary = path.with_extension("json.tmp");
