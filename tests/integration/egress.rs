@@ -123,12 +123,12 @@ async fn an_agent_reaches_its_provider_through_the_gateway_and_nothing_else() {
 }
 
 #[test]
-fn the_proxy_refuses_to_start_without_its_gateway_socket() {
+fn the_proxy_refuses_to_start_without_its_sidecar_socket() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out =
         roundtable(dir.path(), &["proxy", "--listen", "127.0.0.1:0", "--upstream", "unix:/nonexistent/egress.sock"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(crate::support::stderr(&out).contains("gateway socket /nonexistent/egress.sock is missing"));
+    assert!(crate::support::stderr(&out).contains("sidecar socket /nonexistent/egress.sock is missing"));
 }
 
 /// `roundtable gateway serve` as an operator runs it: decisions as JSON lines on stdout,
