@@ -10,7 +10,7 @@ use std::time::Duration;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use roundtable_gateway::server::{Connection, supervise};
+use roundtable_gateway::server::{Connection, accept_each, supervise};
 use roundtable_gateway::{Dial, Listener, Resolve};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Semaphore;
@@ -50,21 +50,9 @@ async fn accept_loop<R: Resolve, D: Dial>(
     connections: TaskTracker,
     cancel: CancellationToken,
 ) {
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            () = cancel.cancelled() => return,
-        };
-        let connection = match accepted {
-            Ok(connection) => connection,
-            Err(error) => {
-                tracing::warn!(%error, "broker accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+    accept_each(&listener, &cancel, |connection| {
         // Over the bound, the connection is closed unanswered: the agent sees a reset.
-        let Ok(permit) = slots.clone().try_acquire_owned() else { continue };
+        let Ok(permit) = slots.clone().try_acquire_owned() else { return };
         let (broker, cancel) = (broker.clone(), cancel.clone());
         connections.spawn(async move {
             let _permit = permit;
@@ -73,7 +61,8 @@ async fn accept_loop<R: Resolve, D: Dial>(
                 Connection::Tcp(stream) => serve_connection(broker, stream, cancel).await,
             }
         });
-    }
+    })
+    .await;
 }
 
 async fn serve_connection<R, D, S>(broker: Arc<Broker<R, D>>, stream: S, cancel: CancellationToken)

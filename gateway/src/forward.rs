@@ -20,16 +20,7 @@ use crate::zero_copy::{self, Pipes, Socket, Tally};
 pub async fn forward(listener: Listener, upstream: Endpoint, cancel: CancellationToken) {
     let upstream = Arc::new(upstream);
     let connections = TaskTracker::new();
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            () = cancel.cancelled() => break,
-        };
-        let Ok(connection) = accepted else {
-            // Out of descriptors or a transient error: pause rather than spin.
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            continue;
-        };
+    crate::server::accept_each(&listener, &cancel, |connection| {
         let upstream = upstream.clone();
         connections.spawn(async move {
             let result = match connection {
@@ -40,7 +31,8 @@ pub async fn forward(listener: Listener, upstream: Endpoint, cancel: Cancellatio
                 tracing::warn!(%error, upstream = %upstream, "proxy connection ended with an error");
             }
         });
-    }
+    })
+    .await;
     connections.close();
     connections.wait().await;
 }

@@ -166,6 +166,25 @@ where
     }
 }
 
+/// Accepts on `listener` until `cancel`, handing each connection to `each`. An accept error (out
+/// of file descriptors, or transient) pauses the loop rather than letting it spin. The one accept
+/// loop of every per-session server: the gateway's tunnels and the credential broker's requests.
+pub async fn accept_each(listener: &Listener, cancel: &CancellationToken, mut each: impl FnMut(Connection)) {
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = cancel.cancelled() => return,
+        };
+        match accepted {
+            Ok(connection) => each(connection),
+            Err(error) => {
+                tracing::warn!(%error, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
 async fn accept_loop<R: Resolve, D: Dial>(
     gateway: Arc<Gateway<R, D>>,
     listener: Arc<Listener>,
@@ -173,20 +192,7 @@ async fn accept_loop<R: Resolve, D: Dial>(
     tunnels: TaskTracker,
     cancel: CancellationToken,
 ) {
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            () = cancel.cancelled() => return,
-        };
-        let connection = match accepted {
-            Ok(connection) => connection,
-            Err(error) => {
-                // Out of file descriptors or a transient error: pause rather than spin.
-                tracing::warn!(%error, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+    accept_each(&listener, &cancel, |connection| {
         let permit = slots.clone().try_acquire_owned();
         let gateway = gateway.clone();
         let cancel = cancel.clone();
@@ -198,7 +204,8 @@ async fn accept_loop<R: Resolve, D: Dial>(
                 (Err(_), Connection::Tcp(stream)) => gateway.refuse_over_limit(stream).await,
             }
         });
-    }
+    })
+    .await;
 }
 
 #[cfg(test)]
