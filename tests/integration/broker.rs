@@ -17,8 +17,8 @@ use roundtable_net_fixtures::{FakeDns, FakeResponses, Reply, Script};
 use serde_json::{Value, json};
 
 use crate::support::{
-    API, ShowLogOnPanic, commit_all, engine_or_skip, ensure_test_images, json as json_of, nothing_left, roundtable,
-    start_daemon, stdout, wait_until_within, write,
+    API, ShowLogOnPanic, commit_all, engine_or_skip, ensure_test_images, fake_provider_args, json as json_of,
+    nothing_left, roundtable, start_daemon, stdout, wait_until_within, write,
 };
 
 const PROVIDER: &str = "api.openai.com";
@@ -117,27 +117,11 @@ async fn hostile_run(engine: &roundtable_docker::Engine, mode: &str, address: &s
     let secrets = executions.path().join("secrets.env");
     std::fs::write(&secrets, format!("ACME_API_KEY={KEY}\n")).expect("secrets");
     std::fs::set_permissions(&secrets, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
-    let ca = executions.path().join("provider-ca.pem");
-    std::fs::write(&ca, &api.identity.pem).expect("ca");
     let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.path().to_path_buf());
-    let cidr = format!("{}/32", address.ip());
-    let resolver = dns.address().to_string();
-    let daemon = start_daemon(
-        root.path(),
-        &[
-            "--secrets-file",
-            secrets.to_str().expect("utf-8"),
-            "--gateway-resolver",
-            &resolver,
-            "--gateway-allow-cidr",
-            &cidr,
-            "--gateway-dial-allow",
-            "127.0.0.0/8",
-            "--broker-test-ca",
-            ca.to_str().expect("utf-8"),
-        ],
-        executions.path(),
-    );
+    let mut args = vec!["--secrets-file".to_owned(), secrets.to_str().expect("utf-8").to_owned()];
+    args.extend(fake_provider_args(executions.path(), &api, &dns));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let daemon = start_daemon(root.path(), &args, executions.path());
 
     // While the agent sleeps at the end, the container is there to inspect.
     let project = roundtable_core::source::Project::resolve(&root.path().join(".roundtable")).expect("project").id;

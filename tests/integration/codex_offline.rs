@@ -102,26 +102,10 @@ async fn run_codex(clis: &Path, api: &FakeResponses, extra: &str) -> Ended {
     );
     commit_all(root);
     let executions = tempfile::tempdir().expect("executions");
-    let ca = executions.path().join("provider-ca.pem");
-    std::fs::write(&ca, &api.identity.pem).expect("ca");
     let _log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_owned());
-    let resolver = dns.address().to_string();
-    let cidr = format!("{}/32", api.address.ip());
-    let daemon = start_daemon_with_env(
-        root,
-        &[
-            "--gateway-resolver",
-            &resolver,
-            "--gateway-allow-cidr",
-            &cidr,
-            "--gateway-dial-allow",
-            "127.0.0.0/8",
-            "--broker-test-ca",
-            ca.to_str().expect("utf-8"),
-        ],
-        executions.path(),
-        &[("CODEX_API_KEY", REAL_KEY)],
-    );
+    let args = crate::support::fake_provider_args(executions.path(), api, &dns);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let daemon = start_daemon_with_env(root, &args, executions.path(), &[("CODEX_API_KEY", REAL_KEY)]);
     let finished = || {
         let sessions = json_of(&roundtable(root, &["sessions", "list", "--format", "json"]));
         sessions["items"][0]["phase"].as_str().is_some_and(|p| p != "Running" && p != "Queued")

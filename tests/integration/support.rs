@@ -264,3 +264,27 @@ impl Drop for ShowLogOnPanic {
         }
     }
 }
+
+/// The daemon arguments that send every broker's upstream leg to `provider`, a fake HTTPS model
+/// API on a loopback address that `dns` resolves its host to: the resolver, the address
+/// exception, dialing only loopback, and the fake's certificate (written under `executions`)
+/// trusted through `--broker-test-ca`.
+pub fn fake_provider_args(
+    executions: &Path,
+    provider: &roundtable_net_fixtures::FakeResponses,
+    dns: &roundtable_net_fixtures::FakeDns,
+) -> Vec<String> {
+    let ca = executions.join("provider-ca.pem");
+    std::fs::write(&ca, &provider.identity.pem).expect("the provider's certificate");
+    [
+        "--gateway-resolver".to_owned(),
+        dns.address().to_string(),
+        "--gateway-allow-cidr".to_owned(),
+        format!("{}/32", provider.address.ip()),
+        "--gateway-dial-allow".to_owned(),
+        "127.0.0.0/8".to_owned(),
+        "--broker-test-ca".to_owned(),
+        ca.display().to_string(),
+    ]
+    .into()
+}
