@@ -30,7 +30,9 @@ impl Admitter {
     /// image (its planned command line, the prompt on stdin when the plan says so), under the
     /// probe's hardening with no network, no MCP endpoint and no credentials. Green when the CLI
     /// exits 0 and, where the transcript expects a session id, the capture finds one in what it
-    /// printed; red otherwise. The verdict is attested for the image ID for `ttl`.
+    /// printed; red otherwise. A brokered Adapter's canary proves its route instead
+    /// (`route.rs`): green only when the CLI's model request reached a rehearsal broker with
+    /// the placeholder. The verdict is attested for the image ID for `ttl`.
     pub async fn canary(
         &self,
         adapter: &ResolvedAdapter,
@@ -47,6 +49,12 @@ impl Admitter {
         };
         if adapter.image.is_none() && adapter.command != roundtable_specs::builtins::IN_CONTAINER_BINARY {
             return Err(AdmissionError::NoImage(adapter.name.clone()));
+        }
+        if adapter.brokered() {
+            let found = self.route_canary(adapter, &transcript.prompt, transcript.model.as_deref()).await?;
+            let image_id = if adapter.image.is_some() { found.image_id } else { self.own_binary_identity() };
+            let canary = self.attest(&adapter.name, &image_id, found.passed, found.detail, ttl).await?;
+            return Ok((canary, found.run));
         }
         let input =
             roundtable_agents::plan::PlanInput { prompt: &transcript.prompt, model: transcript.model.as_deref() };

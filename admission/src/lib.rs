@@ -14,6 +14,7 @@ pub mod gate;
 mod probing;
 pub mod receipts;
 pub mod replay;
+mod route;
 pub mod surface;
 
 pub use authority::{Admitter, Check, GateOutcome};

@@ -57,6 +57,8 @@ impl Admitter {
             timeout: PROBE_TIMEOUT,
             output_limit: surface::PROBE_OUTPUT_LIMIT,
             mounts: Default::default(),
+            tmp_entries: Vec::new(),
+            broker_relay: false,
         }
     }
 

@@ -117,7 +117,10 @@ fn a_receipt_sealed_for_the_broker_does_not_admit_the_adapter_in_env_mode() {
     let (_, text) = roundtable_specs::contract::builtin(roundtable_specs::adapter::Provider::Codex);
     std::fs::write(
         folder.path().join("codex.yaml"),
-        text.replace("HOME, PATH,", "HOME, HTTPS_PROXY, PATH,").replace("TMPDIR]", "TMPDIR, https_proxy]"),
+        text.replace(
+            "HOME, HTTPS_PROXY, NODE_EXTRA_CA_CERTS, NO_PROXY, PATH, REQUESTS_CA_BUNDLE, ROUNDTABLE_AGENT_CAPABILITY, SSL_CERT_FILE, TMPDIR, https_proxy, no_proxy]",
+            "HOME, HTTPS_PROXY, PATH, ROUNDTABLE_AGENT_CAPABILITY, TMPDIR, https_proxy]",
+        ),
     )
     .expect("write");
     let mut adapter = template("codex").expect("a built-in").resolve("codex");

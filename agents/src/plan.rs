@@ -6,7 +6,8 @@ use roundtable_specs::adapter::{Provider, ResolvedAdapter};
 use roundtable_specs::broker::Scheme;
 use roundtable_specs::builtins::headless;
 use roundtable_specs::layout::{
-    AGENT_CONFIG, AGENT_UID, BINARY, BROKER_LISTEN, CAPABILITY_ENV, HOME, TASK, TMPDIR, WORKSPACE, broker_base_url,
+    AGENT_CONFIG, AGENT_UID, BINARY, BROKER_LISTEN, CAPABILITY_ENV, HOME, SESSION_CA, TASK, TMPDIR, WORKSPACE,
+    broker_base_url,
 };
 use roundtable_specs::resume::ExternalSessionId;
 use serde::Serialize;
@@ -63,6 +64,18 @@ impl AgentFile {
     }
 }
 
+/// What the runtime uploads for it into the `/tmp` volume.
+impl From<&AgentFile> for roundtable_session_runtime::TmpEntry {
+    fn from(file: &AgentFile) -> Self {
+        Self {
+            path: file.under_tmp().to_owned(),
+            owner: file.owner,
+            mode: file.mode,
+            contents: file.contents.as_ref().map(|c| c.clone().into_bytes()),
+        }
+    }
+}
+
 /// A variable the launch fills in from outside the plan; only its name is part of the plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -74,9 +87,19 @@ pub struct PassedVariable {
     pub source: &'static str,
 }
 
-/// `NO_PROXY` and `no_proxy` when a session has both a proxy and a broker: the broker is on the
-/// container's loopback, and Gemini CLI sends plain `http://` through its one proxy otherwise.
+/// `NO_PROXY` and `no_proxy` in a brokered session, whose `HTTPS_PROXY` is the broker too: the
+/// base URL is on the container's loopback, and Gemini CLI sends plain `http://` through its one
+/// proxy otherwise.
 pub const NO_PROXY: &str = "127.0.0.1,localhost,::1";
+
+/// The variables that make the usual TLS stacks trust the session CA (OpenSSL and curl, Python
+/// `requests`, Node), for a client that ignores its base URL and goes through `HTTPS_PROXY`.
+pub const TRUST_ENV: [&str; 3] = ["SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"];
+
+/// The session CA's certificate as the agent reads it: root-owned, read-only, public.
+pub fn session_ca_file(pem: &str) -> AgentFile {
+    AgentFile::manifest(SESSION_CA, pem.to_owned())
+}
 
 /// The variable a generic or custom CLI finds the broker in: it calls `$ROUNDTABLE_BROKER_URL/<host>/…`.
 pub const BROKER_URL_ENV: &str = "ROUNDTABLE_BROKER_URL";
@@ -358,10 +381,13 @@ pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> Pro
             Stdin::Empty
         }
     };
-    if proxy && broker.is_some() {
+    // A brokered session's `HTTPS_PROXY` is the broker: a client that ignores its base URL is
+    // intercepted there with the session CA, judged by the same rules (docs/broker.md).
+    if broker.is_some() {
         for name in ["NO_PROXY", "no_proxy"] {
             env.push((name.into(), NO_PROXY.into()));
         }
+        env.extend(TRUST_ENV.iter().map(|name| ((*name).to_owned(), SESSION_CA.to_owned())));
     }
     let credential_source = if broker.is_some() { "placeholder" } else { "credential" };
     let mut passed_env: Vec<PassedVariable> = adapter
@@ -369,7 +395,7 @@ pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> Pro
         .iter()
         .map(|name| PassedVariable { name: name.to_string(), source: credential_source })
         .collect();
-    if proxy {
+    if proxy || broker.is_some() {
         for name in ["HTTPS_PROXY", "https_proxy"] {
             passed_env.push(PassedVariable { name: name.into(), source: "proxy" });
         }
@@ -498,7 +524,10 @@ mod tests {
                 "TMPDIR=/tmp/roundtable/tmp",
                 "CODEX_HOME=/tmp/roundtable/codex",
                 "NO_PROXY=127.0.0.1,localhost,::1",
-                "no_proxy=127.0.0.1,localhost,::1"
+                "no_proxy=127.0.0.1,localhost,::1",
+                "SSL_CERT_FILE=/tmp/roundtable/session-ca.pem",
+                "REQUESTS_CA_BUNDLE=/tmp/roundtable/session-ca.pem",
+                "NODE_EXTRA_CA_CERTS=/tmp/roundtable/session-ca.pem"
             ]
         );
         assert_eq!(
@@ -508,9 +537,12 @@ mod tests {
                 "CODEX_HOME",
                 "HOME",
                 "HTTPS_PROXY",
+                "NODE_EXTRA_CA_CERTS",
                 "NO_PROXY",
                 "PATH",
+                "REQUESTS_CA_BUNDLE",
                 "ROUNDTABLE_AGENT_CAPABILITY",
+                "SSL_CERT_FILE",
                 "TMPDIR",
                 "https_proxy",
                 "no_proxy"
@@ -569,11 +601,16 @@ mod tests {
                 "CLAUDE_CONFIG_DIR=/tmp/roundtable/claude",
                 "DISABLE_AUTOUPDATER=1",
                 "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-                "ANTHROPIC_BASE_URL=http://127.0.0.1:3129/api.anthropic.com"
+                "ANTHROPIC_BASE_URL=http://127.0.0.1:3129/api.anthropic.com",
+                "NO_PROXY=127.0.0.1,localhost,::1",
+                "no_proxy=127.0.0.1,localhost,::1",
+                "SSL_CERT_FILE=/tmp/roundtable/session-ca.pem",
+                "REQUESTS_CA_BUNDLE=/tmp/roundtable/session-ca.pem",
+                "NODE_EXTRA_CA_CERTS=/tmp/roundtable/session-ca.pem"
             ]
         );
-        assert!(!plan.env_names().contains(&"HTTPS_PROXY".to_owned()), "no gateway, no proxy variables");
-        assert!(!plan.env_names().contains(&"NO_PROXY".to_owned()), "no proxy to bypass");
+        let proxy = plan.passed_env.iter().find(|v| v.name == "HTTPS_PROXY").map(|v| v.source);
+        assert_eq!(proxy, Some("proxy"), "no gateway, but the broker is the proxy");
     }
 
     #[test]
@@ -597,7 +634,10 @@ mod tests {
                 "GEMINI_CLI_TRUST_WORKSPACE=true",
                 "GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:3129/generativelanguage.googleapis.com",
                 "NO_PROXY=127.0.0.1,localhost,::1",
-                "no_proxy=127.0.0.1,localhost,::1"
+                "no_proxy=127.0.0.1,localhost,::1",
+                "SSL_CERT_FILE=/tmp/roundtable/session-ca.pem",
+                "REQUESTS_CA_BUNDLE=/tmp/roundtable/session-ca.pem",
+                "NODE_EXTRA_CA_CERTS=/tmp/roundtable/session-ca.pem"
             ]
         );
     }
@@ -811,7 +851,9 @@ mod tests {
         assert!(text.contains("base_url = \"http://127.0.0.1:3129/api.openai.com/v1\""), "{text}");
         assert!(!text.contains("mcp_servers"), "{text}");
         assert_eq!((config.owner, config.mode), (0, 0o444), "read-only to the agent");
-        assert_eq!(value(&plan, "NO_PROXY"), None, "no proxy, nothing to bypass");
+        assert_eq!(value(&plan, "NO_PROXY"), Some(NO_PROXY), "the base URL bypasses HTTPS_PROXY, which is the broker");
+        assert_eq!(value(&plan, "SSL_CERT_FILE"), Some("/tmp/roundtable/session-ca.pem"));
+        assert!(plan.env_names().contains(&"HTTPS_PROXY".to_owned()), "a CLI ignoring its base URL is intercepted");
     }
 
     #[test]

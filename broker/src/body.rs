@@ -126,6 +126,11 @@ pub struct Outgoing {
 }
 
 impl Outgoing {
+    /// No body and no request of the ledger's: the `200` that opens a tunnel.
+    pub(crate) fn empty() -> Self {
+        Self { source: Source::Whole(None), record: None }
+    }
+
     pub(crate) fn whole(bytes: Bytes, record: Record) -> Self {
         Self { source: Source::Whole(Some(bytes)), record: Some(record) }
     }

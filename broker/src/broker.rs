@@ -25,6 +25,7 @@ use tokio::sync::{Semaphore, watch};
 
 use crate::body::{Outgoing, RequestBody, StreamMask};
 use crate::headers::{self, NotPresented, Presented};
+use crate::intercept::{self, SessionCa};
 use crate::journal::{BrokerCounters, BrokerJournal, Tally};
 use crate::keyring::Keyring;
 use crate::ledger::Ledger;
@@ -47,6 +48,18 @@ pub struct Broker<R, D> {
     next_id: AtomicU64,
     shared: Arc<Shared>,
     upstream: Upstream<R, D>,
+    /// The TLS servers a `CONNECT` to a provider host is answered with.
+    ca: SessionCa,
+}
+
+/// How a request reached the broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// `http://127.0.0.1:3129/<host>/…`: the CLI was pointed at the broker.
+    BaseUrl,
+    /// Inside a `CONNECT host:443` tunnel the broker terminated with the session CA: the CLI
+    /// ignored its base URL but honoured `HTTPS_PROXY` and the trust bundle.
+    Intercepted,
 }
 
 /// A request that passed every check and was answered by the provider.
@@ -82,6 +95,8 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
             return Err(BrokerError::CredentialHost { name: stray.name.clone(), host: stray.host.clone() });
         }
         let keyring = Keyring::new(credentials)?;
+        let hosts: Vec<String> = routes.iter().map(|route| route.host.clone()).collect();
+        let ca = SessionCa::mint(&hosts)?;
         metrics::register();
         Ok(Self {
             routes,
@@ -92,7 +107,13 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
             next_id: AtomicU64::new(0),
             shared: Arc::new(Shared { journal, ledger: Ledger::new(budget), tally: Tally::default() }),
             upstream: Upstream::new(upstream, resolver, dialer, &extra_roots)?,
+            ca,
         })
+    }
+
+    /// The session CA's certificate (PEM) that the agent's trust bundle holds.
+    pub fn ca_pem(&self) -> &str {
+        self.ca.certificate_pem()
     }
 
     pub fn counters(&self) -> BrokerCounters {
@@ -125,11 +146,53 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
         self.shared.tally.restarted();
     }
 
-    /// Answers one request.
+    /// Answers one request that came to the base URL.
     pub async fn handle(&self, request: Request<Incoming>) -> Response<Outgoing> {
+        self.handle_via(request, Via::BaseUrl).await
+    }
+
+    /// Decides a `CONNECT`: the TLS server to answer it with when it names one of this
+    /// session's provider hosts on port 443; otherwise the refusal, logged like any other.
+    pub(crate) fn tunnel(
+        &self,
+        request: &Request<Incoming>,
+    ) -> Result<(String, tokio_rustls::TlsAcceptor), Response<Outgoing>> {
+        let authority = request.uri().authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
+        let host = intercept::connect_host(&authority).unwrap_or_default();
+        if let Some(acceptor) = self.ca.acceptor(host) {
+            return Ok((host.to_owned(), acceptor));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut record = Record::begin(self.shared.clone(), id, "CONNECT", Instant::now());
+        record.line.path = route::truncate(authority, 256);
+        record.line.intercepted = true;
+        Err(refuse(
+            record,
+            Refusal::new(
+                BrokerReason::TunnelRefused,
+                "only the session's provider hosts on port 443 can be reached, and only through the broker",
+            ),
+        ))
+    }
+
+    /// Answers one request from inside a tunnel to `host`: judged exactly as if it had come to
+    /// `/<host>/…` of the base URL, so the route is the tunnel's host, never the request's.
+    pub(crate) async fn handle_intercepted(&self, host: &str, request: Request<Incoming>) -> Response<Outgoing> {
+        let (mut parts, body) = request.into_parts();
+        let target = match parts.uri.query() {
+            Some(query) => format!("/{host}{}?{query}", parts.uri.path()),
+            None => format!("/{host}{}", parts.uri.path()),
+        };
+        // A target that does not parse keeps an empty path, which the canonical check refuses.
+        parts.uri = target.parse().unwrap_or_default();
+        self.handle_via(Request::from_parts(parts, body), Via::Intercepted).await
+    }
+
+    async fn handle_via(&self, request: Request<Incoming>, via: Via) -> Response<Outgoing> {
         let started = Instant::now();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let mut record = Record::begin(self.shared.clone(), id, request.method().as_str(), started);
+        record.line.intercepted = via == Via::Intercepted;
         match self.forward(request, &mut record).await {
             Ok(answered) => self.answer(answered, record).await,
             Err(refusal) => refuse(record, refusal),

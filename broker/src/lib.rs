@@ -8,12 +8,15 @@
 mod body;
 mod broker;
 mod headers;
+mod intercept;
 mod journal;
 mod keyring;
 pub mod ledger;
 pub mod metrics;
+mod placeholders;
 mod record;
 mod redact;
+mod rehearsal;
 mod route;
 mod secret;
 mod serve;
@@ -22,8 +25,11 @@ mod upstream;
 pub mod usage;
 
 pub use body::Outgoing;
-pub use broker::Broker;
+pub use broker::{Broker, Via};
+pub use intercept::SessionCa;
 pub use journal::{BrokerCounters, BrokerJournal};
+pub use placeholders::Placeholders;
+pub use rehearsal::{Rehearsal, SCRIPTED_STATUS};
 pub use roundtable_specs::broker::{BrokerReason, Budget, RequestLine, Scheme, Tokens};
 pub use secret::{Credential, Secret};
 pub use serve::serve;

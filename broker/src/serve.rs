@@ -1,12 +1,16 @@
 //! Serving a broker on its socket: the gateway's supervised accept loop (a crashed loop is
 //! restarted on the same socket), a bound on open connections, and HTTP/1.1 with keep-alive and
-//! a header-read deadline and a bounded head (64 KiB, 64 fields) on each accepted Unix (or, for tests, TCP) connection. On stop, every
-//! connection finishes its request in flight, within a grace period.
+//! a header-read deadline and a bounded head (64 KiB, 64 fields) on each accepted Unix (or, for
+//! tests, TCP) connection. A `CONNECT` to a provider host turns its connection into a tunnel the
+//! broker terminates with the session CA (`intercept.rs`). On stop, every connection finishes
+//! its request in flight, within a grace period.
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use http::{Method, Request, Response};
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -14,9 +18,11 @@ use roundtable_gateway::server::{Connection, accept_each, supervise};
 use roundtable_gateway::{Dial, Listener, Resolve};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::body::Outgoing;
 use crate::broker::Broker;
 
 /// The most a connection buffers of a request head (and of the body as it streams): with
@@ -71,18 +77,89 @@ where
     D: Dial,
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let header_timeout = broker.limits().header_timeout;
-    let service = service_fn(move |request| {
-        let broker = broker.clone();
-        async move { Ok::<_, Infallible>(broker.handle(request).await) }
-    });
-    let connection = http1::Builder::new()
+    // A `CONNECT` the broker accepts leaves its tunnel here; the connection is then carried on
+    // inside the tunnel, in this same task, holding the same connection slot.
+    let tunnel: Arc<Mutex<Option<Tunnel>>> = Arc::default();
+    let service = {
+        let (broker, tunnel) = (broker.clone(), tunnel.clone());
+        service_fn(move |request: Request<Incoming>| {
+            let (broker, tunnel) = (broker.clone(), tunnel.clone());
+            async move {
+                if request.method() != Method::CONNECT {
+                    return Ok::<_, Infallible>(broker.handle(request).await);
+                }
+                Ok(match broker.tunnel(&request) {
+                    Ok((host, acceptor)) => {
+                        let upgrade = hyper::upgrade::on(request);
+                        if let Ok(mut slot) = tunnel.lock() {
+                            *slot = Some(Tunnel { host, acceptor, upgrade });
+                        }
+                        Response::new(Outgoing::empty())
+                    }
+                    Err(refused) => refused,
+                })
+            }
+        })
+    };
+    let connection =
+        builder(broker.limits().header_timeout).serve_connection(TokioIo::new(stream), service).with_upgrades();
+    tokio::pin!(connection);
+    tokio::select! {
+        _ = connection.as_mut() => {}
+        () = cancel.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(STOP_GRACE, connection).await;
+            return;
+        }
+    }
+    let taken = tunnel.lock().ok().and_then(|mut slot| slot.take());
+    if let Some(tunnel) = taken {
+        serve_tunnel(broker, tunnel, cancel).await;
+    }
+}
+
+/// HTTP/1.1 with keep-alive, a header-read deadline and a bounded head.
+fn builder(header_timeout: Duration) -> http1::Builder {
+    let mut builder = http1::Builder::new();
+    builder
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
         .keep_alive(true)
         .max_buf_size(MAX_BUF_BYTES)
-        .max_headers(MAX_HEADERS)
-        .serve_connection(TokioIo::new(stream), service);
+        .max_headers(MAX_HEADERS);
+    builder
+}
+
+/// An accepted `CONNECT`: the provider host it named, the TLS server for it, and the stream
+/// once hyper hands it over.
+struct Tunnel {
+    host: String,
+    acceptor: TlsAcceptor,
+    upgrade: hyper::upgrade::OnUpgrade,
+}
+
+/// Terminates TLS inside an accepted tunnel with the session CA's leaf for its host, then serves
+/// HTTP/1.1 in it, each request judged as if it had come to `/<host>/…`. A client that names
+/// another server in its SNI is closed: the host is the tunnel's.
+async fn serve_tunnel<R: Resolve, D: Dial>(broker: Arc<Broker<R, D>>, tunnel: Tunnel, cancel: CancellationToken) {
+    let Tunnel { host, acceptor, upgrade } = tunnel;
+    let timeout = broker.limits().header_timeout;
+    let accepted = tokio::time::timeout(timeout, async {
+        let upgraded = upgrade.await.ok()?;
+        acceptor.accept(TokioIo::new(upgraded)).await.ok()
+    });
+    let stream = tokio::select! {
+        accepted = accepted => match accepted { Ok(Some(stream)) => stream, _ => return },
+        () = cancel.cancelled() => return,
+    };
+    if stream.get_ref().1.server_name().is_some_and(|named| !named.eq_ignore_ascii_case(&host)) {
+        return;
+    }
+    let service = service_fn(move |request| {
+        let (broker, host) = (broker.clone(), host.clone());
+        async move { Ok::<_, Infallible>(broker.handle_intercepted(&host, request).await) }
+    });
+    let connection = builder(timeout).serve_connection(TokioIo::new(stream), service);
     tokio::pin!(connection);
     tokio::select! {
         _ = connection.as_mut() => {}

@@ -1186,3 +1186,166 @@ fn a_broker_is_not_built_with_a_credential_bound_to_no_route_of_it() {
     assert!(printed.contains("PROVIDER_API_KEY") && printed.contains(ANTHROPIC), "{printed}");
     assert!(!printed.contains(REAL_KEY) && !printed.contains(&placeholder()), "{printed}");
 }
+
+// === TLS interception: a CONNECT to a provider host, terminated with the session CA ===
+
+/// A TLS client that trusts only `ca_pem` and offers `alpn`.
+fn session_client(ca_pem: &str, alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).expect("the session CA")).expect("a root");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+/// Sends `CONNECT target`; the proxy's answer head and the stream, for the tunnel.
+async fn connect(address: SocketAddr, target: &str) -> (String, TcpStream) {
+    let mut stream = TcpStream::connect(address).await.expect("connect to the broker");
+    stream.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes()).await.expect("write");
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match tokio::time::timeout(Duration::from_secs(10), stream.read(&mut byte)).await {
+            Ok(Ok(1)) => head.push(byte[0]),
+            _ => break,
+        }
+    }
+    (String::from_utf8_lossy(&head).into_owned(), stream)
+}
+
+/// Through a tunnel to `host` (SNI `sni`): sends `head` and `body`, reads the answer to the end.
+async fn send_tunnelled(harness: &Harness, host: &str, sni: &str, head: &str, body: &[u8]) -> Result<Answer, String> {
+    let (answer, stream) = connect(harness.address, &format!("{host}:443")).await;
+    if !answer.starts_with("HTTP/1.1 200") {
+        return Err(answer);
+    }
+    let name = rustls::pki_types::ServerName::try_from(sni.to_owned()).expect("a name");
+    let mut tls = session_client(harness.broker.ca_pem(), &[b"http/1.1"])
+        .connect(name, stream)
+        .await
+        .map_err(|error| format!("handshake: {error}"))?;
+    let request = format!("{head}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n", body.len());
+    tls.write_all(request.as_bytes()).await.map_err(|e| e.to_string())?;
+    tls.write_all(body).await.map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(20), tls.read_to_end(&mut bytes)).await;
+    if bytes.is_empty() {
+        return Err("the tunnel closed without an answer".into());
+    }
+    Ok(parse_answer(&bytes))
+}
+
+#[tokio::test]
+async fn a_client_that_ignores_its_base_url_is_intercepted_and_judged_like_any_other_request() {
+    let harness = start(Options::new(OPENAI), |_| Canned::sse(&sse_turn())).await;
+    let head = format!(
+        "POST /v1/responses HTTP/1.1\r\nHost: {OPENAI}\r\n{}\r\nx-api-key: {AGENT_KEY}\r\nContent-Type: application/json",
+        bearer()
+    );
+    let answer =
+        send_tunnelled(&harness, OPENAI, OPENAI, &head, br#"{"model":"gpt-5","input":"hi"}"#).await.expect("answered");
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert!(answer.body.contains("response.completed"), "{}", answer.body);
+
+    let recorded = harness.provider.recorded();
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(recorded[0].path, "/v1/responses");
+    assert_eq!(recorded[0].header("authorization"), Some(format!("Bearer {REAL_KEY}").as_str()));
+    assert_eq!(recorded[0].header("x-api-key"), None, "the agent's own credential header is stripped");
+    assert_no_placeholder_upstream(&recorded);
+
+    let lines = harness.journal.lines();
+    assert_eq!(lines.len(), 1, "one line per request inside the tunnel, none for the CONNECT itself");
+    assert!(lines[0].intercepted, "{:?}", lines[0]);
+    assert_eq!((lines[0].reason, lines[0].path.as_str()), (BrokerReason::Allowed, "/api.openai.com/v1/responses"));
+    assert_eq!(lines[0].tokens, Some(Tokens { input: 11, output: 7 }));
+    assert_lines_clean(&lines);
+}
+
+#[tokio::test]
+async fn inside_a_tunnel_the_agents_own_key_an_off_list_path_and_an_upgrade_are_refused() {
+    let harness = start(Options::new(OPENAI), |_| Canned::sse(&sse_turn())).await;
+    let cases = [
+        (format!("POST /v1/responses HTTP/1.1\r\nHost: {OPENAI}\r\nAuthorization: Bearer {AGENT_KEY}"), 401),
+        (format!("POST /v1/files HTTP/1.1\r\nHost: {OPENAI}\r\n{}", bearer()), 403),
+        (
+            format!(
+                "GET /v1/responses HTTP/1.1\r\nHost: {OPENAI}\r\n{}\r\nConnection: Upgrade\r\nUpgrade: websocket",
+                bearer()
+            ),
+            426,
+        ),
+        // The Host header names another server: the route is still the tunnel's host.
+        (format!("POST /v1/files HTTP/1.1\r\nHost: evil.example\r\n{}", bearer()), 403),
+    ];
+    for (head, status) in cases {
+        let answer = send_tunnelled(&harness, OPENAI, OPENAI, &head, b"{}").await.expect("answered");
+        assert_eq!(answer.status, status, "{head}: {answer:?}");
+    }
+    assert!(harness.provider.recorded().is_empty(), "nothing reached the provider");
+    assert!(harness.journal.lines().iter().all(|line| line.intercepted));
+}
+
+#[tokio::test]
+async fn a_connect_to_anything_but_a_provider_host_on_443_is_refused_and_logged() {
+    let harness = start(Options::new(OPENAI), |_| Canned::sse(&sse_turn())).await;
+    for target in ["evil.example:443", "api.openai.com:80", "127.0.0.1:443", "api.openai.com"] {
+        let (answer, _) = connect(harness.address, target).await;
+        assert!(answer.starts_with("HTTP/1.1 403"), "{target}: {answer}");
+        assert!(!answer.starts_with("HTTP/1.1 200"), "{target}");
+    }
+    let reasons: Vec<BrokerReason> = harness.journal.lines().iter().map(|line| line.reason).collect();
+    assert_eq!(reasons, [BrokerReason::TunnelRefused; 4]);
+    assert!(harness.provider.recorded().is_empty());
+}
+
+#[tokio::test]
+async fn a_tunnel_speaks_only_http_1_1_and_only_as_its_own_host() {
+    let harness = start(Options::new(OPENAI), |_| Canned::sse(&sse_turn())).await;
+    // SNI naming another server: the handshake fails (the leaf names only the host) or the
+    // broker closes the tunnel; either way nothing is answered.
+    let head = format!("POST /v1/responses HTTP/1.1\r\nHost: {OPENAI}\r\n{}", bearer());
+    let other = send_tunnelled(&harness, OPENAI, "evil.example", &head, b"{}").await;
+    assert!(other.is_err(), "{other:?}");
+    // A client that offers only h2 cannot complete the handshake.
+    let (answer, stream) = connect(harness.address, "api.openai.com:443").await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let name = rustls::pki_types::ServerName::try_from(OPENAI).expect("name");
+    let h2 = session_client(harness.broker.ca_pem(), &[b"h2"]).connect(name, stream).await;
+    assert!(h2.is_err(), "an h2-only client was served");
+    assert!(harness.provider.recorded().is_empty());
+}
+
+// === the admission canary's rehearsal broker ===
+
+#[tokio::test]
+async fn a_rehearsal_broker_answers_from_its_script_and_logs_who_brought_the_placeholder() {
+    let listener = Listener::bind(&Endpoint::Tcp("127.0.0.1:0".parse().expect("addr"))).await.expect("bind");
+    let Ok(Endpoint::Tcp(address)) = listener.endpoint() else { panic!("a TCP listener") };
+    let rehearsal = roundtable_broker::Rehearsal::start(
+        &[OPENAI.to_owned()],
+        &[("CODEX_API_KEY".to_owned(), OPENAI.to_owned())],
+        listener,
+    )
+    .await
+    .expect("a rehearsal");
+    let placeholder = rehearsal.placeholders().get("CODEX_API_KEY").expect("a placeholder").to_owned();
+    let head =
+        format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {placeholder}");
+    let answer = send(address, &head, b"{}").await;
+    assert_eq!(answer.status, roundtable_broker::SCRIPTED_STATUS, "{answer:?}");
+    assert!(answer.body.contains("roundtable_admission_canary"), "{}", answer.body);
+    let refused = send(address, &format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x"), b"{}").await;
+    assert_eq!(refused.status, 401);
+    let lines = rehearsal.stop().await;
+    let seen: Vec<(BrokerReason, Option<&str>)> =
+        lines.iter().map(|line| (line.reason, line.credential.as_deref())).collect();
+    assert_eq!(seen, [(BrokerReason::Allowed, Some("CODEX_API_KEY")), (BrokerReason::NoPlaceholder, None)]);
+}

@@ -21,8 +21,8 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::egress::{EgressOptions, SidecarError};
 use crate::execution::ExecutionFolder;
-use crate::placeholders::Placeholders;
 use crate::sidecar::{BoundedLog, Budget as LogBudget, Served, write_report};
+use roundtable_broker::Placeholders;
 
 /// The socket's name in the session's socket directory.
 pub const SOCKET_NAME: &str = "broker.sock";
@@ -151,6 +151,11 @@ impl BrokerSidecar {
             report_path.clone(),
         )));
         Ok(Self { served, reporter, broker, journal, report, report_path })
+    }
+
+    /// The session CA's certificate (PEM, public) the agent's trust bundle holds.
+    pub fn ca_pem(&self) -> &str {
+        self.broker.ca_pem()
     }
 
     /// Turns true when the broker first refuses a model request because the budget is spent.

@@ -75,13 +75,6 @@ pub use roundtable_specs::session::{EgressReport, SidecarState};
 /// How long a stop waits for tunnels to close before abandoning them.
 const STOP_BOUND: Duration = Duration::from_secs(10);
 
-/// The agent's proxy variables when its session has a sidecar: exactly these two, no
-/// `HTTP_PROXY`, `ALL_PROXY` or `NO_PROXY`, so plain HTTP and other schemes have no route out.
-pub fn proxy_env() -> [String; 2] {
-    let proxy = format!("http://{}", roundtable_specs::layout::PROXY_LISTEN);
-    [format!("HTTPS_PROXY={proxy}"), format!("https_proxy={proxy}")]
-}
-
 /// The gateway policy for `hosts`: the same for the session's tunnels and for the broker's
 /// upstream leg, so exact hosts, pinned DNS and the address policy are one decision.
 pub fn gateway_settings(

@@ -12,7 +12,6 @@ pub mod egress;
 pub mod engine_hints;
 pub mod execution;
 pub mod mcp;
-pub mod placeholders;
 pub mod presence;
 pub mod prune;
 pub mod reconcile;

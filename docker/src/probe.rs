@@ -1,7 +1,8 @@
 //! One probe on the engine: a container under the agent's full hardening (no network, read-only
 //! root, every capability dropped, the agent's UID), never a brief, a source or sockets beyond
-//! what the plan names (admission: none; diagnostics: an empty read-only source and the MCP
-//! socket), that runs the plan's commands one after another and is removed whatever happens.
+//! what the plan names (admission: none, or for the route canary the broker's socket with its
+//! relay and the CLI's manifests; diagnostics: an empty read-only source and the MCP socket),
+//! that runs the plan's commands one after another and is removed whatever happens.
 
 use roundtable_session_runtime::{ProbeOutcome, ProbePlan, ProbeRun, Resources, RuntimeError};
 use tokio::sync::watch;
@@ -58,6 +59,16 @@ async fn lifecycle(engine: &Engine, plan: &ProbePlan, name: &str) -> Result<Prob
     create_tmpfs_volumes(docker, &container, &spec).await?;
     create_hardened(docker, &container, &spec).await?;
     container::start(docker, &container).await?;
+    if !plan.tmp_entries.is_empty() {
+        crate::session::seed_tmp(docker, &container, &plan.tmp_entries).await?;
+    }
+    if plan.broker_relay {
+        let relays = crate::session::Relays { egress: false, broker: true };
+        // Bounded like a command: the relay says it is listening within seconds or fails.
+        if let Err(failure) = crate::session::start_proxy(docker, &container, relays).await {
+            return Err(RuntimeError::Engine { step: "start the broker relay", source: Box::new(failure) });
+        }
+    }
     // A probe is never cancelled from outside; its commands are bounded by their timeout.
     let (_keep, mut never) = watch::channel(false);
     let mut runs = Vec::with_capacity(plan.commands.len());

@@ -10,6 +10,9 @@ mod oom;
 mod proxy;
 mod seed;
 
+pub(crate) use proxy::{Relays, start_proxy};
+pub(crate) use seed::seed_tmp;
+
 use std::time::Duration;
 
 use bollard::Docker;

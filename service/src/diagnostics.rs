@@ -473,6 +473,8 @@ impl Service {
                 source_dir: Some(source.path().to_owned()),
                 socket_dir: endpoint.as_ref().map(|endpoint| endpoint.dir.clone()),
             },
+            tmp_entries: Vec::new(),
+            broker_relay: false,
         };
         let outcome = self.runtime.probe(plan).await;
         let activity = match endpoint {

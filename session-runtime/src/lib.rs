@@ -364,6 +364,13 @@ pub struct ProbePlan {
     pub output_limit: u64,
     /// What is mounted besides the binary; nothing by default.
     pub mounts: ProbeMounts,
+    /// Entries uploaded under `/tmp` before the first command, as a session's are (the
+    /// canary's CLI manifests and trust bundle); none by default.
+    pub tmp_entries: Vec<TmpEntry>,
+    /// Whether the in-container relay runs before the first command, carrying `HTTPS_PROXY` and
+    /// the broker's loopback address to `broker.sock` in the mounted socket folder (the route
+    /// canary's).
+    pub broker_relay: bool,
 }
 
 /// What a probe may have mounted besides the binary, each where a session has it.

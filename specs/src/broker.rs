@@ -96,6 +96,9 @@ words! {
         TooManyRequests = "too_many_requests",
         /// The request is not HTTP/1.1 the broker can forward faithfully (400).
         BadRequest = "bad_request",
+        /// A `CONNECT` to a host or port that is not one of the session's provider hosts on
+        /// 443 (403): a brokered session reaches nothing else.
+        TunnelRefused = "tunnel_refused",
     }
 }
 
@@ -106,7 +109,7 @@ impl BrokerReason {
             BrokerReason::Allowed => return None,
             BrokerReason::UnknownRoute => 404,
             BrokerReason::NoPlaceholder => 401,
-            BrokerReason::PathNotAllowed => 403,
+            BrokerReason::PathNotAllowed | BrokerReason::TunnelRefused => 403,
             BrokerReason::MethodNotAllowed => 405,
             BrokerReason::UpgradeRefused => 426,
             BrokerReason::BodyTooLarge => 413,
@@ -201,6 +204,10 @@ pub struct RequestLine {
     /// A refusal's detail, or an upstream error; never a credential.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// It came through a `CONNECT` tunnel the broker terminated (the CLI ignored its base URL
+    /// and used `HTTPS_PROXY`), not to the base URL.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub intercepted: bool,
 }
 
 /// What `status` and `sessions show` say about a session's broker.

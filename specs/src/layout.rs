@@ -40,6 +40,18 @@ pub const BROKER_SOCKET: &str = "/run/roundtable/broker.sock";
 /// loopback, never leaving it.
 pub const BROKER_LISTEN: &str = "127.0.0.1:3129";
 
+/// The session CA's certificate (public): the trust bundle of a brokered agent, whose
+/// `CONNECT`s to its provider hosts the broker terminates (docs/broker.md).
+pub const SESSION_CA: &str = "/tmp/roundtable/session-ca.pem";
+
+/// The variables that send an agent's HTTPS through the in-container relay: to the egress
+/// gateway, or in a brokered session to the broker. Exactly these two: no `HTTP_PROXY` or
+/// `ALL_PROXY`, so plain HTTP and other schemes have no route out.
+pub fn proxy_env() -> [String; 2] {
+    let proxy = format!("http://{PROXY_LISTEN}");
+    [format!("HTTPS_PROXY={proxy}"), format!("https_proxy={proxy}")]
+}
+
 /// The base URL an agent uses for provider `host` through the broker: one path prefix per host,
 /// so the broker takes the upstream host from the Adapter's list, never from the request.
 pub fn broker_base_url(host: &str) -> String {

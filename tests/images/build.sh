@@ -32,7 +32,7 @@ for applet in $("$busybox" --list); do
 done
 cp "$double" "$root/usr/local/bin/agent-double"
 # The names agent-double answers to; the list is part of the image's inputs below.
-behaviours="fake-agent memory-hog egress-probe codex claude gemini opencode mcp-bench"
+behaviours="fake-agent memory-hog egress-probe https-fetch codex claude gemini opencode mcp-bench"
 for behaviour in $behaviours; do
   ln -s agent-double "$root/usr/local/bin/$behaviour"
 done

@@ -445,3 +445,64 @@ fn validate_names_the_file_line_and_field_of_a_bad_contract() {
     assert!(said.contains("contracts/gone.yaml") && said.contains("no such file"), "{said}");
     assert!(!said.contains("contracts/t.yaml:1:1"), "a transcript is not reported as a broken contract: {said}");
 }
+
+/// A brokered generic Adapter `fetcher` whose contract's transcript runs `script`.
+fn fetcher_contract(script: &str) -> String {
+    let quoted = script.replace('\'', "''");
+    format!(
+        "adapter: fetcher\nversionCommand: [sh, -c, 'echo sh 1.0']\nversionPattern: '(?m)^sh v?(\\S+)$'\nhelpCommand: [sh, -c, 'echo \"usage: sh [-c SCRIPT]\"']\nrequiredFlags: [-c]\ntranscripts:\n  - name: fetch\n    prompt: '{quoted}'\n    expect:\n      args: [-c, '{quoted}']\n      stdin: empty\n      env: [ACME_API_KEY, HOME, HTTPS_PROXY, NODE_EXTRA_CA_CERTS, NO_PROXY, PATH, REQUESTS_CA_BUNDLE, ROUNDTABLE_BROKER_URL, SSL_CERT_FILE, TMPDIR, https_proxy, no_proxy]\n      files: [/tmp/roundtable, /tmp/roundtable/home, /tmp/roundtable/tmp]\n      mounts: [/roundtable/source, /roundtable/workspace, /tmp, /roundtable/bin/roundtable, /roundtable/task.json, /run/roundtable]\n"
+    )
+}
+
+fn canary_item(root: &Path, name: &str) -> (Option<i32>, Value) {
+    let out = roundtable(root, &["admission", "canary", name, "--format", "json"]);
+    (out.status.code(), json(&out)["items"][0].clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_brokered_cli_is_admitted_only_when_its_model_request_reaches_the_broker_with_the_placeholder() {
+    let Some(engine) = engine_or_skip().await else { return };
+    ensure_test_images();
+    let dir = project(&format!(
+        "---\n{API}\nkind: Adapter\nmetadata: {{name: fetcher}}\nspec: {{image: '{IMAGE}', command: sh, args: [-c], credentialEnv: [ACME_API_KEY], providerHosts: [api.openai.com]}}\n"
+    ));
+    let root = dir.path();
+
+    // The (fake) Codex CLI follows the model provider Roundtable writes for it.
+    let (code, item) = canary_item(root, "codex");
+    assert_eq!((code, item["verdict"].as_str()), (Some(0), Some("green")), "{item:#}");
+    let detail = item["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("at its base URL with the placeholder of CODEX_API_KEY"), "{detail}");
+
+    // A client that ignores base URLs but honours HTTPS_PROXY and SSL_CERT_FILE is intercepted.
+    let contracts = root.join(".roundtable/contracts");
+    std::fs::create_dir_all(&contracts).expect("mkdir");
+    let honest =
+        r#"https-fetch https://api.openai.com/v1/responses --header "Authorization: Bearer $ACME_API_KEY" --data x"#;
+    std::fs::write(contracts.join("fetcher.yaml"), fetcher_contract(honest)).expect("write");
+    let (code, item) = canary_item(root, "fetcher");
+    assert_eq!((code, item["verdict"].as_str()), (Some(0), Some("green")), "{item:#}");
+    assert!(item["detail"].as_str().is_some_and(|d| d.contains("through HTTPS_PROXY, intercepted")), "{item:#}");
+
+    // One that goes around the proxy and the base URL never reaches the broker: red, named as a
+    // bypass, and the gate refuses it before it can spawn.
+    let bypass = r#"env -u HTTPS_PROXY -u https_proxy https-fetch https://api.openai.com/v1/responses --header "Authorization: Bearer $ACME_API_KEY" --data x"#;
+    std::fs::write(contracts.join("fetcher.yaml"), fetcher_contract(bypass)).expect("write");
+    assert_eq!(check(root, "fetcher", true).0, Some(0), "the evidence is green and sealed");
+    let (code, item) = canary_item(root, "fetcher");
+    assert_eq!((code, item["verdict"].as_str()), (Some(1), Some("red")), "{item:#}");
+    assert!(
+        item["detail"].as_str().is_some_and(|d| d.starts_with("bypass: no request reached the broker")),
+        "{item:#}"
+    );
+    let (_, checked) = check(root, "fetcher", false);
+    assert_eq!(reason(&checked), "canary_red", "{checked:#}");
+
+    // One that reaches the broker without its placeholder is refused by name too.
+    let keyless = r#"https-fetch https://api.openai.com/v1/responses --header "Authorization: Bearer sk-own" --data x"#;
+    std::fs::write(contracts.join("fetcher.yaml"), fetcher_contract(keyless)).expect("write");
+    let (_, item) = canary_item(root, "fetcher");
+    assert_eq!(item["verdict"], "red", "{item:#}");
+    assert!(item["detail"].as_str().is_some_and(|d| d.contains("refused (no_placeholder")), "{item:#}");
+    nothing_left(&engine, root).await;
+}

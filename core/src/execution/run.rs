@@ -43,7 +43,7 @@ use super::{ExecutionRequest, Inner, now};
 use crate::broker::{BrokerSidecar, BrokerStart};
 use crate::egress::Sidecar;
 use crate::mcp::{McpSession, McpSidecar};
-use crate::placeholders::Placeholders;
+use roundtable_broker::Placeholders;
 
 /// Milliseconds since `started`.
 fn millis(started: Instant) -> u64 {
@@ -73,9 +73,11 @@ impl Launched {
 
 /// Which sidecars a session's in-container relay carries to.
 #[derive(Debug, Clone, Copy)]
-struct Relays {
+struct Relays<'a> {
     egress: bool,
-    broker: bool,
+    /// The broker's session CA (PEM), when the session has a broker: its `HTTPS_PROXY` is the
+    /// broker, which intercepts the provider hosts with that CA.
+    broker: Option<&'a str>,
 }
 
 /// The sockets of one session and the sidecars serving on them.
@@ -368,7 +370,7 @@ impl Inner {
             token.as_ref(),
             folder,
             &socket_dir,
-            Relays { egress: egress.is_some(), broker: broker.is_some() },
+            Relays { egress: egress.is_some(), broker: broker.as_ref().map(BrokerSidecar::ca_pem) },
             placeholders,
             repository.as_ref(),
         );
@@ -538,7 +540,7 @@ impl Inner {
         capability: Option<&Token>,
         folder: &ExecutionFolder,
         socket_dir: &Path,
-        relays: Relays,
+        relays: Relays<'_>,
         placeholders: &Placeholders,
         repository: Option<&roundtable_store::RepositoryKey>,
     ) -> SessionPlan {
@@ -554,8 +556,8 @@ impl Inner {
         for name in adapter.credential_env.iter().filter(|name| !self.config.secrets.contains_key(name.as_str())) {
             tracing::warn!(session = %session.id, variable = %name, "credential not set; not passed");
         }
-        if relays.egress {
-            env.extend(crate::egress::proxy_env());
+        if relays.egress || relays.broker.is_some() {
+            env.extend(roundtable_specs::layout::proxy_env());
         }
         // Only here, in the agent exec's environment: never in a file or the container's config.
         if let Some(token) = capability {
@@ -565,16 +567,10 @@ impl Inner {
             Stdin::Prompt => Some(request.spec.task.prompt.clone().into_bytes()),
             Stdin::Empty => None,
         };
-        let tmp_entries = provider_plan
-            .files
-            .iter()
-            .map(|file| TmpEntry {
-                path: file.under_tmp().to_owned(),
-                owner: file.owner,
-                mode: file.mode,
-                contents: file.contents.as_ref().map(|c| c.clone().into_bytes()),
-            })
-            .collect();
+        let mut tmp_entries: Vec<TmpEntry> = provider_plan.files.iter().map(TmpEntry::from).collect();
+        if let Some(ca) = relays.broker {
+            tmp_entries.push(TmpEntry::from(&plan::session_ca_file(ca)));
+        }
         let resources = Resources::from(&adapter.resources);
         SessionPlan {
             session: session.id.clone(),
@@ -592,7 +588,7 @@ impl Inner {
             task_file: folder.brief(),
             socket_dir: Some(socket_dir.to_owned()),
             egress_proxy: relays.egress,
-            broker_relay: relays.broker,
+            broker_relay: relays.broker.is_some(),
             argv: provider_plan.argv.clone(),
             env,
             stdin,

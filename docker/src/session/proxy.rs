@@ -13,7 +13,7 @@ use crate::exec::start_attached;
 
 /// Why the in-container proxy did not come up.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum ProxyError {
+pub(crate) enum ProxyError {
     #[error("cannot start the egress proxy")]
     Start(#[source] RuntimeError),
     #[error("the egress proxy did not start: {said}")]
@@ -22,20 +22,23 @@ pub(super) enum ProxyError {
 
 /// Which relays a session's proxy process runs.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Relays {
+pub(crate) struct Relays {
     /// `HTTPS_PROXY` to the egress gateway's socket.
-    pub egress: bool,
-    /// The broker's loopback address to its socket.
-    pub broker: bool,
+    pub(crate) egress: bool,
+    /// The broker's loopback address (and, without a gateway, `HTTPS_PROXY`'s) to its socket.
+    pub(crate) broker: bool,
 }
 
 /// Starts `roundtable proxy` as an exec and waits until it says it is listening (it checks each
 /// sidecar socket is there first), so the agent never starts before its relays. Its output is
 /// drained in the background for as long as it runs.
-pub(super) async fn start_proxy(docker: &Docker, container: &str, relays: Relays) -> Result<(), ProxyError> {
+pub(crate) async fn start_proxy(docker: &Docker, container: &str, relays: Relays) -> Result<(), ProxyError> {
     let mut argv = vec![paths::BINARY.to_owned(), "proxy".into()];
+    // In a brokered session `HTTPS_PROXY` is the broker too: a CLI that ignores its base URL
+    // sends its `CONNECT` there and is intercepted (a session never has both sidecars).
     let routes = [
         (relays.egress, paths::PROXY_LISTEN, paths::EGRESS_SOCKET),
+        (relays.broker && !relays.egress, paths::PROXY_LISTEN, paths::BROKER_SOCKET),
         (relays.broker, paths::BROKER_LISTEN, paths::BROKER_SOCKET),
     ];
     for (_, listen, socket) in routes.into_iter().filter(|(on, _, _)| *on) {

@@ -11,7 +11,7 @@ use crate::calls::timed;
 use crate::errors::{engine_error, io_error};
 
 /// Uploads `entries` under `/tmp` of the running container `name`.
-pub(super) async fn seed_tmp(docker: &Docker, name: &str, entries: &[TmpEntry]) -> Result<(), RuntimeError> {
+pub(crate) async fn seed_tmp(docker: &Docker, name: &str, entries: &[TmpEntry]) -> Result<(), RuntimeError> {
     let tmp_seed = tmp_archive(entries)?;
     let upload = UploadToContainerOptionsBuilder::default().path(paths::TMP).build();
     let seeded = docker.upload_to_container(name, Some(upload), bollard::body_full(tmp_seed.into()));

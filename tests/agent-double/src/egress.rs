@@ -37,7 +37,7 @@ fn parse(args: &[String]) -> Option<Probe> {
 }
 
 /// CONNECTs through the proxy; returns the stream and the response head.
-fn connect(proxy: &str, host: &str) -> io::Result<(TcpStream, String)> {
+pub(crate) fn connect(proxy: &str, host: &str) -> io::Result<(TcpStream, String)> {
     let mut stream = TcpStream::connect(proxy)?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     stream.write_all(format!("CONNECT {host}:443 HTTP/1.1\r\nHost: {host}:443\r\n\r\n").as_bytes())?;

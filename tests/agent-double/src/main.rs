@@ -4,11 +4,13 @@
 //! - `fake-agent`: edits files in the working directory like a well-behaved coding agent.
 //! - `memory-hog`: allocates and touches memory until the kernel kills it.
 //! - `egress-probe`: what the sandbox can reach through its egress proxy (see `egress.rs`).
+//! - `https-fetch`: a client that ignores base URLs, through `HTTPS_PROXY` (see `https_fetch.rs`).
 //! - `codex`, `claude`, `gemini`, `opencode`: the provider CLIs in headless mode, reading their
 //!   MCP manifests and calling tools through the server they name (see `providers/`).
 //! - `mcp-echo-server` (hidden): a small MCP server for the personalities' own tests.
 
 mod egress;
+mod https_fetch;
 mod providers;
 
 use std::io::Write as _;
@@ -58,6 +60,7 @@ fn main() -> ExitCode {
         "fake-agent" => fake_agent(rest),
         "memory-hog" => memory_hog(),
         "egress-probe" => egress::run(rest),
+        "https-fetch" => https_fetch::run(rest),
         other => providers::run(other, rest).unwrap_or_else(|| {
             eprintln!(
                 "agent-double: unknown behaviour {other:?} (try fake-agent, memory-hog, egress-probe, codex, claude, gemini or opencode)"
