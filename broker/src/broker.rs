@@ -156,7 +156,7 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
     pub(crate) fn tunnel(
         &self,
         request: &Request<Incoming>,
-    ) -> Result<(String, tokio_rustls::TlsAcceptor), Response<Outgoing>> {
+    ) -> Result<(String, tokio_rustls::TlsAcceptor), Box<Response<Outgoing>>> {
         let authority = request.uri().authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
         let host = intercept::connect_host(&authority).unwrap_or_default();
         if let Some(acceptor) = self.ca.acceptor(host) {
@@ -166,13 +166,13 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
         let mut record = Record::begin(self.shared.clone(), id, "CONNECT", Instant::now());
         record.line.path = route::truncate(authority, 256);
         record.line.intercepted = true;
-        Err(refuse(
+        Err(Box::new(refuse(
             record,
             Refusal::new(
                 BrokerReason::TunnelRefused,
                 "only the session's provider hosts on port 443 can be reached, and only through the broker",
             ),
-        ))
+        )))
     }
 
     /// Answers one request from inside a tunnel to `host`: judged exactly as if it had come to

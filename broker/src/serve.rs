@@ -96,7 +96,7 @@ where
                         }
                         Response::new(Outgoing::empty())
                     }
-                    Err(refused) => refused,
+                    Err(refused) => *refused,
                 })
             }
         })
