@@ -3,8 +3,10 @@
 //! a session uses), side by side: sequential latency (p50, p99), requests per second with several
 //! clients at once, and time to the first server-sent event of a stream. Both legs open one TLS
 //! connection to the provider per request (the fake closes after each answer), so the difference
-//! is the broker's hop and its checks. Then the resident memory of idle brokers, each on its own
-//! socket. Prints figures; asserts nothing. Everything is loopback.
+//! is the broker's hop and its checks; a third leg is a client that ignores its base URL, its
+//! `CONNECT` intercepted by the broker with the session CA (one more TLS handshake per request).
+//! Then the time to start a broker (with its session CA) and the resident memory of idle
+//! brokers, each on its own socket. Prints figures; asserts nothing. Everything is loopback.
 //!
 //! Environment (all optional): `BENCH_REQUESTS` (1000 sequential per leg), `BENCH_CLIENTS` (16),
 //! `BENCH_BURST` (4000 requests per leg across the clients), `BENCH_BROKERS` (200).
@@ -51,6 +53,9 @@ fn placeholder() -> String {
 enum Leg {
     Direct(CertificateDer<'static>),
     Broker(PathBuf),
+    /// A client that ignores its base URL: `CONNECT` on the broker's socket, then TLS with the
+    /// session CA (its certificate here), then origin-form requests.
+    Intercepted(PathBuf, CertificateDer<'static>),
 }
 
 impl Leg {
@@ -58,6 +63,7 @@ impl Leg {
         match self {
             Leg::Direct(_) => "direct TLS",
             Leg::Broker(_) => "broker (unix)",
+            Leg::Intercepted(..) => "intercepted",
         }
     }
 
@@ -81,6 +87,25 @@ impl Leg {
                     placeholder()
                 );
                 exchange(stream, &head, started).await
+            }
+            Leg::Intercepted(socket, ca) => {
+                let mut stream = UnixStream::connect(socket).await?;
+                stream.write_all(format!("CONNECT {HOST}:443 HTTP/1.1\r\nHost: {HOST}:443\r\n\r\n").as_bytes()).await?;
+                let mut answer = Vec::new();
+                let mut byte = [0u8; 1];
+                while !answer.ends_with(b"\r\n\r\n") {
+                    if stream.read(&mut byte).await? == 0 {
+                        return Err("the broker closed the CONNECT".into());
+                    }
+                    answer.push(byte[0]);
+                }
+                if !answer.starts_with(b"HTTP/1.1 200") {
+                    return Err(format!("CONNECT answered {:?}", String::from_utf8_lossy(&answer)).into());
+                }
+                let tls = tls_client(stream, HOST, ca, true).await?;
+                let head =
+                    format!("{method} {path} HTTP/1.1\r\nHost: {HOST}\r\nAuthorization: Bearer {}\r\n", placeholder());
+                exchange(tls, &head, started).await
             }
         }
     }
@@ -174,7 +199,7 @@ async fn start_broker(
     certificate: &CertificateDer<'static>,
     socket: PathBuf,
     cancel: &CancellationToken,
-) -> Result<()> {
+) -> Result<CertificateDer<'static>> {
     let mut upstream = Settings::new([HOST])?;
     upstream.set_allow_cidrs(["127.0.0.0/8".parse()?])?;
     upstream.dial_allow = vec!["127.0.0.0/8".parse()?];
@@ -192,9 +217,13 @@ async fn start_broker(
         extra_roots: vec![certificate.clone()],
     };
     let broker = Arc::new(Broker::new(settings, DnsResolver::new(&[dns])?, DirectDialer, Arc::new(NoJournal))?);
+    let ca = {
+        use rustls::pki_types::pem::PemObject as _;
+        CertificateDer::from_pem_slice(broker.ca_pem().as_bytes())?
+    };
     let listener = Listener::bind(&Endpoint::Unix(socket)).await?;
     tokio::spawn(serve(broker, Arc::new(listener), cancel.clone()));
-    Ok(())
+    Ok(ca)
 }
 
 #[tokio::main]
@@ -221,9 +250,10 @@ async fn main() -> Result<()> {
     std::fs::create_dir_all(&dir)?;
     let cancel = CancellationToken::new();
     let socket = dir.join("broker.sock");
-    start_broker(dns.address(), &provider.identity.certificate, socket.clone(), &cancel).await?;
+    let ca = start_broker(dns.address(), &provider.identity.certificate, socket.clone(), &cancel).await?;
 
-    let legs = [Leg::Direct(provider.identity.certificate.clone()), Leg::Broker(socket)];
+    let legs =
+        [Leg::Direct(provider.identity.certificate.clone()), Leg::Broker(socket.clone()), Leg::Intercepted(socket, ca)];
     for leg in &legs {
         sequential(leg, "/v1/models", 50).await?;
     }
@@ -260,12 +290,18 @@ async fn main() -> Result<()> {
     }
 
     let before = resident_bytes();
+    let building = Instant::now();
     for index in 0..brokers {
         start_broker(dns.address(), &provider.identity.certificate, dir.join(format!("idle-{index}.sock")), &cancel)
             .await?;
     }
+    let built = building.elapsed();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let after = resident_bytes();
+    println!(
+        "\nstarting a broker (its session CA and one leaf minted, bound, serving): {:.2} ms each",
+        ms(built) / brokers as f64
+    );
     println!(
         "\nidle brokers: {brokers} on their own sockets, resident memory +{:.1} MiB, {:.1} KiB each",
         (after.saturating_sub(before)) as f64 / 1048576.0,
