@@ -35,6 +35,23 @@ pub(crate) const MAX_HEADERS: usize = 64;
 /// How long a stopping broker waits for requests in flight.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
+/// Drives a hyper connection to its end, or on `cancel` lets its request in flight finish
+/// (within [`STOP_GRACE`]); true when it ended by itself. A macro because hyper's plain and
+/// upgradeable connections share the method but no trait.
+macro_rules! serve_until_cancelled {
+    ($connection:ident, $cancel:ident) => {{
+        tokio::pin!($connection);
+        tokio::select! {
+            _ = $connection.as_mut() => true,
+            () = $cancel.cancelled() => {
+                $connection.as_mut().graceful_shutdown();
+                let _ = tokio::time::timeout(STOP_GRACE, $connection).await;
+                false
+            }
+        }
+    }};
+}
+
 /// Serves `broker` on `listener` until `cancel`, then lets open requests finish (bounded).
 pub async fn serve<R: Resolve, D: Dial>(broker: Arc<Broker<R, D>>, listener: Arc<Listener>, cancel: CancellationToken) {
     let slots = Arc::new(Semaphore::new(broker.limits().max_connections));
@@ -103,14 +120,8 @@ where
     };
     let connection =
         builder(broker.limits().header_timeout).serve_connection(TokioIo::new(stream), service).with_upgrades();
-    tokio::pin!(connection);
-    tokio::select! {
-        _ = connection.as_mut() => {}
-        () = cancel.cancelled() => {
-            connection.as_mut().graceful_shutdown();
-            let _ = tokio::time::timeout(STOP_GRACE, connection).await;
-            return;
-        }
+    if !serve_until_cancelled!(connection, cancel) {
+        return;
     }
     let taken = tunnel.lock().ok().and_then(|mut slot| slot.take());
     if let Some(tunnel) = taken {
@@ -160,12 +171,5 @@ async fn serve_tunnel<R: Resolve, D: Dial>(broker: Arc<Broker<R, D>>, tunnel: Tu
         async move { Ok::<_, Infallible>(broker.handle_intercepted(&host, request).await) }
     });
     let connection = builder(timeout).serve_connection(TokioIo::new(stream), service);
-    tokio::pin!(connection);
-    tokio::select! {
-        _ = connection.as_mut() => {}
-        () = cancel.cancelled() => {
-            connection.as_mut().graceful_shutdown();
-            let _ = tokio::time::timeout(STOP_GRACE, connection).await;
-        }
-    }
+    serve_until_cancelled!(connection, cancel);
 }
