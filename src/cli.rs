@@ -186,9 +186,12 @@ pub enum Command {
     /// Sessions: one per execution attempt.
     #[command(subcommand)]
     Sessions(SessionsCommand),
-    /// Pending proposals: the patches agents produced; nothing applies them.
+    /// Proposals: the patches agents produced; only an operator's accept makes one a commit.
     #[command(subcommand)]
     Proposals(ProposalsCommand),
+    /// Provenance of accepted proposals: the project's public key, and offline verification.
+    #[command(subcommand)]
+    Provenance(ProvenanceCommand),
     /// Adapters: built-in templates and declared ones.
     #[command(subcommand)]
     Adapters(AdaptersCommand),
@@ -327,7 +330,44 @@ pub enum SessionsCommand {
 #[derive(Debug, Subcommand)]
 pub enum ProposalsCommand {
     /// Every proposal, newest first.
-    List(FormatArg),
+    List {
+        /// Only proposals in this state.
+        #[arg(long, value_parser = parse_word::<roundtable_specs::session::ProposalState>)]
+        state: Option<roundtable_specs::session::ProposalState>,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Commits a pending proposal on a new branch (its base commit plus the verified patch, made
+    /// in a scratch index: HEAD, the index and the working tree are untouched), through the
+    /// review gates, with signed provenance as a git note (docs/delivery.md).
+    Accept {
+        id: String,
+        /// The new branch (default: roundtable/ASSIGNMENT/PROPOSAL).
+        #[arg(long)]
+        branch: Option<String>,
+        /// Push the branch and the provenance notes to this remote (a name or a URL).
+        #[arg(long)]
+        push: Option<String>,
+        /// The repository to commit in (default: the project's).
+        #[arg(long)]
+        repo: Option<PathBuf>,
+        /// Let a gate's findings through (secrets, protectedPaths, size); needs --reason.
+        #[arg(long = "override", value_parser = parse_word::<roundtable_specs::delivery::ProposalGate>)]
+        overrides: Vec<roundtable_specs::delivery::ProposalGate>,
+        /// Why, for each --override in order (one reason serves them all).
+        #[arg(long = "reason")]
+        reasons: Vec<String>,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// Rejects a pending proposal, with the reason (audited).
+    Reject {
+        id: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// The signed provenance (a DSSE envelope) of an accepted proposal.
+    Provenance { id: String },
     /// One proposal and its patch.
     Show {
         id: String,
@@ -336,6 +376,23 @@ pub enum ProposalsCommand {
     },
     /// Writes the patch to stdout (for `git apply`).
     Export { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProvenanceCommand {
+    /// The project's provenance public key (securesystemslib's JSON form), created if missing.
+    Key,
+    /// Verifies a DSSE envelope offline against a public key; prints its subjects.
+    Verify {
+        file: PathBuf,
+        #[arg(long)]
+        public_key: PathBuf,
+    },
+}
+
+/// A fixed word of `T` (`secrets`, `pending`, …).
+fn parse_word<T: std::str::FromStr<Err = roundtable_specs::words::UnknownWord>>(text: &str) -> Result<T, String> {
+    text.parse().map_err(|error: roundtable_specs::words::UnknownWord| error.to_string())
 }
 
 #[derive(Debug, Subcommand)]

@@ -12,7 +12,7 @@ use clap::error::ErrorKind;
 
 use cli::{
     AdaptersCommand, AdmissionCommand, AuditCommand, Cli, Command, GatewayCommand, LogFormat, McpCommand,
-    ProposalsCommand, SandboxCommand, SessionsCommand, StateCommand,
+    ProposalsCommand, ProvenanceCommand, SandboxCommand, SessionsCommand, StateCommand,
 };
 
 /// The exit code for usage errors (sysexits' EX_USAGE).
@@ -100,8 +100,28 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Resume { assignment, format } => {
             commands::resume::resume(global, assignment.as_deref(), format.format).await
         }
-        Command::Proposals(ProposalsCommand::List(args)) => {
-            commands::executions::proposals_list(global, args.format).await
+        Command::Proposals(ProposalsCommand::List { state, format }) => {
+            commands::executions::proposals_list(global, *state, format.format).await
+        }
+        Command::Proposals(ProposalsCommand::Accept { id, branch, push, repo, overrides, reasons, format }) => {
+            let args = commands::delivery::AcceptArgs {
+                id,
+                branch: branch.clone(),
+                push: push.clone(),
+                repo: repo.clone(),
+                gates: overrides,
+                reasons,
+                format: format.format,
+            };
+            commands::delivery::accept(global, args).await
+        }
+        Command::Proposals(ProposalsCommand::Reject { id, reason }) => {
+            commands::delivery::reject(global, id, reason).await
+        }
+        Command::Proposals(ProposalsCommand::Provenance { id }) => commands::delivery::provenance_of(global, id).await,
+        Command::Provenance(ProvenanceCommand::Key) => commands::delivery::public_key(global),
+        Command::Provenance(ProvenanceCommand::Verify { file, public_key }) => {
+            commands::delivery::verify(file, public_key)
         }
         Command::Proposals(ProposalsCommand::Show { id, format }) => {
             commands::executions::proposals_show(global, id, format.format).await

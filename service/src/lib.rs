@@ -5,6 +5,7 @@
 pub mod admission;
 pub mod agent_registry;
 pub mod agents;
+pub mod delivery;
 pub mod diagnostics;
 mod lookup;
 pub mod resume;
@@ -117,6 +118,8 @@ pub enum ServiceError {
     },
     #[error("cannot run the diagnostic")]
     Diagnose(#[from] diagnostics::DiagnoseError),
+    #[error(transparent)]
+    Delivery(Box<delivery::DeliveryError>),
 }
 
 pub type Result<T, E = ServiceError> = std::result::Result<T, E>;

@@ -61,6 +61,7 @@ pub fn proposal_item(record: ProposalRecord) -> ProposalItem {
         state: record.state,
         created_at: record.created_at,
         reused_from: record.reused_from,
+        decision: record.decision,
     }
 }
 

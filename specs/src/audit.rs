@@ -32,6 +32,12 @@ words! {
         ProposalSubmitted = "proposal.submitted",
         /// A proposal adds the value of an injected credential.
         ProposalCredentialCanary = "proposal.credentialCanary",
+        /// An operator accepted a proposal: the branch, the commit, overrides and provenance.
+        ProposalAccepted = "proposal.accepted",
+        /// An operator rejected a proposal, with the reason.
+        ProposalRejected = "proposal.rejected",
+        /// An accept the review gates refused, with what they found.
+        ProposalAcceptRefused = "proposal.acceptRefused",
         /// One spawn-path gate's decision for one spawn.
         AdmissionGate = "admission.gate",
         /// A canary attestation for an adapter's image.
@@ -191,6 +197,31 @@ pub struct CanaryFound<'a> {
 impl AuditRecord for CredentialCanary<'_> {
     fn kind(&self) -> EntryKind {
         EntryKind::ProposalCredentialCanary
+    }
+}
+
+/// `proposal.accepted`, `proposal.rejected` and `proposal.acceptRefused`: the decision as stored
+/// (or, for a refusal, what stood in the way), for proposal `proposal` of `assignment`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProposalDecided<'a> {
+    #[serde(skip)]
+    pub kind: EntryKind,
+    pub proposal: &'a str,
+    pub assignment: &'a str,
+    pub session: &'a str,
+    pub decision: &'a crate::delivery::Decision,
+    /// An accept's provenance: the signing key's id and the statement's SHA-256.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<(String, String)>,
+    /// A refusal: each finding the gates did not let through, as the operator was told.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unmet: Vec<String>,
+}
+
+impl AuditRecord for ProposalDecided<'_> {
+    fn kind(&self) -> EntryKind {
+        self.kind
     }
 }
 

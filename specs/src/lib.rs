@@ -10,6 +10,7 @@ pub mod broker;
 pub mod builtins;
 pub mod catalog;
 pub mod contract;
+pub mod delivery;
 pub mod diagnostics;
 pub mod digest;
 pub mod egress;

@@ -323,14 +323,17 @@ pub struct ProposalItem {
     /// What the proposal could not carry back from the agent's workspace, and why.
     #[serde(default)]
     pub rejected: Vec<crate::session::Rejected>,
-    /// `pending`, or `superseded` once the Assignment's run fields moved on (stored, and kept):
-    /// Roundtable never applies a proposal.
+    /// `pending`; `superseded` once the Assignment's run fields moved on (stored, and kept);
+    /// `accepted` or `rejected` by an operator. Roundtable never applies a proposal by itself.
     pub state: crate::session::ProposalState,
     pub created_at: String,
     /// The proposal of an earlier execution generation whose result this one reuses (the same
     /// run fields at the same base commit), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reused_from: Option<String>,
+    /// An operator's accept (branch, commit, overrides, findings) or reject (reason).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<crate::delivery::Decision>,
 }
 
 impl ListItem for ProposalItem {

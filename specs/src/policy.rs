@@ -25,6 +25,9 @@ pub struct AdmissionPolicySpec {
     /// Version floors per adapter name.
     #[serde(default)]
     pub min_versions: BTreeMap<String, VersionFloor>,
+    /// The review gates a proposal passes on its way to a branch (docs/delivery.md).
+    #[serde(default)]
+    pub proposals: crate::delivery::ProposalGates,
 }
 
 impl AdmissionPolicySpec {
@@ -46,6 +49,7 @@ impl Default for AdmissionPolicySpec {
             exempt: Self::default_exempt(),
             require_digest: false,
             min_versions: BTreeMap::new(),
+            proposals: Default::default(),
         }
     }
 }

@@ -119,6 +119,10 @@ words! {
         /// Made for an execution generation the Assignment has moved past (its run fields
         /// changed since): kept for the record, not what the Assignment asks for now.
         Superseded = "superseded",
+        /// An operator accepted it: a commit on a new branch holds it (`proposals accept`).
+        Accepted = "accepted",
+        /// An operator rejected it, with a reason (`proposals reject`).
+        Rejected = "rejected",
     }
 }
 

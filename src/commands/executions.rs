@@ -197,8 +197,13 @@ pub async fn sessions_logs(global: &Global, id: &str) -> anyhow::Result<ExitCode
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn proposals_list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
-    let items = open_for_reading(global).await?.proposals().await?;
+pub async fn proposals_list(
+    global: &Global,
+    state: Option<roundtable_specs::session::ProposalState>,
+    format: Format,
+) -> anyhow::Result<ExitCode> {
+    let mut items = open_for_reading(global).await?.proposals().await?;
+    items.retain(|item| state.is_none_or(|state| item.state == state));
     match format {
         Format::Json => print!("{}", render::json(&List::of(items))?),
         Format::Text => {
@@ -240,7 +245,19 @@ pub async fn proposals_show(global: &Global, id: &str, format: Format) -> anyhow
             println!("Session:     {}", render::sanitize(&item.session));
             println!("Adapter:     {}", render::sanitize(&item.adapter));
             println!("Base:        {}", item.base_commit);
-            println!("State:       {} (nothing applies proposals)", item.state);
+            match &item.decision {
+                Some(decision) => println!(
+                    "State:       {} by {} at {}{}",
+                    item.state,
+                    render::sanitize(&decision.by),
+                    decision.at,
+                    match (&decision.branch, &decision.commit) {
+                        (Some(branch), Some(commit)) => format!(" as {commit} on {}", render::sanitize(branch)),
+                        _ => format!(": {}", render::sanitize(&decision.reason)),
+                    }
+                ),
+                None => println!("State:       {} (only an operator's accept makes it a commit)", item.state),
+            }
             println!("Changes:     {} files, +{} -{}", item.files_changed, item.insertions, item.deletions);
             println!("SHA-256:     {}", item.sha256);
             for flag in &item.flags {

@@ -4,6 +4,7 @@ pub mod adapters;
 pub mod admission;
 pub mod audit;
 pub mod controllers;
+pub mod delivery;
 pub mod describe;
 pub mod doctor;
 pub mod executions;

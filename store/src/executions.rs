@@ -60,6 +60,10 @@ pub struct ProposalRecord {
     pub created_at: String,
     /// The proposal of an earlier execution generation whose result this one reuses.
     pub reused_from: Option<String>,
+    /// An operator's accept or reject (docs/delivery.md).
+    pub decision: Option<roundtable_specs::delivery::Decision>,
+    /// An accepted proposal's signed provenance: a DSSE envelope, JSON.
+    pub provenance: Option<String>,
 }
 
 /// A stored word read back as its type.
@@ -127,6 +131,11 @@ fn proposal_from_row(row: &sqlx::any::AnyRow) -> Result<ProposalRecord> {
         state: word(row.try_get("state")?)?,
         created_at: row.try_get("created_at")?,
         reused_from: row.try_get("reused_from")?,
+        decision: row
+            .try_get::<Option<String>, _>("decision_json")?
+            .map(|text| serde_json::from_str(&text).map_err(|error| Error::Corrupt(format!("decision_json: {error}"))))
+            .transpose()?,
+        provenance: row.try_get("provenance")?,
     })
 }
 
@@ -337,6 +346,29 @@ impl Store {
         Ok(())
     }
 
+    /// Moves pending proposal `id` to `state` (accepted or rejected) with `decision`, and an
+    /// accepted one's `provenance`, in one statement; false when it was not pending (decided
+    /// already, or superseded), so two deciders cannot both win.
+    pub async fn decide_proposal(
+        &self,
+        id: &str,
+        state: ProposalState,
+        decision: &roundtable_specs::delivery::Decision,
+        provenance: Option<&str>,
+    ) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE proposals SET state = $1, decision_json = $2, provenance = $3 WHERE id = $4 AND state = $5",
+        )
+        .bind(state.as_str())
+        .bind(to_json(decision))
+        .bind(provenance)
+        .bind(id)
+        .bind(ProposalState::Pending.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// The patch of proposal `id` kept in the store (a shared store keeps every patch), if any.
     pub async fn proposal_patch(&self, id: &str) -> Result<Option<Vec<u8>>> {
         Ok(sqlx::query_scalar("SELECT patch FROM proposal_patches WHERE proposal_id = $1")
@@ -354,10 +386,10 @@ pub(crate) async fn insert_proposal_with(
     proposal: &ProposalRecord,
 ) -> Result<bool> {
     let done = sqlx::query(
-            "INSERT INTO proposals (id, session_id, assignment, execution_generation, base_commit, adapter, patch_path, sha256, files_changed, insertions, deletions, flags_json, state, created_at, rejected_json, assignment_uid, reused_from) \
+            "INSERT INTO proposals (id, session_id, assignment, execution_generation, base_commit, adapter, patch_path, sha256, files_changed, insertions, deletions, flags_json, state, created_at, rejected_json, assignment_uid, reused_from, decision_json, provenance) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
-                     CASE WHEN EXISTS (SELECT 1 FROM objects WHERE uid = $16 AND execution_generation <> $4) THEN $18 ELSE $13 END, \
-                     $14, $15, $16, $17) ON CONFLICT (assignment_uid, execution_generation) DO NOTHING",
+                     CASE WHEN $13 = 'pending' AND EXISTS (SELECT 1 FROM objects WHERE uid = $16 AND execution_generation <> $4) THEN $18 ELSE $13 END, \
+                     $14, $15, $16, $17, $19, $20) ON CONFLICT (assignment_uid, execution_generation) DO NOTHING",
         )
         .bind(&proposal.id)
         .bind(&proposal.session_id)
@@ -377,6 +409,8 @@ pub(crate) async fn insert_proposal_with(
         .bind(&proposal.assignment_uid)
         .bind(&proposal.reused_from)
         .bind(ProposalState::Superseded.as_str())
+        .bind(proposal.decision.as_ref().map(to_json))
+        .bind(&proposal.provenance)
         .execute(executor)
         .await?;
     Ok(done.rows_affected() == 1)

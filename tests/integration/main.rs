@@ -10,6 +10,7 @@ mod codex_offline;
 mod container;
 mod daemon;
 mod defaults;
+mod delivery;
 mod diagnostics;
 mod egress;
 mod engine_hints;

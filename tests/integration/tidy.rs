@@ -386,9 +386,10 @@ fn containers_come_only_from_the_hardened_profile() {
     assert_eq!(creators.len(), 1, "exactly one file may create containers: {creators:?}");
 }
 
-/// Nothing is ever applied to the operator's repository: the one production file that runs
-/// `git apply` does so only to an index (`--cached`, never a work tree) of a repository it
-/// initialised itself (the patch check), and git is spawned from one place.
+/// Nothing is ever applied to an operator's working tree: a production file that runs `git apply`
+/// does so only to an index (`--cached`, never a work tree), of a repository it initialised
+/// itself (the patch check) or a scratch index file in the operator's repository (an accept,
+/// `GIT_INDEX_FILE`), and git is spawned from one place.
 #[test]
 fn nothing_is_applied_outside_a_scratch_repository() {
     let sources = production_sources();
@@ -397,14 +398,15 @@ fn nothing_is_applied_outside_a_scratch_repository() {
     for path in &sources {
         let text = std::fs::read_to_string(path).expect("read");
         if text.contains("\"apply\"") {
-            let scratch_index_only = text.contains("[\"init\"") && text.contains("\"apply\", \"--cached\"");
+            let cached = text.contains("\"apply\", \"--cached\"");
+            let scratch_index_only = cached && (text.contains("[\"init\"") || text.contains("\"GIT_INDEX_FILE\""));
             appliers.push((relative(path), scratch_index_only));
         }
         if text.contains("Command::new(\"git\")") {
             spawners.push(relative(path));
         }
     }
-    assert_eq!(appliers.len(), 1, "exactly one file may run `git apply`: {appliers:?}");
+    assert_eq!(appliers.len(), 2, "only the patch check and an accept run `git apply`: {appliers:?}");
     assert!(
         appliers.iter().all(|(_, scratch)| *scratch),
         "`git apply` outside a scratch repository's index: {appliers:?}"

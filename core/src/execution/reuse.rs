@@ -110,6 +110,9 @@ impl Inner {
             state: ProposalState::Pending,
             created_at: now(),
             reused_from: Some(original),
+            // The copy is a new pending proposal: nobody has decided it.
+            decision: None,
+            provenance: None,
             ..source
         };
         match self.record_proposal(session, &proposal, &patch).await {

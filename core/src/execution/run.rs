@@ -698,6 +698,8 @@ impl Inner {
             state: ProposalState::Pending,
             created_at: now(),
             reused_from: None,
+            decision: None,
+            provenance: None,
         };
         match self.record_proposal(&session, &proposal, &patch.text).await {
             Ok(true) => {

@@ -1,0 +1,156 @@
+//! The commit an accept makes: the verified patch applied to its base commit in a scratch index
+//! (never the working tree: `HEAD`, the index and the checked-out branch are untouched), a tree
+//! written from that index, a commit of it with the agent as author and the operator's git
+//! identity as committer, and a new branch created atomically (it must not exist). Also the push.
+//! Everything goes through the git CLI with hooks never involved (`commit-tree` and `update-ref`
+//! run none).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Why no commit was made.
+#[derive(Debug, thiserror::Error)]
+pub enum BranchError {
+    #[error("the base commit {0} is not in the repository (fetch it, or accept in a clone that has it)")]
+    BaseMissing(String),
+    #[error("the branch {0} exists already: an accept makes a new branch (name another with --branch)")]
+    BranchExists(String),
+    #[error("{0:?} is not a valid branch name")]
+    BadBranch(String),
+    #[error("the patch does not apply to its base commit: {0}")]
+    DoesNotApply(String),
+    #[error("git {step} failed: {detail}")]
+    Git { step: &'static str, detail: String },
+    #[error("cannot run git: {0}")]
+    Spawn(#[from] std::io::Error),
+}
+
+/// A name and an email, as git takes them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub name: String,
+    pub email: String,
+}
+
+/// What one accept commits.
+pub struct CommitRequest<'a> {
+    pub repo: &'a Path,
+    pub base: &'a str,
+    pub patch: &'a [u8],
+    /// The new branch, without `refs/heads/`.
+    pub branch: &'a str,
+    pub author: &'a Identity,
+    pub message: &'a str,
+}
+
+/// The commit made and where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    pub commit: String,
+    pub tree: String,
+    /// `refs/heads/<branch>`.
+    pub reference: String,
+}
+
+struct Git<'a> {
+    repo: &'a Path,
+    index: Option<PathBuf>,
+}
+
+impl Git<'_> {
+    fn command(&self, args: &[&str]) -> Command {
+        // The operator's git (identity, credentials for a push), never asking for anything.
+        let mut command = roundtable_workspace::git::operator_command(self.repo);
+        command.args(args);
+        if let Some(index) = &self.index {
+            command.env("GIT_INDEX_FILE", index);
+        }
+        command
+    }
+
+    /// Runs git; its trimmed stdout, or its stderr as the error.
+    fn run(&self, step: &'static str, args: &[&str]) -> Result<String, BranchError> {
+        let output = self.command(args).output()?;
+        if output.status.success() {
+            return Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned());
+        }
+        Err(BranchError::Git { step, detail: String::from_utf8_lossy(&output.stderr).trim().to_owned() })
+    }
+
+    fn succeeds(&self, args: &[&str]) -> Result<bool, BranchError> {
+        Ok(self.command(args).stdout(Stdio::null()).stderr(Stdio::null()).status()?.success())
+    }
+}
+
+/// The operator's git identity in `repo` (what `git commit` would record as committer).
+pub fn operator_identity(repo: &Path) -> Result<String, BranchError> {
+    let ident = Git { repo, index: None }.run("var GIT_COMMITTER_IDENT", &["var", "GIT_COMMITTER_IDENT"])?;
+    // `Name <email> 1700000000 +0000`: the time is not part of who.
+    Ok(ident.rsplitn(3, ' ').nth(2).unwrap_or(&ident).to_owned())
+}
+
+/// Makes the commit and the branch.
+pub fn commit(request: &CommitRequest<'_>) -> Result<Committed, BranchError> {
+    let plain = Git { repo: request.repo, index: None };
+    if !plain.succeeds(&["check-ref-format", "--branch", request.branch])? {
+        return Err(BranchError::BadBranch(request.branch.to_owned()));
+    }
+    let reference = format!("refs/heads/{}", request.branch);
+    if plain.succeeds(&["rev-parse", "--verify", "--quiet", &reference])? {
+        return Err(BranchError::BranchExists(request.branch.to_owned()));
+    }
+    let base_commit = format!("{}^{{commit}}", request.base);
+    if !plain.succeeds(&["cat-file", "-e", &base_commit])? {
+        return Err(BranchError::BaseMissing(request.base.to_owned()));
+    }
+    let scratch = tempfile::Builder::new().prefix("roundtable-accept-").tempdir()?;
+    let patch_file = scratch.path().join("proposal.patch");
+    std::fs::write(&patch_file, request.patch)?;
+    let git = Git { repo: request.repo, index: Some(scratch.path().join("index")) };
+    git.run("read-tree", &["read-tree", &base_commit])?;
+    let patch_path = patch_file.to_string_lossy().into_owned();
+    // The repository's own apply settings (whitespace=error, …) must not change what is applied.
+    if let Err(BranchError::Git { detail, .. }) =
+        git.run("apply", &["apply", "--cached", "--whitespace=nowarn", "--", &patch_path])
+    {
+        return Err(BranchError::DoesNotApply(detail));
+    }
+    let tree = git.run("write-tree", &["write-tree"])?;
+    let message_file = scratch.path().join("message");
+    std::fs::write(&message_file, request.message)?;
+    let message_path = message_file.to_string_lossy().into_owned();
+    let mut commit_tree = git.command(&["commit-tree", &tree, "-p", request.base, "-F", &message_path]);
+    commit_tree.env("GIT_AUTHOR_NAME", &request.author.name).env("GIT_AUTHOR_EMAIL", &request.author.email);
+    let output = commit_tree.output()?;
+    if !output.status.success() {
+        let detail = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+        return Err(BranchError::Git { step: "commit-tree", detail });
+    }
+    let commit = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    // The all-zero old value makes the update fail if the branch appeared meanwhile.
+    let created = plain.run("update-ref", &["update-ref", &reference, &commit, &"0".repeat(commit.len())]);
+    if let Err(BranchError::Git { detail, .. }) = created {
+        if plain.succeeds(&["rev-parse", "--verify", "--quiet", &reference])? {
+            return Err(BranchError::BranchExists(request.branch.to_owned()));
+        }
+        return Err(BranchError::Git { step: "update-ref", detail });
+    }
+    Ok(Committed { commit, tree, reference })
+}
+
+/// Pushes `reference` to `remote` (a remote's name or URL) with the git CLI.
+pub fn push(repo: &Path, remote: &str, reference: &str) -> Result<(), BranchError> {
+    let refspec = format!("{reference}:{reference}");
+    Git { repo, index: None }.run("push", &["push", "--quiet", "--", remote, &refspec]).map(|_| ())
+}
+
+/// Adds `note` to `commit` under `notes_ref`.
+pub fn add_note(repo: &Path, notes_ref: &str, commit: &str, note: &str) -> Result<(), BranchError> {
+    let scratch = tempfile::Builder::new().prefix("roundtable-note-").tempdir()?;
+    let file = scratch.path().join("note");
+    std::fs::write(&file, note)?;
+    let file = file.to_string_lossy().into_owned();
+    Git { repo, index: None }
+        .run("notes add", &["notes", "--ref", notes_ref, "add", "-f", "-F", &file, commit])
+        .map(|_| ())
+}

@@ -1,0 +1,159 @@
+//! The review gates at accept: what each finds in a proposal (the secrets scanner over its added
+//! lines, the flags it was given when it was made, its size), and whether the policy and the
+//! operator's overrides let it through. One decision, here; the CLI, the API and the console ask
+//! it.
+
+use roundtable_specs::delivery::{Finding, GateAction, GateOverride, ProposalGate, ProposalGates};
+use roundtable_specs::session::{ProposalFlag, ProposalFlagKind};
+
+use crate::added::Added;
+use crate::secrets;
+
+/// Everything the gates find in a proposal, in a stable order.
+pub fn findings(added: &Added, flags: &[ProposalFlag], policy: &ProposalGates) -> Vec<Finding> {
+    let mut found = Vec::new();
+    for file in &added.files {
+        for (line, text) in &file.added {
+            for rule in secrets::scan_line(text) {
+                found.push(Finding {
+                    gate: ProposalGate::Secrets,
+                    rule: rule.to_owned(),
+                    path: file.path.clone(),
+                    line: Some(*line),
+                });
+            }
+        }
+    }
+    for flag in flags {
+        let (gate, rule) = match flag.kind {
+            // The daemon compared the files with the values it gave the session.
+            ProposalFlagKind::CredentialCanary => (ProposalGate::Secrets, "credential-value"),
+            ProposalFlagKind::ProtectedPath => (ProposalGate::ProtectedPaths, "protected-path"),
+            _ => continue,
+        };
+        found.push(Finding { gate, rule: rule.to_owned(), path: flag.path.clone(), line: None });
+    }
+    let files = added.files.len() as u64;
+    if files > policy.max_files {
+        found.push(Finding {
+            gate: ProposalGate::Size,
+            rule: format!("max-files ({files} > {})", policy.max_files),
+            path: String::new(),
+            line: None,
+        });
+    }
+    if added.added_bytes > policy.max_added_bytes.bytes() {
+        found.push(Finding {
+            gate: ProposalGate::Size,
+            rule: format!("max-added-bytes ({} > {})", added.added_bytes, policy.max_added_bytes.bytes()),
+            path: String::new(),
+            line: None,
+        });
+    }
+    found.retain(|finding| policy.action(finding.gate) != GateAction::Off);
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// Why one finding stops an accept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unmet {
+    pub finding: Finding,
+    pub action: GateAction,
+    /// The gate was overridden, but the policy does not let this `block` gate be.
+    pub override_refused: bool,
+}
+
+impl std::fmt::Display for Unmet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let gate = self.finding.gate;
+        match (self.action, self.override_refused) {
+            (GateAction::Block, true) => write!(
+                f,
+                "{} (blocks; the policy does not allow overriding {gate}: add it to AdmissionPolicy spec.proposals.allowOverride)",
+                self.finding
+            ),
+            (GateAction::Block, false) => write!(f, "{} (blocks)", self.finding),
+            _ => write!(f, "{} (needs --override {gate} --reason TEXT)", self.finding),
+        }
+    }
+}
+
+/// The findings an accept with `overrides` does not get past; empty: it may go ahead.
+pub fn unmet(findings: &[Finding], policy: &ProposalGates, overrides: &[GateOverride]) -> Vec<Unmet> {
+    findings
+        .iter()
+        .filter_map(|finding| {
+            let action = policy.action(finding.gate);
+            let overridden = overrides.iter().any(|o| o.gate == finding.gate && !o.reason.trim().is_empty());
+            let passes = match action {
+                GateAction::Off => true,
+                GateAction::Review => overridden,
+                GateAction::Block => overridden && policy.allow_override.contains(&finding.gate),
+            };
+            (!passes).then(|| Unmet {
+                finding: finding.clone(),
+                action,
+                override_refused: action == GateAction::Block && overridden,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roundtable_specs::units::Quantity;
+
+    fn patch(lines: &[&str]) -> Added {
+        let mut text =
+            String::from("diff --git a/config.env b/config.env\n--- /dev/null\n+++ b/config.env\n@@ -0,0 +1,9 @@\n");
+        for line in lines {
+            text.push_str(&format!("+{line}\n"));
+        }
+        crate::added::read(text.as_bytes())
+    }
+
+    fn over(gate: ProposalGate) -> GateOverride {
+        GateOverride { gate, reason: "reviewed by hand".into() }
+    }
+
+    #[test]
+    fn secrets_block_by_default_and_overriding_them_needs_the_policy() {
+        let policy = ProposalGates::default();
+        let found = findings(&patch(&["x=1", "AWS=AKIAIOSFODNN7EXAMPLF"]), &[], &policy);
+        assert_eq!(
+            found.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["secrets: aws-access-key at config.env:2"]
+        );
+        let refused = unmet(&found, &policy, &[over(ProposalGate::Secrets)]);
+        assert!(refused[0].override_refused, "{refused:?}");
+        let allowing = ProposalGates { allow_override: vec![ProposalGate::Secrets], ..ProposalGates::default() };
+        assert!(unmet(&found, &allowing, &[over(ProposalGate::Secrets)]).is_empty());
+        assert_eq!(unmet(&found, &allowing, &[]).len(), 1, "an override is still needed");
+    }
+
+    #[test]
+    fn protected_paths_need_a_review_and_an_override_with_a_reason_passes_them() {
+        let policy = ProposalGates::default();
+        let flags = [ProposalFlag { kind: ProposalFlagKind::ProtectedPath, path: ".github/workflows/ci.yml".into() }];
+        let found = findings(&patch(&["ok"]), &flags, &policy);
+        assert_eq!(found.len(), 1);
+        assert_eq!(unmet(&found, &policy, &[]).len(), 1);
+        let blank = GateOverride { gate: ProposalGate::ProtectedPaths, reason: " ".into() };
+        assert_eq!(unmet(&found, &policy, &[blank]).len(), 1, "a blank reason is no reason");
+        assert!(unmet(&found, &policy, &[over(ProposalGate::ProtectedPaths)]).is_empty());
+    }
+
+    #[test]
+    fn the_credential_canary_is_a_secret_and_size_caps_are_findings_and_off_is_off() {
+        let flags = [ProposalFlag { kind: ProposalFlagKind::CredentialCanary, path: "README.md".into() }];
+        let small =
+            ProposalGates { max_files: 0, max_added_bytes: Quantity::from_bytes(3), ..ProposalGates::default() };
+        let rules: Vec<String> = findings(&patch(&["hello"]), &flags, &small).iter().map(|f| f.rule.clone()).collect();
+        assert_eq!(rules, ["credential-value", "max-added-bytes (6 > 3)", "max-files (1 > 0)"]);
+        let off = ProposalGates { secrets: GateAction::Off, ..ProposalGates::default() };
+        assert!(findings(&patch(&["AKIAIOSFODNN7EXAMPLF"]), &flags, &off).is_empty());
+    }
+}

@@ -1,0 +1,290 @@
+//! `proposals accept|reject|provenance` (docs/delivery.md): an operator's explicit act turning a
+//! pending proposal into a commit on a new branch, through the review gates, with signed
+//! provenance; or rejecting it with a reason. Both are recorded on the proposal and in the audit
+//! chain. The CLI, the API and the admin MCP tools call these functions.
+
+use std::path::{Path, PathBuf};
+
+use roundtable_delivery::added;
+use roundtable_delivery::branch::{self, BranchError, CommitRequest, Identity};
+use roundtable_delivery::gates::{self, Unmet};
+use roundtable_delivery::provenance::{self, Envelope, ProvenanceError, SigningKey};
+use roundtable_specs::audit::{EntryKind, ProposalDecided};
+use roundtable_specs::brief::Brief;
+use roundtable_specs::delivery::{Decision, Finding, GateOverride};
+use roundtable_specs::session::ProposalState;
+use roundtable_store::audit::{AuditKey, AuditedEntry};
+use roundtable_store::{ProposalRecord, SessionRecord};
+
+use crate::{Result, Service, ServiceError};
+
+/// Where provenance notes live on accepted commits.
+pub const NOTES_REF: &str = "refs/notes/roundtable";
+
+/// Why an accept or reject did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum DeliveryError {
+    #[error("proposal {id} is {state}, not pending: only a pending proposal can be {verb}")]
+    NotPending { id: String, state: ProposalState, verb: &'static str },
+    #[error("the review gates refuse proposal {id}:\n{}", .unmet.iter().map(|u| format!("  - {u}")).collect::<Vec<_>>().join("\n"))]
+    Gates { id: String, unmet: Vec<Unmet> },
+    #[error("a reject needs a reason (--reason TEXT)")]
+    NoReason,
+    #[error(transparent)]
+    Branch(#[from] BranchError),
+    #[error(transparent)]
+    Provenance(#[from] ProvenanceError),
+    #[error("recording the decision in the audit chain failed: {0}")]
+    Audit(String),
+    #[error("proposal {0} has no provenance: it was not accepted")]
+    NoProvenance(String),
+}
+
+/// What an accept is asked to do.
+#[derive(Debug, Clone)]
+pub struct AcceptOptions {
+    /// The repository to commit in (the project's by default).
+    pub repo: Option<PathBuf>,
+    /// A new branch name; `roundtable/<assignment>/<proposal>` by default.
+    pub branch: Option<String>,
+    /// A remote (name or URL) to push the branch and the provenance notes to.
+    pub push: Option<String>,
+    pub overrides: Vec<GateOverride>,
+    /// The provenance key (`PROJECT.provenance.key` beside the audit key).
+    pub signing_key: PathBuf,
+}
+
+/// An accept done.
+#[derive(Debug, Clone)]
+pub struct Accepted {
+    pub proposal: String,
+    pub decision: Decision,
+    pub envelope: Envelope,
+}
+
+/// The default branch of an accepted proposal.
+pub fn default_branch(proposal: &ProposalRecord) -> String {
+    format!("roundtable/{}/{}", proposal.assignment, proposal.id)
+}
+
+/// The brief the session was given, when its folder is still there.
+fn brief_of(session: Option<&SessionRecord>) -> Option<Brief> {
+    let folder = roundtable_core::execution::ExecutionFolder::at(Path::new(session?.exec_dir.as_deref()?));
+    serde_json::from_slice(&std::fs::read(folder.brief()).ok()?).ok()
+}
+
+/// The commit message: the task as its subject, then the trailers that tie the commit to its run.
+fn message(proposal: &ProposalRecord, session: Option<&SessionRecord>, overrides: &[GateOverride]) -> String {
+    let brief = brief_of(session);
+    let subject = match &brief {
+        Some(brief) => {
+            let title = if brief.task.title.is_empty() {
+                brief.task.prompt.lines().next().unwrap_or_default()
+            } else {
+                brief.task.title.as_str()
+            };
+            let title: String = title.chars().filter(|c| !c.is_control()).take(72).collect();
+            format!("{}: {title}", brief.task.id)
+        }
+        None => format!("{}: the proposal of Assignment {}", proposal.assignment, proposal.assignment),
+    };
+    let receipt = session
+        .and_then(|s| s.detail.admission.iter().find_map(|d| d.receipt.clone()))
+        .unwrap_or_else(|| "none".into());
+    let mut text = format!(
+        "{subject}\n\nRoundtable-Proposal: {}\nRoundtable-Session: {}\nRoundtable-Adapter: {}\nRoundtable-Image: {}\nRoundtable-Receipt: {receipt}\n",
+        proposal.id,
+        proposal.session_id,
+        proposal.adapter,
+        session.and_then(|s| s.image.clone()).unwrap_or_else(|| "none".into()),
+    );
+    for o in overrides {
+        let reason: String = o.reason.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+        text.push_str(&format!("Roundtable-Override: {}: {reason}\n", o.gate));
+    }
+    text
+}
+
+/// The provenance predicate: what the commit was made from, and how it was let through.
+fn predicate(proposal: &ProposalRecord, session: Option<&SessionRecord>, decision: &Decision) -> serde_json::Value {
+    let brief = brief_of(session);
+    serde_json::json!({
+        "proposal": proposal.id,
+        "baseCommit": proposal.base_commit,
+        "assignment": {"name": proposal.assignment, "uid": proposal.assignment_uid, "generation": proposal.execution_generation},
+        "task": brief.as_ref().map(|b| b.task.id.clone()),
+        "adapter": proposal.adapter,
+        "session": proposal.session_id,
+        "image": session.and_then(|s| s.image.clone()),
+        "admission": session.map(|s| &s.detail.admission),
+        "egress": session.and_then(|s| s.detail.egress.as_ref()),
+        "broker": session.and_then(|s| s.detail.broker.as_ref()),
+        "tokenUsage": session.and_then(|s| s.detail.agent.as_ref()).and_then(|a| a.usage.as_ref()),
+        "patchSha256": proposal.sha256,
+        "flags": proposal.flags.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "gates": {"findings": decision.findings, "overrides": decision.overrides},
+        "acceptedBy": decision.by,
+        "acceptedAt": decision.at,
+    })
+}
+
+impl Service {
+    fn repo_for(&self, given: Option<&Path>) -> PathBuf {
+        given.map(Path::to_path_buf).unwrap_or_else(|| self.project.root.clone())
+    }
+
+    async fn audit_decision(&self, key: &AuditKey, record: &ProposalDecided<'_>) -> Result<(), DeliveryError> {
+        let subject = format!("Assignment/{}", record.assignment);
+        let entry = AuditedEntry::of(&subject, record).map_err(|e| DeliveryError::Audit(e.to_string()))?;
+        self.store.append_audited(key, &entry).await.map_err(|e| DeliveryError::Audit(e.to_string()))?;
+        Ok(())
+    }
+
+    /// What the review gates find in a proposal now, under the declared policy.
+    pub async fn proposal_findings(&self, id_or_prefix: &str) -> Result<Vec<Finding>> {
+        let found = self.proposal(id_or_prefix).await?;
+        let record = self.proposal_record(&found.item.id).await?;
+        let policy = self.declared_policy().proposals;
+        Ok(gates::findings(&added::read(&found.patch), &record.flags, &policy))
+    }
+
+    /// Accepts a pending proposal: gates, commit, branch, provenance (a git note and the store),
+    /// the optional push, the decision recorded and audited.
+    pub async fn accept_proposal(
+        &self,
+        id_or_prefix: &str,
+        options: &AcceptOptions,
+        key: &AuditKey,
+    ) -> Result<Accepted> {
+        let with_patch = self.proposal(id_or_prefix).await?;
+        let record = self.proposal_record(&with_patch.item.id).await?;
+        if record.state != ProposalState::Pending {
+            return Err(delivery(DeliveryError::NotPending { id: record.id, state: record.state, verb: "accepted" }));
+        }
+        let session = self.store.session(&record.session_id).await?;
+        let policy = self.declared_policy().proposals;
+        let findings = gates::findings(&added::read(&with_patch.patch), &record.flags, &policy);
+        let unmet = gates::unmet(&findings, &policy, &options.overrides);
+        let repo = self.repo_for(options.repo.as_deref());
+        let by = branch::operator_identity(&repo).map_err(|e| delivery(e.into()))?;
+        let mut decision = Decision {
+            at: roundtable_store::now(),
+            by,
+            findings: findings.clone(),
+            overrides: options.overrides.clone(),
+            ..Decision::default()
+        };
+        if !unmet.is_empty() {
+            let refused = ProposalDecided {
+                kind: EntryKind::ProposalAcceptRefused,
+                proposal: &record.id,
+                assignment: &record.assignment,
+                session: &record.session_id,
+                decision: &decision,
+                provenance: None,
+                unmet: unmet.iter().map(ToString::to_string).collect(),
+            };
+            self.audit_decision(key, &refused).await.map_err(delivery)?;
+            return Err(delivery(DeliveryError::Gates { id: record.id, unmet }));
+        }
+        // Only the overrides that let a finding through are recorded as such.
+        decision.overrides.retain(|o| findings.iter().any(|f| f.gate == o.gate));
+        let signer = SigningKey::load_or_create(&options.signing_key).map_err(|e| delivery(e.into()))?;
+        let branch_name = options.branch.clone().unwrap_or_else(|| default_branch(&record));
+        let author =
+            Identity { name: record.adapter.clone(), email: format!("roundtable+{}@localhost", record.adapter) };
+        let text = message(&record, session.as_ref(), &decision.overrides);
+        let committed = branch::commit(&CommitRequest {
+            repo: &repo,
+            base: &record.base_commit,
+            patch: &with_patch.patch,
+            branch: &branch_name,
+            author: &author,
+            message: &text,
+        })
+        .map_err(|e| delivery(e.into()))?;
+        decision.branch = Some(committed.reference.clone());
+        decision.commit = Some(committed.commit.clone());
+        let statement =
+            provenance::statement(&committed.commit, &record.sha256, predicate(&record, session.as_ref(), &decision));
+        let envelope = signer.sign(&statement);
+        let envelope_json = serde_json::to_string_pretty(&envelope).unwrap_or_default();
+        branch::add_note(&repo, NOTES_REF, &committed.commit, &envelope_json).map_err(|e| delivery(e.into()))?;
+        if let Some(remote) = &options.push {
+            branch::push(&repo, remote, &committed.reference).map_err(|e| delivery(e.into()))?;
+            branch::push(&repo, remote, NOTES_REF).map_err(|e| delivery(e.into()))?;
+            decision.pushed_to = Some(roundtable_core::source::git::redact(remote));
+        }
+        if !self.store.decide_proposal(&record.id, ProposalState::Accepted, &decision, Some(&envelope_json)).await? {
+            return Err(delivery(DeliveryError::NotPending {
+                id: record.id,
+                state: ProposalState::Accepted,
+                verb: "accepted",
+            }));
+        }
+        let statement_sha = roundtable_specs::digest::sha256_hex(&serde_json::to_vec(&statement).unwrap_or_default());
+        let accepted = ProposalDecided {
+            kind: EntryKind::ProposalAccepted,
+            proposal: &record.id,
+            assignment: &record.assignment,
+            session: &record.session_id,
+            decision: &decision,
+            provenance: Some((signer.public().keyid, statement_sha)),
+            unmet: Vec::new(),
+        };
+        self.audit_decision(key, &accepted).await.map_err(delivery)?;
+        Ok(Accepted { proposal: record.id, decision, envelope })
+    }
+
+    /// Rejects a pending proposal with `reason`.
+    pub async fn reject_proposal(
+        &self,
+        id_or_prefix: &str,
+        reason: &str,
+        by: &str,
+        key: &AuditKey,
+    ) -> Result<Decision> {
+        if reason.trim().is_empty() {
+            return Err(delivery(DeliveryError::NoReason));
+        }
+        let record = self.proposal_record(id_or_prefix).await?;
+        if record.state != ProposalState::Pending {
+            return Err(delivery(DeliveryError::NotPending { id: record.id, state: record.state, verb: "rejected" }));
+        }
+        let decision = Decision {
+            at: roundtable_store::now(),
+            by: by.to_owned(),
+            reason: reason.trim().to_owned(),
+            ..Decision::default()
+        };
+        if !self.store.decide_proposal(&record.id, ProposalState::Rejected, &decision, None).await? {
+            return Err(delivery(DeliveryError::NotPending {
+                id: record.id,
+                state: ProposalState::Rejected,
+                verb: "rejected",
+            }));
+        }
+        let rejected = ProposalDecided {
+            kind: EntryKind::ProposalRejected,
+            proposal: &record.id,
+            assignment: &record.assignment,
+            session: &record.session_id,
+            decision: &decision,
+            provenance: None,
+            unmet: Vec::new(),
+        };
+        self.audit_decision(key, &rejected).await.map_err(delivery)?;
+        Ok(decision)
+    }
+
+    /// The provenance envelope of an accepted proposal.
+    pub async fn proposal_provenance(&self, id_or_prefix: &str) -> Result<Envelope> {
+        let record = self.proposal_record(id_or_prefix).await?;
+        let text = record.provenance.ok_or_else(|| delivery(DeliveryError::NoProvenance(record.id.clone())))?;
+        serde_json::from_str(&text).map_err(|e| delivery(ProvenanceError::BadEnvelope(e.to_string()).into()))
+    }
+}
+
+fn delivery(error: DeliveryError) -> ServiceError {
+    ServiceError::Delivery(Box::new(error))
+}

@@ -1,0 +1,232 @@
+//! From proposal to branch on the real engine and real git (docs/delivery.md): an accepted
+//! proposal is a commit on a new branch whose tree is the base plus the patch byte for byte,
+//! made without touching the working tree, `HEAD` or the index; it is pushed to a bare repository
+//! over `file://`, carries its trailers and a provenance note that our verifier and an
+//! independent one (PyPI's securesystemslib) accept, and that fails after a flipped byte or with
+//! another key. A proposal with secrets is refused with each finding named, and a `block` gate
+//! cannot be overridden unless the policy says so; a reject is recorded. All of it is audited.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::{
+    API, ShowLogOnPanic, commit_all, engine_or_skip, ensure_test_images, git, json, nothing_left, roundtable,
+    start_daemon, stderr, stdout, wait_until_within, write,
+};
+
+const LEAKY: &str =
+    r"printf 'aws_access_key_id = AKIAIOSFODNN7EXAMPLF\n-----BEGIN OPENSSH PRIVATE KEY-----\n' >> README.md";
+
+/// Two Assignments: `clean` appends a line to README.md, `leaky` appends an AWS-style key and a
+/// private key's header.
+fn project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write(root, "README.md", "# Project\n");
+    let specs = format!(
+        "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n---\n{API}\nkind: Assignment\nmetadata: {{name: clean}}\nspec:\n  adapter: generic\n  task: {{id: T-1, title: Say hello in the README, prompt: 'echo hello from the agent >> README.md'}}\n  readablePaths: [README.md]\n---\n{API}\nkind: Assignment\nmetadata: {{name: leaky}}\nspec:\n  adapter: generic\n  task: {{id: T-2, prompt: {}}}\n  readablePaths: [README.md]\n",
+        serde_json::to_string(LEAKY).expect("json")
+    );
+    write(root, ".roundtable/specs.yaml", &specs);
+    commit_all(root);
+    git(root, &["config", "user.name", "Olive Operator"]);
+    git(root, &["config", "user.email", "olive@example.test"]);
+    dir
+}
+
+fn proposal_of(root: &Path, assignment: &str) -> Option<Value> {
+    let listed = json(&roundtable(root, &["proposals", "list", "--format", "json"]));
+    listed["items"].as_array()?.iter().find(|p| p["assignment"] == assignment).cloned()
+}
+
+/// `git status --porcelain` without the test's own key files (created beside the project).
+fn status(root: &Path) -> String {
+    git(root, &["status", "--porcelain"]).lines().filter(|l| !l.contains(".test-audit")).collect::<Vec<_>>().join("\n")
+}
+
+/// The independent verifier, when its package is installed (CI installs it and requires it).
+fn python_verify(envelope: &Path, key: &Path) -> Option<bool> {
+    let script = crate::support::repo_root().join("tests/provenance/verify_dsse.py");
+    let probe = Command::new("python3").args(["-c", "import securesystemslib"]).output();
+    if !probe.is_ok_and(|out| out.status.success()) {
+        assert!(
+            std::env::var_os("ROUNDTABLE_REQUIRE_PYTHON_CLIENTS").is_none(),
+            "ROUNDTABLE_REQUIRE_PYTHON_CLIENTS is set but securesystemslib is not installed"
+        );
+        eprintln!("skipping the securesystemslib check: pip install securesystemslib cryptography");
+        return None;
+    }
+    let out = Command::new("python3").arg(script).arg(envelope).arg(key).output().expect("python3");
+    Some(out.status.success())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accepted_proposal_is_a_verified_signed_branch_and_secrets_stop_one() {
+    let Some(engine) = engine_or_skip().await else { return };
+    ensure_test_images();
+    let dir = project();
+    let root = dir.path();
+    let executions = tempfile::tempdir().expect("tempdir");
+    let _show = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
+    let daemon = start_daemon(root, &[], executions.path());
+    wait_until_within("both proposals", Duration::from_secs(120), || {
+        proposal_of(root, "clean").is_some() && proposal_of(root, "leaky").is_some()
+    })
+    .await;
+    drop(daemon);
+    nothing_left(&engine, root).await;
+    // The operator's commands write the chain the daemon wrote, with its key.
+    std::fs::copy(executions.path().join("audit.key"), root.join(".test-audit.key")).expect("the audit key");
+
+    let clean = proposal_of(root, "clean").expect("clean");
+    let id = clean["id"].as_str().expect("id").to_owned();
+    let base = clean["baseCommit"].as_str().expect("base").to_owned();
+    let head_before = git(root, &["rev-parse", "HEAD"]);
+    let status_before = status(root);
+    let bare = tempfile::tempdir().expect("tempdir");
+    git(bare.path(), &["init", "-q", "--bare"]);
+    let remote = format!("file://{}", bare.path().display());
+
+    let accepted = roundtable(root, &["proposals", "accept", &id, "--push", &remote, "--format", "json"]);
+    assert_eq!(accepted.status.code(), Some(0), "{}{}", stdout(&accepted), stderr(&accepted));
+    let decision = json(&accepted);
+    let commit = decision["commit"].as_str().expect("commit").to_owned();
+    let branch = format!("refs/heads/roundtable/clean/{id}");
+    assert_eq!(decision["branch"], branch.as_str());
+    assert_eq!(git(root, &["rev-parse", &branch]), commit);
+    assert_eq!(git(bare.path(), &["rev-parse", &branch]), commit, "--push landed the ref");
+    assert_eq!(git(root, &["rev-parse", &format!("{commit}^")]), base, "one commit on the base");
+
+    // The working tree, HEAD and the index are as they were.
+    assert_eq!(git(root, &["rev-parse", "HEAD"]), head_before);
+    assert_eq!(status(root), status_before);
+
+    // The commit's tree is the base plus the patch, as `git apply` on a clone makes it.
+    let clone = tempfile::tempdir().expect("tempdir");
+    git(clone.path(), &["clone", "-q", root.to_str().expect("utf-8"), "."]);
+    git(clone.path(), &["checkout", "-q", &base]);
+    let patch = roundtable(root, &["proposals", "export", &id]);
+    std::fs::write(clone.path().join("p.patch"), &patch.stdout).expect("patch");
+    git(clone.path(), &["apply", "--index", "p.patch"]);
+    assert_eq!(git(clone.path(), &["write-tree"]), git(root, &["rev-parse", &format!("{commit}^{{tree}}")]));
+
+    // Author, committer and trailers.
+    assert_eq!(git(root, &["log", "-1", "--format=%an <%ae>", &commit]), "generic <roundtable+generic@localhost>");
+    assert_eq!(git(root, &["log", "-1", "--format=%cn <%ce>", &commit]), "Olive Operator <olive@example.test>");
+    let body = git(root, &["log", "-1", "--format=%B", &commit]);
+    assert!(body.starts_with("T-1: Say hello in the README"), "{body}");
+    for trailer in [
+        "Roundtable-Proposal: ",
+        "Roundtable-Session: ",
+        "Roundtable-Adapter: generic",
+        "Roundtable-Image: ",
+        "Roundtable-Receipt: ",
+    ] {
+        assert!(body.contains(trailer), "{trailer} in {body}");
+    }
+
+    // A second accept is refused; the state is recorded.
+    let again = roundtable(root, &["proposals", "accept", &id]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(stderr(&again).contains("is accepted, not pending"), "{}", stderr(&again));
+    let shown = json(&roundtable(root, &["proposals", "list", "--state", "accepted", "--format", "json"]));
+    assert_eq!(shown["items"].as_array().map(Vec::len), Some(1));
+
+    // Provenance: in the store and as a git note; ours and securesystemslib verify it, and
+    // neither does after a flipped byte or with another key.
+    let work = tempfile::tempdir().expect("tempdir");
+    let envelope_path = work.path().join("envelope.json");
+    let key_path = work.path().join("key.json");
+    std::fs::write(&envelope_path, roundtable(root, &["proposals", "provenance", &id]).stdout).expect("envelope");
+    std::fs::write(&key_path, roundtable(root, &["provenance", "key"]).stdout).expect("key");
+    let note = git(root, &["notes", "--ref", "refs/notes/roundtable", "show", &commit]);
+    let noted: Value = serde_json::from_str(&note).expect("the note is the envelope");
+    let stored: Value = serde_json::from_slice(&std::fs::read(&envelope_path).expect("read")).expect("json");
+    assert_eq!(noted, stored);
+    let verify = |envelope: &Path, key: &Path| {
+        roundtable(
+            root,
+            &["provenance", "verify", envelope.to_str().expect("utf-8"), "--public-key", key.to_str().expect("utf-8")],
+        )
+    };
+    let verified = verify(&envelope_path, &key_path);
+    assert_eq!(verified.status.code(), Some(0), "{}{}", stdout(&verified), stderr(&verified));
+    assert!(stdout(&verified).contains(&commit), "{}", stdout(&verified));
+    assert!(python_verify(&envelope_path, &key_path).unwrap_or(true), "securesystemslib verifies it");
+
+    let mut flipped = stored.clone();
+    let payload = flipped["payload"].as_str().expect("payload").to_owned();
+    let swapped = if payload.starts_with('e') { payload.replacen('e', "f", 1) } else { format!("e{}", &payload[1..]) };
+    flipped["payload"] = Value::String(swapped);
+    let flipped_path = work.path().join("flipped.json");
+    std::fs::write(&flipped_path, flipped.to_string()).expect("flipped");
+    assert_eq!(verify(&flipped_path, &key_path).status.code(), Some(1));
+    assert!(!python_verify(&flipped_path, &key_path).unwrap_or(false), "securesystemslib refuses a flipped byte");
+    let other = tempfile::tempdir().expect("tempdir");
+    let other_key = Command::new(crate::support::binary())
+        .args(["provenance", "key"])
+        .current_dir(root)
+        .env("ROUNDTABLE_AUDIT_KEY", other.path().join("other.key"))
+        .output()
+        .expect("another key");
+    let other_path = work.path().join("other.json");
+    std::fs::write(&other_path, &other_key.stdout).expect("other key");
+    assert_eq!(verify(&envelope_path, &other_path).status.code(), Some(1));
+    assert!(!python_verify(&envelope_path, &other_path).unwrap_or(false), "securesystemslib refuses another key");
+
+    // Secrets: refused with each finding named; `block` is not overridable by default.
+    let leaky = proposal_of(root, "leaky").expect("leaky")["id"].as_str().expect("id").to_owned();
+    let refused = roundtable(root, &["proposals", "accept", &leaky]);
+    assert_eq!(refused.status.code(), Some(1));
+    let said = stderr(&refused);
+    assert!(said.contains("secrets: aws-access-key at README.md:2 (blocks)"), "{said}");
+    assert!(said.contains("secrets: private-key at README.md:3 (blocks)"), "{said}");
+    let overridden =
+        roundtable(root, &["proposals", "accept", &leaky, "--override", "secrets", "--reason", "test keys"]);
+    assert_eq!(overridden.status.code(), Some(1));
+    assert!(stderr(&overridden).contains("does not allow overriding secrets"), "{}", stderr(&overridden));
+    assert!(git(root, &["branch", "--list", "roundtable/leaky/*"]).is_empty(), "no branch for a refused accept");
+
+    // A policy that allows the override lets a reasoned accept through, the reason on the commit.
+    write(
+        root,
+        ".roundtable/policy.yaml",
+        &format!(
+            "{API}\nkind: AdmissionPolicy\nmetadata: {{name: default}}\nspec: {{proposals: {{allowOverride: [secrets]}}}}\n"
+        ),
+    );
+    let allowed = roundtable(
+        root,
+        &[
+            "proposals",
+            "accept",
+            &leaky,
+            "--override",
+            "secrets",
+            "--reason",
+            "fixture keys, not real",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(allowed.status.code(), Some(0), "{}{}", stdout(&allowed), stderr(&allowed));
+    let leaky_commit = json(&allowed)["commit"].as_str().expect("commit").to_owned();
+    let body = git(root, &["log", "-1", "--format=%B", &leaky_commit]);
+    assert!(body.contains("Roundtable-Override: secrets: fixture keys, not real"), "{body}");
+
+    // A reject needs a reason and is recorded.
+    let rejected = roundtable(root, &["proposals", "reject", &leaky, "--reason", "too late"]);
+    assert_eq!(rejected.status.code(), Some(1), "an accepted proposal cannot be rejected");
+
+    // Every decision is in the chain, which verifies.
+    let verify_chain = roundtable(root, &["audit", "verify"]);
+    assert!(verify_chain.status.success(), "{}{}", stdout(&verify_chain), stderr(&verify_chain));
+    let exported = stdout(&roundtable(root, &["audit", "export"]));
+    for kind in ["proposal.accepted", "proposal.acceptRefused"] {
+        assert!(exported.contains(kind), "{kind} in the chain");
+    }
+    nothing_left(&engine, root).await;
+}
