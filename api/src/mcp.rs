@@ -1,8 +1,8 @@
 //! The admin MCP endpoint at `/mcp`: MCP's streamable HTTP transport in its plain-JSON form (each
 //! POSTed request is answered with one JSON response; no server-initiated stream, so GET is 405),
 //! behind the same operator token as the rest of the API. Tools read status, adapters,
-//! assignments, sessions and proposals, and queue a reconcile; each answers with the same JSON as
-//! the matching endpoint. It never reaches a container: agents get their own endpoint per session.
+//! assignments, sessions and proposals, queue a reconcile, and accept or reject a proposal; each
+//! answers with the same JSON as the matching endpoint. It never reaches a container: agents get their own endpoint per session.
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -44,7 +44,7 @@ fn object_argument() -> Value {
     })
 }
 
-const TOOLS: [Tool; 6] = [
+const TOOLS: [Tool; 8] = [
     Tool {
         name: "status",
         description: "Every object's sync and health, as `roundtable status --format json`.",
@@ -67,7 +67,44 @@ const TOOLS: [Tool; 6] = [
         description: "Queues a reconcile of one object now (clears a stall).",
         input: object_argument,
     },
+    Tool {
+        name: "accept_proposal",
+        description: "Accepts a pending proposal as `roundtable proposals accept`: review gates, a commit on a new branch, signed provenance. Answers the decision.",
+        input: accept_arguments,
+    },
+    Tool {
+        name: "reject_proposal",
+        description: "Rejects a pending proposal with a reason, as `roundtable proposals reject`. Answers the decision.",
+        input: reject_arguments,
+    },
 ];
+
+fn accept_arguments() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "description": "A proposal ID or a unique prefix of one"},
+            "branch": {"type": "string"},
+            "push": {"type": "string", "description": "A remote name or URL"},
+            "overrides": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"gate": {"type": "string", "enum": ["secrets", "protectedPaths", "size"]}, "reason": {"type": "string"}},
+                "required": ["gate", "reason"]
+            }}
+        },
+        "required": ["id"],
+        "additionalProperties": false
+    })
+}
+
+fn reject_arguments() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"id": {"type": "string"}, "reason": {"type": "string"}},
+        "required": ["id", "reason"],
+        "additionalProperties": false
+    })
+}
 
 fn rpc_error(id: &Value, code: i64, message: impl Into<String>) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
@@ -203,6 +240,20 @@ async fn call(state: &ApiState, tool: &str, arguments: &Value) -> Result<Value, 
             let queued =
                 crate::routes::write::queue_reconcile(state, parse_key(object)?, ReconcileHow::Mcp, None).await?;
             value(serde_json::to_value(queued))
+        }
+        "accept_proposal" | "reject_proposal" => {
+            let id = arguments.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let decision = if tool == "accept_proposal" {
+                let body: crate::routes::delivery::AcceptBody = serde_json::from_value(
+                    json!({"branch": arguments.get("branch"), "push": arguments.get("push"), "overrides": arguments.get("overrides").cloned().unwrap_or(json!([]))}),
+                )
+                .map_err(|e| ApiError::bad_request("invalid_arguments", e.to_string()))?;
+                crate::routes::delivery::accepted(state, &id, body).await?
+            } else {
+                let reason = arguments.get("reason").and_then(Value::as_str).unwrap_or_default();
+                crate::routes::delivery::rejected(state, &id, reason).await?
+            };
+            value(serde_json::to_value(decision))
         }
         _ => Err(ApiError::not_found("no_such_tool", format!("no tool {tool:?}"))),
     }

@@ -253,6 +253,41 @@ pub fn document() -> Value {
         vec![("200", json!({"description": "The proposal, or its patch.", "content": {"application/json": {"schema": item}, "text/x-diff": {"schema": {"type": "string"}}}}))],
         false,
     );
+    let decision = b.json_response::<roundtable_specs::delivery::Decision>(
+        "The decision recorded (also when the proposal already was in that state: idempotent).",
+    );
+    let error = b.json_response::<ErrorBody>("");
+    let refusal = |description: &str| {
+        let mut answer = error.clone();
+        answer["description"] = json!(description);
+        answer
+    };
+    let body = b.schema::<crate::routes::delivery::AcceptBody>();
+    b.operation(
+        Post,
+        "/v1/proposals/{id}/accept",
+        "acceptProposal",
+        "Accepts a pending proposal (as `roundtable proposals accept`): the review gates, one commit on its base in a scratch index on a new branch, signed provenance as a git note, the optional push.",
+        vec![path_parameter("id", "A proposal ID or a unique prefix of one."), idempotency_parameter()],
+        Some(body),
+        vec![
+            ("200", decision.clone()),
+            ("409", refusal("`not_pending` (rejected or superseded), `branch_exists`.")),
+            ("422", refusal("`gates_refused` (details.unmet names each finding), `base_missing`.")),
+        ],
+        false,
+    );
+    let body = b.schema::<crate::routes::delivery::RejectBody>();
+    b.operation(
+        Post,
+        "/v1/proposals/{id}/reject",
+        "rejectProposal",
+        "Rejects a pending proposal with a reason (as `roundtable proposals reject`).",
+        vec![path_parameter("id", "A proposal ID or a unique prefix of one."), idempotency_parameter()],
+        Some(body),
+        vec![("200", decision), ("409", refusal("`not_pending`: it was accepted or superseded."))],
+        false,
+    );
     let r = b.json_response::<List<EventItem>>("Events of every object, newest first.");
     b.operation(Get, "/v1/events", "events", "Events.", page_parameters(), None, vec![("200", r)], false);
     let r = b.json_response::<ReconcileBody>("Queued: the daemon's controller has it now.");
@@ -413,7 +448,7 @@ pub fn document() -> Value {
         Post,
         "/mcp",
         "adminMcp",
-        "The admin MCP endpoint (streamable HTTP, JSON responses): tools status, adapters, assignments, sessions, proposals, reconcile.",
+        "The admin MCP endpoint (streamable HTTP, JSON responses): tools status, adapters, assignments, sessions, proposals, reconcile, accept_proposal, reject_proposal.",
         vec![],
         Some(json!({"type": ["object", "array"], "description": "A JSON-RPC 2.0 message (or a batch)."})),
         vec![

@@ -23,6 +23,8 @@ pub struct ApiState {
     pub token: OperatorToken,
     /// Operator actions are anchored in the audit chain with it.
     pub audit_key: Option<Arc<AuditKey>>,
+    /// The provenance signing key of accepted proposals (beside the audit key).
+    pub provenance_key: PathBuf,
     /// The daemon's own binary (mounted into diagnostic probes).
     pub binary: PathBuf,
     /// What `status` counts as past retention.

@@ -44,6 +44,7 @@ impl Api {
             workspace: "hooks".into(),
             token: roundtable_api::auth::OperatorToken::from_secret(TOKEN),
             audit_key: Some(Arc::new(key)),
+            provenance_key: dir.path().join("audit.provenance.key"),
             binary: "/nonexistent".into(),
             retention: Duration::from_secs(3600),
             hook: hook.map(|secret| Arc::new(GitHook::new(HookSecret::from_bytes(secret)))),

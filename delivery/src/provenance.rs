@@ -111,6 +111,11 @@ impl PublicKey {
     }
 }
 
+/// Where a project's provenance key lives: beside its audit key, `PROJECT.provenance.key`.
+pub fn key_path_beside(audit_key: &std::path::Path) -> std::path::PathBuf {
+    audit_key.with_extension("provenance.key")
+}
+
 /// The project's provenance signing key: PKCS#8 in a 0600 file beside the audit key.
 pub struct SigningKey {
     pair: Ed25519KeyPair,

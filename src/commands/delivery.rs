@@ -17,7 +17,7 @@ use crate::render;
 
 /// The project's provenance key: beside its audit key, `PROJECT.provenance.key`.
 pub fn signing_key_path(global: &Global) -> anyhow::Result<PathBuf> {
-    Ok(global.audit_key_path()?.with_extension("provenance.key"))
+    Ok(provenance::key_path_beside(&global.audit_key_path()?))
 }
 
 /// `--override` and `--reason` paired in order; one reason serves every override.

@@ -231,7 +231,10 @@ pub async fn proposals_list(
 }
 
 pub async fn proposals_show(global: &Global, id: &str, format: Format) -> anyhow::Result<ExitCode> {
-    let found = open_for_reading(global).await?.proposal(id).await?;
+    let service = open_for_reading(global).await?;
+    let found = service.proposal(id).await?;
+    // What the review gates would find at accept, first: a reviewer reads these before the diff.
+    let findings = service.proposal_findings(&found.item.id).await?;
     let (item, patch) = (found.item, found.patch);
     match format {
         Format::Json => print!("{}", render::json(&List::of(vec![item]))?),
@@ -260,6 +263,9 @@ pub async fn proposals_show(global: &Global, id: &str, format: Format) -> anyhow
             }
             println!("Changes:     {} files, +{} -{}", item.files_changed, item.insertions, item.deletions);
             println!("SHA-256:     {}", item.sha256);
+            for finding in &findings {
+                println!("Finding:     {}", render::sanitize(&finding.to_string()));
+            }
             for flag in &item.flags {
                 println!("Flag:        {}", render::sanitize(&flag.to_string()));
             }

@@ -278,6 +278,9 @@ async fn serve_api(
         workspace: workspace.clone(),
         token: roundtable_api::auth::OperatorToken::load_or_create(state_dir)?,
         audit_key: execution.audit_key.clone(),
+        provenance_key: roundtable_delivery::provenance::key_path_beside(
+            execution.audit_key.as_ref().map_or(state_dir, |key| key.path()),
+        ),
         binary: execution.binary.clone(),
         retention: args.retention.as_std(),
         hook,

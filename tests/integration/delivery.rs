@@ -177,8 +177,11 @@ async fn an_accepted_proposal_is_a_verified_signed_branch_and_secrets_stop_one()
     assert_eq!(verify(&envelope_path, &other_path).status.code(), Some(1));
     assert!(!python_verify(&envelope_path, &other_path).unwrap_or(false), "securesystemslib refuses another key");
 
-    // Secrets: refused with each finding named; `block` is not overridable by default.
+    // Secrets: shown first, refused with each finding named; `block` is not overridable by default.
     let leaky = proposal_of(root, "leaky").expect("leaky")["id"].as_str().expect("id").to_owned();
+    let shown = stdout(&roundtable(root, &["proposals", "show", &leaky]));
+    let finding = shown.find("Finding:     secrets: aws-access-key at README.md:2").expect("the finding is shown");
+    assert!(finding < shown.find("diff --git").expect("the diff"), "findings come before the diff: {shown}");
     let refused = roundtable(root, &["proposals", "accept", &leaky]);
     assert_eq!(refused.status.code(), Some(1));
     let said = stderr(&refused);
@@ -228,5 +231,61 @@ async fn an_accepted_proposal_is_a_verified_signed_branch_and_secrets_stop_one()
     for kind in ["proposal.accepted", "proposal.acceptRefused"] {
         assert!(exported.contains(kind), "{kind} in the chain");
     }
+    nothing_left(&engine, root).await;
+}
+
+/// Accept and reject through the API and the admin MCP tool: refused without the operator token
+/// (nothing happens), idempotent with it, the other decision a conflict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accept_and_reject_through_the_api_and_the_admin_mcp_tool_need_the_operator_token() {
+    use crate::http::{Api, request};
+    let Some(engine) = engine_or_skip().await else { return };
+    ensure_test_images();
+    let dir = project();
+    let root = dir.path();
+    let executions = tempfile::tempdir().expect("tempdir");
+    let _show = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
+    let daemon = start_daemon(root, &[], executions.path());
+    let api = Api::of(&root.join(".roundtable/state")).await;
+    wait_until_within("both proposals", Duration::from_secs(120), || {
+        proposal_of(root, "clean").is_some() && proposal_of(root, "leaky").is_some()
+    })
+    .await;
+    let clean = proposal_of(root, "clean").expect("clean")["id"].as_str().expect("id").to_owned();
+    let leaky = proposal_of(root, "leaky").expect("leaky")["id"].as_str().expect("id").to_owned();
+
+    // Without the token: 401, and nothing happened.
+    let accept_path = format!("/v1/proposals/{clean}/accept");
+    assert_eq!(request(&api.address, "POST", &accept_path, &[], Some("{}")).status, 401);
+    let call = |name: &str, arguments: Value| {
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+            .to_string()
+    };
+    let mcp_accept = call("accept_proposal", serde_json::json!({"id": clean}));
+    assert_eq!(request(&api.address, "POST", "/mcp", &[], Some(&mcp_accept)).status, 401);
+    assert_eq!(proposal_of(root, "clean").expect("clean")["state"], "pending");
+
+    // With it: accepted once, and asking again answers the same decision.
+    let json_type = [("Content-Type", "application/json")];
+    let first = api.call("POST", &accept_path, &json_type, Some("{}"));
+    assert_eq!(first.status, 200, "{}", first.text());
+    let commit = first.json()["commit"].as_str().expect("commit").to_owned();
+    assert_eq!(git(root, &["rev-parse", &format!("refs/heads/roundtable/clean/{clean}")]), commit);
+    let again = api.call("POST", &accept_path, &json_type, Some("{}"));
+    assert_eq!((again.status, again.json()["commit"].as_str()), (200, Some(commit.as_str())));
+    let conflict = api.call("POST", &format!("/v1/proposals/{clean}/reject"), &json_type, Some(r#"{"reason":"no"}"#));
+    assert_eq!((conflict.status, conflict.code().as_str()), (409, "not_pending"));
+
+    // The gates answer 422 with what they found; the MCP tool rejects.
+    let gated = api.call("POST", &format!("/v1/proposals/{leaky}/accept"), &json_type, Some("{}"));
+    assert_eq!((gated.status, gated.code().as_str()), (422, "gates_refused"), "{}", gated.text());
+    let unmet = gated.json()["error"]["details"]["unmet"].to_string();
+    assert!(unmet.contains("aws-access-key"), "{unmet}");
+    let mcp_reject = call("reject_proposal", serde_json::json!({"id": leaky, "reason": "it adds a key"}));
+    let rejected = api.call("POST", "/mcp", &json_type, Some(&mcp_reject)).json();
+    assert_eq!(rejected["result"]["isError"], false, "{rejected}");
+    assert_eq!(rejected["result"]["structuredContent"]["reason"], "it adds a key");
+    assert_eq!(proposal_of(root, "leaky").expect("leaky")["state"], "rejected");
+    drop(daemon);
     nothing_left(&engine, root).await;
 }

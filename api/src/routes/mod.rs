@@ -6,6 +6,7 @@
 //! after auth.
 
 pub(crate) mod agents;
+pub(crate) mod delivery;
 pub(crate) mod hooks;
 mod ops;
 pub(crate) mod read;
@@ -114,6 +115,8 @@ pub(crate) fn table() -> Vec<Route> {
         route(Operator, Get, "/v1/sessions/{id}/logs", read::session_logs),
         route(Operator, Get, "/v1/proposals", read::proposals),
         route(Operator, Get, "/v1/proposals/{id}", read::proposal),
+        route(Operator, Post, "/v1/proposals/{id}/accept", delivery::accept),
+        route(Operator, Post, "/v1/proposals/{id}/reject", delivery::reject),
         route(Operator, Get, "/v1/events", read::events),
         route(Operator, Post, "/v1/reconcile/{kind}/{name}", write::reconcile),
         route(Signed, Post, "/v1/hooks/git", hooks::git),

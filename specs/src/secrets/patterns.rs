@@ -1,8 +1,10 @@
 //! The shapes of secrets: every rule that recognises a secret by how it looks (a key word and its
 //! value, a token's prefix, a key block), and [`redact`], which replaces each with `[REDACTED]`
 //! (keys and surrounding text kept, so the output still reads). Pure: bytes in, text out. Every
-//! place that looks for secrets by their shape uses these rules; values the daemon itself
-//! injected are found by [`super::known`] instead.
+//! place that *masks* secrets by their shape uses these rules; values the daemon itself injected
+//! are found by [`super::known`] instead. The proposal gate (`delivery/src/secrets.rs`) has its
+//! own named rules on purpose: masking errs towards hiding anything that may be a secret, while a
+//! gate that blocks a commit must be precise and name what it found.
 //!
 //! Each rule finds byte ranges in the whole text first and the ranges are replaced together, so
 //! the rules cannot interfere with each other, and a secret is redacted before any cut could

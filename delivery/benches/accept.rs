@@ -1,0 +1,167 @@
+//! Accept benchmark: a repository of 10,000 files with a proposal changing 1,000 of them (the
+//! patch bench's shape). `branch::commit` (scratch index, commit-tree, update-ref) against the
+//! baseline an operator would run by hand on a clone: `git apply --index` and `git commit`. Then
+//! the secrets scanner's throughput over that patch's added lines, and over this repository's own
+//! history (`git log -p`, every commit's added lines), where every finding is a false positive
+//! or a test fixture: they are listed. Prints figures; asserts nothing.
+//!
+//! Environment: `BENCH_FILES` (10000), `BENCH_CHANGED` (1000), `BENCH_ROUNDS` (5).
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use roundtable_delivery::branch::{self, CommitRequest, Identity};
+use roundtable_delivery::{added, secrets};
+
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn git(dir: &Path, args: &[&str]) -> Vec<u8> {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@example.test")
+        .env("GIT_COMMITTER_NAME", "bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@example.test")
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+fn main() {
+    let files = env_number("BENCH_FILES", 10_000);
+    let changed = env_number("BENCH_CHANGED", 1_000);
+    let rounds = env_number("BENCH_ROUNDS", 5);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(&repo).expect("mkdir");
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["config", "user.name", "bench"]);
+    git(&repo, &["config", "user.email", "bench@example.test"]);
+    for n in 0..files {
+        let path = repo.join(format!("d{:03}/f{n:05}.txt", n / 100));
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&path, format!("file {n}\n{}\n", "content line\n".repeat(20))).expect("write");
+    }
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "base"]);
+    let base = String::from_utf8_lossy(&git(&repo, &["rev-parse", "HEAD"])).trim().to_owned();
+    for n in (0..files).step_by((files / changed.max(1)).max(1)).take(changed) {
+        let path = repo.join(format!("d{:03}/f{n:05}.txt", n / 100));
+        let mut text = std::fs::read_to_string(&path).expect("read");
+        text.push_str("a line the agent added\n");
+        std::fs::write(&path, text).expect("write");
+    }
+    let patch = git(&repo, &["diff", "--binary"]);
+    git(&repo, &["checkout", "-q", "--", "."]);
+    println!(
+        "repository: {files} files, proposal changing {changed} ({} KiB patch), {rounds} rounds",
+        patch.len() / 1024
+    );
+
+    let author = Identity { name: "bench-agent".into(), email: "roundtable+bench@localhost".into() };
+    let mut accepts = Vec::new();
+    for round in 0..rounds {
+        let name = format!("roundtable/bench/{round}");
+        let started = Instant::now();
+        branch::commit(&CommitRequest {
+            repo: &repo,
+            base: &base,
+            patch: &patch,
+            branch: &name,
+            author: &author,
+            message: "T: bench\n",
+        })
+        .expect("commit");
+        accepts.push(started.elapsed());
+    }
+
+    let clone = dir.path().join("clone");
+    git(dir.path(), &["clone", "-q", repo.to_str().expect("utf-8"), "clone"]);
+    let patch_file = dir.path().join("p.patch");
+    std::fs::write(&patch_file, &patch).expect("patch");
+    let mut baseline = Vec::new();
+    for _ in 0..rounds {
+        git(&clone, &["checkout", "-q", "-f", &base]);
+        let started = Instant::now();
+        git(&clone, &["apply", "--index", patch_file.to_str().expect("utf-8")]);
+        git(&clone, &["commit", "-q", "-m", "T: bench"]);
+        baseline.push(started.elapsed());
+    }
+    println!(
+        "{:<44} {:>10.1} ms (median)",
+        "accept (scratch index, commit-tree, ref)",
+        median(accepts).as_secs_f64() * 1e3
+    );
+    println!(
+        "{:<44} {:>10.1} ms (median)",
+        "baseline: git apply --index + git commit",
+        median(baseline).as_secs_f64() * 1e3
+    );
+
+    // The scanner over the patch's added lines.
+    let read = added::read(&patch);
+    let lines: Vec<&str> = read.files.iter().flat_map(|f| f.added.iter().map(|(_, t)| t.as_str())).collect();
+    let bytes: usize = lines.iter().map(|l| l.len() + 1).sum();
+    let started = Instant::now();
+    let mut found = 0;
+    for _ in 0..20 {
+        found += lines.iter().map(|line| secrets::scan_line(line).len()).sum::<usize>();
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "secrets scan of added lines: {:.1} MB/s ({} lines, {found} findings)",
+        20.0 * bytes as f64 / 1e6 / seconds,
+        lines.len()
+    );
+
+    // This repository's own history.
+    let own = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let history = Command::new("git")
+        .args(["log", "-p", "--no-color", "--no-ext-diff", "--format=commit %H"])
+        .current_dir(&own)
+        .output();
+    let Ok(history) = history else { return };
+    let read = added::read(&history.stdout);
+    let started = Instant::now();
+    let mut by_rule: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    let mut scanned = 0usize;
+    for file in &read.files {
+        for (line, text) in &file.added {
+            scanned += text.len() + 1;
+            for rule in secrets::scan_line(text) {
+                by_rule.entry(rule).or_default().push(format!("{}:{line}", file.path));
+            }
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let total: usize = by_rule.values().map(Vec::len).sum();
+    println!(
+        "this repository's history: {:.1} MB of added lines in {} file changes, {:.1} MB/s, {total} findings (each a fixture or a false positive)",
+        scanned as f64 / 1e6,
+        read.files.len(),
+        scanned as f64 / 1e6 / seconds
+    );
+    for (rule, places) in &by_rule {
+        let mut unique = places.clone();
+        unique.sort();
+        unique.dedup();
+        println!(
+            "  {rule}: {} ({} places), e.g. {}",
+            places.len(),
+            unique.len(),
+            unique.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
+}
