@@ -376,6 +376,12 @@ pub enum ProposalsCommand {
     },
     /// Writes the patch to stdout (for `git apply`).
     Export { id: String },
+    /// The patch with names and content escaped for a terminal; `--stat`: files and line counts.
+    Diff {
+        id: String,
+        #[arg(long)]
+        stat: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -127,6 +127,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             commands::executions::proposals_show(global, id, format.format).await
         }
         Command::Proposals(ProposalsCommand::Export { id }) => commands::executions::proposals_export(global, id).await,
+        Command::Proposals(ProposalsCommand::Diff { id, stat }) => commands::delivery::diff(global, id, *stat).await,
         Command::Sandbox(SandboxCommand::Mock { brief }) => {
             let workspace = std::env::current_dir()?;
             for line in roundtable_incontainer::mock::run(brief, &workspace)? {

@@ -9,6 +9,8 @@ pub struct FileChange {
     pub path: String,
     /// `(line in the new file, text)` of each added line.
     pub added: Vec<(u64, String)>,
+    /// How many lines it removes.
+    pub removed: u64,
     pub binary: bool,
 }
 
@@ -76,6 +78,8 @@ pub fn read(patch: &[u8]) -> Added {
             next_line += 1;
         } else if line.starts_with(' ') {
             next_line += 1;
+        } else if line.starts_with('-') {
+            file.removed += 1;
         }
     }
     added
@@ -96,6 +100,13 @@ mod tests {
             .collect();
         assert_eq!(files, [("src/x.rs", vec![(4, "new one"), (11, "new two")]), ("my file.txt", vec![(1, "hello")])]);
         assert_eq!(read.added_bytes, 8 + 8 + 6);
+        assert_eq!(read.files.iter().map(|f| f.removed).sum::<u64>(), 0);
+        let removal = b"diff --git a/a b/a\n--- a/a\n+++ b/a\n@@ -1,2 +1,1 @@\n-gone\n kept\n";
+        assert_eq!(read_removed(removal), 1);
+    }
+
+    fn read_removed(patch: &[u8]) -> u64 {
+        read(patch).files.iter().map(|f| f.removed).sum()
     }
 
     #[test]

@@ -113,6 +113,24 @@ fn rustix_uid() -> u32 {
     std::fs::metadata("/proc/self").map(|meta| std::os::unix::fs::MetadataExt::uid(&meta)).unwrap_or(u32::MAX)
 }
 
+pub async fn diff(global: &Global, id: &str, stat: bool) -> anyhow::Result<ExitCode> {
+    let found = open_for_reading(global).await?.proposal(id).await?;
+    if !stat {
+        print!("{}", render::sanitize_block(&String::from_utf8_lossy(&found.patch)));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let read = roundtable_delivery::added::read(&found.patch);
+    let width = read.files.iter().map(|f| f.path.chars().count()).max().unwrap_or(0).min(60);
+    for file in &read.files {
+        let counts = if file.binary { "binary".to_owned() } else { format!("+{} -{}", file.added.len(), file.removed) };
+        println!(" {:<width$} | {counts}", render::sanitize(&file.path));
+    }
+    let (added, removed): (usize, u64) =
+        read.files.iter().map(|f| (f.added.len(), f.removed)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    println!(" {} files changed, {added} insertions(+), {removed} deletions(-)", read.files.len());
+    Ok(ExitCode::SUCCESS)
+}
+
 pub async fn provenance_of(global: &Global, id: &str) -> anyhow::Result<ExitCode> {
     let envelope = open_for_reading(global).await?.proposal_provenance(id).await?;
     println!("{}", serde_json::to_string_pretty(&envelope)?);

@@ -93,6 +93,14 @@ pub async fn run(
         if existed { "kept    " } else { "created " },
         audit_key.display()
     );
+    let provenance_key = roundtable_delivery::provenance::key_path_beside(audit_key);
+    let existed = provenance_key.exists();
+    roundtable_delivery::provenance::SigningKey::load_or_create(&provenance_key)?;
+    println!(
+        "{} {} (signs accepted proposals' provenance; 0600, beside the audit key)",
+        if existed { "kept    " } else { "created " },
+        provenance_key.display()
+    );
     let created = roundtable_api::auth::ensure_token(state_dir)?;
     println!(
         "{} {} (the API's operator token; 0600)",

@@ -51,6 +51,11 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     let store = Store::connect(&project.store).await?;
     let choice = if args.new_audit_key { KeyChoice::ReplaceLost } else { KeyChoice::Existing };
     let audit_key = store.audit_key(&global.audit_key_path()?, choice).await?;
+    // The provenance key is made (or checked: 0600, an Ed25519 key) beside it, at start, so an
+    // accept through the API never finds it missing.
+    roundtable_delivery::provenance::SigningKey::load_or_create(&roundtable_delivery::provenance::key_path_beside(
+        audit_key.path(),
+    ))?;
     if args.new_audit_key {
         eprintln!(
             "roundtable: created the audit key {} in place of a lost one; entries sealed before it no longer verify (`audit verify` names them)",

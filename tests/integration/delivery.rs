@@ -63,19 +63,34 @@ fn python_verify(envelope: &Path, key: &Path) -> Option<bool> {
     Some(out.status.success())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_accepted_proposal_is_a_verified_signed_branch_and_secrets_stop_one() {
-    let Some(engine) = engine_or_skip().await else { return };
-    ensure_test_images();
+/// The project, its daemon (with its executions folder and its log shown on a panic) once both
+/// proposals are made.
+struct Running {
+    dir: tempfile::TempDir,
+    executions: tempfile::TempDir,
+    daemon: crate::support::Daemon,
+    _show: ShowLogOnPanic,
+}
+
+async fn run_both() -> Running {
     let dir = project();
-    let root = dir.path();
     let executions = tempfile::tempdir().expect("tempdir");
-    let _show = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
-    let daemon = start_daemon(root, &[], executions.path());
+    let show = ShowLogOnPanic(executions.path().join("daemon.log"), dir.path().to_path_buf());
+    let daemon = start_daemon(dir.path(), &[], executions.path());
+    let root = dir.path();
     wait_until_within("both proposals", Duration::from_secs(120), || {
         proposal_of(root, "clean").is_some() && proposal_of(root, "leaky").is_some()
     })
     .await;
+    Running { dir, executions, daemon, _show: show }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accepted_proposal_is_a_verified_signed_branch_and_secrets_stop_one() {
+    let Some(engine) = engine_or_skip().await else { return };
+    ensure_test_images();
+    let Running { dir, executions, daemon, _show } = run_both().await;
+    let root = dir.path();
     drop(daemon);
     nothing_left(&engine, root).await;
     // The operator's commands write the chain the daemon wrote, with its key.
@@ -112,6 +127,12 @@ async fn an_accepted_proposal_is_a_verified_signed_branch_and_secrets_stop_one()
     std::fs::write(clone.path().join("p.patch"), &patch.stdout).expect("patch");
     git(clone.path(), &["apply", "--index", "p.patch"]);
     assert_eq!(git(clone.path(), &["write-tree"]), git(root, &["rev-parse", &format!("{commit}^{{tree}}")]));
+
+    let stat = stdout(&roundtable(root, &["proposals", "diff", &id, "--stat"]));
+    assert!(
+        stat.contains("README.md | +1 -0") && stat.contains("1 files changed, 1 insertions(+), 0 deletions(-)"),
+        "{stat}"
+    );
 
     // Author, committer and trailers.
     assert_eq!(git(root, &["log", "-1", "--format=%an <%ae>", &commit]), "generic <roundtable+generic@localhost>");
@@ -241,16 +262,9 @@ async fn accept_and_reject_through_the_api_and_the_admin_mcp_tool_need_the_opera
     use crate::http::{Api, request};
     let Some(engine) = engine_or_skip().await else { return };
     ensure_test_images();
-    let dir = project();
+    let Running { dir, executions: _executions, daemon, _show } = run_both().await;
     let root = dir.path();
-    let executions = tempfile::tempdir().expect("tempdir");
-    let _show = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
-    let daemon = start_daemon(root, &[], executions.path());
     let api = Api::of(&root.join(".roundtable/state")).await;
-    wait_until_within("both proposals", Duration::from_secs(120), || {
-        proposal_of(root, "clean").is_some() && proposal_of(root, "leaky").is_some()
-    })
-    .await;
     let clean = proposal_of(root, "clean").expect("clean")["id"].as_str().expect("id").to_owned();
     let leaky = proposal_of(root, "leaky").expect("leaky")["id"].as_str().expect("id").to_owned();
 
