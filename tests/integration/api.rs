@@ -184,7 +184,19 @@ async fn the_api_serves_reads_writes_and_mcp_behind_the_operator_token() {
     let tools = api.call("POST", "/mcp", &[], Some(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#)).json();
     let tool_names: Vec<&str> =
         tools["result"]["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
-    assert_eq!(tool_names, ["status", "adapters", "assignments", "sessions", "proposals", "reconcile"]);
+    assert_eq!(
+        tool_names,
+        [
+            "status",
+            "adapters",
+            "assignments",
+            "sessions",
+            "proposals",
+            "reconcile",
+            "accept_proposal",
+            "reject_proposal"
+        ]
+    );
     let called = api
         .call(
             "POST",
