@@ -6,12 +6,37 @@ use roundtable_specs::adapter::ResolvedAdapter;
 use roundtable_specs::admission::GateDecision;
 use roundtable_specs::assignment::AssignmentSpec;
 use roundtable_specs::output::{Condition, ConditionStatus};
-use roundtable_specs::session::{AssignmentPhase, SessionCause, SessionPhase};
+use roundtable_specs::session::{AssignmentPhase, ProposalState, SessionCause, SessionPhase};
 use roundtable_store::{ProposalRecord, SessionRecord};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::Change;
 use crate::conditions::{READY, desired, reason};
+
+/// The Ready reason and message of a run that made `proposal`: where its review stands.
+fn review(proposal: &ProposalRecord, message: String) -> (&'static str, String) {
+    let id = &proposal.id;
+    let decision = proposal.decision.as_ref();
+    match proposal.state {
+        ProposalState::Accepted => (
+            reason::PROPOSAL_ACCEPTED,
+            format!(
+                "proposal {id} accepted as {} on {}",
+                decision.and_then(|d| d.commit.as_deref()).unwrap_or("?"),
+                decision.and_then(|d| d.branch.as_deref()).unwrap_or("?")
+            ),
+        ),
+        ProposalState::Rejected => (
+            reason::PROPOSAL_REJECTED,
+            format!("proposal {id} rejected: {}", decision.map(|d| d.reason.as_str()).unwrap_or_default()),
+        ),
+        ProposalState::Pending => (
+            reason::PROPOSAL_PENDING,
+            format!("{message}; awaits review: `roundtable proposals show {id}`, then accept or reject"),
+        ),
+        ProposalState::Superseded => (reason::PROPOSAL_PENDING, message),
+    }
+}
 
 /// Interrupted sessions re-run outside the `retries` budget at most this often.
 pub const MAX_INTERRUPTED_RERUNS: usize = 2;
@@ -156,11 +181,11 @@ pub fn decide(
         Some(SessionPhase::Succeeded) => {
             status.phase = AssignmentPhase::Succeeded;
             let message = latest.map(|s| s.message.clone()).unwrap_or_default();
-            ready(
-                True,
-                if observed.proposal.is_some() { reason::PROPOSAL_PENDING } else { reason::NO_CHANGES },
-                message,
-            )
+            let (why, message) = match &observed.proposal {
+                None => (reason::NO_CHANGES, message),
+                Some(proposal) => review(proposal, message),
+            };
+            ready(True, why, message)
         }
         Some(SessionPhase::Failed) if latest.is_some_and(gated) => match &observed.refused {
             Some(decision) => refused(&mut status, decision),

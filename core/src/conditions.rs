@@ -44,7 +44,12 @@ pub mod reason {
     /// Interrupted more often than it is re-run.
     pub const INTERRUPTED: &str = "Interrupted";
     pub const RETRYING: &str = "Retrying";
+    /// The run's proposal awaits an operator's review (`proposals accept|reject`).
     pub const PROPOSAL_PENDING: &str = "ProposalPending";
+    /// An operator accepted the run's proposal: a commit on a branch holds it.
+    pub const PROPOSAL_ACCEPTED: &str = "ProposalAccepted";
+    /// An operator rejected the run's proposal.
+    pub const PROPOSAL_REJECTED: &str = "ProposalRejected";
     pub const NO_CHANGES: &str = "NoChanges";
     /// A failed session that recorded no cause.
     pub const FAILED: &str = "Failed";

@@ -68,6 +68,7 @@ pub async fn accept(global: &Global, args: AcceptArgs<'_>) -> anyhow::Result<Exi
         }
     };
     let decision = &accepted.decision;
+    refresh_assignment(global, &service, &accepted.proposal).await;
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(decision)?),
         Format::Text => {
@@ -99,6 +100,7 @@ pub async fn reject(global: &Global, id: &str, reason: &str) -> anyhow::Result<E
     let by = std::env::var("USER").unwrap_or_else(|_| format!("uid {}", rustix_uid()));
     match service.reject_proposal(id, reason, &by, &key).await {
         Ok(_) => {
+            refresh_assignment(global, &service, id).await;
             println!("rejected {}", render::sanitize(id));
             Ok(ExitCode::SUCCESS)
         }
@@ -106,6 +108,14 @@ pub async fn reject(global: &Global, id: &str, reason: &str) -> anyhow::Result<E
             eprintln!("roundtable: {}", render::sanitize_block(&format!("{error}")));
             Ok(ExitCode::from(1))
         }
+    }
+}
+
+/// The Assignment of proposal `id` reconciled now, so `status` says where its review stands.
+async fn refresh_assignment(global: &Global, service: &roundtable_service::Service, id: &str) {
+    if let Ok(found) = service.proposal(id).await {
+        let key = roundtable_specs::ObjectKey::new(roundtable_specs::Kind::Assignment, found.item.assignment);
+        crate::commands::reconcile::refresh(global, service, &key).await;
     }
 }
 

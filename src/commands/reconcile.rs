@@ -11,6 +11,26 @@ use crate::cli::Global;
 use crate::commands::describe::parse_key;
 use crate::commands::state::runtime;
 
+/// Brings `key`'s status up to date after an operator's decision: the running daemon reconciles
+/// it now, or `service` reconciles it once in-process. Best effort: a failure is said on stderr,
+/// and the next reconcile catches up anyway.
+pub async fn refresh(global: &Global, service: &Service, key: &roundtable_specs::ObjectKey) {
+    let state_dir = global.state_dir();
+    let failed = if roundtable_store::lock::holder(&state_dir).is_some() {
+        let path = format!("/v1/reconcile/{}/{}", key.kind.as_str(), key.name);
+        match roundtable_api::client::request(&state_dir, "POST", &path, None).await {
+            Ok(answer) if answer.status == 202 => None,
+            Ok(answer) => Some(format!("the daemon answered {}", answer.status)),
+            Err(error) => Some(format!("{error:#}")),
+        }
+    } else {
+        service.reconcile_in_process(key).await.err().map(|error| roundtable_telemetry::error_chain(&error))
+    };
+    if let Some(why) = failed {
+        eprintln!("roundtable: {key}'s status was not brought up to date now ({why}); the next reconcile does it");
+    }
+}
+
 pub async fn run(global: &Global, object: &str, rerun: bool) -> anyhow::Result<ExitCode> {
     let key = parse_key(object)?;
     let state_dir = global.state_dir();

@@ -128,6 +128,18 @@ async fn an_accepted_proposal_is_a_verified_signed_branch_and_secrets_stop_one()
     git(clone.path(), &["apply", "--index", "p.patch"]);
     assert_eq!(git(clone.path(), &["write-tree"]), git(root, &["rev-parse", &format!("{commit}^{{tree}}")]));
 
+    // `status` says where the review stands: accepted here, awaiting review for the other.
+    let rows = json(&roundtable(root, &["status", "--format", "json"]));
+    let message = |name: &str| {
+        rows["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["kind"] == "Assignment" && r["name"] == name)
+            .map(|r| r["message"].to_string())
+    };
+    assert!(message("clean").is_some_and(|m| m.contains(&format!("accepted as {commit}"))), "{rows:#}");
+    assert!(message("leaky").is_some_and(|m| m.contains("awaits review")), "{rows:#}");
     let stat = stdout(&roundtable(root, &["proposals", "diff", &id, "--stat"]));
     assert!(
         stat.contains("README.md | +1 -0") && stat.contains("1 files changed, 1 insertions(+), 0 deletions(-)"),

@@ -9,8 +9,10 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use roundtable_service::ServiceError;
 use roundtable_service::delivery::{AcceptOptions, DeliveryError};
+use roundtable_specs::audit::ReconcileHow;
 use roundtable_specs::delivery::{Decision, GateOverride};
 use roundtable_specs::session::ProposalState;
+use roundtable_specs::{Kind, ObjectKey};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -98,7 +100,18 @@ pub(crate) async fn accepted(state: &ApiState, id: &str, body: AcceptBody) -> Ap
         overrides: body.overrides,
         signing_key: state.provenance_key.clone(),
     };
-    Ok(state.service.accept_proposal(id, &options, key).await.map_err(refused)?.decision)
+    let decision = state.service.accept_proposal(id, &options, key).await.map_err(refused)?.decision;
+    refresh(state, id).await;
+    Ok(decision)
+}
+
+/// The proposal's Assignment reconciled now, so its status says where the review stands.
+async fn refresh(state: &ApiState, id: &str) {
+    let Ok(found) = state.service.proposal(id).await else { return };
+    let key = ObjectKey::new(Kind::Assignment, found.item.assignment);
+    if let Err(error) = crate::routes::write::queue_reconcile(state, key, ReconcileHow::Api, None).await {
+        tracing::warn!(proposal = id, error = %error.body(), "the Assignment of a decided proposal was not reconciled now");
+    }
 }
 
 /// Rejects `id` (or answers the decision it already has).
@@ -107,7 +120,9 @@ pub(crate) async fn rejected(state: &ApiState, id: &str, reason: &str) -> ApiRes
     if let Some(decision) = already(state, id, ProposalState::Rejected).await? {
         return Ok(decision);
     }
-    state.service.reject_proposal(id, reason, "api", key).await.map_err(refused)
+    let decision = state.service.reject_proposal(id, reason, "api", key).await.map_err(refused)?;
+    refresh(state, id).await;
+    Ok(decision)
 }
 
 pub async fn accept(
