@@ -106,7 +106,12 @@ fn message(proposal: &ProposalRecord, session: Option<&SessionRecord>, overrides
 }
 
 /// The provenance predicate: what the commit was made from, and how it was let through.
-fn predicate(proposal: &ProposalRecord, session: Option<&SessionRecord>, decision: &Decision) -> serde_json::Value {
+fn predicate(
+    proposal: &ProposalRecord,
+    session: Option<&SessionRecord>,
+    decision: &Decision,
+    chain_span: Option<(i64, i64)>,
+) -> serde_json::Value {
     let brief = brief_of(session);
     serde_json::json!({
         "proposal": proposal.id,
@@ -123,6 +128,7 @@ fn predicate(proposal: &ProposalRecord, session: Option<&SessionRecord>, decisio
         "patchSha256": proposal.sha256,
         "flags": proposal.flags.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "gates": {"findings": decision.findings, "overrides": decision.overrides},
+        "auditSequence": chain_span.map(|(first, last)| serde_json::json!({"first": first, "last": last})),
         "acceptedBy": decision.by,
         "acceptedAt": decision.at,
     })
@@ -205,8 +211,10 @@ impl Service {
         .map_err(|e| delivery(e.into()))?;
         decision.branch = Some(committed.reference.clone());
         decision.commit = Some(committed.commit.clone());
-        let statement =
-            provenance::statement(&committed.commit, &record.sha256, predicate(&record, session.as_ref(), &decision));
+        // Where the run stands in the audit chain: its session's and its proposal's entries.
+        let span = self.store.chain_span(&[record.session_id.as_str(), record.id.as_str()]).await?;
+        let predicate = predicate(&record, session.as_ref(), &decision, span);
+        let statement = provenance::statement(&committed.commit, &record.sha256, predicate);
         let envelope = signer.sign(&statement);
         let envelope_json = serde_json::to_string_pretty(&envelope).unwrap_or_default();
         branch::add_note(&repo, NOTES_REF, &committed.commit, &envelope_json).map_err(|e| delivery(e.into()))?;

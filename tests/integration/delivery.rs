@@ -17,18 +17,21 @@ use crate::support::{
     start_daemon, stderr, stdout, wait_until_within, write,
 };
 
-const LEAKY: &str =
-    r"printf 'aws_access_key_id = AKIAIOSFODNN7EXAMPLF\n-----BEGIN OPENSSH PRIVATE KEY-----\n' >> README.md";
+const LEAKY: &str = r#"printf 'aws_access_key_id = AKIAIOSFODNN7EXAMPLF\n-----BEGIN OPENSSH PRIVATE KEY-----\n' >> README.md; echo "key=$ACME_API_KEY" >> README.md"#;
+const WORKFLOW: &str = "mkdir -p .github/workflows && echo 'on: push' > .github/workflows/ci.yml";
+/// The value the daemon holds for the Adapter's `credentialEnv`.
+const ACME_KEY: &str = "acme-live-0f1e2d3c4b5a69788796a5b4c3d2e1f0";
 
-/// Two Assignments: `clean` appends a line to README.md, `leaky` appends an AWS-style key and a
-/// private key's header.
+/// Three Assignments: `clean` appends a line to README.md, `leaky` appends an AWS-style key, a
+/// private key's header and its `credentialEnv` variable, `workflow` adds a CI workflow.
 fn project() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
     write(root, "README.md", "# Project\n");
     let specs = format!(
-        "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n---\n{API}\nkind: Assignment\nmetadata: {{name: clean}}\nspec:\n  adapter: generic\n  task: {{id: T-1, title: Say hello in the README, prompt: 'echo hello from the agent >> README.md'}}\n  readablePaths: [README.md]\n---\n{API}\nkind: Assignment\nmetadata: {{name: leaky}}\nspec:\n  adapter: generic\n  task: {{id: T-2, prompt: {}}}\n  readablePaths: [README.md]\n",
-        serde_json::to_string(LEAKY).expect("json")
+        "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n  credentialEnv: [ACME_API_KEY]\n---\n{API}\nkind: Assignment\nmetadata: {{name: clean}}\nspec:\n  adapter: generic\n  task: {{id: T-1, title: Say hello in the README, prompt: 'echo hello from the agent >> README.md'}}\n  readablePaths: [README.md]\n---\n{API}\nkind: Assignment\nmetadata: {{name: leaky}}\nspec:\n  adapter: generic\n  task: {{id: T-2, prompt: {}}}\n  readablePaths: [README.md]\n---\n{API}\nkind: Assignment\nmetadata: {{name: workflow}}\nspec:\n  adapter: generic\n  task: {{id: T-3, prompt: {}}}\n  readablePaths: [README.md]\n",
+        serde_json::to_string(LEAKY).expect("json"),
+        serde_json::to_string(WORKFLOW).expect("json"),
     );
     write(root, ".roundtable/specs.yaml", &specs);
     commit_all(root);
@@ -76,10 +79,13 @@ async fn run_both() -> Running {
     let dir = project();
     let executions = tempfile::tempdir().expect("tempdir");
     let show = ShowLogOnPanic(executions.path().join("daemon.log"), dir.path().to_path_buf());
-    let daemon = start_daemon(dir.path(), &[], executions.path());
+    let secrets = executions.path().join("secrets.env");
+    std::fs::write(&secrets, format!("ACME_API_KEY={ACME_KEY}\n")).expect("secrets");
+    std::fs::set_permissions(&secrets, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
+    let daemon = start_daemon(dir.path(), &["--secrets-file", secrets.to_str().expect("utf-8")], executions.path());
     let root = dir.path();
-    wait_until_within("both proposals", Duration::from_secs(120), || {
-        proposal_of(root, "clean").is_some() && proposal_of(root, "leaky").is_some()
+    wait_until_within("three proposals", Duration::from_secs(120), || {
+        ["clean", "leaky", "workflow"].iter().all(|name| proposal_of(root, name).is_some())
     })
     .await;
     Running { dir, executions, daemon, _show: show }
@@ -185,6 +191,16 @@ async fn an_accepted_proposal_is_a_verified_signed_branch_and_secrets_stop_one()
             &["provenance", "verify", envelope.to_str().expect("utf-8"), "--public-key", key.to_str().expect("utf-8")],
         )
     };
+    use base64::Engine as _;
+    let payload =
+        base64::engine::general_purpose::STANDARD.decode(stored["payload"].as_str().expect("payload")).expect("b64");
+    let statement: Value = serde_json::from_slice(&payload).expect("the statement");
+    assert_eq!(statement["_type"], "https://in-toto.io/Statement/v1");
+    assert_eq!(statement["subject"][0]["digest"]["gitCommit"], commit.as_str());
+    assert_eq!(statement["predicate"]["baseCommit"], base.as_str());
+    let (first, last) =
+        (&statement["predicate"]["auditSequence"]["first"], &statement["predicate"]["auditSequence"]["last"]);
+    assert!(first.as_i64().is_some_and(|f| f > 0 && last.as_i64().is_some_and(|l| l >= f)), "{statement:#}");
     let verified = verify(&envelope_path, &key_path);
     assert_eq!(verified.status.code(), Some(0), "{}{}", stdout(&verified), stderr(&verified));
     assert!(stdout(&verified).contains(&commit), "{}", stdout(&verified));
@@ -220,6 +236,11 @@ async fn an_accepted_proposal_is_a_verified_signed_branch_and_secrets_stop_one()
     let said = stderr(&refused);
     assert!(said.contains("secrets: aws-access-key at README.md:2 (blocks)"), "{said}");
     assert!(said.contains("secrets: private-key at README.md:3 (blocks)"), "{said}");
+    // The agent held a placeholder for its credential and wrote it down: the daemon's canary
+    // flag and the placeholder rule both name it.
+    assert!(said.contains("secrets: credential-value at README.md (blocks)"), "{said}");
+    assert!(said.contains("secrets: roundtable-placeholder at README.md:4 (blocks)"), "{said}");
+    assert!(!said.contains(ACME_KEY), "a finding never carries the value");
     let overridden =
         roundtable(root, &["proposals", "accept", &leaky, "--override", "secrets", "--reason", "test keys"]);
     assert_eq!(overridden.status.code(), Some(1));
@@ -252,6 +273,40 @@ async fn an_accepted_proposal_is_a_verified_signed_branch_and_secrets_stop_one()
     let leaky_commit = json(&allowed)["commit"].as_str().expect("commit").to_owned();
     let body = git(root, &["log", "-1", "--format=%B", &leaky_commit]);
     assert!(body.contains("Roundtable-Override: secrets: fixture keys, not real"), "{body}");
+
+    // A protected path needs a review: refused without an override, accepted with one on a named
+    // branch, the reason on the commit.
+    let workflow = proposal_of(root, "workflow").expect("workflow")["id"].as_str().expect("id").to_owned();
+    let refused = roundtable(root, &["proposals", "accept", &workflow]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused).contains(
+            "protectedPaths: protected-path at .github/workflows/ci.yml (needs --override protectedPaths --reason TEXT)"
+        ),
+        "{}",
+        stderr(&refused)
+    );
+    let reviewed = roundtable(
+        root,
+        &[
+            "proposals",
+            "accept",
+            &workflow,
+            "--branch",
+            "feature/ci",
+            "--override",
+            "protectedPaths",
+            "--reason",
+            "CI change reviewed",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(reviewed.status.code(), Some(0), "{}{}", stdout(&reviewed), stderr(&reviewed));
+    let reviewed_commit = json(&reviewed)["commit"].as_str().expect("commit").to_owned();
+    assert_eq!(git(root, &["rev-parse", "refs/heads/feature/ci"]), reviewed_commit);
+    let body = git(root, &["log", "-1", "--format=%B", &reviewed_commit]);
+    assert!(body.contains("Roundtable-Override: protectedPaths: CI change reviewed"), "{body}");
 
     // A reject needs a reason and is recorded.
     let rejected = roundtable(root, &["proposals", "reject", &leaky, "--reason", "too late"]);

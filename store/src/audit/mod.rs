@@ -236,6 +236,21 @@ impl Store {
     }
 
     /// How many entries the chain holds.
+    /// The first and last chain sequence numbers of the entries about any of `subjects` (a
+    /// session's id and its proposal's): where a run stands in the chain. `None` when none is.
+    pub async fn chain_span(&self, subjects: &[&str; 2]) -> Result<Option<(i64, i64)>> {
+        let row = sqlx::query(
+            "SELECT MIN(seq) AS first, MAX(seq) AS last FROM events WHERE seq IS NOT NULL AND (name = $1 OR name = $2)",
+        )
+        .bind(subjects[0])
+        .bind(subjects[1])
+        .fetch_one(&self.pool)
+        .await?;
+        let first: Option<i64> = row.try_get("first")?;
+        let last: Option<i64> = row.try_get("last")?;
+        Ok(first.zip(last))
+    }
+
     pub async fn chain_length(&self) -> Result<i64> {
         let row =
             sqlx::query("SELECT COUNT(*) AS entries FROM events WHERE seq IS NOT NULL").fetch_one(&self.pool).await?;
