@@ -106,11 +106,29 @@ fn message(proposal: &ProposalRecord, session: Option<&SessionRecord>, overrides
 }
 
 /// The provenance predicate: what the commit was made from, and how it was let through.
+/// What the run was admitted under: the sealed receipt its gate decision named, when that is still
+/// the Adapter's current receipt (its id matches), with the image ID and contract hash it pins.
+fn admitted_under(spec_dir: &Path, session: Option<&SessionRecord>) -> Option<serde_json::Value> {
+    let session = session?;
+    let id = session.detail.admission.iter().find_map(|d| d.receipt.clone())?;
+    let folder = roundtable_admission::ReceiptFolder::new(spec_dir.join("admission"));
+    match folder.load(&session.adapter) {
+        roundtable_admission::Stored::Found(sealed) if sealed.id == id => Some(serde_json::json!({
+            "receipt": id,
+            "imageId": sealed.receipt.image_id,
+            "contractHash": sealed.receipt.contract_hash,
+            "installedVersion": sealed.receipt.installed_version,
+        })),
+        _ => Some(serde_json::json!({"receipt": id})),
+    }
+}
+
 fn predicate(
     proposal: &ProposalRecord,
     session: Option<&SessionRecord>,
     decision: &Decision,
     chain_span: Option<(i64, i64)>,
+    receipt: Option<serde_json::Value>,
 ) -> serde_json::Value {
     let brief = brief_of(session);
     serde_json::json!({
@@ -122,6 +140,7 @@ fn predicate(
         "session": proposal.session_id,
         "image": session.and_then(|s| s.image.clone()),
         "admission": session.map(|s| &s.detail.admission),
+        "admittedUnder": receipt,
         "egress": session.and_then(|s| s.detail.egress.as_ref()),
         "broker": session.and_then(|s| s.detail.broker.as_ref()),
         "tokenUsage": session.and_then(|s| s.detail.agent.as_ref()).and_then(|a| a.usage.as_ref()),
@@ -213,7 +232,8 @@ impl Service {
         decision.commit = Some(committed.commit.clone());
         // Where the run stands in the audit chain: its session's and its proposal's entries.
         let span = self.store.chain_span(&[record.session_id.as_str(), record.id.as_str()]).await?;
-        let predicate = predicate(&record, session.as_ref(), &decision, span);
+        let receipt = admitted_under(&self.project.spec_dir, session.as_ref());
+        let predicate = predicate(&record, session.as_ref(), &decision, span, receipt);
         let statement = provenance::statement(&committed.commit, &record.sha256, predicate);
         let envelope = signer.sign(&statement);
         let envelope_json = serde_json::to_string_pretty(&envelope).unwrap_or_default();
