@@ -91,16 +91,9 @@ impl Leg {
             Leg::Intercepted(socket, ca) => {
                 let mut stream = UnixStream::connect(socket).await?;
                 stream.write_all(format!("CONNECT {HOST}:443 HTTP/1.1\r\nHost: {HOST}:443\r\n\r\n").as_bytes()).await?;
-                let mut answer = Vec::new();
-                let mut byte = [0u8; 1];
-                while !answer.ends_with(b"\r\n\r\n") {
-                    if stream.read(&mut byte).await? == 0 {
-                        return Err("the broker closed the CONNECT".into());
-                    }
-                    answer.push(byte[0]);
-                }
-                if !answer.starts_with(b"HTTP/1.1 200") {
-                    return Err(format!("CONNECT answered {:?}", String::from_utf8_lossy(&answer)).into());
+                let answer = roundtable_net_fixtures::read_head(&mut stream).await;
+                if !answer.starts_with("HTTP/1.1 200") {
+                    return Err(format!("CONNECT answered {answer:?}").into());
                 }
                 let tls = tls_client(stream, HOST, ca, true).await?;
                 let head =

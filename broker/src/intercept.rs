@@ -135,18 +135,8 @@ mod tests {
 
     fn client(ca_pem: &str) -> tokio_rustls::TlsConnector {
         use rustls::pki_types::pem::PemObject as _;
-        let mut roots = rustls::RootCertStore::empty();
-        for der in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-            roots.add(der.expect("pem")).expect("root");
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("versions")
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        tokio_rustls::TlsConnector::from(Arc::new(config))
+        let ca = CertificateDer::from_pem_slice(ca_pem.as_bytes()).expect("pem");
+        roundtable_net_fixtures::tls_connector(&ca, &[b"h2", b"http/1.1"]).expect("a connector")
     }
 
     /// A handshake of a client trusting only the session CA, naming `sni`, against the server

@@ -1193,31 +1193,15 @@ fn a_broker_is_not_built_with_a_credential_bound_to_no_route_of_it() {
 fn session_client(ca_pem: &str, alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject as _;
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).expect("the session CA")).expect("a root");
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    tokio_rustls::TlsConnector::from(Arc::new(config))
+    let ca = CertificateDer::from_pem_slice(ca_pem.as_bytes()).expect("the session CA");
+    roundtable_net_fixtures::tls_connector(&ca, alpn).expect("a connector")
 }
 
 /// Sends `CONNECT target`; the proxy's answer head and the stream, for the tunnel.
 async fn connect(address: SocketAddr, target: &str) -> (String, TcpStream) {
     let mut stream = TcpStream::connect(address).await.expect("connect to the broker");
     stream.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes()).await.expect("write");
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        match tokio::time::timeout(Duration::from_secs(10), stream.read(&mut byte)).await {
-            Ok(Ok(1)) => head.push(byte[0]),
-            _ => break,
-        }
-    }
-    (String::from_utf8_lossy(&head).into_owned(), stream)
+    (roundtable_net_fixtures::read_head(&mut stream).await, stream)
 }
 
 /// Through a tunnel to `host` (SNI `sni`): sends `head` and `body`, reads the answer to the end.

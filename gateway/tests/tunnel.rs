@@ -110,15 +110,7 @@ impl Harness {
     async fn request(&self, request: &[u8]) -> (String, TcpStream) {
         let mut stream = TcpStream::connect(self.address).await.expect("connect to the gateway");
         stream.write_all(request).await.expect("write the request");
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            match tokio::time::timeout(Duration::from_secs(10), stream.read(&mut byte)).await {
-                Ok(Ok(1)) => head.push(byte[0]),
-                _ => break,
-            }
-        }
-        (String::from_utf8_lossy(&head).into_owned(), stream)
+        (roundtable_net_fixtures::read_head(&mut stream).await, stream)
     }
 
     /// CONNECTs to `host` and expects `200`.

@@ -12,4 +12,4 @@ pub mod upstream;
 pub use dns::{FakeDns, Family, Reply};
 pub use provider::{Canned, FakeProvider};
 pub use responses::{FakeResponses, Recorded, Script};
-pub use upstream::{RawUpstream, TlsEcho, TlsIdentity, client_hello_for, tls_client};
+pub use upstream::{RawUpstream, TlsEcho, TlsIdentity, client_hello_for, read_head, tls_client, tls_connector};

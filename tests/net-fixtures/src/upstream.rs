@@ -127,6 +127,21 @@ impl Drop for RawUpstream {
     }
 }
 
+/// A rustls client configuration trusting `root` alone.
+fn client_config(root: &CertificateDer<'static>) -> io::Result<rustls::ClientConfig> {
+    install_provider();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(root.clone()).map_err(io::Error::other)?;
+    Ok(rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth())
+}
+
+/// A rustls connector trusting `root` alone, offering `alpn` (nothing when empty).
+pub fn tls_connector(root: &CertificateDer<'static>, alpn: &[&[u8]]) -> io::Result<TlsConnector> {
+    let mut config = client_config(root)?;
+    config.alpn_protocols = alpn.iter().map(|protocol| protocol.to_vec()).collect();
+    Ok(TlsConnector::from(Arc::new(config)))
+}
+
 /// A rustls client trusting `certificate`, over an already-established stream (a tunnel), for
 /// `server_name`, with or without SNI.
 pub async fn tls_client<S: AsyncRead + AsyncWrite + Unpin>(
@@ -135,13 +150,26 @@ pub async fn tls_client<S: AsyncRead + AsyncWrite + Unpin>(
     certificate: &CertificateDer<'static>,
     send_sni: bool,
 ) -> io::Result<tokio_rustls::client::TlsStream<S>> {
-    install_provider();
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(certificate.clone()).map_err(io::Error::other)?;
-    let mut config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+    let mut config = client_config(certificate)?;
     config.enable_sni = send_sni;
     let name = ServerName::try_from(server_name.to_owned()).map_err(io::Error::other)?;
     TlsConnector::from(Arc::new(config)).connect(name, stream).await
+}
+
+/// Reads an HTTP response head (up to and with its blank line) byte by byte, so nothing of what
+/// follows (a tunnel's first bytes) is consumed; what arrived when the peer closed or went quiet
+/// for 10 s.
+pub async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> String {
+    use tokio::io::AsyncReadExt as _;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match tokio::time::timeout(std::time::Duration::from_secs(10), stream.read(&mut byte)).await {
+            Ok(Ok(1)) => head.push(byte[0]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&head).into_owned()
 }
 
 /// The ClientHello a real rustls client sends for `server_name`, as the bytes on the wire.
