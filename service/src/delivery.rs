@@ -167,10 +167,10 @@ impl Service {
 
     /// What the review gates find in a proposal now, under the declared policy.
     pub async fn proposal_findings(&self, id_or_prefix: &str) -> Result<Vec<Finding>> {
-        let found = self.proposal(id_or_prefix).await?;
-        let record = self.proposal_record(&found.item.id).await?;
+        let record = self.proposal_record(id_or_prefix).await?;
+        let patch = self.verified_patch(&record).await?;
         let policy = self.declared_policy().proposals;
-        Ok(gates::findings(&added::read(&found.patch), &record.flags, &policy))
+        Ok(gates::findings(&added::read(&patch), &record.flags, &policy))
     }
 
     /// Accepts a pending proposal: gates, commit, branch, provenance (a git note and the store),
@@ -181,14 +181,14 @@ impl Service {
         options: &AcceptOptions,
         key: &AuditKey,
     ) -> Result<Accepted> {
-        let with_patch = self.proposal(id_or_prefix).await?;
-        let record = self.proposal_record(&with_patch.item.id).await?;
+        let record = self.proposal_record(id_or_prefix).await?;
+        let patch = self.verified_patch(&record).await?;
         if record.state != ProposalState::Pending {
             return Err(delivery(DeliveryError::NotPending { id: record.id, state: record.state, verb: "accepted" }));
         }
         let session = self.store.session(&record.session_id).await?;
         let policy = self.declared_policy().proposals;
-        let findings = gates::findings(&added::read(&with_patch.patch), &record.flags, &policy);
+        let findings = gates::findings(&added::read(&patch), &record.flags, &policy);
         let unmet = gates::unmet(&findings, &policy, &options.overrides);
         let repo = self.repo_for(options.repo.as_deref());
         let by = branch::operator_identity(&repo).map_err(|e| delivery(e.into()))?;
@@ -222,7 +222,7 @@ impl Service {
         let committed = branch::commit(&CommitRequest {
             repo: &repo,
             base: &record.base_commit,
-            patch: &with_patch.patch,
+            patch: &patch,
             branch: &branch_name,
             author: &author,
             message: &text,

@@ -529,6 +529,12 @@ impl Service {
     /// is not the one recorded.
     pub async fn proposal(&self, id_or_prefix: &str) -> Result<ProposalWithPatch> {
         let record = self.proposal_record(id_or_prefix).await?;
+        let patch = self.verified_patch(&record).await?;
+        Ok(ProposalWithPatch { item: proposal_item(record), patch })
+    }
+
+    /// The stored patch of `record`, refused when it is not the one recorded.
+    async fn verified_patch(&self, record: &ProposalRecord) -> Result<Vec<u8>> {
         let path = PathBuf::from(&record.patch_path);
         // Another controller's proposal (a shared store) has its patch in the store, not here.
         let patch = match std::fs::read(&path) {
@@ -540,9 +546,9 @@ impl Service {
         };
         let actual = roundtable_specs::digest::sha256_hex(&patch);
         if actual != record.sha256 {
-            return Err(ServiceError::PatchTampered { id: record.id, recorded: record.sha256, actual });
+            return Err(ServiceError::PatchTampered { id: record.id.clone(), recorded: record.sha256.clone(), actual });
         }
-        Ok(ProposalWithPatch { item: proposal_item(record), patch })
+        Ok(patch)
     }
 
     /// What retention removes (`dry_run`: would remove): sessions and proposals past
