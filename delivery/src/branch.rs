@@ -39,16 +39,23 @@ pub struct CommitRequest<'a> {
     pub patch: &'a [u8],
     /// The new branch, without `refs/heads/`.
     pub branch: &'a str,
+    /// Where the branch's ref is made: `refs/heads/` in a repository an operator works in;
+    /// [`MIRROR_NAMESPACE`] in a git source's mirror, whose `refs/heads/` a fetch prunes.
+    pub namespace: &'a str,
     pub author: &'a Identity,
     pub message: &'a str,
 }
+
+/// Where an accept in a git source's mirror keeps its branch until the push: outside the
+/// `refs/heads/*` the mirror's fetch overwrites and prunes.
+pub const MIRROR_NAMESPACE: &str = "refs/roundtable/accepted/";
 
 /// The commit made and where it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Committed {
     pub commit: String,
     pub tree: String,
-    /// `refs/heads/<branch>`.
+    /// `<namespace><branch>`.
     pub reference: String,
 }
 
@@ -95,9 +102,13 @@ pub fn commit(request: &CommitRequest<'_>) -> Result<Committed, BranchError> {
     if !plain.succeeds(&["check-ref-format", "--branch", request.branch])? {
         return Err(BranchError::BadBranch(request.branch.to_owned()));
     }
-    let reference = format!("refs/heads/{}", request.branch);
-    if plain.succeeds(&["rev-parse", "--verify", "--quiet", &reference])? {
-        return Err(BranchError::BranchExists(request.branch.to_owned()));
+    let reference = format!("{}{}", request.namespace, request.branch);
+    // In a mirror, `refs/heads/<branch>` is the source's own branch as last fetched: a new
+    // branch must not exist there either.
+    for taken in [reference.clone(), format!("refs/heads/{}", request.branch)] {
+        if plain.succeeds(&["rev-parse", "--verify", "--quiet", &taken])? {
+            return Err(BranchError::BranchExists(request.branch.to_owned()));
+        }
     }
     let base_commit = format!("{}^{{commit}}", request.base);
     if !plain.succeeds(&["cat-file", "-e", &base_commit])? {
@@ -138,9 +149,10 @@ pub fn commit(request: &CommitRequest<'_>) -> Result<Committed, BranchError> {
     Ok(Committed { commit, tree, reference })
 }
 
-/// Pushes `reference` to `remote` (a remote's name or URL) with the git CLI.
-pub fn push(repo: &Path, remote: &str, reference: &str) -> Result<(), BranchError> {
-    let refspec = format!("{reference}:{reference}");
+/// Pushes `reference` to `remote` (a remote's name or URL) as `remote_ref`, with the git CLI. A
+/// ref that exists on the remote is not overwritten (no `+`): a push never rewrites a branch.
+pub fn push(repo: &Path, remote: &str, reference: &str, remote_ref: &str) -> Result<(), BranchError> {
+    let refspec = format!("{reference}:{remote_ref}");
     Git { repo, index: None }.run("push", &["push", "--quiet", "--", remote, &refspec]).map(|_| ())
 }
 

@@ -7,20 +7,30 @@ use roundtable_specs::delivery::{Finding, GateAction, GateOverride, ProposalGate
 use roundtable_specs::session::{ProposalFlag, ProposalFlagKind};
 
 use crate::added::Added;
+use crate::held::HeldCredentials;
 use crate::secrets;
 
-/// Everything the gates find in a proposal, in a stable order.
-pub fn findings(added: &Added, flags: &[ProposalFlag], policy: &ProposalGates) -> Vec<Finding> {
+/// Everything the gates find in a proposal, in a stable order. `held` compares the added lines
+/// with the credentials the daemon holds; without it (no audit key to hash with) only the flags
+/// the daemon set when the proposal was made say whether one was added.
+pub fn findings(
+    added: &Added,
+    flags: &[ProposalFlag],
+    policy: &ProposalGates,
+    held: Option<&HeldCredentials<'_>>,
+) -> Vec<Finding> {
     let mut found = Vec::new();
     for file in &added.files {
         for (line, text) in &file.added {
-            for rule in secrets::scan_line(text) {
-                found.push(Finding {
-                    gate: ProposalGate::Secrets,
-                    rule: rule.to_owned(),
-                    path: file.path.clone(),
-                    line: Some(*line),
-                });
+            let secret = |rule: String| Finding {
+                gate: ProposalGate::Secrets,
+                rule,
+                path: file.path.clone(),
+                line: Some(*line),
+            };
+            found.extend(secrets::scan_line(text).into_iter().map(|rule| secret(rule.to_owned())));
+            if let Some(held) = held {
+                found.extend(held.scan_line(text).into_iter().map(|name| secret(format!("credential-value ({name})"))));
             }
         }
     }
@@ -122,7 +132,7 @@ mod tests {
     #[test]
     fn secrets_block_by_default_and_overriding_them_needs_the_policy() {
         let policy = ProposalGates::default();
-        let found = findings(&patch(&["x=1", "AWS=AKIAIOSFODNN7EXAMPLF"]), &[], &policy);
+        let found = findings(&patch(&["x=1", "AWS=AKIAIOSFODNN7EXAMPLF"]), &[], &policy, None);
         assert_eq!(
             found.iter().map(ToString::to_string).collect::<Vec<_>>(),
             ["secrets: aws-access-key at config.env:2"]
@@ -138,7 +148,7 @@ mod tests {
     fn protected_paths_need_a_review_and_an_override_with_a_reason_passes_them() {
         let policy = ProposalGates::default();
         let flags = [ProposalFlag { kind: ProposalFlagKind::ProtectedPath, path: ".github/workflows/ci.yml".into() }];
-        let found = findings(&patch(&["ok"]), &flags, &policy);
+        let found = findings(&patch(&["ok"]), &flags, &policy, None);
         assert_eq!(found.len(), 1);
         assert_eq!(unmet(&found, &policy, &[]).len(), 1);
         let blank = GateOverride { gate: ProposalGate::ProtectedPaths, reason: " ".into() };
@@ -151,9 +161,10 @@ mod tests {
         let flags = [ProposalFlag { kind: ProposalFlagKind::CredentialCanary, path: "README.md".into() }];
         let small =
             ProposalGates { max_files: 0, max_added_bytes: Quantity::from_bytes(3), ..ProposalGates::default() };
-        let rules: Vec<String> = findings(&patch(&["hello"]), &flags, &small).iter().map(|f| f.rule.clone()).collect();
+        let rules: Vec<String> =
+            findings(&patch(&["hello"]), &flags, &small, None).iter().map(|f| f.rule.clone()).collect();
         assert_eq!(rules, ["credential-value", "max-added-bytes (6 > 3)", "max-files (1 > 0)"]);
         let off = ProposalGates { secrets: GateAction::Off, ..ProposalGates::default() };
-        assert!(findings(&patch(&["AKIAIOSFODNN7EXAMPLF"]), &flags, &off).is_empty());
+        assert!(findings(&patch(&["AKIAIOSFODNN7EXAMPLF"]), &flags, &off, None).is_empty());
     }
 }

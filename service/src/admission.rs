@@ -34,6 +34,11 @@ impl Service {
         Declared { catalog: Catalog::build(&loaded.objects), policy }
     }
 
+    /// Every adapter the spec directory declares, over the built-ins.
+    pub(crate) fn declared_catalog(&self) -> Catalog {
+        self.declared().catalog
+    }
+
     /// The AdmissionPolicy the spec directory declares (the default without one).
     pub(crate) fn declared_policy(&self) -> AdmissionPolicySpec {
         self.declared().policy

@@ -3,15 +3,18 @@
 //! provenance; or rejecting it with a reason. Both are recorded on the proposal and in the audit
 //! chain. The CLI, the API and the admin MCP tools call these functions.
 
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use roundtable_delivery::added;
 use roundtable_delivery::branch::{self, BranchError, CommitRequest, Identity};
 use roundtable_delivery::gates::{self, Unmet};
+use roundtable_delivery::held::HeldCredentials;
 use roundtable_delivery::provenance::{self, Envelope, ProvenanceError, SigningKey};
 use roundtable_specs::audit::{EntryKind, ProposalDecided};
 use roundtable_specs::brief::Brief;
-use roundtable_specs::delivery::{Decision, Finding, GateOverride};
+use roundtable_specs::delivery::{Decision, Finding, GateOverride, ProposalGates};
+use roundtable_specs::secrets::fingerprint::CredentialFingerprint;
 use roundtable_specs::session::ProposalState;
 use roundtable_store::audit::{AuditKey, AuditedEntry};
 use roundtable_store::{ProposalRecord, SessionRecord};
@@ -36,6 +39,10 @@ pub enum DeliveryError {
     Provenance(#[from] ProvenanceError),
     #[error("recording the decision in the audit chain failed: {0}")]
     Audit(String),
+    #[error(
+        "this project follows a git source: an accept commits in its mirror and must push the branch (--push REMOTE, e.g. the source's URL), or commit in a clone (--repo PATH)"
+    )]
+    MirrorNeedsPush,
     #[error("proposal {0} has no provenance: it was not accepted")]
     NoProvenance(String),
 }
@@ -52,6 +59,12 @@ pub struct AcceptOptions {
     pub overrides: Vec<GateOverride>,
     /// The provenance key (`PROJECT.provenance.key` beside the audit key).
     pub signing_key: PathBuf,
+}
+
+/// The repository an accept commits in, and where its branch's ref goes there.
+struct Target {
+    repo: PathBuf,
+    namespace: &'static str,
 }
 
 /// An accept done.
@@ -71,6 +84,12 @@ pub fn default_branch(proposal: &ProposalRecord) -> String {
 fn brief_of(session: Option<&SessionRecord>) -> Option<Brief> {
     let folder = roundtable_core::execution::ExecutionFolder::at(Path::new(session?.exec_dir.as_deref()?));
     serde_json::from_slice(&std::fs::read(folder.brief()).ok()?).ok()
+}
+
+/// The image a run used: its ID where the admission gate saw one, else the reference it named.
+fn image_of(session: Option<&SessionRecord>) -> Option<String> {
+    let session = session?;
+    session.detail.admitted_under.as_ref().map(|a| a.image_id.clone()).or_else(|| session.image.clone())
 }
 
 /// The commit message: the task as its subject, then the trailers that tie the commit to its run.
@@ -96,7 +115,7 @@ fn message(proposal: &ProposalRecord, session: Option<&SessionRecord>, overrides
         proposal.id,
         proposal.session_id,
         proposal.adapter,
-        session.and_then(|s| s.image.clone()).unwrap_or_else(|| "none".into()),
+        image_of(session).unwrap_or_else(|| "none".into()),
     );
     for o in overrides {
         let reason: String = o.reason.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
@@ -106,29 +125,11 @@ fn message(proposal: &ProposalRecord, session: Option<&SessionRecord>, overrides
 }
 
 /// The provenance predicate: what the commit was made from, and how it was let through.
-/// What the run was admitted under: the sealed receipt its gate decision named, when that is still
-/// the Adapter's current receipt (its id matches), with the image ID and contract hash it pins.
-fn admitted_under(spec_dir: &Path, session: Option<&SessionRecord>) -> Option<serde_json::Value> {
-    let session = session?;
-    let id = session.detail.admission.iter().find_map(|d| d.receipt.clone())?;
-    let folder = roundtable_admission::ReceiptFolder::new(spec_dir.join("admission"));
-    match folder.load(&session.adapter) {
-        roundtable_admission::Stored::Found(sealed) if sealed.id == id => Some(serde_json::json!({
-            "receipt": id,
-            "imageId": sealed.receipt.image_id,
-            "contractHash": sealed.receipt.contract_hash,
-            "installedVersion": sealed.receipt.installed_version,
-        })),
-        _ => Some(serde_json::json!({"receipt": id})),
-    }
-}
-
 fn predicate(
     proposal: &ProposalRecord,
     session: Option<&SessionRecord>,
     decision: &Decision,
     chain_span: Option<(i64, i64)>,
-    receipt: Option<serde_json::Value>,
 ) -> serde_json::Value {
     let brief = brief_of(session);
     serde_json::json!({
@@ -138,9 +139,9 @@ fn predicate(
         "task": brief.as_ref().map(|b| b.task.id.clone()),
         "adapter": proposal.adapter,
         "session": proposal.session_id,
-        "image": session.and_then(|s| s.image.clone()),
+        "image": image_of(session),
         "admission": session.map(|s| &s.detail.admission),
-        "admittedUnder": receipt,
+        "admittedUnder": session.and_then(|s| s.detail.admitted_under.as_ref()),
         "egress": session.and_then(|s| s.detail.egress.as_ref()),
         "broker": session.and_then(|s| s.detail.broker.as_ref()),
         "tokenUsage": session.and_then(|s| s.detail.agent.as_ref()).and_then(|a| a.usage.as_ref()),
@@ -154,8 +155,21 @@ fn predicate(
 }
 
 impl Service {
-    fn repo_for(&self, given: Option<&Path>) -> PathBuf {
-        given.map(Path::to_path_buf).unwrap_or_else(|| self.project.root.clone())
+    /// Where an accept commits: the repository given, else the project's; for a git source, its
+    /// mirror, which only a push leaves (a branch kept in the state directory helps nobody).
+    fn target_of(&self, options: &AcceptOptions) -> Result<Target, DeliveryError> {
+        if let Some(repo) = &options.repo {
+            return Ok(Target { repo: repo.clone(), namespace: "refs/heads/" });
+        }
+        match &self.project.repos {
+            roundtable_core::source::Repos::Mirror(mirror) => {
+                if options.push.is_none() {
+                    return Err(DeliveryError::MirrorNeedsPush);
+                }
+                Ok(Target { repo: mirror.clone(), namespace: branch::MIRROR_NAMESPACE })
+            }
+            _ => Ok(Target { repo: self.project.root.clone(), namespace: "refs/heads/" }),
+        }
     }
 
     async fn audit_decision(&self, key: &AuditKey, record: &ProposalDecided<'_>) -> Result<(), DeliveryError> {
@@ -165,12 +179,53 @@ impl Service {
         Ok(())
     }
 
-    /// What the review gates find in a proposal now, under the declared policy.
-    pub async fn proposal_findings(&self, id_or_prefix: &str) -> Result<Vec<Finding>> {
+    /// Records the fingerprint of every value `secrets` holds for a `credentialEnv` name some
+    /// Adapter of the project declares (built-ins included); how many were recorded.
+    pub async fn record_credential_fingerprints(
+        &self,
+        secrets: &HashMap<String, String>,
+        key: &AuditKey,
+    ) -> Result<usize> {
+        let hash = key.fingerprint_key();
+        let digest = |bytes: &[u8]| hash.digest(bytes);
+        let names: BTreeSet<String> = self
+            .declared_catalog()
+            .iter()
+            .flat_map(|(_, entry)| entry.resolved.credential_env.iter().map(ToString::to_string))
+            .collect();
+        let prints: Vec<_> =
+            names.iter().filter_map(|name| CredentialFingerprint::of(name, secrets.get(name)?, &digest)).collect();
+        self.store.record_fingerprints(&prints).await?;
+        Ok(prints.len())
+    }
+
+    /// What the gates find in `patch` of `record` under `policy`, comparing its added lines with
+    /// the held credentials' fingerprints when `key` can hash them.
+    async fn findings_of(
+        &self,
+        record: &ProposalRecord,
+        patch: &[u8],
+        policy: &ProposalGates,
+        key: Option<&AuditKey>,
+    ) -> Result<Vec<Finding>> {
+        let added = added::read(patch);
+        let Some(key) = key else {
+            return Ok(gates::findings(&added, &record.flags, policy, None));
+        };
+        let prints = self.store.credential_fingerprints().await?;
+        let hash = key.fingerprint_key();
+        let digest = |bytes: &[u8]| hash.digest(bytes);
+        let held = HeldCredentials::new(&prints, &digest);
+        Ok(gates::findings(&added, &record.flags, policy, Some(&held)))
+    }
+
+    /// What the review gates find in a proposal now, under the declared policy; `key` (the audit
+    /// key) lets them compare its added lines with the credentials the daemon holds.
+    pub async fn proposal_findings(&self, id_or_prefix: &str, key: Option<&AuditKey>) -> Result<Vec<Finding>> {
         let record = self.proposal_record(id_or_prefix).await?;
         let patch = self.verified_patch(&record).await?;
         let policy = self.declared_policy().proposals;
-        Ok(gates::findings(&added::read(&patch), &record.flags, &policy))
+        self.findings_of(&record, &patch, &policy, key).await
     }
 
     /// Accepts a pending proposal: gates, commit, branch, provenance (a git note and the store),
@@ -188,9 +243,10 @@ impl Service {
         }
         let session = self.store.session(&record.session_id).await?;
         let policy = self.declared_policy().proposals;
-        let findings = gates::findings(&added::read(&patch), &record.flags, &policy);
+        let findings = self.findings_of(&record, &patch, &policy, Some(key)).await?;
         let unmet = gates::unmet(&findings, &policy, &options.overrides);
-        let repo = self.repo_for(options.repo.as_deref());
+        let target = self.target_of(options).map_err(delivery)?;
+        let repo = target.repo;
         let by = branch::operator_identity(&repo).map_err(|e| delivery(e.into()))?;
         let mut decision = Decision {
             at: roundtable_store::now(),
@@ -224,23 +280,25 @@ impl Service {
             base: &record.base_commit,
             patch: &patch,
             branch: &branch_name,
+            namespace: target.namespace,
             author: &author,
             message: &text,
         })
         .map_err(|e| delivery(e.into()))?;
-        decision.branch = Some(committed.reference.clone());
+        // The branch by its name where it lands (in a mirror, on the remote it is pushed to).
+        decision.branch = Some(format!("refs/heads/{branch_name}"));
         decision.commit = Some(committed.commit.clone());
         // Where the run stands in the audit chain: its session's and its proposal's entries.
         let span = self.store.chain_span(&[record.session_id.as_str(), record.id.as_str()]).await?;
-        let receipt = admitted_under(&self.project.spec_dir, session.as_ref());
-        let predicate = predicate(&record, session.as_ref(), &decision, span, receipt);
+        let predicate = predicate(&record, session.as_ref(), &decision, span);
         let statement = provenance::statement(&committed.commit, &record.sha256, predicate);
         let envelope = signer.sign(&statement);
         let envelope_json = serde_json::to_string_pretty(&envelope).unwrap_or_default();
         branch::add_note(&repo, NOTES_REF, &committed.commit, &envelope_json).map_err(|e| delivery(e.into()))?;
         if let Some(remote) = &options.push {
-            branch::push(&repo, remote, &committed.reference).map_err(|e| delivery(e.into()))?;
-            branch::push(&repo, remote, NOTES_REF).map_err(|e| delivery(e.into()))?;
+            let branch_ref = format!("refs/heads/{branch_name}");
+            branch::push(&repo, remote, &committed.reference, &branch_ref).map_err(|e| delivery(e.into()))?;
+            branch::push(&repo, remote, NOTES_REF, NOTES_REF).map_err(|e| delivery(e.into()))?;
             decision.pushed_to = Some(roundtable_core::source::git::redact(remote));
         }
         if !self.store.decide_proposal(&record.id, ProposalState::Accepted, &decision, Some(&envelope_json)).await? {

@@ -264,6 +264,33 @@ pub struct EvidenceSummary {
     pub replay_fingerprint: String,
 }
 
+/// What a session was admitted under, kept on the session: the image ID, contract and version
+/// the spawn gate saw, and the receipt it compared them with. Provenance names these, so what an
+/// accepted commit says about its run does not depend on the receipt still being current.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmittedUnder {
+    pub image_id: String,
+    pub contract_hash: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installed_version: Option<String>,
+    /// The receipt's id; none when the Adapter had none (admission under `warn`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<String>,
+}
+
+impl AdmittedUnder {
+    /// From the evidence the gate saw and the receipt it compared against.
+    pub fn of(evidence: &EvidenceSummary, receipt: Option<&ReceiptSummary>) -> Self {
+        Self {
+            image_id: evidence.image_id.clone(),
+            contract_hash: evidence.contract_hash.clone(),
+            installed_version: evidence.installed_version.clone(),
+            receipt: receipt.map(|r| r.id.clone()),
+        }
+    }
+}
+
 /// The current receipt, as a listing shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

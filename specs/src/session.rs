@@ -329,6 +329,9 @@ pub struct SessionDetail {
     /// What the spawn-path gates decided before anything was created (empty under `off`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub admission: Vec<crate::admission::GateDecision>,
+    /// The image ID, contract hash and receipt the admission gate saw (absent under `off`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admitted_under: Option<crate::admission::AdmittedUnder>,
     /// Milliseconds per phase: `provision`, `launch`, `selfCheck`, `proxy`, `agent`, `export`,
     /// `patch`, `cleanup`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

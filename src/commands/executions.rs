@@ -234,7 +234,9 @@ pub async fn proposals_show(global: &Global, id: &str, format: Format) -> anyhow
     let service = open_for_reading(global).await?;
     let found = service.proposal(id).await?;
     // What the review gates would find at accept, first: a reviewer reads these before the diff.
-    let findings = service.proposal_findings(&found.item.id).await?;
+    // Where the audit key can be read, the added lines are compared with the held credentials.
+    let key = crate::commands::audit::reader_key(global).ok().flatten();
+    let findings = service.proposal_findings(&found.item.id, key.as_ref()).await?;
     let (item, patch) = (found.item, found.patch);
     match format {
         Format::Json => print!("{}", render::json(&List::of(vec![item]))?),

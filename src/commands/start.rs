@@ -264,6 +264,11 @@ async fn serve_api(
         .await?
         .with_scan_cache()
         .with_anchor_key(execution.audit_key.clone());
+    if let Some(key) = &execution.audit_key {
+        // What an accept compares proposals with: the held credentials, as keyed hashes.
+        let recorded = service.record_credential_fingerprints(&execution.secrets, key).await?;
+        tracing::info!(recorded, "recorded the fingerprints of the credentials this daemon holds");
+    }
     let workspace = match &args.workspace {
         Some(name) => name.clone(),
         // The folder the operator knows: the checkout (whose committed state may be followed),

@@ -8,6 +8,7 @@ mod board;
 mod diagnostics;
 mod events;
 mod executions;
+mod fingerprints;
 pub mod idempotency;
 pub mod leases;
 pub mod lock;

@@ -27,6 +27,7 @@ const TABLES: &[(&str, Option<&str>)] = &[
     ("agent_overrides", None),
     ("idempotency_keys", None),
     ("diagnostics", None),
+    ("credential_fingerprints", None),
 ];
 
 /// How a column's values are read and bound.

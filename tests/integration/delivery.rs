@@ -17,19 +17,23 @@ use crate::support::{
     start_daemon, stderr, stdout, wait_until_within, write,
 };
 
-const LEAKY: &str = r#"printf 'aws_access_key_id = AKIAIOSFODNN7EXAMPLF\n-----BEGIN OPENSSH PRIVATE KEY-----\n' >> README.md; echo "key=$ACME_API_KEY" >> README.md"#;
+const LEAKY: &str = r#"printf 'aws_access_key_id = AKIAIOSFODNN7EXAMPLF\n-----BEGIN OPENSSH PRIVATE KEY-----\n' >> README.md; echo "key=$ACME_API_KEY" >> README.md; echo 'other: "beta-live-7a6b5c4d3e2f1a0b9c8d7e6f"' >> README.md"#;
 const WORKFLOW: &str = "mkdir -p .github/workflows && echo 'on: push' > .github/workflows/ci.yml";
 /// The value the daemon holds for the Adapter's `credentialEnv`.
 const ACME_KEY: &str = "acme-live-0f1e2d3c4b5a69788796a5b4c3d2e1f0";
+/// The value the daemon holds for another Adapter's `credentialEnv`, never given to the sessions
+/// here; the leaky agent writes it anyway (it is in its prompt, standing for a leak from elsewhere).
+const OTHER_KEY: &str = "beta-live-7a6b5c4d3e2f1a0b9c8d7e6f";
 
 /// Three Assignments: `clean` appends a line to README.md, `leaky` appends an AWS-style key, a
-/// private key's header and its `credentialEnv` variable, `workflow` adds a CI workflow.
+/// private key's header, its `credentialEnv` variable and another Adapter's credential, `workflow`
+/// adds a CI workflow.
 fn project() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
     write(root, "README.md", "# Project\n");
     let specs = format!(
-        "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n  credentialEnv: [ACME_API_KEY]\n---\n{API}\nkind: Assignment\nmetadata: {{name: clean}}\nspec:\n  adapter: generic\n  task: {{id: T-1, title: Say hello in the README, prompt: 'echo hello from the agent >> README.md'}}\n  readablePaths: [README.md]\n---\n{API}\nkind: Assignment\nmetadata: {{name: leaky}}\nspec:\n  adapter: generic\n  task: {{id: T-2, prompt: {}}}\n  readablePaths: [README.md]\n---\n{API}\nkind: Assignment\nmetadata: {{name: workflow}}\nspec:\n  adapter: generic\n  task: {{id: T-3, prompt: {}}}\n  readablePaths: [README.md]\n",
+        "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n  credentialEnv: [ACME_API_KEY]\n---\n{API}\nkind: Adapter\nmetadata: {{name: other}}\nspec:\n  image: roundtable-test/agent:latest\n  credentialEnv: [OTHER_API_KEY]\n---\n{API}\nkind: Assignment\nmetadata: {{name: clean}}\nspec:\n  adapter: generic\n  task: {{id: T-1, title: Say hello in the README, prompt: 'echo hello from the agent >> README.md'}}\n  readablePaths: [README.md]\n---\n{API}\nkind: Assignment\nmetadata: {{name: leaky}}\nspec:\n  adapter: generic\n  task: {{id: T-2, prompt: {}}}\n  readablePaths: [README.md]\n---\n{API}\nkind: Assignment\nmetadata: {{name: workflow}}\nspec:\n  adapter: generic\n  task: {{id: T-3, prompt: {}}}\n  readablePaths: [README.md]\n",
         serde_json::to_string(LEAKY).expect("json"),
         serde_json::to_string(WORKFLOW).expect("json"),
     );
@@ -80,7 +84,7 @@ async fn run_both() -> Running {
     let executions = tempfile::tempdir().expect("tempdir");
     let show = ShowLogOnPanic(executions.path().join("daemon.log"), dir.path().to_path_buf());
     let secrets = executions.path().join("secrets.env");
-    std::fs::write(&secrets, format!("ACME_API_KEY={ACME_KEY}\n")).expect("secrets");
+    std::fs::write(&secrets, format!("ACME_API_KEY={ACME_KEY}\nOTHER_API_KEY={OTHER_KEY}\n")).expect("secrets");
     std::fs::set_permissions(&secrets, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
     let daemon = start_daemon(dir.path(), &["--secrets-file", secrets.to_str().expect("utf-8")], executions.path());
     let root = dir.path();
@@ -201,6 +205,12 @@ async fn an_accepted_proposal_is_a_verified_signed_branch_and_secrets_stop_one()
     let (first, last) =
         (&statement["predicate"]["auditSequence"]["first"], &statement["predicate"]["auditSequence"]["last"]);
     assert!(first.as_i64().is_some_and(|f| f > 0 && last.as_i64().is_some_and(|l| l >= f)), "{statement:#}");
+    // What the spawn gate saw, kept on the session: the image by ID and the contract's hash.
+    let admitted = &statement["predicate"]["admittedUnder"];
+    assert!(admitted["imageId"].as_str().is_some_and(|id| id.starts_with("sha256:")), "{statement:#}");
+    assert_eq!(statement["predicate"]["image"], admitted["imageId"], "the image the run used, by ID");
+    assert_eq!(admitted["contractHash"].as_str().map(str::len), Some(64), "{statement:#}");
+    assert!(body.contains(&format!("Roundtable-Image: {}", admitted["imageId"].as_str().unwrap_or("?"))), "{body}");
     let verified = verify(&envelope_path, &key_path);
     assert_eq!(verified.status.code(), Some(0), "{}{}", stdout(&verified), stderr(&verified));
     assert!(stdout(&verified).contains(&commit), "{}", stdout(&verified));
@@ -240,7 +250,10 @@ async fn an_accepted_proposal_is_a_verified_signed_branch_and_secrets_stop_one()
     // flag and the placeholder rule both name it.
     assert!(said.contains("secrets: credential-value at README.md (blocks)"), "{said}");
     assert!(said.contains("secrets: roundtable-placeholder at README.md:4 (blocks)"), "{said}");
-    assert!(!said.contains(ACME_KEY), "a finding never carries the value");
+    // Another Adapter's credential, which this session never held, is found at accept by its
+    // keyed hash: the accepting process does not hold the value.
+    assert!(said.contains("secrets: credential-value (OTHER_API_KEY) at README.md:5 (blocks)"), "{said}");
+    assert!(!said.contains(ACME_KEY) && !said.contains(OTHER_KEY), "a finding never carries the value");
     let overridden =
         roundtable(root, &["proposals", "accept", &leaky, "--override", "secrets", "--reason", "test keys"]);
     assert_eq!(overridden.status.code(), Some(1));
@@ -369,4 +382,80 @@ async fn accept_and_reject_through_the_api_and_the_admin_mcp_tool_need_the_opera
     assert_eq!(proposal_of(root, "leaky").expect("leaky")["state"], "rejected");
     drop(daemon);
     nothing_left(&engine, root).await;
+}
+
+/// A git-source project has no working repository: an accept commits in the state directory's
+/// mirror, outside the refs a fetch prunes, and must push; the branch and its provenance note
+/// land on the remote, whose other branches are untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_git_source_accept_commits_in_the_mirror_and_lands_by_push() {
+    let Some(engine) = engine_or_skip().await else { return };
+    ensure_test_images();
+    let base = tempfile::tempdir().expect("tempdir");
+    let (remote, work, state, executions) =
+        (base.path().join("remote.git"), base.path().join("work"), base.path().join("state"), base.path().join("x"));
+    git(base.path(), &["init", "-q", "--bare", "-b", "main", "remote.git"]);
+    git(base.path(), &["clone", "-q", "remote.git", "work"]);
+    git(&work, &["checkout", "-q", "-b", "main"]);
+    write(&work, "README.md", "# Project\n");
+    write(
+        &work,
+        ".roundtable/specs.yaml",
+        &format!(
+            "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n---\n{API}\nkind: Assignment\nmetadata: {{name: hello}}\nspec:\n  adapter: generic\n  task: {{id: T-9, title: Greet, prompt: 'echo hello from the agent >> README.md'}}\n  readablePaths: [README.md]\n"
+        ),
+    );
+    git(&work, &["add", "-A"]);
+    git(&work, &["commit", "-q", "-m", "base"]);
+    git(&work, &["push", "-q", "origin", "main"]);
+    std::fs::create_dir_all(&executions).expect("mkdir");
+    let _show = ShowLogOnPanic(executions.join("daemon.log"), base.path().to_path_buf());
+    let url = format!("file://{}", remote.display());
+    let state_arg = state.display().to_string();
+    let daemon = start_daemon(base.path(), &["--state-dir", &state_arg, "--source", &url, "--poll", "1s"], &executions);
+    let rt = |args: &[&str]| {
+        Command::new(crate::support::binary())
+            .arg("--state-dir")
+            .arg(&state)
+            .args(args)
+            .current_dir(base.path())
+            .env_remove("ROUNDTABLE_STORE")
+            .env("ROUNDTABLE_AUDIT_KEY", executions.join("audit.key"))
+            .env("GIT_COMMITTER_NAME", "Olive Operator")
+            .env("GIT_COMMITTER_EMAIL", "olive@example.test")
+            .output()
+            .expect("run roundtable")
+    };
+    let proposal = || -> Option<Value> {
+        let listed: Value = serde_json::from_str(&stdout(&rt(&["proposals", "list", "--format", "json"]))).ok()?;
+        listed["items"].as_array()?.first().cloned()
+    };
+    wait_until_within("a proposal", Duration::from_secs(120), || proposal().is_some()).await;
+    drop(daemon);
+    nothing_left(&engine, base.path()).await;
+    let id = proposal().expect("proposal")["id"].as_str().expect("id").to_owned();
+    let main_before = git(&remote, &["rev-parse", "refs/heads/main"]);
+
+    let unpushed = rt(&["proposals", "accept", &id]);
+    assert_eq!(unpushed.status.code(), Some(1));
+    assert!(stderr(&unpushed).contains("follows a git source"), "{}", stderr(&unpushed));
+    let accepted = rt(&["proposals", "accept", &id, "--push", &url, "--format", "json"]);
+    assert_eq!(accepted.status.code(), Some(0), "{}{}", stdout(&accepted), stderr(&accepted));
+    let decision = json(&accepted);
+    let branch = format!("refs/heads/roundtable/hello/{id}");
+    assert_eq!(decision["branch"], branch.as_str());
+    let commit = decision["commit"].as_str().expect("commit").to_owned();
+    assert_eq!(git(&remote, &["rev-parse", &branch]), commit, "the branch is on the remote");
+    assert_eq!(git(&remote, &["rev-parse", "refs/heads/main"]), main_before, "main is untouched");
+    assert_eq!(
+        git(&remote, &["show", &format!("{commit}:README.md")]),
+        "# Project\nhello from the agent",
+        "the tree is the base plus the patch"
+    );
+    let note = git(&remote, &["notes", "--ref", "refs/notes/roundtable", "show", &commit]);
+    assert!(note.contains("\"payloadType\": \"application/vnd.in-toto+json\""), "{note}");
+    // In the mirror the branch is outside what a fetch prunes.
+    let mirrored =
+        git(&state.join("source/mirror.git"), &["for-each-ref", "--format=%(refname)", "refs/roundtable/accepted/"]);
+    assert_eq!(mirrored, format!("refs/roundtable/accepted/roundtable/hello/{id}"));
 }

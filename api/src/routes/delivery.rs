@@ -64,6 +64,7 @@ fn refused(error: ServiceError) -> ApiError {
                 .with_details(serde_json::json!({"unmet": unmet}))
         }
         DeliveryError::NoReason => ApiError::bad_request("reason_required", message),
+        DeliveryError::MirrorNeedsPush => ApiError::bad_request("push_required", message),
         DeliveryError::Branch(roundtable_delivery::branch::BranchError::BranchExists(_)) => {
             ApiError::new(StatusCode::CONFLICT, "branch_exists", message)
         }

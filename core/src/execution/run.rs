@@ -27,6 +27,7 @@ use roundtable_specs::broker::BrokerReport;
 use roundtable_specs::layout::{AGENT_UID, CAPABILITY_ENV, MCP_SOCKET};
 use roundtable_specs::resume::ExternalSessionId;
 use roundtable_specs::secrets::KnownSecrets;
+use roundtable_specs::secrets::fingerprint::CredentialFingerprint;
 use roundtable_specs::session::{
     AgentSession, EgressReport, Extracted, ProposalFlag, ProposalFlagKind, ProposalState, SessionCause, SessionPhase,
 };
@@ -177,6 +178,10 @@ impl Inner {
             let policy = admitter.policy().await;
             let outcome = admitter.gate(&request.adapter, &request.spec.requires, &policy, &session.id).await;
             session.detail.admission = outcome.decisions.clone();
+            session.detail.admitted_under = outcome
+                .evidence
+                .as_ref()
+                .map(|evidence| roundtable_specs::admission::AdmittedUnder::of(evidence, outcome.receipt.as_ref()));
             if let Some(refused) = outcome.blocking() {
                 return self.end(session, Ending::failed(SessionCause::AdmissionRefused, refused.to_string())).await;
             }
@@ -246,6 +251,7 @@ impl Inner {
         for name in known.short_names() {
             tracing::warn!(session = %session.id, variable = %name, min = roundtable_specs::secrets::known::MIN_SUBSTRING, "credential value shorter than the minimum: masked only where it stands as a whole word");
         }
+        self.fingerprint_credentials(&session.id, &request.adapter).await;
         let launched = self.launch(&session, &request, &source, &provider_plan, &folder, &placeholders, cancel).await;
         // The gateway's and the broker's final counters and the MCP activity are kept however
         // the run ended.
@@ -438,6 +444,22 @@ impl Inner {
             .credential_env
             .iter()
             .filter_map(|name| self.config.secrets.get(name.as_str()).map(|value| (name.as_str(), value.as_str())))
+    }
+
+    /// Records the fingerprints of the credentials `adapter`'s sessions are given, so an accept
+    /// anywhere finds them in a proposal (`start` records every declared Adapter's; this covers
+    /// one declared since). Without the audit key there is nothing to hash with.
+    async fn fingerprint_credentials(&self, session: &str, adapter: &ResolvedAdapter) {
+        let Some(key) = &self.config.audit_key else { return };
+        let hash = key.fingerprint_key();
+        let digest = |bytes: &[u8]| hash.digest(bytes);
+        let prints: Vec<_> = self
+            .credentials(adapter)
+            .filter_map(|(name, value)| CredentialFingerprint::of(name, value, &digest))
+            .collect();
+        if let Err(error) = self.store.record_fingerprints(&prints).await {
+            tracing::warn!(session, %error, "cannot record the credentials' fingerprints; an accept may not find them in a proposal");
+        }
     }
 
     /// The session's socket directory and the sidecars serving in it.

@@ -59,6 +59,26 @@ pub enum KeyChoice {
     ReplaceLost,
 }
 
+/// The keyed hash of held credentials (HMAC-SHA256), ready to hash many candidate values.
+#[derive(Clone)]
+pub struct FingerprintKey(Option<HmacSha256>);
+
+impl fmt::Debug for FingerprintKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FingerprintKey(<redacted>)")
+    }
+}
+
+impl FingerprintKey {
+    /// The fingerprint of `value`, hex.
+    pub fn digest(&self, value: &[u8]) -> String {
+        let Some(mac) = &self.0 else { return String::new() };
+        let mut mac = mac.clone();
+        mac.update(value);
+        hex(&mac.finalize().into_bytes())
+    }
+}
+
 /// The chain's secret. Never printed.
 pub struct AuditKey {
     bytes: Vec<u8>,
@@ -140,6 +160,14 @@ impl AuditKey {
         mac.update(&unhex(prev).unwrap_or_default());
         mac.update(entry.as_bytes());
         hex(&mac.finalize().into_bytes())
+    }
+
+    /// The key the review gates hash held credentials with: derived from this one for that
+    /// purpose alone, so a fingerprint can never stand for a chain MAC.
+    pub fn fingerprint_key(&self) -> FingerprintKey {
+        let derived = self.mac("", "roundtable credential fingerprint v1");
+        // HMAC takes keys of any length.
+        FingerprintKey(HmacSha256::new_from_slice(derived.as_bytes()).ok())
     }
 
     /// The head checkpoint, if one was written.

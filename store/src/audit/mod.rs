@@ -12,7 +12,7 @@ use roundtable_specs::audit::{AuditRecord, EntryKind, ReconcileEvent};
 use sqlx::Row;
 
 pub use anchor::{Anchor, RECEIPT_ENTRY};
-pub use key::{AuditKey, KeyChoice, KeyError};
+pub use key::{AuditKey, FingerprintKey, KeyChoice, KeyError};
 pub use view::{EntryView, RECONCILE_EVENT};
 
 use crate::{Result, Store, now};
