@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod client;
+pub mod console;
 mod cursor;
 mod error;
 pub mod hook;
@@ -23,6 +24,7 @@ mod state;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 
+pub use console::ConsoleSessions;
 pub use error::ApiError;
 pub use listen::{Bound, Listen, ListenError, TlsFiles};
 pub use routes::router;
@@ -42,26 +44,30 @@ pub fn cli_socket(state_dir: &Path) -> PathBuf {
 /// Serves the API on `bound` until `shutdown` resolves; requests in flight then finish.
 pub async fn serve(bound: Bound, state: ApiState, shutdown: impl Future<Output = ()> + Send) {
     let gate = std::sync::Arc::new(ApiGate::of(&state));
-    serve::serve_router(bound, router(state), gate, serve::Limits::default(), shutdown).await;
+    let tls = matches!(bound, Bound::Tls(_));
+    serve::serve_router(bound, routes::router_over(state, tls), gate, serve::Limits::default(), shutdown).await;
 }
 
-/// The API's gate: the operator token, and the signed routes' bodies read without it only when
-/// the webhook has a secret (without one, its route answers unread).
+/// The API's gate: the operator token or a console session, and, read without either, the
+/// signed routes' bodies only when the webhook has a secret (without one, its route answers
+/// unread) and the console's login form (which carries the token).
 struct ApiGate {
     token: auth::OperatorToken,
+    console: std::sync::Arc<ConsoleSessions>,
     signed: Vec<(axum::http::Method, &'static str)>,
 }
 
 impl ApiGate {
     fn of(state: &ApiState) -> Self {
-        let signed = if state.hook.is_some() { routes::signed_routes() } else { Vec::new() };
-        Self { token: state.token.clone(), signed }
+        let mut signed = if state.hook.is_some() { routes::signed_routes() } else { Vec::new() };
+        signed.push((axum::http::Method::POST, "/ui/login"));
+        Self { token: state.token.clone(), console: state.console.clone(), signed }
     }
 }
 
 impl serve::Gate for ApiGate {
     fn admits(&self, headers: &axum::http::HeaderMap) -> bool {
-        serve::Gate::admits(&self.token, headers)
+        serve::Gate::admits(&self.token, headers) || self.console.admits(headers)
     }
 
     fn reads_unadmitted_body(&self, method: &axum::http::Method, path: &str) -> bool {

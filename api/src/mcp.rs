@@ -251,7 +251,7 @@ async fn call(state: &ApiState, tool: &str, arguments: &Value) -> Result<Value, 
                 crate::routes::delivery::accepted(state, &id, body).await?
             } else {
                 let reason = arguments.get("reason").and_then(Value::as_str).unwrap_or_default();
-                crate::routes::delivery::rejected(state, &id, reason).await?
+                crate::routes::delivery::rejected(state, &id, reason, "api").await?
             };
             value(serde_json::to_value(decision))
         }

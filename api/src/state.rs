@@ -32,6 +32,8 @@ pub struct ApiState {
     /// The git webhook's secret, when `start --webhook-secret-file` gave one; without it the
     /// hook route answers `404 hook_not_configured` and reads no body.
     pub hook: Option<Arc<GitHook>>,
+    /// Who is logged in to the review console (in memory: a restart logs everyone out).
+    pub console: Arc<crate::ConsoleSessions>,
 }
 
 impl ApiState {

@@ -48,6 +48,7 @@ impl Api {
             binary: "/nonexistent".into(),
             retention: Duration::from_secs(3600),
             hook: hook.map(|secret| Arc::new(GitHook::new(HookSecret::from_bytes(secret)))),
+            console: Default::default(),
         };
         let bound = roundtable_api::listen::bind(&Listen::Tcp("127.0.0.1:0".parse().expect("address")), None)
             .await

@@ -259,7 +259,12 @@ impl DaemonLink {
         self.inner.ready.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// MCP capabilities that would be accepted now.
+    /// A running session's output so far (the console's live tail), when it runs here.
+    pub fn live_log(&self, session: &str) -> Option<Arc<crate::execution::live::LiveLog>> {
+        self.inner.executions.get()?.live_log(session)
+    }
+
+    /// MCP capabilities that would be accepted now (one per running session with an endpoint).
     pub fn live_capabilities(&self) -> usize {
         self.inner.executions.get().map_or(0, ExecutionManager::live_capabilities)
     }

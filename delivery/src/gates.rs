@@ -90,6 +90,30 @@ impl std::fmt::Display for Unmet {
     }
 }
 
+/// What the gates ask of an operator before an accept: the gates that need an override (with a
+/// reason) and those that refuse even one. A page or a prompt offers exactly these.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Asked {
+    pub overridable: Vec<ProposalGate>,
+    pub blocking: Vec<ProposalGate>,
+}
+
+/// What `findings` ask of an operator under `policy`.
+pub fn asked(findings: &[Finding], policy: &ProposalGates) -> Asked {
+    let gates = |unmet: Vec<Unmet>| {
+        let mut gates: Vec<ProposalGate> = unmet.into_iter().map(|u| u.finding.gate).collect();
+        gates.sort();
+        gates.dedup();
+        gates
+    };
+    let stopped = gates(unmet(findings, policy, &[]));
+    let every: Vec<GateOverride> =
+        stopped.iter().map(|gate| GateOverride { gate: *gate, reason: "asked".into() }).collect();
+    let blocking = gates(unmet(findings, policy, &every));
+    let overridable = stopped.into_iter().filter(|gate| !blocking.contains(gate)).collect();
+    Asked { overridable, blocking }
+}
+
 /// The findings an accept with `overrides` does not get past; empty: it may go ahead.
 pub fn unmet(findings: &[Finding], policy: &ProposalGates, overrides: &[GateOverride]) -> Vec<Unmet> {
     findings

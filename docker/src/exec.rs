@@ -8,7 +8,7 @@ use std::time::Duration;
 use bollard::Docker;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use futures::StreamExt as _;
-use roundtable_session_runtime::{Captured, RunEnd, RuntimeError};
+use roundtable_session_runtime::{Captured, LiveSink, OutputStream, RunEnd, RuntimeError};
 use roundtable_specs::layout::{self as paths, AGENT_UID};
 use tokio::sync::watch;
 
@@ -22,11 +22,41 @@ pub(crate) struct ExecResult {
     pub(crate) stdout: Captured,
     pub(crate) stderr: Captured,
     pub(crate) interrupted: Option<RunEnd>,
+    /// Where each chunk also goes as it arrives (the agent's live tail).
+    live: Option<LiveSink>,
 }
 
 impl ExecResult {
     pub(crate) fn empty() -> Self {
-        Self { exit_code: None, stdout: Captured::default(), stderr: Captured::default(), interrupted: None }
+        Self {
+            exit_code: None,
+            stdout: Captured::default(),
+            stderr: Captured::default(),
+            interrupted: None,
+            live: None,
+        }
+    }
+
+    /// Also hands each chunk to `live` as it arrives.
+    pub(crate) fn with_live(mut self, live: Option<LiveSink>) -> Self {
+        self.live = live;
+        self
+    }
+
+    /// Keeps a chunk of stdout (up to `cap`) and hands it on.
+    pub(crate) fn stdout(&mut self, chunk: &[u8], cap: u64) {
+        self.stdout.push(chunk, cap);
+        if let Some(live) = &self.live {
+            live(OutputStream::Stdout, chunk);
+        }
+    }
+
+    /// Keeps a chunk of stderr (up to `cap`) and hands it on.
+    pub(crate) fn stderr(&mut self, chunk: &[u8], cap: u64) {
+        self.stderr.push(chunk, cap);
+        if let Some(live) = &self.live {
+            live(OutputStream::Stderr, chunk);
+        }
     }
 
     /// Takes the rest of an exited exec's output until the stream ends, bounded: a child left
@@ -36,8 +66,8 @@ impl ExecResult {
         let drain_until = tokio::time::Instant::now() + Duration::from_millis(500);
         while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(drain_until, output.next()).await {
             match chunk {
-                bollard::container::LogOutput::StdOut { message } => self.stdout.push(&message, cap),
-                bollard::container::LogOutput::StdErr { message } => self.stderr.push(&message, cap),
+                bollard::container::LogOutput::StdOut { message } => self.stdout(&message, cap),
+                bollard::container::LogOutput::StdErr { message } => self.stderr(&message, cap),
                 _ => {}
             }
         }
@@ -128,12 +158,12 @@ pub(crate) async fn capture(
         tokio::select! {
             chunk = output.next() => match chunk {
                 Some(Ok(bollard::container::LogOutput::StdOut { message })) => {
-                    result.stdout.push(&message, cap);
+                    result.stdout(&message, cap);
                     if bounds.until_line && result.stdout.bytes.contains(&b'\n') {
                         break;
                     }
                 }
-                Some(Ok(bollard::container::LogOutput::StdErr { message })) => result.stderr.push(&message, cap),
+                Some(Ok(bollard::container::LogOutput::StdErr { message })) => result.stderr(&message, cap),
                 Some(Ok(_)) => {}
                 // Said, because the engine then ends the exec itself (126, "exec attach failed"):
                 // seen once under CI load, cause not yet known.

@@ -319,7 +319,8 @@ impl<'a> Execution<'a> {
         tracing::debug!(container = %self.name, "agent");
         let (exec_id, output) = checked.go(self.plan.stdin.clone());
         let (cap, deadline) = (self.plan.output_limit, Some(self.plan.timeout));
-        drive(docker, &self.name, &exec_id, output, ExecResult::empty(), cap, deadline, cancel).await
+        let result = ExecResult::empty().with_live(self.plan.live.clone());
+        drive(docker, &self.name, &exec_id, output, result, cap, deadline, cancel).await
     }
 
     /// After a timeout or a cancel: pause first so nothing keeps running, then kill.

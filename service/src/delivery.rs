@@ -13,7 +13,7 @@ use roundtable_delivery::held::HeldCredentials;
 use roundtable_delivery::provenance::{self, Envelope, ProvenanceError, SigningKey};
 use roundtable_specs::audit::{EntryKind, ProposalDecided};
 use roundtable_specs::brief::Brief;
-use roundtable_specs::delivery::{Decision, Finding, GateOverride, ProposalGates};
+use roundtable_specs::delivery::{Decision, Finding, GateAction, GateOverride, ProposalGates};
 use roundtable_specs::secrets::fingerprint::CredentialFingerprint;
 use roundtable_specs::session::ProposalState;
 use roundtable_store::audit::{AuditKey, AuditedEntry};
@@ -65,6 +65,13 @@ pub struct AcceptOptions {
 struct Target {
     repo: PathBuf,
     namespace: &'static str,
+}
+
+/// The review gates' view of a proposal.
+#[derive(Debug, Clone)]
+pub struct Review {
+    pub findings: Vec<(GateAction, Finding)>,
+    pub asked: gates::Asked,
 }
 
 /// An accept done.
@@ -217,6 +224,18 @@ impl Service {
         let digest = |bytes: &[u8]| hash.digest(bytes);
         let held = HeldCredentials::new(&prints, &digest);
         Ok(gates::findings(&added, &record.flags, policy, Some(&held)))
+    }
+
+    /// What the review gates find in a proposal now, each with its gate's action, and what they
+    /// ask of an operator before an accept (the console's review form).
+    pub async fn proposal_review(&self, id_or_prefix: &str, key: Option<&AuditKey>) -> Result<Review> {
+        let record = self.proposal_record(id_or_prefix).await?;
+        let patch = self.verified_patch(&record).await?;
+        let policy = self.declared_policy().proposals;
+        let findings = self.findings_of(&record, &patch, &policy, key).await?;
+        let asked = gates::asked(&findings, &policy);
+        let findings = findings.into_iter().map(|f| (policy.action(f.gate), f)).collect();
+        Ok(Review { findings, asked })
     }
 
     /// What the review gates find in a proposal now, under the declared policy; `key` (the audit

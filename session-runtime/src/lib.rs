@@ -158,7 +158,20 @@ pub struct SessionPlan {
     /// Scratch space the backend may use on the host (the export's spool).
     pub scratch_dir: PathBuf,
     pub export_limits: ExportLimits,
+    /// Where the agent's output goes as it is produced (the console's live tail), besides the
+    /// capture kept whole; none: only the capture.
+    pub live: Option<LiveSink>,
 }
+
+/// Which of the agent's streams a chunk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputStream {
+    Stdout,
+    Stderr,
+}
+
+/// Receives each chunk of a running agent's output as the engine hands it over.
+pub type LiveSink = std::sync::Arc<dyn Fn(OutputStream, &[u8]) + Send + Sync>;
 
 impl std::fmt::Debug for SessionPlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -294,6 +294,7 @@ async fn serve_api(
         binary: execution.binary.clone(),
         retention: args.retention.as_std(),
         hook,
+        console: Default::default(),
     };
     let private = roundtable_api::Bound::Unix(private);
     let (cli_address, extra_address) = (private.local(), extra.as_ref().map(roundtable_api::Bound::local));

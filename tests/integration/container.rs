@@ -471,6 +471,7 @@ async fn session_leaving_a_mark(
         export_dir: dir.path().join("export"),
         scratch_dir: dir.path().join("scratch"),
         export_limits: ExportLimits { max_bytes: 16 << 20, max_entries: 1000 },
+        live: None,
     };
     let (_keep, stop) = tokio::sync::watch::channel(false);
     let outcome = DockerRuntime::new(engine.clone()).run(plan, stop).await.expect("run the session");

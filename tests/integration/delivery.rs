@@ -38,13 +38,19 @@ fn project() -> tempfile::TempDir {
         serde_json::to_string(WORKFLOW).expect("json"),
     );
     write(root, ".roundtable/specs.yaml", &specs);
-    commit_all(root);
-    git(root, &["config", "user.name", "Olive Operator"]);
-    git(root, &["config", "user.email", "olive@example.test"]);
+    commit_as_operator(root);
     dir
 }
 
-fn proposal_of(root: &Path, assignment: &str) -> Option<Value> {
+/// Commits the project and gives its repository the operator's git identity (the committer of
+/// what an accept makes).
+pub(crate) fn commit_as_operator(root: &Path) {
+    commit_all(root);
+    git(root, &["config", "user.name", "Olive Operator"]);
+    git(root, &["config", "user.email", "olive@example.test"]);
+}
+
+pub(crate) fn proposal_of(root: &Path, assignment: &str) -> Option<Value> {
     let listed = json(&roundtable(root, &["proposals", "list", "--format", "json"]));
     listed["items"].as_array()?.iter().find(|p| p["assignment"] == assignment).cloned()
 }
@@ -52,6 +58,18 @@ fn proposal_of(root: &Path, assignment: &str) -> Option<Value> {
 /// `git status --porcelain` without the test's own key files (created beside the project).
 fn status(root: &Path) -> String {
     git(root, &["status", "--porcelain"]).lines().filter(|l| !l.contains(".test-audit")).collect::<Vec<_>>().join("\n")
+}
+
+/// The accepted `commit`'s tree is its proposal's base plus its patch, byte for byte, as
+/// `git apply` on a clone makes it.
+pub(crate) fn assert_tree_is_base_plus_patch(root: &Path, id: &str, commit: &str) {
+    let clone = tempfile::tempdir().expect("tempdir");
+    git(clone.path(), &["clone", "-q", root.to_str().expect("utf-8"), "."]);
+    git(clone.path(), &["checkout", "-q", &format!("{commit}^")]);
+    let patch = roundtable(root, &["proposals", "export", id]);
+    std::fs::write(clone.path().join("p.patch"), &patch.stdout).expect("patch");
+    git(clone.path(), &["apply", "--index", "p.patch"]);
+    assert_eq!(git(clone.path(), &["write-tree"]), git(root, &["rev-parse", &format!("{commit}^{{tree}}")]));
 }
 
 /// The independent verifier, when its package is installed (CI installs it and requires it).
@@ -129,14 +147,7 @@ async fn an_accepted_proposal_is_a_verified_signed_branch_and_secrets_stop_one()
     assert_eq!(git(root, &["rev-parse", "HEAD"]), head_before);
     assert_eq!(status(root), status_before);
 
-    // The commit's tree is the base plus the patch, as `git apply` on a clone makes it.
-    let clone = tempfile::tempdir().expect("tempdir");
-    git(clone.path(), &["clone", "-q", root.to_str().expect("utf-8"), "."]);
-    git(clone.path(), &["checkout", "-q", &base]);
-    let patch = roundtable(root, &["proposals", "export", &id]);
-    std::fs::write(clone.path().join("p.patch"), &patch.stdout).expect("patch");
-    git(clone.path(), &["apply", "--index", "p.patch"]);
-    assert_eq!(git(clone.path(), &["write-tree"]), git(root, &["rev-parse", &format!("{commit}^{{tree}}")]));
+    assert_tree_is_base_plus_patch(root, &id, &commit);
 
     // `status` says where the review stands: accepted here, awaiting review for the other.
     let rows = json(&roundtable(root, &["status", "--format", "json"]));

@@ -7,6 +7,7 @@ mod audit;
 mod broker;
 mod cli;
 mod codex_offline;
+mod console;
 mod container;
 mod daemon;
 mod defaults;

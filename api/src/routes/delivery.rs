@@ -116,12 +116,12 @@ async fn refresh(state: &ApiState, id: &str) {
 }
 
 /// Rejects `id` (or answers the decision it already has).
-pub(crate) async fn rejected(state: &ApiState, id: &str, reason: &str) -> ApiResult<Decision> {
+pub(crate) async fn rejected(state: &ApiState, id: &str, reason: &str, by: &str) -> ApiResult<Decision> {
     let key = audit_key(state)?;
     if let Some(decision) = already(state, id, ProposalState::Rejected).await? {
         return Ok(decision);
     }
-    let decision = state.service.reject_proposal(id, reason, "api", key).await.map_err(refused)?;
+    let decision = state.service.reject_proposal(id, reason, by, key).await.map_err(refused)?;
     refresh(state, id).await;
     Ok(decision)
 }
@@ -140,6 +140,6 @@ pub async fn reject(
     Path(id): Path<String>,
     body: Result<Json<RejectBody>, JsonRejection>,
 ) -> ApiResult<Response> {
-    let decision = rejected(&state, &id, &parsed(body)?.reason).await?;
+    let decision = rejected(&state, &id, &parsed(body)?.reason, "api").await?;
     Ok(respond::ok(&decision))
 }

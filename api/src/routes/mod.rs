@@ -145,8 +145,14 @@ pub(crate) fn signed_routes() -> Vec<(axum::http::Method, &'static str)> {
         .collect()
 }
 
-/// The whole API, built from [`table`].
+/// The whole API, built from [`table`], with the review console (its cookies not `Secure`: for a
+/// plain listener and tests).
 pub fn router(state: ApiState) -> Router {
+    router_over(state, false)
+}
+
+/// The whole API and the review console for a listener with TLS or without.
+pub(crate) fn router_over(state: ApiState, tls: bool) -> Router {
     let (mut public, mut operator) = (Router::new(), Router::new());
     // Routes on one path merge into one method router (axum panics on a method given twice).
     for Route { access, verb, path, handler } in table() {
@@ -161,6 +167,7 @@ pub fn router(state: ApiState) -> Router {
         .layer(from_fn_with_state(state.token.clone(), crate::auth::require_operator));
     public
         .merge(operator)
+        .merge(crate::console::router(tls))
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
         .with_state(state)

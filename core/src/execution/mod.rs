@@ -5,6 +5,7 @@
 //! `outcome`.
 
 mod folder;
+pub mod live;
 mod outcome;
 mod reuse;
 mod run;
@@ -165,6 +166,8 @@ struct Inner {
     /// Why each session the manager stopped was stopped, by session ID: it decides how the
     /// session ends (`Cancelled`, `Interrupted`, `Superseded`).
     stops: Mutex<HashMap<String, Stop>>,
+    /// Running agents' output as it comes, for the console's live tail.
+    live: live::LiveLogs,
 }
 
 /// Why the manager refused to start an execution.
@@ -222,6 +225,11 @@ impl ExecutionManager {
         self.inner.authority.live()
     }
 
+    /// `session`'s output so far, while it runs on this controller.
+    pub fn live_log(&self, session: &str) -> Option<Arc<live::LiveLog>> {
+        self.inner.live.get(session)
+    }
+
     pub fn new(store: Store, runtime: Arc<dyn SessionRuntime>, config: ExecutionConfig) -> Self {
         let slots = Semaphore::new(config.max_executions.max(1));
         let admitter = config.gates.then(|| {
@@ -247,6 +255,7 @@ impl ExecutionManager {
                 wake: Mutex::new(None),
                 tasks: TaskTracker::new(),
                 stops: Mutex::new(HashMap::new()),
+                live: live::LiveLogs::default(),
             }),
         }
     }

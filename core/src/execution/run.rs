@@ -252,7 +252,10 @@ impl Inner {
             tracing::warn!(session = %session.id, variable = %name, min = roundtable_specs::secrets::known::MIN_SUBSTRING, "credential value shorter than the minimum: masked only where it stands as a whole word");
         }
         self.fingerprint_credentials(&session.id, &request.adapter).await;
+        self.live.open(&session.id, known.clone());
         let launched = self.launch(&session, &request, &source, &provider_plan, &folder, &placeholders, cancel).await;
+        // The agent is done: its live tail ends (the kept log is read from its folder from now on).
+        self.live.close(&session.id);
         // The gateway's and the broker's final counters and the MCP activity are kept however
         // the run ended.
         if launched.egress.is_some() || launched.broker.is_some() {
@@ -630,6 +633,7 @@ impl Inner {
             export_dir: folder.export(),
             scratch_dir: folder.scratch(),
             export_limits: ExportLimits { max_bytes: resources.workspace_bytes, max_entries: 100_000 },
+            live: self.live.sink(&session.id),
         }
     }
 

@@ -1,0 +1,170 @@
+//! The review console (docs/console.md): server-rendered pages at `/ui/` on the API's listeners,
+//! behind the operator token through a login that opens a cookie session (`login.rs`). Every page
+//! reads what the CLI reads, through the same service functions; accept and reject are the API's
+//! own handlers. The pages work without JavaScript; the one script, the live log tail, is a file
+//! served from the binary, so the Content-Security-Policy allows no inline script or style.
+
+mod actions;
+mod login;
+mod pages;
+mod tail;
+mod view;
+
+use askama::Template;
+use axum::Router;
+use axum::extract::{FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::{Next, from_fn};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+
+pub use login::ConsoleSessions;
+pub use pages::{PAGE_ROWS, status_html};
+
+use crate::state::ApiState;
+
+/// Every console response's headers: no script or style but the console's own files, no framing,
+/// no sniffing, no referrer, no caching of operator data.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// Whether the listener serving the console has TLS (its cookies are then `Secure`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Transport {
+    pub(crate) tls: bool,
+}
+
+/// The console's routes, `/` redirecting to `/ui/`.
+pub(crate) fn router(tls: bool) -> Router<ApiState> {
+    Router::new()
+        .route("/ui/", get(pages::status))
+        .route("/ui/assignments/{name}", get(pages::assignment))
+        .route("/ui/sessions/{id}", get(pages::session))
+        .route("/ui/sessions/{id}/tail", get(tail::tail))
+        .route("/ui/proposals", get(pages::proposals))
+        .route("/ui/proposals/{id}", get(pages::proposal))
+        .route("/ui/proposals/{id}/accept", post(actions::accept))
+        .route("/ui/proposals/{id}/reject", post(actions::reject))
+        .route("/ui/controllers", get(pages::controllers))
+        .route("/ui/audit", get(pages::audit))
+        .route("/ui/audit/verify", post(actions::verify))
+        .route("/ui/login", get(actions::login_form).post(actions::login))
+        .route("/ui/logout", post(actions::logout))
+        .route("/ui/assets/console.css", get(css))
+        .route("/ui/assets/tail.js", get(script))
+        .route("/ui", get(|| async { Redirect::to("/ui/") }))
+        .route("/", get(|| async { Redirect::to("/ui/") }))
+        .layer(from_fn(refuse_cross_site))
+        .layer(from_fn(secure_headers))
+        .layer(axum::Extension(Transport { tls }))
+}
+
+/// Adds the security headers to every console response.
+async fn secure_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
+    response
+}
+
+/// A POST whose `Origin` names another site is refused before its form is read: the CSRF token
+/// is the defence, this is a second one that costs nothing.
+async fn refuse_cross_site(request: Request, next: Next) -> Response {
+    if request.method() == Method::POST {
+        let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
+        let origin = request.headers().get(header::ORIGIN).and_then(|o| o.to_str().ok());
+        if let Some(origin) = origin {
+            let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+            if origin != "null" && origin_host != host {
+                return forbidden("a form from another site is refused");
+            }
+        }
+    }
+    next.run(request).await
+}
+
+async fn css() -> Response {
+    asset("text/css; charset=utf-8", include_str!("../../assets/console.css"))
+}
+
+async fn script() -> Response {
+    asset("text/javascript; charset=utf-8", include_str!("../../assets/tail.js"))
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    let mut response = body.into_response();
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("private, max-age=300"));
+    response
+}
+
+/// The CSRF token of the request's console session: a handler that takes it is reached only when
+/// logged in; anyone else is sent to the login page (a GET) or refused (anything else).
+pub(crate) struct Csrf(pub(crate) String);
+
+impl FromRequestParts<ApiState> for Csrf {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, Self::Rejection> {
+        match state.console.csrf_of(&parts.headers) {
+            Some(csrf) => Ok(Csrf(csrf)),
+            None if parts.method == Method::GET || parts.method == Method::HEAD => {
+                Err(Redirect::to("/ui/login").into_response())
+            }
+            None => Err(forbidden("not logged in: log in at /ui/login")),
+        }
+    }
+}
+
+pub(crate) fn forbidden(message: &'static str) -> Response {
+    (StatusCode::FORBIDDEN, message).into_response()
+}
+
+/// A page's response.
+pub(crate) fn html(page: &impl Template) -> Response {
+    pages::render(page)
+}
+
+#[derive(Template)]
+#[template(
+    source = "{% extends \"base.html\" %}{% block title %}Not found{% endblock %}{% block content %}<h1>Not found</h1><p>No {{ what }} {{ id }}.</p>{% endblock %}",
+    ext = "html"
+)]
+struct NotFoundPage {
+    csrf: String,
+    what: &'static str,
+    id: String,
+}
+
+#[derive(Template)]
+#[template(
+    source = "{% extends \"base.html\" %}{% block title %}Error{% endblock %}{% block content %}<h1>Something failed</h1><pre>{{ message }}</pre>{% endblock %}",
+    ext = "html"
+)]
+struct ErrorPage {
+    csrf: String,
+    message: String,
+}
+
+pub(crate) fn not_found(csrf: &str, what: &'static str, id: &str) -> Response {
+    let page = NotFoundPage { csrf: csrf.to_owned(), what, id: view::shown(id) };
+    (StatusCode::NOT_FOUND, html(&page)).into_response()
+}
+
+/// A failure's page: the error chain, escaped (no CSRF token: the page offers no form but logout,
+/// which then asks to log in again).
+pub(crate) fn failed(error: &(dyn std::error::Error + 'static)) -> Response {
+    let page = ErrorPage { csrf: String::new(), message: view::shown(&roundtable_telemetry::error_chain(error)) };
+    (StatusCode::INTERNAL_SERVER_ERROR, html(&page)).into_response()
+}
+
+pub(crate) fn is_not_found(error: &roundtable_service::ServiceError) -> bool {
+    matches!(
+        error,
+        roundtable_service::ServiceError::NotFound { .. } | roundtable_service::ServiceError::UnknownObject { .. }
+    )
+}

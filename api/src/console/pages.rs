@@ -1,0 +1,543 @@
+//! The console's pages, each a template filled from the service functions the CLI and the API
+//! call: the status table, an Assignment, a session, the proposals and one proposal, the
+//! controllers and the audit chain.
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use roundtable_specs::output::{ObjectStatus, SyncStatus};
+use roundtable_specs::session::{ProposalState, SessionPhase};
+use roundtable_specs::{Kind, ObjectKey};
+use serde::Deserialize;
+
+use super::view::{DiffLine, When, diff_lines, rows_of, shown, timeline_svg, word};
+use super::{Csrf, html, not_found};
+use crate::state::ApiState;
+
+/// Rows per status page.
+pub const PAGE_ROWS: usize = 100;
+
+/// What the status page is asked for.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct StatusQuery {
+    #[serde(default)]
+    q: String,
+    #[serde(default)]
+    sort: String,
+    #[serde(default)]
+    page: Option<usize>,
+}
+
+struct StatusRow {
+    kind: String,
+    name: String,
+    link: Option<String>,
+    sync: String,
+    sync_class: &'static str,
+    health: String,
+    message: String,
+}
+
+#[derive(Template)]
+#[template(path = "status.html")]
+struct StatusPage {
+    csrf: String,
+    query: String,
+    sort: String,
+    sorts: Vec<String>,
+    rows: Vec<StatusRow>,
+    total: usize,
+    matched: usize,
+    out_of_sync: usize,
+    page: usize,
+    pages: usize,
+    previous: Option<String>,
+    next: Option<String>,
+}
+
+const SORTS: &[&str] = &["kind", "name", "sync", "health"];
+
+/// The link of a status row's page, for the kinds that have one.
+fn link_of(row: &ObjectStatus) -> Option<String> {
+    (row.kind == Kind::Assignment.as_str()).then(|| format!("/ui/assignments/{}", percent(&row.name)))
+}
+
+/// A path segment or query value with everything but unreserved characters percent-encoded.
+pub(crate) fn percent(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Sorts, filters and cuts `rows` to pages of `page_rows`: the status page.
+fn status_page(rows: Vec<ObjectStatus>, query: &StatusQuery, csrf: String, page_rows: usize) -> StatusPage {
+    let total = rows.len();
+    let out_of_sync = rows.iter().filter(|r| r.sync == SyncStatus::OutOfSync).count();
+    let needle = query.q.trim().to_lowercase();
+    let mut matched: Vec<ObjectStatus> = rows
+        .into_iter()
+        .filter(|r| {
+            needle.is_empty()
+                || [r.kind.as_str(), r.name.as_str(), &word(&r.sync), &word(&r.health), r.message.as_str()]
+                    .iter()
+                    .any(|field| field.to_lowercase().contains(&needle))
+        })
+        .collect();
+    let sort = if SORTS.contains(&query.sort.as_str()) { query.sort.clone() } else { "kind".into() };
+    match sort.as_str() {
+        "name" => matched.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.kind.cmp(&b.kind))),
+        "sync" => matched.sort_by_key(|r| (word(&r.sync), r.kind.clone(), r.name.clone())),
+        "health" => matched.sort_by_key(|r| (word(&r.health), r.kind.clone(), r.name.clone())),
+        _ => matched.sort_by(|a, b| a.kind.cmp(&b.kind).then_with(|| a.name.cmp(&b.name))),
+    }
+    let pages = matched.len().div_ceil(page_rows).max(1);
+    let page = query.page.unwrap_or(1).clamp(1, pages);
+    let (q, by) = (percent(&query.q), percent(&sort));
+    let link = |page: usize| format!("/ui/?q={q}&sort={by}&page={page}");
+    let count = matched.len();
+    let rows = matched
+        .into_iter()
+        .skip((page - 1).saturating_mul(page_rows))
+        .take(page_rows)
+        .map(|r| StatusRow {
+            link: link_of(&r),
+            kind: shown(&r.kind),
+            name: shown(&r.name),
+            sync: word(&r.sync),
+            sync_class: if r.sync == SyncStatus::OutOfSync { "outofsync" } else { "" },
+            health: word(&r.health),
+            message: shown(&r.message),
+        })
+        .collect();
+    StatusPage {
+        csrf,
+        query: query.q.clone(),
+        sort,
+        sorts: SORTS.iter().map(|s| (*s).to_owned()).collect(),
+        rows,
+        total,
+        matched: count,
+        out_of_sync,
+        page,
+        pages,
+        previous: (page > 1).then(|| link(page - 1)),
+        next: (page < pages).then(|| link(page + 1)),
+    }
+}
+
+/// The status page's HTML for `rows`, filtered by `filter`, sorted by `sort`, page `page` of
+/// `page_rows` rows: what `GET /ui/` renders (the benchmark measures it, and the whole table in one
+/// page as its baseline).
+pub fn status_html(rows: Vec<ObjectStatus>, filter: &str, sort: &str, page: usize, page_rows: usize) -> String {
+    let query = StatusQuery { q: filter.to_owned(), sort: sort.to_owned(), page: Some(page) };
+    status_page(rows, &query, String::new(), page_rows.max(1)).render().unwrap_or_default()
+}
+
+pub(crate) async fn status(
+    State(state): State<ApiState>,
+    Csrf(csrf): Csrf,
+    Query(query): Query<StatusQuery>,
+) -> Response {
+    match state.service.status(state.retention).await {
+        Ok(rows) => html(&status_page(rows, &query, csrf, PAGE_ROWS)),
+        Err(error) => super::failed(&error),
+    }
+}
+
+struct ConditionRow {
+    kind: String,
+    status: String,
+    reason: String,
+    since: When,
+    message: String,
+}
+
+struct SessionRow {
+    id: String,
+    adapter: String,
+    phase: String,
+    created: When,
+    message: String,
+}
+
+struct ProposalRow {
+    id: String,
+    assignment: String,
+    state: String,
+    changes: String,
+    flags: String,
+    created: When,
+}
+
+struct EventRow {
+    at: When,
+    kind: String,
+    reason: String,
+    message: String,
+}
+
+#[derive(Template)]
+#[template(path = "assignment.html")]
+struct AssignmentPage {
+    csrf: String,
+    name: String,
+    sync: String,
+    health: String,
+    message: String,
+    conditions: Vec<ConditionRow>,
+    sessions: Vec<SessionRow>,
+    live: Option<String>,
+    proposals: Vec<ProposalRow>,
+    events: Vec<EventRow>,
+}
+
+fn proposal_row(p: &roundtable_specs::output::ProposalItem) -> ProposalRow {
+    ProposalRow {
+        id: shown(&p.id),
+        assignment: shown(&p.assignment),
+        state: word(&p.state),
+        changes: format!("{} files, +{} -{}", p.files_changed, p.insertions, p.deletions),
+        flags: shown(&p.flags.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")),
+        created: When::of(&p.created_at),
+    }
+}
+
+pub(crate) async fn assignment(State(state): State<ApiState>, Csrf(csrf): Csrf, Path(name): Path<String>) -> Response {
+    let key = ObjectKey::new(Kind::Assignment, &name);
+    let described = match state.service.describe(&key).await {
+        Ok(described) => described,
+        Err(roundtable_service::ServiceError::UnknownObject { .. }) => return not_found(&csrf, "Assignment", &name),
+        Err(error) => return super::failed(&error),
+    };
+    let (sessions, proposals) = match (state.service.sessions().await, state.service.proposals().await) {
+        (Ok(sessions), Ok(proposals)) => (sessions, proposals),
+        (Err(error), _) | (_, Err(error)) => return super::failed(&error),
+    };
+    let sessions: Vec<_> = sessions.into_iter().filter(|s| s.assignment == name).collect();
+    let live = sessions.iter().find(|s| s.phase == SessionPhase::Running).map(|s| shown(&s.id));
+    let status = &described.status;
+    let page = AssignmentPage {
+        csrf,
+        name: shown(&name),
+        sync: word(&status.sync),
+        health: word(&status.health),
+        message: shown(&status.message),
+        conditions: status
+            .conditions
+            .iter()
+            .map(|c| ConditionRow {
+                kind: shown(&c.type_),
+                status: word(&c.status),
+                reason: shown(&c.reason),
+                since: When::of(&c.last_transition_time),
+                message: shown(&c.message),
+            })
+            .collect(),
+        sessions: sessions
+            .iter()
+            .map(|s| SessionRow {
+                id: shown(&s.id),
+                adapter: shown(&s.adapter),
+                phase: word(&s.phase),
+                created: When::of(&s.created_at),
+                message: shown(&s.message),
+            })
+            .collect(),
+        live,
+        proposals: proposals.iter().filter(|p| p.assignment == name).map(proposal_row).collect(),
+        events: described
+            .events
+            .iter()
+            .map(|e| EventRow {
+                at: When::of(&e.at),
+                kind: shown(&e.type_),
+                reason: shown(&e.reason),
+                message: shown(&e.message),
+            })
+            .collect(),
+    };
+    html(&page)
+}
+
+struct Section {
+    title: &'static str,
+    rows: Vec<(String, String)>,
+}
+
+#[derive(Template)]
+#[template(path = "session.html")]
+struct SessionPage {
+    csrf: String,
+    id: String,
+    assignment: String,
+    adapter: String,
+    phase: String,
+    cause: Option<String>,
+    message: String,
+    created: When,
+    timeline: String,
+    sections: Vec<Section>,
+    live: Option<String>,
+    stdout: String,
+    stderr: String,
+}
+
+pub(crate) async fn session(State(state): State<ApiState>, Csrf(csrf): Csrf, Path(id): Path<String>) -> Response {
+    let item = match state.service.session(&id).await {
+        Ok(item) => item,
+        Err(error) if super::is_not_found(&error) => return not_found(&csrf, "session", &id),
+        Err(error) => return super::failed(&error),
+    };
+    let running = item.phase == SessionPhase::Running;
+    let logs = if running { None } else { state.service.session_logs(&item.id).await.ok() };
+    let text = |bytes: &[u8]| {
+        String::from_utf8_lossy(bytes)
+            .split('\n')
+            .map(|l| shown(&l.replace('\t', "    ")))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let detail = &item.detail;
+    let usage = detail.agent.as_ref().and_then(|a| a.usage.as_ref());
+    let sections = vec![
+        Section { title: "Token usage", rows: rows_of(&usage) },
+        Section {
+            title: "Budget",
+            rows: detail.broker.as_ref().map(|b| rows_of(&(&b.tokens, &b.budget))).unwrap_or_default(),
+        },
+        Section { title: "Gateway", rows: rows_of(&detail.egress) },
+        Section { title: "Broker", rows: rows_of(&detail.broker) },
+        Section { title: "MCP", rows: rows_of(&detail.agent.as_ref().map(|a| (&a.mcp_clients, a.tools_listed))) },
+        Section { title: "Admission", rows: rows_of(&(&detail.admission, &detail.admitted_under)) },
+    ];
+    let page = SessionPage {
+        csrf,
+        id: shown(&item.id),
+        assignment: shown(&item.assignment),
+        adapter: shown(&item.adapter),
+        phase: word(&item.phase),
+        cause: item.cause.as_ref().map(word),
+        message: shown(&item.message),
+        created: When::of(&item.created_at),
+        timeline: timeline_svg(&detail.timings_ms),
+        sections,
+        live: running.then(|| shown(&item.id)),
+        stdout: logs.as_ref().map(|l| text(&l.stdout)).unwrap_or_default(),
+        stderr: logs.as_ref().map(|l| text(&l.stderr)).unwrap_or_default(),
+    };
+    html(&page)
+}
+
+#[derive(Template)]
+#[template(path = "proposals.html")]
+struct ProposalsPage {
+    csrf: String,
+    proposals: Vec<ProposalRow>,
+}
+
+pub(crate) async fn proposals(State(state): State<ApiState>, Csrf(csrf): Csrf) -> Response {
+    match state.service.proposals().await {
+        Ok(mut items) => {
+            // Those awaiting review first, then newest first (the service's order).
+            items.sort_by_key(|p| p.state != ProposalState::Pending);
+            html(&ProposalsPage { csrf, proposals: items.iter().map(proposal_row).collect() })
+        }
+        Err(error) => super::failed(&error),
+    }
+}
+
+struct FindingRow {
+    action: String,
+    text: String,
+}
+
+#[derive(Template)]
+#[template(path = "proposal.html")]
+pub(crate) struct ProposalPage {
+    csrf: String,
+    id: String,
+    assignment: String,
+    session: String,
+    adapter: String,
+    base: String,
+    state: String,
+    changes: String,
+    decision: Option<String>,
+    findings: Vec<FindingRow>,
+    flags: Vec<String>,
+    rejected: Vec<String>,
+    pending: bool,
+    default_branch: String,
+    overridable: Vec<String>,
+    diff: Vec<DiffLine>,
+    pub(crate) notice: Option<String>,
+    pub(crate) error: Option<String>,
+}
+
+/// What a proposal's page shows after an action.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ProposalQuery {
+    #[serde(default)]
+    done: Option<String>,
+}
+
+/// The proposal page of `id`, or the response that stands for it when there is none.
+pub(crate) async fn proposal_page(state: &ApiState, csrf: String, id: &str) -> Result<ProposalPage, Response> {
+    let found = match state.service.proposal(id).await {
+        Ok(found) => found,
+        Err(error) if super::is_not_found(&error) => return Err(not_found(&csrf, "proposal", id)),
+        Err(error) => return Err(super::failed(&error)),
+    };
+    let review = state.service.proposal_review(&found.item.id, state.audit_key.as_deref()).await;
+    let (findings, asked) = match review {
+        Ok(review) => (review.findings, review.asked),
+        Err(error) => return Err(super::failed(&error)),
+    };
+    let item = &found.item;
+    let decision = item.decision.as_ref().map(|d| {
+        let mut text = format!("Decided by {} at {}", shown(&d.by), shown(&d.at));
+        if let (Some(branch), Some(commit)) = (&d.branch, &d.commit) {
+            text.push_str(&format!(": commit {commit} on {}", shown(branch)));
+        }
+        if !d.reason.is_empty() {
+            text.push_str(&format!(": {}", shown(&d.reason)));
+        }
+        text
+    });
+    Ok(ProposalPage {
+        csrf,
+        id: shown(&item.id),
+        assignment: shown(&item.assignment),
+        session: shown(&item.session),
+        adapter: shown(&item.adapter),
+        base: shown(&item.base_commit),
+        state: word(&item.state),
+        changes: format!("{} files changed, +{} -{}", item.files_changed, item.insertions, item.deletions),
+        decision,
+        findings: findings
+            .iter()
+            .map(|(action, finding)| FindingRow { action: word(action), text: shown(&finding.to_string()) })
+            .collect(),
+        flags: item.flags.iter().map(|f| shown(&f.to_string())).collect(),
+        rejected: item
+            .rejected
+            .iter()
+            .map(|r| shown(&rows_of(r).into_iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", ")))
+            .collect(),
+        pending: item.state == ProposalState::Pending,
+        default_branch: shown(&format!("roundtable/{}/{}", item.assignment, item.id)),
+        overridable: asked.overridable.iter().map(word).collect(),
+        diff: diff_lines(&found.patch),
+        notice: None,
+        error: None,
+    })
+}
+
+pub(crate) async fn proposal(
+    State(state): State<ApiState>,
+    Csrf(csrf): Csrf,
+    Path(id): Path<String>,
+    Query(query): Query<ProposalQuery>,
+) -> Response {
+    match proposal_page(&state, csrf, &id).await {
+        Ok(mut page) => {
+            page.notice = match query.done.as_deref() {
+                Some("accepted") => Some("Accepted.".into()),
+                Some("rejected") => Some("Rejected.".into()),
+                _ => None,
+            };
+            html(&page)
+        }
+        Err(response) => response,
+    }
+}
+
+struct ControllerRow {
+    id: String,
+    host: String,
+    pid: i64,
+    state: &'static str,
+    heartbeat: When,
+    revision: String,
+    note: String,
+}
+
+#[derive(Template)]
+#[template(path = "controllers.html")]
+struct ControllersPage {
+    csrf: String,
+    controllers: Vec<ControllerRow>,
+}
+
+pub(crate) async fn controllers(State(state): State<ApiState>, Csrf(csrf): Csrf) -> Response {
+    let listed = match state.service.store().controllers().await {
+        Ok(listed) => listed,
+        Err(error) => return super::failed(&error),
+    };
+    let now = roundtable_store::now();
+    let controllers = listed
+        .iter()
+        .map(|c| ControllerRow {
+            id: shown(&c.id),
+            host: shown(&c.host),
+            pid: c.pid,
+            state: if c.stopped_at.is_some() {
+                "stopped"
+            } else if c.expires_at < now {
+                "expired"
+            } else {
+                "live"
+            },
+            heartbeat: When::of(&c.heartbeat_at),
+            revision: shown(c.revision.as_deref().unwrap_or("-")),
+            note: shown(c.sync_note.as_deref().unwrap_or_default()),
+        })
+        .collect();
+    html(&ControllersPage { csrf, controllers })
+}
+
+#[derive(Template)]
+#[template(path = "audit.html")]
+pub(crate) struct AuditPage {
+    pub(crate) csrf: String,
+    pub(crate) head: String,
+    pub(crate) verdict: Option<String>,
+    pub(crate) verdict_class: &'static str,
+}
+
+/// The chain's head as a sentence.
+pub(crate) async fn head_of(state: &ApiState) -> String {
+    let store = state.service.store();
+    let head = match store.chain_length().await {
+        Ok(0) => return "The chain is empty.".into(),
+        Ok(length) => store.chain(length, length).await.map(|rows| (length, rows)),
+        Err(error) => Err(error),
+    };
+    match head {
+        Ok((length, rows)) => {
+            let mac = rows.first().map(|row| row.mac.chars().take(16).collect::<String>()).unwrap_or_default();
+            format!("{length} entries; the head is entry {length}, MAC {mac}…")
+        }
+        Err(error) => format!("The chain cannot be read: {}", shown(&roundtable_telemetry::error_chain(&error))),
+    }
+}
+
+pub(crate) async fn audit(State(state): State<ApiState>, Csrf(csrf): Csrf, _headers: HeaderMap) -> Response {
+    let head = head_of(&state).await;
+    html(&AuditPage { csrf, head, verdict: None, verdict_class: "" })
+}
+
+/// A page's HTML response (the security headers are added by the console's layer).
+pub(crate) fn render(page: &impl Template) -> Response {
+    match page.render() {
+        Ok(body) => axum::response::Html(body).into_response(),
+        Err(error) => {
+            tracing::error!(%error, "a console template failed to render");
+            (axum::http::StatusCode::INTERNAL_SERVER_ERROR, "the page could not be rendered").into_response()
+        }
+    }
+}
