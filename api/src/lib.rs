@@ -59,8 +59,7 @@ struct ApiGate {
 
 impl ApiGate {
     fn of(state: &ApiState) -> Self {
-        let mut signed = if state.hook.is_some() { routes::signed_routes() } else { Vec::new() };
-        signed.push((axum::http::Method::POST, "/ui/login"));
+        let signed = if state.hook.is_some() { routes::signed_routes() } else { Vec::new() };
         Self { token: state.token.clone(), console: state.console.clone(), signed }
     }
 }
@@ -70,7 +69,10 @@ impl serve::Gate for ApiGate {
         serve::Gate::admits(&self.token, headers) || self.console.admits(headers)
     }
 
-    fn reads_unadmitted_body(&self, method: &axum::http::Method, path: &str) -> bool {
-        self.signed.iter().any(|(m, p)| m == method && *p == path)
+    fn reads_unadmitted_body(&self, method: &axum::http::Method, path: &str) -> Option<serve::Unadmitted> {
+        if method == axum::http::Method::POST && path == console::LOGIN_PATH {
+            return Some(serve::Unadmitted::Login);
+        }
+        self.signed.iter().any(|(m, p)| m == method && *p == path).then_some(serve::Unadmitted::Signed)
     }
 }

@@ -42,10 +42,21 @@ pub trait Gate: Send + Sync + 'static {
     fn admits(&self, headers: &HeaderMap) -> bool;
 
     /// Whether a request to `path` with `method` that [`Gate::admits`] refused has its body read
-    /// anyway, because its handler authenticates the body itself (a signed webhook).
-    fn reads_unadmitted_body(&self, _method: &Method, _path: &str) -> bool {
-        false
+    /// anyway, and under which bounds: its handler authenticates the body itself (a signed
+    /// webhook), or the body is the credential (the console's login form).
+    fn reads_unadmitted_body(&self, _method: &Method, _path: &str) -> Option<Unadmitted> {
+        None
     }
+}
+
+/// Which kind of body is read without the token; each kind has its own slots and bounds, so one
+/// cannot crowd the other out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unadmitted {
+    /// A signed webhook call: up to `max_body`, within `unadmitted_body_read_timeout`.
+    Signed,
+    /// The console's login form: a few fields, small and quick.
+    Login,
 }
 
 /// What one server allows.
@@ -78,6 +89,11 @@ pub struct Limits {
     pub max_unadmitted_bodies: usize,
     /// From the end of such a request's head to the end of its body.
     pub unadmitted_body_read_timeout: Duration,
+    /// Login forms read at once, per listener (beyond it: `503 busy`, unread).
+    pub max_login_bodies: usize,
+    /// A login form's largest body and how long it may take to arrive.
+    pub max_login_body: usize,
+    pub login_body_read_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -94,6 +110,9 @@ impl Default for Limits {
             drain: Duration::from_secs(5),
             max_unadmitted_bodies: 4,
             unadmitted_body_read_timeout: Duration::from_secs(10),
+            max_login_bodies: 16,
+            max_login_body: 4096,
+            login_body_read_timeout: Duration::from_secs(2),
         }
     }
 }
@@ -147,7 +166,10 @@ async fn accept_loop<L>(
         total: Arc::new(Semaphore::new(limits.max_unauthenticated.clamp(1, max_connections))),
         per_peer: PeerLimit::new(limits.max_unauthenticated_per_peer),
     };
-    let unadmitted_bodies = Arc::new(Semaphore::new(limits.max_unadmitted_bodies));
+    let unadmitted_bodies = UnadmittedSlots {
+        signed: Arc::new(Semaphore::new(limits.max_unadmitted_bodies)),
+        login: Arc::new(Semaphore::new(limits.max_login_bodies)),
+    };
     let router = TowerToHyperService::new(app);
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
@@ -237,10 +259,17 @@ impl Connection {
 // === one request ===
 
 /// What every request on a listener shares.
+/// The slots of each kind of body read without the token.
+#[derive(Clone)]
+struct UnadmittedSlots {
+    signed: Arc<Semaphore>,
+    login: Arc<Semaphore>,
+}
+
 struct Server {
     router: TowerToHyperService<Router>,
     gate: Arc<dyn Gate>,
-    unadmitted_bodies: Arc<Semaphore>,
+    unadmitted_bodies: UnadmittedSlots,
     limits: Limits,
 }
 
@@ -258,16 +287,28 @@ async fn handle(
         connection.authenticated();
         return read_then_route(parts, body, router, limits.body_read_timeout, limits.max_body).await;
     }
-    if gate.reads_unadmitted_body(&parts.method, parts.uri.path()) {
+    if let Some(kind) = gate.reads_unadmitted_body(&parts.method, parts.uri.path()) {
+        let (slots, deadline, max_body, busy) = match kind {
+            Unadmitted::Signed => (
+                &unadmitted_bodies.signed,
+                limits.unadmitted_body_read_timeout,
+                limits.max_body,
+                "too many webhook calls at once; retry later",
+            ),
+            Unadmitted::Login => (
+                &unadmitted_bodies.login,
+                limits.login_body_read_timeout,
+                limits.max_login_body,
+                "too many logins at once; retry later",
+            ),
+        };
         // Held until the handler has answered: the body is buffered that long.
-        let Ok(_slot) = unadmitted_bodies.try_acquire_owned() else {
-            let mut response =
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", "too many webhook calls at once; retry later")
-                    .into_response();
+        let Ok(_slot) = slots.clone().try_acquire_owned() else {
+            let mut response = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", busy).into_response();
             close(&mut response);
             return Ok(response);
         };
-        return read_then_route(parts, body, router, limits.unadmitted_body_read_timeout, limits.max_body).await;
+        return read_then_route(parts, body, router, deadline, max_body).await;
     }
     let unread = !body.is_end_stream();
     drop(body);

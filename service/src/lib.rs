@@ -195,6 +195,13 @@ pub struct SessionLogs {
     pub stderr_truncated: bool,
 }
 
+/// One session's sidecar decision logs (JSON lines), as kept within their budgets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SidecarLogs {
+    pub egress: Vec<u8>,
+    pub broker: Vec<u8>,
+}
+
 /// A proposal with its patch, integrity checked.
 #[derive(Debug, Clone)]
 pub struct ProposalWithPatch {
@@ -508,6 +515,18 @@ impl Service {
             stdout_truncated: session.stdout_truncated,
             stderr_truncated: session.stderr_truncated,
             session: session.id,
+        })
+    }
+
+    /// The gateway's and the broker's decision logs of a session, when its folder is still there.
+    pub async fn session_sidecar_logs(&self, id_or_prefix: &str) -> Result<SidecarLogs> {
+        let session = self.session_record(id_or_prefix).await?;
+        let Some(folder) = session.exec_dir.as_deref().map(roundtable_core::execution::ExecutionFolder::at) else {
+            return Ok(SidecarLogs::default());
+        };
+        Ok(SidecarLogs {
+            egress: std::fs::read(folder.egress_log()).unwrap_or_default(),
+            broker: std::fs::read(folder.broker_log()).unwrap_or_default(),
         })
     }
 

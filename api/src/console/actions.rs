@@ -156,7 +156,8 @@ pub(crate) async fn accept(
         overrides.push(GateOverride { gate, reason: reason.clone() });
     }
     let branch = field(&fields, "branch").map(str::trim).filter(|b| !b.is_empty()).map(str::to_owned);
-    let body = AcceptBody { branch, push: None, overrides };
+    let push = field(&fields, "push").map(str::trim).filter(|p| !p.is_empty()).map(str::to_owned);
+    let body = AcceptBody { branch, push, overrides };
     match accepted(&state, &id, body).await {
         Ok(_) => done(&id, "accepted"),
         Err(error) => refused(&state, csrf, &id, error.status, &error.message).await,

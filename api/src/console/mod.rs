@@ -28,6 +28,9 @@ use crate::state::ApiState;
 /// no sniffing, no referrer, no caching of operator data.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
+/// The login form's path: its body (the token) is read before anyone is authenticated.
+pub const LOGIN_PATH: &str = "/ui/login";
+
 /// Whether the listener serving the console has TLS (its cookies are then `Secure`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Transport {
@@ -48,10 +51,11 @@ pub(crate) fn router(tls: bool) -> Router<ApiState> {
         .route("/ui/controllers", get(pages::controllers))
         .route("/ui/audit", get(pages::audit))
         .route("/ui/audit/verify", post(actions::verify))
-        .route("/ui/login", get(actions::login_form).post(actions::login))
+        .route(LOGIN_PATH, get(actions::login_form).post(actions::login))
         .route("/ui/logout", post(actions::logout))
         .route("/ui/assets/console.css", get(css))
         .route("/ui/assets/tail.js", get(script))
+        .route("/ui/{*rest}", get(unknown))
         .route("/ui", get(|| async { Redirect::to("/ui/") }))
         .route("/", get(|| async { Redirect::to("/ui/") }))
         .layer(from_fn(refuse_cross_site))
@@ -155,11 +159,15 @@ pub(crate) fn not_found(csrf: &str, what: &'static str, id: &str) -> Response {
     (StatusCode::NOT_FOUND, html(&page)).into_response()
 }
 
-/// A failure's page: the error chain, escaped (no CSRF token: the page offers no form but logout,
-/// which then asks to log in again).
-pub(crate) fn failed(error: &(dyn std::error::Error + 'static)) -> Response {
-    let page = ErrorPage { csrf: String::new(), message: view::shown(&roundtable_telemetry::error_chain(error)) };
+/// A failure's page: the error chain, escaped.
+pub(crate) fn failed(csrf: &str, error: &(dyn std::error::Error + 'static)) -> Response {
+    let page = ErrorPage { csrf: csrf.to_owned(), message: view::shown(&roundtable_telemetry::error_chain(error)) };
     (StatusCode::INTERNAL_SERVER_ERROR, html(&page)).into_response()
+}
+
+/// A console path that names no page: a console 404, with the console's headers.
+async fn unknown(Csrf(csrf): Csrf, uri: axum::http::Uri) -> Response {
+    not_found(&csrf, "page", uri.path())
 }
 
 pub(crate) fn is_not_found(error: &roundtable_service::ServiceError) -> bool {

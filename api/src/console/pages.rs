@@ -144,7 +144,7 @@ pub(crate) async fn status(
 ) -> Response {
     match state.service.status(state.retention).await {
         Ok(rows) => html(&status_page(rows, &query, csrf, PAGE_ROWS)),
-        Err(error) => super::failed(&error),
+        Err(error) => super::failed(&csrf, &error),
     }
 }
 
@@ -157,14 +157,41 @@ struct ConditionRow {
 }
 
 struct SessionRow {
+    href: String,
     id: String,
     adapter: String,
     phase: String,
     created: When,
+    tokens: String,
+    budget: String,
     message: String,
 }
 
+impl SessionRow {
+    fn of(s: &roundtable_specs::output::SessionItem) -> Self {
+        let usage = s.detail.agent.as_ref().and_then(|a| a.usage.as_ref());
+        let budget = s.detail.broker.as_ref().map_or_else(
+            || "-".into(),
+            |b| {
+                let limit = b.budget.tokens.map_or_else(|| "unlimited".into(), |t| t.to_string());
+                format!("{} of {limit} tokens{}", b.tokens.total(), if b.exhausted { ", spent" } else { "" })
+            },
+        );
+        Self {
+            href: format!("/ui/sessions/{}", percent(&s.id)),
+            id: shown(&s.id),
+            adapter: shown(&s.adapter),
+            phase: word(&s.phase),
+            created: When::of(&s.created_at),
+            tokens: usage.map_or_else(|| "-".into(), |u| format!("{} in, {} out", u.input_tokens, u.output_tokens)),
+            budget,
+            message: shown(&s.message),
+        }
+    }
+}
+
 struct ProposalRow {
+    href: String,
     id: String,
     assignment: String,
     state: String,
@@ -197,6 +224,7 @@ struct AssignmentPage {
 
 fn proposal_row(p: &roundtable_specs::output::ProposalItem) -> ProposalRow {
     ProposalRow {
+        href: format!("/ui/proposals/{}", percent(&p.id)),
         id: shown(&p.id),
         assignment: shown(&p.assignment),
         state: word(&p.state),
@@ -211,14 +239,18 @@ pub(crate) async fn assignment(State(state): State<ApiState>, Csrf(csrf): Csrf, 
     let described = match state.service.describe(&key).await {
         Ok(described) => described,
         Err(roundtable_service::ServiceError::UnknownObject { .. }) => return not_found(&csrf, "Assignment", &name),
-        Err(error) => return super::failed(&error),
+        Err(error) => return super::failed(&csrf, &error),
     };
     let (sessions, proposals) = match (state.service.sessions().await, state.service.proposals().await) {
         (Ok(sessions), Ok(proposals)) => (sessions, proposals),
-        (Err(error), _) | (_, Err(error)) => return super::failed(&error),
+        (Err(error), _) | (_, Err(error)) => return super::failed(&csrf, &error),
     };
     let sessions: Vec<_> = sessions.into_iter().filter(|s| s.assignment == name).collect();
-    let live = sessions.iter().find(|s| s.phase == SessionPhase::Running).map(|s| shown(&s.id));
+    // A running session's tail, when its output is on this controller.
+    let live = sessions
+        .iter()
+        .find(|s| s.phase == SessionPhase::Running && state.link.live_log(&s.id).is_some())
+        .map(|s| percent(&s.id));
     let status = &described.status;
     let page = AssignmentPage {
         csrf,
@@ -237,16 +269,7 @@ pub(crate) async fn assignment(State(state): State<ApiState>, Csrf(csrf): Csrf, 
                 message: shown(&c.message),
             })
             .collect(),
-        sessions: sessions
-            .iter()
-            .map(|s| SessionRow {
-                id: shown(&s.id),
-                adapter: shown(&s.adapter),
-                phase: word(&s.phase),
-                created: When::of(&s.created_at),
-                message: shown(&s.message),
-            })
-            .collect(),
+        sessions: sessions.iter().map(SessionRow::of).collect(),
         live,
         proposals: proposals.iter().filter(|p| p.assignment == name).map(proposal_row).collect(),
         events: described
@@ -263,6 +286,21 @@ pub(crate) async fn assignment(State(state): State<ApiState>, Csrf(csrf): Csrf, 
     html(&page)
 }
 
+/// What the agent did over MCP: its calls by tool, refusals, and the clients that connected.
+fn mcp_rows(agent: &roundtable_specs::session::AgentSession) -> Vec<(String, String)> {
+    let mut rows: Vec<(String, String)> =
+        agent.tool_calls.iter().map(|(tool, n)| (format!("calls of {}", shown(tool)), n.to_string())).collect();
+    rows.push(("calls refused".into(), agent.tool_calls_refused.to_string()));
+    rows.push(("tools listed".into(), agent.tools_listed.to_string()));
+    rows.extend(
+        agent
+            .mcp_clients
+            .iter()
+            .map(|c| ("client".into(), shown(&format!("{} {} (MCP {})", c.name, c.version, c.protocol_version)))),
+    );
+    rows
+}
+
 struct Section {
     title: &'static str,
     rows: Vec<(String, String)>,
@@ -273,6 +311,7 @@ struct Section {
 struct SessionPage {
     csrf: String,
     id: String,
+    assignment_href: String,
     assignment: String,
     adapter: String,
     phase: String,
@@ -282,20 +321,34 @@ struct SessionPage {
     timeline: String,
     sections: Vec<Section>,
     live: Option<String>,
+    gateway_log: String,
+    broker_log: String,
     stdout: String,
     stderr: String,
+}
+
+/// The newest decisions shown of each sidecar's log.
+const DECISION_LINES: usize = 200;
+
+/// The last `count` lines of `text`.
+fn last_lines(text: &str, count: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(count)..].join("\n")
 }
 
 pub(crate) async fn session(State(state): State<ApiState>, Csrf(csrf): Csrf, Path(id): Path<String>) -> Response {
     let item = match state.service.session(&id).await {
         Ok(item) => item,
         Err(error) if super::is_not_found(&error) => return not_found(&csrf, "session", &id),
-        Err(error) => return super::failed(&error),
+        Err(error) => return super::failed(&csrf, &error),
     };
-    let running = item.phase == SessionPhase::Running;
-    let logs = if running { None } else { state.service.session_logs(&item.id).await.ok() };
+    // The tail while the output is on this controller; the kept log otherwise (what there is of
+    // it: a session running elsewhere has none here yet).
+    let live = state.link.live_log(&item.id).is_some();
+    let logs = if live { None } else { state.service.session_logs(&item.id).await.ok() };
+    // What is shaped like a secret is redacted here as the tail redacts it.
     let text = |bytes: &[u8]| {
-        String::from_utf8_lossy(bytes)
+        roundtable_specs::secrets::redact(bytes)
             .split('\n')
             .map(|l| shown(&l.replace('\t', "    ")))
             .collect::<Vec<_>>()
@@ -311,12 +364,14 @@ pub(crate) async fn session(State(state): State<ApiState>, Csrf(csrf): Csrf, Pat
         },
         Section { title: "Gateway", rows: rows_of(&detail.egress) },
         Section { title: "Broker", rows: rows_of(&detail.broker) },
-        Section { title: "MCP", rows: rows_of(&detail.agent.as_ref().map(|a| (&a.mcp_clients, a.tools_listed))) },
+        Section { title: "MCP", rows: detail.agent.as_ref().map(mcp_rows).unwrap_or_default() },
         Section { title: "Admission", rows: rows_of(&(&detail.admission, &detail.admitted_under)) },
     ];
+    let decisions = state.service.session_sidecar_logs(&item.id).await.unwrap_or_default();
     let page = SessionPage {
         csrf,
         id: shown(&item.id),
+        assignment_href: format!("/ui/assignments/{}", percent(&item.assignment)),
         assignment: shown(&item.assignment),
         adapter: shown(&item.adapter),
         phase: word(&item.phase),
@@ -325,7 +380,9 @@ pub(crate) async fn session(State(state): State<ApiState>, Csrf(csrf): Csrf, Pat
         created: When::of(&item.created_at),
         timeline: timeline_svg(&detail.timings_ms),
         sections,
-        live: running.then(|| shown(&item.id)),
+        live: live.then(|| percent(&item.id)),
+        gateway_log: last_lines(&text(&decisions.egress), DECISION_LINES),
+        broker_log: last_lines(&text(&decisions.broker), DECISION_LINES),
         stdout: logs.as_ref().map(|l| text(&l.stdout)).unwrap_or_default(),
         stderr: logs.as_ref().map(|l| text(&l.stderr)).unwrap_or_default(),
     };
@@ -346,7 +403,7 @@ pub(crate) async fn proposals(State(state): State<ApiState>, Csrf(csrf): Csrf) -
             items.sort_by_key(|p| p.state != ProposalState::Pending);
             html(&ProposalsPage { csrf, proposals: items.iter().map(proposal_row).collect() })
         }
-        Err(error) => super::failed(&error),
+        Err(error) => super::failed(&csrf, &error),
     }
 }
 
@@ -359,8 +416,12 @@ struct FindingRow {
 #[template(path = "proposal.html")]
 pub(crate) struct ProposalPage {
     csrf: String,
+    /// `/ui/proposals/ID`, encoded.
+    path: String,
     id: String,
+    assignment_href: String,
     assignment: String,
+    session_href: String,
     session: String,
     adapter: String,
     base: String,
@@ -390,12 +451,12 @@ pub(crate) async fn proposal_page(state: &ApiState, csrf: String, id: &str) -> R
     let found = match state.service.proposal(id).await {
         Ok(found) => found,
         Err(error) if super::is_not_found(&error) => return Err(not_found(&csrf, "proposal", id)),
-        Err(error) => return Err(super::failed(&error)),
+        Err(error) => return Err(super::failed(&csrf, &error)),
     };
     let review = state.service.proposal_review(&found.item.id, state.audit_key.as_deref()).await;
     let (findings, asked) = match review {
         Ok(review) => (review.findings, review.asked),
-        Err(error) => return Err(super::failed(&error)),
+        Err(error) => return Err(super::failed(&csrf, &error)),
     };
     let item = &found.item;
     let decision = item.decision.as_ref().map(|d| {
@@ -410,8 +471,11 @@ pub(crate) async fn proposal_page(state: &ApiState, csrf: String, id: &str) -> R
     });
     Ok(ProposalPage {
         csrf,
+        path: format!("/ui/proposals/{}", percent(&item.id)),
         id: shown(&item.id),
+        assignment_href: format!("/ui/assignments/{}", percent(&item.assignment)),
         assignment: shown(&item.assignment),
+        session_href: format!("/ui/sessions/{}", percent(&item.session)),
         session: shown(&item.session),
         adapter: shown(&item.adapter),
         base: shown(&item.base_commit),
@@ -476,7 +540,7 @@ struct ControllersPage {
 pub(crate) async fn controllers(State(state): State<ApiState>, Csrf(csrf): Csrf) -> Response {
     let listed = match state.service.store().controllers().await {
         Ok(listed) => listed,
-        Err(error) => return super::failed(&error),
+        Err(error) => return super::failed(&csrf, &error),
     };
     let now = roundtable_store::now();
     let controllers = listed

@@ -13,6 +13,9 @@ use roundtable_specs::secrets::KnownSecrets;
 const KEPT_LINES: usize = 1000;
 /// A line longer than this is handed on in pieces (an agent that prints no newline).
 const MAX_LINE: usize = 4096;
+/// Bytes held back beyond the longest known value: a value's whole-word check reads the byte
+/// after it, and what is shaped like a secret is matched within a line piece.
+const HOLD_MARGIN: usize = 256;
 
 /// One session's live output.
 pub struct LiveLog {
@@ -49,32 +52,44 @@ impl LiveLog {
         LiveLines { lines, ended: state.ended }
     }
 
+    /// Takes a chunk of `stream`. The stream's pending bytes are masked as one, so a value split
+    /// across chunks is found whole. A complete line is handed on at once, unless some value
+    /// holds a line break; a piece of a line without one (a forced cut), or any line when a value
+    /// spans lines, only once it lies before the last `longest value + margin` bytes: a value
+    /// that starts there may not have arrived whole yet.
     fn push(&self, stream: OutputStream, chunk: &[u8]) {
         let Ok(mut state) = self.state.lock() else { return };
         let index = usize::from(stream == OutputStream::Stderr);
-        state.partial[index].extend_from_slice(chunk);
-        let mut complete = Vec::new();
+        let mut pending = std::mem::take(&mut state.partial[index]);
+        pending.extend_from_slice(chunk);
+        let mut pending = self.known.mask(&pending);
+        let held = pending.len().saturating_sub(self.known.longest() + HOLD_MARGIN);
+        let lines_end = if self.known.spans_lines() { held } else { pending.len() };
+        let mut taken = 0;
+        let mut lines = Vec::new();
         loop {
-            let partial = &mut state.partial[index];
-            let cut = match partial.iter().position(|b| *b == b'\n') {
+            let newline = pending[taken..lines_end.max(taken)].iter().position(|b| *b == b'\n');
+            let cut = match newline {
                 Some(at) => at + 1,
-                None if partial.len() >= MAX_LINE => MAX_LINE,
+                None if held.saturating_sub(taken) >= MAX_LINE => MAX_LINE,
                 None => break,
             };
-            let line: Vec<u8> = partial.drain(..cut).collect();
-            complete.push(line);
+            lines.push(pending[taken..taken + cut].to_vec());
+            taken += cut;
         }
-        for line in complete {
-            state.add(&self.known, stream, &line);
+        pending.drain(..taken);
+        state.partial[index] = pending;
+        for line in lines {
+            state.add(stream, &line);
         }
     }
 
     fn end(&self) {
         if let Ok(mut state) = self.state.lock() {
             for (index, stream) in [(0, OutputStream::Stdout), (1, OutputStream::Stderr)] {
-                let rest = std::mem::take(&mut state.partial[index]);
-                if !rest.is_empty() {
-                    state.add(&self.known, stream, &rest);
+                let rest = self.known.mask(&std::mem::take(&mut state.partial[index]));
+                for line in rest.split_inclusive(|b| *b == b'\n') {
+                    state.add(stream, line);
                 }
             }
             state.ended = true;
@@ -83,11 +98,11 @@ impl LiveLog {
 }
 
 impl LiveState {
-    fn add(&mut self, known: &KnownSecrets, stream: OutputStream, line: &[u8]) {
-        let text = String::from_utf8_lossy(line);
-        let text = known.mask_text(text.trim_end_matches(['\n', '\r']));
-        let text = roundtable_specs::secrets::redact(text.as_bytes());
-        let text = if stream == OutputStream::Stderr { format!("stderr: {text}") } else { text };
+    /// Adds a line already masked of the known values; what is shaped like a secret is redacted.
+    fn add(&mut self, stream: OutputStream, line: &[u8]) {
+        let text = roundtable_specs::secrets::redact(line);
+        let text = text.trim_end_matches(['\n', '\r']);
+        let text = if stream == OutputStream::Stderr { format!("stderr: {text}") } else { text.to_owned() };
         self.lines.push_back((self.next, text));
         self.next += 1;
         while self.lines.len() > KEPT_LINES {
@@ -161,5 +176,44 @@ mod tests {
         let after = log.since(None);
         assert!(after.ended);
         assert_eq!(after.lines.last().map(|(_, l)| l.as_str()), Some(&*format!("{}", KEPT_LINES + 9)));
+    }
+
+    /// Everything the tail showed, joined.
+    fn shown(logs: &LiveLogs, session: &str) -> String {
+        let log = logs.get(session).expect("running");
+        logs.close(session);
+        log.since(None).lines.into_iter().map(|(_, line)| line).collect::<Vec<_>>().join("\n")
+    }
+
+    #[test]
+    fn a_value_across_a_forced_cut_is_masked_whole() {
+        let value = "acme-live-0123456789abcdef0123";
+        let logs = LiveLogs::default();
+        logs.open("s", KnownSecrets::new([("ACME_API_KEY", value)]));
+        let sink = logs.sink("s").expect("open");
+        // A transcript line with no newline, the value straddling the 4 KiB cut.
+        let mut line = "x".repeat(MAX_LINE - 10);
+        line.push_str(value);
+        line.push_str(&"y".repeat(3 * MAX_LINE));
+        for piece in line.as_bytes().chunks(1000) {
+            sink(OutputStream::Stdout, piece);
+        }
+        let text = shown(&logs, "s");
+        assert!(!text.contains("0123456789abcdef"), "the value is shown");
+        // A forced cut may fall inside the marker; the pieces read it whole.
+        assert!(text.replace('\n', "").contains("[redacted:ACME_API_KEY]"), "no marker");
+    }
+
+    #[test]
+    fn a_value_across_lines_is_masked_whole() {
+        let pem = "-----BEGIN KEY-----\nAAAABBBBCCCCDDDD\nEEEEFFFF\n-----END KEY-----";
+        let logs = LiveLogs::default();
+        logs.open("s", KnownSecrets::new([("SA_KEY", pem)]));
+        let sink = logs.sink("s").expect("open");
+        sink(OutputStream::Stdout, b"before\n-----BEGIN KEY-----\nAAAABBBB");
+        sink(OutputStream::Stdout, b"CCCCDDDD\nEEEEFFFF\n-----END KEY-----\nafter\n");
+        let text = shown(&logs, "s");
+        assert!(!text.contains("AAAABBBB") && text.contains("[redacted:SA_KEY]"), "{text}");
+        assert!(text.starts_with("before") && text.ends_with("after"), "{text}");
     }
 }

@@ -71,6 +71,17 @@ impl KnownSecrets {
         known
     }
 
+    /// The length of the longest form of any value: how much of a stream's tail may still be the
+    /// start of one.
+    pub fn longest(&self) -> usize {
+        self.forms.first().map_or(0, |form| form.bytes.len())
+    }
+
+    /// Whether a value holds a line break (a PEM key): a stream cannot then be masked line by line.
+    pub fn spans_lines(&self) -> bool {
+        self.forms.iter().any(|form| form.bytes.contains(&b'\n'))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.forms.is_empty()
     }
