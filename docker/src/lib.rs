@@ -13,6 +13,7 @@ mod exec;
 pub mod probe;
 pub mod profile;
 pub mod session;
+pub mod trial;
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;

@@ -1,4 +1,6 @@
-//! `roundtable doctor`: the container engine, its negotiated API version and hardening features.
+//! `roundtable doctor`: the container engine, its negotiated API version and hardening features,
+//! each feature executions need proven by doing it once on a throw-away container
+//! (`roundtable_docker::trial`), never taken from the engine's own word.
 
 use std::process::ExitCode;
 
@@ -11,7 +13,16 @@ use crate::render;
 
 pub async fn run(format: Format) -> anyhow::Result<ExitCode> {
     let report = match Engine::connect().await {
-        Ok(engine) => engine.report().await,
+        Ok(engine) => {
+            let mut report = engine.report().await;
+            if report.reachable {
+                let tried = trial(&engine).await?;
+                // What was tried replaces what the engine said of the same feature.
+                report.features.retain(|f| !tried.iter().any(|t| t.name == f.name));
+                report.features.extend(tried);
+            }
+            report
+        }
         Err(error) => unreachable_report(&error),
     };
     let healthy = report.reachable && report.features.iter().filter(|f| is_required(&f.name)).all(|f| f.available);
@@ -46,6 +57,17 @@ pub async fn run(format: Format) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// The trial on `engine`, in a private scratch directory made for it and removed after.
+async fn trial(engine: &Engine) -> anyhow::Result<Vec<roundtable_specs::output::FeatureCheck>> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let binary = std::env::current_exe()?;
+    let scratch = std::env::temp_dir().join(format!("roundtable-doctor-{}", std::process::id()));
+    std::fs::DirBuilder::new().mode(0o700).create(&scratch)?;
+    let checks = roundtable_docker::trial::run(engine, &binary, &scratch).await;
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(checks)
 }
 
 /// Informational features do not make the engine unfit.

@@ -88,6 +88,8 @@ async fn the_review_console_in_a_real_browser() {
     let artifacts = repo_root().join("target/console-artifacts");
     std::fs::create_dir_all(&artifacts).expect("artifacts");
 
+    // The browser's own temporary files stay with the test.
+    let browser_tmp = tempfile::tempdir().expect("tempdir");
     let browsed = Command::new("python3")
         .arg(repo_root().join("tests/console/browser.py"))
         .env("CONSOLE_URL", format!("http://{}", address.trim()))
@@ -97,6 +99,7 @@ async fn the_review_console_in_a_real_browser() {
         .env("REVIEWED_PROPOSAL", &reviewed)
         .env("REJECTED_PROPOSAL", &plain)
         .env("TICKING_ASSIGNMENT", "ticking")
+        .env("TMPDIR", browser_tmp.path())
         .output()
         .expect("python3");
     assert!(browsed.status.success(), "the browser test failed:\n{}{}", stdout(&browsed), stderr(&browsed));

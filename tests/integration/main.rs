@@ -13,6 +13,7 @@ mod daemon;
 mod defaults;
 mod delivery;
 mod diagnostics;
+mod doctor;
 mod egress;
 mod engine_hints;
 mod engine_restart;

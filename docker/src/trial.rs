@@ -1,0 +1,215 @@
+//! What `doctor` proves by doing: each step an execution takes, tried in order on a throw-away
+//! labelled container from the empty image with the controller's binary, exactly as a session
+//! makes it: the two tmpfs volumes with their size and inode options, the container under the
+//! full hardened profile with the binary and a socket directory bind-mounted, the self-check
+//! from inside, pause and unpause, and an archive round trip through the engine. Each step says
+//! what it tried and, on failure, the engine's words; the steps after a failure are not tried.
+//! Everything made is removed on every path.
+
+use std::path::Path;
+
+use bollard::query_parameters::DownloadFromContainerOptionsBuilder;
+use futures::StreamExt as _;
+use roundtable_session_runtime::labels::{Ownership, Purpose};
+use roundtable_session_runtime::{Resources, RuntimeError, TmpEntry};
+use roundtable_specs::layout as paths;
+use roundtable_specs::output::FeatureCheck;
+use tokio::sync::watch;
+
+use crate::container::{self, container_name, create_hardened, create_tmpfs_volumes, image_or_empty, volume_names};
+use crate::engine::Engine;
+use crate::exec::run_exec;
+use crate::profile::SandboxSpec;
+
+/// A trial container's resources: small, but every limit set as a session sets it.
+const TRIAL_RESOURCES: Resources = Resources {
+    memory_bytes: 256 << 20,
+    nano_cpus: 500_000_000,
+    pids: 64,
+    workspace_bytes: 8 << 20,
+    tmp_bytes: 8 << 20,
+};
+
+/// What the archive round trip writes and reads back.
+const MARKER: &[u8] = b"roundtable doctor: archive round trip\n";
+
+fn check(name: &str, outcome: Result<String, String>) -> FeatureCheck {
+    match outcome {
+        Ok(detail) => FeatureCheck { name: name.into(), available: true, detail },
+        Err(detail) => FeatureCheck { name: name.into(), available: false, detail },
+    }
+}
+
+fn words(error: &RuntimeError) -> String {
+    roundtable_telemetry::error_chain(error)
+}
+
+/// The steps, in order; the first failure ends the trial (later steps are listed as not tried).
+pub const STEPS: [&str; 5] = ["tmpfsVolumes", "hardenedContainer", "selfCheck", "pause", "archive"];
+
+/// Tries every step on `engine`; `binary` is the controller's own static binary, `scratch` an
+/// empty private directory, where an empty source (mounted read-only, as a session's) and a
+/// socket directory are made.
+pub async fn run(engine: &Engine, binary: &Path, scratch: &Path) -> Vec<FeatureCheck> {
+    let id = format!("doctor-{:x}", std::process::id());
+    let mut checks = Vec::new();
+    steps(engine, binary, scratch, &id, &mut checks).await;
+    let tried = checks.len();
+    if let Some(failed) = checks.iter().find(|c| !c.available).map(|c| c.name.clone()) {
+        for step in &STEPS[tried..] {
+            checks.push(check(step, Err(format!("not tried: {failed} failed"))));
+        }
+    }
+    if let Err(error) = container::remove_session(engine.docker(), &id).await {
+        tracing::error!(trial = %id, error = %words(&error), "removing the doctor's container or volumes failed; what is left carries the ownership labels");
+    }
+    checks
+}
+
+/// Runs the steps until one fails, each adding its check.
+async fn steps(engine: &Engine, binary: &Path, scratch: &Path, id: &str, checks: &mut Vec<FeatureCheck>) {
+    let docker = engine.docker();
+    let (source_dir, socket_dir) = (scratch.join("source"), scratch.join("sockets"));
+    if let Err(error) = std::fs::create_dir(&source_dir).and_then(|()| std::fs::create_dir(&socket_dir)) {
+        return checks.push(check(STEPS[0], Err(format!("cannot make {}: {error}", scratch.display()))));
+    }
+    let image = match image_or_empty(docker, None).await {
+        Ok(image) => image,
+        Err(error) => {
+            return checks.push(check(STEPS[0], Err(format!("cannot build the empty image: {}", words(&error)))));
+        }
+    };
+    let ownership = Ownership {
+        project: "doctor".into(),
+        assignment: None,
+        session: id.to_owned(),
+        controller_run: id.to_owned(),
+        purpose: Purpose::Probe,
+    };
+    let [workspace_volume, tmp_volume] = volume_names(id);
+    let spec = SandboxSpec {
+        image,
+        labels: ownership.labels(),
+        resources: TRIAL_RESOURCES,
+        workspace_volume,
+        tmp_volume,
+        binary: binary.to_owned(),
+        source_dir: Some(source_dir),
+        task_file: None,
+        socket_dir: Some(socket_dir),
+        home_volume: None,
+    };
+    let container = container_name(id);
+
+    let made = create_tmpfs_volumes(docker, &container, &spec).await;
+    let bytes = TRIAL_RESOURCES.workspace_bytes;
+    checks.push(check(
+        STEPS[0],
+        made.map(|()| {
+            format!("made the workspace and /tmp tmpfs volumes with size={bytes} and nr_inodes, as sessions do")
+        })
+        .map_err(|e| words(&e)),
+    ));
+    if !checks[0].available {
+        return;
+    }
+
+    let started = async {
+        create_hardened(docker, &container, &spec).await?;
+        container::start(docker, &container).await
+    }
+    .await;
+    checks.push(check(
+        STEPS[1],
+        started
+            .map(|()| {
+                "started a container under the full profile (read-only root, no network, every capability dropped, the agent's user, limits) with the binary and a socket directory bind-mounted".to_owned()
+            })
+            .map_err(|e| words(&e)),
+    ));
+    if !checks[1].available {
+        return;
+    }
+
+    let (_keep, mut never) = watch::channel(false);
+    let argv = vec![
+        paths::BINARY.to_owned(),
+        "sandbox".into(),
+        "check".into(),
+        "--uid=1000".into(),
+        "--gid=1000".into(),
+        format!("--memory={}", TRIAL_RESOURCES.memory_bytes),
+        format!("--pids={}", TRIAL_RESOURCES.pids),
+        format!("--cpu-millis={}", TRIAL_RESOURCES.cpu_millis()),
+    ];
+    let timeout = Some(std::time::Duration::from_secs(30));
+    let checked = run_exec(docker, &container, argv, Vec::new(), None, 64 * 1024, timeout, &mut never).await;
+    checks.push(check(
+        STEPS[2],
+        match checked {
+            Ok(result) if result.exit_code == Some(0) => {
+                Ok("the self-check inside confirmed the profile (user, no network, read-only root, limits)".into())
+            }
+            Ok(result) => Err(refusal(&result.stdout.bytes, &result.stderr.bytes, result.exit_code)),
+            Err(error) => Err(words(&error)),
+        },
+    ));
+    if !checks[2].available {
+        return;
+    }
+
+    let paused = async {
+        docker.pause_container(&container).await?;
+        docker.unpause_container(&container).await
+    }
+    .await;
+    checks.push(check(
+        STEPS[3],
+        paused
+            .map(|()| "paused and unpaused the container (sessions pause before export)".to_owned())
+            .map_err(|e| e.to_string()),
+    ));
+    if !checks[3].available {
+        return;
+    }
+
+    checks.push(check(STEPS[4], round_trip(docker, &container).await));
+}
+
+/// What the self-check refused: its failing items, or what it printed when it printed no report.
+fn refusal(stdout: &[u8], stderr: &[u8], exit_code: Option<i64>) -> String {
+    match serde_json::from_slice::<roundtable_specs::session::CheckReport>(stdout) {
+        Ok(report) => {
+            let failed: Vec<String> = report.failures().map(|i| format!("{}: {}", i.name, i.detail)).collect();
+            format!("the self-check inside refused: {}", failed.join("; "))
+        }
+        Err(_) => format!(
+            "the self-check printed no report (exit code {}): {}",
+            exit_code.map_or_else(|| "unknown".into(), |c| c.to_string()),
+            String::from_utf8_lossy(stderr).trim()
+        ),
+    }
+}
+
+/// Uploads a file under `/tmp` through the engine's archive API and reads it back.
+async fn round_trip(docker: &bollard::Docker, container: &str) -> Result<String, String> {
+    let entry = TmpEntry { path: "roundtable-doctor".into(), owner: 0, mode: 0o644, contents: Some(MARKER.to_vec()) };
+    crate::session::seed_tmp(docker, container, &[entry]).await.map_err(|e| words(&e))?;
+    let options = DownloadFromContainerOptionsBuilder::default().path("/tmp/roundtable-doctor").build();
+    let mut stream = docker.download_from_container(container, Some(options));
+    let mut archive = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        archive.extend_from_slice(&chunk.map_err(|e| format!("download: {e}"))?);
+    }
+    let mut reader = tar::Archive::new(archive.as_slice());
+    let mut found = Vec::new();
+    for entry in reader.entries().map_err(|e| format!("the archive: {e}"))? {
+        let mut entry = entry.map_err(|e| format!("the archive: {e}"))?;
+        std::io::Read::read_to_end(&mut entry, &mut found).map_err(|e| format!("the archive: {e}"))?;
+    }
+    if found == MARKER {
+        Ok("uploaded a file through the archive API and read it back unchanged (the export path)".into())
+    } else {
+        Err(format!("the file read back differs ({} bytes, {} expected)", found.len(), MARKER.len()))
+    }
+}
