@@ -26,8 +26,10 @@ pub struct LiveLog {
 
 #[derive(Default)]
 struct LiveState {
-    /// `(number, masked line)`; numbers keep counting past what was dropped.
-    lines: VecDeque<(u64, String)>,
+    /// `(number, stream, line masked of the known values)`; numbers keep counting past what was
+    /// dropped. Kept as bytes: the rest of the work (redaction, text) is done for what is read,
+    /// not for every line of a flood.
+    lines: VecDeque<(u64, OutputStream, Vec<u8>)>,
     next: u64,
     partial: [Vec<u8>; 2],
     ended: bool,
@@ -45,11 +47,23 @@ impl LiveLog {
         Self { known, state: Mutex::new(LiveState::default()) }
     }
 
-    /// The lines numbered above `after` (all when `None`).
+    /// The lines numbered above `after` (all when `None`), what is shaped like a secret redacted.
     pub fn since(&self, after: Option<u64>) -> LiveLines {
-        let Ok(state) = self.state.lock() else { return LiveLines { lines: Vec::new(), ended: true } };
-        let lines = state.lines.iter().filter(|(n, _)| after.is_none_or(|a| *n > a)).cloned().collect();
-        LiveLines { lines, ended: state.ended }
+        let (raw, ended) = {
+            let Ok(state) = self.state.lock() else { return LiveLines { lines: Vec::new(), ended: true } };
+            let raw: Vec<(u64, OutputStream, Vec<u8>)> =
+                state.lines.iter().filter(|(n, _, _)| after.is_none_or(|a| *n > a)).cloned().collect();
+            (raw, state.ended)
+        };
+        let lines = raw
+            .into_iter()
+            .map(|(n, stream, line)| {
+                let text = roundtable_specs::secrets::redact(&line);
+                let text = text.trim_end_matches(['\n', '\r']);
+                (n, if stream == OutputStream::Stderr { format!("stderr: {text}") } else { text.to_owned() })
+            })
+            .collect();
+        LiveLines { lines, ended }
     }
 
     /// Takes a chunk of `stream`. The stream's pending bytes are masked as one, so a value split
@@ -61,8 +75,11 @@ impl LiveLog {
         let Ok(mut state) = self.state.lock() else { return };
         let index = usize::from(stream == OutputStream::Stderr);
         let mut pending = std::mem::take(&mut state.partial[index]);
+        // Lines are cut as ranges of the pending bytes and copied once, below.
         pending.extend_from_slice(chunk);
-        let mut pending = self.known.mask(&pending);
+        if !self.known.is_empty() {
+            pending = self.known.mask(&pending);
+        }
         let held = pending.len().saturating_sub(self.known.longest() + HOLD_MARGIN);
         let lines_end = if self.known.spans_lines() { held } else { pending.len() };
         let mut taken = 0;
@@ -74,14 +91,17 @@ impl LiveLog {
                 None if held.saturating_sub(taken) >= MAX_LINE => MAX_LINE,
                 None => break,
             };
-            lines.push(pending[taken..taken + cut].to_vec());
+            lines.push(taken..taken + cut);
             taken += cut;
+        }
+        // Of a flood, only the lines that will be kept are copied; the others are counted.
+        let skipped = lines.len().saturating_sub(KEPT_LINES);
+        state.next += skipped as u64;
+        for range in lines.into_iter().skip(skipped) {
+            state.add(stream, pending[range].to_vec());
         }
         pending.drain(..taken);
         state.partial[index] = pending;
-        for line in lines {
-            state.add(stream, &line);
-        }
     }
 
     fn end(&self) {
@@ -89,7 +109,7 @@ impl LiveLog {
             for (index, stream) in [(0, OutputStream::Stdout), (1, OutputStream::Stderr)] {
                 let rest = self.known.mask(&std::mem::take(&mut state.partial[index]));
                 for line in rest.split_inclusive(|b| *b == b'\n') {
-                    state.add(stream, line);
+                    state.add(stream, line.to_vec());
                 }
             }
             state.ended = true;
@@ -98,12 +118,9 @@ impl LiveLog {
 }
 
 impl LiveState {
-    /// Adds a line already masked of the known values; what is shaped like a secret is redacted.
-    fn add(&mut self, stream: OutputStream, line: &[u8]) {
-        let text = roundtable_specs::secrets::redact(line);
-        let text = text.trim_end_matches(['\n', '\r']);
-        let text = if stream == OutputStream::Stderr { format!("stderr: {text}") } else { text.to_owned() };
-        self.lines.push_back((self.next, text));
+    /// Adds a line already masked of the known values.
+    fn add(&mut self, stream: OutputStream, line: Vec<u8>) {
+        self.lines.push_back((self.next, stream, line));
         self.next += 1;
         while self.lines.len() > KEPT_LINES {
             self.lines.pop_front();
