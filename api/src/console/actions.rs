@@ -23,12 +23,27 @@ fn field<'f>(fields: &'f Fields, name: &str) -> Option<&'f str> {
     fields.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
 }
 
-/// Whether the form returns the session's CSRF token.
-fn csrf_matches(fields: &Fields, csrf: &str) -> bool {
-    field(fields, "csrf").is_some_and(|sent| login::same(sent, csrf))
-}
-
 const FORGED: &str = "the form's CSRF token is missing or wrong: reload the page and try again";
+
+/// A logged-in session's form that returned its CSRF token: the session's token and the fields.
+/// Anything else is refused before a handler sees it (`403`).
+pub(crate) struct CheckedForm(String, Fields);
+
+impl axum::extract::FromRequest<ApiState> for CheckedForm {
+    type Rejection = Response;
+
+    async fn from_request(request: axum::extract::Request, state: &ApiState) -> Result<Self, Self::Rejection> {
+        let (mut parts, body) = request.into_parts();
+        let Csrf(csrf) =
+            <Csrf as axum::extract::FromRequestParts<ApiState>>::from_request_parts(&mut parts, state).await?;
+        let request = axum::extract::Request::from_parts(parts, body);
+        let Form(fields) = Form::<Fields>::from_request(request, state).await.map_err(IntoResponse::into_response)?;
+        if !field(&fields, "csrf").is_some_and(|sent| login::same(sent, &csrf)) {
+            return Err(forbidden(FORGED));
+        }
+        Ok(Self(csrf, fields))
+    }
+}
 
 #[derive(Template)]
 #[template(path = "login.html")]
@@ -104,13 +119,9 @@ pub(crate) async fn login(
 pub(crate) async fn logout(
     State(state): State<ApiState>,
     axum::Extension(transport): axum::Extension<Transport>,
-    Csrf(csrf): Csrf,
     headers: HeaderMap,
-    Form(fields): Form<Fields>,
+    _form: CheckedForm,
 ) -> Response {
-    if !csrf_matches(&fields, &csrf) {
-        return forbidden(FORGED);
-    }
     state.console.close(&headers);
     let mut response = Redirect::to("/ui/login").into_response();
     *response.status_mut() = StatusCode::SEE_OTHER;
@@ -139,13 +150,9 @@ async fn refused(state: &ApiState, csrf: String, id: &str, status: StatusCode, m
 
 pub(crate) async fn accept(
     State(state): State<ApiState>,
-    Csrf(csrf): Csrf,
     Path(id): Path<String>,
-    Form(fields): Form<Fields>,
+    CheckedForm(csrf, fields): CheckedForm,
 ) -> Response {
-    if !csrf_matches(&fields, &csrf) {
-        return forbidden(FORGED);
-    }
     let gates = fields.iter().filter(|(k, _)| k == "override_gate").map(|(_, v)| v);
     let reasons = fields.iter().filter(|(k, _)| k == "override_reason").map(|(_, v)| v);
     let mut overrides = Vec::new();
@@ -166,13 +173,9 @@ pub(crate) async fn accept(
 
 pub(crate) async fn reject(
     State(state): State<ApiState>,
-    Csrf(csrf): Csrf,
     Path(id): Path<String>,
-    Form(fields): Form<Fields>,
+    CheckedForm(csrf, fields): CheckedForm,
 ) -> Response {
-    if !csrf_matches(&fields, &csrf) {
-        return forbidden(FORGED);
-    }
     let reason = field(&fields, "reason").unwrap_or_default();
     match rejected(&state, &id, reason, "console").await {
         Ok(_) => done(&id, "rejected"),
@@ -180,10 +183,7 @@ pub(crate) async fn reject(
     }
 }
 
-pub(crate) async fn verify(State(state): State<ApiState>, Csrf(csrf): Csrf, Form(fields): Form<Fields>) -> Response {
-    if !csrf_matches(&fields, &csrf) {
-        return forbidden(FORGED);
-    }
+pub(crate) async fn verify(State(state): State<ApiState>, CheckedForm(csrf, _fields): CheckedForm) -> Response {
     let head = head_of(&state).await;
     let (verdict, class) = match &state.audit_key {
         None => ("This daemon keeps no audit chain to verify.".to_owned(), "error"),
