@@ -74,12 +74,18 @@ pub fn read_token(state_dir: &Path) -> Result<String, TokenError> {
     Ok(token.to_owned())
 }
 
+/// 32 random bytes, hex (the operator token's secret, the console's session ids and CSRF
+/// tokens); none when the operating system's random source fails.
+pub(crate) fn random_hex() -> Option<String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).ok()?;
+    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 /// Creates the token file (0600) unless it exists; whether it was created.
 pub fn ensure_token(state_dir: &Path) -> Result<bool, TokenError> {
     let path = token_path(state_dir);
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|_| TokenError::Random)?;
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let token = random_hex().ok_or(TokenError::Random)?;
     let created = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path);
     match created {
         Ok(mut file) => {

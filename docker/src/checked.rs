@@ -91,7 +91,7 @@ impl Checked {
 
 /// Whether `report` says the sandbox is as asked: `ok`, some items, and every one of them ok.
 /// Checked here, not taken from the container's word alone.
-fn passed(report: &CheckReport) -> bool {
+pub(crate) fn passed(report: &CheckReport) -> bool {
     report.ok && !report.items.is_empty() && report.items.iter().all(|item| item.ok)
 }
 

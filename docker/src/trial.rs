@@ -71,12 +71,14 @@ async fn steps(engine: &Engine, binary: &Path, scratch: &Path, id: &str, checks:
     let docker = engine.docker();
     let (source_dir, socket_dir) = (scratch.join("source"), scratch.join("sockets"));
     if let Err(error) = std::fs::create_dir(&source_dir).and_then(|()| std::fs::create_dir(&socket_dir)) {
-        return checks.push(check(STEPS[0], Err(format!("cannot make {}: {error}", scratch.display()))));
+        record(checks, Err(format!("cannot make {}: {error}", scratch.display())));
+        return;
     }
     let image = match image_or_empty(docker, None).await {
         Ok(image) => image,
         Err(error) => {
-            return checks.push(check(STEPS[0], Err(format!("cannot build the empty image: {}", words(&error)))));
+            record(checks, Err(format!("cannot build the empty image: {}", words(&error))));
+            return;
         }
     };
     let ownership = Ownership {
@@ -103,14 +105,9 @@ async fn steps(engine: &Engine, binary: &Path, scratch: &Path, id: &str, checks:
 
     let made = create_tmpfs_volumes(docker, &container, &spec).await;
     let bytes = TRIAL_RESOURCES.workspace_bytes;
-    checks.push(check(
-        STEPS[0],
-        made.map(|()| {
-            format!("made the workspace and /tmp tmpfs volumes with size={bytes} and nr_inodes, as sessions do")
-        })
-        .map_err(|e| words(&e)),
-    ));
-    if !checks[0].available {
+    let made = made
+        .map(|()| format!("made the workspace and /tmp tmpfs volumes with size={bytes} and nr_inodes, as sessions do"));
+    if !record(checks, made.map_err(|e| words(&e))) {
         return;
     }
 
@@ -119,15 +116,10 @@ async fn steps(engine: &Engine, binary: &Path, scratch: &Path, id: &str, checks:
         container::start(docker, &container).await
     }
     .await;
-    checks.push(check(
-        STEPS[1],
-        started
-            .map(|()| {
-                "started a container under the full profile (read-only root, no network, every capability dropped, the agent's user, limits) with the binary and a socket directory bind-mounted".to_owned()
-            })
-            .map_err(|e| words(&e)),
-    ));
-    if !checks[1].available {
+    let started = started.map(|()| {
+        "started a container under the full profile (read-only root, no network, every capability dropped, the agent's user, limits) with the binary and a socket directory bind-mounted".to_owned()
+    });
+    if !record(checks, started.map_err(|e| words(&e))) {
         return;
     }
 
@@ -144,17 +136,11 @@ async fn steps(engine: &Engine, binary: &Path, scratch: &Path, id: &str, checks:
     ];
     let timeout = Some(std::time::Duration::from_secs(30));
     let checked = run_exec(docker, &container, argv, Vec::new(), None, 64 * 1024, timeout, &mut never).await;
-    checks.push(check(
-        STEPS[2],
-        match checked {
-            Ok(result) if result.exit_code == Some(0) => {
-                Ok("the self-check inside confirmed the profile (user, no network, read-only root, limits)".into())
-            }
-            Ok(result) => Err(refusal(&result.stdout.bytes, &result.stderr.bytes, result.exit_code)),
-            Err(error) => Err(words(&error)),
-        },
-    ));
-    if !checks[2].available {
+    let verdict = match checked {
+        Ok(result) => self_check_verdict(&result.stdout.bytes, &result.stderr.bytes, result.exit_code),
+        Err(error) => Err(words(&error)),
+    };
+    if !record(checks, verdict) {
         return;
     }
 
@@ -163,31 +149,38 @@ async fn steps(engine: &Engine, binary: &Path, scratch: &Path, id: &str, checks:
         docker.unpause_container(&container).await
     }
     .await;
-    checks.push(check(
-        STEPS[3],
-        paused
-            .map(|()| "paused and unpaused the container (sessions pause before export)".to_owned())
-            .map_err(|e| e.to_string()),
-    ));
-    if !checks[3].available {
+    let paused = paused.map(|()| "paused and unpaused the container (sessions pause before export)".to_owned());
+    if !record(checks, paused.map_err(|e| e.to_string())) {
         return;
     }
 
-    checks.push(check(STEPS[4], round_trip(docker, &container).await));
+    record(checks, round_trip(docker, &container).await);
 }
 
-/// What the self-check refused: its failing items, or what it printed when it printed no report.
-fn refusal(stdout: &[u8], stderr: &[u8], exit_code: Option<i64>) -> String {
+/// Adds the next step's check; whether it passed.
+fn record(checks: &mut Vec<FeatureCheck>, outcome: Result<String, String>) -> bool {
+    let step = STEPS[checks.len()];
+    let passed = outcome.is_ok();
+    checks.push(check(step, outcome));
+    passed
+}
+
+/// The self-check's verdict, decided as a session's is (`checked::passed`): what it confirmed, or
+/// its failing items, or what it printed when it printed no report.
+fn self_check_verdict(stdout: &[u8], stderr: &[u8], exit_code: Option<i64>) -> Result<String, String> {
     match serde_json::from_slice::<roundtable_specs::session::CheckReport>(stdout) {
+        Ok(report) if exit_code == Some(0) && crate::checked::passed(&report) => {
+            Ok("the self-check inside confirmed the profile (user, no network, read-only root, limits)".into())
+        }
         Ok(report) => {
             let failed: Vec<String> = report.failures().map(|i| format!("{}: {}", i.name, i.detail)).collect();
-            format!("the self-check inside refused: {}", failed.join("; "))
+            Err(format!("the self-check inside refused: {}", failed.join("; ")))
         }
-        Err(_) => format!(
+        Err(_) => Err(format!(
             "the self-check printed no report (exit code {}): {}",
             exit_code.map_or_else(|| "unknown".into(), |c| c.to_string()),
             String::from_utf8_lossy(stderr).trim()
-        ),
+        )),
     }
 }
 

@@ -14,7 +14,6 @@ use roundtable_delivery::provenance::{self, Envelope, ProvenanceError, SigningKe
 use roundtable_specs::audit::{EntryKind, ProposalDecided};
 use roundtable_specs::brief::Brief;
 use roundtable_specs::delivery::{Decision, Finding, GateAction, GateOverride, ProposalGates};
-use roundtable_specs::secrets::fingerprint::CredentialFingerprint;
 use roundtable_specs::session::ProposalState;
 use roundtable_store::audit::{AuditKey, AuditedEntry};
 use roundtable_store::{ProposalRecord, SessionRecord};
@@ -193,15 +192,13 @@ impl Service {
         secrets: &HashMap<String, String>,
         key: &AuditKey,
     ) -> Result<usize> {
-        let hash = key.fingerprint_key();
-        let digest = |bytes: &[u8]| hash.digest(bytes);
         let names: BTreeSet<String> = self
             .declared_catalog()
             .iter()
             .flat_map(|(_, entry)| entry.resolved.credential_env.iter().map(ToString::to_string))
             .collect();
-        let prints: Vec<_> =
-            names.iter().filter_map(|name| CredentialFingerprint::of(name, secrets.get(name)?, &digest)).collect();
+        let held = names.iter().filter_map(|name| Some((name.as_str(), secrets.get(name)?.as_str())));
+        let prints = key.fingerprints(held);
         self.store.record_fingerprints(&prints).await?;
         Ok(prints.len())
     }

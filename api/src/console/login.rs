@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use axum::http::{HeaderMap, header};
 use subtle::ConstantTimeEq as _;
 
+pub(crate) use crate::auth::random_hex;
+
 /// The session cookie.
 pub(crate) const SESSION_COOKIE: &str = "rt_console";
 /// The login form's double-submit cookie.
@@ -37,13 +39,6 @@ impl std::fmt::Debug for ConsoleSessions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ConsoleSessions(..)")
     }
-}
-
-/// 32 random bytes, hex; none when the random source fails (the caller refuses the login).
-pub(crate) fn random_hex() -> Option<String> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).ok()?;
-    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Constant-time equality of two secrets.

@@ -128,41 +128,41 @@ pub(crate) fn forbidden(message: &'static str) -> Response {
     (StatusCode::FORBIDDEN, message).into_response()
 }
 
-/// A page's response.
+/// A page's response (the security headers are added by the console's layer).
 pub(crate) fn html(page: &impl Template) -> Response {
-    pages::render(page)
+    match page.render() {
+        Ok(body) => axum::response::Html(body).into_response(),
+        Err(error) => {
+            tracing::error!(%error, "a console template failed to render");
+            (StatusCode::INTERNAL_SERVER_ERROR, "the page could not be rendered").into_response()
+        }
+    }
 }
 
+/// A page that only says something: what was not found, or what failed.
 #[derive(Template)]
 #[template(
-    source = "{% extends \"base.html\" %}{% block title %}Not found{% endblock %}{% block content %}<h1>Not found</h1><p>No {{ what }} {{ id }}.</p>{% endblock %}",
+    source = "{% extends \"base.html\" %}{% block title %}{{ title }}{% endblock %}{% block content %}<h1>{{ title }}</h1><pre>{{ message }}</pre>{% endblock %}",
     ext = "html"
 )]
-struct NotFoundPage {
+struct MessagePage {
     csrf: String,
-    what: &'static str,
-    id: String,
-}
-
-#[derive(Template)]
-#[template(
-    source = "{% extends \"base.html\" %}{% block title %}Error{% endblock %}{% block content %}<h1>Something failed</h1><pre>{{ message }}</pre>{% endblock %}",
-    ext = "html"
-)]
-struct ErrorPage {
-    csrf: String,
+    title: &'static str,
     message: String,
 }
 
+fn message(status: StatusCode, csrf: &str, title: &'static str, message: String) -> Response {
+    (status, html(&MessagePage { csrf: csrf.to_owned(), title, message })).into_response()
+}
+
 pub(crate) fn not_found(csrf: &str, what: &'static str, id: &str) -> Response {
-    let page = NotFoundPage { csrf: csrf.to_owned(), what, id: view::shown(id) };
-    (StatusCode::NOT_FOUND, html(&page)).into_response()
+    message(StatusCode::NOT_FOUND, csrf, "Not found", format!("No {what} {}.", view::shown(id)))
 }
 
 /// A failure's page: the error chain, escaped.
 pub(crate) fn failed(csrf: &str, error: &(dyn std::error::Error + 'static)) -> Response {
-    let page = ErrorPage { csrf: csrf.to_owned(), message: view::shown(&roundtable_telemetry::error_chain(error)) };
-    (StatusCode::INTERNAL_SERVER_ERROR, html(&page)).into_response()
+    let said = view::shown(&roundtable_telemetry::error_chain(error));
+    message(StatusCode::INTERNAL_SERVER_ERROR, csrf, "Something failed", said)
 }
 
 /// A console path that names no page: a console 404, with the console's headers.

@@ -5,7 +5,7 @@
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use roundtable_specs::output::{ObjectStatus, SyncStatus};
 use roundtable_specs::session::{ProposalState, SessionPhase};
 use roundtable_specs::{Kind, ObjectKey};
@@ -593,15 +593,4 @@ pub(crate) async fn head_of(state: &ApiState) -> String {
 pub(crate) async fn audit(State(state): State<ApiState>, Csrf(csrf): Csrf, _headers: HeaderMap) -> Response {
     let head = head_of(&state).await;
     html(&AuditPage { csrf, head, verdict: None, verdict_class: "" })
-}
-
-/// A page's HTML response (the security headers are added by the console's layer).
-pub(crate) fn render(page: &impl Template) -> Response {
-    match page.render() {
-        Ok(body) => axum::response::Html(body).into_response(),
-        Err(error) => {
-            tracing::error!(%error, "a console template failed to render");
-            (axum::http::StatusCode::INTERNAL_SERVER_ERROR, "the page could not be rendered").into_response()
-        }
-    }
 }

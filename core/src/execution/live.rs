@@ -166,12 +166,17 @@ impl LiveLogs {
 mod tests {
     use super::*;
 
+    /// The logs with session `session` open, holding `name`'s `value`, and its sink.
+    fn opened(session: &str, name: &str, value: &str) -> (LiveLogs, LiveSink) {
+        let logs = LiveLogs::default();
+        logs.open(session, KnownSecrets::new([(name, value)]));
+        let sink = logs.sink(session).expect("open");
+        (logs, sink)
+    }
+
     #[test]
     fn lines_are_masked_numbered_and_bounded() {
-        let logs = LiveLogs::default();
-        let known = KnownSecrets::new([("ACME_API_KEY", "acme-live-0123456789abcdef")]);
-        logs.open("s1", known);
-        let sink = logs.sink("s1").expect("open");
+        let (logs, sink) = opened("s1", "ACME_API_KEY", "acme-live-0123456789abcdef");
         sink(OutputStream::Stdout, b"key is acme-live-01234");
         sink(OutputStream::Stdout, b"56789abcdef\nsecond");
         sink(OutputStream::Stderr, b"oops\n");
@@ -205,9 +210,7 @@ mod tests {
     #[test]
     fn a_value_across_a_forced_cut_is_masked_whole() {
         let value = "acme-live-0123456789abcdef0123";
-        let logs = LiveLogs::default();
-        logs.open("s", KnownSecrets::new([("ACME_API_KEY", value)]));
-        let sink = logs.sink("s").expect("open");
+        let (logs, sink) = opened("s", "ACME_API_KEY", value);
         // A transcript line with no newline, the value straddling the 4 KiB cut.
         let mut line = "x".repeat(MAX_LINE - 10);
         line.push_str(value);
@@ -224,9 +227,7 @@ mod tests {
     #[test]
     fn a_value_across_lines_is_masked_whole() {
         let pem = "-----BEGIN KEY-----\nAAAABBBBCCCCDDDD\nEEEEFFFF\n-----END KEY-----";
-        let logs = LiveLogs::default();
-        logs.open("s", KnownSecrets::new([("SA_KEY", pem)]));
-        let sink = logs.sink("s").expect("open");
+        let (logs, sink) = opened("s", "SA_KEY", pem);
         sink(OutputStream::Stdout, b"before\n-----BEGIN KEY-----\nAAAABBBB");
         sink(OutputStream::Stdout, b"CCCCDDDD\nEEEEFFFF\n-----END KEY-----\nafter\n");
         let text = shown(&logs, "s");

@@ -27,7 +27,6 @@ use roundtable_specs::broker::BrokerReport;
 use roundtable_specs::layout::{AGENT_UID, CAPABILITY_ENV, MCP_SOCKET};
 use roundtable_specs::resume::ExternalSessionId;
 use roundtable_specs::secrets::KnownSecrets;
-use roundtable_specs::secrets::fingerprint::CredentialFingerprint;
 use roundtable_specs::session::{
     AgentSession, EgressReport, Extracted, ProposalFlag, ProposalFlagKind, ProposalState, SessionCause, SessionPhase,
 };
@@ -454,13 +453,7 @@ impl Inner {
     /// one declared since). Without the audit key there is nothing to hash with.
     async fn fingerprint_credentials(&self, session: &str, adapter: &ResolvedAdapter) {
         let Some(key) = &self.config.audit_key else { return };
-        let hash = key.fingerprint_key();
-        let digest = |bytes: &[u8]| hash.digest(bytes);
-        let prints: Vec<_> = self
-            .credentials(adapter)
-            .filter_map(|(name, value)| CredentialFingerprint::of(name, value, &digest))
-            .collect();
-        if let Err(error) = self.store.record_fingerprints(&prints).await {
+        if let Err(error) = self.store.record_fingerprints(&key.fingerprints(self.credentials(adapter))).await {
             tracing::warn!(session, %error, "cannot record the credentials' fingerprints; an accept may not find them in a proposal");
         }
     }

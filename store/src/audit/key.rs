@@ -170,6 +170,21 @@ impl AuditKey {
         FingerprintKey(HmacSha256::new_from_slice(derived.as_bytes()).ok())
     }
 
+    /// The fingerprints of the held `(name, value)` pairs, as the review gates keep them (values
+    /// too short to keep are left out).
+    pub fn fingerprints<'a>(
+        &self,
+        held: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Vec<roundtable_specs::secrets::fingerprint::CredentialFingerprint> {
+        let hash = self.fingerprint_key();
+        let digest = |bytes: &[u8]| hash.digest(bytes);
+        held.into_iter()
+            .filter_map(|(name, value)| {
+                roundtable_specs::secrets::fingerprint::CredentialFingerprint::of(name, value, &digest)
+            })
+            .collect()
+    }
+
     /// The head checkpoint, if one was written.
     pub fn read_head(&self) -> Option<Head> {
         serde_json::from_slice(&std::fs::read(self.head_path()).ok()?).ok()
