@@ -106,8 +106,18 @@ async fn run_both() -> Running {
     std::fs::set_permissions(&secrets, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
     let daemon = start_daemon(dir.path(), &["--secrets-file", secrets.to_str().expect("utf-8")], executions.path());
     let root = dir.path();
-    wait_until_within("three proposals", Duration::from_secs(120), || {
-        ["clean", "leaky", "workflow"].iter().all(|name| proposal_of(root, name).is_some())
+    // A proposal is recorded before the reconcile that marks its Assignment as awaiting review:
+    // wait for that too, or the daemon may stop in between and leave the status one step behind.
+    wait_until_within("three proposals awaiting review", Duration::from_secs(120), || {
+        let rows = json(&roundtable(root, &["status", "--format", "json"]));
+        ["clean", "leaky", "workflow"].iter().all(|name| {
+            proposal_of(root, name).is_some()
+                && rows["items"].as_array().into_iter().flatten().any(|r| {
+                    r["kind"] == "Assignment"
+                        && r["name"] == *name
+                        && r["message"].as_str().is_some_and(|m| m.contains("awaits review"))
+                })
+        })
     })
     .await;
     Running { dir, executions, daemon, _show: show }
