@@ -518,6 +518,13 @@ pub enum SandboxCommand {
         /// Expected CPU limit in thousandths of a CPU.
         #[arg(long)]
         cpu_millis: u64,
+        /// The OCI runtime the container was created under: the check then proves the kernel
+        /// it must show (the host's, gVisor's, or one of its own).
+        #[arg(long)]
+        runtime_class: Option<roundtable_specs::names::RuntimeClass>,
+        /// The host kernel's release, as the engine reports it.
+        #[arg(long, requires = "runtime_class")]
+        host_kernel: Option<String>,
         /// Once every check passed, copy the source mount into the empty workspace (as this
         /// user); a failed copy fails the check.
         #[arg(long)]
@@ -527,6 +534,14 @@ pub enum SandboxCommand {
         #[arg(last = true)]
         then: Vec<String>,
     },
+    /// Before a gVisor session's export: list every FIFO, socket and device below DIR as JSON
+    /// (they stay inside the sandbox, where the export cannot see them).
+    #[command(hide = true)]
+    Specials { dir: PathBuf },
+    /// Doctor: connect to the Unix socket SOCKET (bind-mounted from the host, as a session's
+    /// are) and print the line it answers; exits 1 when the connection is refused.
+    #[command(hide = true)]
+    Reach { socket: PathBuf },
     /// Agent diagnostics: try to write in each DIR; prints a JSON report, exits 1 unless every
     /// write failed as read-only.
     #[command(hide = true)]

@@ -165,13 +165,40 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", render::json(&report)?);
             Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
-        Command::Sandbox(SandboxCommand::Check { uid, gid, memory, pids, cpu_millis, seed_workspace, then }) => {
+        Command::Sandbox(SandboxCommand::Specials { dir }) => {
+            println!("{}", serde_json::to_string(&roundtable_incontainer::specials::run(dir))?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sandbox(SandboxCommand::Reach { socket }) => match roundtable_incontainer::reach::run(socket) {
+            Ok(line) => {
+                println!("{}", render::sanitize(&line));
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(error) => {
+                eprintln!("roundtable sandbox reach: {}: {error}", socket.display());
+                Ok(ExitCode::from(1))
+            }
+        },
+        Command::Sandbox(SandboxCommand::Check {
+            uid,
+            gid,
+            memory,
+            pids,
+            cpu_millis,
+            runtime_class,
+            host_kernel,
+            seed_workspace,
+            then,
+        }) => {
             let expected = roundtable_incontainer::check::Expected {
                 uid: *uid,
                 gid: *gid,
                 memory_bytes: *memory,
                 pids: *pids,
                 cpu_millis: *cpu_millis,
+                runtime: runtime_class
+                    .clone()
+                    .map(|class| roundtable_specs::runtime::ResolvedRuntime::new(class, host_kernel.clone())),
             };
             let mut report = roundtable_incontainer::check::run(&expected);
             if *seed_workspace {

@@ -13,6 +13,7 @@ use roundtable_specs::admission::{
 };
 use roundtable_specs::audit::{AuditRecord, GateRecorded, ReceiptSealed};
 use roundtable_specs::policy::{AdmissionMode, AdmissionPolicySpec};
+use roundtable_specs::runtime::ResolvedRuntime;
 use roundtable_store::Store;
 use roundtable_store::audit::{AuditKey, AuditedEntry, RECEIPT_ENTRY};
 use time::OffsetDateTime;
@@ -113,15 +114,16 @@ pub struct GateOutcome {
     pub evidence: Option<EvidenceSummary>,
     /// The receipt it compared against.
     pub receipt: Option<ReceiptSummary>,
+    /// The runtime the spawn is created under and must prove, when the runtime class gate
+    /// admitted it; `None`: the engine's default, unchecked.
+    pub runtime: Option<ResolvedRuntime>,
 }
 
 impl GateOutcome {
-    /// The first refusal that blocks the spawn (only under `enforce`).
+    /// The first refusal that blocks the spawn: any under `enforce`, the runtime class's under
+    /// every mode.
     pub fn blocking(&self) -> Option<&GateDecision> {
-        if self.mode != AdmissionMode::Enforce {
-            return None;
-        }
-        self.decisions.iter().find(|d| !d.admitted())
+        self.decisions.iter().find(|d| d.blocks(self.mode))
     }
 }
 
@@ -237,10 +239,11 @@ impl Admitter {
     }
 
     /// The live evidence for `adapter`.
-    pub async fn evidence(&self, adapter: &ResolvedAdapter) -> Evidence {
+    pub async fn evidence(&self, adapter: &ResolvedAdapter, runtime: Option<&ResolvedRuntime>) -> Evidence {
+        let class = runtime.map(|r| &r.class);
         let contract = contracts::load(&self.contracts, adapter);
         let (image_id, surface) = match &contract {
-            Ok(Some(loaded)) => self.probe(adapter, loaded).await,
+            Ok(Some(loaded)) => self.probe(adapter, loaded, class).await,
             Ok(None) => (String::new(), Surface::skipped("no contract to probe with")),
             Err(why) => {
                 let why = roundtable_telemetry::error_chain(why);
@@ -248,12 +251,25 @@ impl Admitter {
             }
         };
         let canary = self.canary_verdict(&adapter.name, &image_id).await;
-        Evidence::gather(adapter, image_id, contract, surface, canary)
+        Evidence::gather(adapter, image_id, contract, surface, canary, class.cloned())
+    }
+
+    /// The runtime class gate for `adapter` under `policy`, with what the engine says it has
+    /// (unknown when it cannot be asked: the launch then fails on the engine, and the
+    /// self-check still proves the kernel of a declared class).
+    pub async fn runtime(
+        &self,
+        adapter: &ResolvedAdapter,
+        policy: &AdmissionPolicySpec,
+    ) -> (GateDecision, Option<ResolvedRuntime>) {
+        let engine = self.runtime.runtimes().await.ok().flatten();
+        gate::runtime_class(adapter, policy, engine.as_ref())
     }
 
     /// The admission gate for `adapter` now, under `policy`.
     pub async fn check(&self, adapter: &ResolvedAdapter, policy: &AdmissionPolicySpec) -> Check {
-        let evidence = self.evidence(adapter).await;
+        let (_, runtime) = self.runtime(adapter, policy).await;
+        let evidence = self.evidence(adapter, runtime.as_ref()).await;
         let stored = self.receipts.load(&adapter.name);
         let anchor = self.anchor(&stored).await;
         let ttl = policy.receipt_ttl.as_std().as_secs();
@@ -291,7 +307,8 @@ impl Admitter {
         policy: &AdmissionPolicySpec,
     ) -> Result<(SealedReceipt, PathBuf), AdmissionError> {
         let key = self.audit_key.clone().ok_or(AdmissionError::NoAuditKey)?;
-        let evidence = self.evidence(adapter).await;
+        let (_, runtime) = self.runtime(adapter, policy).await;
+        let evidence = self.evidence(adapter, runtime.as_ref()).await;
         let head = key.read_head().map(|h| ChainHead { seq: h.seq, mac: h.mac });
         let generated_at = self.now().format(&Rfc3339).unwrap_or_default();
         let body = evidence.receipt(policy.receipt_ttl.as_std().as_secs(), generated_at, head);
@@ -325,8 +342,10 @@ impl Admitter {
         policy: &AdmissionPolicySpec,
     ) -> GateOutcome {
         let mode = policy.mode;
+        // The runtime class is decided under every mode: `off` turns off receipts, not isolation.
+        let (runtime_decision, runtime) = self.runtime(adapter, policy).await;
         if mode == AdmissionMode::Off {
-            return GateOutcome { mode, decisions: Vec::new(), evidence: None, receipt: None };
+            return GateOutcome { mode, decisions: vec![runtime_decision], evidence: None, receipt: None, runtime };
         }
         let check = self.check(adapter, policy).await;
         let evidence = Some(check.evidence_summary());
@@ -349,8 +368,9 @@ impl Admitter {
             admission,
             gate::security_floor(&adapter.name, check.evidence.surface.version.as_deref(), floor),
             gate::capability_routing(adapter, requires),
+            runtime_decision,
         ];
-        GateOutcome { mode, decisions, evidence, receipt }
+        GateOutcome { mode, decisions, evidence, receipt, runtime }
     }
 
     /// The gates for one spawn, each decision anchored in the audit chain under `subject` (the
@@ -371,7 +391,7 @@ impl Admitter {
     /// whether it blocked.
     pub async fn record(&self, outcome: &GateOutcome, subject: &str) {
         for decision in &outcome.decisions {
-            let blocked = outcome.mode == AdmissionMode::Enforce && !decision.admitted();
+            let blocked = decision.blocks(outcome.mode);
             self.audit(subject, &GateRecorded { decision, mode: outcome.mode, blocked }).await;
         }
     }

@@ -63,7 +63,8 @@ impl Admitter {
             roundtable_agents::plan::Stdin::Prompt => Some(transcript.prompt.clone().into_bytes()),
             roundtable_agents::plan::Stdin::Empty => Some(Vec::new()),
         };
-        let plan = self.probe_plan(adapter, vec![ProbeCommand { stdin, ..ProbeCommand::new(planned.argv.clone()) }]);
+        let plan =
+            self.probe_plan(adapter, vec![ProbeCommand { stdin, ..ProbeCommand::new(planned.argv.clone()) }]).await;
         let outcome = self.runtime.probe(plan).await?;
         let Some(run) = outcome.runs.into_iter().next() else {
             return Err(failed("the canary ran no command".into()));

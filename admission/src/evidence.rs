@@ -8,6 +8,7 @@ use roundtable_specs::admission::{
     Verdict,
 };
 use roundtable_specs::digest::{canonical_digest, canonical_json};
+use roundtable_specs::names::RuntimeClass;
 use serde_json::json;
 
 use crate::contracts::{ContractError, LoadedContract};
@@ -30,6 +31,8 @@ pub struct Evidence {
     pub capabilities: Vec<String>,
     /// How the adapter's credentials reach its agent; `None` when it has none.
     pub credential_mode: Option<CredentialMode>,
+    /// The OCI runtime the probes ran under and its sessions run under; `None` when unknown.
+    pub runtime_class: Option<RuntimeClass>,
 }
 
 impl Evidence {
@@ -40,6 +43,7 @@ impl Evidence {
         contract: Result<Option<LoadedContract>, ContractError>,
         surface: Surface,
         canary: CanaryVerdict,
+        runtime_class: Option<RuntimeClass>,
     ) -> Self {
         let replay = match &contract {
             Ok(Some(loaded)) => loaded.transcripts.iter().map(|t| replay(adapter, t)).collect(),
@@ -57,6 +61,7 @@ impl Evidence {
             canary,
             capabilities,
             credential_mode: (!adapter.credential_env.is_empty()).then_some(adapter.credential_mode),
+            runtime_class,
         }
     }
 
@@ -105,6 +110,9 @@ impl Evidence {
         // Only when there are credentials, so receipts of adapters without any keep their bytes.
         if let Some(mode) = self.credential_mode {
             preimage["credentialMode"] = json!(mode.as_str());
+        }
+        if let Some(class) = &self.runtime_class {
+            preimage["runtimeClass"] = json!(class.as_str());
         }
         format!("sha256:{}", canonical_digest(&preimage))
     }
@@ -185,6 +193,7 @@ impl Evidence {
             contract_source: self.loaded().map(LoadedContract::source_text).unwrap_or_default(),
             profile_hash: self.profile_hash(),
             credential_mode: self.credential_mode,
+            runtime_class: self.runtime_class.clone(),
             replay_fingerprint: self.fingerprint(),
             conformance_run_id: self.conformance_run_id(),
             conformance_verdict: self.surface.verdict,

@@ -5,7 +5,9 @@
 
 use roundtable_specs::adapter::{Capability, ResolvedAdapter};
 use roundtable_specs::admission::{GateDecision, GateKind, RECEIPT_KIND, RefusalReason, SealedReceipt, Verdict};
-use roundtable_specs::names::VersionFloor;
+use roundtable_specs::names::{RuntimeClass, VersionFloor};
+use roundtable_specs::policy::AdmissionPolicySpec;
+use roundtable_specs::runtime::{EngineRuntimes, ResolvedRuntime, RuntimeUnfit};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -182,6 +184,14 @@ pub fn admission(
                 word(evidence.credential_mode)
             ));
         }
+        if body.runtime_class != evidence.runtime_class {
+            let word = |class: Option<&RuntimeClass>| class.map_or("unknown", RuntimeClass::as_str).to_owned();
+            changed.push(format!(
+                "the runtime class {} → {}",
+                word(body.runtime_class.as_ref()),
+                word(evidence.runtime_class.as_ref())
+            ));
+        }
         if changed.is_empty() {
             changed.push("the transcript replay".into());
         }
@@ -267,6 +277,68 @@ pub fn security_floor(adapter: &str, installed: Option<&str>, floor: Option<&Ver
     }
 }
 
+/// The runtime class gate: the class `adapter` runs under (its own, else the policy's for all,
+/// else the engine's default) must be one the policy allows and, when the engine says what it
+/// has (`engine`), registered there and fit for the adapter's sessions. Returns the decision and,
+/// when admitted, the runtime its sessions are created under and must prove from inside.
+pub fn runtime_class(
+    adapter: &ResolvedAdapter,
+    policy: &AdmissionPolicySpec,
+    engine: Option<&EngineRuntimes>,
+) -> (GateDecision, Option<ResolvedRuntime>) {
+    let name = adapter.name.as_str();
+    let declared = adapter.runtime_class.as_ref().or(policy.runtime_class.as_ref()).cloned();
+    let class = declared.or_else(|| engine.and_then(|e| e.default.parse::<RuntimeClass>().ok()));
+    let decision = |verdict: Verdict, reason: Option<&str>, message: String, remediation: String| GateDecision {
+        gate: GateKind::RuntimeClass,
+        adapter: name.into(),
+        verdict,
+        reason: reason.map(Into::into),
+        message,
+        remediation,
+        receipt: None,
+    };
+    let Some(class) = class else {
+        let message = "the engine's default runtime (the engine did not say which)".to_owned();
+        if policy.require_runtime_class.is_empty() {
+            return (decision(Verdict::Admit, None, message, String::new()), None);
+        }
+        let why = format!("{message} cannot be shown to be one the AdmissionPolicy requires");
+        return (decision(Verdict::Refuse, Some("runtime_not_allowed"), why, require_remedy(policy)), None);
+    };
+    if !policy.require_runtime_class.is_empty() && !policy.require_runtime_class.contains(&class) {
+        let message = format!(
+            "adapter {name} would run under {class}; the AdmissionPolicy requires {}",
+            names(&policy.require_runtime_class)
+        );
+        return (decision(Verdict::Refuse, Some("runtime_not_allowed"), message, require_remedy(policy)), None);
+    }
+    if let Some(engine) = engine
+        && let Err(unfit) = engine.fit(&class, adapter.uses_host_sockets())
+    {
+        let reason = match unfit {
+            RuntimeUnfit::NotRegistered { .. } => "runtime_unavailable",
+            RuntimeUnfit::NoHostSockets { .. } => "runtime_without_host_sockets",
+        };
+        // The message says what to change in the engine's daemon.json.
+        return (decision(Verdict::Refuse, Some(reason), unfit.to_string(), String::new()), None);
+    }
+    let runtime = ResolvedRuntime::new(class, engine.and_then(|e| e.host_kernel.clone()));
+    let message = format!("runs under {}, which must show {} from inside", runtime.class, runtime.kernel.described());
+    (decision(Verdict::Admit, None, message, String::new()), Some(runtime))
+}
+
+fn names(classes: &[RuntimeClass]) -> String {
+    classes.iter().map(RuntimeClass::as_str).collect::<Vec<_>>().join(" or ")
+}
+
+fn require_remedy(policy: &AdmissionPolicySpec) -> String {
+    format!(
+        "set spec.runtimeClass to {} on the Adapter (or on the AdmissionPolicy, for all)",
+        names(&policy.require_runtime_class)
+    )
+}
+
 /// Capability routing: every capability `requires` names must be in the adapter's profile.
 pub fn capability_routing(adapter: &ResolvedAdapter, requires: &[Capability]) -> GateDecision {
     let offered = adapter.capabilities();
@@ -297,6 +369,7 @@ pub fn capability_routing(adapter: &ResolvedAdapter, requires: &[Capability]) ->
 mod tests {
     use super::*;
     use roundtable_specs::admission::CanaryVerdict;
+    use roundtable_specs::runtime::SandboxKernel;
 
     /// Green evidence for the built-in codex, and a receipt of it generated at `generated_at`.
     fn sealed_at(generated_at: OffsetDateTime) -> (Evidence, Stored) {
@@ -308,7 +381,7 @@ mod tests {
             verdict: roundtable_specs::admission::ConformanceVerdict::Ok,
             detail: "ok".into(),
         };
-        let evidence = Evidence::gather(&adapter, "sha256:aa".into(), contract, surface, CanaryVerdict::Unknown);
+        let evidence = Evidence::gather(&adapter, "sha256:aa".into(), contract, surface, CanaryVerdict::Unknown, None);
         let body = evidence.receipt(86_400, rfc3339(generated_at), None);
         (evidence, Stored::Found(Box::new(SealedReceipt::seal(body))))
     }
@@ -357,6 +430,78 @@ mod tests {
         assert!(refused.message.contains("is not anchored in this project's audit chain"), "{}", refused.message);
         assert!(refused.remediation.contains("admission check codex --seal"), "{}", refused.remediation);
         assert!(refused.receipt.is_some(), "the refusal names the receipt it saw");
+    }
+
+    fn engine() -> EngineRuntimes {
+        EngineRuntimes {
+            default: "runc".into(),
+            registered: [("runc", vec![]), ("runsc", vec!["--host-uds=open".to_owned()]), ("runsc-sealed", vec![])]
+                .into_iter()
+                .map(|(name, args)| (name.to_owned(), args))
+                .collect(),
+            host_kernel: Some("6.1.0".into()),
+        }
+    }
+
+    fn adapter_on(runtime: Option<&str>, sockets: bool) -> ResolvedAdapter {
+        let mut adapter = roundtable_specs::builtins::template("generic").expect("generic").resolve("agent");
+        adapter.runtime_class = runtime.map(|r| r.parse().expect("class"));
+        if sockets {
+            adapter.provider_hosts = vec!["api.example.test".parse().expect("host")];
+        }
+        adapter
+    }
+
+    fn requiring(classes: &[&str]) -> AdmissionPolicySpec {
+        AdmissionPolicySpec {
+            require_runtime_class: classes.iter().map(|c| c.parse().expect("class")).collect(),
+            ..AdmissionPolicySpec::default()
+        }
+    }
+
+    #[test]
+    fn the_runtime_class_is_the_adapters_else_the_policys_else_the_engines_default() {
+        let (decision, runtime) = runtime_class(&adapter_on(None, true), &requiring(&[]), Some(&engine()));
+        assert!(decision.admitted(), "{decision}");
+        let runtime = runtime.expect("resolved");
+        assert_eq!((runtime.class.as_str(), runtime.kernel), ("runc", SandboxKernel::Host));
+        assert_eq!(runtime.host_kernel.as_deref(), Some("6.1.0"));
+        let policy = AdmissionPolicySpec { runtime_class: Some("runsc".parse().expect("class")), ..requiring(&[]) };
+        let (_, runtime) = runtime_class(&adapter_on(None, true), &policy, Some(&engine()));
+        assert_eq!(runtime.expect("resolved").kernel, SandboxKernel::Gvisor);
+        let (_, runtime) = runtime_class(&adapter_on(Some("runc"), true), &policy, Some(&engine()));
+        assert_eq!(runtime.expect("resolved").class.as_str(), "runc", "the Adapter's own wins");
+    }
+
+    #[test]
+    fn a_required_class_refuses_every_other_and_blocks_under_every_mode() {
+        use roundtable_specs::policy::AdmissionMode;
+        let (refused, runtime) =
+            runtime_class(&adapter_on(Some("runc"), false), &requiring(&["runsc"]), Some(&engine()));
+        assert_eq!(refused.reason.as_deref(), Some("runtime_not_allowed"), "{refused}");
+        assert!(runtime.is_none());
+        for mode in [AdmissionMode::Off, AdmissionMode::Warn, AdmissionMode::Enforce] {
+            assert!(refused.blocks(mode), "{mode:?}");
+        }
+        let (admitted, _) = runtime_class(&adapter_on(Some("runsc"), true), &requiring(&["runsc"]), Some(&engine()));
+        assert!(admitted.admitted() && !admitted.blocks(AdmissionMode::Enforce), "{admitted}");
+        // An engine that cannot be asked cannot show its default is one required.
+        let (unknown, _) = runtime_class(&adapter_on(None, false), &requiring(&["runsc"]), None);
+        assert_eq!(unknown.reason.as_deref(), Some("runtime_not_allowed"), "{unknown}");
+        // A declared class on an engine that cannot be asked goes ahead; the self-check proves it.
+        let (declared, runtime) = runtime_class(&adapter_on(Some("runsc"), true), &requiring(&["runsc"]), None);
+        assert!(declared.admitted() && runtime.is_some_and(|r| r.host_kernel.is_none()), "{declared}");
+    }
+
+    #[test]
+    fn a_runtime_the_engine_lacks_or_that_cannot_reach_the_sockets_is_refused() {
+        let (missing, _) = runtime_class(&adapter_on(Some("kata"), false), &requiring(&[]), Some(&engine()));
+        assert_eq!(missing.reason.as_deref(), Some("runtime_unavailable"), "{missing}");
+        let (sealed, _) = runtime_class(&adapter_on(Some("runsc-sealed"), true), &requiring(&[]), Some(&engine()));
+        assert_eq!(sealed.reason.as_deref(), Some("runtime_without_host_sockets"), "{sealed}");
+        // Without provider hosts or MCP it needs no socket, and runs.
+        let (socketless, _) = runtime_class(&adapter_on(Some("runsc-sealed"), false), &requiring(&[]), Some(&engine()));
+        assert!(socketless.admitted(), "{socketless}");
     }
 
     #[test]

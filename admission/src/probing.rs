@@ -4,6 +4,7 @@
 
 use roundtable_session_runtime::{Captured, Ownership, ProbeCommand, ProbePlan, ProbeRun, Purpose};
 use roundtable_specs::adapter::ResolvedAdapter;
+use roundtable_specs::names::RuntimeClass;
 use serde_json::json;
 
 use roundtable_telemetry::error_chain;
@@ -33,8 +34,11 @@ fn run_from_json(value: &serde_json::Value) -> Option<ProbeRun> {
 }
 
 impl Admitter {
-    /// A probe of `commands` in `adapter`'s image, labelled apart from agents.
-    pub(crate) fn probe_plan(&self, adapter: &ResolvedAdapter, commands: Vec<ProbeCommand>) -> ProbePlan {
+    /// A probe of `commands` in `adapter`'s image, labelled apart from agents, under the runtime
+    /// class its sessions run under.
+    pub(crate) async fn probe_plan(&self, adapter: &ResolvedAdapter, commands: Vec<ProbeCommand>) -> ProbePlan {
+        let policy = self.policy().await;
+        let runtime = self.runtime(adapter, &policy).await.1.map(|r| r.class);
         let nonce = format!("{}:{}:{:?}", adapter.name, std::process::id(), std::time::SystemTime::now());
         let id = format!(
             "{}-{}",
@@ -58,12 +62,23 @@ impl Admitter {
             output_limit: surface::PROBE_OUTPUT_LIMIT,
             mounts: Default::default(),
             tmp_entries: Vec::new(),
+            runtime,
             broker_relay: false,
         }
     }
 
     /// Runs (or reads from the cache) the probe for `contract` in `adapter`'s image.
-    pub(crate) async fn probe(&self, adapter: &ResolvedAdapter, loaded: &LoadedContract) -> (String, Surface) {
+    pub(crate) async fn probe(
+        &self,
+        adapter: &ResolvedAdapter,
+        loaded: &LoadedContract,
+        runtime: Option<&RuntimeClass>,
+    ) -> (String, Surface) {
+        // A probe under one runtime says nothing of another: the cache keeps them apart.
+        let cache_key = match runtime {
+            Some(class) => format!("{}@{class}", loaded.hash),
+            None => loaded.hash.clone(),
+        };
         let image = adapter.image.as_ref().map(ToString::to_string);
         if image.is_none() && adapter.command != roundtable_specs::builtins::IN_CONTAINER_BINARY {
             return (String::new(), Surface::skipped("spec.image is not set: there is nothing to probe"));
@@ -85,19 +100,20 @@ impl Admitter {
             None => Some(self.own_binary_identity()),
         };
         if let Some(id) = &known_id
-            && let Ok(Some(cached)) = self.store.probe(id, &loaded.hash).await
+            && let Ok(Some(cached)) = self.store.probe(id, &cache_key).await
             && let Ok(serde_json::Value::Array(values)) = serde_json::from_str::<serde_json::Value>(&cached)
         {
             let runs: Vec<ProbeRun> = values.iter().filter_map(run_from_json).collect();
             return (id.clone(), surface::conformance(&loaded.contract, &runs));
         }
-        let plan = self.probe_plan(adapter, surface::probe_commands(&loaded.contract));
+        let mut plan = self.probe_plan(adapter, surface::probe_commands(&loaded.contract)).await;
+        plan.runtime = runtime.cloned();
         match self.runtime.probe(plan).await {
             Ok(outcome) => {
                 let id = if image.is_some() { outcome.image_id } else { known_id.unwrap_or_default() };
                 let runs: Vec<serde_json::Value> = outcome.runs.iter().map(run_to_json).collect();
                 let text = serde_json::Value::Array(runs).to_string();
-                if let Err(error) = self.store.save_probe(&id, &loaded.hash, &text).await {
+                if let Err(error) = self.store.save_probe(&id, &cache_key, &text).await {
                     tracing::warn!(%error, "cannot cache the probe result");
                 }
                 let surface = surface::conformance(&loaded.contract, &outcome.runs);

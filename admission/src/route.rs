@@ -45,7 +45,7 @@ impl Admitter {
     ) -> Result<RouteFinding, AdmissionError> {
         let failed = |why: String| AdmissionError::Canary { adapter: adapter.name.clone(), why };
         let planned = plan::plan(adapter, PlanInput { prompt, model }, false);
-        let probe = self.probe_plan(adapter, Vec::new());
+        let probe = self.probe_plan(adapter, Vec::new()).await;
         let dir = sockets::plan(&sockets::default_root_for_this_user(), &probe.id)
             .map_err(|e| failed(roundtable_telemetry::error_chain(&e)))?;
         let folder = SocketFolder(dir);

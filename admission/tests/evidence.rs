@@ -13,7 +13,7 @@ fn green(version: &str) -> Surface {
 fn evidence_for(name: &str, folder: &std::path::Path, image_id: &str, version: &str) -> Evidence {
     let adapter = template(name).expect("a built-in").resolve(name);
     let contract = contracts::load(folder, &adapter);
-    Evidence::gather(&adapter, image_id.into(), contract, green(version), CanaryVerdict::Unknown)
+    Evidence::gather(&adapter, image_id.into(), contract, green(version), CanaryVerdict::Unknown, None)
 }
 
 #[test]
@@ -78,6 +78,7 @@ fn a_refusal_forbids_spawn_and_every_capability() {
         Ok(None),
         Surface::skipped("no contract"),
         CanaryVerdict::Unknown,
+        None,
     );
     let receipt = evidence.receipt(86_400, "2026-11-30T00:00:00Z".into(), None);
     assert_eq!(receipt.reason, Some(RefusalReason::NoContract));
@@ -126,7 +127,8 @@ fn a_receipt_sealed_for_the_broker_does_not_admit_the_adapter_in_env_mode() {
     let mut adapter = template("codex").expect("a built-in").resolve("codex");
     adapter.credential_mode = CredentialMode::Env;
     let contract = contracts::load(folder.path(), &adapter);
-    let env_mode = Evidence::gather(&adapter, "sha256:aa".into(), contract, green("0.171.0"), CanaryVerdict::Unknown);
+    let env_mode =
+        Evidence::gather(&adapter, "sha256:aa".into(), contract, green("0.171.0"), CanaryVerdict::Unknown, None);
     assert_eq!(env_mode.refusal(), None, "{:?}", env_mode.replay);
     assert_eq!(env_mode.credential_mode, Some(CredentialMode::Env));
     let decision = admission(&env_mode, &stored, &anchor, 86_400, now);

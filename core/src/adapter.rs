@@ -47,26 +47,26 @@ fn camel(word: &str) -> String {
 /// The `Admitted` condition for the adapter-level gates.
 fn admitted(outcome: &GateOutcome, generation: i64) -> Condition {
     use ConditionStatus::{False, True, Unknown};
-    if outcome.mode == AdmissionMode::Off {
-        return desired(
+    let mode = outcome.mode;
+    let adapter_level: Vec<&GateDecision> =
+        outcome.decisions.iter().filter(|d| d.gate != GateKind::CapabilityRouting).collect();
+    // A refusal that blocks is the one to show, ahead of any that is only recorded.
+    let refused =
+        adapter_level.iter().find(|d| d.blocks(mode)).or_else(|| adapter_level.iter().find(|d| !d.admitted()));
+    match refused {
+        Some(refused) => {
+            let reason = camel(refused.reason.as_deref().unwrap_or("refused"));
+            let consequence =
+                if refused.blocks(mode) { "spawns are refused" } else { "recorded; spawns continue under warn" };
+            desired(ADMITTED, False, &reason, format!("{refused} ({consequence})"), generation)
+        }
+        None if mode == AdmissionMode::Off => desired(
             ADMITTED,
             Unknown,
             "AdmissionOff",
-            "the AdmissionPolicy's mode is off: no gate runs",
+            "the AdmissionPolicy's mode is off: no gate runs but the runtime class",
             generation,
-        );
-    }
-    let adapter_level: Vec<&GateDecision> =
-        outcome.decisions.iter().filter(|d| d.gate != GateKind::CapabilityRouting).collect();
-    match adapter_level.iter().find(|d| !d.admitted()) {
-        Some(refused) => {
-            let reason = camel(refused.reason.as_deref().unwrap_or("refused"));
-            let consequence = match outcome.mode {
-                AdmissionMode::Enforce => "spawns are refused",
-                _ => "recorded; spawns continue under warn",
-            };
-            desired(ADMITTED, False, &reason, format!("{refused} ({consequence})"), generation)
-        }
+        ),
         None => {
             let message = adapter_level.iter().map(|d| d.message.as_str()).collect::<Vec<_>>().join("; ");
             desired(ADMITTED, True, reason::ADMITTED, message, generation)

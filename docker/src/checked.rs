@@ -19,6 +19,32 @@ const CHECK_CAP: u64 = 1 << 20;
 /// How long a refused check may take to exit once its stdin is closed.
 const REFUSED_EXIT: Duration = Duration::from_secs(10);
 
+/// The `sandbox check` command line that verifies `expected` from inside; `seed_workspace` has
+/// it seed the workspace from the read-only source once every item passed (a session's does).
+pub(crate) fn check_argv(expected: &roundtable_session_runtime::Expected, seed_workspace: bool) -> Vec<String> {
+    let e = expected;
+    let mut argv = vec![
+        roundtable_specs::layout::BINARY.to_owned(),
+        "sandbox".into(),
+        "check".into(),
+        format!("--uid={}", e.uid),
+        format!("--gid={}", e.gid),
+        format!("--memory={}", e.memory_bytes),
+        format!("--pids={}", e.pids),
+        format!("--cpu-millis={}", e.cpu_millis),
+    ];
+    if let Some(runtime) = &e.runtime {
+        argv.push(format!("--runtime-class={}", runtime.class));
+        if let Some(host) = &runtime.host_kernel {
+            argv.push(format!("--host-kernel={host}"));
+        }
+    }
+    if seed_workspace {
+        argv.push("--seed-workspace".into());
+    }
+    argv
+}
+
 /// A started `sandbox check … -- ARGV`, its report read (or not).
 pub(crate) struct Checked {
     exec_id: String,

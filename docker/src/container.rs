@@ -124,6 +124,10 @@ pub(crate) async fn remove(
 ) -> Result<(), RuntimeError> {
     let removed = match kind {
         ResourceKind::Container => {
+            // gVisor cannot kill a paused sandbox (the engine waits 10 s and may leave it a
+            // zombie), so a paused container is thawed first: it was paused for the export,
+            // which is over, and is killed at once.
+            let _ = tokio::time::timeout(REMOVE_BOUND, docker.unpause_container(name)).await;
             let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
             let removal = timed(container, "remove container", docker.remove_container(name, Some(options)));
             tokio::time::timeout(REMOVE_BOUND, removal).await

@@ -6,7 +6,10 @@ use std::path::Path;
 
 use bollard::Docker;
 use bollard::models::SystemInfo;
+use roundtable_session_runtime::{EngineRuntimes, RuntimeError};
 use roundtable_specs::output::{DoctorReport, FeatureCheck};
+
+use crate::errors::engine_error;
 
 /// What can go wrong reaching the engine.
 #[derive(Debug, thiserror::Error)]
@@ -123,6 +126,29 @@ impl Engine {
             }
         }
         report
+    }
+}
+
+impl Engine {
+    /// The OCI runtimes the engine has registered, its default and the host's kernel release.
+    pub async fn runtimes(&self) -> Result<EngineRuntimes, RuntimeError> {
+        let info = self.docker.info().await.map_err(engine_error("ask the engine its runtimes"))?;
+        Ok(runtimes_of(&info))
+    }
+}
+
+/// What `info` says of the engine's runtimes. An engine that names no default runs `runc`.
+pub fn runtimes_of(info: &SystemInfo) -> EngineRuntimes {
+    let registered = info
+        .runtimes
+        .iter()
+        .flatten()
+        .map(|(name, runtime)| (name.clone(), runtime.runtime_args.clone().unwrap_or_default()))
+        .collect();
+    EngineRuntimes {
+        default: info.default_runtime.clone().filter(|d| !d.is_empty()).unwrap_or_else(|| "runc".into()),
+        registered,
+        host_kernel: info.kernel_version.clone().filter(|k| !k.is_empty()),
     }
 }
 

@@ -18,7 +18,8 @@ pub mod trial;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use roundtable_session_runtime::{
-    EngineHint, Health, OwnedResource, ProbeOutcome, ProbePlan, RunOutcome, RuntimeError, SessionPlan, SessionRuntime,
+    EngineHint, EngineRuntimes, Health, OwnedResource, ProbeOutcome, ProbePlan, RunOutcome, RuntimeError, SessionPlan,
+    SessionRuntime,
 };
 use tokio::sync::watch;
 
@@ -105,6 +106,10 @@ impl SessionRuntime for DockerRuntime {
     }
     fn probe(&self, plan: ProbePlan) -> BoxFuture<'_, Result<ProbeOutcome, RuntimeError>> {
         Box::pin(async move { probe::run(&self.engine, plan).await })
+    }
+
+    fn runtimes(&self) -> BoxFuture<'_, Result<Option<EngineRuntimes>, RuntimeError>> {
+        Box::pin(async move { self.engine.runtimes().await.map(Some) })
     }
 
     fn hints(&self) -> BoxStream<'static, EngineHint> {

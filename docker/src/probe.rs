@@ -54,6 +54,7 @@ async fn lifecycle(engine: &Engine, plan: &ProbePlan, name: &str) -> Result<Prob
         task_file: None,
         socket_dir: plan.mounts.socket_dir.clone(),
         home_volume: None,
+        runtime: plan.runtime.clone(),
     };
     let container = container_name(name);
     create_tmpfs_volumes(docker, &container, &spec).await?;

@@ -13,6 +13,8 @@ use bollard::models::{
 use roundtable_session_runtime::Resources;
 pub use roundtable_specs::layout as paths;
 use roundtable_specs::layout::AGENT_UID;
+use roundtable_specs::names::RuntimeClass;
+use roundtable_specs::runtime::SandboxKernel;
 
 /// Who owns the root of a tmpfs volume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +83,8 @@ pub struct SandboxSpec {
     pub socket_dir: Option<PathBuf>,
     /// A disk-backed named volume (the provider's persistent home) and where it is mounted.
     pub home_volume: Option<(String, String)>,
+    /// The OCI runtime, by the engine's name for it; `None`: the engine's default.
+    pub runtime: Option<RuntimeClass>,
 }
 
 fn bind(source: &Path, target: &str, read_only: bool) -> Mount {
@@ -151,6 +155,10 @@ impl SandboxSpec {
             mounts.push(volume(&home_volume(name, HashMap::new()), target));
         }
         let Resources { memory_bytes, nano_cpus, pids, .. } = self.resources;
+        let pids = match &self.runtime {
+            Some(class) => SandboxKernel::of(class).engine_pids_limit(pids),
+            None => pids,
+        };
         let memory = i64::try_from(memory_bytes).unwrap_or(i64::MAX);
         ContainerCreateBody {
             image: Some(self.image.clone()),
@@ -175,6 +183,7 @@ impl SandboxSpec {
                 privileged: Some(false),
                 init: Some(false),
                 ipc_mode: Some("private".into()),
+                runtime: self.runtime.as_ref().map(ToString::to_string),
                 ..HostConfig::default()
             }),
             ..ContainerCreateBody::default()
@@ -198,6 +207,7 @@ mod tests {
                 tmp_bytes: 1 << 20,
             },
             workspace_volume: "ws".into(),
+            runtime: None,
             tmp_volume: "tmp".into(),
             binary: PathBuf::from("/usr/bin/roundtable"),
             source_dir: Some(PathBuf::from("/exec/source")),

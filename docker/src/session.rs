@@ -18,7 +18,7 @@ use std::time::Duration;
 use bollard::Docker;
 use bollard::query_parameters::KillContainerOptionsBuilder;
 use roundtable_session_runtime::{Captured, RunEnd, RunOutcome, RuntimeError, SessionPlan};
-use roundtable_specs::layout as paths;
+use roundtable_specs::runtime::SandboxKernel;
 use roundtable_specs::session::CheckReport;
 use tokio::sync::watch;
 
@@ -214,6 +214,7 @@ impl<'a> Execution<'a> {
             task_file: Some(plan.task_file.clone()),
             socket_dir: plan.socket_dir.clone(),
             home_volume: None,
+            runtime: plan.expected.runtime.as_ref().map(|r| r.class.clone()),
         };
         create_tmpfs_volumes(docker, name, &spec).await?;
         spec.home_volume = self.create_home(docker).await?;
@@ -259,20 +260,9 @@ impl<'a> Execution<'a> {
     /// [`Checked`]). Any mismatch, or no report, fails closed and the agent never runs.
     async fn self_check(&self, docker: &Docker, cancel: &mut watch::Receiver<bool>) -> Result<Verdict, RuntimeError> {
         let (plan, name) = (&self.plan, &self.name);
-        let e = &plan.expected;
-        let check_argv = vec![
-            paths::BINARY.to_owned(),
-            "sandbox".into(),
-            "check".into(),
-            format!("--uid={}", e.uid),
-            format!("--gid={}", e.gid),
-            format!("--memory={}", e.memory_bytes),
-            format!("--pids={}", e.pids),
-            format!("--cpu-millis={}", e.cpu_millis),
-            // The workspace is seeded inside, from the read-only source mount, as the agent's user:
-            // no second upload through the engine.
-            "--seed-workspace".into(),
-        ];
+        // The workspace is seeded inside, from the read-only source mount, as the agent's user:
+        // no second upload through the engine.
+        let check_argv = crate::checked::check_argv(&plan.expected, true);
         let cancelled = || Verdict::Ended { end: RunEnd::Cancelled, stderr: Captured::default(), report: None };
         // A check that says what failed fails at once. One that printed no report at all (an
         // engine that lost the exec's output under load) runs once more; it is read-only, and the
@@ -323,10 +313,15 @@ impl<'a> Execution<'a> {
         drive(docker, &self.name, &exec_id, output, result, cap, deadline, cancel).await
     }
 
-    /// After a timeout or a cancel: pause first so nothing keeps running, then kill.
+    /// After a timeout or a cancel: pause first so nothing keeps running, then kill. Under gVisor
+    /// the kill comes alone: it cannot kill a paused sandbox, and killing PID 1 ends every
+    /// process of the container at once under any runtime.
     async fn halt(&self, docker: &Docker) {
         let name = &self.name;
-        let _ = docker.pause_container(name).await;
+        let gvisor = self.plan.expected.runtime.as_ref().is_some_and(|r| r.kernel == SandboxKernel::Gvisor);
+        if !gvisor {
+            let _ = docker.pause_container(name).await;
+        }
         let _ = docker.kill_container(name, Some(KillContainerOptionsBuilder::default().signal("KILL").build())).await;
     }
 
@@ -340,7 +335,24 @@ impl<'a> Execution<'a> {
         match timed(name, "download + extract", export::export(docker, name, &plan.export_dir, plan.export_limits))
             .await
         {
-            Ok(extracted) => outcome.extracted = Some(extracted),
+            Ok(mut extracted) => {
+                let gvisor = plan.expected.runtime.as_ref().is_some_and(|r| r.kernel == SandboxKernel::Gvisor);
+                if gvisor {
+                    // The FIFOs, sockets and devices gVisor keeps to itself are listed from
+                    // inside, which needs the container running again; the export is already
+                    // taken, so what runs now only ever adds refusals, which keep files unchanged.
+                    docker.unpause_container(name).await.map_err(engine_error("unpause to list special files"))?;
+                    match timed(name, "specials", export::specials(docker, name)).await {
+                        Ok(found) => export::add_specials(&mut extracted, &found),
+                        Err(why) => {
+                            // What the sandbox kept to itself cannot be listed: nothing is proposed.
+                            outcome.export_failed = Some(why);
+                            return Ok(());
+                        }
+                    }
+                }
+                outcome.extracted = Some(extracted);
+            }
             Err(RuntimeError::Engine { step, source }) if engine_gone_in(&source) => {
                 return Err(RuntimeError::Engine { step, source });
             }

@@ -9,5 +9,7 @@ pub mod init;
 pub mod launch;
 pub mod mcp_bridge;
 pub mod mock;
+pub mod reach;
 pub mod seed;
+pub mod specials;
 pub mod write_probe;

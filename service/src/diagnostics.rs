@@ -453,6 +453,9 @@ impl Service {
         } else {
             None
         };
+        // Under the runtime its sessions run under, as admission's probes are.
+        let policy = self.declared_policy();
+        let (_, runtime) = self.admitter(binary.to_owned(), None).runtime(adapter, &policy).await;
         let plan = ProbePlan {
             id: id.to_owned(),
             ownership: Ownership {
@@ -474,6 +477,7 @@ impl Service {
                 socket_dir: endpoint.as_ref().map(|endpoint| endpoint.dir.clone()),
             },
             tmp_entries: Vec::new(),
+            runtime: runtime.map(|r| r.class),
             broker_relay: false,
         };
         let outcome = self.runtime.probe(plan).await;

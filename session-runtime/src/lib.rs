@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
+use roundtable_specs::names::RuntimeClass;
+pub use roundtable_specs::runtime::{EngineRuntimes, ResolvedRuntime};
 use roundtable_specs::session::{CheckReport, Extracted, SessionCause};
 use tokio::sync::watch;
 
@@ -68,7 +70,7 @@ pub struct ExportLimits {
 }
 
 /// What the in-container self-check must find before the agent runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expected {
     pub uid: u32,
     pub gid: u32,
@@ -76,6 +78,9 @@ pub struct Expected {
     pub pids: u64,
     /// Thousandths of a CPU.
     pub cpu_millis: u64,
+    /// The runtime the container runs under (the backend creates it so) and the kernel the
+    /// check must see; `None`: the engine's default, and the kernel is not checked.
+    pub runtime: Option<ResolvedRuntime>,
 }
 
 /// One directory or file the backend creates under `/tmp` before the agent starts (the agent
@@ -380,6 +385,8 @@ pub struct ProbePlan {
     /// Entries uploaded under `/tmp` before the first command, as a session's are (the
     /// canary's CLI manifests and trust bundle); none by default.
     pub tmp_entries: Vec<TmpEntry>,
+    /// The OCI runtime it runs under, as the adapter's sessions do; `None`: the engine's default.
+    pub runtime: Option<RuntimeClass>,
     /// Whether the in-container relay runs before the first command, carrying `HTTPS_PROXY` and
     /// the broker's loopback address to `broker.sock` in the mounted socket folder (the route
     /// canary's).
@@ -483,6 +490,12 @@ pub trait SessionRuntime: Send + Sync + 'static {
     /// Whether the engine answers now.
     fn health(&self) -> BoxFuture<'_, Result<Health, RuntimeError>>;
 
+    /// The OCI runtimes the engine has registered, its default and the host's kernel; `None`
+    /// from a backend that cannot say (this default: test fakes).
+    fn runtimes(&self) -> BoxFuture<'_, Result<Option<EngineRuntimes>, RuntimeError>> {
+        Box::pin(async { Ok(None) })
+    }
+
     /// Runs a probe to its end; whatever it created is removed before this returns. A missing
     /// image is an error (nothing is ever pulled).
     fn probe(&self, plan: ProbePlan) -> BoxFuture<'_, Result<ProbeOutcome, RuntimeError>>;
@@ -542,6 +555,10 @@ impl SessionRuntime for Unavailable {
     }
 
     fn probe(&self, _plan: ProbePlan) -> BoxFuture<'_, Result<ProbeOutcome, RuntimeError>> {
+        Box::pin(async move { Err(self.error()) })
+    }
+
+    fn runtimes(&self) -> BoxFuture<'_, Result<Option<EngineRuntimes>, RuntimeError>> {
         Box::pin(async move { Err(self.error()) })
     }
 }

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::broker::Budget;
-use crate::names::{Cidr, EnvVarName, HostName, ImageRef, VersionFloor};
+use crate::names::{Cidr, EnvVarName, HostName, ImageRef, RuntimeClass, VersionFloor};
 use crate::resume::ResumePattern;
 use crate::units::{Cpus, Duration, Quantity};
 
@@ -63,6 +63,11 @@ pub struct AdapterSpec {
     pub egress: Option<EgressSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourcesSpec>,
+    /// The OCI runtime its containers run under, by the name the engine registered it as
+    /// (`runsc` for gVisor; docs/runtime-classes.md). Unset: the AdmissionPolicy's
+    /// `runtimeClass`, else the engine's default runtime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_class: Option<RuntimeClass>,
     /// Capture cap per output stream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_limit: Option<Quantity>,
@@ -297,6 +302,7 @@ pub struct ResolvedAdapter {
     pub budget: Budget,
     pub allow_cidrs: Vec<Cidr>,
     pub resources: Resources,
+    pub runtime_class: Option<RuntimeClass>,
     pub output_limit: Quantity,
     pub timeout: Duration,
     pub min_version: Option<VersionFloor>,
@@ -335,6 +341,7 @@ impl AdapterSpec {
             budget: self.budget.or(base.budget),
             egress: self.egress.clone().or_else(|| base.egress.clone()),
             resources,
+            runtime_class: self.runtime_class.clone().or_else(|| base.runtime_class.clone()),
             output_limit: self.output_limit.or(base.output_limit),
             timeout: self.timeout.or(base.timeout),
             min_version: self.min_version.clone().or_else(|| base.min_version.clone()),
@@ -372,6 +379,7 @@ impl AdapterSpec {
                 workspace_size: resources.workspace_size.unwrap_or(DEFAULT_WORKSPACE),
                 tmp_size: resources.tmp_size.unwrap_or(DEFAULT_TMP),
             },
+            runtime_class: self.runtime_class.clone(),
             output_limit: self.output_limit.unwrap_or(DEFAULT_OUTPUT_LIMIT),
             timeout: self.timeout.unwrap_or(DEFAULT_TIMEOUT),
             min_version: self.min_version.clone(),
@@ -411,6 +419,12 @@ impl ResolvedAdapter {
     /// hosts to spend them on, which are then reached only through the broker.
     pub fn brokered(&self) -> bool {
         self.holds_placeholders() && !self.provider_hosts.is_empty()
+    }
+
+    /// Whether its agent reaches the session's Unix sockets on the host: the egress gateway or
+    /// the credential broker (it has provider hosts) or the MCP endpoint.
+    pub fn uses_host_sockets(&self) -> bool {
+        !self.provider_hosts.is_empty() || self.mcp()
     }
 
     /// Whether its sessions get an MCP endpoint and the agent a capability: `supportsMcp` on a

@@ -144,6 +144,11 @@ pub struct ReceiptBody {
     /// for one mode does not admit the other.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential_mode: Option<crate::adapter::CredentialMode>,
+    /// The OCI runtime the probes ran under and the adapter's sessions run under; a spawn under
+    /// another one no longer matches the receipt. Absent in receipts sealed before runtime
+    /// classes, which then match only a spawn under the engine's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_class: Option<crate::names::RuntimeClass>,
     /// `sha256:` of the deterministic projection of contract, version, image and replay.
     pub replay_fingerprint: String,
     pub conformance_run_id: String,
@@ -195,6 +200,18 @@ words! {
         SecurityFloor = "securityFloor",
         /// Capability routing: does the adapter offer what the Assignment requires?
         CapabilityRouting = "capabilityRouting",
+        /// The runtime class: does the engine have the OCI runtime the adapter runs under, fit
+        /// for its session, and does the AdmissionPolicy allow it?
+        RuntimeClass = "runtimeClass",
+    }
+}
+
+impl GateKind {
+    /// Whether its refusal blocks a spawn under every mode, not only `enforce`: a runtime the
+    /// engine lacks cannot run anything, and a required runtime class is an isolation floor,
+    /// not evidence to warn about.
+    pub fn blocks_under_every_mode(self) -> bool {
+        self == GateKind::RuntimeClass
     }
 }
 
@@ -219,6 +236,11 @@ pub struct GateDecision {
 impl GateDecision {
     pub fn admitted(&self) -> bool {
         self.verdict == Verdict::Admit
+    }
+
+    /// Whether this decision stops the spawn under `mode`.
+    pub fn blocks(&self, mode: crate::policy::AdmissionMode) -> bool {
+        !self.admitted() && (mode == crate::policy::AdmissionMode::Enforce || self.gate.blocks_under_every_mode())
     }
 }
 

@@ -26,6 +26,7 @@ pub mod parse;
 pub mod policy;
 pub mod resource;
 pub mod resume;
+pub mod runtime;
 pub mod schema;
 pub mod secrets;
 pub mod session;

@@ -599,6 +599,41 @@ checked_string!(VersionFloor, "VersionFloor", {
     "pattern": "^[0-9]+(\\.[0-9]+){0,2}([-+].*)?$"
 });
 
+// === RuntimeClass ===
+
+/// The name of an OCI runtime the container engine has registered (`runc`, `runsc` for gVisor,
+/// `kata`, …): what an Adapter's `runtimeClass` names, as `docker run --runtime` takes it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RuntimeClass(String);
+
+impl RuntimeClass {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for RuntimeClass {
+    type Err = NameError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let mut bytes = text.bytes();
+        let first_ok = bytes.next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+        let rest_ok = bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.'));
+        if !first_ok || !rest_ok || text.len() > 63 {
+            return Err(NameError(format!(
+                "invalid runtime class {text:?}: the name the engine registered the runtime under (a-z, 0-9, '-', '_', '.'; at most 63), such as runc or runsc"
+            )));
+        }
+        Ok(Self(text.to_owned()))
+    }
+}
+
+checked_string!(RuntimeClass, "RuntimeClass", {
+    "type": "string",
+    "pattern": "^[a-z0-9][a-z0-9._-]*$",
+    "maxLength": 63
+});
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::names::VersionFloor;
+use crate::names::{RuntimeClass, VersionFloor};
 use crate::units::Duration;
 
 /// `spec` of the AdmissionPolicy.
@@ -28,6 +28,14 @@ pub struct AdmissionPolicySpec {
     /// The review gates a proposal passes on its way to a branch (docs/delivery.md).
     #[serde(default)]
     pub proposals: crate::delivery::ProposalGates,
+    /// The OCI runtime of every Adapter that names none (docs/runtime-classes.md); unset: the
+    /// engine's default runtime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_class: Option<RuntimeClass>,
+    /// The only runtime classes an agent may run under: a spawn under any other is refused
+    /// before anything of it exists, whatever the `mode`. Empty: any the engine has.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub require_runtime_class: Vec<RuntimeClass>,
 }
 
 impl AdmissionPolicySpec {
@@ -50,6 +58,8 @@ impl Default for AdmissionPolicySpec {
             require_digest: false,
             min_versions: BTreeMap::new(),
             proposals: Default::default(),
+            runtime_class: None,
+            require_runtime_class: Vec::new(),
         }
     }
 }

@@ -262,6 +262,46 @@ pub struct Extracted {
     pub hard_links: Vec<String>,
 }
 
+words! {
+    /// What kind of entry a file that is neither regular nor a folder is.
+    SpecialKind {
+        Fifo = "fifo",
+        Socket = "socket",
+        Device = "device",
+    }
+}
+
+impl SpecialKind {
+    /// Why the extractor refuses it, in the words it uses for the same entry in an archive.
+    pub fn reason(self) -> &'static str {
+        match self {
+            SpecialKind::Fifo => "a FIFO",
+            SpecialKind::Device => "a device",
+            SpecialKind::Socket => "not a regular file or folder",
+        }
+    }
+}
+
+/// A FIFO, socket or device the agent left in its workspace, as found from inside the container
+/// (`sandbox specials`). Under gVisor such entries live in the sandbox's kernel only and never
+/// reach the host's file system, so the export cannot see them; this is how they are listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SpecialEntry {
+    /// The path below the scanned folder, its bytes in lowercase hex (names need not be UTF-8).
+    pub path_hex: String,
+    pub kind: SpecialKind,
+}
+
+/// What `sandbox specials` found: at most its cap of entries, and how many more there were.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SpecialsReport {
+    pub entries: Vec<SpecialEntry>,
+    #[serde(default)]
+    pub truncated: u64,
+}
+
 /// A session's egress gateway counters at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -310,6 +350,9 @@ pub struct SessionDetail {
     pub withheld: Vec<WithheldFile>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub self_check: Option<CheckReport>,
+    /// The OCI runtime its container ran under and the kernel its self-check had to see.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<crate::runtime::ResolvedRuntime>,
     /// The container was paused before its workspace was exported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused_for_export: Option<bool>,

@@ -70,7 +70,8 @@ async fn trial(engine: &Engine) -> anyhow::Result<Vec<roundtable_specs::output::
     Ok(checks)
 }
 
-/// Informational features do not make the engine unfit.
+/// Informational features do not make the engine unfit, nor does a runtime class that fails
+/// its trial: admission refuses the Adapters that name it.
 fn is_required(name: &str) -> bool {
-    !matches!(name, "rootless" | "userns")
+    !matches!(name, "rootless" | "userns") && !name.starts_with(roundtable_docker::trial::RUNTIME_CLASS_PREFIX)
 }

@@ -93,6 +93,14 @@ fn session_text(item: &SessionItem) -> String {
     for withheld in &detail.withheld {
         field(&mut out, "Withheld", &format!("{} ({})", withheld.path, withheld.reason));
     }
+    if let Some(runtime) = &detail.runtime {
+        let proven = match detail.self_check.as_ref().and_then(|c| c.items.iter().find(|i| i.name == "kernel")) {
+            Some(item) if item.ok => "proven by the self-check",
+            Some(_) => "NOT shown by the self-check",
+            None => "not checked",
+        };
+        field(&mut out, "Runtime", &format!("{} ({}, {proven})", runtime.class, runtime.kernel.described()));
+    }
     if let Some(check) = &detail.self_check {
         let failures: Vec<String> = check.failures().map(|f| format!("{}: {}", f.name, f.detail)).collect();
         let verdict = if check.ok { format!("passed ({} items)", check.items.len()) } else { "FAILED".into() };

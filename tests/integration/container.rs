@@ -127,6 +127,7 @@ impl Sandbox {
             task_file: None,
             socket_dir: None,
             home_volume: None,
+            runtime: None,
         };
         let options = CreateContainerOptionsBuilder::default().name(&unique).build();
         let mut body = spec.container_body();
@@ -467,6 +468,7 @@ async fn session_leaving_a_mark(
             memory_bytes: expected_memory,
             pids: u64::from(PIDS),
             cpu_millis: 1000,
+            runtime: None,
         },
         export_dir: dir.path().join("export"),
         scratch_dir: dir.path().join("scratch"),

@@ -11,11 +11,11 @@ use serde_json::Value;
 
 use crate::support::{binary, engine_or_skip, stderr, stdout};
 
-const STEPS: [&str; 5] = ["tmpfsVolumes", "hardenedContainer", "selfCheck", "pause", "archive"];
+const STEPS: [&str; 6] = ["tmpfsVolumes", "hardenedContainer", "selfCheck", "hostSockets", "pause", "archive"];
 
 /// `doctor --format json` against `docker_host` (the default engine when `None`): its exit code
 /// and its features by name.
-fn doctor(docker_host: Option<&str>) -> (Option<i32>, Vec<(String, bool, String)>) {
+pub(crate) fn doctor(docker_host: Option<&str>) -> (Option<i32>, Vec<(String, bool, String)>) {
     let mut command = Command::new(binary());
     command.args(["doctor", "--format", "json"]);
     if let Some(host) = docker_host {
@@ -36,7 +36,7 @@ fn doctor(docker_host: Option<&str>) -> (Option<i32>, Vec<(String, bool, String)
     (out.status.code(), features)
 }
 
-fn feature<'f>(features: &'f [(String, bool, String)], name: &str) -> &'f (String, bool, String) {
+pub(crate) fn feature<'f>(features: &'f [(String, bool, String)], name: &str) -> &'f (String, bool, String) {
     features.iter().find(|(n, _, _)| n == name).unwrap_or_else(|| panic!("no {name} in {features:?}"))
 }
 
@@ -49,7 +49,9 @@ async fn doctor_proves_each_feature_by_doing_it_and_leaves_nothing() {
         let (_, available, detail) = feature(&features, step);
         assert!(available, "{step}: {detail}");
     }
-    assert!(feature(&features, "selfCheck").2.contains("confirmed"), "{features:#?}");
+    let checked = &feature(&features, "selfCheck").2;
+    assert!(checked.contains("confirmed") && checked.contains("must show the host's kernel"), "{features:#?}");
+    assert!(feature(&features, "hostSockets").2.contains("connected from inside"), "{features:#?}");
     assert!(feature(&features, "archive").2.contains("read it back unchanged"), "{features:#?}");
     let left = engine.labelled("doctor").await.expect("list");
     assert!(left.is_empty(), "the doctor left {left:?}");

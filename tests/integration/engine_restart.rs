@@ -4,217 +4,20 @@
 //! this one runs a private `dockerd` of its own (own data root, exec root, socket and managed
 //! containerd) and points the daemon at it with `DOCKER_HOST`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use roundtable_docker::Engine;
 
+use crate::private_engine::{IMAGES, private_engine_or_skip};
+
+/// The private engine's configuration: nothing but what its flags set.
+const PLAIN: &str = "{}";
 use crate::support::{
-    ShowLogOnPanic, containers_required, ensure_test_images, is_root, json, nothing_left, one_assignment_project,
-    roundtable, session_phases, start_daemon_with_env, stderr, stdout, wait_until,
+    ShowLogOnPanic, json, nothing_left, one_assignment_project, roundtable, session_phases, start_daemon_with_env,
+    stderr, stdout, wait_until,
 };
-
-/// The test images, copied from the machine's engine (nothing can be pulled).
-const IMAGES: [&str; 2] = ["roundtable-test/agent:latest", "roundtable-test/empty:latest"];
-/// How long the private engine may take to answer after a start, or to exit after SIGTERM
-/// (a graceful stop gives each container up to 10 s).
-const ENGINE_BOUND: Duration = Duration::from_secs(30);
-
-/// A `dockerd` of the test's own under a short temporary folder (Unix socket paths are limited
-/// to 108 bytes, and containerd's sockets live under the exec root). Stopped, unmounted and
-/// removed when dropped, even on panic; its log is printed when the test fails.
-struct PrivateEngine {
-    dir: tempfile::TempDir,
-    dockerd: Option<Child>,
-}
-
-impl PrivateEngine {
-    /// Starts the engine and waits until it answers.
-    async fn start() -> Result<(Self, Engine), String> {
-        let dir = tempfile::Builder::new().prefix("rte-").tempdir_in("/tmp").map_err(|e| e.to_string())?;
-        // Its own config file: the machine's daemon.json may set the data root or storage driver,
-        // which dockerd refuses to have both as a flag and in a file.
-        std::fs::write(dir.path().join("daemon.json"), "{}").map_err(|e| e.to_string())?;
-        let mut engine = Self { dir, dockerd: None };
-        match engine.spawn().await {
-            Ok(connected) => Ok((engine, connected)),
-            Err(error) => Err(format!("{error}\n--- private dockerd log ---\n{}", engine.log())),
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// The `DOCKER_HOST` of this engine.
-    fn host(&self) -> String {
-        format!("unix://{}", self.path("docker.sock").display())
-    }
-
-    /// The dockerd command line: no bridge or iptables (agents run with `network_mode: none`),
-    /// vfs storage (works on any backing filesystem, no fuse or overlay needed), no live restore
-    /// (the default): a restart kills running containers, which is what this test is about.
-    fn flags(&self) -> Vec<String> {
-        let dir = self.dir.path().display();
-        vec![
-            format!("--config-file={dir}/daemon.json"),
-            format!("--data-root={dir}/data"),
-            format!("--exec-root={dir}/exec"),
-            format!("--pidfile={dir}/dockerd.pid"),
-            format!("--host={}", self.host()),
-            "--bridge=none".into(),
-            "--iptables=false".into(),
-            "--ip6tables=false".into(),
-            "--storage-driver=vfs".into(),
-        ]
-    }
-
-    /// Starts dockerd (appending to its log) and waits until it answers.
-    async fn spawn(&mut self) -> Result<Engine, String> {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.path("dockerd.log"))
-            .map_err(|e| e.to_string())?;
-        // A network namespace of its own: with `--bridge=none` dockerd deletes the host's
-        // `docker0` at start, which would cut the machine's engine off its default network.
-        // unshare execs dockerd, so the child is dockerd itself (SIGTERM reaches it).
-        let child = Command::new("unshare")
-            .args(["--net", "--", "dockerd"])
-            .args(self.flags())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("cannot run unshare --net dockerd: {e}"))?;
-        self.dockerd = Some(child);
-        let deadline = Instant::now() + ENGINE_BOUND;
-        loop {
-            if let Some(status) = self.dockerd.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                self.dockerd = None;
-                return Err(format!("dockerd exited at start: {status}"));
-            }
-            match Engine::connect_to(self.host()).await {
-                Ok(engine) if engine.docker().ping().await.is_ok() => return Ok(engine),
-                _ if Instant::now() > deadline => {
-                    return Err(format!("dockerd did not answer within {ENGINE_BOUND:?}"));
-                }
-                _ => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
-        }
-    }
-
-    /// SIGTERM, then waits for dockerd to exit: it stops its containers and its containerd.
-    fn stop(&mut self) -> Result<(), String> {
-        let Some(mut child) = self.dockerd.take() else { return Ok(()) };
-        signal("TERM", child.id());
-        let deadline = Instant::now() + ENGINE_BOUND;
-        loop {
-            match child.try_wait() {
-                Ok(Some(_)) => return Ok(()),
-                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
-                _ => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(format!("dockerd did not stop within {ENGINE_BOUND:?}; killed"));
-                }
-            }
-        }
-    }
-
-    /// Copies the test images from the machine's engine.
-    fn load_images(&self) -> Result<(), String> {
-        let mut save = Command::new("docker")
-            .arg("save")
-            .args(IMAGES)
-            .stdout(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("docker save: {e}"))?;
-        let tar = save.stdout.take().ok_or("docker save: no stdout")?;
-        let load = Command::new("docker")
-            .args(["--host", &self.host(), "load", "--quiet"])
-            .stdin(tar)
-            .output()
-            .map_err(|e| format!("docker load: {e}"))?;
-        let saved = save.wait().map_err(|e| e.to_string())?;
-        if saved.success() && load.status.success() {
-            Ok(())
-        } else {
-            Err(format!("docker save: {saved}; docker load: {}{}", stdout(&load), stderr(&load)))
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.path("dockerd.log")).unwrap_or_default()
-    }
-
-    /// Kills what a failed stop left (dockerd, then its containerd) and lazily unmounts
-    /// whatever is still mounted under the folder (dockerd bind-mounts its data root), deepest
-    /// first, so the folder can be removed.
-    fn force_clean(&mut self) {
-        if let Some(mut child) = self.dockerd.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        let containerd = std::fs::read_to_string(self.path("exec/containerd/containerd.pid")).unwrap_or_default();
-        if let Ok(pid) = containerd.trim().parse::<u32>()
-            && std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&*self.dir.path().to_string_lossy()))
-        {
-            signal("KILL", pid);
-        }
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let mut under: Vec<&str> = mounts
-            .lines()
-            .filter_map(|line| line.split(' ').nth(4))
-            .filter(|point| Path::new(point).starts_with(self.dir.path()))
-            .collect();
-        under.sort_by_key(|point| std::cmp::Reverse(point.len()));
-        for point in under {
-            let _ = Command::new("umount").arg("-l").arg(point).status();
-        }
-    }
-}
-
-impl Drop for PrivateEngine {
-    fn drop(&mut self) {
-        if let Err(error) = self.stop() {
-            eprintln!("private engine: {error}");
-        }
-        self.force_clean();
-        if std::thread::panicking() {
-            eprintln!("--- private dockerd log ---\n{}", self.log());
-        }
-    }
-}
-
-fn signal(name: &str, pid: u32) {
-    let _ = Command::new("kill").arg(format!("-{name}")).arg(pid.to_string()).status();
-}
-
-/// The private engine with the test images, or `None` (skip) when containers are not required
-/// and there is no engine or no way to run one; a failure when they are required.
-async fn private_engine_or_skip() -> Option<(PrivateEngine, Engine)> {
-    crate::support::engine_or_skip().await?;
-    if !is_root() && !containers_required() {
-        eprintln!("skipping: a private dockerd needs root");
-        return None;
-    }
-    ensure_test_images();
-    let (private, engine) = match PrivateEngine::start().await {
-        Ok(started) => started,
-        Err(error) if containers_required() => panic!("ROUNDTABLE_REQUIRE_CONTAINER_TESTS=1 but {error}"),
-        Err(error) => {
-            eprintln!("skipping: cannot start a private dockerd: {error}");
-            return None;
-        }
-    };
-    if let Err(error) = private.load_images() {
-        panic!("cannot load the test images into the private engine: {error}");
-    }
-    Some((private, engine))
-}
 
 /// The sessions of `assignment`, newest first.
 fn sessions(root: &Path, assignment: &str) -> Vec<serde_json::Value> {
@@ -252,7 +55,7 @@ fn assert_healthy(daemon: &mut crate::support::Daemon, root: &Path, when: &str) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_engine_restart_interrupts_the_running_session_and_it_is_rerun_once() {
     let host_bridge = Path::new("/sys/class/net/docker0").exists();
-    let Some((mut private, engine)) = private_engine_or_skip().await else { return };
+    let Some((mut private, engine)) = private_engine_or_skip(PLAIN).await else { return };
     let started = Instant::now();
     let dir = one_assignment_project("restart", "sleep 5; echo edited >> README.md");
     let root = dir.path();
@@ -315,7 +118,7 @@ async fn an_engine_restart_interrupts_the_running_session_and_it_is_rerun_once()
 /// image is missing is looked at again only once a minute.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_an_engine_restart_the_daemon_follows_the_engines_events_again() {
-    let Some((mut private, _engine)) = private_engine_or_skip().await else { return };
+    let Some((mut private, _engine)) = private_engine_or_skip(PLAIN).await else { return };
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
     crate::support::write(

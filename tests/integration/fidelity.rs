@@ -12,8 +12,8 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::support::{
-    API, ShowLogOnPanic, commit_all, ensure_test_images, json, nothing_left, roundtable, session_phases, start_daemon,
-    stdout, wait_until, write,
+    API, ShowLogOnPanic, commit_all, ensure_test_images, json, nothing_left, roundtable, session_phases,
+    start_daemon_with_env, stdout, wait_until, write,
 };
 
 /// Every regular file below `dir` (`.git` excluded), by path bytes.
@@ -114,6 +114,23 @@ fn flags(proposal: &Value) -> Vec<String> {
 async fn proposals_are_what_the_agent_did_minus_what_was_refused() {
     let Some(engine) = crate::support::engine_or_skip().await else { return };
     ensure_test_images();
+    agents_and_their_proposals(&engine, &[], "runc").await;
+}
+
+/// The same agents under gVisor: a private engine whose default runtime is `runsc`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_gvisor_proposals_are_what_the_agent_did_minus_what_was_refused() {
+    use crate::runtime_class::{gvisor_engine_config, runsc_or_skip};
+    if !runsc_or_skip() {
+        return;
+    }
+    let config = gvisor_engine_config(Some("runsc"));
+    let Some((private, engine)) = crate::private_engine::private_engine_or_skip(&config).await else { return };
+    agents_and_their_proposals(&engine, &[("DOCKER_HOST", private.host().as_str())], "runsc").await;
+}
+
+/// Every agent on `engine` (the daemon started with `env`), each session under `runtime`.
+async fn agents_and_their_proposals(engine: &roundtable_docker::Engine, env: &[(&str, &str)], runtime: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
     base(root);
@@ -143,12 +160,16 @@ async fn proposals_are_what_the_agent_did_minus_what_was_refused() {
     write(root, ".roundtable/specs.yaml", &specs);
     commit_all(root);
     let executions = tempfile::tempdir().expect("tempdir");
-    let daemon = start_daemon(root, &["--max-executions", "3"], executions.path());
+    let daemon = start_daemon_with_env(root, &["--max-executions", "3"], executions.path(), env);
     let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
     let names = ["hardlink", "symlinked", "fifo", "gitdir", "secret", "latin1", "deep", "sparse"];
     let finished = |name: &str| session_phases(root, name).first().is_some_and(|p| p == "Succeeded" || p == "Failed");
     wait_until("every agent to finish", || names.iter().all(|name| finished(name))).await;
     drop(daemon);
+    let sessions = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
+    for session in sessions["items"].as_array().into_iter().flatten() {
+        assert_eq!(session["detail"]["runtime"]["class"], runtime, "{session:#}");
+    }
     for name in names.into_iter().filter(|name| *name != "sparse") {
         assert_eq!(
             session_phases(root, name),
@@ -224,5 +245,5 @@ async fn proposals_are_what_the_agent_did_minus_what_was_refused() {
     assert_eq!(sparse["exitCode"], 0, "{sparse:#}");
     assert!(sparse["message"].as_str().is_some_and(|m| m.contains("could not be exported")), "{sparse:#}");
     assert!(proposal(root, "sparse").is_none());
-    nothing_left(&engine, root).await;
+    nothing_left(engine, root).await;
 }

@@ -21,8 +21,14 @@ pub fn binary() -> PathBuf {
 
 /// Runs `roundtable` with `args` in `cwd`, with a clean logging environment.
 pub fn roundtable(cwd: &Path, args: &[&str]) -> Output {
+    roundtable_with_env(cwd, args, &[])
+}
+
+/// [`roundtable`] with `env` set too (`DOCKER_HOST` of a private engine).
+pub fn roundtable_with_env(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(binary())
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(cwd)
         // The tests reach the API over TCP (opt-in), each daemon on a free port.
         .env("ROUNDTABLE_API_LISTEN", "127.0.0.1:0")

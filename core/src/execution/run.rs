@@ -177,6 +177,7 @@ impl Inner {
             let policy = admitter.policy().await;
             let outcome = admitter.gate(&request.adapter, &request.spec.requires, &policy, &session.id).await;
             session.detail.admission = outcome.decisions.clone();
+            session.detail.runtime = outcome.runtime.clone();
             session.detail.admitted_under = outcome
                 .evidence
                 .as_ref()
@@ -622,6 +623,8 @@ impl Inner {
                 memory_bytes: resources.memory_bytes,
                 pids: u64::from(resources.pids),
                 cpu_millis: resources.cpu_millis(),
+                // As the runtime class gate resolved it: the container is created under it.
+                runtime: session.detail.runtime.clone(),
             },
             export_dir: folder.export(),
             scratch_dir: folder.scratch(),

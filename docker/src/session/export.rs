@@ -9,7 +9,7 @@ use bollard::query_parameters::DownloadFromContainerOptionsBuilder;
 use futures::StreamExt as _;
 use roundtable_session_runtime::{ExportLimits, RuntimeError};
 use roundtable_specs::layout as paths;
-use roundtable_specs::session::Extracted;
+use roundtable_specs::session::{Extracted, Rejected, SpecialsReport};
 use roundtable_workspace::extract::{self, Limits};
 
 use crate::calls::timed;
@@ -35,6 +35,48 @@ pub(super) async fn pause_for_export(docker: &Docker, name: &str) -> Result<(), 
             other => return other,
         }
     }
+}
+
+/// Every FIFO, socket and device in the running container's workspace, listed from inside by
+/// `sandbox specials`: under gVisor they exist in the sandbox's kernel only. `Err` says why
+/// they could not be listed.
+pub(super) async fn specials(docker: &Docker, name: &str) -> Result<SpecialsReport, String> {
+    let argv = vec![paths::BINARY.to_owned(), "sandbox".into(), "specials".into(), paths::WORKSPACE.to_owned()];
+    let (_keep, mut never) = tokio::sync::watch::channel(false);
+    let deadline = Some(std::time::Duration::from_secs(60));
+    let listed = crate::exec::run_exec(docker, name, argv, Vec::new(), None, 4 << 20, deadline, &mut never).await;
+    let listed = listed
+        .map_err(|e| format!("listing the workspace's special files: {}", roundtable_telemetry::error_chain(&e)))?;
+    match (listed.exit_code, serde_json::from_slice::<SpecialsReport>(&listed.stdout.bytes)) {
+        (Some(0), Ok(report)) if report.truncated == 0 => Ok(report),
+        (Some(0), Ok(report)) => Err(format!("the workspace holds more than {} special files", report.entries.len())),
+        (code, _) => Err(format!(
+            "listing the workspace's special files failed (exit code {}): {}",
+            code.map_or_else(|| "unknown".into(), |c| c.to_string()),
+            String::from_utf8_lossy(&listed.stderr.bytes).trim()
+        )),
+    }
+}
+
+/// Lists each entry of `found` as refused, as the extractor lists a FIFO or device it meets in
+/// the archive, unless the archive already had it.
+pub(super) fn add_specials(extracted: &mut Extracted, found: &SpecialsReport) {
+    for entry in &found.entries {
+        let Some(raw) = unhex(&entry.path_hex) else { continue };
+        let path = extract::escape_name(&raw);
+        if extracted.rejected.iter().any(|r| r.path == path) {
+            continue;
+        }
+        let exact = extract::name_problem(&raw).is_none();
+        extracted.rejected.push(Rejected { path, reason: entry.kind.reason().into(), exact });
+    }
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
 }
 
 /// Streams the workspace out of the paused container `name` straight into the rooted extractor
