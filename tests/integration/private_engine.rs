@@ -152,12 +152,14 @@ impl PrivateEngine {
             let _ = child.kill();
             let _ = child.wait();
         }
-        let containerd = std::fs::read_to_string(self.path("exec/containerd/containerd.pid")).unwrap_or_default();
-        if let Ok(pid) = containerd.trim().parse::<u32>()
-            && std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&*self.dir.path().to_string_lossy()))
-        {
-            signal("KILL", pid);
+        // Its containerd, and any shim or runtime a wedged container left (their command lines
+        // name the engine's folder).
+        let dir = self.dir.path().to_string_lossy().into_owned();
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+            if std::fs::read(entry.path().join("cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(&dir)) {
+                signal("KILL", pid);
+            }
         }
         let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         let mut under: Vec<&str> = mounts
