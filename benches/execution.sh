@@ -8,6 +8,8 @@
 #   3. Peak controller memory while 20 Assignments queue behind --max-executions 4.
 # Usage: benches/execution.sh [RUNS]   (default 5)
 #   ROUNDTABLE_BENCH_LOG=FILE appends the daemons' stderr there (with RUST_LOG, the engine calls).
+#   RUNTIME_CLASS=runsc runs the Adapter and the plain `docker run` under that OCI runtime
+#   (benches/runtime-classes.sh compares runc and runsc on a private engine).
 #   SECTIONS=1 (or 2, 3, "1 3") runs only those sections; the binary is built into
 #   $CARGO_TARGET_DIR (default target/), or ROUNDTABLE_BENCH_BIN names one already built.
 set -euo pipefail
@@ -27,7 +29,17 @@ cleanup() { [ -n "${daemon:-}" ] && kill "$daemon" 2>/dev/null; docker rm -f rt-
 trap cleanup EXIT
 export GIT_CONFIG_GLOBAL=/dev/null GIT_AUTHOR_NAME=b GIT_AUTHOR_EMAIL=b@b GIT_COMMITTER_NAME=b GIT_COMMITTER_EMAIL=b@b
 api='apiVersion: roundtable.dev/v1alpha1'
-adapter() { printf '%s\nkind: Adapter\nmetadata: {name: generic}\nspec:\n  image: roundtable-test/agent:latest\n  resources: {memory: %s, cpus: 1, pids: 64, workspaceSize: %s, tmpSize: 64Mi}\n---\n' "$api" "$1" "$2"; }
+runtime=${RUNTIME_CLASS:-}
+# The plain `docker run` gets what Roundtable gives the engine: under gVisor the pids limit also
+# covers the sandbox's own tasks (64 agent processes: 64 × 8 + 64, docs/runtime-classes.md).
+docker_runtime=() docker_pids=64
+if [ -n "$runtime" ]; then docker_runtime=(--runtime "$runtime"); fi
+if [[ "$runtime" == runsc* ]]; then docker_pids=576; fi
+adapter() {
+  printf '%s\nkind: Adapter\nmetadata: {name: generic}\nspec:\n  image: roundtable-test/agent:latest\n  resources: {memory: %s, cpus: 1, pids: 64, workspaceSize: %s, tmpSize: 64Mi}\n' "$api" "$1" "$2"
+  if [ -n "$runtime" ]; then printf '  runtimeClass: %s\n' "$runtime"; fi
+  printf -- '---\n'
+}
 assignment() { printf "%s\nkind: Assignment\nmetadata: {name: %s}\nspec:\n  adapter: generic\n  task: {id: %s, prompt: '%s'}\n  readablePaths: [%s]\n---\n" "$api" "$1" "$1" "$2" "$3"; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 ms_between() { python3 -c "import sys,datetime as d; p=lambda s: d.datetime.fromisoformat(s.replace('Z','+00:00')[:26]+'+00:00'); print(int((p(sys.argv[2])-p(sys.argv[1])).total_seconds()*1000))" "$1" "$2"; }
@@ -65,7 +77,7 @@ for i in $(seq 1 "$runs"); do
   t0=$(date +%s%N)
   docker volume create --driver local --opt type=tmpfs --opt device=tmpfs --opt o=size=64m,uid=1000,gid=1000 rt-bench-ws >/dev/null
   docker volume create --driver local --opt type=tmpfs --opt device=tmpfs --opt o=size=64m,uid=1000,gid=1000 rt-bench-tmp >/dev/null
-  docker run --rm --user 1000:1000 --cap-drop ALL --security-opt no-new-privileges --read-only --pids-limit 64 \
+  docker run --rm "${docker_runtime[@]}" --user 1000:1000 --cap-drop ALL --security-opt no-new-privileges --read-only --pids-limit "$docker_pids" \
     --memory 256m --memory-swap 256m --cpus 1 --network none -v rt-bench-ws:/roundtable/workspace -v rt-bench-tmp:/tmp \
     roundtable-test/agent:latest true
   docker volume rm rt-bench-ws rt-bench-tmp >/dev/null
@@ -98,7 +110,7 @@ s=json.load(sys.stdin)["items"][0]; t=s["detail"]["timingsMs"]
 print("roundtable on 10,000 files / 200 MB, 1,000 changed: export (pause, download, rooted extract) %s ms, patch (diff + verify against the base) %s ms; provision %s ms, launch %s ms, self-check %s ms, agent %s ms" % (t.get("export"), t.get("patch"), t.get("provision"), t.get("launch"), t.get("selfCheck"), t.get("agent")))'
 # Baseline: the same tree in a tmpfs volume, changed in place, then docker cp + git diff --no-index.
 docker volume create --driver local --opt type=tmpfs --opt device=tmpfs --opt o=size=512m,uid=1000,gid=1000 rt-bench-big >/dev/null
-docker run -d --name rt-bench-big --user 1000:1000 -v rt-bench-big:/w roundtable-test/agent:latest sleep 600 >/dev/null
+docker run -d --name rt-bench-big "${docker_runtime[@]}" --user 1000:1000 -v rt-bench-big:/w roundtable-test/agent:latest sleep 600 >/dev/null
 tar -C "$p" -c data | docker cp - rt-bench-big:/w
 docker exec -u 0 rt-bench-big sh -c 'cd /w && for f in $(find data -type f | sort | head -1000); do echo changed >> $f; done'
 t0=$(date +%s%N)

@@ -24,6 +24,15 @@ pub enum EngineError {
         #[source]
         source: bollard::errors::Error,
     },
+    /// A TCP endpoint without TLS would hand the engine, root on its host, to anyone on the path.
+    #[error(
+        "DOCKER_HOST {endpoint} is TCP without TLS: set DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH to a folder with ca.pem, cert.pem and key.pem (Roundtable never speaks to an engine in clear text)"
+    )]
+    Plaintext { endpoint: String },
+    #[error(
+        "DOCKER_TLS_VERIFY is set but {dir} has no {missing} (DOCKER_CERT_PATH names the folder with ca.pem, cert.pem and key.pem)"
+    )]
+    Certificates { dir: String, missing: String },
     #[error("the container engine at {endpoint} did not answer")]
     Unreachable {
         endpoint: String,
@@ -65,6 +74,45 @@ pub fn endpoint() -> Result<String, EngineError> {
     Err(EngineError::NoSocket { docker: DOCKER_SOCKET.into(), podman })
 }
 
+/// Whether `DOCKER_TLS_VERIFY` asks for TLS: set and not empty, as the Docker CLI reads it.
+fn tls_verify() -> bool {
+    std::env::var("DOCKER_TLS_VERIFY").is_ok_and(|value| !value.is_empty())
+}
+
+/// The client certificates' folder: `DOCKER_CERT_PATH`, else `~/.docker`, as the Docker CLI has it.
+fn cert_dir() -> std::path::PathBuf {
+    match std::env::var_os("DOCKER_CERT_PATH").filter(|dir| !dir.is_empty()) {
+        Some(dir) => dir.into(),
+        None => std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_default().join(".docker"),
+    }
+}
+
+/// A client for `endpoint`: a Unix socket as it is; TCP only with TLS, verified against the CA in
+/// the certificates' folder and presenting the client certificate there (mutual TLS, what a
+/// `dockerd --tlsverify` asks for).
+fn open(endpoint: &str) -> Result<Docker, EngineError> {
+    let connect_error = |source| EngineError::Connect { endpoint: endpoint.to_owned(), source };
+    let tcp = ["tcp://", "http://", "https://"].iter().any(|scheme| endpoint.starts_with(scheme));
+    if !tcp {
+        return Docker::connect_with_host(endpoint).map_err(connect_error);
+    }
+    if !tls_verify() {
+        return Err(EngineError::Plaintext { endpoint: endpoint.to_owned() });
+    }
+    let dir = cert_dir();
+    let [ca, cert, key] = ["ca.pem", "cert.pem", "key.pem"].map(|name| dir.join(name));
+    let missing: Vec<String> = [&ca, &cert, &key]
+        .iter()
+        .filter(|path| !path.is_file())
+        .filter_map(|path| path.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    if !missing.is_empty() {
+        return Err(EngineError::Certificates { dir: dir.display().to_string(), missing: missing.join(", ") });
+    }
+    Docker::connect_with_ssl(endpoint, &key, &cert, &ca, REQUEST_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)
+        .map_err(connect_error)
+}
+
 impl Engine {
     /// Connects and negotiates the API version (the engine may be far older than the client).
     pub async fn connect() -> Result<Self, EngineError> {
@@ -74,9 +122,7 @@ impl Engine {
     /// Connects to `endpoint` (like `unix:///run/docker.sock`) whatever `DOCKER_HOST` says: for
     /// tools and tests that talk to more than one engine.
     pub async fn connect_to(endpoint: String) -> Result<Self, EngineError> {
-        let docker = Docker::connect_with_host(&endpoint)
-            .map_err(|source| EngineError::Connect { endpoint: endpoint.clone(), source })?
-            .with_timeout(std::time::Duration::from_secs(REQUEST_TIMEOUT_SECS));
+        let docker = open(&endpoint)?.with_timeout(std::time::Duration::from_secs(REQUEST_TIMEOUT_SECS));
         let docker = docker
             .negotiate_version()
             .await

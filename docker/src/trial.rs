@@ -182,7 +182,7 @@ async fn tried_steps(
     let started = started.map(|()| {
         "started a container under the full profile (read-only root, no network, every capability dropped, the agent's user, limits) with the binary and a socket directory bind-mounted".to_owned()
     });
-    if !record(checks, started.map_err(|e| words(&e))) {
+    if !record(checks, started.map_err(|e| unseen_host_paths(words(&e)))) {
         return;
     }
 
@@ -221,6 +221,19 @@ async fn tried_steps(
     }
 
     record(checks, round_trip(docker, &container).await);
+}
+
+/// The engine's words, and what they mean when it cannot see a path of this host: an engine on
+/// another machine, which sessions cannot use (they bind-mount the controller's binary, their
+/// source and their socket folder from this host).
+fn unseen_host_paths(said: String) -> String {
+    if said.contains("bind source path does not exist") {
+        format!(
+            "{said}; the engine does not see this host's files (a remote engine): sessions bind-mount the controller's binary, source and sockets from this host, so they cannot run there"
+        )
+    } else {
+        said
+    }
 }
 
 /// Adds the next step's check; whether it passed.

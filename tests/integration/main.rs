@@ -26,6 +26,7 @@ mod identity;
 mod private_engine;
 mod providers;
 mod real_clis;
+mod remote_engine;
 mod runtime_class;
 mod scale_out;
 mod schemas;

@@ -22,16 +22,19 @@ const ENGINE_BOUND: Duration = Duration::from_secs(30);
 pub struct PrivateEngine {
     dir: tempfile::TempDir,
     dockerd: Option<Child>,
+    /// More dockerd flags (a TCP listener with TLS).
+    extra_flags: Vec<String>,
 }
 
 impl PrivateEngine {
-    /// Starts the engine with `config` as its daemon.json and waits until it answers.
-    pub async fn start(config: &str) -> Result<(Self, Engine), String> {
+    /// Starts the engine with `config` as its daemon.json and `extra_flags` besides its own, and
+    /// waits until it answers.
+    pub async fn start_with(config: &str, extra_flags: Vec<String>) -> Result<(Self, Engine), String> {
         let dir = tempfile::Builder::new().prefix("rte-").tempdir_in("/tmp").map_err(|e| e.to_string())?;
         // Its own config file: the machine's daemon.json may set the data root or storage driver,
         // which dockerd refuses to have both as a flag and in a file.
         std::fs::write(dir.path().join("daemon.json"), config).map_err(|e| e.to_string())?;
-        let mut engine = Self { dir, dockerd: None };
+        let mut engine = Self { dir, dockerd: None, extra_flags };
         match engine.spawn().await {
             Ok(connected) => Ok((engine, connected)),
             Err(error) => Err(format!("{error}\n--- private dockerd log ---\n{}", engine.log())),
@@ -40,6 +43,11 @@ impl PrivateEngine {
 
     fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
+    }
+
+    /// The network namespace dockerd runs in, for a process that must reach its TCP listener.
+    pub fn netns(&self) -> Option<String> {
+        self.dockerd.as_ref().map(|child| format!("/proc/{}/ns/net", child.id()))
     }
 
     /// The `DOCKER_HOST` of this engine.
@@ -63,6 +71,9 @@ impl PrivateEngine {
             "--ip6tables=false".into(),
             "--storage-driver=vfs".into(),
         ]
+        .into_iter()
+        .chain(self.extra_flags.iter().cloned())
+        .collect()
     }
 
     /// Starts dockerd (appending to its log) and waits until it answers.
@@ -194,13 +205,18 @@ fn signal(name: &str, pid: u32) {
 /// when containers are not required and there is no engine or no way to run one; a failure when
 /// they are required.
 pub async fn private_engine_or_skip(config: &str) -> Option<(PrivateEngine, Engine)> {
+    private_engine_with_flags_or_skip(config, Vec::new()).await
+}
+
+/// [`private_engine_or_skip`] with more dockerd flags.
+pub async fn private_engine_with_flags_or_skip(config: &str, flags: Vec<String>) -> Option<(PrivateEngine, Engine)> {
     crate::support::engine_or_skip().await?;
     if !is_root() && !containers_required() {
         eprintln!("skipping: a private dockerd needs root");
         return None;
     }
     ensure_test_images();
-    let (private, engine) = match PrivateEngine::start(config).await {
+    let (private, engine) = match PrivateEngine::start_with(config, flags).await {
         Ok(started) => started,
         Err(error) if containers_required() => panic!("ROUNDTABLE_REQUIRE_CONTAINER_TESTS=1 but {error}"),
         Err(error) => {

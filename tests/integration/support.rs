@@ -164,10 +164,29 @@ pub fn start_daemon(root: &Path, args: &[&str], executions: &Path) -> Daemon {
 
 /// [`start_daemon`] with extra environment variables (like `DOCKER_HOST`).
 pub fn start_daemon_with_env(root: &Path, args: &[&str], executions: &Path, env: &[(&str, &str)]) -> Daemon {
+    spawn_daemon(Command::new(binary()), root, args, executions, env)
+}
+
+/// [`start_daemon_with_env`] in the network namespace `netns` (`/proc/PID/ns/net`): to reach an
+/// engine that listens on that namespace's loopback.
+pub fn start_daemon_in_netns(
+    netns: &str,
+    root: &Path,
+    args: &[&str],
+    executions: &Path,
+    env: &[(&str, &str)],
+) -> Daemon {
+    // nsenter execs the binary, so the child is the daemon itself (SIGTERM reaches it).
+    let mut command = Command::new("nsenter");
+    command.arg(format!("--net={netns}")).arg("--").arg(binary());
+    spawn_daemon(command, root, args, executions, env)
+}
+
+fn spawn_daemon(mut command: Command, root: &Path, args: &[&str], executions: &Path, env: &[(&str, &str)]) -> Daemon {
     // The daemon refuses an execution root others can reach; the test made this one.
     std::fs::set_permissions(executions, std::os::unix::fs::PermissionsExt::from_mode(0o700)).expect("chmod 700");
     let log = std::fs::File::create(executions.join("daemon.log")).expect("log");
-    let child = Command::new(binary())
+    let child = command
         .arg("start")
         .args(args)
         // The tests reach the API over TCP (opt-in), each daemon on a free port.
