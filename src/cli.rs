@@ -534,10 +534,10 @@ pub enum SandboxCommand {
         #[arg(last = true)]
         then: Vec<String>,
     },
-    /// Before a gVisor session's export: list every FIFO, socket and device below DIR as JSON
-    /// (they stay inside the sandbox, where the export cannot see them).
+    /// After a session's export: every entry below DIR as JSON, with its kind and when it last
+    /// changed, which the export is checked against.
     #[command(hide = true)]
-    Specials { dir: PathBuf },
+    Inventory { dir: PathBuf },
     /// Doctor: connect to the Unix socket SOCKET (bind-mounted from the host, as a session's
     /// are) and print the line it answers; exits 1 when the connection is refused.
     #[command(hide = true)]

@@ -165,8 +165,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", render::json(&report)?);
             Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
-        Command::Sandbox(SandboxCommand::Specials { dir }) => {
-            println!("{}", serde_json::to_string(&roundtable_incontainer::specials::run(dir))?);
+        Command::Sandbox(SandboxCommand::Inventory { dir }) => {
+            println!("{}", serde_json::to_string(&roundtable_incontainer::inventory::run(dir))?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Sandbox(SandboxCommand::Reach { socket }) => match roundtable_incontainer::reach::run(socket) {

@@ -76,8 +76,8 @@ pub async fn ensure_empty_image(docker: &Docker) -> Result<(), RuntimeError> {
     if docker.inspect_image(EMPTY_IMAGE).await.is_ok() {
         return Ok(());
     }
-    let (repo, tag) = EMPTY_IMAGE.split_once(':').unwrap_or((EMPTY_IMAGE, "latest"));
-    let options = CreateImageOptionsBuilder::default().from_src("-").repo(repo).tag(tag).build();
+    // The whole reference as `repo`: Podman ignores a separate `tag` and would name it `latest`.
+    let options = CreateImageOptionsBuilder::default().from_src("-").repo(EMPTY_IMAGE).build();
     let empty_tar = vec![0u8; 1024];
     let mut stream = docker.create_image(Some(options), Some(bollard::body_full(empty_tar.into())), None);
     while let Some(progress) = stream.next().await {

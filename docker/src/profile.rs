@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use bollard::models::{
     ContainerCreateBody, HostConfig, Mount, MountType, MountVolumeOptions, MountVolumeOptionsDriverConfig,
-    VolumeCreateRequest,
+    ResourcesUlimits, VolumeCreateRequest,
 };
 
 use roundtable_session_runtime::Resources;
@@ -15,6 +15,24 @@ pub use roundtable_specs::layout as paths;
 use roundtable_specs::layout::AGENT_UID;
 use roundtable_specs::names::RuntimeClass;
 use roundtable_specs::runtime::SandboxKernel;
+
+/// The agent's open files limit (soft and hard).
+pub const OPEN_FILES: i64 = 16_384;
+
+/// The agent's resource limits that are not cgroups. Each is set rather than left to the engine:
+/// Podman asks for 1048576 open files and processes, which fails to start the container at all
+/// where the engine may not raise its own hard limits. Open files are bounded ([`OPEN_FILES`]).
+/// `nproc` ([`USER_PROCESSES`]) counts a user's processes across the whole host, where every
+/// session's agent is UID 1000, so it is no per-container bound (the pids cgroup is): it only has
+/// to be one any engine grants and above what concurrent sessions hold together.
+fn ulimits() -> Vec<ResourcesUlimits> {
+    let limit =
+        |name: &str, value: i64| ResourcesUlimits { name: Some(name.into()), soft: Some(value), hard: Some(value) };
+    vec![limit("nofile", OPEN_FILES), limit("nproc", USER_PROCESSES)]
+}
+
+/// UID 1000's processes across the host, as seen by one agent (`RLIMIT_NPROC`).
+pub const USER_PROCESSES: i64 = 8_192;
 
 /// Who owns the root of a tmpfs volume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +44,15 @@ pub enum TmpfsRoot {
     /// file whose parent folders are not root's or are writable by others. The agent writes in
     /// its home and its `TMPDIR` below it.
     Root,
+}
+
+/// The tmpfs `nr_blocks` that hold `size_bytes`: tmpfs counts its size in pages. The size is
+/// given in blocks, not as `size=`, because Podman (4.3) refuses a volume whose options name a
+/// `size` on any file system without project quotas, tmpfs included, while both engines pass
+/// `nr_blocks` to the mount as it is.
+pub fn tmpfs_blocks(size_bytes: u64) -> u64 {
+    let page = u64::try_from(rustix::param::page_size()).unwrap_or(4096).max(1);
+    size_bytes.div_ceil(page).max(1)
 }
 
 /// A named tmpfs volume: the archive API can copy into and out of it (it cannot see `--tmpfs`
@@ -46,7 +73,7 @@ pub fn tmpfs_volume(
         driver_opts: Some(HashMap::from([
             ("type".to_owned(), "tmpfs".to_owned()),
             ("device".to_owned(), "tmpfs".to_owned()),
-            ("o".to_owned(), format!("size={size_bytes},{owner},nosuid,nodev")),
+            ("o".to_owned(), format!("nr_blocks={},{owner},nosuid,nodev", tmpfs_blocks(size_bytes))),
         ])),
         labels: Some(labels),
         ..VolumeCreateRequest::default()
@@ -183,6 +210,7 @@ impl SandboxSpec {
                 privileged: Some(false),
                 init: Some(false),
                 ipc_mode: Some("private".into()),
+                ulimits: Some(ulimits()),
                 runtime: self.runtime.as_ref().map(ToString::to_string),
                 ..HostConfig::default()
             }),
@@ -266,11 +294,11 @@ mod tests {
         };
         let (name, options, labels) = sized(&workspace);
         assert_eq!(name, "ws");
-        assert!(options.starts_with("size=1073741824,uid=1000,"), "{options}");
+        assert!(options.starts_with(&format!("nr_blocks={},uid=1000,", tmpfs_blocks(1 << 30))), "{options}");
         assert_eq!(labels, spec.labels);
         let (name, options, labels) = sized(&tmp);
         assert_eq!(name, "tmp");
-        assert!(options.starts_with("size=1048576,uid=0,"), "{options}");
+        assert!(options.starts_with(&format!("nr_blocks={},uid=0,", tmpfs_blocks(1 << 20))), "{options}");
         assert_eq!(labels, spec.labels);
     }
 
@@ -280,7 +308,8 @@ mod tests {
         let options = volume.driver_opts.expect("options");
         assert_eq!(options.get("type").map(String::as_str), Some("tmpfs"));
         let mount_options = options.get("o").expect("o");
-        assert!(mount_options.contains("size=1073741824") && mount_options.contains("uid=1000"), "{mount_options}");
+        let blocks = format!("nr_blocks={}", tmpfs_blocks(1 << 30));
+        assert!(mount_options.contains(&blocks) && mount_options.contains("uid=1000"), "{mount_options}");
         let tmp = tmpfs_volume("tmp", 1 << 20, TmpfsRoot::Root, HashMap::new());
         let tmp_options = tmp.driver_opts.expect("options");
         assert!(tmp_options.get("o").is_some_and(|o| o.contains("uid=0,gid=0,mode=0755")), "{tmp_options:?}");

@@ -336,22 +336,22 @@ impl<'a> Execution<'a> {
             .await
         {
             Ok(mut extracted) => {
-                let gvisor = plan.expected.runtime.as_ref().is_some_and(|r| r.kernel == SandboxKernel::Gvisor);
-                if gvisor {
-                    // The FIFOs, sockets and devices gVisor keeps to itself are listed from
-                    // inside, which needs the container running again; the export is already
-                    // taken, so what runs now only ever adds refusals, which keep files unchanged.
-                    docker.unpause_container(name).await.map_err(engine_error("unpause to list special files"))?;
-                    match timed(name, "specials", export::specials(docker, name)).await {
-                        Ok(found) => export::add_specials(&mut extracted, &found),
-                        Err(why) => {
-                            // What the sandbox kept to itself cannot be listed: nothing is proposed.
-                            outcome.export_failed = Some(why);
-                            return Ok(());
-                        }
-                    }
+                // The export is taken; the container runs again only to be looked at from
+                // inside, and what its lingering processes change from now on is not the
+                // export's (the inventory tells it by when each entry changed).
+                let thawed_at = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |since| i128::try_from(since.as_nanos()).unwrap_or(i128::MAX));
+                docker.unpause_container(name).await.map_err(engine_error("unpause for the inventory"))?;
+                let checked = match timed(name, "inventory", export::inventory(docker, name)).await {
+                    Ok(inventory) => export::account(&mut extracted, &plan.export_dir, &inventory, thawed_at),
+                    Err(why) => Err(why),
+                };
+                match checked {
+                    Ok(()) => outcome.extracted = Some(extracted),
+                    // An export that cannot be shown whole proposes nothing.
+                    Err(why) => outcome.export_failed = Some(why),
                 }
-                outcome.extracted = Some(extracted);
             }
             Err(RuntimeError::Engine { step, source }) if engine_gone_in(&source) => {
                 return Err(RuntimeError::Engine { step, source });

@@ -168,8 +168,9 @@ async fn tried_steps(
 
     let made = create_tmpfs_volumes(docker, &container, &spec).await;
     let bytes = TRIAL_RESOURCES.workspace_bytes;
-    let made = made
-        .map(|()| format!("made the workspace and /tmp tmpfs volumes with size={bytes} and nr_inodes, as sessions do"));
+    let made = made.map(|()| {
+        format!("made the workspace and /tmp tmpfs volumes bounded to {bytes} bytes (nr_blocks), as sessions do")
+    });
     if !record(checks, made.map_err(|e| words(&e))) {
         return;
     }

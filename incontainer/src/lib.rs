@@ -6,10 +6,10 @@
 
 pub mod check;
 pub mod init;
+pub mod inventory;
 pub mod launch;
 pub mod mcp_bridge;
 pub mod mock;
 pub mod reach;
 pub mod seed;
-pub mod specials;
 pub mod write_probe;

@@ -263,41 +263,50 @@ pub struct Extracted {
 }
 
 words! {
-    /// What kind of entry a file that is neither regular nor a folder is.
-    SpecialKind {
+    /// What kind of entry the workspace holds, as seen from inside the container.
+    EntryKind {
+        File = "file",
+        Folder = "folder",
+        Link = "link",
         Fifo = "fifo",
         Socket = "socket",
         Device = "device",
     }
 }
 
-impl SpecialKind {
-    /// Why the extractor refuses it, in the words it uses for the same entry in an archive.
-    pub fn reason(self) -> &'static str {
+impl EntryKind {
+    /// Why the extractor refuses an entry of this kind, in the words it uses for the same entry
+    /// in an archive; `None` for what it carries back.
+    pub fn refusal(self) -> Option<&'static str> {
         match self {
-            SpecialKind::Fifo => "a FIFO",
-            SpecialKind::Device => "a device",
-            SpecialKind::Socket => "not a regular file or folder",
+            EntryKind::File | EntryKind::Folder => None,
+            EntryKind::Link => Some("a symbolic link"),
+            EntryKind::Fifo => Some("a FIFO"),
+            EntryKind::Device => Some("a device"),
+            EntryKind::Socket => Some("not a regular file or folder"),
         }
     }
 }
 
-/// A FIFO, socket or device the agent left in its workspace, as found from inside the container
-/// (`sandbox specials`). Under gVisor such entries live in the sandbox's kernel only and never
-/// reach the host's file system, so the export cannot see them; this is how they are listed.
+/// One entry of the agent's workspace as `sandbox inventory` saw it from inside.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct SpecialEntry {
-    /// The path below the scanned folder, its bytes in lowercase hex (names need not be UTF-8).
+pub struct InventoryEntry {
+    /// The path below the workspace, its bytes in lowercase hex (names need not be UTF-8).
     pub path_hex: String,
-    pub kind: SpecialKind,
+    pub kind: EntryKind,
+    /// When its inode last changed (ctime), in nanoseconds since the Unix epoch.
+    pub changed_ns: i128,
 }
 
-/// What `sandbox specials` found: at most its cap of entries, and how many more there were.
+/// What `sandbox inventory` found: every entry (up to its cap) and how many more there were.
+/// The export is checked against it: an engine whose archive silently stops short (Podman's of
+/// a paused container, at a path too long for it) fails the export instead of proposing the
+/// missing files as deleted, and what gVisor keeps in its own kernel (FIFOs, sockets) is listed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct SpecialsReport {
-    pub entries: Vec<SpecialEntry>,
+pub struct Inventory {
+    pub entries: Vec<InventoryEntry>,
     #[serde(default)]
     pub truncated: u64,
 }

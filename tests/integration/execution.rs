@@ -526,6 +526,15 @@ async fn hostile_agents_harm_nothing_and_their_tricks_are_recorded() {
     hostile_agents(&engine, &[], "runc").await;
 }
 
+/// The same agents on Debian's Podman 4.3.1, through its Docker-compatible API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_podman_hostile_agents_harm_nothing_and_their_tricks_are_recorded() {
+    let Some(podman) = crate::podman::Podman::start() else { return };
+    podman.load_images();
+    let engine = roundtable_docker::Engine::connect_to(podman.host()).await.expect("podman answers");
+    hostile_agents(&engine, &[("DOCKER_HOST", podman.host().as_str())], "runc").await;
+}
+
 /// The same agents under gVisor: a private engine whose default runtime is `runsc`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_gvisor_hostile_agents_harm_nothing_and_their_tricks_are_recorded() {

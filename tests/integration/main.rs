@@ -23,6 +23,7 @@ mod gitops;
 mod hook;
 mod http;
 mod identity;
+mod podman;
 mod private_engine;
 mod providers;
 mod real_clis;

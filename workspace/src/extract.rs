@@ -71,10 +71,13 @@ fn relative_path(raw: &[u8]) -> Result<Option<PathBuf>, &'static str> {
     }
     let path = Path::new(std::str::from_utf8(raw).map_err(|_| "the name is not valid UTF-8")?);
     let mut parts = Vec::new();
-    for component in path.components() {
+    for (index, component) in path.components().enumerate() {
         match component {
             Component::Normal(part) => parts.push(part),
             Component::CurDir => {}
+            // Podman names the top folder `/` when it exports a paused container (`/a.txt` where
+            // Docker writes `workspace/a.txt`): a leading root stands for the top folder.
+            Component::RootDir if index == 0 => parts.push(std::ffi::OsStr::new("")),
             Component::RootDir | Component::Prefix(_) => return Err("absolute path"),
             Component::ParentDir => return Err("'..' in the path"),
         }
@@ -311,9 +314,14 @@ mod tests {
             raw[..512].copy_from_slice(fixed.as_bytes());
             let dest = tempfile::tempdir().expect("tempdir");
             let outcome = extract(raw.as_slice(), &dest.path().join("inner"), LIMITS).expect("extract");
-            assert_eq!(outcome.files, 0, "{name}");
-            assert_eq!(outcome.rejected.len(), 1, "{name}");
             assert!(!dest.path().join("escape.txt").exists());
+            if name.starts_with('/') {
+                // A leading root is the top folder (Podman's name for it): below the folder.
+                assert_eq!((outcome.files, outcome.rejected.len()), (1, 0), "{name}");
+                assert!(dest.path().join("inner/etc/escape.txt").is_file(), "{name}");
+            } else {
+                assert_eq!((outcome.files, outcome.rejected.len()), (0, 1), "{name}");
+            }
         }
     }
 
@@ -336,6 +344,35 @@ mod tests {
         assert!(outcome.rejected[0].reason.contains("another repository"), "{:?}", outcome.rejected[0]);
         assert!(!dest.path().join("sub/.git").exists() && !dest.path().join(".git").exists());
         assert_eq!(std::fs::read(dest.path().join("sub/ok.txt")).expect("ok"), b"ok", "the files beside it stay");
+    }
+
+    #[test]
+    fn a_top_folder_named_root_as_podman_names_it_is_the_top_folder_and_nothing_above() {
+        // tar's builder refuses absolute names; Podman's archive of a paused container has them.
+        let raw = |name: &str, kind: tar::EntryType, data: &[u8]| {
+            let mut entry = header(kind, data.len() as u64, 0o644);
+            entry.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+            entry.set_cksum();
+            (entry, data.to_vec())
+        };
+        let data = archive(|b| {
+            for (entry, bytes) in [
+                raw("/", tar::EntryType::Directory, b""),
+                raw("/a.txt", tar::EntryType::Regular, b"hi"),
+                raw("/sub/b", tar::EntryType::Regular, b"x"),
+                raw("/sub//../../etc/passwd", tar::EntryType::Regular, b"no"),
+            ] {
+                b.append(&entry, bytes.as_slice()).expect("append");
+            }
+        });
+        let dest = tempfile::tempdir().expect("tempdir");
+        let outcome = extract(data.as_slice(), dest.path(), LIMITS).expect("extract");
+        assert_eq!(std::fs::read(dest.path().join("a.txt")).expect("a.txt"), b"hi");
+        assert_eq!(std::fs::read(dest.path().join("sub/b")).expect("sub/b"), b"x");
+        assert_eq!(outcome.files, 2);
+        let rejected: Vec<(&str, &str)> =
+            outcome.rejected.iter().map(|r| (r.path.as_str(), r.reason.as_str())).collect();
+        assert_eq!(rejected, [("sub//../../etc/passwd", "'..' in the path")]);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! streamed out of the engine straight into the rooted extractor (no spool on the host), within
 //! the plan's export limits.
 
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 
 use bollard::Docker;
@@ -9,7 +10,7 @@ use bollard::query_parameters::DownloadFromContainerOptionsBuilder;
 use futures::StreamExt as _;
 use roundtable_session_runtime::{ExportLimits, RuntimeError};
 use roundtable_specs::layout as paths;
-use roundtable_specs::session::{Extracted, Rejected, SpecialsReport};
+use roundtable_specs::session::{Extracted, Inventory, Rejected};
 use roundtable_workspace::extract::{self, Limits};
 
 use crate::calls::timed;
@@ -37,38 +38,74 @@ pub(super) async fn pause_for_export(docker: &Docker, name: &str) -> Result<(), 
     }
 }
 
-/// Every FIFO, socket and device in the running container's workspace, listed from inside by
-/// `sandbox specials`: under gVisor they exist in the sandbox's kernel only. `Err` says why
-/// they could not be listed.
-pub(super) async fn specials(docker: &Docker, name: &str) -> Result<SpecialsReport, String> {
-    let argv = vec![paths::BINARY.to_owned(), "sandbox".into(), "specials".into(), paths::WORKSPACE.to_owned()];
+/// The workspace's inventory, taken from inside the running container by `sandbox inventory`.
+/// `Err` says why there is none.
+pub(super) async fn inventory(docker: &Docker, name: &str) -> Result<Inventory, String> {
+    let argv = vec![paths::BINARY.to_owned(), "sandbox".into(), "inventory".into(), paths::WORKSPACE.to_owned()];
     let (_keep, mut never) = tokio::sync::watch::channel(false);
-    let deadline = Some(std::time::Duration::from_secs(60));
-    let listed = crate::exec::run_exec(docker, name, argv, Vec::new(), None, 4 << 20, deadline, &mut never).await;
-    let listed = listed
-        .map_err(|e| format!("listing the workspace's special files: {}", roundtable_telemetry::error_chain(&e)))?;
-    match (listed.exit_code, serde_json::from_slice::<SpecialsReport>(&listed.stdout.bytes)) {
-        (Some(0), Ok(report)) if report.truncated == 0 => Ok(report),
-        (Some(0), Ok(report)) => Err(format!("the workspace holds more than {} special files", report.entries.len())),
+    let deadline = Some(std::time::Duration::from_secs(120));
+    let listed = crate::exec::run_exec(docker, name, argv, Vec::new(), None, INVENTORY_CAP, deadline, &mut never).await;
+    let listed =
+        listed.map_err(|e| format!("taking the workspace's inventory: {}", roundtable_telemetry::error_chain(&e)))?;
+    match (listed.exit_code, serde_json::from_slice::<Inventory>(&listed.stdout.bytes)) {
+        (Some(0), Ok(found)) if found.truncated == 0 => Ok(found),
+        (Some(0), Ok(found)) => Err(format!("the workspace holds more than {} entries", found.entries.len())),
         (code, _) => Err(format!(
-            "listing the workspace's special files failed (exit code {}): {}",
+            "taking the workspace's inventory failed (exit code {}, {} bytes): {}",
             code.map_or_else(|| "unknown".into(), |c| c.to_string()),
+            listed.stdout.total,
             String::from_utf8_lossy(&listed.stderr.bytes).trim()
         )),
     }
 }
 
-/// Lists each entry of `found` as refused, as the extractor lists a FIFO or device it meets in
-/// the archive, unless the archive already had it.
-pub(super) fn add_specials(extracted: &mut Extracted, found: &SpecialsReport) {
-    for entry in &found.entries {
+/// What the inventory's output may hold (paths in hex, up to 200,000 entries).
+const INVENTORY_CAP: u64 = 256 << 20;
+
+/// Checks the export (`extracted`, unpacked at `export_dir`) against `inventory`, taken from
+/// inside after it. Nothing changes while the container is paused, so each entry that last
+/// changed before it was thawed (`thawed_at_ns`) was there when the export was taken: each such
+/// file and folder must be in the export, or refused by the extractor, or below a refused folder: an archive that silently
+/// stops short (Podman's, of a paused container, at a path too long for it) fails here instead
+/// of leaving files out, which would propose them as deleted. FIFOs, sockets and devices the
+/// archive did not carry (gVisor keeps them in its own kernel) are refused as the extractor
+/// refuses them. Entries that changed after the thaw are the lingering processes': not the
+/// export's.
+pub(super) fn account(
+    extracted: &mut Extracted,
+    export_dir: &Path,
+    inventory: &Inventory,
+    thawed_at_ns: i128,
+) -> Result<(), String> {
+    let mut missing = Vec::new();
+    for entry in inventory.entries.iter().filter(|e| e.changed_ns < thawed_at_ns) {
         let Some(raw) = unhex(&entry.path_hex) else { continue };
-        let path = extract::escape_name(&raw);
-        if extracted.rejected.iter().any(|r| r.path == path) {
+        let shown = extract::escape_name(&raw);
+        let refused = extracted.rejected.iter().any(|r| shown == r.path || shown.starts_with(&format!("{}/", r.path)));
+        if refused {
             continue;
         }
-        let exact = extract::name_problem(&raw).is_none();
-        extracted.rejected.push(Rejected { path, reason: entry.kind.reason().into(), exact });
+        match entry.kind.refusal() {
+            Some(reason) => {
+                let exact = extract::name_problem(&raw).is_none();
+                extracted.rejected.push(Rejected { path: shown, reason: reason.into(), exact });
+            }
+            None => {
+                // Only a definite "not there" counts: a path too long to look up whole was
+                // carried by the extractor's relative walk.
+                let at = export_dir.join(std::ffi::OsStr::from_bytes(&raw));
+                if at.symlink_metadata().is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+                    missing.push(shown);
+                }
+            }
+        }
+    }
+    match missing.first() {
+        None => Ok(()),
+        Some(first) => Err(format!(
+            "the engine's export left out {} of the workspace's entries (the first: {first}); nothing is proposed rather than taking them for deleted",
+            missing.len()
+        )),
     }
 }
 
