@@ -186,3 +186,55 @@ impl std::io::Read for ChannelReader {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use roundtable_specs::session::{EntryKind, InventoryEntry};
+
+    use super::*;
+
+    fn entry(path: &str, kind: EntryKind, changed_ns: i128) -> InventoryEntry {
+        let path_hex = path.bytes().map(|b| format!("{b:02x}")).collect();
+        InventoryEntry { path_hex, kind, changed_ns }
+    }
+
+    const THAWED: i128 = 1_000;
+
+    #[test]
+    fn what_the_export_left_out_fails_it_and_what_changed_after_the_thaw_does_not() {
+        let export = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(export.path().join("docs")).expect("docs");
+        std::fs::write(export.path().join("docs/guide.md"), "g").expect("guide");
+        let mut extracted = Extracted {
+            rejected: vec![Rejected { path: "deep".into(), reason: "too long".into(), exact: true }],
+            ..Extracted::default()
+        };
+        let whole = Inventory {
+            entries: vec![
+                entry("docs", EntryKind::Folder, 10),
+                entry("docs/guide.md", EntryKind::File, 10),
+                // Below a refused folder: accounted for.
+                entry("deep/deeper/f", EntryKind::File, 10),
+                // Written by a lingering process after the thaw: not the export's.
+                entry("late.txt", EntryKind::File, THAWED + 1),
+            ],
+            truncated: 0,
+        };
+        assert_eq!(account(&mut extracted, export.path(), &whole, THAWED), Ok(()));
+        let short = Inventory { entries: vec![entry("README.md", EntryKind::File, 10)], truncated: 0 };
+        let failed = account(&mut extracted, export.path(), &short, THAWED).expect_err("left out");
+        assert!(failed.contains("left out 1") && failed.contains("README.md"), "{failed}");
+    }
+
+    #[test]
+    fn a_fifo_the_archive_never_carried_is_refused_as_the_extractor_refuses_one() {
+        let export = tempfile::tempdir().expect("tempdir");
+        let mut extracted = Extracted::default();
+        let inventory = Inventory { entries: vec![entry("docs/guide.md", EntryKind::Fifo, 10)], truncated: 0 };
+        assert_eq!(account(&mut extracted, export.path(), &inventory, THAWED), Ok(()));
+        assert_eq!(
+            extracted.rejected,
+            [Rejected { path: "docs/guide.md".into(), reason: "a FIFO".into(), exact: true }]
+        );
+    }
+}
