@@ -76,23 +76,8 @@ impl Drop for Podman {
             .output();
         let _ = self.child.kill();
         let _ = self.child.wait();
-        // conmon outlives an exec by minutes (its --exit-delay): whatever names the folder goes.
-        let dir = self.dir.path().to_string_lossy().into_owned();
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-            if std::fs::read(entry.path().join("cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(&dir)) {
-                let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
-            }
-        }
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let mut under: Vec<&str> = mounts
-            .lines()
-            .filter_map(|line| line.split(' ').nth(4))
-            .filter(|point| Path::new(point).starts_with(self.dir.path()))
-            .collect();
-        under.sort_by_key(|point| std::cmp::Reverse(point.len()));
-        for point in under {
-            let _ = Command::new("umount").arg("-l").arg(point).status();
-        }
+        // conmon outlives an exec by minutes (its --exit-delay): whatever names the folder goes,
+        // then its overlay mounts.
+        crate::support::kill_and_unmount_under(self.dir.path());
     }
 }

@@ -2,7 +2,7 @@
 //! a network namespace of its own, with the test images copied in. For what the machine's engine
 //! must not be put through (a restart) or must not be reconfigured for (another OCI runtime).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -164,24 +164,8 @@ impl PrivateEngine {
             let _ = child.wait();
         }
         // Its containerd, and any shim or runtime a wedged container left (their command lines
-        // name the engine's folder).
-        let dir = self.dir.path().to_string_lossy().into_owned();
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-            if std::fs::read(entry.path().join("cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(&dir)) {
-                signal("KILL", pid);
-            }
-        }
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let mut under: Vec<&str> = mounts
-            .lines()
-            .filter_map(|line| line.split(' ').nth(4))
-            .filter(|point| Path::new(point).starts_with(self.dir.path()))
-            .collect();
-        under.sort_by_key(|point| std::cmp::Reverse(point.len()));
-        for point in under {
-            let _ = Command::new("umount").arg("-l").arg(point).status();
-        }
+        // name the engine's folder), then its mounts.
+        crate::support::kill_and_unmount_under(self.dir.path());
     }
 }
 

@@ -313,3 +313,26 @@ pub fn fake_provider_args(
     ]
     .into()
 }
+
+/// Kills every process whose command line names `dir` (an engine's shims, runtimes and monitors
+/// that outlived it), then lazily unmounts whatever is mounted below it, deepest first, so the
+/// folder can be removed.
+pub fn kill_and_unmount_under(dir: &Path) {
+    let name = dir.to_string_lossy().into_owned();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        if std::fs::read(entry.path().join("cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(&name)) {
+            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+        }
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut under: Vec<&str> = mounts
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .filter(|point| Path::new(point).starts_with(dir))
+        .collect();
+    under.sort_by_key(|point| std::cmp::Reverse(point.len()));
+    for point in under {
+        let _ = Command::new("umount").arg("-l").arg(point).status();
+    }
+}
