@@ -123,37 +123,62 @@ pub struct SigningKey {
 
 impl SigningKey {
     /// Reads the key at `path`, creating it (0600, in a 0700 folder) when there is none.
+    ///
+    /// A new key is written whole to a private file beside `path` and then linked into place:
+    /// controllers sharing one key folder start at once, and of two creating it exactly one link
+    /// succeeds while the other reads the key that won, never a half-written one.
     pub fn load_or_create(path: &std::path::Path) -> Result<Self, ProvenanceError> {
-        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
-        let shown = path.display().to_string();
-        match std::fs::metadata(path) {
-            Ok(meta) => {
-                let mode = meta.permissions().mode() & 0o777;
-                if mode & 0o077 != 0 {
-                    return Err(ProvenanceError::Exposed { path: shown, mode });
+        match Self::load(path) {
+            Err(ProvenanceError::Read { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                match Self::create(path) {
+                    Err(ProvenanceError::Write { source, .. })
+                        if source.kind() == std::io::ErrorKind::AlreadyExists =>
+                    {
+                        Self::load(path)
+                    }
+                    created => created,
                 }
-                let der =
-                    std::fs::read(path).map_err(|source| ProvenanceError::Read { path: shown.clone(), source })?;
-                let pair = Ed25519KeyPair::from_pkcs8(&der).map_err(|_| ProvenanceError::BadKey(shown))?;
-                Ok(Self { pair })
             }
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                let write = |source| ProvenanceError::Write { path: shown.clone(), source };
-                if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent).map_err(write)?;
-                    std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o700)).map_err(write)?;
-                }
-                let rng = ring::rand::SystemRandom::new();
-                let der = Ed25519KeyPair::generate_pkcs8(&rng).map_err(|_| ProvenanceError::Random)?;
-                let mut file =
-                    std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).map_err(write)?;
-                std::io::Write::write_all(&mut file, der.as_ref()).map_err(write)?;
-                file.sync_all().map_err(write)?;
-                let pair = Ed25519KeyPair::from_pkcs8(der.as_ref()).map_err(|_| ProvenanceError::BadKey(shown))?;
-                Ok(Self { pair })
-            }
-            Err(source) => Err(ProvenanceError::Read { path: shown, source }),
+            loaded => loaded,
         }
+    }
+
+    fn load(path: &std::path::Path) -> Result<Self, ProvenanceError> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let shown = path.display().to_string();
+        let read = |source| ProvenanceError::Read { path: shown.clone(), source };
+        let mode = std::fs::metadata(path).map_err(read)?.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(ProvenanceError::Exposed { path: shown, mode });
+        }
+        let der = std::fs::read(path).map_err(read)?;
+        let pair = Ed25519KeyPair::from_pkcs8(&der).map_err(|_| ProvenanceError::BadKey(shown))?;
+        Ok(Self { pair })
+    }
+
+    fn create(path: &std::path::Path) -> Result<Self, ProvenanceError> {
+        use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+        let shown = path.display().to_string();
+        let write = |source| ProvenanceError::Write { path: shown.clone(), source };
+        if let Some(parent) = path.parent() {
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(parent).map_err(write)?;
+        }
+        let rng = ring::rand::SystemRandom::new();
+        let der = Ed25519KeyPair::generate_pkcs8(&rng).map_err(|_| ProvenanceError::Random)?;
+        let nonce: [u8; 8] = ring::rand::generate(&rng).map_err(|_| ProvenanceError::Random)?.expose();
+        let mut staged = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+        staged.push(format!(".{}.tmp", hex(&nonce)));
+        let staged = path.with_file_name(staged);
+        let written = (|| {
+            let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&staged)?;
+            std::io::Write::write_all(&mut file, der.as_ref())?;
+            file.sync_all()?;
+            std::fs::hard_link(&staged, path)
+        })();
+        let _ = std::fs::remove_file(&staged);
+        written.map_err(write)?;
+        let pair = Ed25519KeyPair::from_pkcs8(der.as_ref()).map_err(|_| ProvenanceError::BadKey(shown))?;
+        Ok(Self { pair })
     }
 
     pub fn public(&self) -> PublicKey {
@@ -249,5 +274,29 @@ mod tests {
         assert_eq!(SigningKey::load_or_create(&path).expect("again").public(), first.public());
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
         assert!(matches!(SigningKey::load_or_create(&path), Err(ProvenanceError::Exposed { .. })));
+    }
+
+    #[test]
+    fn controllers_creating_the_key_at_once_all_get_the_one_that_won() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("keys/p.provenance.key");
+        let barrier = std::sync::Barrier::new(8);
+        let keys: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    scope.spawn(|| {
+                        barrier.wait();
+                        SigningKey::load_or_create(&path).map(|key| key.public())
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|handle| handle.join().expect("thread")).collect()
+        });
+        let first = keys[0].as_ref().expect("created or read").clone();
+        for key in &keys {
+            assert_eq!(key.as_ref().expect("created or read"), &first);
+        }
+        let left: Vec<_> = std::fs::read_dir(dir.path().join("keys")).expect("dir").flatten().collect();
+        assert_eq!(left.len(), 1, "no staged file left behind: {left:?}");
     }
 }
