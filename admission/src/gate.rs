@@ -7,7 +7,7 @@ use roundtable_specs::adapter::{Capability, ResolvedAdapter};
 use roundtable_specs::admission::{GateDecision, GateKind, RECEIPT_KIND, RefusalReason, SealedReceipt, Verdict};
 use roundtable_specs::names::{RuntimeClass, VersionFloor};
 use roundtable_specs::policy::AdmissionPolicySpec;
-use roundtable_specs::runtime::{EngineRuntimes, ResolvedRuntime, RuntimeUnfit};
+use roundtable_specs::runtime::{EngineRuntimes, HostPaths, ResolvedRuntime, RuntimeUnfit};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -313,11 +313,18 @@ pub fn runtime_class(
         );
         return (decision(Verdict::Refuse, Some("runtime_not_allowed"), message, require_remedy(policy)), None);
     }
+    if let Some(HostPaths::NotSeen(why)) = engine.map(|e| &e.host_paths) {
+        let message = format!(
+            "the engine cannot see this host's files ({why}); sessions bind-mount the controller's binary, their source and their sockets from this host"
+        );
+        let remedy = "run the controller on the engine's machine, or point DOCKER_HOST at an engine there".to_owned();
+        return (decision(Verdict::Refuse, Some("engine_without_host_paths"), message, remedy), None);
+    }
     if let Some(engine) = engine
         && let Err(unfit) = engine.fit(&class, adapter.uses_host_sockets())
     {
         let reason = match unfit {
-            RuntimeUnfit::NotRegistered { .. } => "runtime_unavailable",
+            RuntimeUnfit::NotRegistered { .. } | RuntimeUnfit::ChoiceIgnored { .. } => "runtime_unavailable",
             RuntimeUnfit::NoHostSockets { .. } => "runtime_without_host_sockets",
         };
         // The message says what to change in the engine's daemon.json.
@@ -440,6 +447,7 @@ mod tests {
                 .map(|(name, args)| (name.to_owned(), args))
                 .collect(),
             host_kernel: Some("6.1.0".into()),
+            ..EngineRuntimes::default()
         }
     }
 
@@ -502,6 +510,22 @@ mod tests {
         // Without provider hosts or MCP it needs no socket, and runs.
         let (socketless, _) = runtime_class(&adapter_on(Some("runsc-sealed"), false), &requiring(&[]), Some(&engine()));
         assert!(socketless.admitted(), "{socketless}");
+    }
+
+    #[test]
+    fn an_engine_that_cannot_see_this_hosts_files_refuses_every_adapter_under_every_mode() {
+        use roundtable_specs::policy::AdmissionMode;
+        let remote =
+            EngineRuntimes { host_paths: HostPaths::NotSeen("bind source path does not exist".into()), ..engine() };
+        let (refused, runtime) = runtime_class(&adapter_on(None, false), &requiring(&[]), Some(&remote));
+        assert_eq!(refused.reason.as_deref(), Some("engine_without_host_paths"), "{refused}");
+        assert!(refused.message.contains("bind source path does not exist"), "{refused}");
+        assert!(runtime.is_none());
+        for mode in [AdmissionMode::Off, AdmissionMode::Warn, AdmissionMode::Enforce] {
+            assert!(refused.blocks(mode), "{mode:?}");
+        }
+        let seen = EngineRuntimes { host_paths: HostPaths::Seen, ..engine() };
+        assert!(runtime_class(&adapter_on(None, false), &requiring(&[]), Some(&seen)).0.admitted());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use bollard::Docker;
-use bollard::models::SystemInfo;
+use bollard::models::{SystemInfo, SystemVersion};
 use roundtable_session_runtime::{EngineRuntimes, RuntimeError};
 use roundtable_specs::output::{DoctorReport, FeatureCheck};
 
@@ -176,11 +176,30 @@ impl Engine {
 }
 
 impl Engine {
-    /// The OCI runtimes the engine has registered, its default and the host's kernel release.
+    /// The OCI runtimes the engine has registered, its default and the host's kernel release,
+    /// and whether it honours a container's choice among them.
     pub async fn runtimes(&self) -> Result<EngineRuntimes, RuntimeError> {
         let info = self.docker.info().await.map_err(engine_error("ask the engine its runtimes"))?;
-        Ok(runtimes_of(&info))
+        let version = self.docker.version().await.map_err(engine_error("ask the engine its version"))?;
+        let mut runtimes = runtimes_of(&info);
+        runtimes.choice_ignored = podman_ignoring_the_runtime(&version);
+        Ok(runtimes)
     }
+}
+
+/// Why a Podman engine runs its default runtime whatever a container names: its
+/// Docker-compatible API dropped `HostConfig.Runtime` before 6.0 (containers/podman#28429), so a
+/// runtime class other than the default would silently run on the default's kernel. `None` for
+/// Docker and later Podman.
+fn podman_ignoring_the_runtime(version: &SystemVersion) -> Option<String> {
+    let podman = version.components.iter().flatten().find(|c| c.name == "Podman Engine")?;
+    let major = podman.version.split('.').next().and_then(|m| m.parse::<u32>().ok()).unwrap_or(0);
+    (major < 6).then(|| {
+        format!(
+            "Podman {}'s Docker-compatible API ignores HostConfig.Runtime (containers/podman#28429)",
+            podman.version
+        )
+    })
 }
 
 /// What `info` says of the engine's runtimes. An engine that names no default runs `runc`.
@@ -195,6 +214,7 @@ pub fn runtimes_of(info: &SystemInfo) -> EngineRuntimes {
         default: info.default_runtime.clone().filter(|d| !d.is_empty()).unwrap_or_else(|| "runc".into()),
         registered,
         host_kernel: info.kernel_version.clone().filter(|k| !k.is_empty()),
+        ..EngineRuntimes::default()
     }
 }
 
@@ -292,5 +312,32 @@ impl Engine {
             });
         }
         Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bollard::models::SystemVersionComponents;
+
+    use super::*;
+
+    fn version(component: &str, number: &str) -> SystemVersion {
+        SystemVersion {
+            components: Some(vec![SystemVersionComponents {
+                name: component.into(),
+                version: number.into(),
+                details: None,
+            }]),
+            ..SystemVersion::default()
+        }
+    }
+
+    #[test]
+    fn podman_before_6_ignores_the_runtime_a_container_names_and_docker_does_not() {
+        let said = podman_ignoring_the_runtime(&version("Podman Engine", "4.3.1")).expect("ignored");
+        assert!(said.starts_with("Podman 4.3.1's Docker-compatible API ignores HostConfig.Runtime"), "{said}");
+        assert_eq!(podman_ignoring_the_runtime(&version("Podman Engine", "6.0.0")), None);
+        assert_eq!(podman_ignoring_the_runtime(&version("Engine", "20.10.24+dfsg1")), None);
+        assert_eq!(podman_ignoring_the_runtime(&SystemVersion::default()), None);
     }
 }

@@ -12,6 +12,7 @@ mod events;
 mod exec;
 pub mod probe;
 pub mod profile;
+mod reach;
 pub mod session;
 pub mod trial;
 
@@ -21,6 +22,7 @@ use roundtable_session_runtime::{
     EngineHint, EngineRuntimes, Health, OwnedResource, ProbeOutcome, ProbePlan, RunOutcome, RuntimeError, SessionPlan,
     SessionRuntime,
 };
+use roundtable_specs::runtime::HostPaths;
 use tokio::sync::watch;
 
 use crate::errors::{already_gone, engine_error};
@@ -35,11 +37,27 @@ pub use bollard;
 #[derive(Debug, Clone)]
 pub struct DockerRuntime {
     engine: Engine,
+    /// Set once the engine was shown to see this host's files (`reach`): a connection does not
+    /// move to another machine, so that is learned once; until then it is asked at each call.
+    host_paths_seen: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl DockerRuntime {
     pub fn new(engine: Engine) -> Self {
-        Self { engine }
+        Self { engine, host_paths_seen: Default::default() }
+    }
+
+    /// Whether the engine sees this host's files, with `binary` (the one sessions mount).
+    async fn host_paths(&self, binary: &std::path::Path) -> HostPaths {
+        use std::sync::atomic::Ordering;
+        if self.host_paths_seen.load(Ordering::Relaxed) {
+            return HostPaths::Seen;
+        }
+        let found = reach::host_paths(&self.engine, binary).await;
+        if found == HostPaths::Seen {
+            self.host_paths_seen.store(true, Ordering::Relaxed);
+        }
+        found
     }
 
     /// Connects to `DOCKER_HOST`, Docker's socket or Podman's, negotiating the API version.
@@ -108,8 +126,16 @@ impl SessionRuntime for DockerRuntime {
         Box::pin(async move { probe::run(&self.engine, plan).await })
     }
 
+    /// The engine's runtimes, and whether it sees this host's files with this process's own
+    /// binary (the one sessions mount).
     fn runtimes(&self) -> BoxFuture<'_, Result<Option<EngineRuntimes>, RuntimeError>> {
-        Box::pin(async move { self.engine.runtimes().await.map(Some) })
+        Box::pin(async move {
+            let mut runtimes = self.engine.runtimes().await?;
+            if let Ok(binary) = std::env::current_exe() {
+                runtimes.host_paths = self.host_paths(&binary).await;
+            }
+            Ok(Some(runtimes))
+        })
     }
 
     fn hints(&self) -> BoxStream<'static, EngineHint> {

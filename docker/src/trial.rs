@@ -71,6 +71,11 @@ pub async fn run(engine: &Engine, binary: &Path, scratch: &Path) -> Vec<FeatureC
         Some(name.as_str()) != runtimes.as_ref().map(|r| r.default.as_str()) && !name.starts_with("io.containerd.")
     });
     for name in others {
+        if let Some(why) = runtimes.as_ref().and_then(|r| r.choice_ignored.as_ref()) {
+            let said = format!("not tried: {why}, so a container asking for {name} runs under the default");
+            checks.push(check(&format!("{RUNTIME_CLASS_PREFIX}{name}"), Err(said)));
+            continue;
+        }
         let runtime = resolve(name);
         let tried = trial(engine, binary, &scratch.join(name), runtime.as_ref(), CLASS_STEPS).await;
         checks.push(class_line(name, &tried));

@@ -73,6 +73,26 @@ pub struct EngineRuntimes {
     pub registered: BTreeMap<String, Vec<String>>,
     /// The host kernel's release (`uname -r` on the engine's machine), when the engine says.
     pub host_kernel: Option<String>,
+    /// Why the engine runs its default runtime whatever a container names, when it does (the
+    /// Docker-compatible API of Podman before 6.0 drops the choice: containers/podman#28429).
+    pub choice_ignored: Option<String>,
+    /// Whether the engine sees this host's files.
+    pub host_paths: HostPaths,
+}
+
+/// Whether the engine sees this host's files where this process sees them: sessions bind-mount
+/// the controller's binary, their source and their socket folder from this host, so an engine on
+/// another machine cannot run them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum HostPaths {
+    /// A file made here for the purpose was read back through the engine.
+    Seen,
+    /// The engine could not see it: its words.
+    NotSeen(String),
+    /// Not established (the engine could not be asked); a session's launch or self-check fails
+    /// closed if it cannot.
+    #[default]
+    Unknown,
 }
 
 /// Why a session cannot run under a runtime class on this engine.
@@ -84,6 +104,10 @@ pub enum RuntimeUnfit {
         "runtime {class:?} is gVisor without --host-uds=open in its runtimeArgs, so the agent cannot reach the session's Unix sockets (egress, broker, MCP); add it in the engine's daemon.json (docs/runtime-classes.md)"
     )]
     NoHostSockets { class: String },
+    #[error(
+        "the engine runs its default runtime {default:?} whatever a container names ({why}), so it cannot run {class:?}"
+    )]
+    ChoiceIgnored { class: String, default: String, why: String },
 }
 
 impl EngineRuntimes {
@@ -97,6 +121,15 @@ impl EngineRuntimes {
                 registered: self.registered.keys().cloned().collect(),
             });
         };
+        if let Some(why) = &self.choice_ignored
+            && class.as_str() != self.default
+        {
+            return Err(RuntimeUnfit::ChoiceIgnored {
+                class: class.to_string(),
+                default: self.default.clone(),
+                why: why.clone(),
+            });
+        }
         if needs_host_sockets
             && SandboxKernel::of(class) == SandboxKernel::Gvisor
             && !gvisor_connects_host_sockets(args)
@@ -244,6 +277,7 @@ mod tests {
                 ("runsc".to_owned(), vec!["--network=none".to_owned()]),
             ]),
             host_kernel: Some(HOST.into()),
+            ..EngineRuntimes::default()
         };
         assert!(engine.fit(&class("runc"), true).is_ok());
         assert!(engine.fit(&class("runsc"), false).is_ok());
@@ -254,5 +288,9 @@ mod tests {
             missing.to_string().contains("runc, runsc") && missing.to_string().contains("daemon.json"),
             "{missing}"
         );
+        let podman = EngineRuntimes { choice_ignored: Some("Podman 4.3.1".into()), ..engine };
+        assert!(podman.fit(&class("runc"), true).is_ok(), "its default still runs");
+        let ignored = podman.fit(&class("runsc"), false).expect_err("ignored");
+        assert!(ignored.to_string().contains("runs its default runtime \"runc\" whatever"), "{ignored}");
     }
 }

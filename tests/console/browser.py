@@ -20,6 +20,7 @@ from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 
 BASE = os.environ["CONSOLE_URL"].rstrip("/")
 TOKEN = open(os.environ["CONSOLE_TOKEN_FILE"]).read().strip()
@@ -72,7 +73,11 @@ def log_in(driver):
 def wait_for(what, seconds, probe):
     deadline = time.time() + seconds
     while time.time() < deadline:
-        found = probe()
+        try:
+            found = probe()
+        except StaleElementReferenceException:
+            # The element was found on the page a form was leaving: ask again on the next one.
+            found = None
         if found:
             return found
         time.sleep(0.5)

@@ -24,17 +24,25 @@ pub struct PrivateEngine {
     dockerd: Option<Child>,
     /// More dockerd flags (a TCP listener with TLS).
     extra_flags: Vec<String>,
+    /// A folder of this host the engine sees an empty tmpfs at instead, as an engine on another
+    /// machine would not see it: dockerd runs in a mount namespace of its own with a tmpfs there.
+    hidden: Option<PathBuf>,
 }
 
 impl PrivateEngine {
     /// Starts the engine with `config` as its daemon.json and `extra_flags` besides its own, and
     /// waits until it answers.
-    pub async fn start_with(config: &str, extra_flags: Vec<String>) -> Result<(Self, Engine), String> {
+    /// With `hidden`, the engine sees an empty tmpfs at that folder of this host.
+    pub async fn start_with(
+        config: &str,
+        extra_flags: Vec<String>,
+        hidden: Option<PathBuf>,
+    ) -> Result<(Self, Engine), String> {
         let dir = tempfile::Builder::new().prefix("rte-").tempdir_in("/tmp").map_err(|e| e.to_string())?;
         // Its own config file: the machine's daemon.json may set the data root or storage driver,
         // which dockerd refuses to have both as a flag and in a file.
         std::fs::write(dir.path().join("daemon.json"), config).map_err(|e| e.to_string())?;
-        let mut engine = Self { dir, dockerd: None, extra_flags };
+        let mut engine = Self { dir, dockerd: None, extra_flags, hidden };
         match engine.spawn().await {
             Ok(connected) => Ok((engine, connected)),
             Err(error) => Err(format!("{error}\n--- private dockerd log ---\n{}", engine.log())),
@@ -86,8 +94,23 @@ impl PrivateEngine {
         // A network namespace of its own: with `--bridge=none` dockerd deletes the host's
         // `docker0` at start, which would cut the machine's engine off its default network.
         // unshare execs dockerd, so the child is dockerd itself (SIGTERM reaches it).
-        let child = Command::new("unshare")
-            .args(["--net", "--", "dockerd"])
+        let mut command = Command::new("unshare");
+        match &self.hidden {
+            None => command.args(["--net", "--", "dockerd"]),
+            // A private mount namespace (unshare's default propagation): the tmpfs is seen by
+            // this dockerd alone; `exec` keeps dockerd the child.
+            Some(hidden) => command
+                .args([
+                    "--net",
+                    "--mount",
+                    "--",
+                    "sh",
+                    "-c",
+                    "mount -t tmpfs -o size=1m hidden \"$0\" && exec dockerd \"$@\"",
+                ])
+                .arg(hidden),
+        };
+        let child = command
             .args(self.flags())
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
@@ -194,13 +217,27 @@ pub async fn private_engine_or_skip(config: &str) -> Option<(PrivateEngine, Engi
 
 /// [`private_engine_or_skip`] with more dockerd flags.
 pub async fn private_engine_with_flags_or_skip(config: &str, flags: Vec<String>) -> Option<(PrivateEngine, Engine)> {
+    private_engine_started_or_skip(config, flags, None).await
+}
+
+/// The private engine seeing an empty folder at `hidden`, as an engine on another machine would
+/// (see [`PrivateEngine::start_with`]).
+pub async fn private_engine_hiding_or_skip(hidden: &std::path::Path) -> Option<(PrivateEngine, Engine)> {
+    private_engine_started_or_skip("{}", Vec::new(), Some(hidden.to_owned())).await
+}
+
+async fn private_engine_started_or_skip(
+    config: &str,
+    flags: Vec<String>,
+    hidden: Option<PathBuf>,
+) -> Option<(PrivateEngine, Engine)> {
     crate::support::engine_or_skip().await?;
     if !is_root() && !containers_required() {
         eprintln!("skipping: a private dockerd needs root");
         return None;
     }
     ensure_test_images();
-    let (private, engine) = match PrivateEngine::start_with(config, flags).await {
+    let (private, engine) = match PrivateEngine::start_with(config, flags, hidden).await {
         Ok(started) => started,
         Err(error) if containers_required() => panic!("ROUNDTABLE_REQUIRE_CONTAINER_TESTS=1 but {error}"),
         Err(error) => {

@@ -3,6 +3,9 @@
 //! certificate), as Docker's own guide sets one up. Roundtable refuses TCP without TLS before it
 //! connects, refuses a server its CA did not sign, and with `DOCKER_TLS_VERIFY` and
 //! `DOCKER_CERT_PATH` proves every `doctor` step and runs an execution to its proposal there.
+//! An engine that cannot see this host's files (as one on another machine cannot: here a private
+//! engine that sees an empty tmpfs where this host has the daemon's temporary folder) refuses
+//! every Adapter at admission, whatever the mode, before anything of a session exists.
 
 use std::path::Path;
 use std::process::Command;
@@ -10,10 +13,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::private_engine::private_engine_with_flags_or_skip;
+use crate::private_engine::{private_engine_hiding_or_skip, private_engine_with_flags_or_skip};
 use crate::support::{
-    ShowLogOnPanic, binary, json, nothing_left, one_assignment_project, roundtable, session_phases,
-    start_daemon_in_netns, stderr, stdout, wait_until_within,
+    ShowLogOnPanic, binary, json, nothing_left, one_assignment_project, roundtable, roundtable_with_env,
+    session_phases, start_daemon_in_netns, start_daemon_with_env, stderr, stdout, wait_until_within,
 };
 
 /// Where the private engine listens, inside its own network namespace.
@@ -152,4 +155,41 @@ async fn a_tls_engine_over_tcp_runs_an_execution_and_plain_tcp_is_refused() {
     let id = proposals["items"][0]["id"].as_str().expect("a proposal").to_owned();
     assert!(stdout(&roundtable(root, &["proposals", "export", &id])).contains("+over tls"));
     nothing_left(&engine, root).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_that_cannot_see_this_hosts_files_is_refused_at_admission() {
+    let hidden = tempfile::tempdir().expect("tempdir");
+    let Some((private, engine)) = private_engine_hiding_or_skip(hidden.path()).await else { return };
+    let host = private.host();
+    let tmpdir = hidden.path().to_str().expect("utf-8");
+    let env = [("DOCKER_HOST", host.as_str()), ("TMPDIR", tmpdir)];
+    let dir = one_assignment_project("elsewhere", "echo never >> README.md");
+    let root = dir.path();
+    let executions = tempfile::tempdir().expect("tempdir");
+    let _show = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
+    let daemon = start_daemon_with_env(root, &[], executions.path(), &env);
+    let message = || {
+        let rows = json(&roundtable(root, &["status", "--format", "json"]));
+        let row = rows["items"].as_array().and_then(|r| r.iter().find(|r| r["name"] == "elsewhere").cloned());
+        row.and_then(|r| r["message"].as_str().map(str::to_owned)).unwrap_or_default()
+    };
+    wait_until_within("the Assignment to be refused", Duration::from_secs(60), || {
+        message().contains("engine_without_host_paths")
+    })
+    .await;
+    let said = message();
+    assert!(
+        said.contains("cannot see this host's files") && said.contains("bind source path does not exist"),
+        "{said}"
+    );
+    assert!(session_phases(root, "elsewhere").is_empty(), "no session was made");
+    drop(daemon);
+    nothing_left(&engine, root).await;
+    assert!(engine.labelled("host-path-check").await.expect("list").is_empty(), "the check removed what it made");
+
+    // doctor says the same of its own steps, and exits 1.
+    let doctor = roundtable_with_env(root, &["doctor"], &env);
+    assert_eq!(doctor.status.code(), Some(1), "{}", stdout(&doctor));
+    assert!(stdout(&doctor).contains("the engine does not see this host's files"), "{}", stdout(&doctor));
 }
