@@ -24,6 +24,10 @@ fn init_logging(format: LogFormat) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // A log that cannot be written (a full disk under a redirected stderr) loses the line;
+        // reporting that with `eprintln!` would panic whatever task was logging, an execution's
+        // included, which then never recorded how it ended.
+        .log_internal_errors(false)
         .with_ansi(colour_on_stderr(std::env::var_os("NO_COLOR").as_deref()));
     match format {
         LogFormat::Json => builder.json().init(),

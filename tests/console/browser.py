@@ -20,7 +20,7 @@ from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.common.exceptions import WebDriverException  # noqa: E402
 
 BASE = os.environ["CONSOLE_URL"].rstrip("/")
 TOKEN = open(os.environ["CONSOLE_TOKEN_FILE"]).read().strip()
@@ -72,16 +72,18 @@ def log_in(driver):
 
 def wait_for(what, seconds, probe):
     deadline = time.time() + seconds
+    last_error = None
     while time.time() < deadline:
         try:
             found = probe()
-        except StaleElementReferenceException:
-            # The element was found on the page a form was leaving: ask again on the next one.
-            found = None
+        except WebDriverException as error:
+            # The element was found on the page a form was leaving ("stale element", "node does
+            # not belong to the document"): ask again on the next one.
+            found, last_error = None, error
         if found:
             return found
         time.sleep(0.5)
-    fail(f"timed out after {seconds} s waiting for {what}")
+    fail(f"timed out after {seconds} s waiting for {what}" + (f" (last: {last_error.msg})" if last_error else ""))
 
 
 def after_submit(driver, element_id, text=None, seconds=60):
