@@ -450,9 +450,9 @@ pub fn document() -> Value {
         "adminMcp",
         "The admin MCP endpoint (streamable HTTP, JSON responses): tools status, adapters, assignments, sessions, proposals, reconcile, accept_proposal, reject_proposal.",
         vec![],
-        Some(json!({"type": ["object", "array"], "description": "A JSON-RPC 2.0 message (or a batch)."})),
+        Some(json!({"anyOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}], "description": "A JSON-RPC 2.0 message (or a batch)."})),
         vec![
-            ("200", json!({"description": "The JSON-RPC response.", "content": {"application/json": {"schema": {"type": ["object", "array"]}}}})),
+            ("200", json!({"description": "The JSON-RPC response.", "content": {"application/json": {"schema": {"anyOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}]}}}})),
             ("202", json!({"description": "Notifications only: accepted."})),
             ("400", json!({"description": "Not JSON: a JSON-RPC parse error; or an unsupported MCP-Protocol-Version (this API's error body).", "content": {"application/json": {"schema": {"type": "object"}}}})),
         ],
@@ -469,7 +469,7 @@ pub fn document() -> Value {
     }
     let Builder { mut generator, paths } = b;
     let schemas = generator.take_definitions(true);
-    json!({
+    let mut document = json!({
         "openapi": "3.1.0",
         "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
         "info": {
@@ -487,7 +487,10 @@ pub fn document() -> Value {
             },
             "schemas": schemas
         }
-    })
+    });
+    // Plain enums and no boolean schemas: what client generators read (openapi-python-client).
+    roundtable_specs::schema::for_generators(&mut document);
+    document
 }
 
 /// The document as served and checked in: pretty, with a trailing newline.

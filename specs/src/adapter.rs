@@ -27,6 +27,7 @@ pub struct AdapterSpec {
     pub command: Option<String>,
     /// Fixed arguments after the command (generic and custom adapters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(inner(regex(pattern = crate::field_patterns::NO_NUL)))]
     pub args: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supports_resume: Option<bool>,
@@ -46,11 +47,13 @@ pub struct AdapterSpec {
     pub persistent_home: Option<bool>,
     /// Exact DNS names the egress gateway may reach for this adapter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("uniqueItems" = true))]
     pub provider_hosts: Option<Vec<HostName>>,
     /// Names of the variables whose values come from the controller's environment or
     /// `--secrets-file`. Under `credentialMode: broker` (the default) the agent gets a
     /// per-session placeholder in each and the session's broker swaps in the value on the host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("uniqueItems" = true))]
     pub credential_env: Option<Vec<EnvVarName>>,
     /// How `credentialEnv` values reach the agent: `broker` (default) or `env`, the explicit
     /// opt-out that puts the raw values in the agent's environment.
@@ -78,6 +81,7 @@ pub struct AdapterSpec {
     pub min_version: Option<VersionFloor>,
     /// Admission contract: a file name in `.roundtable/contracts/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = crate::field_patterns::CONTRACT_FILE))]
     pub contract: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
@@ -188,6 +192,7 @@ impl std::str::FromStr for Provider {
 pub struct EgressSpec {
     /// Explicit exceptions to the public-address rule; empty by default.
     #[serde(default)]
+    #[schemars(extend("uniqueItems" = true))]
     pub allow_cidrs: Vec<Cidr>,
 }
 

@@ -14,6 +14,7 @@ pub const MAX_RETRIES: u32 = 10;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AssignmentSpec {
     /// The Adapter's exact name; there is no fallback.
+    #[schemars(length(min = 1))]
     pub adapter: String,
     #[serde(default)]
     pub role: Role,
@@ -21,8 +22,10 @@ pub struct AssignmentSpec {
     #[serde(default)]
     pub source: Source,
     /// Relative paths (files or folders) the agent may read; required and non-empty.
+    #[schemars(length(min = 1), inner(regex(pattern = crate::field_patterns::READABLE_PATH)))]
     pub readable_paths: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = crate::field_patterns::NOT_BLANK_LINE))]
     pub model: Option<String>,
     /// Overrides the adapter's timeout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -33,6 +36,7 @@ pub struct AssignmentSpec {
     pub budget: Option<crate::broker::Budget>,
     /// Re-runs after a failed execution.
     #[serde(default)]
+    #[schemars(range(max = MAX_RETRIES))]
     pub retries: u32,
     /// Capabilities the adapter must offer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -55,9 +59,11 @@ pub enum Role {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Task {
+    #[schemars(regex(pattern = crate::field_patterns::NOT_BLANK))]
     pub id: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub title: String,
+    #[schemars(regex(pattern = crate::field_patterns::NOT_BLANK))]
     pub prompt: String,
 }
 
@@ -67,9 +73,11 @@ pub struct Task {
 pub struct Source {
     /// Relative to the project root; the top of a git work tree.
     #[serde(default = "Source::default_repo")]
+    #[schemars(regex(pattern = crate::field_patterns::REPO_PATH))]
     pub repo: String,
     /// Resolved to a commit once, when the execution is provisioned, and recorded.
     #[serde(default = "Source::default_revision")]
+    #[schemars(regex(pattern = crate::field_patterns::REVISION))]
     pub revision: String,
 }
 

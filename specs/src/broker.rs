@@ -148,9 +148,11 @@ impl Tokens {
 pub struct Budget {
     /// Input plus output tokens, as the provider's responses report them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub tokens: Option<u64>,
     /// Model requests passed to the provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub requests: Option<u64>,
 }
 

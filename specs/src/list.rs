@@ -1,7 +1,9 @@
 //! The list envelope every JSON output uses, kubectl style: `apiVersion`, `<Kind>List`, an
 //! opaque cursor, the items.
 
-use schemars::JsonSchema;
+use std::borrow::Cow;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use crate::meta::API_VERSION;
@@ -12,7 +14,7 @@ pub trait ListItem {
 }
 
 /// `{"apiVersion", "kind": "<Kind>List", "metadata": {"continue"?}, "items": [...]}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct List<T> {
     pub api_version: String,
@@ -26,6 +28,31 @@ pub struct List<T> {
 pub struct ListMeta {
     #[serde(rename = "continue", default, skip_serializing_if = "Option::is_none")]
     pub continue_token: Option<String>,
+}
+
+/// Named by its kind (`SessionList`), which code generators turn into a class of that name.
+impl<T: JsonSchema + ListItem> JsonSchema for List<T> {
+    fn schema_name() -> Cow<'static, str> {
+        Cow::Borrowed(T::LIST_KIND)
+    }
+
+    fn schema_id() -> Cow<'static, str> {
+        Cow::Owned(format!("{}::List<{}>", module_path!(), T::schema_id()))
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": format!("A list of {} items, as every JSON output lists them.", T::schema_name()),
+            "type": "object",
+            "required": ["apiVersion", "kind", "metadata", "items"],
+            "properties": {
+                "apiVersion": {"type": "string"},
+                "kind": {"type": "string", "enum": [T::LIST_KIND]},
+                "metadata": generator.subschema_for::<ListMeta>(),
+                "items": {"type": "array", "items": generator.subschema_for::<T>()},
+            },
+        })
+    }
 }
 
 impl<T: ListItem> List<T> {

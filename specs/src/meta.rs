@@ -44,6 +44,7 @@ impl fmt::Display for Kind {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ObjectMeta {
     /// Assignment and AdmissionPolicy names are DNS labels; Adapter names may be display names.
+    #[schemars(length(min = 1, max = 63), regex(pattern = "[A-Za-z0-9]"))]
     pub name: String,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,

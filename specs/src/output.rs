@@ -119,7 +119,7 @@ pub struct AgentItem {
     /// The newest heartbeat any of its sessions sent through MCP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_heartbeat: Option<String>,
-    /// The Adapter's `status` health (`-` when it is not declared).
+    /// The Adapter's `status` health (`None` when it is not declared: a built-in template only).
     pub health: Health,
     pub message: String,
 }

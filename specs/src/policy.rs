@@ -15,6 +15,7 @@ pub struct AdmissionPolicySpec {
     #[serde(default)]
     pub mode: AdmissionMode,
     #[serde(default = "AdmissionPolicySpec::default_receipt_ttl")]
+    #[schemars(extend("not" = {"pattern": crate::field_patterns::ZERO_DURATION}))]
     pub receipt_ttl: Duration,
     /// Adapters that spawn without a receipt; only `mock` by default.
     #[serde(default = "AdmissionPolicySpec::default_exempt")]

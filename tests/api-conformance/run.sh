@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Runs schemathesis (PyPI) against the OpenAPI document of a real daemon on loopback: every
 # operation, generated valid and invalid inputs, and the checks that no answer is a 5xx and that
-# every answer's status, content type and body match the document. Called by .ci/run.
+# every answer's status, content type and body match the document. Then generates a Python client
+# from the checked-in document with openapi-python-client (PyPI), which must generate every
+# operation without a warning, and calls every read endpoint and one write through it
+# (python_client.py). Called by .ci/run.
 #   ROUNDTABLE_BIN   the binary (default: target/x86_64-unknown-linux-gnu/debug/roundtable)
 #   MAX_EXAMPLES     examples per operation and phase (default 40)
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 bin="${ROUNDTABLE_BIN:-$repo/target/x86_64-unknown-linux-gnu/debug/roundtable}"
 command -v schemathesis >/dev/null || python3 -m pip install -q --disable-pip-version-check "schemathesis==4.32.5"
+command -v openapi-python-client >/dev/null \
+  || python3 -m pip install -q --disable-pip-version-check "openapi-python-client==0.29.1"
 
 work="$(mktemp -d /tmp/roundtable-conformance.XXXXXX)"
 daemon=""
@@ -70,5 +75,17 @@ schemathesis run "http://$address/v1/openapi.json" \
 if [ "$status" -ne 0 ]; then
   echo "conformance: schemathesis failed ($status); the daemon's log:" >&2
   tail -n 50 "$work/daemon.log" >&2
+fi
+
+generated=0
+openapi-python-client generate --path "$repo/schemas/openapi.json" --meta none \
+  --output-path "$work/client/roundtable_client" >"$work/generate.log" 2>&1 || generated=$?
+if [ "$generated" -ne 0 ] || grep -qi "warning" "$work/generate.log"; then
+  echo "conformance: openapi-python-client did not generate the whole client cleanly:" >&2
+  cat "$work/generate.log" >&2
+  status=1
+elif ! python3 "$repo/tests/api-conformance/python_client.py" "$work/client" "http://$address" "$token" conformance; then
+  echo "conformance: the generated Python client failed against the daemon" >&2
+  status=1
 fi
 exit "$status"
