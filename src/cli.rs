@@ -7,6 +7,10 @@ use roundtable_specs::names::{Cidr, HostName};
 use roundtable_specs::units::Duration;
 use roundtable_store::StoreUrl;
 
+/// The version and the commit it was built from (`build.rs`), as `--version` and
+/// `roundtable_build_info` show them.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("ROUNDTABLE_COMMIT"), ")");
+
 // === value parsers: what clap cannot check from the type alone is still a usage error (64) ===
 
 /// A period something repeats at: at least one second (a zero period would spin).
@@ -59,7 +63,7 @@ fn at_least_one(text: &str) -> Result<usize, String> {
 }
 
 #[derive(Debug, Parser)]
-#[command(name = "roundtable", version, about = "Runs AI coding-agent CLIs safely and declaratively")]
+#[command(name = "roundtable", version = VERSION, about = "Runs AI coding-agent CLIs safely and declaratively")]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
@@ -111,10 +115,18 @@ pub enum Format {
     Json,
 }
 
+/// The shells `completion` writes for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
 #[derive(Debug, Args)]
 pub struct FormatArg {
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    /// Output format (`-o`, as kubectl has it).
+    #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
     pub format: Format,
 }
 
@@ -125,6 +137,12 @@ pub enum Command {
     Init,
     /// Check the spec files statically (never touches the repository, the engine or the state dir).
     Validate(FormatArg),
+    /// Print a shell's completion script: `source <(roundtable completion bash)`, or write it where
+    /// the shell loads completions from (docs/cli.md).
+    Completion {
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
     /// Print the combined JSON Schema, or write every schema into a directory.
     Schema {
         #[arg(long)]
@@ -154,6 +172,17 @@ pub enum Command {
         /// KIND/NAME, like Adapter/codex.
         #[arg(value_parser = object_reference)]
         object: String,
+        #[command(flatten)]
+        format: FormatArg,
+    },
+    /// What happened to every object (or one), newest first, as `kubectl get events`.
+    Events {
+        /// KIND/NAME, like Assignment/fix: only this object's events.
+        #[arg(value_parser = object_reference)]
+        object: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u16).range(1..=1000))]
+        limit: u16,
         #[command(flatten)]
         format: FormatArg,
     },

@@ -11,8 +11,8 @@ use std::process::ExitCode;
 use clap::error::ErrorKind;
 
 use cli::{
-    AdaptersCommand, AdmissionCommand, AuditCommand, Cli, Command, GatewayCommand, LogFormat, McpCommand,
-    ProposalsCommand, ProvenanceCommand, SandboxCommand, SessionsCommand, StateCommand,
+    AdaptersCommand, AdmissionCommand, AuditCommand, Cli, Command, CompletionShell, GatewayCommand, LogFormat,
+    McpCommand, ProposalsCommand, ProvenanceCommand, SandboxCommand, SessionsCommand, StateCommand,
 };
 
 /// The exit code for usage errors (sysexits' EX_USAGE).
@@ -49,6 +49,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             commands::init::run(&global.dir, &global.state_dir(), &global.store_url(), &global.audit_key_path()?).await
         }
         Command::Validate(args) => commands::validate::run(global, args.format),
+        Command::Completion { shell } => {
+            let shell = match shell {
+                CompletionShell::Bash => clap_complete::Shell::Bash,
+                CompletionShell::Zsh => clap_complete::Shell::Zsh,
+                CompletionShell::Fish => clap_complete::Shell::Fish,
+            };
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "roundtable", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Schema { out } => commands::schema::run(out.as_deref()),
         Command::Doctor(args) => commands::doctor::run(args.format).await,
         Command::Start(args) => commands::start::run(global, args).await,
@@ -57,6 +67,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Plan(args) => commands::plan::run(global, args.format).await,
         Command::Describe { object, format } => commands::describe::run(global, object, format.format).await,
+        Command::Events { object, limit, format } => {
+            commands::events::run(global, object.as_deref(), usize::from(*limit), format.format).await
+        }
         Command::Reconcile { object, rerun } => commands::reconcile::run(global, object, *rerun).await,
         Command::Controllers { format } => commands::controllers::run(global, format.format).await,
         Command::Prune { retention, dry_run, format } => {

@@ -14,6 +14,7 @@ pub mod listen;
 mod mcp;
 mod metrics;
 pub mod openapi;
+mod origin;
 mod peers;
 mod query;
 mod respond;

@@ -9,11 +9,14 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use roundtable_specs::audit::ReconcileHow;
+use roundtable_specs::delivery::Decision;
+use roundtable_specs::output::{AdapterItem, ObjectStatus, ProposalItem, SessionItem};
 use roundtable_specs::{Kind, List, ObjectKey};
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
 use crate::respond;
+use crate::routes::write::ReconcileBody;
 use crate::state::ApiState;
 
 /// Protocol revisions this endpoint speaks, newest first.
@@ -29,6 +32,22 @@ struct Tool {
     name: &'static str,
     description: &'static str,
     input: fn() -> Value,
+    /// The JSON Schema of the tool's `structuredContent` (MCP's `outputSchema`): the same type the
+    /// matching endpoint answers with.
+    output: fn() -> Value,
+}
+
+/// `T`'s schema as a self-contained JSON Schema (its definitions under `$defs`), in the shapes
+/// generators and SDK validators read.
+fn output_schema<T: schemars::JsonSchema>() -> Value {
+    let mut schema =
+        schemars::generate::SchemaSettings::draft2020_12().into_generator().into_root_schema_for::<T>().to_value();
+    roundtable_specs::schema::for_generators(&mut schema);
+    schema
+}
+
+fn status_output() -> Value {
+    output_schema::<List<ObjectStatus>>()
 }
 
 fn no_arguments() -> Value {
@@ -49,33 +68,49 @@ const TOOLS: [Tool; 8] = [
         name: "status",
         description: "Every object's sync and health, as `roundtable status --format json`.",
         input: no_arguments,
+        output: status_output,
     },
     Tool {
         name: "adapters",
         description: "Built-in and declared adapters, merged, as `roundtable adapters list --format json`.",
         input: no_arguments,
+        output: output_schema::<List<AdapterItem>>,
     },
-    Tool { name: "assignments", description: "The status rows of every Assignment.", input: no_arguments },
-    Tool { name: "sessions", description: "Every session, newest first.", input: no_arguments },
+    Tool {
+        name: "assignments",
+        description: "The status rows of every Assignment.",
+        input: no_arguments,
+        output: status_output,
+    },
+    Tool {
+        name: "sessions",
+        description: "Every session, newest first.",
+        input: no_arguments,
+        output: output_schema::<List<SessionItem>>,
+    },
     Tool {
         name: "proposals",
         description: "Every pending (or superseded, rejected) proposal, newest first.",
         input: no_arguments,
+        output: output_schema::<List<ProposalItem>>,
     },
     Tool {
         name: "reconcile",
         description: "Queues a reconcile of one object now (clears a stall).",
         input: object_argument,
+        output: output_schema::<ReconcileBody>,
     },
     Tool {
         name: "accept_proposal",
         description: "Accepts a pending proposal as `roundtable proposals accept`: review gates, a commit on a new branch, signed provenance. Answers the decision.",
         input: accept_arguments,
+        output: output_schema::<Decision>,
     },
     Tool {
         name: "reject_proposal",
         description: "Rejects a pending proposal with a reason, as `roundtable proposals reject`. Answers the decision.",
         input: reject_arguments,
+        output: output_schema::<Decision>,
     },
 ];
 
@@ -129,6 +164,16 @@ pub async fn delete() -> Response {
 }
 
 pub async fn post(State(state): State<ApiState>, headers: HeaderMap, body: Bytes) -> Response {
+    if crate::origin::from_another_site(&headers) {
+        // A page of another site (or a DNS-rebound name) in an operator's browser must not
+        // drive the operator's tools, whatever the browser attaches.
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "origin_not_allowed",
+            "a request from a page of another site is refused (its Origin names another host than this endpoint)",
+        )
+        .into_response();
+    }
     if let Some(version) = headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok())
         && !PROTOCOL_VERSIONS.contains(&version)
     {
@@ -192,7 +237,9 @@ async fn handle(state: &ApiState, message: &Value) -> Option<Value> {
         "tools/list" => {
             let tools: Vec<Value> = TOOLS
                 .iter()
-                .map(|t| json!({"name": t.name, "description": t.description, "inputSchema": (t.input)()}))
+                .map(|t| {
+                    json!({"name": t.name, "description": t.description, "inputSchema": (t.input)(), "outputSchema": (t.output)()})
+                })
                 .collect();
             rpc_result(&id, json!({"tools": tools}))
         }
@@ -210,9 +257,9 @@ async fn handle(state: &ApiState, message: &Value) -> Option<Value> {
                     "structuredContent": value,
                     "isError": false
                 }),
+                // No structuredContent: it would not be of the tool's outputSchema.
                 Err(error) => json!({
                     "content": [{"type": "text", "text": respond::json_text(&error.body())}],
-                    "structuredContent": error.body(),
                     "isError": true
                 }),
             };

@@ -40,6 +40,15 @@ fn metrics() -> &'static Metrics {
     })
 }
 
+/// Registers every family, with both results at zero, so a scrape shows them before the first
+/// reconcile.
+pub fn register() {
+    let metrics = metrics();
+    for result in ["ok", "error"] {
+        metrics.reconciles.with_label_values(&[result]);
+    }
+}
+
 /// Counts a finished reconcile.
 pub(crate) fn finished(ok: bool) {
     metrics().reconciles.with_label_values(&[if ok { "ok" } else { "error" }]).inc();

@@ -87,7 +87,7 @@ fn metrics() -> &'static Metrics {
 }
 
 /// Registers every family, so a scrape shows them before the first tunnel.
-pub(crate) fn register() {
+pub fn register() {
     metrics();
 }
 

@@ -7,6 +7,7 @@ pub mod controllers;
 pub mod delivery;
 pub mod describe;
 pub mod doctor;
+pub mod events;
 pub mod executions;
 pub mod gateway;
 pub mod init;

@@ -99,6 +99,7 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
         eprintln!("roundtable: second signal: cancelling running executions now (they are still cleaned up)");
     };
     let runtime = crate::commands::state::runtime().await;
+    register_metrics();
     let link = roundtable_core::daemon::DaemonLink::default();
     let api = serve_api(args, &runtime, &link, &execution, hook).await?;
     match runtime.health().await {
@@ -118,6 +119,23 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
         reconciles.reconciles, reconciles.failures, reconciles.abandoned, executions.finished, executions.interrupted
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Every family `/metrics` shows, from the start (a dashboard's query has a series to find
+/// before the first reconcile, request or tunnel), and what this binary is.
+fn register_metrics() {
+    roundtable_controller::metrics::register();
+    roundtable_gateway::metrics::register();
+    roundtable_broker::metrics::register();
+    let version = env!("CARGO_PKG_VERSION");
+    roundtable_telemetry::global()
+        .gauge_vec(
+            "roundtable_build_info",
+            "Always 1: the version and commit this daemon was built from.",
+            &["version", "commit"],
+        )
+        .with_label_values(&[version, env!("ROUNDTABLE_COMMIT")])
+        .set(1);
 }
 
 /// What the daemon reconciles: the working tree, the checkout's HEAD (`--committed`) or a git

@@ -77,10 +77,6 @@ impl ComputedFamily {
         check_family(&self.name, &self.label_names, false)
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.samples.is_empty()
-    }
-
     pub(crate) fn write(&self, out: &mut String) {
         write_header(out, &self.name, &self.help, self.kind);
         for (values, value) in &self.samples {

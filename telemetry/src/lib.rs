@@ -30,6 +30,7 @@ mod family;
 mod gauge;
 mod histogram;
 mod metric;
+mod process;
 mod registry;
 
 pub use computed::ComputedFamily;
@@ -40,6 +41,7 @@ pub use family::{CounterVec, Family, GaugeVec, HistogramVec, MAX_LABEL_SETS, MAX
 pub use gauge::Gauge;
 pub use histogram::{Histogram, exponential_buckets};
 pub use metric::Metric;
+pub use process::process_families;
 pub use registry::Registry;
 
 /// The process-wide registry every Roundtable crate records into and the metrics endpoint

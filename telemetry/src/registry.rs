@@ -27,17 +27,12 @@ struct Registered {
 /// A family of any metric type, as the registry stores and renders it.
 trait Exposed: Any + Send + Sync {
     fn kind(&self) -> &'static str;
-    fn is_empty(&self) -> bool;
     fn write_samples(&self, name: &str, out: &mut String);
 }
 
 impl<M: Metric> Exposed for Family<M> {
     fn kind(&self) -> &'static str {
         M::TYPE
-    }
-
-    fn is_empty(&self) -> bool {
-        self.label_sets() == 0
     }
 
     fn write_samples(&self, name: &str, out: &mut String) {
@@ -124,8 +119,9 @@ impl Registry {
         family
     }
 
-    /// Every registered family with samples, in the text exposition format 0.0.4, sorted by
-    /// name.
+    /// Every registered family, in the text exposition format 0.0.4, sorted by name; a labelled
+    /// family with no series yet has its `HELP` and `TYPE` lines, so a scraper and a dashboard
+    /// see every family from the start.
     /// The value of one rendered series (`name{labels}` exactly as rendered), if present: what a
     /// test reads back.
     pub fn sample(&self, series: &str) -> Option<f64> {
@@ -165,12 +161,11 @@ impl Registry {
         let mut out = String::new();
         for (name, source) in sources {
             match source {
-                Source::Registered(help, family) if !family.is_empty() => {
+                Source::Registered(help, family) => {
                     write_header(&mut out, &name, &help, family.kind());
                     family.write_samples(&name, &mut out);
                 }
-                Source::Computed(family) if !family.is_empty() => family.write(&mut out),
-                _ => {}
+                Source::Computed(family) => family.write(&mut out),
             }
         }
         out
@@ -271,7 +266,10 @@ mod tests {
         assert!(!text.contains("99") && !text.contains("b=\"x\"") && !text.contains("test-dash"), "{text}");
         assert!(!text.contains("test_le"), "{text}");
         assert!(text.contains("test_h_count 0\n"), "{text}");
-        assert!(!text.contains("test_labelled_total"), "an empty family is not rendered: {text}");
+        assert!(
+            text.contains("# TYPE test_labelled_total counter\n") && !text.contains("test_labelled_total{"),
+            "an empty family has its header and no series: {text}"
+        );
     }
 
     #[test]
@@ -297,6 +295,7 @@ mod tests {
             "c_executions{phase=\"Running\",cause=\"\"} 2\n",
             "# TYPE d gauge\n",
             "d 4\n",
+            "# TYPE f_empty gauge\n",
         );
         assert_eq!(registry.render_with(&[phases, total, clash, invalid, empty]), expected);
     }

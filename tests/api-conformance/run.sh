@@ -4,7 +4,8 @@
 # every answer's status, content type and body match the document. Then generates a Python client
 # from the checked-in document with openapi-python-client (PyPI), which must generate every
 # operation without a warning, and calls every read endpoint and one write through it
-# (python_client.py). Called by .ci/run.
+# (python_client.py); and the official MCP Python SDK drives the admin endpoint (mcp_client.py).
+# Called by .ci/run.
 #   ROUNDTABLE_BIN   the binary (default: target/x86_64-unknown-linux-gnu/debug/roundtable)
 #   MAX_EXAMPLES     examples per operation and phase (default 40)
 set -euo pipefail
@@ -13,6 +14,7 @@ bin="${ROUNDTABLE_BIN:-$repo/target/x86_64-unknown-linux-gnu/debug/roundtable}"
 command -v schemathesis >/dev/null || python3 -m pip install -q --disable-pip-version-check "schemathesis==4.32.5"
 command -v openapi-python-client >/dev/null \
   || python3 -m pip install -q --disable-pip-version-check "openapi-python-client==0.29.1"
+python3 -c 'import mcp' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check "mcp==1.24.0"
 
 work="$(mktemp -d /tmp/roundtable-conformance.XXXXXX)"
 daemon=""
@@ -86,6 +88,10 @@ if [ "$generated" -ne 0 ] || grep -qi "warning" "$work/generate.log"; then
   status=1
 elif ! python3 "$repo/tests/api-conformance/python_client.py" "$work/client" "http://$address" "$token" conformance; then
   echo "conformance: the generated Python client failed against the daemon" >&2
+  status=1
+fi
+if ! python3 "$repo/tests/api-conformance/mcp_client.py" "http://$address" "$token"; then
+  echo "conformance: the MCP Python SDK failed against the admin endpoint" >&2
   status=1
 fi
 exit "$status"

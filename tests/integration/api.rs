@@ -3,6 +3,7 @@
 //! reaching its daemon through the API.
 
 use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -131,9 +132,21 @@ async fn the_api_serves_reads_writes_and_mcp_behind_the_operator_token() {
         "roundtable_executions{phase=\"Succeeded\",cause=\"Exited\"} 1",
         "roundtable_queue_depth",
         "roundtable_reconcile_duration_seconds_bucket{le=\"+Inf\"}",
+        // What this binary is, and the process's own, as every Prometheus client exports them.
+        "roundtable_build_info{version=\"0.1.0\",commit=\"",
+        "process_cpu_seconds_total ",
+        "process_resident_memory_bytes ",
+        "process_open_fds ",
+        "process_max_fds ",
+        "process_start_time_seconds ",
+        // Every family from the start, before its first series: no tunnel or broker request ran.
+        "# TYPE roundtable_gateway_decisions_total counter\n",
+        "# TYPE roundtable_broker_requests_total counter\n",
+        "roundtable_reconciles_total{result=\"error\"}",
     ] {
         assert!(metrics.contains(line), "{line} not in\n{metrics}");
     }
+    prometheus_client_parses(&metrics);
     let openapi = request(&api.address, "GET", "/v1/openapi.json", &[], None).json();
     assert_eq!(openapi["openapi"], "3.1.0");
 
@@ -175,6 +188,22 @@ async fn the_api_serves_reads_writes_and_mcp_behind_the_operator_token() {
     let cli = roundtable(root, &["reconcile", "Assignment/work"]);
     assert!(cli.status.success(), "{}", stderr(&cli));
     assert!(stdout(&cli).contains("is reconciling Assignment/work now"), "{}", stdout(&cli));
+
+    // `events`, as kubectl lists them: the same events the API pages through.
+    let listed: Value = serde_json::from_str(&stdout(&roundtable(root, &["events", "-o", "json"]))).expect("json");
+    let first_page = api.get("/v1/events?limit=50").json();
+    assert_eq!(listed["kind"], "EventList");
+    assert_eq!(listed["items"], first_page["items"], "the CLI and the API list the same events, newest first");
+    let work: Value =
+        serde_json::from_str(&stdout(&roundtable(root, &["events", "Assignment/work", "--format", "json"])))
+            .expect("json");
+    let objects: Vec<&str> =
+        work["items"].as_array().expect("items").iter().filter_map(|e| e["object"].as_str()).collect();
+    assert!(!objects.is_empty() && objects.iter().all(|o| *o == "Assignment/work"), "{objects:?}");
+    let text = stdout(&roundtable(root, &["events", "--limit", "2"]));
+    assert_eq!(text.lines().count(), 3, "a header and two events: {text}");
+    assert!(text.starts_with("AGE") && text.contains("OBJECT"), "{text}");
+    assert_eq!(roundtable(root, &["events", "Assignment/nope"]).status.code(), Some(1));
 
     // The admin MCP endpoint.
     let initialized = api.call("POST", "/mcp", &[], Some(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#)).json();
@@ -432,4 +461,36 @@ async fn a_forced_disable_cancels_the_running_session() {
     let assignment = api.get("/v1/assignments/endless").json();
     let message = assignment["status"]["message"].as_str().unwrap_or_default().to_owned();
     assert!(message.contains("disabled by an operator"), "the Assignment says why it waits: {message}");
+}
+
+/// The Prometheus project's own Python client parses the exposition (when installed; CI installs
+/// and requires it) and finds the build info among its families.
+fn prometheus_client_parses(metrics: &str) {
+    use std::io::Write as _;
+    let script = "import sys\nfrom prometheus_client.parser import text_string_to_metric_families as parse\nprint('\\n'.join(f.name for f in parse(sys.stdin.read())))";
+    let probe = Command::new("python3").args(["-c", "import prometheus_client"]).output();
+    if !probe.is_ok_and(|out| out.status.success()) {
+        assert!(
+            std::env::var_os("ROUNDTABLE_REQUIRE_PYTHON_CLIENTS").is_none(),
+            "ROUNDTABLE_REQUIRE_PYTHON_CLIENTS is set but prometheus_client is not installed"
+        );
+        eprintln!("skipping the prometheus_client check: pip install prometheus_client");
+        return;
+    }
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    child.stdin.take().expect("stdin").write_all(metrics.as_bytes()).expect("write");
+    let out = child.wait_with_output().expect("python3");
+    assert!(out.status.success(), "prometheus_client refused the exposition: {}", String::from_utf8_lossy(&out.stderr));
+    let names = String::from_utf8_lossy(&out.stdout);
+    for family in
+        ["roundtable_build_info", "process_cpu_seconds", "roundtable_gateway_decisions", "roundtable_executions"]
+    {
+        assert!(names.lines().any(|name| name == family), "{family} not among {names}");
+    }
 }

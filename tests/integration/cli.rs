@@ -358,3 +358,43 @@ fn usage_errors_exit_64_in_every_subcommand() {
         assert_eq!(out.status.code(), Some(1), "{args:?}: {}{}", stdout(&out), stderr(&out));
     }
 }
+
+#[test]
+fn completion_scripts_name_every_command_and_bash_reads_its_own() {
+    let root = repo_root();
+    let bash = roundtable(&root, &["completion", "bash"]);
+    assert!(bash.status.success(), "{}", stderr(&bash));
+    let script = stdout(&bash);
+    for command in ["validate", "status", "sessions", "proposals", "completion", "--format"] {
+        assert!(script.contains(command), "{command} missing from the bash completion");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("roundtable.bash");
+    std::fs::write(&file, &script).expect("write");
+    let checked = std::process::Command::new("bash").arg("-n").arg(&file).output().expect("bash");
+    assert!(checked.status.success(), "bash -n: {}", stderr(&checked));
+    for shell in ["zsh", "fish"] {
+        let out = roundtable(&root, &["completion", shell]);
+        assert!(out.status.success() && stdout(&out).contains("roundtable"), "{shell}: {}", stderr(&out));
+    }
+    assert_eq!(roundtable(&root, &["completion", "tcsh"]).status.code(), Some(64));
+}
+
+#[test]
+fn dash_o_is_format_on_every_listing_as_kubectl_has_it() {
+    let long = roundtable(&repo_root().join("examples/quickstart"), &["adapters", "list", "--format", "json"]);
+    let short = roundtable(&repo_root().join("examples/quickstart"), &["adapters", "list", "-o", "json"]);
+    assert!(short.status.success(), "{}", stderr(&short));
+    assert_eq!(json(&stdout(&short)), json(&stdout(&long)));
+}
+
+#[test]
+fn the_version_names_the_commit_it_was_built_from() {
+    let out = roundtable(&repo_root(), &["--version"]);
+    let said = stdout(&out);
+    let commit = said.trim().strip_prefix("roundtable 0.1.0 (").and_then(|rest| rest.strip_suffix(')'));
+    assert!(
+        commit.is_some_and(|c| c == "unknown" || (c.len() == 12 && c.chars().all(|ch| ch.is_ascii_hexdigit()))),
+        "{said}"
+    );
+}
