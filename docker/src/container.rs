@@ -1,7 +1,9 @@
 //! A session's container and volumes by name: how they are named, the one place a container is
-//! created (from the hardened profile, for agents and probes alike), the empty image, and the
-//! one bounded removal of a container and its named volumes.
+//! created (from the hardened profile, for agents and probes alike, and the controller's own
+//! throw-away ones), the empty image, and the one bounded removal of a container and its named
+//! volumes.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bollard::Docker;
@@ -9,7 +11,8 @@ use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder,
 };
 use futures::StreamExt as _;
-use roundtable_session_runtime::{ResourceKind, RuntimeError};
+
+use roundtable_session_runtime::{ResourceKind, Resources, RuntimeError};
 
 use crate::calls::timed;
 use crate::errors::{already_gone, engine_error};
@@ -35,6 +38,41 @@ pub fn home_volume_name(key: &str) -> String {
 pub fn volume_names(session: &str) -> [String; 2] {
     let name = container_name(session);
     [format!("{name}-workspace"), format!("{name}-tmp")]
+}
+
+/// A throw-away container of the controller's own (`doctor`'s trial, the host-path check):
+/// `image`, labelled as a probe of `project` under `id` (so garbage collection knows it), with
+/// `binary` and `source_dir` mounted where a session has them and nothing else.
+pub(crate) fn throwaway_spec(
+    project: &str,
+    id: &str,
+    image: String,
+    resources: Resources,
+    binary: &Path,
+    source_dir: PathBuf,
+) -> SandboxSpec {
+    use roundtable_session_runtime::labels::{Ownership, Purpose};
+    let ownership = Ownership {
+        project: project.to_owned(),
+        assignment: None,
+        session: id.to_owned(),
+        controller_run: id.to_owned(),
+        purpose: Purpose::Probe,
+    };
+    let [workspace_volume, tmp_volume] = volume_names(id);
+    SandboxSpec {
+        image,
+        labels: ownership.labels(),
+        resources,
+        workspace_volume,
+        tmp_volume,
+        binary: binary.to_owned(),
+        source_dir: Some(source_dir),
+        task_file: None,
+        socket_dir: None,
+        home_volume: None,
+        runtime: None,
+    }
 }
 
 /// Creates a container named `name` from the hardened profile: the one place containers are

@@ -12,13 +12,11 @@ use std::path::Path;
 use bollard::query_parameters::DownloadFromContainerOptionsBuilder;
 use futures::StreamExt as _;
 use roundtable_session_runtime::Resources;
-use roundtable_session_runtime::labels::{Ownership, Purpose};
 use roundtable_specs::layout as paths;
 use roundtable_specs::runtime::HostPaths;
 
-use crate::container::{self, container_name, create_hardened, create_tmpfs_volumes, image_or_empty, volume_names};
+use crate::container::{self, container_name, create_hardened, create_tmpfs_volumes, image_or_empty};
 use crate::engine::Engine;
-use crate::profile::SandboxSpec;
 
 /// The marker file's name in the folder.
 const MARKER_NAME: &str = "roundtable-reach";
@@ -78,27 +76,7 @@ async fn read_back(engine: &Engine, binary: &Path, folder: &Path, id: &str) -> R
     let docker = engine.docker();
     let image =
         image_or_empty(docker, None).await.map_err(|e| Unseen::Unasked(roundtable_telemetry::error_chain(&e)))?;
-    let ownership = Ownership {
-        project: "host-path-check".into(),
-        assignment: None,
-        session: id.to_owned(),
-        controller_run: id.to_owned(),
-        purpose: Purpose::Probe,
-    };
-    let [workspace_volume, tmp_volume] = volume_names(id);
-    let spec = SandboxSpec {
-        image,
-        labels: ownership.labels(),
-        resources: REACH_RESOURCES,
-        workspace_volume,
-        tmp_volume,
-        binary: binary.to_owned(),
-        source_dir: Some(folder.to_owned()),
-        task_file: None,
-        socket_dir: None,
-        home_volume: None,
-        runtime: None,
-    };
+    let spec = container::throwaway_spec("host-path-check", id, image, REACH_RESOURCES, binary, folder.to_owned());
     let name = container_name(id);
     create_tmpfs_volumes(docker, &name, &spec)
         .await

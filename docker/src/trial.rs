@@ -13,13 +13,12 @@ use std::path::Path;
 
 use bollard::query_parameters::DownloadFromContainerOptionsBuilder;
 use futures::StreamExt as _;
-use roundtable_session_runtime::labels::{Ownership, Purpose};
 use roundtable_session_runtime::{Expected, ResolvedRuntime, Resources, RuntimeError, TmpEntry};
 use roundtable_specs::layout as paths;
 use roundtable_specs::output::FeatureCheck;
 use tokio::sync::watch;
 
-use crate::container::{self, container_name, create_hardened, create_tmpfs_volumes, image_or_empty, volume_names};
+use crate::container::{self, container_name, create_hardened, create_tmpfs_volumes, image_or_empty};
 use crate::engine::Engine;
 use crate::exec::run_exec;
 use crate::profile::SandboxSpec;
@@ -148,26 +147,10 @@ async fn tried_steps(
             return;
         }
     };
-    let ownership = Ownership {
-        project: "doctor".into(),
-        assignment: None,
-        session: id.to_owned(),
-        controller_run: id.to_owned(),
-        purpose: Purpose::Probe,
-    };
-    let [workspace_volume, tmp_volume] = volume_names(id);
     let spec = SandboxSpec {
-        image,
-        labels: ownership.labels(),
-        resources: TRIAL_RESOURCES,
-        workspace_volume,
-        tmp_volume,
-        binary: binary.to_owned(),
-        source_dir: Some(source_dir),
-        task_file: None,
         socket_dir: Some(socket_dir.clone()),
-        home_volume: None,
         runtime: runtime.map(|r| r.class.clone()),
+        ..container::throwaway_spec("doctor", id, image, TRIAL_RESOURCES, binary, source_dir)
     };
     let container = container_name(id);
 
