@@ -18,9 +18,19 @@ use cli::{
 /// The exit code for usage errors (sysexits' EX_USAGE).
 const EXIT_USAGE: u8 = 64;
 
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+/// The log filter: `RUST_LOG`, else `default` (`info` for the daemon, whose lines are its
+/// account of itself; `warn` for every other command). SQL statements stay out unless `RUST_LOG`
+/// names sqlx: at `debug` they would be most of the log.
+fn log_filter(rust_log: Option<&str>, default: &str) -> String {
+    let chosen = rust_log.filter(|value| !value.trim().is_empty()).unwrap_or(default);
+    if chosen.contains("sqlx") { chosen.to_owned() } else { format!("{chosen},sqlx=warn") }
+}
+
+fn init_logging(format: LogFormat, daemon: bool) {
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let filter = log_filter(rust_log.as_deref(), if daemon { "info" } else { "warn" });
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -282,7 +292,7 @@ fn main() -> ExitCode {
             };
         }
     };
-    init_logging(cli.global.log_format);
+    init_logging(cli.global.log_format, matches!(cli.command, Command::Start(_)));
     // What runs inside an agent container counts against its pids limit: one thread, whatever the
     // host's core count (a multi-thread runtime would start one worker per host core).
     let mut builder = if runs_in_container(&cli.command) {
@@ -306,5 +316,18 @@ fn main() -> ExitCode {
             eprintln!("error: {}", render::sanitize_block(&format!("{error:#}")));
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_filter;
+
+    #[test]
+    fn sql_stays_out_of_the_log_unless_rust_log_names_sqlx() {
+        assert_eq!(log_filter(None, "info"), "info,sqlx=warn");
+        assert_eq!(log_filter(Some("debug"), "warn"), "debug,sqlx=warn");
+        assert_eq!(log_filter(Some(" "), "warn"), "warn,sqlx=warn");
+        assert_eq!(log_filter(Some("debug,sqlx=debug"), "warn"), "debug,sqlx=debug");
     }
 }

@@ -50,7 +50,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         if self.status.is_server_error() {
-            tracing::error!(code = self.code, message = %self.message, "API request failed");
+            tracing::error!(code = self.code, detail = %self.message, "API request failed");
         }
         let mut response = crate::respond::json(self.status, &self.body());
         if self.status == StatusCode::UNAUTHORIZED

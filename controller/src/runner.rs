@@ -258,11 +258,16 @@ where
                 let task_key = key.clone();
                 // Made before the spawn and moved in: an abort before the first poll drops it too.
                 let in_flight = InFlight::start();
-                let handle = inflight.spawn(async move {
-                    let _in_flight = in_flight;
-                    let result = reconciler.reconcile(&task_key).await;
-                    (task_key, result)
-                });
+                // Every line the reconcile logs carries its key (JSON logs: `span`, `spans`).
+                let span = tracing::info_span!("reconcile", key = ?task_key);
+                let handle = inflight.spawn(tracing::Instrument::instrument(
+                    async move {
+                        let _in_flight = in_flight;
+                        let result = reconciler.reconcile(&task_key).await;
+                        (task_key, result)
+                    },
+                    span,
+                ));
                 task_keys.insert(handle.id(), key.clone());
                 running.insert(key);
             }

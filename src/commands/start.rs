@@ -37,10 +37,7 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     let project = global.project()?;
     let state_dir = &project.state_dir;
     if roundtable_api::auth::ensure_token(state_dir)? {
-        eprintln!(
-            "roundtable: created the API's operator token {} (0600)",
-            roundtable_api::auth::token_path(state_dir).display()
-        );
+        tracing::info!(path = %roundtable_api::auth::token_path(state_dir).display(), "created the API's operator token (0600)");
     }
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let holder = format!("pid {} on {} since {}", std::process::id(), host.trim(), time_now());
@@ -57,10 +54,7 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
         audit_key.path(),
     ))?;
     if args.new_audit_key {
-        eprintln!(
-            "roundtable: created the audit key {} in place of a lost one; entries sealed before it no longer verify (`audit verify` names them)",
-            audit_key.path().display()
-        );
+        tracing::warn!(path = %audit_key.path().display(), "created the audit key in place of a lost one; entries sealed before it no longer verify (`audit verify` names them)");
     }
 
     let mut config = DaemonConfig::new(project.clone());
@@ -71,7 +65,7 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     config.follow = follow.map(|follow| std::sync::Arc::new(tokio::sync::Mutex::new(follow)));
 
     let (shutdown, hurry) = crate::signals::shutdown_then_hurry()?;
-    eprintln!("roundtable: watching {} (state in {})", project.spec_dir.display(), state_dir.display());
+    tracing::info!(dir = %project.spec_dir.display(), state = %state_dir.display(), "watching the specs");
     let execution = execution_config(global, args, project, audit_key)?;
     config.audit_key = execution.audit_key.clone();
     // Each egress tunnel holds two descriptors.
@@ -79,24 +73,24 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
         tracing::warn!(%error, "cannot raise the open-file limit");
     }
     if !execution.egress.broker_test_roots.is_empty() {
-        eprintln!(
-            "roundtable: credential brokers also trust {} test certificate(s) for provider hosts (--broker-test-ca)",
-            execution.egress.broker_test_roots.len()
+        tracing::warn!(
+            certificates = execution.egress.broker_test_roots.len(),
+            "credential brokers also trust test certificates for provider hosts (--broker-test-ca)"
         );
     }
     if !execution.egress.allow_cidrs.is_empty() {
         let cidrs: Vec<String> = execution.egress.allow_cidrs.iter().map(ToString::to_string).collect();
-        eprintln!("roundtable: egress gateways may also reach {} (--gateway-allow-cidr)", cidrs.join(", "));
+        tracing::warn!(cidrs = %cidrs.join(", "), "egress gateways may also reach these networks (--gateway-allow-cidr)");
     }
-    eprintln!(
-        "roundtable: controller run {} (executions in {}, at most {} at once)",
-        execution.controller_run,
-        execution.execution_root.display(),
-        execution.max_executions
+    tracing::info!(
+        controller_run = %execution.controller_run,
+        executions = %execution.execution_root.display(),
+        max_executions = execution.max_executions,
+        "controller run started"
     );
     let hurry = async move {
         hurry.await;
-        eprintln!("roundtable: second signal: cancelling running executions now (they are still cleaned up)");
+        tracing::warn!("second signal: cancelling running executions now (they are still cleaned up)");
     };
     let runtime = crate::commands::state::runtime().await;
     register_metrics();
@@ -114,9 +108,13 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     api.stop().await;
     store.close().await;
     let (reconciles, executions) = (summary.reconciles, summary.executions);
-    eprintln!(
-        "roundtable: stopped after {} reconciles ({} failed, {} abandoned at the grace period); {} executions finished during the grace period, {} interrupted (re-run on the next start)",
-        reconciles.reconciles, reconciles.failures, reconciles.abandoned, executions.finished, executions.interrupted
+    tracing::info!(
+        reconciles = reconciles.reconciles,
+        failed = reconciles.failures,
+        abandoned = reconciles.abandoned,
+        executions_finished = executions.finished,
+        executions_interrupted = executions.interrupted,
+        "stopped (executions interrupted at the grace period are re-run on the next start)"
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -153,7 +151,7 @@ async fn follow(global: &Global, args: &StartArgs) -> anyhow::Result<Option<Foll
     }
     let state_dir = global.state_dir();
     for tightened in roundtable_store::prepare_state_dir(&state_dir)? {
-        eprintln!("roundtable: {tightened}");
+        tracing::warn!("{tightened}");
     }
     let followed = match (&args.source, args.committed) {
         (Some(source), _) => {
@@ -165,7 +163,7 @@ async fn follow(global: &Global, args: &StartArgs) -> anyhow::Result<Option<Foll
             let poll = args.poll.map_or(Duration::from_secs(30), |p| p.as_std());
             mark(&state_dir, Some((Mode::Git, &spec_path)))?;
             let project = global.project()?;
-            eprintln!("roundtable: following the git source {}", remote.shown());
+            tracing::info!(source = %remote.shown(), "following the git source");
             Some(Follow::remote(project, remote, spec_path, poll).await?)
         }
         (None, true) => {
@@ -320,16 +318,16 @@ async fn serve_api(
     let address_file = state_dir.join("api-address");
     let address = format!("{}\n", extra_address.as_deref().unwrap_or(&cli_address));
     roundtable_store::state_dir::write_private(&address_file, address.as_bytes())?;
-    let also = match &extra_address {
-        Some(address) => format!(" and {address} (--api-listen)"),
-        None => " only (pass --api-listen IP:PORT to serve it over TCP too)".into(),
-    };
-    eprintln!(
-        "roundtable: API and admin MCP on {cli_address} (the CLI's socket){also}; workspace {workspace:?}, token in {}",
-        roundtable_api::auth::token_path(state_dir).display()
+    let tcp = extra_address.as_deref().unwrap_or("none (pass --api-listen IP:PORT to serve it over TCP too)");
+    tracing::info!(
+        socket = %cli_address,
+        tcp,
+        workspace = %workspace,
+        token = %roundtable_api::auth::token_path(state_dir).display(),
+        "API and admin MCP listening (the socket is the CLI's)"
     );
     if let Some(path) = &args.webhook_secret_file {
-        eprintln!("roundtable: git webhook at POST /v1/hooks/git, signed with the secret in {}", path.display());
+        tracing::info!(secret = %path.display(), "git webhook at POST /v1/hooks/git");
     }
     let stop = tokio_util::sync::CancellationToken::new();
     let mut tasks = Vec::new();

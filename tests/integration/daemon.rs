@@ -370,3 +370,49 @@ async fn status_shows_a_running_session_as_running_not_queued() {
     wait_until("the session to finish", || newest_session(root, "slow").is_some_and(|s| s["phase"] != "Running")).await;
     drop(daemon);
 }
+
+/// `--log-format json`: every line on stderr is one JSON object (nothing printed past the
+/// subscriber), numbers are numbers, and a session's lines carry its span (session, assignment,
+/// adapter): its start, its end with phase, cause and duration, and its proposal, at INFO.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_are_only_json_lines_and_a_sessions_lines_carry_its_ids() {
+    use crate::support::{ShowLogOnPanic, ensure_test_images, start_daemon, wait_until};
+    let Some(_engine) = crate::support::engine_or_skip().await else { return };
+    ensure_test_images();
+    let project = agent_project(&[("logged", "echo logged >> README.md")]);
+    let root = project.path();
+    let executions = tempfile::tempdir().expect("tempdir");
+    let daemon = start_daemon(root, &["--log-format", "json"], executions.path());
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
+    wait_until("the session to succeed", || newest_session(root, "logged").is_some_and(|s| s["phase"] == "Succeeded"))
+        .await;
+    drop(daemon);
+    let log = std::fs::read_to_string(executions.path().join("daemon.log")).expect("log");
+    let lines: Vec<Value> = log
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}")))
+        .collect();
+    let said = |message: &str| lines.iter().find(|l| l["fields"]["message"] == message).cloned();
+    let session = newest_session(root, "logged").expect("a session");
+    for message in ["session started", "session ended", "proposal recorded"] {
+        let line = said(message).unwrap_or_else(|| panic!("no {message:?} line in {log}"));
+        assert_eq!(line["level"], "INFO", "{line:#}");
+        let span = &line["span"];
+        assert_eq!(span["name"], "session", "{line:#}");
+        assert_eq!(
+            (&span["session"], &span["assignment"], &span["adapter"]),
+            (&session["id"], &"logged".into(), &"generic".into())
+        );
+    }
+    let ended = said("session ended").expect("ended");
+    assert_eq!(ended["fields"]["phase"], "Succeeded");
+    assert!(ended["fields"]["duration_ms"].is_u64(), "a number, not a string: {ended:#}");
+    assert!(ended["fields"]["exit_code"].is_i64(), "{ended:#}");
+    let started = said("controller run started").expect("the controller run");
+    assert!(started["fields"]["max_executions"].is_u64(), "{started:#}");
+    assert!(
+        said("stopped (executions interrupted at the grace period are re-run on the next start)").is_some(),
+        "{log}"
+    );
+}

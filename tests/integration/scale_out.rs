@@ -66,8 +66,8 @@ impl Controller {
     /// The controller run this daemon printed at start.
     fn run_id(&self) -> Option<String> {
         let log = self.log();
-        let line = log.lines().find(|l| l.contains("roundtable: controller run "))?;
-        line.split("controller run ").nth(1)?.split_whitespace().next().map(str::to_owned)
+        let line = log.lines().find(|l| l.contains("controller run started"))?;
+        line.split("controller_run=").nth(1)?.split_whitespace().next().map(str::to_owned)
     }
 }
 

@@ -476,7 +476,15 @@ impl ExecutionManager {
         );
         let inner = self.inner.clone();
         let queued = session.clone();
-        self.inner.tasks.spawn(async move {
+        // Every line the session's work logs carries who it is for (JSON logs: `span`, `spans`).
+        let span = tracing::info_span!(
+            "session",
+            session = %session.id,
+            assignment = %request.assignment,
+            adapter = %request.adapter.name,
+            generation = request.execution_generation,
+        );
+        self.inner.tasks.spawn(tracing::Instrument::instrument(async move {
             let finished = match inner.slots.acquire().await {
                 Ok(_permit) => inner.execute(queued, request.clone(), cancelled).await,
                 Err(_) => queued,
@@ -505,7 +513,7 @@ impl ExecutionManager {
             if let Some(handle) = inner.wake.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref() {
                 handle.trigger(Trigger::Requested(ObjectKey::new(Kind::Assignment, request.assignment)));
             }
-        });
+        }, span));
         Ok(session)
     }
 }

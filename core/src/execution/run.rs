@@ -129,7 +129,7 @@ impl Inner {
     /// Records how the session ended.
     pub(super) async fn end(&self, mut session: SessionRecord, ending: Ending) -> SessionRecord {
         if ending.phase != SessionPhase::Cancelled {
-            tracing::warn!(session = %session.id, assignment = %session.assignment, phase = %ending.phase, cause = %ending.cause, message = %ending.message, "execution did not succeed");
+            tracing::warn!(session = %session.id, assignment = %session.assignment, phase = %ending.phase, cause = %ending.cause, detail = %ending.message, "execution did not succeed");
         }
         session.phase = ending.phase;
         session.cause = Some(ending.cause);
@@ -140,8 +140,22 @@ impl Inner {
         session
     }
 
-    /// The session's end, in the audit chain.
+    /// The session's end, in the log (one INFO line, whatever the end) and the audit chain.
     pub(super) async fn audit_end(&self, session: &SessionRecord) {
+        let duration_ms = session.started_at.as_deref().zip(session.finished_at.as_deref()).and_then(|(from, to)| {
+            let parse = |at: &str| time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339).ok();
+            Some(i64::try_from((parse(to)? - parse(from)?).whole_milliseconds()).unwrap_or(i64::MAX))
+        });
+        let tokens = session.detail.broker.as_ref().map(|b| b.tokens.input + b.tokens.output);
+        tracing::info!(
+            phase = %session.phase,
+            cause = session.cause.map(|c| c.as_str()),
+            exit_code = session.exit_code,
+            duration_ms,
+            tokens,
+            detail = %session.message,
+            "session ended"
+        );
         let record = SessionEnded {
             assignment: &session.assignment,
             execution_generation: session.execution_generation,
@@ -195,6 +209,7 @@ impl Inner {
             controller_run: &self.config.controller_run,
         };
         self.audit(&session.id, &started).await;
+        tracing::info!(attempt = session.attempt, image = ?started.image, "session started");
         session.message = "provisioning".into();
         let folder = ExecutionFolder::of(&self.config.execution_root, &session.id);
         session.exec_dir = Some(folder.path().display().to_string());
@@ -780,6 +795,7 @@ impl Inner {
                 flags: &proposal.flags,
             };
             self.audit(&proposal.id, &record).await;
+            tracing::info!(proposal = %proposal.id, sha256 = %proposal.sha256, flags = proposal.flags.len(), "proposal recorded");
         }
         Ok(inserted)
     }
