@@ -113,6 +113,8 @@ pub enum LogFormat {
 pub enum Format {
     Text,
     Json,
+    /// The same document as `json`, as YAML (`kubectl -o yaml`).
+    Yaml,
 }
 
 /// The shells `completion` writes for.

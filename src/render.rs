@@ -70,6 +70,88 @@ pub fn json<T: Serialize>(value: &T) -> anyhow::Result<String> {
     Ok(text)
 }
 
+/// A command's document in the structured format asked for: JSON, or the same as YAML.
+pub fn document<T: Serialize>(format: crate::cli::Format, value: &T) -> anyhow::Result<String> {
+    match format {
+        crate::cli::Format::Yaml => Ok(yaml(&serde_json::to_value(value)?)),
+        crate::cli::Format::Json | crate::cli::Format::Text => json(value),
+    }
+}
+
+/// `value` as block-style YAML. Every string is written in double quotes with JSON's escapes,
+/// which YAML reads the same way, so no value is ever taken for another type (`no`, `1e3`,
+/// `null`) or breaks the document (`: `, `#`, a leading `-`); keys are plain when they are
+/// plainly safe.
+pub fn yaml(value: &serde_json::Value) -> String {
+    let mut out = String::new();
+    match value {
+        serde_json::Value::Object(map) if !map.is_empty() => yaml_block(value, 0, &mut out),
+        serde_json::Value::Array(items) if !items.is_empty() => yaml_block(value, 0, &mut out),
+        scalar => {
+            out.push_str(&yaml_scalar(scalar));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// A non-empty map or list at `indent`, each line ending in a newline.
+fn yaml_block(value: &serde_json::Value, indent: usize, out: &mut String) {
+    use serde_json::Value;
+    let pad = " ".repeat(indent);
+    let is_block =
+        |v: &Value| matches!(v, Value::Object(m) if !m.is_empty()) || matches!(v, Value::Array(a) if !a.is_empty());
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                out.push_str(&format!("{pad}{}:", yaml_key(key)));
+                if is_block(child) {
+                    out.push('\n');
+                    // A list under a key sits at the key's own indent, as kubectl writes it.
+                    yaml_block(child, if child.is_array() { indent } else { indent + 2 }, out);
+                } else {
+                    out.push_str(&format!(" {}\n", yaml_scalar(child)));
+                }
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                if is_block(item) {
+                    // The item's first line starts after `- `; the rest sit two further in.
+                    let mut inner = String::new();
+                    yaml_block(item, indent + 2, &mut inner);
+                    out.push_str(&format!("{pad}- {}", &inner[indent + 2..]));
+                } else {
+                    out.push_str(&format!("{pad}- {}\n", yaml_scalar(item)));
+                }
+            }
+        }
+        scalar => out.push_str(&format!("{pad}{}\n", yaml_scalar(scalar))),
+    }
+}
+
+fn yaml_scalar(value: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => Value::String(s.clone()).to_string(),
+        Value::Array(_) => "[]".into(),
+        Value::Object(_) => "{}".into(),
+    }
+}
+
+fn yaml_key(key: &str) -> String {
+    let plain = key.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/'))
+        && !matches!(
+            key.to_ascii_lowercase().as_str(),
+            "y" | "n" | "yes" | "no" | "true" | "false" | "on" | "off" | "null"
+        );
+    if plain { key.to_owned() } else { serde_json::Value::String(key.to_owned()).to_string() }
+}
+
 /// An argv as one line a shell would split back into it, escaped for the terminal. For display
 /// only; nothing Roundtable runs goes through a shell.
 pub fn command_line(argv: &[String]) -> String {

@@ -151,19 +151,42 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
+/// Whether the listener a request came in on speaks TLS: the scheme of the URLs the API gives
+/// out about itself (a request's `Host` says the rest).
+#[derive(Debug, Clone, Copy)]
+pub struct Scheme(pub &'static str);
+
+/// Where this API's OAuth protected resource metadata (RFC 9728) is served.
+pub const PROTECTED_RESOURCE_PATH: &str = "/.well-known/oauth-protected-resource";
+
+/// This API's base URL as the request reached it: its scheme and `Host`.
+pub fn base_url(headers: &HeaderMap, scheme: Scheme) -> String {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+    format!("{}://{host}", scheme.0)
+}
+
 /// Refuses a request without the operator token before anything else sees it.
 pub async fn require_operator(State(token): State<OperatorToken>, request: Request, next: Next) -> Response {
+    let scheme = request.extensions().get::<Scheme>().copied().unwrap_or(Scheme("http"));
+    let metadata = format!("{}{PROTECTED_RESOURCE_PATH}", base_url(request.headers(), scheme));
     match token.judge(request.headers()) {
         Credential::Operator => next.run(request).await,
-        Credential::WrongToken => unauthorized("the bearer token is not this daemon's operator token"),
+        Credential::WrongToken => unauthorized("the bearer token is not this daemon's operator token", &metadata),
         Credential::NoToken => {
-            unauthorized("no operator token: send Authorization: Bearer <the state directory's api-token>")
+            unauthorized("no operator token: send Authorization: Bearer <the state directory's api-token>", &metadata)
         }
     }
 }
 
-fn unauthorized(message: &str) -> Response {
-    ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response()
+/// `401` with the challenge MCP's authorization spec asks for: a bearer token, and where the
+/// resource's metadata says how to get one.
+fn unauthorized(message: &str, metadata: &str) -> Response {
+    let mut response = ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
+    let challenge = format!("Bearer realm=\"roundtable\", resource_metadata=\"{metadata}\"");
+    if let Ok(value) = axum::http::HeaderValue::from_str(&challenge) {
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+    }
+    response
 }
 
 #[cfg(test)]

@@ -164,9 +164,11 @@ pub async fn delete() -> Response {
 }
 
 pub async fn post(State(state): State<ApiState>, headers: HeaderMap, body: Bytes) -> Response {
-    if crate::origin::from_another_site(&headers) {
-        // A page of another site (or a DNS-rebound name) in an operator's browser must not
-        // drive the operator's tools, whatever the browser attaches.
+    use crate::origin::Origin;
+    if matches!(crate::origin::origin_of(&headers), Origin::OtherSite | Origin::Opaque) {
+        // A page of another site (or a DNS-rebound name, or one hiding where it is) in an
+        // operator's browser must not drive the operator's tools, whatever the browser attaches;
+        // no page of this API calls /mcp, so nothing legitimate is refused.
         return ApiError::new(
             StatusCode::FORBIDDEN,
             "origin_not_allowed",

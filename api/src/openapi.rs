@@ -161,6 +161,25 @@ pub fn document() -> Value {
     b.operation(Get, "/v1/openapi.json", "openapi", "This document.", vec![], None, vec![("200", json!({"description": "The OpenAPI 3.1 document.", "content": {"application/json": {"schema": {"type": "object"}}}}))], true);
     b.operation(
         Get,
+        "/.well-known/oauth-protected-resource",
+        "protectedResource",
+        "OAuth protected resource metadata (RFC 9728), where a 401's WWW-Authenticate points MCP clients: the resource, and that its token goes in the Authorization header. No authorization server: the operator token is handed over out of band.",
+        vec![],
+        None,
+        vec![("200", json!({"description": "The metadata.", "content": {"application/json": {"schema": {
+            "type": "object",
+            "required": ["resource", "bearer_methods_supported"],
+            "properties": {
+                "resource": {"type": "string"},
+                "bearer_methods_supported": {"type": "array", "items": {"type": "string"}},
+                "resource_name": {"type": "string"},
+                "resource_documentation": {"type": "string"}
+            }
+        }}}}))],
+        true,
+    );
+    b.operation(
+        Get,
         "/metrics",
         "metrics",
         "Prometheus metrics (text format 0.0.4).",

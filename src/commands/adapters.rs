@@ -13,7 +13,7 @@ pub fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
         eprintln!("{}", render::sanitize(&error.to_string()));
     }
     match format {
-        Format::Json => print!("{}", render::json(&List::of(items))?),
+        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(items))?),
         Format::Text => {
             let rows: Vec<Vec<String>> = items
                 .iter()
@@ -73,7 +73,7 @@ pub fn plan(
         })
         .collect();
     match format {
-        Format::Json => {
+        Format::Json | Format::Yaml => {
             let value = serde_json::json!({
                 "provider": plan.provider,
                 "argv": plan.argv,
@@ -87,7 +87,7 @@ pub fn plan(
                 "files": files,
                 "mounts": plan.mounts,
             });
-            println!("{}", serde_json::to_string_pretty(&value)?);
+            print!("{}", render::document(format, &value)?);
         }
         Format::Text => {
             println!("provider:    {}", plan.provider);
@@ -150,9 +150,9 @@ pub fn capture(global: &Global, name: &str, truncated: bool, format: Format) -> 
         Err(reason) => (None, Some(reason.to_string())),
     };
     match format {
-        Format::Json => {
+        Format::Json | Format::Yaml => {
             let value = serde_json::json!({"sessionId": id, "reason": reason, "usage": captured.usage});
-            println!("{}", serde_json::to_string_pretty(&value)?);
+            print!("{}", render::document(format, &value)?);
         }
         Format::Text => {
             match (&id, &reason) {

@@ -104,7 +104,7 @@ pub async fn check(global: &Global, name: &str, seal: bool, format: Format) -> a
         Err(error) => return Err(error.into()),
     };
     match format {
-        Format::Json => print!("{}", render::json(&List::of(vec![item.clone()]))?),
+        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(vec![item.clone()]))?),
         Format::Text => print_check(&item),
     }
     let admitted = item.exempt || item.decisions.first().is_some_and(|d| d.admitted());
@@ -116,7 +116,7 @@ pub async fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
     let admitter = service.admitter(binary()?, None);
     let items = service.admission_list(&admitter).await?;
     match format {
-        Format::Json => print!("{}", render::json(&List::of(items))?),
+        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(items))?),
         Format::Text => {
             let rows: Vec<Vec<String>> = items
                 .iter()
@@ -155,7 +155,7 @@ pub async fn canary(global: &Global, name: &str, ttl: std::time::Duration, forma
         Err(error) => return Err(error.into()),
     };
     match format {
-        Format::Json => print!("{}", render::json(&List::of(vec![item.clone()]))?),
+        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(vec![item.clone()]))?),
         Format::Text => {
             println!(
                 "canary {} in {}: {} ({})",

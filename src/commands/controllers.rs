@@ -71,12 +71,12 @@ pub async fn run(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
         .collect();
     let desired = store.desired_revision().await?;
     match format {
-        Format::Json => {
+        Format::Json | Format::Yaml => {
             let desired =
                 desired.map(|d| serde_json::json!({"revision": d.revision, "controller": d.controller, "at": d.at}));
             let body =
                 serde_json::json!({"store": store.url().to_string(), "desiredRevision": desired, "items": items});
-            println!("{}", render::json(&body)?);
+            print!("{}", render::document(format, &body)?);
         }
         Format::Text => {
             let rows: Vec<Vec<String>> = items

@@ -70,7 +70,7 @@ pub async fn accept(global: &Global, args: AcceptArgs<'_>) -> anyhow::Result<Exi
     let decision = &accepted.decision;
     refresh_assignment(global, &service, &accepted.proposal).await;
     match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(decision)?),
+        Format::Json | Format::Yaml => print!("{}", render::document(args.format, &decision)?),
         Format::Text => {
             println!(
                 "accepted {} as {} on {}",

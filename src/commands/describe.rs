@@ -32,7 +32,7 @@ pub async fn run(global: &Global, object: &str, format: Format) -> anyhow::Resul
         Err(error) => return Err(error.into()),
     };
     match format {
-        Format::Json => print!("{}", render::json(&List::of(vec![item]))?),
+        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(vec![item]))?),
         Format::Text => print!("{}", render::sanitize_block(&text(&item))),
     }
     Ok(ExitCode::SUCCESS)

@@ -26,7 +26,7 @@ pub async fn run(global: &Global, object: Option<&str>, limit: usize, format: Fo
         None => service.events(None, limit).await?.into_iter().map(|(_, item)| item).collect(),
     };
     match format {
-        Format::Json => print!("{}", render::json(&List::of(items))?),
+        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(items))?),
         Format::Text => {
             let rows: Vec<Vec<String>> = items
                 .iter()

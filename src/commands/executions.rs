@@ -15,7 +15,7 @@ use crate::render;
 pub async fn sessions_list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
     let items = open_for_reading(global).await?.sessions().await?;
     match format {
-        Format::Json => print!("{}", render::json(&List::of(items))?),
+        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(items))?),
         Format::Text => {
             let rows: Vec<Vec<String>> = items
                 .iter()
@@ -42,7 +42,7 @@ pub async fn sessions_list(global: &Global, format: Format) -> anyhow::Result<Ex
 pub async fn sessions_show(global: &Global, id: &str, format: Format) -> anyhow::Result<ExitCode> {
     let item = open_for_reading(global).await?.session(id).await?;
     match format {
-        Format::Json => print!("{}", render::json(&List::of(vec![item]))?),
+        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(vec![item]))?),
         Format::Text => print!("{}", session_text(&item)),
     }
     Ok(ExitCode::SUCCESS)
@@ -213,7 +213,7 @@ pub async fn proposals_list(
     let mut items = open_for_reading(global).await?.proposals().await?;
     items.retain(|item| state.is_none_or(|state| item.state == state));
     match format {
-        Format::Json => print!("{}", render::json(&List::of(items))?),
+        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(items))?),
         Format::Text => {
             let rows: Vec<Vec<String>> = items
                 .iter()
@@ -247,7 +247,7 @@ pub async fn proposals_show(global: &Global, id: &str, format: Format) -> anyhow
     let findings = service.proposal_findings(&found.item.id, key.as_ref()).await?;
     let (item, patch) = (found.item, found.patch);
     match format {
-        Format::Json => print!("{}", render::json(&List::of(vec![item]))?),
+        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(vec![item]))?),
         Format::Text => {
             println!("Proposal:    {}", render::sanitize(&item.id));
             println!(

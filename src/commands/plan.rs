@@ -12,11 +12,11 @@ pub async fn run(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
     let plan = open_for_reading(global).await?.plan().await?;
     let errors = plan.file_errors.len();
     match format {
-        Format::Json => {
+        Format::Json | Format::Yaml => {
             // An engine that does not answer is a `?` entry: the plan cannot tell.
             let mut changes: Vec<_> = plan.engine_unreachable.iter().map(|e| e.planned_change()).collect();
             changes.extend(plan.changes);
-            print!("{}", render::json(&List::of(changes))?);
+            print!("{}", render::document(format, &List::of(changes))?);
         }
         Format::Text => {
             if let Some(unreachable) = &plan.engine_unreachable {

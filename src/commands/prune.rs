@@ -39,7 +39,7 @@ pub async fn run(global: &Global, retention: Duration, dry_run: bool, format: Fo
         })
         .collect();
     match format {
-        Format::Json => print!("{}", render::json(&List::of(rows))?),
+        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(rows))?),
         Format::Text => {
             if rows.is_empty() {
                 println!("Nothing to prune.");

@@ -18,7 +18,7 @@ pub async fn run(
 ) -> anyhow::Result<ExitCode> {
     let rows = open_for_reading(global).await?.status(retention).await?;
     match format {
-        Format::Json => print!("{}", render::json(&List::of(rows.clone()))?),
+        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(rows.clone()))?),
         Format::Text => {
             let source = rows.iter().find(|row| row.kind == "Source").map_or("working tree", |row| row.name.as_str());
             println!("source: {source}");

@@ -16,7 +16,7 @@ pub fn run(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
     };
     let errors = scanned.errors().count();
     match format {
-        Format::Json => print!("{}", render::json(&List::of(scanned.findings))?),
+        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(scanned.findings))?),
         Format::Text => {
             for finding in &scanned.findings {
                 println!("{}", render::sanitize(&finding.to_string()));

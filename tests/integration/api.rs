@@ -71,6 +71,15 @@ async fn the_api_serves_reads_writes_and_mcp_behind_the_operator_token() {
     let mcp_refused =
         request(&api.address, "POST", "/mcp", &[], Some(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#));
     assert_eq!(mcp_refused.status, 401);
+    // MCP's authorization spec: the challenge says where the resource's metadata is, and the
+    // metadata (public) names the endpoint and how its token is sent.
+    let metadata = format!("http://{}/.well-known/oauth-protected-resource", api.address);
+    let challenge = mcp_refused.header("www-authenticate").unwrap_or_default().to_owned();
+    assert!(challenge.contains(&format!("resource_metadata=\"{metadata}\"")), "{challenge}");
+    let described = request(&api.address, "GET", "/.well-known/oauth-protected-resource", &[], None);
+    assert_eq!(described.status, 200);
+    assert_eq!(described.json()["resource"], format!("http://{}/mcp", api.address));
+    assert_eq!(described.json()["bearer_methods_supported"], json!(["header"]));
     let wrong = format!("Bearer {}x", api.token);
     let refused =
         request(&api.address, "POST", "/v1/workspaces/demo/agents/generic/disable", &[("Authorization", &wrong)], None);

@@ -185,7 +185,7 @@ fn init_scaffolds_a_valid_project_and_keeps_existing_files() {
 fn usage_errors_exit_64() {
     let tree = spec_tree(&[]);
     assert_eq!(roundtable(tree.path(), &["frobnicate"]).status.code(), Some(64));
-    assert_eq!(roundtable(tree.path(), &["validate", "--format", "yaml"]).status.code(), Some(64));
+    assert_eq!(roundtable(tree.path(), &["validate", "--format", "xml"]).status.code(), Some(64));
     assert_eq!(roundtable(tree.path(), &["--help"]).status.code(), Some(0));
 }
 
@@ -313,7 +313,7 @@ fn an_unreachable_engine_makes_status_and_plan_fail_naming_it() {
 fn usage_errors_exit_64_in_every_subcommand() {
     let tree = spec_tree(&[]);
     let usage: &[&[&str]] = &[
-        &["status", "--format", "yaml"],
+        &["status", "--format", "toml"],
         &["status", "--retention", "5x"],
         &["status", "--retention", "1.5h"],
         &["plan", "--format", "yml"],
@@ -330,10 +330,10 @@ fn usage_errors_exit_64_in_every_subcommand() {
         &["sessions", "logs"],
         &["proposals", "show"],
         &["proposals", "export"],
-        &["proposals", "list", "--format", "yaml"],
-        &["adapters", "list", "--format", "yaml"],
-        &["doctor", "--format", "yaml"],
-        &["validate", "--format", "yaml"],
+        &["proposals", "list", "--format", "toml"],
+        &["adapters", "list", "--format", "csv"],
+        &["doctor", "--format", "xml"],
+        &["validate", "-o", "wide"],
         &["start", "--resync", "0s"],
         &["start", "--resync", "10"],
         &["start", "--grace", "a while"],
@@ -397,4 +397,34 @@ fn the_version_names_the_commit_it_was_built_from() {
         commit.is_some_and(|c| c == "unknown" || (c.len() == 12 && c.chars().all(|ch| ch.is_ascii_hexdigit()))),
         "{said}"
     );
+}
+
+/// `-o yaml` is the JSON document as YAML: PyYAML (YAML 1.1, the strictest reader about what a
+/// plain word means) reads back exactly what `-o json` prints, strings that look like other
+/// types included.
+#[test]
+fn yaml_output_reads_back_as_the_json_document() {
+    use std::io::Write as _;
+    let dir = spec_tree(&[(
+        ".roundtable/specs.yaml",
+        "apiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata: {name: 'no'}\nspec:\n  provider: generic\n  command: 'yes: #1'\n  args: ['1e3', 'null', '- x', \"a\\nb\", '']\n  image: example.test/x:1\n",
+    )]);
+    let as_json = roundtable(dir.path(), &["adapters", "list", "-o", "json"]);
+    let as_yaml = roundtable(dir.path(), &["adapters", "list", "-o", "yaml"]);
+    assert!(as_yaml.status.success(), "{}", stderr(&as_yaml));
+    let probe = std::process::Command::new("python3").args(["-c", "import yaml"]).output();
+    if !probe.is_ok_and(|out| out.status.success()) {
+        eprintln!("skipping: PyYAML is not installed");
+        return;
+    }
+    let mut reader = std::process::Command::new("python3")
+        .args(["-c", "import sys, json, yaml; print(json.dumps(yaml.safe_load(sys.stdin.read())))"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    reader.stdin.take().expect("stdin").write_all(&as_yaml.stdout).expect("write");
+    let read = reader.wait_with_output().expect("python3");
+    assert!(read.status.success(), "PyYAML refused:\n{}", stdout(&as_yaml));
+    assert_eq!(json(&stdout(&read)), json(&stdout(&as_json)), "{}", stdout(&as_yaml));
 }

@@ -106,6 +106,7 @@ pub(crate) fn table() -> Vec<Route> {
         route(Public, Get, "/healthz", ops::healthz),
         route(Public, Get, "/readyz", ops::readyz),
         route(Public, Get, "/v1/openapi.json", ops::openapi),
+        route(Public, Get, crate::auth::PROTECTED_RESOURCE_PATH, ops::protected_resource),
         route(Operator, Get, "/v1/status", read::status),
         route(Operator, Get, "/v1/adapters", read::adapters),
         route(Operator, Get, "/v1/assignments/{name}", read::assignment),
@@ -170,5 +171,6 @@ pub(crate) fn router_over(state: ApiState, tls: bool) -> Router {
         .merge(crate::console::router(tls))
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
+        .layer(axum::Extension(crate::auth::Scheme(if tls { "https" } else { "http" })))
         .with_state(state)
 }

@@ -8,6 +8,23 @@ use crate::error::ApiError;
 use crate::respond;
 use crate::state::ApiState;
 
+/// The OAuth protected resource metadata (RFC 9728) MCP clients look for after a `401`: the
+/// resource is this API (its admin MCP endpoint at `/mcp`), reached with a bearer token in the
+/// header. It names no authorization server: the token is the operator token of the daemon's
+/// state directory, handed over out of band, never issued by an OAuth flow.
+pub async fn protected_resource(
+    axum::Extension(scheme): axum::Extension<crate::auth::Scheme>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    let base = crate::auth::base_url(&headers, scheme);
+    respond::ok(&serde_json::json!({
+        "resource": format!("{base}/mcp"),
+        "bearer_methods_supported": ["header"],
+        "resource_name": "Roundtable admin MCP endpoint and HTTP API",
+        "resource_documentation": format!("{base}/v1/openapi.json"),
+    }))
+}
+
 pub async fn healthz() -> Response {
     respond::with_type(StatusCode::OK, "text/plain; charset=utf-8", b"ok\n".to_vec())
 }
