@@ -321,7 +321,7 @@ async fn serve_api(
     let tcp = extra_address.as_deref().unwrap_or("none (pass --api-listen IP:PORT to serve it over TCP too)");
     tracing::info!(
         socket = %cli_address,
-        tcp,
+        tcp = %tcp,
         workspace = %workspace,
         token = %roundtable_api::auth::token_path(state_dir).display(),
         "API and admin MCP listening (the socket is the CLI's)"

@@ -195,8 +195,11 @@ fn two_projects_on_one_host_both_run_with_default_flags() {
     for daemon in daemons {
         let (status, log) = daemon.stop();
         assert!(status.success(), "{status}: {log}");
-        assert!(log.contains("API and admin MCP on unix:"), "start says where the API is: {log}");
-        assert!(log.contains("(the CLI's socket) only"), "and that no TCP port is open: {log}");
+        assert!(
+            log.contains("API and admin MCP listening") && log.contains("socket=unix:"),
+            "start says where the API is: {log}"
+        );
+        assert!(log.contains("tcp=none"), "and that no TCP port is open: {log}");
     }
 }
 
@@ -211,7 +214,7 @@ fn start_names_the_tcp_port_it_bound() {
     assert_ne!(port, 0, "the real port, not the one asked for");
     std::net::TcpStream::connect(("127.0.0.1", port)).expect("the port answers");
     let (_, log) = daemon.stop();
-    assert!(log.contains(&format!("and 127.0.0.1:{port} (--api-listen)")), "{log}");
+    assert!(log.contains(&format!("tcp=127.0.0.1:{port}")), "{log}");
 }
 
 /// Plain `status` fails (1) when it cannot tell: no project here, or the engine unreachable.
@@ -315,7 +318,8 @@ fn logs_on_a_terminal_are_coloured_unless_no_color_is_set() {
     }
     let dir = project(MOCK);
     let on_a_terminal = |no_color: &str| {
-        let line = format!("env RUST_LOG=debug NO_COLOR={no_color} {} status", binary().display());
+        // SQL at debug, which RUST_LOG must name to see.
+        let line = format!("env RUST_LOG=debug,sqlx=debug NO_COLOR={no_color} {} status", binary().display());
         let out = Command::new("script")
             .args(["-qec", &line, "/dev/null"])
             .current_dir(dir.path())

@@ -412,7 +412,7 @@ async fn sigterm_cancels_a_running_execution_after_the_grace_then_the_next_start
     assert_eq!(session["cause"], "ControllerStopped", "{session:#}");
     assert!(session["message"].as_str().is_some_and(|m| m.contains("re-run on the next start")), "{session:#}");
     let log = std::fs::read_to_string(executions.path().join("daemon.log")).expect("log");
-    assert!(log.contains("1 interrupted"), "{log}");
+    assert!(log.contains("executions_interrupted=1"), "{log}");
 
     // The next start re-runs it once and proposes once.
     let _second = start_daemon(root, &[], executions.path());

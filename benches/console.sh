@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The review console's status page at N objects (default 10,000: half Adapters, half suspended
+# Assignments), in Debian's chromium driven by Selenium: the page's weight (HTML, stylesheet,
+# script) and its time to first contentful paint, for the first page and the next, beside the
+# same run's baseline: GET /v1/status, the whole list as JSON, which a console that drew every
+# row at once would have to fetch. Prints figures, asserts nothing.
+# Usage: benches/console.sh [OBJECTS]   (ROUNDTABLE_BIN: a binary other than the release build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+objects=${1:-10000}
+repo=$PWD
+if [ -z "${ROUNDTABLE_BIN:-}" ]; then
+  cargo build --quiet --release --bin roundtable
+  ROUNDTABLE_BIN=$PWD/target/x86_64-unknown-linux-gnu/release/roundtable
+fi
+bin=$ROUNDTABLE_BIN
+source benches/daemon.sh
+python3 - "$objects" <<'PY'
+import sys
+# Spec files are limited to 1 MiB: 100 objects per file.
+n = int(sys.argv[1]); api = "apiVersion: roundtable.dev/v1alpha1"
+docs = [f"{api}\nkind: Adapter\nmetadata: {{name: agent-{i:05d}}}\nspec: {{command: agent, enabled: false}}\n" for i in range(n // 2)]
+docs += [f"{api}\nkind: Assignment\nmetadata: {{name: task-{i:05d}}}\nspec:\n  adapter: agent-{i % max(n // 2, 1):05d}\n  task: {{id: T{i}, prompt: p}}\n  readablePaths: [README.md]\n  suspend: true\n" for i in range(n - n // 2)]
+for start in range(0, len(docs), 100):
+    with open(f".roundtable/objects-{start // 100:04d}.yaml", "w") as f:
+        f.write("---\n".join(docs[start:start + 100]))
+PY
+start_daemon "$bin"
+started=$(date +%s)
+for _ in $(seq 1 3000); do
+  synced=$("$bin" status --format json | python3 -c 'import json,sys; rows=json.load(sys.stdin)["items"]; print(sum(r["sync"]=="Synced" for r in rows))')
+  [ "$synced" -ge "$objects" ] && break
+  sleep 1
+done
+echo "objects: $objects (all Synced after $(( $(date +%s) - started )) s); binary: $bin"
+echo
+echo "== baseline: GET /v1/status (the whole list as JSON), 5 requests"
+for _ in 1 2 3 4 5; do
+  curl -s -o /dev/null -w "%{size_download} bytes in %{time_total} s\n" -H "Authorization: Bearer $token" "http://$address/v1/status"
+done
+echo
+echo "== the console's status page in chromium, 5 loads of each page"
+CONSOLE_URL="http://$address" CONSOLE_TOKEN="$token" python3 "$repo/benches/console_page.py"
