@@ -12,24 +12,8 @@ command -v wrk >/dev/null || { apt-get install -y -q wrk >/dev/null 2>&1 || { ap
 cargo build --quiet --release --bin roundtable
 bin=$PWD/target/x86_64-unknown-linux-gnu/release/roundtable
 source benches/daemon.sh
-python3 - "$objects" <<'PY'
-import sys
-# Spec files are limited to 1 MiB: 100 objects per file.
-n = int(sys.argv[1]); api = "apiVersion: roundtable.dev/v1alpha1"
-docs = [f"{api}\nkind: Adapter\nmetadata: {{name: agent-{i:05d}}}\nspec: {{command: agent, enabled: false}}\n" for i in range(n // 2)]
-docs += [f"{api}\nkind: Assignment\nmetadata: {{name: task-{i:05d}}}\nspec:\n  adapter: agent-{i % max(n // 2, 1):05d}\n  task: {{id: T{i}, prompt: p}}\n  readablePaths: [README.md]\n  suspend: true\n" for i in range(n - n // 2)]
-for start in range(0, len(docs), 100):
-    with open(f".roundtable/objects-{start // 100:04d}.yaml", "w") as f:
-        f.write("---\n".join(docs[start:start + 100]))
-PY
-start_daemon "$bin"
-started=$(date +%s)
-for _ in $(seq 1 3000); do
-  synced=$("$bin" status --format json | python3 -c 'import json,sys; rows=json.load(sys.stdin)["items"]; print(sum(r["sync"]=="Synced" for r in rows))')
-  [ "$synced" -ge "$objects" ] && break
-  sleep 1
-done
-echo "objects: $objects (all Synced after $(( $(date +%s) - started )) s)"
+start_daemon_with_objects "$bin" "$objects"
+echo "objects: $objects (all Synced after $synced_after s)"
 echo
 echo "== GET /v1/status, 4 connections, 20 s"
 wrk -t2 -c4 -d20s --timeout 10s --latency -H "Authorization: Bearer $token" "http://$address/v1/status" | grep -E "Latency|50%|90%|99%|Requests/sec|requests in|Non-2xx|timeout"

@@ -15,24 +15,8 @@ if [ -z "${ROUNDTABLE_BIN:-}" ]; then
 fi
 bin=$ROUNDTABLE_BIN
 source benches/daemon.sh
-python3 - "$objects" <<'PY'
-import sys
-# Spec files are limited to 1 MiB: 100 objects per file.
-n = int(sys.argv[1]); api = "apiVersion: roundtable.dev/v1alpha1"
-docs = [f"{api}\nkind: Adapter\nmetadata: {{name: agent-{i:05d}}}\nspec: {{command: agent, enabled: false}}\n" for i in range(n // 2)]
-docs += [f"{api}\nkind: Assignment\nmetadata: {{name: task-{i:05d}}}\nspec:\n  adapter: agent-{i % max(n // 2, 1):05d}\n  task: {{id: T{i}, prompt: p}}\n  readablePaths: [README.md]\n  suspend: true\n" for i in range(n - n // 2)]
-for start in range(0, len(docs), 100):
-    with open(f".roundtable/objects-{start // 100:04d}.yaml", "w") as f:
-        f.write("---\n".join(docs[start:start + 100]))
-PY
-start_daemon "$bin"
-started=$(date +%s)
-for _ in $(seq 1 3000); do
-  synced=$("$bin" status --format json | python3 -c 'import json,sys; rows=json.load(sys.stdin)["items"]; print(sum(r["sync"]=="Synced" for r in rows))')
-  [ "$synced" -ge "$objects" ] && break
-  sleep 1
-done
-echo "objects: $objects (all Synced after $(( $(date +%s) - started )) s); binary: $bin"
+start_daemon_with_objects "$bin" "$objects"
+echo "objects: $objects (all Synced after $synced_after s); binary: $bin"
 echo
 echo "== baseline: GET /v1/status (the whole list as JSON), 5 requests"
 for _ in 1 2 3 4 5; do
