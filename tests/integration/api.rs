@@ -477,13 +477,7 @@ async fn a_forced_disable_cancels_the_running_session() {
 fn prometheus_client_parses(metrics: &str) {
     use std::io::Write as _;
     let script = "import sys\nfrom prometheus_client.parser import text_string_to_metric_families as parse\nprint('\\n'.join(f.name for f in parse(sys.stdin.read())))";
-    let probe = Command::new("python3").args(["-c", "import prometheus_client"]).output();
-    if !probe.is_ok_and(|out| out.status.success()) {
-        assert!(
-            std::env::var_os("ROUNDTABLE_REQUIRE_PYTHON_CLIENTS").is_none(),
-            "ROUNDTABLE_REQUIRE_PYTHON_CLIENTS is set but prometheus_client is not installed"
-        );
-        eprintln!("skipping the prometheus_client check: pip install prometheus_client");
+    if !crate::support::python_module_or_skip("prometheus_client", "prometheus_client") {
         return;
     }
     let mut child = Command::new("python3")

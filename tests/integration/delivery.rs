@@ -75,13 +75,7 @@ pub(crate) fn assert_tree_is_base_plus_patch(root: &Path, id: &str, commit: &str
 /// The independent verifier, when its package is installed (CI installs it and requires it).
 fn python_verify(envelope: &Path, key: &Path) -> Option<bool> {
     let script = crate::support::repo_root().join("tests/provenance/verify_dsse.py");
-    let probe = Command::new("python3").args(["-c", "import securesystemslib"]).output();
-    if !probe.is_ok_and(|out| out.status.success()) {
-        assert!(
-            std::env::var_os("ROUNDTABLE_REQUIRE_PYTHON_CLIENTS").is_none(),
-            "ROUNDTABLE_REQUIRE_PYTHON_CLIENTS is set but securesystemslib is not installed"
-        );
-        eprintln!("skipping the securesystemslib check: pip install securesystemslib cryptography");
+    if !crate::support::python_module_or_skip("securesystemslib", "securesystemslib cryptography") {
         return None;
     }
     let out = Command::new("python3").arg(script).arg(envelope).arg(key).output().expect("python3");

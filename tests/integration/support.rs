@@ -61,6 +61,22 @@ pub fn spec_tree(files: &[(&str, &str)]) -> tempfile::TempDir {
     dir
 }
 
+/// Whether the Python package `module` can be imported (`pip` names it `package`): a client the
+/// tests check our output with. Missing, it is a skip, unless the run requires the Python clients
+/// (`ROUNDTABLE_REQUIRE_PYTHON_CLIENTS`, as CI does).
+pub fn python_module_or_skip(module: &str, package: &str) -> bool {
+    let probe = Command::new("python3").args(["-c", &format!("import {module}")]).output();
+    if probe.is_ok_and(|out| out.status.success()) {
+        return true;
+    }
+    assert!(
+        std::env::var_os("ROUNDTABLE_REQUIRE_PYTHON_CLIENTS").is_none(),
+        "ROUNDTABLE_REQUIRE_PYTHON_CLIENTS is set but {package} is not installed"
+    );
+    eprintln!("skipping the {package} check: pip install {package}");
+    false
+}
+
 /// Whether container tests must run (CI) rather than skip when the engine is missing.
 pub fn containers_required() -> bool {
     std::env::var("ROUNDTABLE_REQUIRE_CONTAINER_TESTS").is_ok_and(|v| v == "1")
