@@ -161,11 +161,17 @@ pub enum Command {
         format: FormatArg,
         /// Exit 2 on drift (OutOfSync or Unknown) too. Without it: 1 when a row is an Error (no
         /// project, a file that does not load, the engine unreachable), else 0.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "watch")]
         exit_code: bool,
-        /// Finished sessions and proposals older than this show as `requires pruning`.
-        #[arg(long, default_value = "30d")]
-        retention: Duration,
+        /// Finished sessions and proposals older than this show as `requires pruning` (default:
+        /// the running daemon's `--retention`, else 30d). Given, status is computed here.
+        #[arg(long)]
+        retention: Option<Duration>,
+        /// After the table, print each row that changes as it changes (`kubectl get -w`); from the
+        /// daemon when one runs, else by recomputing every 2 s. `-o json`: one
+        /// `{"type", "object"}` line per change.
+        #[arg(long, short = 'w')]
+        watch: bool,
     },
     /// What reconciling now would change, terraform style, without changing anything.
     Plan(FormatArg),
@@ -185,6 +191,9 @@ pub enum Command {
         /// At most this many.
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u16).range(1..=1000))]
         limit: u16,
+        /// After the list, print each new event as it is recorded (needs a running daemon).
+        #[arg(long, short = 'w')]
+        watch: bool,
         #[command(flatten)]
         format: FormatArg,
     },
@@ -335,7 +344,14 @@ pub enum SessionsCommand {
         format: FormatArg,
     },
     /// The captured stdout and stderr of a session.
-    Logs { id: String },
+    Logs {
+        id: String,
+        /// Follow a running session's output as it comes, until it ends (from the daemon).
+        #[arg(long, short = 'f')]
+        follow: bool,
+        #[command(flatten)]
+        format: FormatArg,
+    },
     /// Record a session a provider CLI ran outside Roundtable, so `resume` can find it; with an
     /// external id and a resumable adapter, the resume command is filled from its resumePattern.
     Register {

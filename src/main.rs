@@ -72,13 +72,28 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Schema { out } => commands::schema::run(out.as_deref()),
         Command::Doctor(args) => commands::doctor::run(args.format).await,
         Command::Start(args) => commands::start::run(global, args).await,
-        Command::Status { format, exit_code, retention } => {
-            commands::status::run(global, format.format, *exit_code, retention.as_std()).await
+        Command::Status { format, exit_code, retention, watch: false } => {
+            commands::status::run(
+                global,
+                format.format,
+                *exit_code,
+                retention.map(roundtable_specs::units::Duration::as_std),
+            )
+            .await
+        }
+        Command::Status { format, retention, watch: true, .. } => {
+            commands::watch::status(global, format.format, retention.map(roundtable_specs::units::Duration::as_std))
+                .await
         }
         Command::Plan(args) => commands::plan::run(global, args.format).await,
         Command::Describe { object, format } => commands::describe::run(global, object, format.format).await,
-        Command::Events { object, limit, format } => {
-            commands::events::run(global, object.as_deref(), usize::from(*limit), format.format).await
+        Command::Events { object, limit, watch, format } => {
+            let listed = commands::events::run(global, object.as_deref(), usize::from(*limit), format.format).await?;
+            if *watch && listed == ExitCode::SUCCESS {
+                commands::watch::events(global, object.as_deref(), format.format).await
+            } else {
+                Ok(listed)
+            }
         }
         Command::Reconcile { object, rerun } => commands::reconcile::run(global, object, *rerun).await,
         Command::Controllers { format } => commands::controllers::run(global, format.format).await,
@@ -91,7 +106,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sessions(SessionsCommand::Show { id, format }) => {
             commands::executions::sessions_show(global, id, format.format).await
         }
-        Command::Sessions(SessionsCommand::Logs { id }) => commands::executions::sessions_logs(global, id).await,
+        Command::Sessions(SessionsCommand::Logs { id, follow, format }) => {
+            commands::executions::sessions_logs(global, id, *follow, format.format).await
+        }
         Command::Sessions(SessionsCommand::Register {
             assignment,
             adapter,

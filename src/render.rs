@@ -34,33 +34,54 @@ pub fn age(rfc3339: &str) -> String {
 
 /// A `kubectl get`-style table: upper-case headers, columns padded to their widest cell.
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let rows: Vec<Vec<String>> = rows.iter().map(|row| row.iter().map(|cell| sanitize(cell)).collect()).collect();
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in &rows {
-        for (i, cell) in row.iter().enumerate() {
-            if let Some(width) = widths.get_mut(i) {
-                *width = (*width).max(cell.chars().count());
+    Columns::fitting(headers, rows).render(headers, rows)
+}
+
+/// A table's column widths: fitted to a first set of rows, then kept for rows that come later (a
+/// watch prints each change as a line of the table it started with, as `kubectl get -w` does).
+#[derive(Debug, Clone)]
+pub struct Columns {
+    widths: Vec<usize>,
+}
+
+impl Columns {
+    /// Wide enough for `headers` and every cell of `rows`.
+    pub fn fitting(headers: &[&str], rows: &[Vec<String>]) -> Self {
+        let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+        for row in rows {
+            for (i, cell) in row.iter().enumerate() {
+                if let Some(width) = widths.get_mut(i) {
+                    *width = (*width).max(sanitize(cell).chars().count());
+                }
             }
         }
+        Self { widths }
     }
-    let mut out = String::new();
-    let mut line = |cells: Vec<&str>| {
+
+    /// The header line and every row.
+    pub fn render(&self, headers: &[&str], rows: &[Vec<String>]) -> String {
+        let mut out = self.line(headers);
+        for row in rows {
+            out.push_str(&self.line(row));
+        }
+        out
+    }
+
+    /// One line (a cell is sanitised; the last is not padded).
+    pub fn line<S: AsRef<str>>(&self, cells: &[S]) -> String {
         let mut text = String::new();
         for (i, cell) in cells.iter().enumerate() {
+            let cell = sanitize(cell.as_ref());
             if i + 1 == cells.len() {
-                text.push_str(cell);
+                text.push_str(&cell);
             } else {
-                let _ = write!(text, "{:width$}   ", cell, width = widths[i]);
+                let _ = write!(text, "{:width$}   ", cell, width = self.widths.get(i).copied().unwrap_or(0));
             }
         }
-        out.push_str(text.trim_end());
-        out.push('\n');
-    };
-    line(headers.to_vec());
-    for row in &rows {
-        line(row.iter().map(String::as_str).collect());
+        let mut line = text.trim_end().to_owned();
+        line.push('\n');
+        line
     }
-    out
 }
 
 /// Pretty JSON with a trailing newline.

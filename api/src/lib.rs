@@ -8,6 +8,7 @@ pub mod client;
 pub mod console;
 mod cursor;
 mod error;
+mod follow;
 pub mod hook;
 mod idempotency;
 pub mod listen;
@@ -21,6 +22,7 @@ mod respond;
 mod routes;
 pub mod serve;
 mod state;
+pub mod status_view;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};

@@ -275,10 +275,10 @@ async fn call(state: &ApiState, tool: &str, arguments: &Value) -> Result<Value, 
     let service = &state.service;
     let value = |v: Result<Value, serde_json::Error>| v.map_err(|e| ApiError::internal(e.to_string()));
     match tool {
-        "status" => value(serde_json::to_value(List::of(service.status(state.retention).await?))),
+        "status" => value(serde_json::to_value(List::of(state.status_rows().await?))),
         "adapters" => value(serde_json::to_value(crate::routes::read::adapter_list(state).await?)),
         "assignments" => {
-            let rows = service.status(state.retention).await?;
+            let rows = state.status_rows().await?;
             let rows: Vec<_> = rows.into_iter().filter(|r| r.kind == Kind::Assignment.as_str()).collect();
             value(serde_json::to_value(List::of(rows)))
         }

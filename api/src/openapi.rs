@@ -17,8 +17,8 @@ use roundtable_specs::output::{
 use crate::routes::Verb::{self, Delete, Get, Post};
 use crate::routes::agents::AgentChangeBody;
 use crate::routes::hooks::HookBody;
-use crate::routes::read::SessionLogsBody;
 use crate::routes::write::{ReconcileBody, RegisterSessionBody};
+use roundtable_specs::output::SessionLogsBody;
 
 /// The error body every failure has.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -188,10 +188,49 @@ pub fn document() -> Value {
         vec![("200", Builder::text_response("Metrics.", "text/plain"))],
         false,
     );
-    let r = b.json_response::<List<ObjectStatus>>(
-        "Every object's sync and health, exactly as `roundtable status --format json`.",
+    let mut r = b.json_response::<List<ObjectStatus>>(
+        "Every object's sync and health, as `roundtable status --format json` lists them, in compact JSON (`?pretty=true` indents it), served from the daemon's materialised status. `metadata.resourceVersion` is the version a watch resumes from; the `ETag` header carries it too. With `?watch=true` (and `resourceVersion`, or `Last-Event-ID` when reconnecting) the answer is `text/event-stream` instead: without a version every row as an `ADDED` event then a `BOOKMARK`, then each change as `ADDED`, `MODIFIED` or `DELETED` (its `id` the change's version, its `data` the row); a version older than what is kept is answered `410 expired` (list again).",
     );
-    b.operation(Get, "/v1/status", "status", "Drift of every object.", vec![], None, vec![("200", r)], false);
+    r["headers"] = json!({"ETag": {"description": "The list's version, quoted.", "schema": {"type": "string"}}});
+    r["content"]["text/event-stream"] = json!({"schema": {"type": "string"}});
+    let mut status_parameters = page_parameters();
+    status_parameters[0] = parameter(
+        "limit",
+        "query",
+        "Rows per page, 1 to 1000. Without `limit` and `continue`, every row at once.",
+        json!({"type": "integer", "minimum": 1, "maximum": 1000}),
+        false,
+    );
+    status_parameters.push(parameter(
+        "pretty",
+        "query",
+        "Indented JSON, for a person reading it.",
+        json!({"type": "boolean"}),
+        false,
+    ));
+    status_parameters.push(parameter(
+        "If-None-Match",
+        "header",
+        "An `ETag` from before: `304` while the status is the same.",
+        json!({"type": "string"}),
+        false,
+    ));
+    let mut gone = b.json_response::<ErrorBody>("");
+    gone["description"] = json!("`expired`: the version asked for is no longer kept; list again.");
+    b.operation(
+        Get,
+        "/v1/status",
+        "status",
+        "Drift of every object.",
+        status_parameters,
+        None,
+        vec![
+            ("200", r),
+            ("304", json!({"description": "Not modified since the `If-None-Match` version."})),
+            ("410", gone),
+        ],
+        false,
+    );
     let r = b.json_response::<List<AdapterItem>>("Built-in and declared adapters, merged.");
     b.operation(Get, "/v1/adapters", "adapters", "Adapters.", vec![], None, vec![("200", r)], false);
     let r = b.json_response::<DescribeItem>("Status, stored spec, observed status and recent events.");
@@ -231,8 +270,9 @@ pub fn document() -> Value {
         false,
     );
     let mut r =
-        b.json_response::<SessionLogsBody>("Captured output; `?stream=` returns one stream's raw bytes instead.");
+        b.json_response::<SessionLogsBody>("Captured output; `?stream=` returns one stream's raw bytes instead. With `?follow=true` the answer is `text/event-stream`: each line of a running session's output as a `line` event (`LogLine`, its `id` the line number: `Last-Event-ID` resumes after it), then one `end` event (`{\"reason\", \"phase\"}`) once the session has finished.");
     r["content"]["application/octet-stream"] = json!({"schema": {"type": "string", "format": "binary"}});
+    r["content"]["text/event-stream"] = json!({"schema": {"type": "string"}});
     let stream = parameter(
         "stream",
         "query",
@@ -307,7 +347,10 @@ pub fn document() -> Value {
         vec![("200", decision), ("409", refusal("`not_pending`: it was accepted or superseded."))],
         false,
     );
-    let r = b.json_response::<List<EventItem>>("Events of every object, newest first.");
+    let mut r = b.json_response::<List<EventItem>>(
+        "Events of every object, newest first. With `?watch=true` (and `resourceVersion`, an event's ID, or `Last-Event-ID` when reconnecting) the answer is `text/event-stream` instead: a `BOOKMARK` with the version it starts after (the newest event, without one), then each new event as `ADDED`, its `id` the event's.",
+    );
+    r["content"]["text/event-stream"] = json!({"schema": {"type": "string"}});
     b.operation(Get, "/v1/events", "events", "Events.", page_parameters(), None, vec![("200", r)], false);
     let r = b.json_response::<ReconcileBody>("Queued: the daemon's controller has it now.");
     b.operation(

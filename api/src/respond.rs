@@ -1,5 +1,5 @@
-//! Response bodies: JSON exactly as the CLI prints it (pretty, with a trailing newline), so
-//! `GET /v1/status` and `roundtable status --format json` are the same bytes.
+//! Response bodies: JSON as the CLI prints it (pretty, with a trailing newline). `GET /v1/status`
+//! is the exception: it is served compact from the materialised status (`routes::status`).
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};

@@ -34,9 +34,19 @@ pub struct ApiState {
     pub hook: Option<Arc<GitHook>>,
     /// Who is logged in to the review console (in memory: a restart logs everyone out).
     pub console: Arc<crate::ConsoleSessions>,
+    /// `status`, materialised: what `/v1/status`, its watches and the console's pages serve.
+    pub status: crate::status_view::StatusView,
 }
 
 impl ApiState {
+    /// Every `status` row of the materialised view, as the CLI lists them.
+    pub async fn status_rows(&self) -> Result<Vec<roundtable_specs::output::ObjectStatus>, crate::ApiError> {
+        let snapshot = self.status.snapshot(std::time::Duration::from_secs(30)).await.map_err(|why| {
+            crate::ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, "status_unavailable", why)
+        })?;
+        Ok(snapshot.rows.iter().map(|row| row.status.clone()).collect())
+    }
+
     /// Anchors an operator's action in the audit chain (when the daemon keeps one).
     pub async fn record_operator(&self, subject: &str, action: impl OperatorAction) {
         self.record(subject, &Operated { action, by: Operator::API }).await;

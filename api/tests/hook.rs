@@ -22,6 +22,7 @@ struct Api {
     state: ApiState,
     stop: tokio_util::sync::CancellationToken,
     task: tokio::task::JoinHandle<()>,
+    _refresher: roundtable_api::status_view::Refresher,
     _dir: tempfile::TempDir,
 }
 
@@ -38,6 +39,8 @@ impl Api {
         let service = roundtable_service::Service::open(&project, runtime).await.expect("service");
         let key = service.store().audit_key(&dir.path().join("audit.key"), KeyChoice::Existing).await.expect("key");
         let link = DaemonLink::default();
+        let (status, refresher) =
+            roundtable_api::status_view::StatusView::start(service.clone(), Duration::from_secs(3600));
         let state = ApiState {
             service,
             link: link.clone(),
@@ -49,6 +52,7 @@ impl Api {
             retention: Duration::from_secs(3600),
             hook: hook.map(|secret| Arc::new(GitHook::new(HookSecret::from_bytes(secret)))),
             console: Default::default(),
+            status,
         };
         let bound = roundtable_api::listen::bind(&Listen::Tcp("127.0.0.1:0".parse().expect("address")), None)
             .await
@@ -60,7 +64,7 @@ impl Api {
             let (state, stop) = (state.clone(), stop.clone());
             async move { roundtable_api::serve(bound, state, async move { stop.cancelled().await }).await }
         });
-        Self { address, link, state, stop, task, _dir: dir }
+        Self { address, link, state, stop, task, _refresher: refresher, _dir: dir }
     }
 
     /// One request with `Connection: close`: its status and its body.

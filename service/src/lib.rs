@@ -219,6 +219,11 @@ pub struct Pruned {
 
 const RECENT_EVENTS: i64 = 20;
 
+/// An event as listed, with its ID (a list's cursor, a watch's resource version).
+fn event_item(e: roundtable_store::EventRecord) -> (i64, EventItem) {
+    (e.id, EventItem { at: e.at, object: e.object, type_: e.severity, reason: e.reason, message: e.message })
+}
+
 /// A controller run's liveness from its lease under this user's socket root; this process has
 /// no run of its own.
 fn host_liveness(run: &str) -> roundtable_workspace::runs::Liveness {
@@ -242,6 +247,12 @@ impl Service {
             tracing::warn!("{tightened}");
         }
         Ok(Self::over(project, Store::connect(&project.store).await?, runtime))
+    }
+
+    /// A service over `store`, already open (the daemon's own: the API then sees its writes as
+    /// they are made, [`Store::writes`]).
+    pub fn sharing(project: &Project, store: Store, runtime: Arc<dyn SessionRuntime>) -> Self {
+        Self::over(project, store, runtime)
     }
 
     fn over(project: &Project, store: Store, runtime: Arc<dyn SessionRuntime>) -> Self {
@@ -447,18 +458,13 @@ impl Service {
     /// cursor of the next page).
     pub async fn events(&self, before: Option<i64>, limit: usize) -> Result<Vec<(i64, EventItem)>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        Ok(self
-            .store
-            .recent_events(before, limit)
-            .await?
-            .into_iter()
-            .map(|e| {
-                (
-                    e.id,
-                    EventItem { at: e.at, object: e.object, type_: e.severity, reason: e.reason, message: e.message },
-                )
-            })
-            .collect())
+        Ok(self.store.recent_events(before, limit).await?.into_iter().map(event_item).collect())
+    }
+
+    /// Events of every object after event `after`, oldest first (a watch); each with its ID.
+    pub async fn events_after(&self, after: i64, limit: usize) -> Result<Vec<(i64, EventItem)>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        Ok(self.store.events_after(after, limit).await?.into_iter().map(event_item).collect())
     }
 
     /// Reconciles `key` once in this process (no daemon runs: a running one is asked through

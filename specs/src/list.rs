@@ -23,11 +23,15 @@ pub struct List<T> {
     pub items: Vec<T>,
 }
 
-/// `metadata` of a list: an opaque cursor when more items follow.
+/// `metadata` of a list: an opaque cursor when more items follow; the version a watch resumes
+/// from, for a list that can be watched.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ListMeta {
     #[serde(rename = "continue", default, skip_serializing_if = "Option::is_none")]
     pub continue_token: Option<String>,
+    /// The list's version: `?watch=true&resourceVersion=` it to get what changed after it.
+    #[serde(rename = "resourceVersion", default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
 }
 
 /// Named by its kind (`SessionList`), which code generators turn into a class of that name.

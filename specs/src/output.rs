@@ -223,6 +223,28 @@ impl ListItem for PlannedChange {
     const LIST_KIND: &'static str = "PlannedChangeList";
 }
 
+/// A session's captured output (`sessions logs --format json`, `GET /v1/sessions/{id}/logs`).
+/// Invalid UTF-8 shows as U+FFFD here; the API's `?stream=stdout|stderr` returns one stream's
+/// bytes as captured.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionLogsBody {
+    pub session: String,
+    pub stdout: String,
+    pub stdout_truncated: bool,
+    pub stderr: String,
+    pub stderr_truncated: bool,
+}
+
+/// One line of a followed session's output (`sessions logs -f --format json`, the `line` events
+/// of `GET /v1/sessions/{id}/logs?follow=true`): its number, and its text masked of every
+/// credential the session holds, `stderr: ` before a line of standard error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LogLine {
+    pub line: u64,
+    pub text: String,
+}
+
 /// An event, `kubectl get events` style.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -6,7 +6,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use roundtable_specs::List;
-use roundtable_specs::output::SessionItem;
+use roundtable_specs::output::{LogLine, SessionItem, SessionLogsBody};
 
 use crate::cli::{Format, Global};
 use crate::commands::state::open_for_reading;
@@ -191,8 +191,26 @@ fn budget_line(broker: &roundtable_specs::broker::BrokerReport) -> String {
     parts.join("; ")
 }
 
-pub async fn sessions_logs(global: &Global, id: &str) -> anyhow::Result<ExitCode> {
+pub async fn sessions_logs(global: &Global, id: &str, follow: bool, format: Format) -> anyhow::Result<ExitCode> {
+    if follow {
+        match follow_logs(global, id, format).await? {
+            Followed::Ended => return Ok(ExitCode::SUCCESS),
+            // Finished, or no daemon runs here: its kept output is all there is.
+            Followed::NotRunning(why) => eprintln!("roundtable: {why}; printing its kept output"),
+        }
+    }
     let logs = open_for_reading(global).await?.session_logs(id).await?;
+    if format != Format::Text {
+        let body = SessionLogsBody {
+            session: logs.session,
+            stdout: String::from_utf8_lossy(&logs.stdout).into_owned(),
+            stdout_truncated: logs.stdout_truncated,
+            stderr: String::from_utf8_lossy(&logs.stderr).into_owned(),
+            stderr_truncated: logs.stderr_truncated,
+        };
+        print!("{}", render::document(format, &body)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     for (stream, text, truncated) in
         [("stdout", &logs.stdout, logs.stdout_truncated), ("stderr", &logs.stderr, logs.stderr_truncated)]
     {
@@ -203,6 +221,62 @@ pub async fn sessions_logs(global: &Global, id: &str) -> anyhow::Result<ExitCode
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How following a session's output ended.
+enum Followed {
+    /// It was followed to its end.
+    Ended,
+    /// There was nothing to follow: why.
+    NotRunning(String),
+}
+
+/// Prints session `id`'s output as the daemon streams it, until the session ends.
+async fn follow_logs(global: &Global, id: &str, format: Format) -> anyhow::Result<Followed> {
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+        anyhow::bail!("{id:?} is not a session ID (letters, digits, '-' and '_')");
+    }
+    let state_dir = global.state_dir();
+    if roundtable_store::lock::holder(&state_dir).is_none() {
+        return Ok(Followed::NotRunning("no daemon runs here, so no session is running".into()));
+    }
+    let path = format!("/v1/sessions/{id}/logs?follow=true");
+    let mut stream = match roundtable_api::client::stream(&state_dir, &path).await? {
+        Ok(stream) => stream,
+        Err(answer) => anyhow::bail!(
+            "the daemon answered {}: {}",
+            answer.status,
+            crate::commands::status::daemon_message(&answer.body)
+        ),
+    };
+    let mut printed = false;
+    while let Some(event) = stream.next().await? {
+        match event.event.as_str() {
+            "line" => {
+                let line: LogLine = serde_json::from_str(&event.data)
+                    .map_err(|error| anyhow::anyhow!("the daemon sent a line that is not one: {error}"))?;
+                match format {
+                    Format::Text => println!("{}", render::sanitize(&line.text)),
+                    _ => println!("{}", serde_json::to_string(&line)?),
+                }
+                std::io::stdout().flush()?;
+                printed = true;
+            }
+            "end" => {
+                let end: serde_json::Value = serde_json::from_str(&event.data).unwrap_or_default();
+                let reason = end["reason"].as_str().unwrap_or("the session ended").to_owned();
+                let phase = end["phase"].as_str().unwrap_or("unknown").to_owned();
+                if !printed && phase != "Running" && phase != "Queued" {
+                    return Ok(Followed::NotRunning(format!("session {id} is {phase}")));
+                }
+                eprintln!("roundtable: {reason} ({phase})");
+                return Ok(Followed::Ended);
+            }
+            _ => {}
+        }
+    }
+    eprintln!("roundtable: the daemon stopped; the follow ended");
+    Ok(Followed::Ended)
 }
 
 pub async fn proposals_list(

@@ -20,3 +20,4 @@ pub mod start;
 pub mod state;
 pub mod status;
 pub mod validate;
+pub mod watch;

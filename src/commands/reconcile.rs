@@ -50,10 +50,7 @@ pub async fn run(global: &Global, object: &str, rerun: bool) -> anyhow::Result<E
             }
             return Ok(ExitCode::SUCCESS);
         }
-        let message = serde_json::from_slice::<serde_json::Value>(&answer.body)
-            .ok()
-            .and_then(|body| body["error"]["message"].as_str().map(str::to_owned))
-            .unwrap_or_else(|| String::from_utf8_lossy(&answer.body).into_owned());
+        let message = crate::commands::status::daemon_message(&answer.body);
         eprintln!("error: the daemon answered {}: {message}", answer.status);
         return Ok(ExitCode::from(1));
     }

@@ -95,7 +95,7 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     let runtime = crate::commands::state::runtime().await;
     register_metrics();
     let link = roundtable_core::daemon::DaemonLink::default();
-    let api = serve_api(args, &runtime, &link, &execution, hook).await?;
+    let api = serve_api(args, (&store, &runtime), &link, &execution, hook).await?;
     match runtime.health().await {
         Ok(health) => {
             tracing::info!(endpoint = %health.endpoint, version = %health.version, "connected to the container engine")
@@ -236,12 +236,15 @@ struct ServedApi {
     stop: tokio_util::sync::CancellationToken,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     socket: PathBuf,
+    /// Keeps the status view current; dropped first on stop, which ends every watch.
+    status: roundtable_api::status_view::Refresher,
 }
 
 impl ServedApi {
     /// Stops accepting, lets requests in flight finish (the server bounds that wait), removes the
     /// CLI socket.
     async fn stop(self) {
+        drop(self.status);
         self.stop.cancel();
         for task in self.tasks {
             if tokio::time::timeout(std::time::Duration::from_secs(10), task).await.is_err() {
@@ -256,7 +259,7 @@ impl ServedApi {
 /// beside the daemon: always on the CLI's private socket, and on `--api-listen` when given.
 async fn serve_api(
     args: &StartArgs,
-    runtime: &std::sync::Arc<dyn roundtable_session_runtime::SessionRuntime>,
+    (store, runtime): (&Store, &std::sync::Arc<dyn roundtable_session_runtime::SessionRuntime>),
     link: &roundtable_core::daemon::DaemonLink,
     execution: &ExecutionConfig,
     hook: Option<std::sync::Arc<roundtable_api::hook::GitHook>>,
@@ -276,8 +279,8 @@ async fn serve_api(
     let socket = roundtable_api::cli_socket(state_dir);
     let private = roundtable_api::listen::bind_unix(&socket)
         .with_context(|| format!("cannot serve the API on the CLI's socket {}", socket.display()))?;
-    let service = roundtable_service::Service::open(project, runtime.clone())
-        .await?
+    // The daemon's own store handle: the status view sees each of its writes as it is made.
+    let service = roundtable_service::Service::sharing(project, store.clone(), runtime.clone())
         .with_scan_cache()
         .with_anchor_key(execution.audit_key.clone());
     if let Some(key) = &execution.audit_key {
@@ -285,6 +288,7 @@ async fn serve_api(
         let recorded = service.record_credential_fingerprints(&execution.secrets, key).await?;
         tracing::info!(recorded, "recorded the fingerprints of the credentials this daemon holds");
     }
+    let (status, refresher) = roundtable_api::status_view::StatusView::start(service.clone(), args.retention.as_std());
     let workspace = match &args.workspace {
         Some(name) => name.clone(),
         // The folder the operator knows: the checkout (whose committed state may be followed),
@@ -311,6 +315,7 @@ async fn serve_api(
         retention: args.retention.as_std(),
         hook,
         console: Default::default(),
+        status,
     };
     let private = roundtable_api::Bound::Unix(private);
     let (cli_address, extra_address) = (private.local(), extra.as_ref().map(roundtable_api::Bound::local));
@@ -337,5 +342,5 @@ async fn serve_api(
             roundtable_api::serve(bound, state, async move { stop.cancelled().await }).await;
         }));
     }
-    Ok(ServedApi { stop, tasks, socket })
+    Ok(ServedApi { stop, tasks, socket, status: refresher })
 }

@@ -69,6 +69,7 @@ impl Store {
         .bind(event.record)
         .fetch_one(&self.pool)
         .await?;
+        self.wrote();
         Ok(row.try_get("id")?)
     }
 
@@ -98,6 +99,7 @@ impl Store {
         }
         tag_with_uids(&mut tx, before).await?;
         tx.commit().await?;
+        self.wrote();
         Ok(())
     }
 
@@ -109,6 +111,21 @@ impl Store {
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(event_from_row).collect()
+    }
+
+    /// Events of every object after event `after`, oldest first (a watch resuming from it).
+    pub async fn events_after(&self, after: i64, limit: i64) -> Result<Vec<EventRecord>> {
+        let rows = sqlx::query("SELECT * FROM events WHERE id > $1 ORDER BY id LIMIT $2")
+            .bind(after)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(event_from_row).collect()
+    }
+
+    /// The id of the newest event; 0 when there is none.
+    pub async fn last_event_id(&self) -> Result<i64> {
+        Ok(sqlx::query_scalar::<_, Option<i64>>("SELECT MAX(id) FROM events").fetch_one(&self.pool).await?.unwrap_or(0))
     }
 
     /// The most recent `limit` events of the object with uid `uid` (an earlier object of the

@@ -142,7 +142,9 @@ fn proposal_from_row(row: &sqlx::any::AnyRow) -> Result<ProposalRecord> {
 impl Store {
     /// Inserts or replaces a session row.
     pub async fn save_session(&self, session: &SessionRecord) -> Result<()> {
-        save_session_with(&self.pool, session).await
+        save_session_with(&self.pool, session).await?;
+        self.wrote();
+        Ok(())
     }
 }
 
@@ -253,7 +255,9 @@ impl Store {
 
     /// Records a proposal; false when the execution generation already has one.
     pub async fn insert_proposal(&self, proposal: &ProposalRecord) -> Result<bool> {
-        insert_proposal_with(&self.pool, proposal).await
+        let inserted = insert_proposal_with(&self.pool, proposal).await?;
+        self.wrote();
+        Ok(inserted)
     }
 
     pub async fn proposals(&self) -> Result<Vec<ProposalRecord>> {
@@ -337,12 +341,14 @@ impl Store {
 
     pub async fn delete_session(&self, id: &str) -> Result<()> {
         sqlx::query("DELETE FROM sessions WHERE id = $1").bind(id).execute(&self.pool).await?;
+        self.wrote();
         Ok(())
     }
 
     pub async fn delete_proposal(&self, id: &str) -> Result<()> {
         sqlx::query("DELETE FROM proposal_patches WHERE proposal_id = $1").bind(id).execute(&self.pool).await?;
         sqlx::query("DELETE FROM proposals WHERE id = $1").bind(id).execute(&self.pool).await?;
+        self.wrote();
         Ok(())
     }
 
@@ -366,6 +372,7 @@ impl Store {
         .bind(ProposalState::Pending.as_str())
         .execute(&self.pool)
         .await?;
+        self.wrote();
         Ok(done.rows_affected() == 1)
     }
 

@@ -335,6 +335,7 @@ impl Store {
         }
         crate::executions::save_session_with(&mut *tx, session).await?;
         tx.commit().await.map_err(Error::from)?;
+        self.wrote();
         Ok(Ok(()))
     }
 
@@ -360,6 +361,7 @@ impl Store {
                 .await?;
         }
         tx.commit().await.map_err(Error::from)?;
+        self.wrote();
         Ok(Ok(inserted))
     }
 }

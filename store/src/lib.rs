@@ -204,6 +204,11 @@ pub struct Store {
     /// The desired revision spec writes through this handle require (see
     /// [`Store::pinned_to_revision`]).
     revision_pin: Option<std::sync::Arc<str>>,
+    /// Counts the writes made through this handle and its clones that `status` shows (objects,
+    /// conditions, sessions, proposals, events, overrides, the source), so a view of them can
+    /// wait for the next instead of polling. Writes by other processes on a shared store are not
+    /// counted: such a view also refreshes on a timer.
+    writes: std::sync::Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 /// Creates the state directory (0700, with a `.gitignore` that keeps it out of commits) and
@@ -248,7 +253,13 @@ impl Store {
                     .await
                     .map_err(|source| Error::StateDir { path: folder.to_owned(), source })?;
                 SQLITE_MIGRATIONS.run(&pool).await.map_err(|source| Error::Migrate { location, source })?;
-                Ok(Self { pool, dialect: Dialect::Sqlite, url: url.clone(), revision_pin: None })
+                Ok(Self {
+                    pool,
+                    dialect: Dialect::Sqlite,
+                    url: url.clone(),
+                    revision_pin: None,
+                    writes: Default::default(),
+                })
             }
             StoreUrl::Postgres(text) => {
                 let options: AnyConnectOptions = text.parse().map_err(open)?;
@@ -259,7 +270,13 @@ impl Store {
                     .await
                     .map_err(open)?;
                 POSTGRES_MIGRATIONS.run(&pool).await.map_err(|source| Error::Migrate { location, source })?;
-                Ok(Self { pool, dialect: Dialect::Postgres, url: url.clone(), revision_pin: None })
+                Ok(Self {
+                    pool,
+                    dialect: Dialect::Postgres,
+                    url: url.clone(),
+                    revision_pin: None,
+                    writes: Default::default(),
+                })
             }
         }
     }
@@ -297,6 +314,7 @@ impl Store {
             dialect: Dialect::Sqlite,
             url: StoreUrl::Sqlite(PathBuf::from(":memory:")),
             revision_pin: None,
+            writes: Default::default(),
         })
     }
 
@@ -307,6 +325,16 @@ impl Store {
             StoreUrl::Sqlite(path) if !path.is_file() => Ok(None),
             _ => Self::connect(url).await.map(Some),
         }
+    }
+
+    /// Follows [`Store::wrote`]: the count changes after each write that `status` shows.
+    pub fn writes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.writes.subscribe()
+    }
+
+    /// Counts a committed write (see [`Store::writes`]).
+    pub(crate) fn wrote(&self) {
+        self.writes.send_modify(|count| *count = count.wrapping_add(1));
     }
 
     /// A transaction that takes the write lock up front. On SQLite that is `BEGIN IMMEDIATE`: a

@@ -146,6 +146,7 @@ impl Store {
             insert.execute(&mut *tx).await?;
         }
         tx.commit().await?;
+        self.wrote();
         Ok(recorded)
     }
 
@@ -216,6 +217,7 @@ impl Store {
         let (uid, generation): (String, i64) = (row.try_get("uid")?, row.try_get("execution_generation")?);
         crate::executions::supersede_proposals(&mut tx, &uid, generation).await?;
         tx.commit().await?;
+        self.wrote();
         Ok(Some(generation))
     }
 
@@ -231,6 +233,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
         tx.commit().await?;
+        self.wrote();
         Ok(done.rows_affected() == 1)
     }
 
@@ -244,6 +247,7 @@ impl Store {
             sqlx::query(statement).bind(key.kind.as_str()).bind(&key.name).execute(&mut *tx).await?;
         }
         tx.commit().await?;
+        self.wrote();
         Ok(())
     }
 
@@ -254,6 +258,7 @@ impl Store {
             .bind(status)
             .execute(&self.pool)
             .await?;
+        self.wrote();
         Ok(())
     }
 
@@ -264,6 +269,7 @@ impl Store {
             .bind(generation)
             .execute(&self.pool)
             .await?;
+        self.wrote();
         Ok(())
     }
 
@@ -299,6 +305,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
+        self.wrote();
         Ok(Condition { last_transition_time: transition, ..condition.clone() })
     }
 

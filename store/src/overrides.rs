@@ -115,6 +115,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
+        self.wrote();
         Ok(OverrideChange { before, after, active_sessions: active })
     }
 
@@ -137,6 +138,7 @@ impl Store {
             .fetch_optional(&mut *tx)
             .await?;
         tx.commit().await?;
+        self.wrote();
         row.as_ref().map(override_from_row).transpose()
     }
 
@@ -167,6 +169,7 @@ impl Store {
         }
         save_session_with(&mut *tx, session).await?;
         tx.commit().await.map_err(Error::from)?;
+        self.wrote();
         Ok(())
     }
 }

@@ -47,12 +47,14 @@ impl Store {
         .bind(now())
         .execute(&self.pool)
         .await?;
+        self.wrote();
         Ok(())
     }
 
     /// Forgets the source: the desired state comes from a working tree again.
     pub async fn forget_source(&self) -> Result<()> {
         sqlx::query("DELETE FROM source_sync WHERE id = 1").execute(&self.pool).await?;
+        self.wrote();
         Ok(())
     }
 

@@ -34,4 +34,6 @@ mod schemas;
 mod secrets;
 mod state_files;
 mod support;
+mod terminal;
 mod tidy;
+mod watch;

@@ -142,9 +142,9 @@ pub(crate) async fn status(
     Csrf(csrf): Csrf,
     Query(query): Query<StatusQuery>,
 ) -> Response {
-    match state.service.status(state.retention).await {
+    match state.status_rows().await {
         Ok(rows) => html(&status_page(rows, &query, csrf, PAGE_ROWS)),
-        Err(error) => super::failed(&csrf, &error),
+        Err(error) => super::message(error.status, &csrf, "Something failed", super::view::shown(&error.message)),
     }
 }
 

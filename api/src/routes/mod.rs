@@ -7,9 +7,11 @@
 
 pub(crate) mod agents;
 pub(crate) mod delivery;
+mod follow;
 pub(crate) mod hooks;
 mod ops;
 pub(crate) mod read;
+pub(crate) mod status;
 pub(crate) mod write;
 
 use std::fmt;
@@ -107,7 +109,7 @@ pub(crate) fn table() -> Vec<Route> {
         route(Public, Get, "/readyz", ops::readyz),
         route(Public, Get, "/v1/openapi.json", ops::openapi),
         route(Public, Get, crate::auth::PROTECTED_RESOURCE_PATH, ops::protected_resource),
-        route(Operator, Get, "/v1/status", read::status),
+        route(Operator, Get, "/v1/status", status::status),
         route(Operator, Get, "/v1/adapters", read::adapters),
         route(Operator, Get, "/v1/assignments/{name}", read::assignment),
         route(Operator, Get, "/v1/sessions", read::sessions),

@@ -7,9 +7,8 @@ use axum::extract::{Path, State};
 use crate::query::ApiQuery;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
-use roundtable_specs::output::{EventItem, ProposalItem, SessionItem};
+use roundtable_specs::output::{EventItem, ProposalItem, SessionItem, SessionLogsBody};
 use roundtable_specs::{Kind, List, ObjectKey};
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::cursor;
@@ -29,11 +28,6 @@ fn listed<T: roundtable_specs::ListItem + Serialize>(items: Vec<T>, next: Option
     let mut list = List::of(items);
     list.metadata.continue_token = next;
     respond::ok(&list)
-}
-
-pub async fn status(State(state): State<ApiState>) -> ApiResult<Response> {
-    let rows = state.service.status(state.retention).await?;
-    Ok(respond::ok(&List::of(rows)))
 }
 
 pub async fn adapters(State(state): State<ApiState>) -> ApiResult<Response> {
@@ -77,28 +71,22 @@ pub async fn session(State(state): State<ApiState>, Path(id): Path<String>) -> A
     Ok(respond::ok(&state.service.session(&id).await?))
 }
 
-/// A session's captured output. Invalid UTF-8 shows as U+FFFD here; `?stream=stdout|stderr`
-/// returns one stream's bytes as captured.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SessionLogsBody {
-    pub session: String,
-    pub stdout: String,
-    pub stdout_truncated: bool,
-    pub stderr: String,
-    pub stderr_truncated: bool,
-}
-
 #[derive(Debug, Default, Deserialize)]
 pub struct LogsQuery {
     pub stream: Option<String>,
+    pub follow: Option<String>,
 }
 
 pub async fn session_logs(
     State(state): State<ApiState>,
     Path(id): Path<String>,
     ApiQuery(query): ApiQuery<LogsQuery>,
+    headers: HeaderMap,
 ) -> ApiResult<Response> {
+    if super::status::flag("follow", query.follow.as_deref())? {
+        let after = super::status::resume_from(&headers, None)?;
+        return super::follow::session_logs(state, &id, after).await;
+    }
     let logs = state.service.session_logs(&id).await?;
     match query.stream.as_deref() {
         None => Ok(respond::ok(&SessionLogsBody {
@@ -146,8 +134,27 @@ pub async fn proposal(
     })
 }
 
-/// Events of every object, newest first.
-pub async fn events(State(state): State<ApiState>, ApiQuery(query): ApiQuery<PageQuery>) -> ApiResult<Response> {
+/// `?limit=`, `?continue=`, and a watch's `?watch=true&resourceVersion=`.
+#[derive(Debug, Default, Deserialize)]
+pub struct EventsQuery {
+    pub limit: Option<String>,
+    #[serde(rename = "continue")]
+    pub cursor: Option<String>,
+    pub watch: Option<String>,
+    #[serde(rename = "resourceVersion")]
+    pub resource_version: Option<String>,
+}
+
+/// Events of every object, newest first; with `?watch=true`, each new one as it is recorded.
+pub async fn events(
+    State(state): State<ApiState>,
+    ApiQuery(query): ApiQuery<EventsQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    if super::status::flag("watch", query.watch.as_deref())? {
+        let from = super::status::resume_from(&headers, query.resource_version.as_deref())?;
+        return super::follow::events(state, from).await;
+    }
     let request = cursor::page("events", query.limit.as_deref(), query.cursor.as_deref())?;
     let before =
         match &request.after {

@@ -1,0 +1,370 @@
+//! The materialised status: `status` rows computed once per change (a write to the store, a spec
+//! edit the daemon records, the engine's leftovers on a timer), not once per request, and kept in
+//! memory with the resource version of each row's last change, as kube-apiserver's watch cache
+//! serves lists. Whole lists, pages and watches are all served from it.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use roundtable_service::Service;
+use roundtable_specs::output::ObjectStatus;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+/// Changes kept for watches that resume; one older than these is told to relist (`410 Gone`).
+const KEPT_CHANGES: usize = 20_000;
+/// Snapshots a `continue` token can still name (a paginated read stays on one snapshot).
+const KEPT_SNAPSHOTS: usize = 8;
+/// Writes come in bursts (a reconcile writes conditions, a generation, an event): one refresh
+/// after a burst, not one per write.
+const SETTLE: Duration = Duration::from_millis(50);
+/// Rows that change with time alone (heartbeats, retention, the engine's leftovers) or by other
+/// controllers' writes to a shared store are refreshed at least this often.
+const FLOOR: Duration = Duration::from_secs(10);
+
+/// One row with its key (`KIND/NAME`), its compact JSON and the version of its last change.
+#[derive(Debug)]
+pub struct Row {
+    pub key: String,
+    pub status: ObjectStatus,
+    pub json: Box<str>,
+    pub version: u64,
+}
+
+/// What happened to a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum ChangeType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl ChangeType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeType::Added => "ADDED",
+            ChangeType::Modified => "MODIFIED",
+            ChangeType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change: its version, and the row as it is after (as it was, for a deletion).
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub version: u64,
+    pub type_: ChangeType,
+    pub row: Arc<Row>,
+}
+
+/// Every row at one version.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub version: u64,
+    pub rows: Arc<[Arc<Row>]>,
+    /// When it was computed, and how long that took.
+    pub computed_at: Instant,
+    pub took: Duration,
+    body: std::sync::OnceLock<bytes::Bytes>,
+}
+
+impl Snapshot {
+    /// The whole list as compact JSON (`ObjectStatusList`), built once per snapshot.
+    pub fn body(&self) -> bytes::Bytes {
+        self.body.get_or_init(|| list_body(&self.rows, self.version, None)).clone()
+    }
+}
+
+/// `rows` as an `ObjectStatusList` at `version`, with `next` as its continue token, built from
+/// each row's JSON (nothing is serialised again).
+pub fn list_body(rows: &[Arc<Row>], version: u64, next: Option<&str>) -> bytes::Bytes {
+    let size = rows.iter().map(|row| row.json.len() + 1).sum::<usize>() + 160;
+    let mut body = String::with_capacity(size);
+    body.push_str(r#"{"apiVersion":"#);
+    body.push_str(&serde_json::to_string(roundtable_specs::meta::API_VERSION).unwrap_or_default());
+    body.push_str(r#","kind":"ObjectStatusList","metadata":{"resourceVersion":""#);
+    body.push_str(&version.to_string());
+    body.push('"');
+    if let Some(next) = next {
+        body.push_str(r#","continue":"#);
+        body.push_str(&serde_json::to_string(next).unwrap_or_default());
+    }
+    body.push_str(r#"},"items":["#);
+    for (index, row) in rows.iter().enumerate() {
+        if index > 0 {
+            body.push(',');
+        }
+        body.push_str(&row.json);
+    }
+    body.push_str("]}\n");
+    bytes::Bytes::from(body)
+}
+
+/// Whether a watch can resume after a version.
+#[derive(Debug)]
+pub enum Since {
+    Changes(Vec<Change>),
+    /// The version is older than what is kept: relist.
+    Expired {
+        oldest: u64,
+    },
+}
+
+#[derive(Default)]
+struct History {
+    changes: VecDeque<Change>,
+    /// Every change above this version is kept.
+    kept_after: u64,
+    snapshots: VecDeque<(u64, Arc<[Arc<Row>]>)>,
+}
+
+/// The view: the current snapshot, recent changes, and why the last refresh failed, if it did.
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct StatusView {
+    current: watch::Receiver<Option<Arc<Snapshot>>>,
+    history: Arc<Mutex<History>>,
+    failure: Arc<Mutex<Option<String>>>,
+}
+
+/// Keeps a [`StatusView`] current; dropping it stops the refreshes and ends every watch.
+pub struct Refresher {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Refresher {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl StatusView {
+    /// A view of `service`'s status (sessions and proposals past `retention` among it), kept
+    /// current by the returned refresher.
+    pub fn start(service: Service, retention: Duration) -> (Self, Refresher) {
+        let (sender, current) = watch::channel(None);
+        // Versions start from the clock, so one from an earlier daemon is always older than any
+        // of this one's, and a client resuming from it is told to relist.
+        let first = u64::try_from(
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_micros(),
+        )
+        .unwrap_or(1);
+        let history = Arc::new(Mutex::new(History { kept_after: first, ..Default::default() }));
+        let view = Self { current, history, failure: Arc::default() };
+        let task = tokio::spawn(refresh(service, retention, sender, view.clone(), first));
+        (view, Refresher { task })
+    }
+
+    /// The current snapshot, waiting up to `patience` for the first one; why there is none.
+    pub async fn snapshot(&self, patience: Duration) -> Result<Arc<Snapshot>, String> {
+        let mut current = self.current.clone();
+        let waited = tokio::time::timeout(patience, current.wait_for(Option::is_some)).await;
+        match waited {
+            Ok(Ok(found)) => found.clone().ok_or_else(|| "no status yet".to_owned()),
+            _ => Err(self.failure().unwrap_or_else(|| "the status is not computed yet".to_owned())),
+        }
+    }
+
+    /// Why the last refresh failed, while the snapshot served is older than it.
+    pub fn failure(&self) -> Option<String> {
+        self.failure.lock().ok().and_then(|failure| failure.clone())
+    }
+
+    /// The rows of the snapshot at `version`, while it is kept.
+    pub fn rows_at(&self, version: u64) -> Option<Arc<[Arc<Row>]>> {
+        let history = self.history.lock().ok()?;
+        history.snapshots.iter().find(|(v, _)| *v == version).map(|(_, rows)| rows.clone())
+    }
+
+    /// The changes after `version`, oldest first.
+    pub fn since(&self, version: u64) -> Since {
+        let Ok(history) = self.history.lock() else { return Since::Expired { oldest: 0 } };
+        if version < history.kept_after {
+            return Since::Expired { oldest: history.kept_after };
+        }
+        Since::Changes(history.changes.iter().filter(|change| change.version > version).cloned().collect())
+    }
+
+    /// Waits until the view moves past what `seen` saw; false once it stops for good.
+    pub async fn changed(seen: &mut watch::Receiver<Option<Arc<Snapshot>>>) -> bool {
+        seen.changed().await.is_ok()
+    }
+
+    /// A receiver that [`StatusView::changed`] waits on.
+    pub fn subscribe(&self) -> watch::Receiver<Option<Arc<Snapshot>>> {
+        self.current.clone()
+    }
+
+    fn publish(&self, sender: &watch::Sender<Option<Arc<Snapshot>>>, snapshot: Snapshot, changes: Vec<Change>) {
+        if let Ok(mut history) = self.history.lock() {
+            history.changes.extend(changes);
+            while history.changes.len() > KEPT_CHANGES {
+                if let Some(dropped) = history.changes.pop_front() {
+                    history.kept_after = dropped.version;
+                }
+            }
+            history.snapshots.push_back((snapshot.version, snapshot.rows.clone()));
+            while history.snapshots.len() > KEPT_SNAPSHOTS {
+                history.snapshots.pop_front();
+            }
+        }
+        sender.send_replace(Some(Arc::new(snapshot)));
+    }
+}
+
+/// The refresh loop: a snapshot now, then one after each burst of writes, or after
+/// [`FLOOR`] without any. A refresh never takes more than half the time: after one that took
+/// `t`, the next waits at least `t`.
+async fn refresh(
+    service: Service,
+    retention: Duration,
+    sender: watch::Sender<Option<Arc<Snapshot>>>,
+    view: StatusView,
+    first: u64,
+) {
+    let mut writes = service.store().writes();
+    let mut version = first;
+    let mut rows: Arc<[Arc<Row>]> = Arc::from(Vec::new());
+    loop {
+        writes.mark_unchanged();
+        let started = Instant::now();
+        match service.status(retention).await {
+            Ok(found) => {
+                let (next, changes) = diff(&rows, found, &mut version);
+                let took = started.elapsed();
+                if let Ok(mut failure) = view.failure.lock() {
+                    *failure = None;
+                }
+                if !changes.is_empty() || sender.borrow().is_none() {
+                    rows = next;
+                    let snapshot =
+                        Snapshot { version, rows: rows.clone(), computed_at: started, took, body: Default::default() };
+                    view.publish(&sender, snapshot, changes);
+                }
+            }
+            Err(error) => {
+                let error = roundtable_telemetry::error_chain(&error);
+                tracing::warn!(%error, "cannot refresh the status view; serving the last one");
+                if let Ok(mut failure) = view.failure.lock() {
+                    *failure = Some(error);
+                }
+            }
+        }
+        let took = started.elapsed();
+        tokio::select! {
+            changed = writes.changed() => if changed.is_err() { return },
+            () = tokio::time::sleep(FLOOR.max(took * 4)) => {}
+        }
+        tokio::time::sleep(SETTLE.max(took)).await;
+    }
+}
+
+/// The key of each row (`KIND/NAME`, `#2` and on for a repeat), in order.
+fn keyed(found: Vec<ObjectStatus>) -> Vec<(String, ObjectStatus)> {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    found
+        .into_iter()
+        .map(|status| {
+            let base = format!("{}/{}", status.kind, status.name);
+            let count = seen.entry(base.clone()).or_default();
+            *count += 1;
+            let key = if *count == 1 { base } else { format!("{base}#{count}") };
+            (key, status)
+        })
+        .collect()
+}
+
+/// The rows of `found` against `old`: an unchanged row is the same `Arc` (with its version), a
+/// new or changed one gets the next version, and a row no longer found is a deletion.
+pub fn diff(old: &[Arc<Row>], found: Vec<ObjectStatus>, version: &mut u64) -> (Arc<[Arc<Row>]>, Vec<Change>) {
+    let before: HashMap<&str, &Arc<Row>> = old.iter().map(|row| (row.key.as_str(), row)).collect();
+    let mut changes = Vec::new();
+    let mut rows = Vec::with_capacity(found.len());
+    let mut still: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for (key, status) in keyed(found) {
+        let previous = before.get(key.as_str());
+        if let Some(previous) = previous.filter(|previous| previous.status == status) {
+            rows.push(Arc::clone(previous));
+        } else {
+            *version += 1;
+            let json = serde_json::to_string(&status).unwrap_or_default().into_boxed_str();
+            let row = Arc::new(Row { key: key.clone(), status, json, version: *version });
+            let type_ = if previous.is_some() { ChangeType::Modified } else { ChangeType::Added };
+            changes.push(Change { version: *version, type_, row: row.clone() });
+            rows.push(row);
+        }
+        still.insert(key);
+    }
+    for row in old {
+        if !still.contains(&row.key) {
+            *version += 1;
+            changes.push(Change { version: *version, type_: ChangeType::Deleted, row: row.clone() });
+        }
+    }
+    (Arc::from(rows), changes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roundtable_specs::output::{Health, SyncStatus};
+
+    fn row(kind: &str, name: &str, message: &str) -> ObjectStatus {
+        ObjectStatus {
+            kind: kind.into(),
+            name: name.into(),
+            generation: None,
+            observed_generation: None,
+            sync: SyncStatus::Synced,
+            health: Health::Healthy,
+            created_at: None,
+            message: message.into(),
+            conditions: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn only_what_changed_gets_a_new_version() {
+        let mut version = 100;
+        let (first, added) = diff(&[], vec![row("Adapter", "a", ""), row("Assignment", "b", "")], &mut version);
+        assert_eq!(
+            added.iter().map(|c| (c.type_, c.version)).collect::<Vec<_>>(),
+            [(ChangeType::Added, 101), (ChangeType::Added, 102)]
+        );
+        let (second, changed) =
+            diff(&first, vec![row("Adapter", "a", ""), row("Assignment", "b", "running")], &mut version);
+        assert_eq!(changed.len(), 1);
+        assert_eq!(
+            (changed[0].type_, changed[0].row.key.as_str(), changed[0].version),
+            (ChangeType::Modified, "Assignment/b", 103)
+        );
+        assert!(Arc::ptr_eq(&first[0], &second[0]), "an unchanged row is shared, not copied");
+        let (third, removed) = diff(&second, vec![row("Assignment", "b", "running")], &mut version);
+        assert_eq!(removed.len(), 1);
+        assert_eq!((removed[0].type_, removed[0].row.key.as_str()), (ChangeType::Deleted, "Adapter/a"));
+        assert_eq!(third.len(), 1);
+    }
+
+    #[test]
+    fn rows_of_one_kind_and_name_keep_apart() {
+        let mut version = 0;
+        let (rows, _) = diff(&[], vec![row("Volume", "v", "x"), row("Volume", "v", "y")], &mut version);
+        assert_eq!(rows.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(), ["Volume/v", "Volume/v#2"]);
+    }
+
+    #[test]
+    fn a_list_body_is_the_rows_json_as_an_object_status_list() {
+        let mut version = 7;
+        let (rows, _) = diff(&[], vec![row("Adapter", "a", "ok")], &mut version);
+        let body = list_body(&rows, version, Some("next"));
+        let list: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(list["kind"], "ObjectStatusList");
+        assert_eq!(list["metadata"]["resourceVersion"], "8");
+        assert_eq!(list["metadata"]["continue"], "next");
+        assert_eq!(list["items"][0]["name"], "a");
+        let typed: roundtable_specs::List<ObjectStatus> = serde_json::from_slice(&body).expect("a List");
+        assert_eq!(typed.items.len(), 1);
+    }
+}

@@ -1,0 +1,152 @@
+//! `status --watch` and `sessions logs -f` in a real terminal: each runs in a `tmux` pane on a
+//! private tmux server, and the test reads the screen as an operator would see it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::{
+    API, ShowLogOnPanic, binary, commit_all, ensure_test_images, json, roundtable, start_daemon, wait_until_within,
+    write,
+};
+
+/// Whether tmux is here; CI requires it.
+fn tmux_or_skip() -> bool {
+    let found = Command::new("tmux").arg("-V").output().is_ok_and(|out| out.status.success());
+    if !found {
+        assert!(
+            std::env::var_os("ROUNDTABLE_REQUIRE_TMUX").is_none(),
+            "ROUNDTABLE_REQUIRE_TMUX is set but tmux is missing"
+        );
+        eprintln!("skipping the terminal test: apt-get install tmux");
+    }
+    found
+}
+
+/// A tmux server of the test's own (its socket in a folder of the test's), killed when dropped.
+struct Tmux {
+    socket: PathBuf,
+}
+
+impl Tmux {
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux").arg("-S").arg(&self.socket).args(args).output().expect("tmux runs");
+        assert!(out.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs `command` in `cwd` in a new 200×50 window named `name`.
+    fn run(&self, name: &str, cwd: &Path, command: &str) {
+        let size = ["-x", "200", "-y", "50"];
+        let shell = format!("cd {} && {command}; sleep 600", cwd.display());
+        if self.socket.exists() {
+            self.tmux(&["new-window", "-d", "-n", name, &shell]);
+        } else {
+            let mut args = vec!["new-session", "-d", "-s", "test", "-n", name];
+            args.extend(size);
+            args.push(&shell);
+            self.tmux(&args);
+        }
+    }
+
+    /// What window `name` shows now (its scrollback included).
+    fn screen(&self, name: &str) -> String {
+        self.tmux(&["capture-pane", "-p", "-J", "-S", "-200", "-t", &format!("test:{name}")])
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").arg("-S").arg(&self.socket).arg("kill-server").output();
+    }
+}
+
+/// `ticking` prints a line a second, twelve times; `quiet` is suspended (its spec is edited).
+fn project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write(root, "README.md", "# Project\n");
+    let assignment = |name: &str, prompt: &str, suspend: bool| {
+        format!(
+            "---\n{API}\nkind: Assignment\nmetadata: {{name: {name}}}\nspec:\n  adapter: generic\n  task: {{id: T-{name}, prompt: {}}}\n  readablePaths: [README.md]\n  suspend: {suspend}\n",
+            serde_json::to_string(prompt).expect("json")
+        )
+    };
+    let specs = format!(
+        "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n{}{}",
+        assignment("ticking", "for i in $(seq 1 12); do echo tick $i; sleep 1; done", false),
+        assignment("quiet", "echo first", true),
+    );
+    write(root, ".roundtable/specs.yaml", &specs);
+    commit_all(root);
+    dir
+}
+
+/// The lines of `screen` that list `name` in the status table.
+fn rows_of<'a>(screen: &'a str, name: &str) -> Vec<&'a str> {
+    screen.lines().filter(|line| line.split_whitespace().nth(1) == Some(name)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_watch_and_logs_follow_on_a_terminal() {
+    let Some(engine) = crate::support::engine_or_skip().await else { return };
+    if !tmux_or_skip() {
+        return;
+    }
+    ensure_test_images();
+    let dir = project();
+    let root = dir.path();
+    let executions = tempfile::tempdir().expect("tempdir");
+    let daemon = start_daemon(root, &[], executions.path());
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
+    crate::http::Api::of(&root.join(".roundtable/state")).await;
+    let tmux = Tmux { socket: executions.path().join("tmux.sock") };
+    let bin = binary();
+
+    // `sessions logs -f`: lines appear while the agent still runs, then the end.
+    let running = || {
+        let listed = json(&roundtable(root, &["sessions", "list", "--format", "json"]));
+        listed["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| s["assignment"] == "ticking" && s["phase"] == "Running")
+            .and_then(|s| s["id"].as_str().map(str::to_owned))
+    };
+    wait_until_within("ticking to run", Duration::from_secs(120), || running().is_some()).await;
+    let session = running().expect("a running session");
+    tmux.run("logs", root, &format!("{} sessions logs -f {session}", bin.display()));
+    wait_until_within("a line while the agent runs", Duration::from_secs(30), || {
+        tmux.screen("logs").contains("tick 2")
+    })
+    .await;
+    let early = tmux.screen("logs");
+    assert!(!early.contains("tick 12"), "the output came only at the end:\n{early}");
+    wait_until_within("the session's end", Duration::from_secs(60), || {
+        tmux.screen("logs").contains("the session ended (Succeeded)")
+    })
+    .await;
+    let whole = tmux.screen("logs");
+    for i in 1..=12 {
+        assert!(whole.lines().any(|line| line.trim() == format!("tick {i}")), "tick {i} missing:\n{whole}");
+    }
+
+    // `status --watch`: the table, then a line for the edit.
+    tmux.run("status", root, &format!("{} status --watch", bin.display()));
+    wait_until_within("the watch's table", Duration::from_secs(30), || {
+        let screen = tmux.screen("status");
+        screen.contains("KIND") && rows_of(&screen, "quiet").len() == 1
+    })
+    .await;
+    let specs = std::fs::read_to_string(root.join(".roundtable/specs.yaml")).expect("specs");
+    write(root, ".roundtable/specs.yaml", &specs.replace("echo first", "echo second"));
+    wait_until_within("the edit on the watch's screen", Duration::from_secs(20), || {
+        let screen = tmux.screen("status");
+        rows_of(&screen, "quiet").iter().any(|line| line.split_whitespace().nth(3) == Some("2"))
+    })
+    .await;
+
+    drop(tmux);
+    drop(daemon);
+    crate::support::nothing_left(&engine, root).await;
+}
