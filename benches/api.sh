@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# HTTP API figures from loopback with wrk (Debian package); prints, asserts nothing.
+# HTTP API figures from loopback with wrk (Debian package); prints, asserts nothing. Each figure
+# is printed beside its baseline from the same run.
 #   1. GET /v1/status of a project with N objects (default 10,000: half Adapters, half suspended
-#      Assignments): latency p50/p90/p99 and requests per second, 4 connections.
-#   2. GET /healthz with 64 connections: requests per second.
-#   3. One `roundtable status --format json` as a CLI process, for comparison.
+#      Assignments), served from the materialised status: the whole list, a 500-row page, and
+#      If-None-Match (304), 4 connections each. Baseline: what every request cost before, one
+#      recompute of the status (the daemon's own refresh, from its log).
+#   2. 100 watchers of /v1/status?watch=true and one spec edit: when each received it (p50, p99),
+#      counted from the write of the file.
+#   3. GET /healthz with 64 connections: requests per second.
+#   4. `roundtable status --format json` as a CLI process: asking the daemon, and computing it in
+#      the process (`--retention 30d`), the baseline.
+#   5. The daemon's RSS.
 # Usage: benches/api.sh [OBJECTS]   (needs the engine only for the daemon's Adapter checks)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,17 +18,39 @@ objects=${1:-10000}
 command -v wrk >/dev/null || { apt-get install -y -q wrk >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q wrk >/dev/null; }; }
 cargo build --quiet --release --bin roundtable
 bin=$PWD/target/x86_64-unknown-linux-gnu/release/roundtable
+here=$PWD
+export RUST_LOG=info,roundtable_api::status_view=debug
 source benches/daemon.sh
 start_daemon_with_objects "$bin" "$objects"
 echo "objects: $objects (all Synced after $synced_after s)"
+auth="Authorization: Bearer $token"
+wrk_figures() { grep -E "Latency|50%|90%|99%|Requests/sec|requests in|Non-2xx|timeout"; }
+
 echo
-echo "== GET /v1/status, 4 connections, 20 s"
-wrk -t2 -c4 -d20s --timeout 10s --latency -H "Authorization: Bearer $token" "http://$address/v1/status" | grep -E "Latency|50%|90%|99%|Requests/sec|requests in|Non-2xx|timeout"
+echo "== baseline: one recompute of the status (what each request cost before), last 5 refreshes"
+grep "status view refreshed" "$work/daemon.log" | tail -5 | grep -oE "rows=[0-9]+|took_ms=[0-9]+" | paste -sd' ' | fold -w 100
+echo
+echo "== GET /v1/status, the whole list, 4 connections, 10 s"
+curl -s -o /dev/null -w "one response: %{size_download} bytes\n" -H "$auth" "http://$address/v1/status"
+wrk -t2 -c4 -d10s --timeout 10s --latency -H "$auth" "http://$address/v1/status" | wrk_figures
+echo
+echo "== GET /v1/status?limit=500, one page, 4 connections, 10 s"
+wrk -t2 -c4 -d10s --latency -H "$auth" "http://$address/v1/status?limit=500" | wrk_figures
+echo
+etag=$(curl -s -D - -o /dev/null -H "$auth" "http://$address/v1/status" | tr -d '\r' | sed -n 's/^etag: //Ip')
+echo "== GET /v1/status with If-None-Match: $etag (304), 4 connections, 10 s"
+wrk -t2 -c4 -d10s --latency -H "$auth" -H "If-None-Match: $etag" "http://$address/v1/status" | wrk_figures
+echo
+echo "== 100 watchers of /v1/status?watch=true, one spec edit"
+python3 "$here/benches/watchers.py" "$address" "$token" 100 .roundtable
 echo
 echo "== GET /healthz, 64 connections, 10 s"
 wrk -t2 -c64 -d10s --latency "http://$address/healthz" | grep -E "Latency|50%|99%|Requests/sec|requests in"
 echo
-echo "== roundtable status --format json (CLI process), 3 runs"
-for _ in 1 2 3; do /usr/bin/time -f "%e s, %M KiB max RSS" "$bin" status --format json >/dev/null; done
+echo "== roundtable status --format json (CLI process), 3 runs each"
+echo "asking the daemon:"
+for _ in 1 2 3; do /usr/bin/time -f "  %e s, %M KiB max RSS" "$bin" status --format json >/dev/null; done
+echo "baseline, computed in the process (--retention 30d):"
+for _ in 1 2 3; do /usr/bin/time -f "  %e s, %M KiB max RSS" "$bin" status --format json --retention 30d >/dev/null; done
 echo
 echo "daemon RSS: $(ps -o rss= -p "$daemon") KiB"

@@ -19,6 +19,9 @@ const KEPT_SNAPSHOTS: usize = 8;
 /// Writes come in bursts (a reconcile writes conditions, a generation, an event): one refresh
 /// after a burst, not one per write.
 const SETTLE: Duration = Duration::from_millis(50);
+/// How long a read waits for the view to catch up with the writes made before it (then it is
+/// served what there is), as kube-apiserver's consistent reads from its cache wait.
+const CATCH_UP: Duration = Duration::from_secs(3);
 /// Rows that change with time alone (heartbeats, retention, the engine's leftovers) or by other
 /// controllers' writes to a shared store are refreshed at least this often.
 const FLOOR: Duration = Duration::from_secs(10);
@@ -63,6 +66,8 @@ pub struct Change {
 #[derive(Debug)]
 pub struct Snapshot {
     pub version: u64,
+    /// The store's write count when its computation started: it shows every write up to it.
+    pub writes: u64,
     pub rows: Arc<[Arc<Row>]>,
     /// When it was computed, and how long that took.
     pub computed_at: Instant,
@@ -125,6 +130,7 @@ struct History {
 #[derive(Clone)]
 pub struct StatusView {
     current: watch::Receiver<Option<Arc<Snapshot>>>,
+    writes: watch::Receiver<u64>,
     history: Arc<Mutex<History>>,
     failure: Arc<Mutex<Option<String>>>,
 }
@@ -152,14 +158,21 @@ impl StatusView {
         )
         .unwrap_or(1);
         let history = Arc::new(Mutex::new(History { kept_after: first, ..Default::default() }));
-        let view = Self { current, history, failure: Arc::default() };
+        let view = Self { current, writes: service.store().writes(), history, failure: Arc::default() };
         let task = tokio::spawn(refresh(service, retention, sender, view.clone(), first));
         (view, Refresher { task })
     }
 
-    /// The current snapshot, waiting up to `patience` for the first one; why there is none.
+    /// The current snapshot, waiting up to `patience` for the first one; why there is none. A
+    /// read after a write sees it: the snapshot served shows every write this daemon made before
+    /// the call, unless catching up takes longer than [`CATCH_UP`].
     pub async fn snapshot(&self, patience: Duration) -> Result<Arc<Snapshot>, String> {
+        let written = *self.writes.borrow();
         let mut current = self.current.clone();
+        let caught_up = |s: &Option<Arc<Snapshot>>| s.as_ref().is_some_and(|s| s.writes >= written);
+        if let Ok(Ok(found)) = tokio::time::timeout(CATCH_UP.min(patience), current.wait_for(caught_up)).await {
+            return found.clone().ok_or_else(|| "no status yet".to_owned());
+        }
         let waited = tokio::time::timeout(patience, current.wait_for(Option::is_some)).await;
         match waited {
             Ok(Ok(found)) => found.clone().ok_or_else(|| "no status yet".to_owned()),
@@ -228,7 +241,7 @@ async fn refresh(
     let mut version = first;
     let mut rows: Arc<[Arc<Row>]> = Arc::from(Vec::new());
     loop {
-        writes.mark_unchanged();
+        let written = *writes.borrow_and_update();
         let started = Instant::now();
         match service.status(retention).await {
             Ok(found) => {
@@ -237,11 +250,38 @@ async fn refresh(
                 if let Ok(mut failure) = view.failure.lock() {
                     *failure = None;
                 }
-                if !changes.is_empty() || sender.borrow().is_none() {
-                    rows = next;
-                    let snapshot =
-                        Snapshot { version, rows: rows.clone(), computed_at: started, took, body: Default::default() };
-                    view.publish(&sender, snapshot, changes);
+                tracing::debug!(
+                    rows = next.len(),
+                    changes = changes.len(),
+                    took_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+                    "status view refreshed"
+                );
+                let current = sender.borrow().clone();
+                match current {
+                    Some(current) if changes.is_empty() => {
+                        // Nothing changed: the same rows, now known to show these writes too.
+                        let snapshot = Snapshot {
+                            version: current.version,
+                            writes: written,
+                            rows: current.rows.clone(),
+                            computed_at: started,
+                            took,
+                            body: current.body.clone(),
+                        };
+                        sender.send_replace(Some(Arc::new(snapshot)));
+                    }
+                    _ => {
+                        rows = next;
+                        let snapshot = Snapshot {
+                            version,
+                            writes: written,
+                            rows: rows.clone(),
+                            computed_at: started,
+                            took,
+                            body: Default::default(),
+                        };
+                        view.publish(&sender, snapshot, changes);
+                    }
                 }
             }
             Err(error) => {
