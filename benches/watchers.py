@@ -22,20 +22,25 @@ async def watch(address, token, ready, edited_at, name, delays):
         ).encode()
     )
     await writer.drain()
-    buffered = b""
-    bookmarked = False
+    # Only the bookmark is looked for in the first rows (each chunk with the end of the one
+    # before, so a marker cut between chunks is found); after it, what came since.
+    tail = b""
+    after = None
     while True:
-        chunk = await reader.read(65536)
+        chunk = await reader.read(1 << 20)
         if not chunk:
             raise RuntimeError("the watch ended")
-        buffered += chunk
-        if not bookmarked and b"event: BOOKMARK" in buffered:
-            bookmarked = True
-            buffered = buffered[buffered.index(b"event: BOOKMARK") :]
-            ready.release()
-        if bookmarked and edited_at:
+        if after is None:
+            seen = tail + chunk
+            if b"event: BOOKMARK" in seen:
+                after = b""
+                ready.release()
+            tail = seen[-64:]
+            continue
+        after += chunk
+        if edited_at:
             # Chunk framing may cut an event; the row's name and its new generation both arrive.
-            text = buffered.decode("utf-8", "replace")
+            text = after.decode("utf-8", "replace")
             if "event: MODIFIED" in text and f'"name":"{name}","generation":2' in text:
                 delays.append(time.monotonic() - edited_at[0])
                 writer.close()

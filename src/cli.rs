@@ -658,6 +658,11 @@ pub struct StartArgs {
     /// The workspace name in API paths (/v1/workspaces/{ws}/…); default: the project folder's name.
     #[arg(long)]
     pub workspace: Option<String>,
+    /// Export traces over OTLP/HTTP (protobuf) to this collector's base URL (`/v1/traces` is
+    /// added), like OTEL_EXPORTER_OTLP_ENDPOINT, which it overrides. Plain http:// only. Off when
+    /// neither it nor the standard variables name one.
+    #[arg(long)]
+    pub otlp_endpoint: Option<String>,
     /// Replace a lost audit key: create a new one and record, as the first entry sealed with it,
     /// the head of the chain so far (whose entries then no longer verify). Refused while the key
     /// exists.

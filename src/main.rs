@@ -5,6 +5,7 @@ mod commands;
 mod project;
 mod render;
 mod signals;
+mod traces;
 
 use std::process::ExitCode;
 
@@ -26,23 +27,46 @@ fn log_filter(rust_log: Option<&str>, default: &str) -> String {
     if chosen.contains("sqlx") { chosen.to_owned() } else { format!("{chosen},sqlx=warn") }
 }
 
-fn init_logging(format: LogFormat, daemon: bool) {
+/// Logs on stderr, and for the daemon, traces to a collector when one is named (what exports
+/// them, to be shut down at exit); why the collector cannot be used.
+fn init_logging(format: LogFormat, command: &Command) -> Result<Option<traces::Exporting>, String> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let daemon = matches!(command, Command::Start(_));
     let rust_log = std::env::var("RUST_LOG").ok();
     let filter = log_filter(rust_log.as_deref(), if daemon { "info" } else { "warn" });
     let filter =
         tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         // A log that cannot be written (a full disk under a redirected stderr) loses the line;
         // reporting that with `eprintln!` would panic whatever task was logging, an execution's
         // included, which then never recorded how it ended.
         .log_internal_errors(false)
         .with_ansi(colour_on_stderr(std::env::var_os("NO_COLOR").as_deref()));
-    match format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
+    let fmt = match format {
+        LogFormat::Json => fmt.json().boxed(),
+        LogFormat::Text => fmt.boxed(),
+    };
+    let exporting = match command {
+        Command::Start(args) => {
+            let variable = |name| std::env::var(name).ok();
+            let url = traces::endpoint(
+                args.otlp_endpoint.as_deref(),
+                variable(traces::TRACES_VARIABLE).as_deref(),
+                variable(traces::BASE_VARIABLE).as_deref(),
+            )?;
+            url.map(|url| traces::Exporting::start(&url, cli::VERSION).map(|exporting| (exporting, url))).transpose()?
+        }
+        _ => None,
+    };
+    let otel = exporting.as_ref().map(|(exporting, _)| exporting.layer());
+    tracing_subscriber::registry().with(filter).with(fmt).with(otel).init();
+    if let Some((_, url)) = &exporting {
+        tracing::info!(endpoint = %url, "exporting traces over OTLP/HTTP");
     }
+    Ok(exporting.map(|(exporting, _)| exporting))
 }
 
 /// Colour only for a person at a terminal: a pipe, a file or a journal gets plain text, and a
@@ -309,7 +333,13 @@ fn main() -> ExitCode {
             };
         }
     };
-    init_logging(cli.global.log_format, matches!(cli.command, Command::Start(_)));
+    let exporting = match init_logging(cli.global.log_format, &cli.command) {
+        Ok(exporting) => exporting,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     // What runs inside an agent container counts against its pids limit: one thread, whatever the
     // host's core count (a multi-thread runtime would start one worker per host core).
     let mut builder = if runs_in_container(&cli.command) {
@@ -326,14 +356,20 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(run(cli)) {
+    let code = match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(error) => {
             // Errors name files, objects and engines: escaped like everything else shown.
             eprintln!("error: {}", render::sanitize_block(&format!("{error:#}")));
             ExitCode::from(1)
         }
+    };
+    // Outside the runtime: the exporter's blocking client must not be dropped inside it.
+    drop(runtime);
+    if let Some(exporting) = exporting {
+        exporting.shutdown();
     }
+    code
 }
 
 #[cfg(test)]

@@ -72,10 +72,10 @@ pub async fn serve(endpoint: Arc<SessionEndpoint>, listener: UnixListener, cance
                 Ok((stream, _)) => match places.clone().try_acquire_owned() {
                     Ok(place) => {
                         let connection = connection(endpoint.clone(), stream, cancel.child_token());
-                        connections.spawn(async move {
+                        connections.spawn(tracing::Instrument::in_current_span(async move {
                             connection.await;
                             drop(place);
-                        });
+                        }));
                     }
                     Err(_) => refuse_over_limit(&endpoint, &stream),
                 },
@@ -157,7 +157,7 @@ async fn connection(endpoint: Arc<SessionEndpoint>, mut stream: UnixStream, canc
             return;
         }
     };
-    let handler = Handler { endpoint: endpoint.clone(), token, role };
+    let handler = Handler { endpoint: endpoint.clone(), token, role, span: tracing::Span::current() };
     let running = match handler.serve(BoundedTransport::new(stream, MCP_LIMITS, endpoint.board.activity.clone())).await
     {
         Ok(running) => running,
@@ -179,6 +179,9 @@ struct Handler {
     endpoint: Arc<SessionEndpoint>,
     token: String,
     role: Role,
+    /// The span the endpoint serves under (the session's): each tool call is a child of it,
+    /// whatever task the MCP library runs the call on.
+    span: tracing::Span,
 }
 
 impl Handler {
@@ -253,7 +256,12 @@ impl ServerHandler for Handler {
     ) -> Result<CallToolResponse, ErrorData> {
         let role = self.recheck()?;
         let arguments = request.arguments.map_or(Value::Null, Value::Object);
-        match self.endpoint.board.call(role, &request.name, arguments).await {
+        let span = tracing::info_span!(parent: &self.span, "mcp.tool", tool = %request.name, role = ?role, outcome = tracing::field::Empty);
+        let called =
+            tracing::Instrument::instrument(self.endpoint.board.call(role, &request.name, arguments), span.clone())
+                .await;
+        span.record("outcome", if called.is_ok() { "ok" } else { "error" });
+        match called {
             Ok(value) => Ok(CallToolResponse::Complete(CallToolResult::structured(value))),
             Err(error) => Ok(CallToolResponse::Complete(CallToolResult::structured_error(
                 serde_json::json!({"error": error.to_string()}),

@@ -189,13 +189,42 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
     }
 
     async fn handle_via(&self, request: Request<Incoming>, via: Via) -> Response<Outgoing> {
+        let span = tracing::info_span!(
+            "broker.request",
+            method = %request.method(),
+            intercepted = via == Via::Intercepted,
+            host = tracing::field::Empty,
+            path = tracing::field::Empty,
+            decision = tracing::field::Empty,
+            reason = tracing::field::Empty,
+            status = tracing::field::Empty,
+        );
+        tracing::Instrument::instrument(self.decide(request, via), span).await
+    }
+
+    async fn decide(&self, request: Request<Incoming>, via: Via) -> Response<Outgoing> {
         let started = Instant::now();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let mut record = Record::begin(self.shared.clone(), id, request.method().as_str(), started);
         record.line.intercepted = via == Via::Intercepted;
-        match self.forward(request, &mut record).await {
-            Ok(answered) => self.answer(answered, record).await,
-            Err(refusal) => refuse(record, refusal),
+        let forwarded = self.forward(request, &mut record).await;
+        let span = tracing::Span::current();
+        span.record("host", record.line.host.as_deref().unwrap_or_default());
+        span.record("path", record.line.path.as_str());
+        match forwarded {
+            Ok(answered) => {
+                span.record("decision", "allow");
+                let response = self.answer(answered, record).await;
+                span.record("status", response.status().as_u16());
+                response
+            }
+            Err(refusal) => {
+                span.record("decision", "deny");
+                span.record("reason", refusal.reason.as_str());
+                let response = refuse(record, refusal);
+                span.record("status", response.status().as_u16());
+                response
+            }
         }
     }
 

@@ -77,13 +77,14 @@ async fn accept_loop<R: Resolve, D: Dial>(
         // Over the bound, the connection is closed unanswered: the agent sees a reset.
         let Ok(permit) = slots.clone().try_acquire_owned() else { return };
         let (broker, cancel) = (broker.clone(), cancel.clone());
-        connections.spawn(async move {
+        // Each request's span is a child of the one the broker serves under (a session's).
+        connections.spawn(tracing::Instrument::in_current_span(async move {
             let _permit = permit;
             match connection {
                 Connection::Unix(stream) => serve_connection(broker, stream, cancel).await,
                 Connection::Tcp(stream) => serve_connection(broker, stream, cancel).await,
             }
-        });
+        }));
     })
     .await;
 }

@@ -31,7 +31,8 @@ impl Served {
         F: Future<Output = ()> + Send + 'static,
     {
         let cancel = CancellationToken::new();
-        let task = tokio::spawn(serve(cancel.clone()));
+        // Its work is part of the session's: its spans (each decision) are the session's children.
+        let task = tokio::spawn(tracing::Instrument::in_current_span(serve(cancel.clone())));
         Self { what, socket: socket.to_owned(), cancel, task: Some(task) }
     }
 

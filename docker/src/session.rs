@@ -21,6 +21,7 @@ use roundtable_session_runtime::{Captured, RunEnd, RunOutcome, RuntimeError, Ses
 use roundtable_specs::runtime::SandboxKernel;
 use roundtable_specs::session::CheckReport;
 use tokio::sync::watch;
+use tracing::Instrument as _;
 
 use crate::calls::{Phases, timed};
 use crate::checked::Checked;
@@ -144,11 +145,12 @@ impl<'a> Execution<'a> {
             return Ok(RunOutcome::ended(RunEnd::Cancelled));
         }
         let mut phases = Phases::start(&self.name);
-        self.launch(docker).await?;
+        // One span per phase (exported as traces when a collector is named).
+        self.launch(docker).instrument(tracing::info_span!("launch")).await?;
         let mut outcome = RunOutcome::ended(RunEnd::Exited);
         phases.lap(&mut outcome.timings, "launch");
 
-        let verdict = self.seed_and_check(docker, &mut cancel).await;
+        let verdict = self.seed_and_check(docker, &mut cancel).instrument(tracing::info_span!("self_check")).await;
         phases.lap(&mut outcome.timings, "selfCheck");
         let checked = match verdict? {
             Verdict::Passed(checked) => checked,
@@ -164,7 +166,8 @@ impl<'a> Execution<'a> {
         if self.plan.egress_proxy || self.plan.broker_relay {
             tracing::debug!(container = %self.name, "egress proxy");
             let relays = proxy::Relays { egress: self.plan.egress_proxy, broker: self.plan.broker_relay };
-            if let Err(failure) = proxy::start_proxy(docker, &self.name, relays).await {
+            let started = proxy::start_proxy(docker, &self.name, relays).instrument(tracing::info_span!("proxy")).await;
+            if let Err(failure) = started {
                 // The checked process waits for a go that never comes.
                 let _ = checked.refuse(docker, &self.name, &mut cancel).await;
                 outcome.end = RunEnd::EgressUnavailable;
@@ -177,7 +180,7 @@ impl<'a> Execution<'a> {
         // The engine's OOM events are read afterwards for the agent's whole run (since → until),
         // so none is missed by subscribing late.
         let agent_started = oom::unix_seconds();
-        let agent = self.run_agent(docker, checked, &mut cancel).await?;
+        let agent = self.run_agent(docker, checked, &mut cancel).instrument(tracing::info_span!("agent")).await?;
         phases.lap(&mut outcome.timings, "agent");
         outcome.stdout = agent.stdout;
         outcome.stderr = agent.stderr;
@@ -191,7 +194,7 @@ impl<'a> Execution<'a> {
             outcome.end = RunEnd::OutOfMemory;
         }
 
-        self.pause_and_export(docker, &mut outcome).await?;
+        self.pause_and_export(docker, &mut outcome).instrument(tracing::info_span!("export")).await?;
         phases.lap(&mut outcome.timings, "export");
         Ok(outcome)
     }

@@ -154,7 +154,8 @@ where
     Fut: Future<Output = ()> + Send + 'static,
 {
     loop {
-        match tokio::spawn(make()).await {
+        // The loop's spans stay under the span it is supervised in (a session's).
+        match tokio::spawn(tracing::Instrument::in_current_span(make())).await {
             Ok(()) => return,
             Err(error) if error.is_panic() && !cancel.is_cancelled() => {
                 on_restart();
@@ -196,14 +197,15 @@ async fn accept_loop<R: Resolve, D: Dial>(
         let permit = slots.clone().try_acquire_owned();
         let gateway = gateway.clone();
         let cancel = cancel.clone();
-        tunnels.spawn(async move {
+        // Each tunnel's span is a child of the one the gateway serves under (a session's).
+        tunnels.spawn(tracing::Instrument::in_current_span(async move {
             match (permit, connection) {
                 (Ok(_permit), Connection::Unix(stream)) => gateway.handle(stream, &cancel).await,
                 (Ok(_permit), Connection::Tcp(stream)) => gateway.handle(stream, &cancel).await,
                 (Err(_), Connection::Unix(stream)) => gateway.refuse_over_limit(stream).await,
                 (Err(_), Connection::Tcp(stream)) => gateway.refuse_over_limit(stream).await,
             }
-        });
+        }));
     })
     .await;
 }

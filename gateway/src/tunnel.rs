@@ -101,13 +101,27 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
 
     fn report(&self, decision: &mut Decision, reason: GatewayReason) {
         decision.conclude(reason);
+        let span = tracing::Span::current();
+        span.record("host", decision.host.as_deref().or(decision.requested_host.as_deref()).unwrap_or_default());
+        span.record("decision", decision.decision.as_str());
+        span.record("reason", reason.as_str());
         self.counters.record(decision);
         metrics::decision(reason);
         self.journal.decision(decision);
     }
 
     /// Runs one tunnel to its end. `cancel` closes a spliced tunnel when the gateway stops.
-    pub async fn handle<S: ClientStream>(&self, mut client: S, cancel: &CancellationToken) {
+    pub async fn handle<S: ClientStream>(&self, client: S, cancel: &CancellationToken) {
+        let span = tracing::info_span!(
+            "egress.tunnel",
+            host = tracing::field::Empty,
+            decision = tracing::field::Empty,
+            reason = tracing::field::Empty
+        );
+        tracing::Instrument::instrument(self.tunnel(client, cancel), span).await;
+    }
+
+    async fn tunnel<S: ClientStream>(&self, mut client: S, cancel: &CancellationToken) {
         let started = Instant::now();
         let mut decision = self.start_decision();
         let opened = tokio::select! {
@@ -128,9 +142,18 @@ impl<R: Resolve, D: Dial> Gateway<R, D> {
 
     /// Answers a connection over the tunnel limit without reading it.
     pub async fn refuse_over_limit<S: AsyncWrite + Unpin>(&self, mut client: S) {
+        let span = tracing::info_span!(
+            "egress.tunnel",
+            host = tracing::field::Empty,
+            decision = tracing::field::Empty,
+            reason = tracing::field::Empty
+        );
+        let _entered = span.enter();
         let mut decision = self.start_decision();
         self.report(&mut decision, GatewayReason::TunnelLimit);
-        answer(&mut client, GatewayReason::TunnelLimit, Answer::Status(429)).await;
+        drop(_entered);
+        tracing::Instrument::instrument(answer(&mut client, GatewayReason::TunnelLimit, Answer::Status(429)), span)
+            .await;
     }
 
     async fn open<S>(&self, client: &mut S, decision: &mut Decision) -> Result<Opened, Denial>

@@ -36,4 +36,5 @@ mod state_files;
 mod support;
 mod terminal;
 mod tidy;
+mod traces;
 mod watch;

@@ -36,6 +36,7 @@ use roundtable_workspace::provision::{self, ProvisionError, Provisioned};
 use roundtable_workspace::settle::{self, Settled};
 use roundtable_workspace::{patch, sockets};
 use tokio::sync::watch;
+use tracing::Instrument as _;
 
 use super::folder::ExecutionFolder;
 use super::outcome::{Ending, Stop, ending_of, ending_of_error, masked, proposal_flags};
@@ -216,7 +217,7 @@ impl Inner {
         self.save(&session).await;
 
         let started = Instant::now();
-        let source = match self.provision(&request, &folder).await {
+        let source = match self.provision(&request, &folder).instrument(tracing::info_span!("provision")).await {
             Ok(source) => source,
             Err(ending) => return self.end(session, ending).await,
         };
@@ -268,7 +269,11 @@ impl Inner {
         }
         self.fingerprint_credentials(&session.id, &request.adapter).await;
         self.live.open(&session.id, known.clone());
-        let launched = self.launch(&session, &request, &source, &provider_plan, &folder, &placeholders, cancel).await;
+        // The sidecars and the container's phases, under one span.
+        let launched = self
+            .launch(&session, &request, &source, &provider_plan, &folder, &placeholders, cancel)
+            .instrument(tracing::info_span!("sandbox"))
+            .await;
         // The agent is done: its live tail ends (the kept log is read from its folder from now on).
         self.live.close(&session.id);
         // The gateway's and the broker's final counters and the MCP activity are kept however
@@ -302,7 +307,9 @@ impl Inner {
         if let Some(ending) = ending_of(&outcome, self.stop_of(&session.id), request.timeout()) {
             return self.end(session, ending).await;
         }
-        self.propose(session, &request, &source, &folder, &known, printed).await
+        self.propose(session, &request, &source, &folder, &known, printed)
+            .instrument(tracing::info_span!("patch"))
+            .await
     }
 
     /// Resolves the revision in the confined repository and exports exactly the readable paths.
