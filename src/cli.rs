@@ -112,6 +112,8 @@ pub enum LogFormat {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     Text,
+    /// The text table with more columns, where a listing has them (`kubectl -o wide`).
+    Wide,
     Json,
     /// The same document as `json`, as YAML (`kubectl -o yaml`).
     Yaml,

@@ -32,6 +32,46 @@ pub fn age(rfc3339: &str) -> String {
     }
 }
 
+/// How long from one RFC 3339 time to another (to now without one): `45s`, `3m12s`, `2h5m`;
+/// `-` when `from` does not parse.
+pub fn duration(from: &str, to: Option<&str>) -> String {
+    let parse = |text: &str| time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok();
+    let Some(from) = parse(from) else { return "-".into() };
+    let to = to.and_then(parse).unwrap_or_else(time::OffsetDateTime::now_utc);
+    let seconds = (to - from).whole_seconds().max(0);
+    match seconds {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m{}s", s / 60, s % 60),
+        s => format!("{}h{}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// `headers` and each row's `cells`, with the wide-only columns (`wide_headers`, each row's
+/// `wide`) put before the last column when `wide`: what `-o wide` adds to a listing.
+pub fn table_maybe_wide(
+    headers: &[&str],
+    wide_headers: &[&str],
+    rows: Vec<(Vec<String>, Vec<String>)>,
+    wide: bool,
+) -> String {
+    let insert_at = headers.len().saturating_sub(1);
+    let mut all_headers: Vec<&str> = headers.to_vec();
+    if wide {
+        all_headers.splice(insert_at..insert_at, wide_headers.iter().copied());
+    }
+    let rows: Vec<Vec<String>> = rows
+        .into_iter()
+        .map(|(mut cells, extra)| {
+            if wide {
+                let at = insert_at.min(cells.len());
+                cells.splice(at..at, extra);
+            }
+            cells
+        })
+        .collect();
+    table(&all_headers, &rows)
+}
+
 /// A `kubectl get`-style table: upper-case headers, columns padded to their widest cell.
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     Columns::fitting(headers, rows).render(headers, rows)
@@ -95,7 +135,7 @@ pub fn json<T: Serialize>(value: &T) -> anyhow::Result<String> {
 pub fn document<T: Serialize>(format: crate::cli::Format, value: &T) -> anyhow::Result<String> {
     match format {
         crate::cli::Format::Yaml => Ok(yaml(&serde_json::to_value(value)?)),
-        crate::cli::Format::Json | crate::cli::Format::Text => json(value),
+        crate::cli::Format::Json | crate::cli::Format::Text | crate::cli::Format::Wide => json(value),
     }
 }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use bollard::Docker;
 use bollard::models::{SystemInfo, SystemVersion};
 use roundtable_session_runtime::{EngineRuntimes, RuntimeError};
-use roundtable_specs::output::{DoctorReport, FeatureCheck};
+use roundtable_specs::output::{DoctorReport, FeatureBasis, FeatureCheck};
 
 use crate::errors::engine_error;
 
@@ -234,7 +234,7 @@ pub fn unreachable_report(error: &EngineError) -> DoctorReport {
 }
 
 fn feature(name: &str, available: bool, detail: impl Into<String>) -> FeatureCheck {
-    FeatureCheck { name: name.into(), available, detail: detail.into() }
+    FeatureCheck { name: name.into(), available, detail: detail.into(), basis: FeatureBasis::EngineReported }
 }
 
 /// The features the hardened profile needs, as the engine reports them.

@@ -15,7 +15,7 @@ use bollard::query_parameters::DownloadFromContainerOptionsBuilder;
 use futures::StreamExt as _;
 use roundtable_session_runtime::{Expected, ResolvedRuntime, Resources, RuntimeError, TmpEntry};
 use roundtable_specs::layout as paths;
-use roundtable_specs::output::FeatureCheck;
+use roundtable_specs::output::{FeatureBasis, FeatureCheck};
 use tokio::sync::watch;
 
 use crate::container::{self, container_name, create_hardened, create_tmpfs_volumes, image_or_empty};
@@ -37,8 +37,8 @@ const MARKER: &[u8] = b"roundtable doctor: archive round trip\n";
 
 fn check(name: &str, outcome: Result<String, String>) -> FeatureCheck {
     match outcome {
-        Ok(detail) => FeatureCheck { name: name.into(), available: true, detail },
-        Err(detail) => FeatureCheck { name: name.into(), available: false, detail },
+        Ok(detail) => FeatureCheck { name: name.into(), available: true, detail, basis: FeatureBasis::Tried },
+        Err(detail) => FeatureCheck { name: name.into(), available: false, detail, basis: FeatureBasis::Tried },
     }
 }
 

@@ -371,6 +371,20 @@ pub struct FeatureCheck {
     pub name: String,
     pub available: bool,
     pub detail: String,
+    /// How it is known: tried on a throw-away container, or only what the engine's `info` says
+    /// (which an engine can claim and not enforce: rootless Podman on cgroup v1 reports memory
+    /// limits it cannot apply).
+    pub basis: FeatureBasis,
+}
+
+/// How a [`FeatureCheck`] is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum FeatureBasis {
+    /// Done once by `doctor`'s trial.
+    Tried,
+    /// Taken from the engine's word.
+    EngineReported,
 }
 
 /// What `doctor` found about the container engine.

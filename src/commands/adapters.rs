@@ -14,7 +14,7 @@ pub fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
     }
     match format {
         Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(items))?),
-        Format::Text => {
+        Format::Text | Format::Wide => {
             let rows: Vec<Vec<String>> = items
                 .iter()
                 .map(|item| {
@@ -89,7 +89,7 @@ pub fn plan(
             });
             print!("{}", render::document(format, &value)?);
         }
-        Format::Text => {
+        Format::Text | Format::Wide => {
             println!("provider:    {}", plan.provider);
             println!("argv:        {}", render::command_line(&plan.argv));
             let stdin = match plan.stdin {
@@ -154,7 +154,7 @@ pub fn capture(global: &Global, name: &str, truncated: bool, format: Format) -> 
             let value = serde_json::json!({"sessionId": id, "reason": reason, "usage": captured.usage});
             print!("{}", render::document(format, &value)?);
         }
-        Format::Text => {
+        Format::Text | Format::Wide => {
             match (&id, &reason) {
                 (Some(id), _) => println!("session id: {id}"),
                 (None, Some(reason)) => println!("no session id: {}", render::sanitize(reason)),

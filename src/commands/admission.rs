@@ -105,7 +105,7 @@ pub async fn check(global: &Global, name: &str, seal: bool, format: Format) -> a
     };
     match format {
         Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(vec![item.clone()]))?),
-        Format::Text => print_check(&item),
+        Format::Text | Format::Wide => print_check(&item),
     }
     let admitted = item.exempt || item.decisions.first().is_some_and(|d| d.admitted());
     Ok(if admitted { ExitCode::SUCCESS } else { ExitCode::from(1) })
@@ -117,7 +117,7 @@ pub async fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
     let items = service.admission_list(&admitter).await?;
     match format {
         Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(items))?),
-        Format::Text => {
+        Format::Text | Format::Wide => {
             let rows: Vec<Vec<String>> = items
                 .iter()
                 .map(|item| {
@@ -156,7 +156,7 @@ pub async fn canary(global: &Global, name: &str, ttl: std::time::Duration, forma
     };
     match format {
         Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(vec![item.clone()]))?),
-        Format::Text => {
+        Format::Text | Format::Wide => {
             println!(
                 "canary {} in {}: {} ({})",
                 item.adapter,

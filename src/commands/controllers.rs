@@ -78,7 +78,7 @@ pub async fn run(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
                 serde_json::json!({"store": store.url().to_string(), "desiredRevision": desired, "items": items});
             print!("{}", render::document(format, &body)?);
         }
-        Format::Text => {
+        Format::Text | Format::Wide => {
             let rows: Vec<Vec<String>> = items
                 .iter()
                 .map(|c| {

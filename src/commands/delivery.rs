@@ -71,7 +71,7 @@ pub async fn accept(global: &Global, args: AcceptArgs<'_>) -> anyhow::Result<Exi
     refresh_assignment(global, &service, &accepted.proposal).await;
     match args.format {
         Format::Json | Format::Yaml => print!("{}", render::document(args.format, &decision)?),
-        Format::Text => {
+        Format::Text | Format::Wide => {
             println!(
                 "accepted {} as {} on {}",
                 accepted.proposal,

@@ -33,7 +33,7 @@ pub async fn run(global: &Global, object: &str, format: Format) -> anyhow::Resul
     };
     match format {
         Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(vec![item]))?),
-        Format::Text => print!("{}", render::sanitize_block(&text(&item))),
+        Format::Text | Format::Wide => print!("{}", render::sanitize_block(&text(&item))),
     }
     Ok(ExitCode::SUCCESS)
 }

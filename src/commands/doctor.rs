@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use roundtable_docker::Engine;
 use roundtable_docker::engine::unreachable_report;
 use roundtable_specs::List;
+use roundtable_specs::output::FeatureBasis;
 
 use crate::cli::Format;
 use crate::render;
@@ -28,7 +29,7 @@ pub async fn run(format: Format) -> anyhow::Result<ExitCode> {
     let healthy = report.reachable && report.features.iter().filter(|f| is_required(&f.name)).all(|f| f.available);
     match format {
         Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(vec![report]))?),
-        Format::Text => {
+        Format::Text | Format::Wide => {
             let or_dash = |value: &Option<String>| value.clone().unwrap_or_else(|| "-".into());
             println!("endpoint:        {}", report.endpoint);
             println!("reachable:       {}", if report.reachable { "yes" } else { "no" });
@@ -49,10 +50,14 @@ pub async fn run(format: Format) -> anyhow::Result<ExitCode> {
                             (false, true) => "MISSING",
                             (false, false) => "no",
                         };
-                        vec![f.name.clone(), state.into(), f.detail.clone()]
+                        let basis = match f.basis {
+                            FeatureBasis::Tried => "tried",
+                            FeatureBasis::EngineReported => "engine says",
+                        };
+                        vec![f.name.clone(), state.into(), basis.into(), f.detail.clone()]
                     })
                     .collect();
-                print!("\n{}", render::table(&["FEATURE", "AVAILABLE", "DETAIL"], &rows));
+                print!("\n{}", render::table(&["FEATURE", "AVAILABLE", "BASIS", "DETAIL"], &rows));
             }
         }
     }

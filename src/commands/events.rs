@@ -27,7 +27,7 @@ pub async fn run(global: &Global, object: Option<&str>, limit: usize, format: Fo
     };
     match format {
         Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(items))?),
-        Format::Text => {
+        Format::Text | Format::Wide => {
             let rows: Vec<Vec<String>> = items
                 .iter()
                 .map(|e| [render::age(&e.at), e.type_.clone(), e.object.clone(), e.reason.clone(), e.message.clone()])

@@ -16,11 +16,11 @@ pub async fn sessions_list(global: &Global, format: Format) -> anyhow::Result<Ex
     let items = open_for_reading(global).await?.sessions().await?;
     match format {
         Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(items))?),
-        Format::Text => {
-            let rows: Vec<Vec<String>> = items
+        Format::Text | Format::Wide => {
+            let rows = items
                 .iter()
                 .map(|s| {
-                    vec![
+                    let cells = vec![
                         s.id.clone(),
                         s.assignment.clone(),
                         format!("{}/{}", s.execution_generation, s.attempt),
@@ -29,11 +29,23 @@ pub async fn sessions_list(global: &Global, format: Format) -> anyhow::Result<Ex
                         s.exit_code.map_or_else(|| "-".into(), |c| c.to_string()),
                         render::age(&s.created_at),
                         s.message.clone(),
-                    ]
+                    ];
+                    let usage = s.detail.agent.as_ref().and_then(|a| a.usage.as_ref());
+                    let wide = vec![
+                        s.cause.map_or_else(|| "-".into(), |c| c.to_string()),
+                        s.started_at
+                            .as_deref()
+                            .map_or_else(|| "-".into(), |at| render::duration(at, s.finished_at.as_deref())),
+                        usage.map_or_else(|| "-".into(), |u| format!("{}/{}", u.input_tokens, u.output_tokens)),
+                        s.detail.runtime.as_ref().map_or_else(|| "-".into(), |r| r.class.to_string()),
+                        s.image.clone().unwrap_or_else(|| "-".into()),
+                    ];
+                    (cells, wide)
                 })
                 .collect();
             let headers = ["SESSION", "ASSIGNMENT", "GEN/ATTEMPT", "ADAPTER", "PHASE", "EXIT", "AGE", "MESSAGE"];
-            print!("{}", render::table(&headers, &rows));
+            let wide_headers = ["CAUSE", "DURATION", "TOKENS IN/OUT", "RUNTIME", "IMAGE"];
+            print!("{}", render::table_maybe_wide(&headers, &wide_headers, rows, format == Format::Wide));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -43,7 +55,7 @@ pub async fn sessions_show(global: &Global, id: &str, format: Format) -> anyhow:
     let item = open_for_reading(global).await?.session(id).await?;
     match format {
         Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(vec![item]))?),
-        Format::Text => print!("{}", session_text(&item)),
+        Format::Text | Format::Wide => print!("{}", session_text(&item)),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -200,7 +212,7 @@ pub async fn sessions_logs(global: &Global, id: &str, follow: bool, format: Form
         }
     }
     let logs = open_for_reading(global).await?.session_logs(id).await?;
-    if format != Format::Text {
+    if matches!(format, Format::Json | Format::Yaml) {
         let body = SessionLogsBody {
             session: logs.session,
             stdout: String::from_utf8_lossy(&logs.stdout).into_owned(),
@@ -256,7 +268,7 @@ async fn follow_logs(global: &Global, id: &str, format: Format) -> anyhow::Resul
                 let line: LogLine = serde_json::from_str(&event.data)
                     .map_err(|error| anyhow::anyhow!("the daemon sent a line that is not one: {error}"))?;
                 match format {
-                    Format::Text => println!("{}", render::sanitize(&line.text)),
+                    Format::Text | Format::Wide => println!("{}", render::sanitize(&line.text)),
                     _ => println!("{}", serde_json::to_string(&line)?),
                 }
                 std::io::stdout().flush()?;
@@ -288,11 +300,11 @@ pub async fn proposals_list(
     items.retain(|item| state.is_none_or(|state| item.state == state));
     match format {
         Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(items))?),
-        Format::Text => {
-            let rows: Vec<Vec<String>> = items
+        Format::Text | Format::Wide => {
+            let rows = items
                 .iter()
                 .map(|p| {
-                    vec![
+                    let cells = vec![
                         p.id.clone(),
                         p.assignment.clone(),
                         p.state.to_string(),
@@ -303,10 +315,16 @@ pub async fn proposals_list(
                         } else {
                             p.flags.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
                         },
-                    ]
+                    ];
+                    let wide = vec![p.session.clone(), p.adapter.clone(), render::age(&p.created_at)];
+                    (cells, wide)
                 })
                 .collect();
-            print!("{}", render::table(&["PROPOSAL", "ASSIGNMENT", "STATE", "CHANGES", "BASE", "FLAGS"], &rows));
+            let headers = ["PROPOSAL", "ASSIGNMENT", "STATE", "CHANGES", "BASE", "FLAGS"];
+            print!(
+                "{}",
+                render::table_maybe_wide(&headers, &["SESSION", "ADAPTER", "AGE"], rows, format == Format::Wide)
+            );
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -322,7 +340,7 @@ pub async fn proposals_show(global: &Global, id: &str, format: Format) -> anyhow
     let (item, patch) = (found.item, found.patch);
     match format {
         Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(vec![item]))?),
-        Format::Text => {
+        Format::Text | Format::Wide => {
             println!("Proposal:    {}", render::sanitize(&item.id));
             println!(
                 "Assignment:  {} (execution generation {})",

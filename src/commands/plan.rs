@@ -18,7 +18,7 @@ pub async fn run(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
             changes.extend(plan.changes);
             print!("{}", render::document(format, &List::of(changes))?);
         }
-        Format::Text => {
+        Format::Text | Format::Wide => {
             if let Some(unreachable) = &plan.engine_unreachable {
                 println!("! {}", render::sanitize(&unreachable.planned_change().summary));
             }

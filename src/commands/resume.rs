@@ -21,7 +21,7 @@ pub async fn register(global: &Global, request: RegisterRequest, format: Format)
     crate::commands::audit::record_operator(global, &item.id, record).await?;
     match format {
         Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(vec![item]))?),
-        Format::Text => {
+        Format::Text | Format::Wide => {
             println!("registered session {} for assignment {}", item.id, item.assignment);
             match item.detail.agent.as_ref().and_then(|agent| agent.resume_command.as_ref()) {
                 Some(argv) => println!("resume command: {}", render::command_line(argv)),
@@ -36,7 +36,7 @@ pub async fn resume(global: &Global, assignment: Option<&str>, format: Format) -
     let briefing = open_for_writing(global).await?.resume(assignment).await?;
     match format {
         Format::Json | Format::Yaml => print!("{}", render::document(format, &briefing)?),
-        Format::Text => {
+        Format::Text | Format::Wide => {
             print!("{}", render::sanitize_block(&briefing.text));
             for claim in &briefing.released {
                 eprintln!(

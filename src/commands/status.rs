@@ -22,11 +22,11 @@ pub async fn run(
     let rows = rows(global, retention).await?;
     match format {
         Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(rows.clone()))?),
-        Format::Text => {
+        Format::Text | Format::Wide => {
             let source = rows.iter().find(|row| row.kind == "Source").map_or("working tree", |row| row.name.as_str());
             println!("source: {source}");
-            let table: Vec<Vec<String>> = rows.iter().map(cells).collect();
-            print!("{}", render::table(&HEADERS, &table));
+            let table = rows.iter().map(|row| (cells(row), wide_cells(row))).collect();
+            print!("{}", render::table_maybe_wide(&HEADERS, &WIDE_HEADERS, table, format == Format::Wide));
         }
     }
     Ok(ExitCode::from(status_exit(exit_code(&rows), with_exit_code)))
@@ -75,6 +75,22 @@ pub fn cells(row: &ObjectStatus) -> Vec<String> {
         row.created_at.as_deref().map_or_else(|| "-".into(), render::age),
         row.message.clone(),
     ]
+}
+
+/// What `-o wide` adds: every condition as `TYPE=STATUS(REASON)`.
+pub const WIDE_HEADERS: [&str; 1] = ["CONDITIONS"];
+
+pub fn wide_cells(row: &ObjectStatus) -> Vec<String> {
+    let conditions: Vec<String> = row
+        .conditions
+        .iter()
+        .map(|c| {
+            let status =
+                serde_json::to_value(c.status).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+            format!("{}={status}({})", c.type_, c.reason)
+        })
+        .collect();
+    vec![if conditions.is_empty() { "-".into() } else { conditions.join(",") }]
 }
 
 pub const HEADERS: [&str; 8] = ["KIND", "NAME", "GENERATION", "OBSERVED", "SYNC", "HEALTH", "AGE", "MESSAGE"];

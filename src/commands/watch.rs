@@ -35,7 +35,7 @@ struct Printer {
 
 impl Printer {
     fn first(&mut self, rows: &[ObjectStatus]) -> std::io::Result<()> {
-        if self.format == Format::Text {
+        if matches!(self.format, Format::Text | Format::Wide) {
             let table: Vec<Vec<String>> = rows.iter().map(cells).collect();
             let columns = render::Columns::fitting(&HEADERS, &table);
             print!("{}", columns.render(&HEADERS, &table));
@@ -50,7 +50,7 @@ impl Printer {
 
     fn change(&mut self, type_: ChangeType, row: &ObjectStatus) -> std::io::Result<()> {
         match self.format {
-            Format::Text => {
+            Format::Text | Format::Wide => {
                 let mut cells = cells(row);
                 if type_ == ChangeType::Deleted
                     && let Some(message) = cells.last_mut()
@@ -165,7 +165,7 @@ pub async fn events(global: &Global, object: Option<&str>, format: Format) -> an
             continue;
         }
         match format {
-            Format::Text => {
+            Format::Text | Format::Wide => {
                 let cells = [
                     render::age(&item.at),
                     item.type_.clone(),

@@ -333,7 +333,7 @@ fn usage_errors_exit_64_in_every_subcommand() {
         &["proposals", "list", "--format", "toml"],
         &["adapters", "list", "--format", "csv"],
         &["doctor", "--format", "xml"],
-        &["validate", "-o", "wide"],
+        &["validate", "-o", "wider"],
         &["start", "--resync", "0s"],
         &["start", "--resync", "10"],
         &["start", "--grace", "a while"],

@@ -127,6 +127,11 @@ async fn status_watch_and_logs_follow_on_a_terminal() {
     })
     .await;
     let whole = tmux.screen("logs");
+    // `-o wide` says how it ended and how long it ran.
+    let wide = crate::support::stdout(&roundtable(root, &["sessions", "list", "-o", "wide"]));
+    let ticking = wide.lines().find(|line| line.contains(&session)).unwrap_or_else(|| panic!("{wide}"));
+    assert!(wide.lines().next().is_some_and(|h| h.contains("CAUSE") && h.contains("DURATION")), "{wide}");
+    assert!(ticking.contains("Exited"), "{wide}");
     for i in 1..=12 {
         assert!(whole.lines().any(|line| line.trim() == format!("tick {i}")), "tick {i} missing:\n{whole}");
     }

@@ -143,6 +143,12 @@ async fn a_status_watch_sees_an_edit_at_once_and_resumes_from_its_last_version()
         Err(answer) => assert_eq!(answer.status, 410, "{}", String::from_utf8_lossy(&answer.body)),
     }
 
+    // `-o wide` adds every condition.
+    let wide = stdout(&roundtable(root, &["status", "-o", "wide"]));
+    let header = wide.lines().find(|line| line.starts_with("KIND")).expect("a header");
+    assert!(header.contains("CONDITIONS"), "{wide}");
+    assert!(wide.lines().any(|line| line.contains("task-2") && line.contains("Ready=False(Suspended)")), "{wide}");
+
     // The CLI asks the daemon: the same rows, the daemon's version in JSON.
     let printed: serde_json::Value =
         serde_json::from_str(&stdout(&roundtable(root, &["status", "-o", "json"]))).expect("json");
