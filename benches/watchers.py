@@ -12,7 +12,9 @@ import sys
 import time
 
 
-async def watch(address, token, ready, edited_at, name, delays):
+async def open_watch(address, token):
+    """One watch, its answer's status line read: the API closes a peer's connections beyond a
+    few that have not shown the token yet, so watchers are opened one after another."""
     host, port = address.rsplit(":", 1)
     reader, writer = await asyncio.open_connection(host, int(port))
     writer.write(
@@ -22,6 +24,13 @@ async def watch(address, token, ready, edited_at, name, delays):
         ).encode()
     )
     await writer.drain()
+    status = await reader.readline()
+    if b" 200 " not in status:
+        raise RuntimeError(f"the watch was answered {status!r}")
+    return reader, writer
+
+
+async def watch(reader, writer, ready, edited_at, name, delays):
     # Only the bookmark is looked for in the first rows (each chunk with the end of the one
     # before, so a marker cut between chunks is found); after it, what came since.
     tail = b""
@@ -64,10 +73,11 @@ async def main():
     edited = text[:start] + text[start:].replace("prompt: p}", "prompt: edited}", 1)
     ready = asyncio.Semaphore(0)
     edited_at, delays = [], []
-    tasks = [
-        asyncio.create_task(watch(address, token, ready, edited_at, name, delays)) for _ in range(count)
-    ]
     opened = time.monotonic()
+    tasks = []
+    for _ in range(count):
+        reader, writer = await open_watch(address, token)
+        tasks.append(asyncio.create_task(watch(reader, writer, ready, edited_at, name, delays)))
     for _ in range(count):
         await ready.acquire()
     print(f"{count} watchers received every row and the bookmark in {time.monotonic() - opened:.2f} s")

@@ -258,6 +258,8 @@ async fn refresh(
                 );
                 let current = sender.borrow().clone();
                 match current {
+                    // Nothing changed and nothing was written: nothing to tell anyone.
+                    Some(current) if changes.is_empty() && current.writes >= written => {}
                     Some(current) if changes.is_empty() => {
                         // Nothing changed: the same rows, now known to show these writes too.
                         let snapshot = Snapshot {

@@ -70,7 +70,8 @@ impl Printer {
 fn print_change<T: Serialize>(format: Format, type_: &str, object: &T) -> std::io::Result<()> {
     let watched = Watched { type_, object };
     match format {
-        Format::Yaml => print!("{}", render::document(Format::Yaml, &watched).map_err(std::io::Error::other)?),
+        // A stream of YAML documents, each begun by `---`.
+        Format::Yaml => print!("---\n{}", render::document(Format::Yaml, &watched).map_err(std::io::Error::other)?),
         _ => println!("{}", serde_json::to_string(&watched).map_err(std::io::Error::other)?),
     }
     std::io::stdout().flush()

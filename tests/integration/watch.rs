@@ -32,6 +32,28 @@ fn assignment(i: usize, prompt: &str) -> String {
     )
 }
 
+/// A daemon over [`suspended_project`] of `n` Assignments, its API served.
+struct Running {
+    dir: tempfile::TempDir,
+    state_dir: std::path::PathBuf,
+    api: Api,
+    _show_log: ShowLogOnPanic,
+    _daemon: crate::support::Daemon,
+    _executions: tempfile::TempDir,
+}
+
+impl Running {
+    async fn start(n: usize) -> Self {
+        let dir = suspended_project(n);
+        let executions = tempfile::tempdir().expect("tempdir");
+        let daemon = start_daemon(dir.path(), &[], executions.path());
+        let show_log = ShowLogOnPanic(executions.path().join("daemon.log"), dir.path().to_path_buf());
+        let state_dir = dir.path().join(".roundtable/state");
+        let api = Api::of(&state_dir).await;
+        Self { dir, state_dir, api, _show_log: show_log, _daemon: daemon, _executions: executions }
+    }
+}
+
 /// Events until `done` says so, within `limit`.
 async fn until(stream: &mut EventStream, limit: Duration, done: impl Fn(&SseEvent) -> bool) -> Vec<SseEvent> {
     let mut seen = Vec::new();
@@ -70,13 +92,8 @@ fn is_generation_2_of(name: &'static str) -> impl Fn(&SseEvent) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_status_watch_sees_an_edit_at_once_and_resumes_from_its_last_version() {
     let Some(_engine) = crate::support::engine_or_skip().await else { return };
-    let dir = suspended_project(3);
-    let root = dir.path();
-    let executions = tempfile::tempdir().expect("tempdir");
-    let _daemon = start_daemon(root, &[], executions.path());
-    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
-    let state_dir = root.join(".roundtable/state");
-    let api = Api::of(&state_dir).await;
+    let running = Running::start(3).await;
+    let (root, state_dir, api) = (running.dir.path(), &running.state_dir, &running.api);
     crate::support::wait_until("every Assignment Synced", || {
         let rows = api.get("/v1/status").json();
         rows["items"].as_array().is_some_and(|rows| rows.iter().filter(|r| r["sync"] == "Synced").count() == 4)
@@ -100,7 +117,7 @@ async fn a_status_watch_sees_an_edit_at_once_and_resumes_from_its_last_version()
     assert!(second["metadata"]["continue"].is_null(), "{second}");
 
     // A watch without a version: every row, a bookmark, then the edit as it happens.
-    let mut watch = open(&state_dir, "/v1/status?watch=true").await;
+    let mut watch = open(state_dir, "/v1/status?watch=true").await;
     let initial = until(&mut watch, Duration::from_secs(10), |e| e.event == "BOOKMARK").await;
     assert_eq!(initial.iter().filter(|e| e.event == "ADDED").count(), 4, "{initial:?}");
     let bookmark = initial.last().and_then(|e| e.id.clone()).expect("the bookmark's version");
@@ -130,7 +147,7 @@ async fn a_status_watch_sees_an_edit_at_once_and_resumes_from_its_last_version()
             .is_some_and(|rows| rows.iter().any(|r| r["name"] == "task-1" && r["observedGeneration"] == 2))
     })
     .await;
-    let mut resumed = open(&state_dir, &format!("/v1/status?watch=true&resourceVersion={bookmark}")).await;
+    let mut resumed = open(state_dir, &format!("/v1/status?watch=true&resourceVersion={bookmark}")).await;
     let missed = until(&mut resumed, Duration::from_secs(10), is_generation_2_of("task-1")).await;
     assert!(missed.iter().any(is_generation_2_of("task-0")), "the first edit is replayed too: {missed:?}");
     assert!(missed.iter().all(|e| e.event != "ADDED" && e.event != "BOOKMARK"), "no relist: {missed:?}");
@@ -138,7 +155,7 @@ async fn a_status_watch_sees_an_edit_at_once_and_resumes_from_its_last_version()
     assert!(versions.windows(2).all(|w| w[0] < w[1]), "in order: {versions:?}");
 
     // A version from before this daemon (or too old) is told to relist.
-    match client::stream(&state_dir, "/v1/status?watch=true&resourceVersion=1").await.expect("answers") {
+    match client::stream(state_dir, "/v1/status?watch=true&resourceVersion=1").await.expect("answers") {
         Ok(_) => panic!("a version older than what is kept was accepted"),
         Err(answer) => assert_eq!(answer.status, 410, "{}", String::from_utf8_lossy(&answer.body)),
     }
@@ -158,24 +175,19 @@ async fn a_status_watch_sees_an_edit_at_once_and_resumes_from_its_last_version()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_events_watch_resumes_after_the_last_event_it_saw() {
     let Some(_engine) = crate::support::engine_or_skip().await else { return };
-    let dir = suspended_project(1);
-    let root = dir.path();
-    let executions = tempfile::tempdir().expect("tempdir");
-    let _daemon = start_daemon(root, &[], executions.path());
-    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
-    let state_dir = root.join(".roundtable/state");
-    let api = Api::of(&state_dir).await;
+    let running = Running::start(1).await;
+    let (root, state_dir, api) = (running.dir.path(), &running.state_dir, &running.api);
     crate::support::wait_until("task-0 recorded", || {
         api.get("/v1/events").json()["items"].as_array().is_some_and(|items| !items.is_empty())
     })
     .await;
-    let mut watch = open(&state_dir, "/v1/events?watch=true").await;
+    let mut watch = open(state_dir, "/v1/events?watch=true").await;
     let start = until(&mut watch, Duration::from_secs(10), |e| e.event == "BOOKMARK").await;
     let from = start[0].id.clone().expect("a version");
     drop(watch);
     let specs = std::fs::read_to_string(root.join(".roundtable/specs.yaml")).expect("specs");
     write(root, ".roundtable/specs.yaml", &specs.replace(&assignment(0, "first"), &assignment(0, "second")));
-    let mut resumed = open(&state_dir, &format!("/v1/events?watch=true&resourceVersion={from}")).await;
+    let mut resumed = open(state_dir, &format!("/v1/events?watch=true&resourceVersion={from}")).await;
     let seen = until(&mut resumed, Duration::from_secs(20), |e| {
         e.event == "ADDED" && e.data.contains("\"SpecChanged\"") && e.data.contains("generation 2")
     })

@@ -134,21 +134,10 @@ pub async fn proposal(
     })
 }
 
-/// `?limit=`, `?continue=`, and a watch's `?watch=true&resourceVersion=`.
-#[derive(Debug, Default, Deserialize)]
-pub struct EventsQuery {
-    pub limit: Option<String>,
-    #[serde(rename = "continue")]
-    pub cursor: Option<String>,
-    pub watch: Option<String>,
-    #[serde(rename = "resourceVersion")]
-    pub resource_version: Option<String>,
-}
-
 /// Events of every object, newest first; with `?watch=true`, each new one as it is recorded.
 pub async fn events(
     State(state): State<ApiState>,
-    ApiQuery(query): ApiQuery<EventsQuery>,
+    ApiQuery(query): ApiQuery<super::status::WatchableListQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     if super::status::flag("watch", query.watch.as_deref())? {

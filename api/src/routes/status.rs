@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt as _;
 use serde::Deserialize;
@@ -24,9 +23,10 @@ const FIRST_SNAPSHOT: Duration = Duration::from_secs(30);
 /// How often an idle watch hears a comment, so proxies and clients know it is alive.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// The query of `GET /v1/status`; kept as text so a bad value gets this API's error body.
+/// The query of a list that can be watched (`GET /v1/status`, `GET /v1/events`); kept as text
+/// so a bad value gets this API's error body. `pretty` is the status list's only.
 #[derive(Debug, Default, Deserialize)]
-pub struct StatusQuery {
+pub struct WatchableListQuery {
     pub limit: Option<String>,
     #[serde(rename = "continue")]
     pub cursor: Option<String>,
@@ -70,7 +70,7 @@ pub(crate) fn expired(oldest: u64) -> ApiError {
 
 pub async fn status(
     State(state): State<ApiState>,
-    ApiQuery(query): ApiQuery<StatusQuery>,
+    ApiQuery(query): ApiQuery<WatchableListQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     if flag("watch", query.watch.as_deref())? {
@@ -146,17 +146,29 @@ fn page(
     Ok((crate::status_view::list_body(slice, version, next.as_deref()), version))
 }
 
-fn change_event(type_: ChangeType, version: u64, json: &str) -> Event {
-    Event::default().event(type_.as_str()).id(version.to_string()).data(json)
+/// Appends one event (`event`, `id`, `data` on one line) to `out` in the `text/event-stream`
+/// format. Rows are compact JSON, which holds no line break.
+fn push_event(out: &mut String, event: &str, id: u64, data: &str) {
+    out.push_str("event: ");
+    out.push_str(event);
+    out.push_str("\nid: ");
+    out.push_str(&id.to_string());
+    out.push_str("\ndata: ");
+    out.push_str(data);
+    out.push_str("\n\n");
 }
 
-fn bookmark(version: u64) -> Event {
+fn bookmark(out: &mut String, version: u64) {
     let data = serde_json::json!({"resourceVersion": version.to_string(), "initialEventsEnd": true});
-    Event::default().event("BOOKMARK").id(version.to_string()).data(data.to_string())
+    push_event(out, "BOOKMARK", version, &data.to_string());
 }
 
-fn events_of(changes: &[Change]) -> Vec<Event> {
-    changes.iter().map(|change| change_event(change.type_, change.version, &change.row.json)).collect()
+fn events_of(changes: &[Change]) -> String {
+    let mut out = String::with_capacity(changes.iter().map(|c| c.row.json.len() + 48).sum());
+    for change in changes {
+        push_event(&mut out, change.type_.as_str(), change.version, &change.row.json);
+    }
+    out
 }
 
 /// A watch: from `from` (the changes after it, or `410 Gone` when they are no longer kept), or
@@ -172,11 +184,14 @@ async fn watch(view: StatusView, from: Option<u64>) -> ApiResult<Response> {
         .snapshot(FIRST_SNAPSHOT)
         .await
         .map_err(|why| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "status_unavailable", why))?;
+    // The first events go as one chunk (10,000 rows are one write, not 10,000).
     let (first, at) = match from {
         None => {
-            let mut first: Vec<Event> =
-                snapshot.rows.iter().map(|row| change_event(ChangeType::Added, row.version, &row.json)).collect();
-            first.push(bookmark(snapshot.version));
+            let mut first = String::with_capacity(snapshot.rows.iter().map(|r| r.json.len() + 48).sum::<usize>() + 128);
+            for row in snapshot.rows.iter() {
+                push_event(&mut first, ChangeType::Added.as_str(), row.version, &row.json);
+            }
+            bookmark(&mut first, snapshot.version);
             (first, snapshot.version)
         }
         Some(from) => match view.since(from) {
@@ -189,7 +204,11 @@ async fn watch(view: StatusView, from: Option<u64>) -> ApiResult<Response> {
             return None;
         }
         loop {
-            if !StatusView::changed(&mut seen).await {
+            let woke = tokio::select! {
+                changed = StatusView::changed(&mut seen) => changed,
+                () = tokio::time::sleep(KEEP_ALIVE) => return Some((": keep-alive\n\n".to_owned(), (view, seen, at, false))),
+            };
+            if !woke {
                 return None;
             }
             match view.since(at) {
@@ -199,15 +218,19 @@ async fn watch(view: StatusView, from: Option<u64>) -> ApiResult<Response> {
                     return Some((events_of(&changes), (view, seen, at, false)));
                 }
                 Since::Expired { oldest } => {
-                    let error = expired(oldest).body();
-                    let event = Event::default().event("ERROR").data(error.to_string());
-                    return Some((vec![event], (view, seen, at, true)));
+                    let mut out = String::new();
+                    push_event(&mut out, "ERROR", at, &expired(oldest).body().to_string());
+                    return Some((out, (view, seen, at, true)));
                 }
             }
         }
     });
-    let stream = futures::stream::iter([first])
+    let body = futures::stream::iter([first])
         .chain(rest)
-        .flat_map(|events| futures::stream::iter(events.into_iter().map(Ok::<_, std::convert::Infallible>)));
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)).into_response())
+        .map(|text| Ok::<_, std::convert::Infallible>(bytes::Bytes::from(text)));
+    let mut response = axum::body::Body::from_stream(body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Ok(response)
 }
