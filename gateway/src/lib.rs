@@ -16,6 +16,7 @@ pub mod limits;
 pub mod local;
 pub mod metrics;
 pub mod pinned;
+pub mod properties;
 pub mod request;
 pub mod resolve;
 pub mod server;
