@@ -35,14 +35,28 @@ pub struct Answer {
     pub body: Vec<u8>,
 }
 
-/// Sends `method path` with `body` (JSON, when given) to the daemon of `state_dir`.
-pub async fn request(state_dir: &Path, method: &str, path: &str, body: Option<&[u8]>) -> Result<Answer, ClientError> {
+impl ClientError {
+    /// No daemon is there to ask (its socket is absent or refuses, or there is no token): the
+    /// caller does the work itself. Anything else is a daemon that answered wrong.
+    pub fn no_daemon(&self) -> bool {
+        matches!(self, ClientError::Connect { .. } | ClientError::Token(_))
+    }
+}
+
+/// The daemon's socket, connected, and the operator token to show it.
+async fn connect(state_dir: &Path) -> Result<(tokio::net::UnixStream, String), ClientError> {
     let token = crate::auth::read_token(state_dir)?;
     let socket = crate::cli_socket(state_dir);
+    let stream = tokio::net::UnixStream::connect(&socket)
+        .await
+        .map_err(|source| ClientError::Connect { path: socket.clone(), source })?;
+    Ok((stream, token))
+}
+
+/// Sends `method path` with `body` (JSON, when given) to the daemon of `state_dir`.
+pub async fn request(state_dir: &Path, method: &str, path: &str, body: Option<&[u8]>) -> Result<Answer, ClientError> {
     let exchange = async {
-        let mut stream = tokio::net::UnixStream::connect(&socket)
-            .await
-            .map_err(|source| ClientError::Connect { path: socket.clone(), source })?;
+        let (mut stream, token) = connect(state_dir).await?;
         let body = body.unwrap_or_default();
         let head = format!(
             "{method} {path} HTTP/1.1\r\nHost: roundtable\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -82,12 +96,8 @@ pub struct EventStream {
 /// Opens `GET path` on the daemon of `state_dir` as an event stream; a non-200 answer is returned
 /// whole instead.
 pub async fn stream(state_dir: &Path, path: &str) -> Result<Result<EventStream, Answer>, ClientError> {
-    let token = crate::auth::read_token(state_dir)?;
-    let socket = crate::cli_socket(state_dir);
     let open = async {
-        let mut stream = tokio::net::UnixStream::connect(&socket)
-            .await
-            .map_err(|source| ClientError::Connect { path: socket.clone(), source })?;
+        let (mut stream, token) = connect(state_dir).await?;
         let head = format!(
             "GET {path} HTTP/1.1\r\nHost: roundtable\r\nAuthorization: Bearer {token}\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n"
         );

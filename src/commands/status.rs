@@ -45,9 +45,7 @@ pub async fn rows(global: &Global, retention: Option<std::time::Duration>) -> an
             }
             Ok(answer) => anyhow::bail!("the daemon answered {}: {}", answer.status, daemon_message(&answer.body)),
             // A daemon that holds the lock but does not answer (starting, or stopping): compute here.
-            Err(
-                roundtable_api::client::ClientError::Connect { .. } | roundtable_api::client::ClientError::Token(_),
-            ) => {}
+            Err(error) if error.no_daemon() => {}
             Err(error) => return Err(error.into()),
         }
     }

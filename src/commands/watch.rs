@@ -6,7 +6,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use roundtable_api::client::{self, ClientError, EventStream};
+use roundtable_api::client::{self, EventStream};
 use roundtable_api::status_view::{self, ChangeType};
 use roundtable_specs::output::{EventItem, ObjectStatus};
 use serde::Serialize;
@@ -86,7 +86,7 @@ async fn daemon_stream(global: &Global, path: &str) -> anyhow::Result<Option<Eve
     match client::stream(&state_dir, path).await {
         Ok(Ok(stream)) => Ok(Some(stream)),
         Ok(Err(answer)) => anyhow::bail!("the daemon answered {}: {}", answer.status, daemon_message(&answer.body)),
-        Err(ClientError::Connect { .. } | ClientError::Token(_)) => Ok(None),
+        Err(error) if error.no_daemon() => Ok(None),
         Err(error) => Err(error.into()),
     }
 }
