@@ -17,12 +17,8 @@ pub struct Podman {
 impl Podman {
     /// Starts the service, or `None` (skip) when Podman is not installed and not required.
     pub fn start() -> Option<Self> {
-        if !Path::new("/usr/bin/podman").exists() {
-            assert!(
-                std::env::var_os("ROUNDTABLE_REQUIRE_PODMAN").is_none(),
-                "ROUNDTABLE_REQUIRE_PODMAN is set but podman is not installed"
-            );
-            eprintln!("skipping the Podman test: apt-get install podman");
+        let found = Path::new("/usr/bin/podman").exists();
+        if !crate::support::present_or_skip(found, "ROUNDTABLE_REQUIRE_PODMAN", "podman", "apt-get install podman") {
             return None;
         }
         let dir = tempfile::tempdir().expect("tempdir");

@@ -32,15 +32,12 @@ pub fn gvisor_engine_config(default_runtime: Option<&str>) -> String {
 
 /// Whether runsc is installed; when it is not, a skip unless the run requires it.
 pub fn runsc_or_skip() -> bool {
-    if Path::new(RUNSC).exists() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("ROUNDTABLE_REQUIRE_RUNSC").is_none(),
-        "ROUNDTABLE_REQUIRE_RUNSC is set but {RUNSC} is not installed (apt-get install runsc)"
-    );
-    eprintln!("skipping the gVisor test: apt-get install runsc");
-    false
+    crate::support::present_or_skip(
+        Path::new(RUNSC).exists(),
+        "ROUNDTABLE_REQUIRE_RUNSC",
+        RUNSC,
+        "apt-get install runsc",
+    )
 }
 
 fn adapter(name: &str, runtime: &str, extra: &str) -> String {

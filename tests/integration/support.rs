@@ -61,20 +61,23 @@ pub fn spec_tree(files: &[(&str, &str)]) -> tempfile::TempDir {
     dir
 }
 
+/// `found`, or why not: a tool a test needs that is missing fails the run when `require` (an
+/// environment variable CI sets) is set, and is a skip otherwise, saying how to `install` it.
+pub fn present_or_skip(found: bool, require: &str, missing: &str, install: &str) -> bool {
+    if !found {
+        assert!(std::env::var_os(require).is_none(), "{require} is set but {missing} is not installed");
+        eprintln!("skipping: {install}");
+    }
+    found
+}
+
 /// Whether the Python package `module` can be imported (`pip` names it `package`): a client the
 /// tests check our output with. Missing, it is a skip, unless the run requires the Python clients
 /// (`ROUNDTABLE_REQUIRE_PYTHON_CLIENTS`, as CI does).
 pub fn python_module_or_skip(module: &str, package: &str) -> bool {
     let probe = Command::new("python3").args(["-c", &format!("import {module}")]).output();
-    if probe.is_ok_and(|out| out.status.success()) {
-        return true;
-    }
-    assert!(
-        std::env::var_os("ROUNDTABLE_REQUIRE_PYTHON_CLIENTS").is_none(),
-        "ROUNDTABLE_REQUIRE_PYTHON_CLIENTS is set but {package} is not installed"
-    );
-    eprintln!("skipping the {package} check: pip install {package}");
-    false
+    let found = probe.is_ok_and(|out| out.status.success());
+    present_or_skip(found, "ROUNDTABLE_REQUIRE_PYTHON_CLIENTS", package, &format!("pip install {package}"))
 }
 
 /// Whether container tests must run (CI) rather than skip when the engine is missing.

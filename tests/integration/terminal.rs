@@ -13,14 +13,7 @@ use crate::support::{
 /// Whether tmux is here; CI requires it.
 fn tmux_or_skip() -> bool {
     let found = Command::new("tmux").arg("-V").output().is_ok_and(|out| out.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("ROUNDTABLE_REQUIRE_TMUX").is_none(),
-            "ROUNDTABLE_REQUIRE_TMUX is set but tmux is missing"
-        );
-        eprintln!("skipping the terminal test: apt-get install tmux");
-    }
-    found
+    crate::support::present_or_skip(found, "ROUNDTABLE_REQUIRE_TMUX", "tmux", "apt-get install tmux")
 }
 
 /// A tmux server of the test's own (its socket in a folder of the test's), killed when dropped.
