@@ -43,9 +43,11 @@ pub async fn events(state: ApiState, from: Option<u64>) -> ApiResult<Response> {
     let first: Events = vec![Ok(Event::default().event("BOOKMARK").id(after.to_string()).data(bookmark.to_string()))];
     let writes = state.service.store().writes();
     let running = state.status.subscribe();
+    // `None` once an error has been sent: the stream ends.
     let rest = futures::stream::unfold(
-        (state, writes, running, after),
+        (state, writes, running, Some(after)),
         |(state, mut writes, mut running, after)| async move {
+            let after = after?;
             loop {
                 let found = match state.service.events_after(after, BATCH).await {
                     Ok(found) => found,
@@ -53,7 +55,7 @@ pub async fn events(state: ApiState, from: Option<u64>) -> ApiResult<Response> {
                         let error = ApiError::from(error).body();
                         return Some((
                             vec![Ok(Event::default().event("ERROR").data(error.to_string()))],
-                            (state, writes, running, i64::MAX),
+                            (state, writes, running, None),
                         ));
                     }
                 };
@@ -66,10 +68,7 @@ pub async fn events(state: ApiState, from: Option<u64>) -> ApiResult<Response> {
                             Ok(Event::default().event("ADDED").id(id.to_string()).data(data))
                         })
                         .collect();
-                    return Some((events, (state, writes, running, last)));
-                }
-                if after == i64::MAX {
-                    return None;
+                    return Some((events, (state, writes, running, Some(last))));
                 }
                 writes.mark_unchanged();
                 tokio::select! {
