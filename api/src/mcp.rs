@@ -1,13 +1,24 @@
-//! The admin MCP endpoint at `/mcp`: MCP's streamable HTTP transport in its plain-JSON form (each
-//! POSTed request is answered with one JSON response; no server-initiated stream, so GET is 405),
-//! behind the same operator token as the rest of the API. Tools read status, adapters,
-//! assignments, sessions and proposals, queue a reconcile, and accept or reject a proposal; each
-//! answers with the same JSON as the matching endpoint. It never reaches a container: agents get their own endpoint per session.
+//! The admin MCP endpoint at `/mcp`: rmcp's streamable HTTP server in its stateless form (each
+//! POSTed request is answered with one JSON response; no session, no server-initiated stream, so
+//! GET and DELETE are 405), behind the same operator token as the rest of the API. Tools read
+//! status, adapters, assignments, sessions and proposals, queue a reconcile, and accept or reject
+//! a proposal; each answers with the same JSON as the matching endpoint. It never reaches a
+//! container: agents get their own endpoint per session. With `agents/src/mcp.rs`, the only
+//! module that names rmcp in this crate: its API changes between majors.
 
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use rmcp::handler::server::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, Implementation, InitializeResult,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, Tool as McpTool, ToolAnnotations,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use roundtable_specs::audit::ReconcileHow;
 use roundtable_specs::delivery::Decision;
 use roundtable_specs::output::{AdapterItem, ObjectStatus, ProposalItem, SessionItem};
@@ -15,22 +26,14 @@ use roundtable_specs::{Kind, List, ObjectKey};
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
-use crate::respond;
 use crate::routes::write::ReconcileBody;
 use crate::state::ApiState;
-
-/// Protocol revisions this endpoint speaks, newest first.
-const PROTOCOL_VERSIONS: [&str; 3] = ["2025-06-18", "2025-03-26", "2024-11-05"];
-
-/// JSON-RPC error codes.
-const PARSE_ERROR: i64 = -32700;
-const INVALID_REQUEST: i64 = -32600;
-const METHOD_NOT_FOUND: i64 = -32601;
-const INVALID_PARAMS: i64 = -32602;
 
 struct Tool {
     name: &'static str,
     description: &'static str,
+    /// Whether calling it changes nothing (MCP's `readOnlyHint`).
+    read_only: bool,
     input: fn() -> Value,
     /// The JSON Schema of the tool's `structuredContent` (MCP's `outputSchema`): the same type the
     /// matching endpoint answers with.
@@ -67,48 +70,56 @@ const TOOLS: [Tool; 8] = [
     Tool {
         name: "status",
         description: "Every object's sync and health, as `roundtable status --format json`.",
+        read_only: true,
         input: no_arguments,
         output: status_output,
     },
     Tool {
         name: "adapters",
         description: "Built-in and declared adapters, merged, as `roundtable adapters list --format json`.",
+        read_only: true,
         input: no_arguments,
         output: output_schema::<List<AdapterItem>>,
     },
     Tool {
         name: "assignments",
         description: "The status rows of every Assignment.",
+        read_only: true,
         input: no_arguments,
         output: status_output,
     },
     Tool {
         name: "sessions",
         description: "Every session, newest first.",
+        read_only: true,
         input: no_arguments,
         output: output_schema::<List<SessionItem>>,
     },
     Tool {
         name: "proposals",
         description: "Every pending (or superseded, rejected) proposal, newest first.",
+        read_only: true,
         input: no_arguments,
         output: output_schema::<List<ProposalItem>>,
     },
     Tool {
         name: "reconcile",
         description: "Queues a reconcile of one object now (clears a stall).",
+        read_only: false,
         input: object_argument,
         output: output_schema::<ReconcileBody>,
     },
     Tool {
         name: "accept_proposal",
         description: "Accepts a pending proposal as `roundtable proposals accept`: review gates, a commit on a new branch, signed provenance. Answers the decision.",
+        read_only: false,
         input: accept_arguments,
         output: output_schema::<Decision>,
     },
     Tool {
         name: "reject_proposal",
         description: "Rejects a pending proposal with a reason, as `roundtable proposals reject`. Answers the decision.",
+        read_only: false,
         input: reject_arguments,
         output: output_schema::<Decision>,
     },
@@ -141,12 +152,16 @@ fn reject_arguments() -> Value {
     })
 }
 
-fn rpc_error(id: &Value, code: i64, message: impl Into<String>) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
-}
-
-fn rpc_result(id: &Value, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
+/// rmcp's server without sessions, answering each request with JSON. It checks no `Host`: the API
+/// may listen on any address (TCP, TLS, a Unix socket), and [`post`] has already refused a page
+/// of another site by its `Origin` and the operator token has been checked.
+fn config() -> StreamableHttpServerConfig {
+    StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .disable_allowed_hosts()
+        .with_max_request_body_bytes(crate::idempotency::MAX_BODY)
 }
 
 pub async fn get() -> Response {
@@ -163,9 +178,9 @@ pub async fn delete() -> Response {
         .into_response()
 }
 
-pub async fn post(State(state): State<ApiState>, headers: HeaderMap, body: Bytes) -> Response {
+pub async fn post(State(state): State<ApiState>, request: Request) -> Response {
     use crate::origin::Origin;
-    if matches!(crate::origin::origin_of(&headers), Origin::OtherSite | Origin::Opaque) {
+    if matches!(crate::origin::origin_of(request.headers()), Origin::OtherSite | Origin::Opaque) {
         // A page of another site (or a DNS-rebound name, or one hiding where it is) in an
         // operator's browser must not drive the operator's tools, whatever the browser attaches;
         // no page of this API calls /mcp, so nothing legitimate is refused.
@@ -176,99 +191,95 @@ pub async fn post(State(state): State<ApiState>, headers: HeaderMap, body: Bytes
         )
         .into_response();
     }
-    if let Some(version) = headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok())
-        && !PROTOCOL_VERSIONS.contains(&version)
-    {
-        return ApiError::bad_request(
-            "unsupported_protocol_version",
-            format!("MCP protocol version {version:?} is not one of {PROTOCOL_VERSIONS:?}"),
-        )
-        .into_response();
-    }
-    let message: Value = match serde_json::from_slice(&body) {
-        Ok(message) => message,
-        Err(error) => {
-            return respond::json(StatusCode::BAD_REQUEST, &rpc_error(&Value::Null, PARSE_ERROR, error.to_string()));
-        }
-    };
-    let answers: Vec<Value> = match &message {
-        Value::Array(batch) if !batch.is_empty() => {
-            let mut answers = Vec::new();
-            for one in batch {
-                answers.extend(handle(&state, one).await);
-            }
-            answers
-        }
-        _ => handle(&state, &message).await.into_iter().collect(),
-    };
-    match (message.is_array(), answers.len()) {
-        // Only notifications or responses: accepted, nothing to say.
-        (_, 0) => StatusCode::ACCEPTED.into_response(),
-        (false, _) => respond::ok(&answers[0]),
-        (true, _) => respond::ok(&answers),
-    }
+    // rmcp may answer on another task: tool spans name the request's span as their parent.
+    let span = tracing::Span::current();
+    let service = StreamableHttpService::new(
+        move || Ok(AdminTools { state: state.clone(), span: span.clone() }),
+        Arc::new(NeverSessionManager::default()),
+        config(),
+    );
+    let answer = service.handle(request).await.map(axum::body::Body::new);
+    as_api_error(answer).await
 }
 
-/// One JSON-RPC message's answer; `None` for a notification.
-async fn handle(state: &ApiState, message: &Value) -> Option<Value> {
-    let id = message.get("id").cloned();
-    let Some(method) = message.get("method").and_then(Value::as_str) else {
-        // A response from the client, or nonsense: answer nonsense that has an id.
-        return match (&id, message.get("result").or_else(|| message.get("error"))) {
-            (Some(_), Some(_)) | (None, _) => None,
-            (Some(id), None) => Some(rpc_error(id, INVALID_REQUEST, "not a JSON-RPC request")),
-        };
+/// The transport's own refusals (a wrong `Accept` or `Content-Type`, a malformed message, an
+/// unsupported protocol version) are plain text from rmcp; this API answers every error with its
+/// JSON error body, so clients parse one shape.
+async fn as_api_error(answer: Response) -> Response {
+    let status = answer.status();
+    let is_text = answer
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_none_or(|value| value.starts_with("text/plain"));
+    if !(status.is_client_error() || status.is_server_error()) || !is_text {
+        return answer;
+    }
+    let code = match status {
+        StatusCode::NOT_ACCEPTABLE => "not_acceptable",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        StatusCode::PAYLOAD_TOO_LARGE => "body_too_large",
+        StatusCode::FORBIDDEN => "forbidden",
+        StatusCode::NOT_FOUND => "not_found",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        status if status.is_server_error() => "internal",
+        _ => "invalid_mcp_request",
     };
-    let id = id?;
-    let params = message.get("params").cloned().unwrap_or(Value::Null);
-    Some(match method {
-        "initialize" => {
-            let asked = params.get("protocolVersion").and_then(Value::as_str).unwrap_or_default();
-            let version = PROTOCOL_VERSIONS.iter().find(|v| **v == asked).copied().unwrap_or(PROTOCOL_VERSIONS[0]);
-            rpc_result(
-                &id,
-                json!({
-                    "protocolVersion": version,
-                    "capabilities": {"tools": {"listChanged": false}},
-                    "serverInfo": {"name": "roundtable-admin", "version": env!("CARGO_PKG_VERSION")},
-                    "instructions": "Roundtable's operator tools for this daemon's workspace."
-                }),
-            )
-        }
-        "ping" => rpc_result(&id, json!({})),
-        "tools/list" => {
-            let tools: Vec<Value> = TOOLS
-                .iter()
-                .map(|t| {
-                    json!({"name": t.name, "description": t.description, "inputSchema": (t.input)(), "outputSchema": (t.output)()})
-                })
-                .collect();
-            rpc_result(&id, json!({"tools": tools}))
-        }
-        "tools/call" => {
-            let Some(name) = params.get("name").and_then(Value::as_str) else {
-                return Some(rpc_error(&id, INVALID_PARAMS, "tools/call needs params.name"));
-            };
-            if !TOOLS.iter().any(|t| t.name == name) {
-                return Some(rpc_error(&id, INVALID_PARAMS, format!("no tool {name:?}")));
-            }
-            let arguments = params.get("arguments").cloned().unwrap_or(json!({}));
-            let result = match call(state, name, &arguments).await {
-                Ok(value) => json!({
-                    "content": [{"type": "text", "text": respond::json_text(&value)}],
-                    "structuredContent": value,
-                    "isError": false
-                }),
-                // No structuredContent: it would not be of the tool's outputSchema.
-                Err(error) => json!({
-                    "content": [{"type": "text", "text": respond::json_text(&error.body())}],
-                    "isError": true
-                }),
-            };
-            rpc_result(&id, result)
-        }
-        other => rpc_error(&id, METHOD_NOT_FOUND, format!("no method {other:?}")),
-    })
+    // rmcp's refusals are one short line; more is not read.
+    let text = axum::body::to_bytes(answer.into_body(), 4096).await.unwrap_or_default();
+    ApiError::new(status, code, String::from_utf8_lossy(&text).trim().to_owned()).into_response()
+}
+
+/// The tools of one request.
+struct AdminTools {
+    state: ApiState,
+    span: tracing::Span,
+}
+
+fn describe(tool: &Tool) -> McpTool {
+    let object = |value: Value| match value {
+        Value::Object(map) => Arc::new(map),
+        _ => Arc::new(serde_json::Map::new()),
+    };
+    McpTool::new(tool.name, tool.description, object((tool.input)()))
+        .with_raw_output_schema(object((tool.output)()))
+        .with_annotations(ToolAnnotations::new().read_only(tool.read_only))
+}
+
+impl ServerHandler for AdminTools {
+    fn get_info(&self) -> InitializeResult {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("roundtable-admin", env!("CARGO_PKG_VERSION")))
+            .with_instructions("Roundtable's operator tools for this daemon's workspace.")
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(TOOLS.iter().map(describe).collect()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(tool) = TOOLS.iter().find(|t| t.name == request.name) else {
+            return Err(ErrorData::invalid_params(format!("no tool {:?}", request.name), None));
+        };
+        let arguments = request.arguments.map_or(json!({}), Value::Object);
+        let span =
+            tracing::info_span!(parent: &self.span, "mcp.tool", tool = tool.name, outcome = tracing::field::Empty);
+        let called = tracing::Instrument::instrument(call(&self.state, tool.name, &arguments), span.clone()).await;
+        span.record("outcome", if called.is_ok() { "ok" } else { "error" });
+        Ok(CallToolResponse::Complete(match called {
+            Ok(value) => CallToolResult::structured(value),
+            // No structuredContent: it would not be of the tool's outputSchema.
+            Err(error) => CallToolResult::error(vec![ContentBlock::text(crate::respond::json_text(&error.body()))]),
+        }))
+    }
 }
 
 async fn call(state: &ApiState, tool: &str, arguments: &Value) -> Result<Value, ApiError> {

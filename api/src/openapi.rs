@@ -506,18 +506,28 @@ pub fn document() -> Value {
         vec![("200", r)],
         false,
     );
+    let refused = [
+        ("400", "Not a JSON-RPC message, or an unsupported `MCP-Protocol-Version`."),
+        ("403", "`origin_not_allowed`: a request from a page of another site."),
+        ("406", "`not_acceptable`: the client does not accept both `application/json` and `text/event-stream`."),
+        ("415", "`unsupported_media_type`: the body is not `application/json`."),
+    ];
+    let mut responses = vec![
+        (
+            "200",
+            json!({"description": "The JSON-RPC response.", "content": {"application/json": {"schema": {"type": "object"}}}}),
+        ),
+        ("202", json!({"description": "A notification or a response: accepted."})),
+    ];
+    responses.extend(refused.map(|(status, why)| (status, b.json_response::<ErrorBody>(why))));
     b.operation(
         Post,
         "/mcp",
         "adminMcp",
         "The admin MCP endpoint (streamable HTTP, JSON responses): tools status, adapters, assignments, sessions, proposals, reconcile, accept_proposal, reject_proposal.",
         vec![],
-        Some(json!({"anyOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}], "description": "A JSON-RPC 2.0 message (or a batch)."})),
-        vec![
-            ("200", json!({"description": "The JSON-RPC response.", "content": {"application/json": {"schema": {"anyOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}]}}}})),
-            ("202", json!({"description": "Notifications only: accepted."})),
-            ("400", json!({"description": "Not JSON: a JSON-RPC parse error; or an unsupported MCP-Protocol-Version (this API's error body).", "content": {"application/json": {"schema": {"type": "object"}}}})),
-        ],
+        Some(json!({"type": "object", "description": "One JSON-RPC 2.0 message. The transport requires `Accept: application/json, text/event-stream`."})),
+        responses,
         false,
     );
     // MCP's streamable HTTP transport has clients try these two; they are served, to refuse.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::http::{Api, Reply, request};
+use crate::http::{Api, MCP_HEADERS, Reply, request};
 use crate::support::{
     API, ShowLogOnPanic, commit_all, ensure_test_images, one_assignment_project, roundtable, start_daemon, stderr,
     stdout, wait_until, wait_until_within, write,
@@ -69,7 +69,7 @@ async fn the_api_serves_reads_writes_and_mcp_behind_the_operator_token() {
         assert_eq!(wrong.status, 401, "{path}");
     }
     let mcp_refused =
-        request(&api.address, "POST", "/mcp", &[], Some(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#));
+        request(&api.address, "POST", "/mcp", &MCP_HEADERS, Some(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#));
     assert_eq!(mcp_refused.status, 401);
     // MCP's authorization spec: the challenge says where the resource's metadata is, and the
     // metadata (public) names the endpoint and how its token is sent.
@@ -216,11 +216,12 @@ async fn the_api_serves_reads_writes_and_mcp_behind_the_operator_token() {
     assert_eq!(roundtable(root, &["events", "Assignment/nope"]).status.code(), Some(1));
 
     // The admin MCP endpoint.
-    let initialized = api.call("POST", "/mcp", &[], Some(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#)).json();
+    let initialized = api.mcp(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#).json();
     assert_eq!(initialized["result"]["serverInfo"]["name"], "roundtable-admin");
-    let notified = api.call("POST", "/mcp", &[], Some(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#));
+    assert_eq!(initialized["result"]["protocolVersion"], "2025-11-25", "{initialized}");
+    let notified = api.mcp(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
     assert_eq!(notified.status, 202);
-    let tools = api.call("POST", "/mcp", &[], Some(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#)).json();
+    let tools = api.mcp(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#).json();
     let tool_names: Vec<&str> =
         tools["result"]["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
     assert_eq!(
@@ -237,17 +238,16 @@ async fn the_api_serves_reads_writes_and_mcp_behind_the_operator_token() {
         ]
     );
     let called = api
-        .call(
-            "POST",
-            "/mcp",
-            &[],
-            Some(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"proposals","arguments":{}}}"#),
-        )
+        .mcp(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"proposals","arguments":{}}}"#)
         .json();
     assert_eq!(called["result"]["structuredContent"]["items"][0]["id"], proposal.as_str());
-    let reconciled = api.call("POST", "/mcp", &[], Some(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"reconcile","arguments":{"object":"Assignment/work"}}}"#)).json();
+    let reconciled = api.mcp(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"reconcile","arguments":{"object":"Assignment/work"}}}"#).json();
     assert_eq!(reconciled["result"]["structuredContent"]["how"], "queued");
     assert_eq!(api.get("/mcp").status, 405);
+    // The transport's refusals come in this API's error body, like every other error.
+    let json_only = [("Content-Type", "application/json"), ("Accept", "application/json")];
+    let unacceptable = api.call("POST", "/mcp", &json_only, Some(r#"{"jsonrpc":"2.0","id":5,"method":"tools/list"}"#));
+    assert_eq!((unacceptable.status, unacceptable.code().as_str()), (406, "not_acceptable"));
 
     // Diagnostics: probed in the image, stored, and there to read back.
     let diagnosed = api.call("POST", "/v1/workspaces/demo/agents/generic/diagnostics", &[], None);

@@ -354,7 +354,7 @@ async fn an_accepted_proposal_is_a_verified_signed_branch_and_secrets_stop_one()
 /// (nothing happens), idempotent with it, the other decision a conflict.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accept_and_reject_through_the_api_and_the_admin_mcp_tool_need_the_operator_token() {
-    use crate::http::{Api, request};
+    use crate::http::{Api, MCP_HEADERS, request};
     let Some(engine) = engine_or_skip().await else { return };
     ensure_test_images();
     let Running { dir, executions: _executions, daemon, _show } = run_both().await;
@@ -371,7 +371,7 @@ async fn accept_and_reject_through_the_api_and_the_admin_mcp_tool_need_the_opera
             .to_string()
     };
     let mcp_accept = call("accept_proposal", serde_json::json!({"id": clean}));
-    assert_eq!(request(&api.address, "POST", "/mcp", &[], Some(&mcp_accept)).status, 401);
+    assert_eq!(request(&api.address, "POST", "/mcp", &MCP_HEADERS, Some(&mcp_accept)).status, 401);
     assert_eq!(proposal_of(root, "clean").expect("clean")["state"], "pending");
 
     // With it: accepted once, and asking again answers the same decision.
@@ -391,7 +391,7 @@ async fn accept_and_reject_through_the_api_and_the_admin_mcp_tool_need_the_opera
     let unmet = gated.json()["error"]["details"]["unmet"].to_string();
     assert!(unmet.contains("aws-access-key"), "{unmet}");
     let mcp_reject = call("reject_proposal", serde_json::json!({"id": leaky, "reason": "it adds a key"}));
-    let rejected = api.call("POST", "/mcp", &json_type, Some(&mcp_reject)).json();
+    let rejected = api.mcp(&mcp_reject).json();
     assert_eq!(rejected["result"]["isError"], false, "{rejected}");
     assert_eq!(rejected["result"]["structuredContent"]["reason"], "it adds a key");
     assert_eq!(proposal_of(root, "leaky").expect("leaky")["state"], "rejected");

@@ -62,7 +62,17 @@ impl Api {
     pub fn get(&self, path: &str) -> Reply {
         self.call("GET", path, &[], None)
     }
+
+    /// One JSON-RPC message to the admin MCP endpoint, with the headers its transport requires.
+    pub fn mcp(&self, message: &str) -> Reply {
+        self.call("POST", "/mcp", &MCP_HEADERS, Some(message))
+    }
 }
+
+/// What MCP's streamable HTTP transport requires of every POST: a JSON body, and a client that
+/// accepts both a JSON answer and a stream.
+pub const MCP_HEADERS: [(&str, &str); 2] =
+    [("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")];
 
 /// One request to `address` (`IP:PORT`).
 pub fn request(address: &str, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> Reply {

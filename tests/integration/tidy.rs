@@ -356,6 +356,18 @@ fn production_sources() -> Vec<std::path::PathBuf> {
         .collect()
 }
 
+/// rmcp's types stay in the two MCP endpoint modules: its API changes between majors, and an
+/// upgrade should touch those files alone.
+#[test]
+fn only_the_mcp_endpoints_name_rmcp() {
+    let allowed = ["agents/src/mcp.rs", "agents/src/mcp/framing.rs", "api/src/mcp.rs"];
+    let naming: Vec<String> = occurrences(&production_sources(), &["rmcp::".to_owned()], false)
+        .into_iter()
+        .filter(|hit| !allowed.iter().any(|file| hit.starts_with(&format!("{file}:"))))
+        .collect();
+    assert!(naming.is_empty(), "modules that name rmcp: {naming:?}");
+}
+
 /// Every container is created from the one hardened profile: only one production file builds a
 /// container body, it sets every hardening field, and only one file creates containers.
 #[test]
