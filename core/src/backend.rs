@@ -165,11 +165,6 @@ pub trait ExecutionBackend: Send + Sync + 'static {
     fn lease(&self, _assignment_uid: &str) -> impl Future<Output = Result<Option<LeaseRecord>, BackendError>> + Send {
         async { Ok(None) }
     }
-    /// How soon to look again at an Assignment another controller runs: its lease expires this
-    /// long after that controller's last heartbeat.
-    fn lease_recheck(&self) -> std::time::Duration {
-        std::time::Duration::from_secs(15)
-    }
     /// Claims the Assignment's execution for this controller if the lease is still where `seen`
     /// left it; `None` when another controller holds it or got there first.
     fn claim(
@@ -262,10 +257,6 @@ impl ExecutionBackend for ExecutionManager {
 
     async fn claim(&self, assignment: &Identity, seen: Option<&LeaseRecord>) -> Result<Option<Lease>, BackendError> {
         Ok(ExecutionManager::claim(self, assignment, seen).await?)
-    }
-
-    fn lease_recheck(&self) -> std::time::Duration {
-        self.config().lease_ttl
     }
 }
 

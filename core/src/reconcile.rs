@@ -142,7 +142,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                 let me = self.executions.controller_run();
                 let held_by = lease
                     .as_ref()
-                    .filter(|l| l.is_held(&roundtable_store::now()) && Some(&l.holder) != me.as_ref())
+                    .filter(|l| l.held() && Some(&l.holder) != me.as_ref())
                     .map(|l| l.holder.clone());
                 let mut sessions = self.executions.sessions(&desired.uid).await?;
                 sessions.retain(|s| s.execution_generation == generation);
@@ -376,12 +376,9 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Recon
         let refused = observed.assignment.as_ref().is_some_and(|a| a.refused.is_some())
             || (key.kind == Kind::Adapter
                 && observed.gates.as_ref().is_some_and(|g| g.decisions.iter().any(|d| !d.admitted())));
-        // Another controller runs it: look again when its lease could have expired, so a
-        // controller that died is taken over within about one lease TTL.
-        let held_elsewhere = observed.assignment.as_ref().is_some_and(|a| a.held_by.is_some());
-        Ok(if held_elsewhere {
-            Action::requeue(self.executions.lease_recheck())
-        } else if waiting_for_adapter {
+        // Another controller runs it: nothing to do here until its hold ends, which the lease
+        // watch (`presence.rs`, once per heartbeat for every lease) turns into a reconcile.
+        Ok(if waiting_for_adapter {
             Action::requeue(ADAPTER_RECHECK)
         } else if refused && key.kind == Kind::Assignment {
             Action::requeue(ADMISSION_RECHECK)

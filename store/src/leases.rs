@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sqlx::Row;
 
-use crate::{Error, Result, Store, later, now};
+use crate::{Error, Result, Store, now};
 
 /// A registered controller, as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +57,8 @@ pub struct LeaseRecord {
     pub released_at: Option<String>,
     /// The holder's registration still heartbeats (read with the lease).
     pub holder_live: bool,
+    /// When it was read, by [`Store::lease_clock`].
+    pub read_at: String,
 }
 
 impl LeaseRecord {
@@ -64,6 +66,17 @@ impl LeaseRecord {
     pub fn is_held(&self, at: &str) -> bool {
         self.released_at.is_none() && self.holder_live && self.expires_at.as_str() > at
     }
+
+    /// Whether it was held when it was read, by the clock leases are judged by.
+    pub fn held(&self) -> bool {
+        self.is_held(&self.read_at)
+    }
+}
+
+/// `ttl` after `at` (the store's timestamp format), for an expiry.
+fn after(at: &str, ttl: Duration) -> String {
+    let parsed = time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339);
+    parsed.map_or_else(|_| crate::later(ttl), |moment| crate::at(moment + ttl))
 }
 
 /// A lease this controller holds: the fence every write about the execution carries.
@@ -123,6 +136,7 @@ fn lease_from_row(row: &sqlx::any::AnyRow, at: &str) -> Result<LeaseRecord> {
         expires_at: row.try_get("expires_at")?,
         released_at: row.try_get("released_at")?,
         holder_live: stopped.is_none() && expires.is_some_and(|e| e.as_str() > at),
+        read_at: at.to_owned(),
     })
 }
 
@@ -147,9 +161,25 @@ pub(crate) async fn check_fence(
 }
 
 impl Store {
+    /// Now, by the clock every lease is judged by: the database's on PostgreSQL, where
+    /// controllers on several hosts share leases and their clocks may disagree; this host's on
+    /// SQLite, which one controller holds.
+    pub async fn lease_clock(&self) -> Result<String> {
+        if !self.is_shared() {
+            return Ok(now());
+        }
+        let row = sqlx::query("SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT) AS micros")
+            .fetch_one(&self.pool)
+            .await?;
+        let micros: i64 = row.try_get("micros")?;
+        let moment = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(micros) * 1000)
+            .map_err(|error| Error::Corrupt(format!("the database's clock: {error}")))?;
+        Ok(crate::at(moment))
+    }
+
     /// Registers (or re-registers) a controller, live for `ttl`.
     pub async fn register_controller(&self, me: &Registration<'_>, ttl: Duration) -> Result<()> {
-        let at = now();
+        let at = self.lease_clock().await?;
         sqlx::query(
             "INSERT INTO controllers (id, host, pid, checkout, started_at, heartbeat_at, expires_at) VALUES ($1, $2, $3, $4, $5, $5, $6) \
              ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, checkout = excluded.checkout, heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at, stopped_at = NULL",
@@ -159,7 +189,7 @@ impl Store {
         .bind(i64::from(me.pid))
         .bind(me.checkout)
         .bind(&at)
-        .bind(later(ttl))
+        .bind(after(&at, ttl))
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -169,7 +199,8 @@ impl Store {
     /// `ttl`. The leases it still holds, as (assignment uid, fence): an execution missing from them
     /// was taken over and must stop.
     pub async fn controller_heartbeat(&self, id: &str, ttl: Duration) -> Result<Vec<(String, i64)>> {
-        let (at, until) = (now(), later(ttl));
+        let at = self.lease_clock().await?;
+        let until = after(&at, ttl);
         sqlx::query("UPDATE controllers SET heartbeat_at = $2, expires_at = $3, stopped_at = NULL WHERE id = $1")
             .bind(id)
             .bind(&at)
@@ -191,7 +222,7 @@ impl Store {
 
     /// Marks a controller stopped and releases what it still holds: others take over at once.
     pub async fn deregister_controller(&self, id: &str) -> Result<()> {
-        let at = now();
+        let at = self.lease_clock().await?;
         sqlx::query("UPDATE execution_leases SET fence = fence + 1, released_at = $2, expires_at = $2 WHERE holder = $1 AND released_at IS NULL")
             .bind(id)
             .bind(&at)
@@ -208,7 +239,7 @@ impl Store {
     /// Marks every other controller stopped: on a store of one controller (SQLite),
     /// the daemon lock proves that an earlier run is gone, so its leases need not expire first.
     pub async fn forget_controllers_except(&self, id: &str) -> Result<()> {
-        let at = now();
+        let at = self.lease_clock().await?;
         sqlx::query("UPDATE controllers SET stopped_at = $2 WHERE id <> $1 AND stopped_at IS NULL")
             .bind(id)
             .bind(&at)
@@ -232,7 +263,7 @@ impl Store {
     pub async fn controllers(&self) -> Result<Vec<ControllerRecord>> {
         let rows = sqlx::query("SELECT * FROM controllers ORDER BY started_at DESC, id").fetch_all(&self.pool).await?;
         let mut all: Vec<ControllerRecord> = rows.iter().map(controller_from_row).collect::<Result<_>>()?;
-        let at = now();
+        let at = self.lease_clock().await?;
         all.sort_by_key(|c| !c.is_live(&at));
         Ok(all)
     }
@@ -242,14 +273,14 @@ impl Store {
     pub async fn execution_lease(&self, assignment_uid: &str) -> Result<Option<LeaseRecord>> {
         let row =
             sqlx::query(leases_where("l.assignment_uid = $1")).bind(assignment_uid).fetch_optional(&self.pool).await?;
-        let at = now();
+        let at = self.lease_clock().await?;
         row.map(|row| lease_from_row(&row, &at)).transpose()
     }
 
     /// Every lease not released, by assignment.
     pub async fn execution_leases(&self) -> Result<Vec<LeaseRecord>> {
         let rows = sqlx::query(leases_where("l.released_at IS NULL")).fetch_all(&self.pool).await?;
-        let at = now();
+        let at = self.lease_clock().await?;
         rows.iter().map(|row| lease_from_row(row, &at)).collect()
     }
 
@@ -263,7 +294,8 @@ impl Store {
         seen: Option<&LeaseRecord>,
         ttl: Duration,
     ) -> Result<Option<Lease>> {
-        let (at, until) = (now(), later(ttl));
+        let at = self.lease_clock().await?;
+        let until = after(&at, ttl);
         let row = match seen {
             None => {
                 sqlx::query(
@@ -308,7 +340,7 @@ impl Store {
     /// Lets go of a lease once its session is recorded (the fence moves on, so the releasing
     /// controller can write nothing more about it). False when it had already moved on.
     pub async fn release_execution(&self, lease: &Lease) -> Result<bool> {
-        let at = now();
+        let at = self.lease_clock().await?;
         let done = sqlx::query(
             "UPDATE execution_leases SET fence = fence + 1, released_at = $4, expires_at = $4 \
              WHERE assignment_uid = $1 AND holder = $2 AND fence = $3",

@@ -2,7 +2,9 @@
 //! Debian's `postgresql` package, listening only on a Unix socket in a private temporary folder,
 //! run as an unprivileged user when this process is root (PostgreSQL refuses to run as root). A
 //! watchdog stops the cluster and removes its folder when the process that started it exits, so
-//! a test that panics or is killed leaves nothing behind.
+//! a test that panics or is killed leaves nothing behind. [`cluster`] is the one every test of a
+//! process shares; [`Private`] is a test's own, which it may restart and reach over TCP (a
+//! partition test's network namespace).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -18,13 +20,15 @@ pub const REQUIRE_ENV: &str = "ROUNDTABLE_REQUIRE_POSTGRES";
 pub struct Cluster {
     socket_dir: PathBuf,
     user: String,
+    /// The TCP address it also listens on, if any.
+    tcp: Option<std::net::SocketAddr>,
 }
 
 /// The cluster of this process, started on first use; `None` (with the reason printed) when
 /// PostgreSQL is not installed and [`REQUIRE_ENV`] is unset.
 pub fn cluster() -> Option<&'static Cluster> {
     static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
-    match CLUSTER.get_or_init(start) {
+    match CLUSTER.get_or_init(|| launch(None).map(|launched| launched.cluster)) {
         Ok(cluster) => Some(cluster),
         Err(why) if std::env::var(REQUIRE_ENV).as_deref() == Ok("1") => {
             panic!("{REQUIRE_ENV}=1 but no scratch PostgreSQL: {why}")
@@ -53,13 +57,60 @@ impl Cluster {
         StoreUrl::Postgres(self.url(&name))
     }
 
-    /// The URL of `database` over the cluster's socket.
+    /// The URL of `database`: over TCP when the cluster listens there, else over its socket.
     pub fn url(&self, database: &str) -> String {
-        format!("postgres://{}@localhost/{database}?host={}", self.user, self.socket_dir.display())
+        match self.tcp {
+            Some(address) => format!("postgres://{}@{address}/{database}", self.user),
+            None => format!("postgres://{}@localhost/{database}?host={}", self.user, self.socket_dir.display()),
+        }
     }
 }
 
-fn start() -> Result<Cluster, String> {
+/// A test's own cluster, stopped and removed when dropped (or by its watchdog).
+#[derive(Debug)]
+pub struct Private {
+    launched: Launched,
+}
+
+impl Private {
+    /// Starts one, listening on `tcp` too when given (clients anywhere are trusted: a test's
+    /// address on a veth pair it made, never a public one).
+    pub fn start(tcp: Option<std::net::SocketAddr>) -> Result<Self, String> {
+        Ok(Self { launched: launch(tcp)? })
+    }
+
+    pub fn cluster(&self) -> &Cluster {
+        &self.launched.cluster
+    }
+
+    /// `pg_ctl restart -m fast`: every connection is cut, and the server is back when this returns.
+    pub fn restart(&self) -> Result<(), String> {
+        let Launched { bin, data, runner, .. } = &self.launched;
+        // The server's output goes to its log, as at start: a pipe it inherited would keep this
+        // waiting for it to exit.
+        let log = self.launched.cluster.socket_dir.join("server.log");
+        run(runner.command(bin.join("pg_ctl")).args(["-w", "-m", "fast", "-D"]).arg(data).arg("-l").arg(log).arg("restart"))
+    }
+}
+
+impl Drop for Private {
+    fn drop(&mut self) {
+        let Launched { bin, data, runner, cluster } = &self.launched;
+        let _ = run(runner.command(bin.join("pg_ctl")).args(["-m", "immediate", "-D"]).arg(data).arg("stop"));
+        let _ = std::fs::remove_dir_all(&cluster.socket_dir);
+    }
+}
+
+/// A started cluster and what it takes to stop or restart it.
+#[derive(Debug)]
+struct Launched {
+    cluster: Cluster,
+    bin: PathBuf,
+    data: PathBuf,
+    runner: Runner,
+}
+
+fn launch(tcp: Option<std::net::SocketAddr>) -> Result<Launched, String> {
     let bin = binaries().ok_or("no initdb found (install Debian's postgresql package)")?;
     let runner = Runner::for_this_process()?;
     let dir = tempfile::Builder::new()
@@ -74,8 +125,19 @@ fn start() -> Result<Cluster, String> {
         .command(bin.join("initdb"))
         .args(["--auth=trust", "--encoding=UTF8", "--no-sync", "--no-instructions", "-U", user, "-D"])
         .arg(&data))?;
+    let listen = match tcp {
+        Some(address) => {
+            // Trusted from anywhere: it listens only on the test's own address.
+            let hba = data.join("pg_hba.conf");
+            let mut rules = std::fs::read_to_string(&hba).map_err(|e| format!("cannot read {}: {e}", hba.display()))?;
+            rules.push_str("host all all 0.0.0.0/0 trust\n");
+            std::fs::write(&hba, rules).map_err(|e| format!("cannot write {}: {e}", hba.display()))?;
+            format!("-c listen_addresses='{}' -p {}", address.ip(), address.port())
+        }
+        None => "-c listen_addresses=''".to_owned(),
+    };
     let options = format!(
-        "-k {} -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300",
+        "-k {} {listen} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300",
         dir.display()
     );
     run(runner
@@ -85,9 +147,11 @@ fn start() -> Result<Cluster, String> {
         .arg("-l")
         .arg(dir.join("server.log"))
         .args(["-o", &options, "start"]))?;
-    // The watchdog outlives a panicking or killed test process by at most a second.
+    // The watchdog outlives a panicking or killed test process by at most a second. It ignores
+    // the signals a killed process group gets (`timeout` signals its whole group), or the
+    // cluster would outlive the test instead.
     let watchdog = format!(
-        "while [ -d /proc/{pid} ]; do sleep 1; done; '{pg_ctl}' -D '{data}' -m immediate stop >/dev/null 2>&1; rm -rf '{dir}'",
+        "trap '' TERM HUP INT; while [ -d /proc/{pid} ]; do sleep 1; done; '{pg_ctl}' -D '{data}' -m immediate stop >/dev/null 2>&1; rm -rf '{dir}'",
         pid = std::process::id(),
         pg_ctl = bin.join("pg_ctl").display(),
         data = data.display(),
@@ -96,7 +160,7 @@ fn start() -> Result<Cluster, String> {
     let mut command = runner.command("setsid");
     command.args(["sh", "-c", &watchdog]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     command.spawn().map_err(|e| format!("cannot start the cluster's watchdog: {e}"))?;
-    Ok(Cluster { socket_dir: dir, user: user.into() })
+    Ok(Launched { cluster: Cluster { socket_dir: dir, user: user.into(), tcp }, bin, data, runner })
 }
 
 /// The newest installed server's `bin` folder.
@@ -115,6 +179,7 @@ fn binaries() -> Option<PathBuf> {
 }
 
 /// Runs the cluster's commands as this process's user, or, as root, as an unprivileged one.
+#[derive(Debug)]
 struct Runner {
     user: Option<String>,
 }

@@ -24,6 +24,7 @@ mod hook;
 mod http;
 mod identity;
 mod podman;
+mod partitions;
 mod private_engine;
 mod providers;
 mod real_clis;

@@ -168,6 +168,8 @@ struct Inner {
     stops: Mutex<HashMap<String, Stop>>,
     /// Running agents' output as it comes, for the console's live tail.
     live: live::LiveLogs,
+    /// Set while the controller cannot renew its leases: no execution starts.
+    fenced: std::sync::atomic::AtomicBool,
 }
 
 /// Why the manager refused to start an execution.
@@ -177,6 +179,8 @@ pub enum StartError {
     Store(#[from] roundtable_store::Error),
     #[error("the controller is shutting down; no new execution starts")]
     ShuttingDown,
+    #[error("the controller cannot renew its leases (cut off from the store); no new execution starts until it can")]
+    Fenced,
     #[error(transparent)]
     Refused(roundtable_store::StartRefused),
 }
@@ -256,6 +260,7 @@ impl ExecutionManager {
                 tasks: TaskTracker::new(),
                 stops: Mutex::new(HashMap::new()),
                 live: live::LiveLogs::default(),
+                fenced: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
@@ -432,14 +437,45 @@ impl ExecutionManager {
         lost.len()
     }
 
+    /// Queues a reconcile of each Assignment named (once the daemon's handle is known): the
+    /// lease watch's way of saying another controller's hold on them ended.
+    pub fn requeue(&self, assignments: impl IntoIterator<Item = String>) {
+        if let Some(handle) = self.inner.wake.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref() {
+            for assignment in assignments {
+                handle.trigger(Trigger::Requested(ObjectKey::new(Kind::Assignment, assignment)));
+            }
+        }
+    }
+
     fn active_count(&self) -> usize {
         self.inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+    }
+
+    /// Stops every execution and starts none until [`ExecutionManager::unfence`]: the
+    /// controller could not renew its leases, so another may take them over. The Assignments
+    /// whose executions were stopped.
+    pub fn fence(&self) -> Vec<String> {
+        self.inner.fenced.store(true, std::sync::atomic::Ordering::SeqCst);
+        let stopped: Vec<String> =
+            self.inner.active.lock().unwrap_or_else(std::sync::PoisonError::into_inner).keys().cloned().collect();
+        for assignment in &stopped {
+            self.stop(assignment, Stop::Fenced);
+        }
+        stopped
+    }
+
+    /// Lets executions start again: the leases were renewed.
+    pub fn unfence(&self) {
+        self.inner.fenced.store(false, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Records a `Queued` session and runs it in the background when a slot is free.
     pub async fn start(&self, request: ExecutionRequest) -> Result<SessionRecord, StartError> {
         if self.inner.tasks.is_closed() {
             return Err(StartError::ShuttingDown);
+        }
+        if self.inner.fenced.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StartError::Fenced);
         }
         let session = SessionRecord {
             id: new_session_id(),

@@ -100,6 +100,10 @@ pub enum Stop {
     Superseded { by: i64 },
     /// The broker refused a model request because the session's budget was spent.
     BudgetExceeded,
+    /// The controller could not renew its lease in time (cut off from the store): it stopped the
+    /// execution before another controller could take it over. An interruption, re-run by
+    /// whichever controller holds the lease next.
+    Fenced,
 }
 
 impl Stop {
@@ -114,6 +118,10 @@ impl Stop {
             Stop::Shutdown => Ending::interrupted(
                 SessionCause::ControllerStopped,
                 if started { STOPPED_WHILE_RUNNING } else { STOPPED_BEFORE_START },
+            ),
+            Stop::Fenced => Ending::interrupted(
+                SessionCause::ControllerStopped,
+                "stopped by its controller, which could not renew the execution's lease in time (cut off from the store)",
             ),
             Stop::BudgetExceeded => Ending::failed(
                 SessionCause::BudgetExceeded,
