@@ -107,7 +107,10 @@ async fn beat(store: Store, executions: ExecutionManager, id: String, ttl: Durat
                 continue;
             }
             Err(_) => {
-                tracing::warn!(timeout_ms = (ttl / 3).as_millis() as u64, "heartbeat timed out; the store did not answer");
+                tracing::warn!(
+                    timeout_ms = (ttl / 3).as_millis() as u64,
+                    "heartbeat timed out; the store did not answer"
+                );
                 continue;
             }
         };
@@ -210,9 +213,7 @@ mod tests {
         let mut released = lease("a", "other", live);
         released.released_at = Some(at.into());
         let expired = lease("b", "other", "2026-01-01T00:00:05Z");
-        assert_eq!(watch.ended("me", &[released, expired, lease("mine", "me", "2026-01-01T00:00:01Z")]), [
-            "a", "b"
-        ]);
+        assert_eq!(watch.ended("me", &[released, expired, lease("mine", "me", "2026-01-01T00:00:01Z")]), ["a", "b"]);
         assert!(watch.ended("me", &[]).is_empty(), "reported once");
     }
 

@@ -140,10 +140,8 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                 // after the sessions below were read.
                 let lease = self.executions.lease(&desired.uid).await?;
                 let me = self.executions.controller_run();
-                let held_by = lease
-                    .as_ref()
-                    .filter(|l| l.held() && Some(&l.holder) != me.as_ref())
-                    .map(|l| l.holder.clone());
+                let held_by =
+                    lease.as_ref().filter(|l| l.held() && Some(&l.holder) != me.as_ref()).map(|l| l.holder.clone());
                 let mut sessions = self.executions.sessions(&desired.uid).await?;
                 sessions.retain(|s| s.execution_generation == generation);
                 let (adapter, adapter_ready) = self.adapter_for(&spec.adapter).await?;

@@ -89,7 +89,13 @@ impl Private {
         // The server's output goes to its log, as at start: a pipe it inherited would keep this
         // waiting for it to exit.
         let log = self.launched.cluster.socket_dir.join("server.log");
-        run(runner.command(bin.join("pg_ctl")).args(["-w", "-m", "fast", "-D"]).arg(data).arg("-l").arg(log).arg("restart"))
+        run(runner
+            .command(bin.join("pg_ctl"))
+            .args(["-w", "-m", "fast", "-D"])
+            .arg(data)
+            .arg("-l")
+            .arg(log)
+            .arg("restart"))
     }
 }
 

@@ -55,7 +55,18 @@ impl Netns {
         let netns = Self { holder, host_end: format!("rtp{pid}h"), host };
         let inside_end = format!("rtp{pid}n");
         std::thread::sleep(Duration::from_millis(200));
-        netns.ip(&["link", "add", &netns.host_end, "type", "veth", "peer", "name", &inside_end, "netns", &pid.to_string()])?;
+        netns.ip(&[
+            "link",
+            "add",
+            &netns.host_end,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &inside_end,
+            "netns",
+            &pid.to_string(),
+        ])?;
         netns.ip(&["addr", "add", &format!("{host}/30"), "dev", &netns.host_end])?;
         netns.ip(&["link", "set", &netns.host_end, "up"])?;
         netns.inside(&["addr", "add", &format!("{inside}/30"), "dev", &inside_end])?;
