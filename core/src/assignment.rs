@@ -65,6 +65,8 @@ pub struct AssignmentObserved {
     pub adapter_ready: Result<(), String>,
     /// The spawn-path gate that refuses it under `enforce`, if one does.
     pub refused: Option<GateDecision>,
+    /// Why the store can take no more (its disk is full), if so: nothing starts until it can.
+    pub store_full: Option<String>,
 }
 
 /// An Assignment's kind-specific status.
@@ -240,6 +242,10 @@ pub fn decide(
     if observed.held_by.is_some() {
         changes.retain(|c| !matches!(c, Change::StartExecution { .. } | Change::InterruptSession(_)));
     }
+    // An execution started on a full disk would fail half-way (its records, its patch file).
+    if observed.store_full.is_some() {
+        changes.retain(|c| !matches!(c, Change::StartExecution { .. }));
+    }
     (vec![condition], status, changes)
 }
 
@@ -279,6 +285,7 @@ mod tests {
             adapter: None,
             adapter_ready: Ok(()),
             refused: None,
+            store_full: None,
         }
     }
 
@@ -348,6 +355,13 @@ mod tests {
             (
                 spec(false, 0),
                 AssignmentObserved { held_by: Some("other".into()), ..observed(vec![], false) },
+                "Queued:Queued",
+                vec![],
+            ),
+            // The store's disk is full: nothing starts until it has room.
+            (
+                spec(false, 0),
+                AssignmentObserved { store_full: Some("full".into()), ..observed(vec![], false) },
                 "Queued:Queued",
                 vec![],
             ),

@@ -154,6 +154,10 @@ pub trait ExecutionBackend: Send + Sync + 'static {
     fn active_run(&self, assignment: &str) -> Option<ActiveRun>;
     /// The current controller run, when this process can run executions.
     fn controller_run(&self) -> Option<String>;
+    /// Why executions cannot be recorded now (the store's disk is full), if so.
+    fn store_full(&self) -> Option<String> {
+        None
+    }
     fn start(&self, request: ExecutionRequest) -> impl Future<Output = Result<(), BackendError>> + Send;
     fn cancel(&self, assignment: &str);
     /// Cancels the active execution because execution generation `by` replaces it.
@@ -227,6 +231,10 @@ impl ExecutionBackend for ExecutionManager {
 
     fn active_run(&self, assignment: &str) -> Option<ActiveRun> {
         ExecutionManager::active_run(self, assignment)
+    }
+
+    fn store_full(&self) -> Option<String> {
+        self.store().disk_full().map(|full| full.to_string())
     }
 
     fn controller_run(&self) -> Option<String> {

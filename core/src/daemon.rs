@@ -387,6 +387,38 @@ async fn prune_periodically(
     }
 }
 
+/// When a failed rescan is tried again: a store that was full, restarting or out of reach
+/// refused the write, and waiting for the next file event or the periodic resync (minutes) would
+/// leave the specs unrecorded after it recovers.
+#[derive(Debug)]
+struct Retry {
+    at: Option<tokio::time::Instant>,
+    wait: Duration,
+}
+
+impl Retry {
+    const FIRST: Duration = Duration::from_secs(2);
+    const MAX: Duration = Duration::from_secs(30);
+
+    fn after(&mut self, outcome: Result<SyncOutcome, BackendError>, what: &str) {
+        match outcome {
+            Ok(_) => *self = Self::default(),
+            Err(error) => {
+                let error = roundtable_telemetry::error_chain(&error);
+                tracing::error!(%error, retry_in_ms = self.wait.as_millis() as u64, "{what} failed");
+                self.at = Some(tokio::time::Instant::now() + self.wait);
+                self.wait = (self.wait * 2).min(Self::MAX);
+            }
+        }
+    }
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Self { at: None, wait: Self::FIRST }
+    }
+}
+
 /// The daemon loop around any reconciler (benchmarks use a no-op one).
 pub async fn run_with<R: Reconciler<ObjectKey>>(
     config: DaemonConfig,
@@ -460,6 +492,7 @@ pub async fn run_with_link<R: Reconciler<ObjectKey>>(
     let mut poll_at = tokio::time::Instant::now() + jittered(poll);
     tracing::info!(dir = %project.spec_dir.display(), "roundtable is running");
     let mut watching = hints.is_some();
+    let mut retry = Retry::default();
     loop {
         let fetch_requested = async {
             match &fetches {
@@ -478,10 +511,8 @@ pub async fn run_with_link<R: Reconciler<ObjectKey>>(
                     () = &mut shutdown => break,
                     refreshed = fetch(&config, follow, &store) => refreshed,
                 };
-                if refreshed == Refreshed::Moved
-                    && let Err(error) = rescan(&config, &cache, &sync_cache, &store, &handle, false, None).await
-                {
-                    tracing::error!(%error, "rescan of the new commit failed");
+                if refreshed == Refreshed::Moved {
+                    retry.after(rescan(&config, &cache, &sync_cache, &store, &handle, false, None).await, "rescan of the new commit");
                 }
             }
             hint = async { match &mut hints { Some(hints) => hints.recv().await, None => None } }, if watching => match hint {
@@ -490,9 +521,7 @@ pub async fn run_with_link<R: Reconciler<ObjectKey>>(
                         Hint::Changed(paths) => (false, Some(paths)),
                         Hint::Rescan => (true, None),
                     };
-                    if let Err(error) = rescan(&config, &cache, &sync_cache, &store, &handle, resync, changed).await {
-                        tracing::error!(%error, "rescan failed");
-                    }
+                    retry.after(rescan(&config, &cache, &sync_cache, &store, &handle, resync, changed).await, "rescan");
                 }
                 None => {
                     tracing::warn!("the file watcher stopped; relying on the periodic resync");
@@ -501,9 +530,13 @@ pub async fn run_with_link<R: Reconciler<ObjectKey>>(
             },
             () = tokio::time::sleep_until(resync_at) => {
                 resync_at = tokio::time::Instant::now() + jittered(config.resync);
-                if let Err(error) = rescan(&config, &cache, &sync_cache, &store, &handle, true, None).await {
-                    tracing::error!(%error, "resync failed");
-                }
+                retry.after(rescan(&config, &cache, &sync_cache, &store, &handle, true, None).await, "resync");
+            }
+            // A whole rescan that queues every object: the one that failed may have been of a few
+            // changed files, and may have recorded some objects before it failed, which would
+            // then look unchanged.
+            () = async { if let Some(at) = retry.at { tokio::time::sleep_until(at).await } }, if retry.at.is_some() => {
+                retry.after(rescan(&config, &cache, &sync_cache, &store, &handle, true, None).await, "rescan (retried)");
             }
         }
     }

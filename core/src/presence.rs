@@ -74,11 +74,21 @@ async fn beat(store: Store, executions: ExecutionManager, id: String, ttl: Durat
     let mut ticks = tokio::time::interval(ttl / 3);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut watch = LeaseWatch::default();
+    // Only on a shared store can another controller take an execution over; on SQLite the
+    // daemon lock keeps every other controller out, so nothing is fenced there.
+    let fences = store.is_shared();
     // Registration renewed everything just before the first beat.
     let mut renewed = tokio::time::Instant::now();
     let mut cut_off: Option<CutOff> = None;
     loop {
-        ticks.tick().await;
+        let fence_at = renewed + fence_after(ttl);
+        tokio::select! {
+            _ = ticks.tick() => {}
+            () = tokio::time::sleep_until(fence_at), if fences && cut_off.is_none() => {
+                cut_off = Some(fence(&executions, renewed, ttl));
+                continue;
+            }
+        }
         let sent = tokio::time::Instant::now();
         // A partition that drops packets leaves a query waiting for TCP's own timeout (minutes):
         // each beat gives up by the next.
@@ -87,16 +97,8 @@ async fn beat(store: Store, executions: ExecutionManager, id: String, ttl: Durat
         let beaten = loop {
             tokio::select! {
                 beaten = &mut heartbeat => break beaten,
-                () = tokio::time::sleep_until(renewed + fence_after(ttl)), if cut_off.is_none() => {
-                    let stopped = executions.fence();
-                    tracing::error!(
-                        unrenewed_ms = renewed.elapsed().as_millis() as u64,
-                        lease_ttl_ms = ttl.as_millis() as u64,
-                        stopped = stopped.len(),
-                        "cut off from the store: the leases were not renewed in time, so every execution here is stopped \
-                         before another controller may take it over; none starts until the store answers again"
-                    );
-                    cut_off = Some(CutOff { since: roundtable_store::now(), started: std::time::Instant::now(), stopped });
+                () = tokio::time::sleep_until(fence_at), if fences && cut_off.is_none() => {
+                    cut_off = Some(fence(&executions, renewed, ttl));
                 }
             }
         };
@@ -125,6 +127,19 @@ async fn beat(store: Store, executions: ExecutionManager, id: String, ttl: Durat
             Err(error) => tracing::warn!(%error, "cannot read the execution leases; a resync looks again"),
         }
     }
+}
+
+/// Stops every execution here and all intake: the leases went unrenewed since `renewed`.
+fn fence(executions: &ExecutionManager, renewed: tokio::time::Instant, ttl: Duration) -> CutOff {
+    let stopped = executions.fence();
+    tracing::error!(
+        unrenewed_ms = renewed.elapsed().as_millis() as u64,
+        lease_ttl_ms = ttl.as_millis() as u64,
+        stopped = stopped.len(),
+        "cut off from the store: the leases were not renewed in time, so every execution here is stopped \
+         before another controller may take it over; none starts until the store answers again"
+    );
+    CutOff { since: roundtable_store::now(), started: std::time::Instant::now(), stopped }
 }
 
 /// Says in the log and in the store (an event on each Assignment whose execution was stopped)

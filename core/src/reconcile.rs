@@ -29,6 +29,8 @@ const ADMISSION_RECHECK: Duration = Duration::from_secs(3);
 const ADAPTER_ADMISSION_RECHECK: Duration = Duration::from_secs(15);
 /// How often an Assignment whose adapter is not ready looks again.
 const ADAPTER_RECHECK: Duration = Duration::from_secs(1);
+/// How soon an Assignment looks again while the store's disk is full.
+const STORE_FULL_RECHECK: Duration = Duration::from_secs(5);
 
 /// What can go wrong reconciling one object.
 #[derive(Debug, thiserror::Error)]
@@ -163,6 +165,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                     adapter,
                     adapter_ready,
                     refused,
+                    store_full: self.executions.store_full(),
                 })
             }
             _ => None,
@@ -376,7 +379,10 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Recon
                 && observed.gates.as_ref().is_some_and(|g| g.decisions.iter().any(|d| !d.admitted())));
         // Another controller runs it: nothing to do here until its hold ends, which the lease
         // watch (`presence.rs`, once per heartbeat for every lease) turns into a reconcile.
-        Ok(if waiting_for_adapter {
+        let store_full = observed.assignment.as_ref().is_some_and(|a| a.store_full.is_some());
+        Ok(if store_full {
+            Action::requeue(STORE_FULL_RECHECK)
+        } else if waiting_for_adapter {
             Action::requeue(ADAPTER_RECHECK)
         } else if refused && key.kind == Kind::Assignment {
             Action::requeue(ADMISSION_RECHECK)

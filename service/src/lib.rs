@@ -337,6 +337,7 @@ impl Service {
             },
         };
         let mut rows: Vec<ObjectStatus> = unreachable.iter().map(EngineUnreachable::status_row).collect();
+        rows.extend(self.store.disk_full().as_ref().map(roundtable_core::status::row::store_full));
         rows.extend(roundtable_core::status::status(&self.store, &scanned, &leftovers).await?);
         self.override_drift(&scanned, &mut rows).await?;
         let sessions = self.store.sessions(None).await?;

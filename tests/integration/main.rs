@@ -34,6 +34,7 @@ mod scale_out;
 mod schemas;
 mod secrets;
 mod state_files;
+mod store_full;
 mod support;
 mod terminal;
 mod tidy;

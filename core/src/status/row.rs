@@ -74,6 +74,13 @@ pub fn engine_unreachable(endpoint: &str, message: String) -> ObjectStatus {
     unversioned("Engine", endpoint.to_owned(), SyncStatus::Error, Health::Unknown, None, message)
 }
 
+/// A state store whose disk is full: an error (`status --exit-code` exits 1); no execution starts
+/// until it has room.
+pub fn store_full(full: &roundtable_store::DiskFull) -> ObjectStatus {
+    let folder = full.folder.display().to_string();
+    unversioned("Store", folder, SyncStatus::Error, Health::Degraded, None, full.to_string())
+}
+
 /// A running session's egress sidecar, named by the session; always in sync (it has no spec).
 pub fn gateway(session_id: &str, started_at: Option<String>, health: Health, message: String) -> ObjectStatus {
     unversioned("Gateway", session_id.to_owned(), SyncStatus::Synced, health, started_at, message)
