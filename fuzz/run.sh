@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs one fuzz target for a number of seconds from the committed seeds (a scratch corpus keeps
-# what it finds). Usage: fuzz/run.sh [client_hello|connect_head] [seconds]
+# what it finds). Usage: fuzz/run.sh [client_hello|connect_head|dns_response] [seconds]
 set -euo pipefail
 cd "$(dirname "$0")"
 target=${1:-client_hello}

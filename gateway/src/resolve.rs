@@ -20,7 +20,7 @@ use tokio::net::{TcpStream, UdpSocket};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use crate::dns_message::{self, Answer, MessageError, TYPE_A, TYPE_AAAA, UDP_PAYLOAD};
+use crate::dns_message::{self, Answer, MessageError, QueryName, QueryType, UDP_PAYLOAD};
 
 /// Rounds over the nameservers.
 const ATTEMPTS: usize = 2;
@@ -120,7 +120,7 @@ impl Resolve for DnsResolver {
 impl DnsResolver {
     /// Each nameserver in turn, for [`ATTEMPTS`] rounds, until one answers.
     async fn turns(&self, fqdn: &str, deadline: Instant) -> Result<Vec<IpAddr>, LookupError> {
-        let name = dns_message::encode_name(fqdn).map_err(|error| LookupError::Failed(error.to_string()))?;
+        let name = QueryName::parse(fqdn).map_err(|error| LookupError::Failed(error.to_string()))?;
         let mut failure = String::new();
         let mut turns_left = ATTEMPTS * self.nameservers.len();
         for _ in 0..ATTEMPTS {
@@ -164,6 +164,9 @@ enum ExchangeError {
     Server(ResponseCode),
     #[error("the answer over TCP was truncated too")]
     TruncatedOverTcp,
+    /// On a connection of its own, a response to anything else is a broken server, not a spoof.
+    #[error("the answer over TCP is not for the query")]
+    NotForQuery,
     /// Nothing that matched the query came back in the nameserver's turn.
     #[error("no answer")]
     Silent,
@@ -174,12 +177,12 @@ enum ExchangeError {
 /// addresses; both failing gives the A query's outcome.
 async fn lookup_at(
     server: SocketAddr,
-    name: &[u8],
+    name: &QueryName,
     place: OwnedSemaphorePermit,
     turn_end: Instant,
 ) -> Result<Vec<IpAddr>, ExchangeError> {
     let (v4, v6) = exchange_udp(server, name, place, turn_end).await?;
-    let (v4, v6) = (settle(server, name, TYPE_A, v4).await, settle(server, name, TYPE_AAAA, v6).await);
+    let (v4, v6) = (settle(server, name, QueryType::A, v4).await, settle(server, name, QueryType::Aaaa, v6).await);
     match (v4, v6) {
         (Ok(mut v4), Ok(v6)) => {
             v4.extend(v6);
@@ -194,8 +197,8 @@ async fn lookup_at(
 /// that stayed silent.
 async fn settle(
     server: SocketAddr,
-    name: &[u8],
-    qtype: u16,
+    name: &QueryName,
+    qtype: QueryType,
     answer: Option<Answer>,
 ) -> Result<Vec<IpAddr>, ExchangeError> {
     let answer = match answer.ok_or(ExchangeError::Silent)? {
@@ -219,7 +222,7 @@ async fn settle(
 /// first resend, whichever comes first.
 async fn exchange_udp(
     server: SocketAddr,
-    name: &[u8],
+    name: &QueryName,
     place: OwnedSemaphorePermit,
     turn_end: Instant,
 ) -> Result<(Option<Answer>, Option<Answer>), ExchangeError> {
@@ -229,7 +232,8 @@ async fn exchange_udp(
     let socket = UdpSocket::bind(SocketAddr::new(local, 0)).await?;
     socket.connect(server).await?;
     let [v4_id, v6_id] = query_ids()?;
-    let (v4_query, v6_query) = (dns_message::query(v4_id, name, TYPE_A), dns_message::query(v6_id, name, TYPE_AAAA));
+    let v4_query = dns_message::query(v4_id, name, QueryType::A)?;
+    let v6_query = dns_message::query(v6_id, name, QueryType::Aaaa)?;
     socket.send(&v4_query).await?;
     socket.send(&v6_query).await?;
     let mut sends = 1;
@@ -267,10 +271,10 @@ async fn exchange_udp(
         let datagram = &buffer[..length];
         let first_answer = v4.is_none() && v6.is_none();
         if v4.is_none() {
-            v4 = dns_message::read_response(datagram, v4_id, name, TYPE_A)?;
+            v4 = dns_message::read_response(datagram, v4_id, name, QueryType::A)?;
         }
         if v6.is_none() {
-            v6 = dns_message::read_response(datagram, v6_id, name, TYPE_AAAA)?;
+            v6 = dns_message::read_response(datagram, v6_id, name, QueryType::Aaaa)?;
         }
         match (v4.take(), v6.take()) {
             (Some(v4), Some(v6)) => return Ok((Some(v4), Some(v6))),
@@ -285,9 +289,9 @@ async fn exchange_udp(
 }
 
 /// One query over TCP (two-byte length prefix), for an answer too large for UDP.
-async fn exchange_tcp(server: SocketAddr, name: &[u8], qtype: u16) -> Result<Answer, ExchangeError> {
+async fn exchange_tcp(server: SocketAddr, name: &QueryName, qtype: QueryType) -> Result<Answer, ExchangeError> {
     let [id, _] = query_ids()?;
-    let query = dns_message::query(id, name, qtype);
+    let query = dns_message::query(id, name, qtype)?;
     let mut stream = TcpStream::connect(server).await?;
     let length = u16::try_from(query.len()).map_err(io::Error::other)?;
     let mut framed = Vec::with_capacity(query.len() + 2);
@@ -297,14 +301,13 @@ async fn exchange_tcp(server: SocketAddr, name: &[u8], qtype: u16) -> Result<Ans
     let length = usize::from(stream.read_u16().await?);
     let mut response = vec![0u8; length];
     stream.read_exact(&mut response).await?;
-    // On a connection of its own, a response to anything else is a broken server, not a spoof.
-    dns_message::read_response(&response, id, name, qtype)?
-        .ok_or(ExchangeError::Message(MessageError::Malformed("the TCP answer is not for the query")))
+    dns_message::read_response(&response, id, name, qtype)?.ok_or(ExchangeError::NotForQuery)
 }
 
-/// A response code, shown by its mnemonic (RFC 1035, RFC 2136) in the decision line's `error`.
+/// A response code, shown by its mnemonic (RFC 1035, RFC 2136, RFC 6891) in the decision line's
+/// `error`.
 #[derive(Debug)]
-struct ResponseCode(u8);
+struct ResponseCode(u16);
 
 impl std::fmt::Display for ResponseCode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -313,6 +316,7 @@ impl std::fmt::Display for ResponseCode {
             2 => f.write_str("SERVFAIL"),
             4 => f.write_str("NOTIMP"),
             5 => f.write_str("REFUSED"),
+            16 => f.write_str("BADVERS"),
             other => write!(f, "response code {other}"),
         }
     }
@@ -339,6 +343,9 @@ mod tests {
     const NAME: &str = "api.example.com.";
     /// The gateway's default DNS timeout.
     const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
+    /// The record types on the wire, for the servers these tests play.
+    const TYPE_A: u16 = 1;
+    const TYPE_AAAA: u16 = 28;
 
     /// The response to `query` (as a server got it): its header and question, `extra_flags` set,
     /// and one answer record per address of the asked type.
