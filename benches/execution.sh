@@ -6,16 +6,18 @@
 #   2. Export + diff of a 10,000-file / 200 MB workspace with 1,000 files changed, against
 #      `docker cp` + `git diff --no-index` of the same data.
 #   3. Peak controller memory while 20 Assignments queue behind --max-executions 4.
+#   4. Throughput: 200 `mock` Assignments (THROUGHPUT=N for another count) through 4 slots, in
+#      executions per minute, against 200 `docker run`s with the same volumes and flags, 4 at a time.
 # Usage: benches/execution.sh [RUNS]   (default 5)
 #   ROUNDTABLE_BENCH_LOG=FILE appends the daemons' stderr there (with RUST_LOG, the engine calls).
 #   RUNTIME_CLASS=runsc runs the Adapter and the plain `docker run` under that OCI runtime
 #   (benches/runtime-classes.sh compares runc and runsc on a private engine).
-#   SECTIONS=1 (or 2, 3, "1 3") runs only those sections; the binary is built into
+#   SECTIONS=1 (or 2, 3, 4, "1 3") runs only those sections; the binary is built into
 #   $CARGO_TARGET_DIR (default target/), or ROUNDTABLE_BENCH_BIN names one already built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-5}
-sections=${SECTIONS:-1 2 3}
+sections=${SECTIONS:-1 2 3 4}
 section() { [[ " $sections " == *" $1 "* ]]; }
 if [ -n "${ROUNDTABLE_BENCH_BIN:-}" ]; then
   bin=$ROUNDTABLE_BENCH_BIN
@@ -130,4 +132,33 @@ p=$work/queued; mkdir -p "$p/.roundtable"; echo '# x' > "$p/README.md"
 git -C "$p" init -q -b main && git -C "$p" add -A && git -C "$p" commit -qm base
 run_daemon "$p" 4 20
 echo "peak controller memory with 20 Assignments behind --max-executions 4: $(awk -v k="$hwm" 'BEGIN {printf "%.1f", k/1024}') MiB"
+fi
+
+# --- 4. throughput: N mock Assignments through 4 slots ---
+if section 4; then
+n=${THROUGHPUT:-200}
+p=$work/many; mkdir -p "$p/.roundtable"; echo '# x' > "$p/README.md"
+for i in $(seq 1 "$n"); do
+  printf "%s\nkind: Assignment\nmetadata: {name: m-%03d}\nspec:\n  adapter: mock\n  task: {id: M%d, prompt: Write a note.}\n  readablePaths: [README.md]\n---\n" "$api" "$i" "$i"
+done > "$p/.roundtable/specs.yaml"
+git -C "$p" init -q -b main && git -C "$p" add -A && git -C "$p" commit -qm base
+t0=$(date +%s%N)
+run_daemon "$p" 4 "$n"
+wall=$(( ($(date +%s%N) - t0) / 1000000 ))
+ours=$( (cd "$p" && "$bin" sessions list --format json) | python3 -c '
+import json,sys,datetime as d
+p=lambda s: d.datetime.fromisoformat(s.replace("Z","")[:26])
+items=[s for s in json.load(sys.stdin)["items"] if s["phase"] == "Succeeded"]
+span=(max(p(s["finishedAt"]) for s in items)-min(p(s["createdAt"]) for s in items)).total_seconds()
+print("%d in %.1f s: %.0f/min" % (len(items), span, len(items)/span*60))')
+t0=$(date +%s%N)
+seq 1 "$n" | xargs -P4 -I{} sh -c '
+  docker volume create --driver local --opt type=tmpfs --opt device=tmpfs --opt o=size=16m,uid=1000,gid=1000 rt-tp-ws-{} >/dev/null
+  docker volume create --driver local --opt type=tmpfs --opt device=tmpfs --opt o=size=64m,uid=1000,gid=1000 rt-tp-tmp-{} >/dev/null
+  docker run --rm --user 1000:1000 --cap-drop ALL --security-opt no-new-privileges --read-only --pids-limit 64 \
+    --memory 256m --memory-swap 256m --cpus 1 --network none -v rt-tp-ws-{}:/roundtable/workspace -v rt-tp-tmp-{}:/tmp \
+    roundtable-test/agent:latest true
+  docker volume rm rt-tp-ws-{} rt-tp-tmp-{} >/dev/null'
+base=$(( ($(date +%s%N) - t0) / 1000000 ))
+echo "throughput, $n executions through 4 slots: roundtable $ours (first queued to last finished; $(( wall / 1000 )) s from daemon start to all recorded); docker run with the same volumes and flags, 4 at a time: $n in $(( base / 1000 )) s: $(( n * 60000 / base ))/min"
 fi
