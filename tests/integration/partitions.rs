@@ -8,25 +8,14 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::scale_out::{daemon_log, live_controllers, rt, run_id_in, sessions, two_checkouts};
 use crate::support::{
-    API, Daemon, ShowLogOnPanic, binary, commit_all, ensure_test_images, git, json, nothing_left, present_or_skip,
-    start_daemon_in_netns, start_daemon_with_env, stdout, wait_until_within, write,
+    Daemon, ShowLogOnPanic, ensure_test_images, json, nothing_left, present_or_skip, start_daemon_in_netns,
+    start_daemon_with_env, stdout, wait_until_within,
 };
-
-/// `roundtable` in `root` on the shared store, with the shared audit key.
-fn rt(root: &Path, store: &str, key: &Path, args: &[&str]) -> Output {
-    Command::new(binary())
-        .args(args)
-        .current_dir(root)
-        .env_remove("RUST_LOG")
-        .env("ROUNDTABLE_STORE", store)
-        .env("ROUNDTABLE_AUDIT_KEY", key)
-        .output()
-        .expect("run roundtable")
-}
 
 /// A network namespace of the test's own, joined to this one by a veth pair: the host end has
 /// `.1`, the namespace end `.2` of a /30 of 10.231.0.0/16. It goes (and the pair with it) when
@@ -119,26 +108,6 @@ fn free_port(address: Ipv4Addr) -> u16 {
     std::net::TcpListener::bind((address, 0)).and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
 }
 
-/// A committed project of `assignments` Assignments, each appending a line to README.md after
-/// `seconds`, and a clone: two checkouts of one repository.
-fn two_checkouts(assignments: usize, seconds: u32) -> (tempfile::TempDir, tempfile::TempDir) {
-    let first = tempfile::tempdir().expect("tempdir");
-    let root = first.path();
-    write(root, "README.md", "# Project\n");
-    let mut specs =
-        format!("{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n");
-    for n in 0..assignments {
-        specs.push_str(&format!(
-            "---\n{API}\nkind: Assignment\nmetadata: {{name: a{n:02}}}\nspec:\n  adapter: generic\n  task: {{id: T{n}, prompt: 'sleep {seconds}; echo line {n} >> README.md'}}\n  readablePaths: [README.md]\n"
-        ));
-    }
-    write(root, ".roundtable/specs.yaml", &specs);
-    commit_all(root);
-    let second = tempfile::tempdir().expect("tempdir");
-    git(second.path(), &["clone", "-q", &root.display().to_string(), "."]);
-    (first, second)
-}
-
 struct Controller {
     _daemon: Daemon,
     executions: tempfile::TempDir,
@@ -160,26 +129,16 @@ impl Controller {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.executions.path().join("daemon.log")).unwrap_or_default()
+        daemon_log(self.executions.path())
     }
 
     fn run_id(&self) -> Option<String> {
-        let log = self.log();
-        let line = log.lines().find(|l| l.contains("controller run started"))?;
-        line.split("controller_run=").nth(1)?.split_whitespace().next().map(str::to_owned)
+        run_id_in(&self.log())
     }
 
     fn show_log_on_panic(&self) -> ShowLogOnPanic {
         ShowLogOnPanic(self.executions.path().join("daemon.log"), self.root.clone())
     }
-}
-
-/// The store's sessions, newest first.
-fn sessions(root: &Path, store: &str, key: &Path) -> Vec<serde_json::Value> {
-    json(&rt(root, store, key, &["sessions", "list", "--format", "json"]))["items"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
 }
 
 fn proposals(root: &Path, store: &str, key: &Path) -> Vec<serde_json::Value> {
@@ -274,15 +233,8 @@ async fn a_controller_cut_off_from_its_store_stops_its_execution_in_time_and_rej
     let fenced: Vec<&serde_json::Value> =
         events["items"].as_array().into_iter().flatten().filter(|e| e["reason"] == "ExecutionFenced").collect();
     assert_eq!(fenced.len(), 1, "{events:#}");
-    let controllers = json(&rt(first.path(), &store, &key, &["controllers", "--format", "json"]));
-    let live: Vec<&str> = controllers["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|c| c["live"] == true)
-        .filter_map(|c| c["id"].as_str())
-        .collect();
-    assert!(live.contains(&cut_off.run_id().expect("run").as_str()), "rejoined: {controllers:#}");
+    let live = live_controllers(first.path(), &store, &key);
+    assert!(live.contains(&cut_off.run_id().expect("run")), "rejoined: {live:?}");
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(sessions(first.path(), &store, &key), taken_over, "nothing more was recorded");
     assert_eq!(proposals(first.path(), &store, &key).len(), 1, "exactly one proposal");

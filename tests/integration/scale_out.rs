@@ -14,7 +14,7 @@ use crate::support::{
 };
 
 /// `roundtable` in `root` with the shared store and the shared audit key.
-fn rt(root: &Path, store: &str, key: &Path, args: &[&str]) -> Output {
+pub(crate) fn rt(root: &Path, store: &str, key: &Path, args: &[&str]) -> Output {
     Command::new(binary())
         .args(args)
         .current_dir(root)
@@ -27,7 +27,7 @@ fn rt(root: &Path, store: &str, key: &Path, args: &[&str]) -> Output {
 
 /// A committed project with `assignments` Assignments, each appending a line to README.md after
 /// `seconds`, and a clone of it: two checkouts of one repository.
-fn two_checkouts(assignments: usize, seconds: u32) -> (tempfile::TempDir, tempfile::TempDir) {
+pub(crate) fn two_checkouts(assignments: usize, seconds: u32) -> (tempfile::TempDir, tempfile::TempDir) {
     let first = tempfile::tempdir().expect("tempdir");
     let root = first.path();
     write(root, "README.md", "# Project\n");
@@ -60,18 +60,33 @@ fn start(root: &Path, store: &str, key: &Path) -> Controller {
 
 impl Controller {
     fn log(&self) -> String {
-        std::fs::read_to_string(self.executions.path().join("daemon.log")).unwrap_or_default()
+        daemon_log(self.executions.path())
     }
 
-    /// The controller run this daemon printed at start.
     fn run_id(&self) -> Option<String> {
-        let log = self.log();
-        let line = log.lines().find(|l| l.contains("controller run started"))?;
-        line.split("controller_run=").nth(1)?.split_whitespace().next().map(str::to_owned)
+        run_id_in(&self.log())
     }
 }
 
-fn sessions(root: &Path, store: &str, key: &Path) -> Vec<serde_json::Value> {
+/// The ids of the controllers `roundtable controllers` lists as live.
+pub(crate) fn live_controllers(root: &Path, store: &str, key: &Path) -> Vec<String> {
+    let controllers = json(&rt(root, store, key, &["controllers", "--format", "json"]));
+    let items = controllers["items"].as_array().cloned().unwrap_or_default();
+    items.iter().filter(|c| c["live"] == true).filter_map(|c| c["id"].as_str().map(str::to_owned)).collect()
+}
+
+/// The log of the daemon whose execution root is `executions`.
+pub(crate) fn daemon_log(executions: &Path) -> String {
+    std::fs::read_to_string(executions.join("daemon.log")).unwrap_or_default()
+}
+
+/// The controller run a daemon printed at start in its `log`.
+pub(crate) fn run_id_in(log: &str) -> Option<String> {
+    let line = log.lines().find(|l| l.contains("controller run started"))?;
+    line.split("controller_run=").nth(1)?.split_whitespace().next().map(str::to_owned)
+}
+
+pub(crate) fn sessions(root: &Path, store: &str, key: &Path) -> Vec<serde_json::Value> {
     json(&rt(root, store, key, &["sessions", "list", "--format", "json"]))["items"]
         .as_array()
         .cloned()
@@ -186,15 +201,8 @@ async fn two_controllers_share_twenty_assignments_and_run_each_exactly_once() {
         let shown = format!("{}{}", stdout(&patch), String::from_utf8_lossy(&patch.stderr));
         assert!(shown.contains("+line "), "{id}: {shown}");
     }
-    let controllers = json(&pair.rt(&["controllers", "--format", "json"]));
-    let live: Vec<&str> = controllers["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|c| c["live"] == true)
-        .filter_map(|c| c["id"].as_str())
-        .collect();
-    assert!(live.contains(&run_a.as_str()) && live.contains(&run_b.as_str()), "{controllers:#}");
+    let live = live_controllers(pair.first.path(), &pair.store, &pair.key);
+    assert!(live.contains(&run_a) && live.contains(&run_b), "{live:?}");
     pair.stop_both();
     pair.verify_audit();
     nothing_left(&engine, pair.first.path()).await;
