@@ -359,11 +359,11 @@ impl Service {
     /// expired (its executions are taken over).
     async fn controller_rows(&self) -> Result<Vec<ObjectStatus>> {
         let leases = self.store.execution_leases().await?;
-        let at = roundtable_store::now();
+        let at = self.store.lease_clock().await?;
         let rows = self.store.controllers().await?.into_iter().filter(|c| c.stopped_at.is_none()).map(|c| {
             let live = c.is_live(&at);
             let running: Vec<&str> =
-                leases.iter().filter(|l| l.holder == c.id && l.is_held(&at)).map(|l| l.assignment.as_str()).collect();
+                leases.iter().filter(|l| l.holder == c.id && l.held()).map(|l| l.assignment.as_str()).collect();
             let revision = c.revision.as_deref().map_or("no revision", |r| r.get(..12).unwrap_or(r));
             let message = match (&c.sync_note, live) {
                 (_, false) => format!(

@@ -45,7 +45,7 @@ pub async fn run(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
     let service = open_for_reading(global).await?;
     let store = service.store();
     let leases = store.execution_leases().await?;
-    let at = roundtable_store::now();
+    let at = store.lease_clock().await?;
     let items: Vec<ControllerItem> = store
         .controllers()
         .await?
@@ -54,7 +54,7 @@ pub async fn run(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
             live: c.is_live(&at),
             running: leases
                 .iter()
-                .filter(|l| l.holder == c.id && l.is_held(&at))
+                .filter(|l| l.holder == c.id && l.held())
                 .map(|l| Running { assignment: l.assignment.clone(), fence: l.fence, expires_at: l.expires_at.clone() })
                 .collect(),
             id: c.id,

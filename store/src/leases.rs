@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sqlx::Row;
 
-use crate::{Error, Result, Store, now};
+use crate::{Error, Result, Store};
 
 /// A registered controller, as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,12 +71,6 @@ impl LeaseRecord {
     pub fn held(&self) -> bool {
         self.is_held(&self.read_at)
     }
-}
-
-/// `ttl` after `at` (the store's timestamp format), for an expiry.
-fn after(at: &str, ttl: Duration) -> String {
-    let parsed = time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339);
-    parsed.map_or_else(|_| crate::later(ttl), |moment| crate::at(moment + ttl))
 }
 
 /// A lease this controller holds: the fence every write about the execution carries.
@@ -165,21 +159,31 @@ impl Store {
     /// controllers on several hosts share leases and their clocks may disagree; this host's on
     /// SQLite, which one controller holds.
     pub async fn lease_clock(&self) -> Result<String> {
+        Ok(crate::at(self.clock().await?))
+    }
+
+    /// [`Store::lease_clock`] as a moment, and that moment `ttl` later (an expiry), both in the
+    /// store's format.
+    async fn lease_clock_until(&self, ttl: Duration) -> Result<(String, String)> {
+        let now = self.clock().await?;
+        Ok((crate::at(now), crate::at(now + ttl)))
+    }
+
+    async fn clock(&self) -> Result<time::OffsetDateTime> {
         if !self.is_shared() {
-            return Ok(now());
+            return Ok(time::OffsetDateTime::now_utc());
         }
         let row = sqlx::query("SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT) AS micros")
             .fetch_one(&self.pool)
             .await?;
         let micros: i64 = row.try_get("micros")?;
-        let moment = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(micros) * 1000)
-            .map_err(|error| Error::Corrupt(format!("the database's clock: {error}")))?;
-        Ok(crate::at(moment))
+        time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(micros) * 1000)
+            .map_err(|error| Error::Corrupt(format!("the database's clock: {error}")))
     }
 
     /// Registers (or re-registers) a controller, live for `ttl`.
     pub async fn register_controller(&self, me: &Registration<'_>, ttl: Duration) -> Result<()> {
-        let at = self.lease_clock().await?;
+        let (at, until) = self.lease_clock_until(ttl).await?;
         sqlx::query(
             "INSERT INTO controllers (id, host, pid, checkout, started_at, heartbeat_at, expires_at) VALUES ($1, $2, $3, $4, $5, $5, $6) \
              ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, checkout = excluded.checkout, heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at, stopped_at = NULL",
@@ -189,7 +193,7 @@ impl Store {
         .bind(i64::from(me.pid))
         .bind(me.checkout)
         .bind(&at)
-        .bind(after(&at, ttl))
+        .bind(&until)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -199,8 +203,7 @@ impl Store {
     /// `ttl`. The leases it still holds, as (assignment uid, fence): an execution missing from them
     /// was taken over and must stop.
     pub async fn controller_heartbeat(&self, id: &str, ttl: Duration) -> Result<Vec<(String, i64)>> {
-        let at = self.lease_clock().await?;
-        let until = after(&at, ttl);
+        let (at, until) = self.lease_clock_until(ttl).await?;
         sqlx::query("UPDATE controllers SET heartbeat_at = $2, expires_at = $3, stopped_at = NULL WHERE id = $1")
             .bind(id)
             .bind(&at)
@@ -294,8 +297,7 @@ impl Store {
         seen: Option<&LeaseRecord>,
         ttl: Duration,
     ) -> Result<Option<Lease>> {
-        let at = self.lease_clock().await?;
-        let until = after(&at, ttl);
+        let (at, until) = self.lease_clock_until(ttl).await?;
         let row = match seen {
             None => {
                 sqlx::query(

@@ -41,7 +41,7 @@ pub use repository::RepositoryKey;
 pub use revision::DesiredRevision;
 pub use scan::FileError;
 pub use source::SourceSync;
-pub use space::{DiskFull, FULL_BELOW};
+pub use space::DiskFull;
 pub use state_dir::Tightened;
 
 /// The database file inside the state directory.
@@ -268,7 +268,7 @@ impl Store {
                 let pool = AnyPoolOptions::new()
                     .max_connections(8)
                     .acquire_timeout(Duration::from_secs(10))
-                    .after_release(|connection, _| Box::pin(async move { Ok(!still_in_transaction(connection)) }))
+                    .after_release(kept_after_release)
                     .connect_with(options)
                     .await
                     .map_err(open)?;
@@ -472,21 +472,25 @@ async fn sqlite_pool(path: &Path, connections: u32) -> Result<AnyPool, sqlx::Err
                 Ok(())
             })
         })
-        .after_release(|connection, _| Box::pin(async move { Ok(!still_in_transaction(connection)) }))
+        .after_release(kept_after_release)
         .connect_with(sqlite_url(path, "rwc")?)
         .await
 }
 
-/// Whether a connection comes back to the pool inside a transaction: its commit failed (SQLite
-/// rolls back by itself on a full disk, after which sqlx's own rollback fails and it still counts
-/// the transaction open). Such a connection is closed, not reused: every later transaction on it
-/// would fail with "begin at non-zero transaction depth".
-fn still_in_transaction(connection: &mut sqlx::AnyConnection) -> bool {
+/// Whether a connection that comes back to the pool is kept: not when it is still inside a
+/// transaction, which happens when its commit failed (SQLite rolls back by itself on a full
+/// disk, after which sqlx's own rollback fails and it still counts the transaction open). Such a
+/// connection is closed, not reused: every later transaction on it would fail with "begin at
+/// non-zero transaction depth".
+fn kept_after_release(
+    connection: &mut sqlx::AnyConnection,
+    _: sqlx::pool::PoolConnectionMetadata,
+) -> std::pin::Pin<Box<dyn Future<Output = Result<bool, sqlx::Error>> + Send + '_>> {
     let open = sqlx::Connection::is_in_transaction(connection);
     if open {
         tracing::warn!("a store connection came back inside a transaction (a failed commit): closing it");
     }
-    open
+    Box::pin(std::future::ready(Ok(!open)))
 }
 
 async fn sqlite_pool_read_only(path: &Path) -> Result<AnyPool, sqlx::Error> {

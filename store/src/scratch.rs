@@ -85,10 +85,10 @@ impl Private {
 
     /// `pg_ctl restart -m fast`: every connection is cut, and the server is back when this returns.
     pub fn restart(&self) -> Result<(), String> {
-        let Launched { bin, data, runner, .. } = &self.launched;
+        let Launched { bin, data, runner, cluster } = &self.launched;
         // The server's output goes to its log, as at start: a pipe it inherited would keep this
         // waiting for it to exit.
-        let log = self.launched.cluster.socket_dir.join("server.log");
+        let log = server_log(&cluster.socket_dir);
         run(runner
             .command(bin.join("pg_ctl"))
             .args(["-w", "-m", "fast", "-D"])
@@ -151,7 +151,7 @@ fn launch(tcp: Option<std::net::SocketAddr>) -> Result<Launched, String> {
         .args(["-w", "-D"])
         .arg(&data)
         .arg("-l")
-        .arg(dir.join("server.log"))
+        .arg(server_log(&dir))
         .args(["-o", &options, "start"]))?;
     // The watchdog outlives a panicking or killed test process by at most a second. It ignores
     // the signals a killed process group gets (`timeout` signals its whole group), or the
@@ -167,6 +167,11 @@ fn launch(tcp: Option<std::net::SocketAddr>) -> Result<Launched, String> {
     command.args(["sh", "-c", &watchdog]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     command.spawn().map_err(|e| format!("cannot start the cluster's watchdog: {e}"))?;
     Ok(Launched { cluster: Cluster { socket_dir: dir, user: user.into(), tcp }, bin, data, runner })
+}
+
+/// Where the server of the cluster in `dir` writes its output.
+fn server_log(dir: &Path) -> PathBuf {
+    dir.join("server.log")
 }
 
 /// The newest installed server's `bin` folder.

@@ -7,7 +7,7 @@ use crate::{Store, StoreUrl};
 
 /// Free space under which a SQLite store counts as full: room for its write-ahead log to grow by
 /// a few transactions and for a checkpoint, and for a proposal's patch file beside it.
-pub const FULL_BELOW: u64 = 4 * 1024 * 1024;
+const FULL_BELOW: u64 = 4 * 1024 * 1024;
 
 /// A store whose disk is full.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
