@@ -44,7 +44,11 @@ impl ApiState {
         let snapshot = self.status.snapshot(std::time::Duration::from_secs(30)).await.map_err(|why| {
             crate::ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, "status_unavailable", why)
         })?;
-        Ok(snapshot.rows.iter().map(|row| row.status.clone()).collect())
+        snapshot
+            .rows
+            .iter()
+            .map(|row| row.status().map_err(|error| crate::ApiError::internal(error.to_string())))
+            .collect()
     }
 
     /// Anchors an operator's action in the audit chain (when the daemon keeps one).

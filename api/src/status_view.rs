@@ -12,8 +12,11 @@ use roundtable_specs::output::ObjectStatus;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-/// Changes kept for watches that resume; one older than these is told to relist (`410 Gone`).
+/// Changes kept for watches that resume, at most this many and this much row JSON (a change of a
+/// row since superseded holds its own copy); a watch resuming from an older version is told to
+/// relist (`410 Gone`), as kube-apiserver's watch cache bounds its window.
 const KEPT_CHANGES: usize = 20_000;
+const KEPT_CHANGE_BYTES: usize = 4 << 20;
 /// Snapshots a `continue` token can still name (a paginated read stays on one snapshot).
 const KEPT_SNAPSHOTS: usize = 8;
 /// Writes come in bursts (a reconcile writes conditions, a generation, an event): one refresh
@@ -26,13 +29,21 @@ const CATCH_UP: Duration = Duration::from_secs(3);
 /// controllers' writes to a shared store are refreshed at least this often.
 const FLOOR: Duration = Duration::from_secs(10);
 
-/// One row with its key (`KIND/NAME`), its compact JSON and the version of its last change.
+/// One row with its key (`KIND/NAME`), its compact JSON and the version of its last change. The
+/// JSON is all that is kept of it: every reader but the console and the admin MCP tools sends it
+/// as it is, and two rows are the same when their JSON is.
 #[derive(Debug)]
 pub struct Row {
-    pub key: String,
-    pub status: ObjectStatus,
+    pub key: Box<str>,
     pub json: Box<str>,
     pub version: u64,
+}
+
+impl Row {
+    /// The row as the CLI lists it, read back from its JSON.
+    pub fn status(&self) -> Result<ObjectStatus, serde_json::Error> {
+        serde_json::from_str(&self.json)
+    }
 }
 
 /// What happened to a row.
@@ -60,6 +71,13 @@ pub struct Change {
     pub version: u64,
     pub type_: ChangeType,
     pub row: Arc<Row>,
+}
+
+impl Change {
+    /// What it counts for in the kept history.
+    fn size(&self) -> usize {
+        self.row.json.len() + self.row.key.len()
+    }
 }
 
 /// Every row at one version.
@@ -120,9 +138,24 @@ pub enum Since {
 #[derive(Default)]
 struct History {
     changes: VecDeque<Change>,
+    /// The JSON bytes of `changes`.
+    bytes: usize,
     /// Every change above this version is kept.
     kept_after: u64,
     snapshots: VecDeque<(u64, Arc<[Arc<Row>]>)>,
+}
+
+impl History {
+    /// Adds `changes`, then forgets the oldest beyond what is kept.
+    fn record(&mut self, changes: Vec<Change>) {
+        self.bytes += changes.iter().map(Change::size).sum::<usize>();
+        self.changes.extend(changes);
+        while self.changes.len() > KEPT_CHANGES || self.bytes > KEPT_CHANGE_BYTES {
+            let Some(dropped) = self.changes.pop_front() else { break };
+            self.bytes -= dropped.size();
+            self.kept_after = dropped.version;
+        }
+    }
 }
 
 /// The view: the current snapshot, recent changes, and why the last refresh failed, if it did.
@@ -212,12 +245,7 @@ impl StatusView {
 
     fn publish(&self, sender: &watch::Sender<Option<Arc<Snapshot>>>, snapshot: Snapshot, changes: Vec<Change>) {
         if let Ok(mut history) = self.history.lock() {
-            history.changes.extend(changes);
-            while history.changes.len() > KEPT_CHANGES {
-                if let Some(dropped) = history.changes.pop_front() {
-                    history.kept_after = dropped.version;
-                }
-            }
+            history.record(changes);
             history.snapshots.push_back((snapshot.version, snapshot.rows.clone()));
             while history.snapshots.len() > KEPT_SNAPSHOTS {
                 history.snapshots.pop_front();
@@ -321,26 +349,33 @@ fn keyed(found: Vec<ObjectStatus>) -> Vec<(String, ObjectStatus)> {
 /// The rows of `found` against `old`: an unchanged row is the same `Arc` (with its version), a
 /// new or changed one gets the next version, and a row no longer found is a deletion.
 pub fn diff(old: &[Arc<Row>], found: Vec<ObjectStatus>, version: &mut u64) -> (Arc<[Arc<Row>]>, Vec<Change>) {
-    let before: HashMap<&str, &Arc<Row>> = old.iter().map(|row| (row.key.as_str(), row)).collect();
+    let before: HashMap<&str, &Arc<Row>> = old.iter().map(|row| (&*row.key, row)).collect();
     let mut changes = Vec::new();
     let mut rows = Vec::with_capacity(found.len());
     let mut still: std::collections::HashSet<String> = std::collections::HashSet::new();
+    // Each row is written into one buffer and copied out only when it changed: a refresh of
+    // 10,000 unchanged rows allocates no JSON.
+    let mut json = Vec::new();
     for (key, status) in keyed(found) {
-        let previous = before.get(key.as_str());
-        if let Some(previous) = previous.filter(|previous| previous.status == status) {
-            rows.push(Arc::clone(previous));
-        } else {
-            *version += 1;
-            let json = serde_json::to_string(&status).unwrap_or_default().into_boxed_str();
-            let row = Arc::new(Row { key: key.clone(), status, json, version: *version });
-            let type_ = if previous.is_some() { ChangeType::Modified } else { ChangeType::Added };
-            changes.push(Change { version: *version, type_, row: row.clone() });
-            rows.push(row);
+        json.clear();
+        if serde_json::to_writer(&mut json, &status).is_err() {
+            json.clear();
+        }
+        let json = std::str::from_utf8(&json).unwrap_or_default();
+        match before.get(key.as_str()) {
+            Some(previous) if *previous.json == *json => rows.push(Arc::clone(previous)),
+            previous => {
+                *version += 1;
+                let row = Arc::new(Row { key: key.as_str().into(), json: json.into(), version: *version });
+                let type_ = if previous.is_some() { ChangeType::Modified } else { ChangeType::Added };
+                changes.push(Change { version: *version, type_, row: row.clone() });
+                rows.push(row);
+            }
         }
         still.insert(key);
     }
     for row in old {
-        if !still.contains(&row.key) {
+        if !still.contains(&*row.key) {
             *version += 1;
             changes.push(Change { version: *version, type_: ChangeType::Deleted, row: row.clone() });
         }
@@ -379,21 +414,41 @@ mod tests {
             diff(&first, vec![row("Adapter", "a", ""), row("Assignment", "b", "running")], &mut version);
         assert_eq!(changed.len(), 1);
         assert_eq!(
-            (changed[0].type_, changed[0].row.key.as_str(), changed[0].version),
+            (changed[0].type_, &*changed[0].row.key, changed[0].version),
             (ChangeType::Modified, "Assignment/b", 103)
         );
         assert!(Arc::ptr_eq(&first[0], &second[0]), "an unchanged row is shared, not copied");
         let (third, removed) = diff(&second, vec![row("Assignment", "b", "running")], &mut version);
         assert_eq!(removed.len(), 1);
-        assert_eq!((removed[0].type_, removed[0].row.key.as_str()), (ChangeType::Deleted, "Adapter/a"));
+        assert_eq!((removed[0].type_, &*removed[0].row.key), (ChangeType::Deleted, "Adapter/a"));
         assert_eq!(third.len(), 1);
+    }
+
+    #[test]
+    fn the_history_keeps_the_newest_changes_within_its_bytes() {
+        let mut history = History::default();
+        let mut version = 0;
+        let long = "x".repeat(1000);
+        let mut rows: Arc<[Arc<Row>]> = Arc::from(Vec::new());
+        for round in 0..3 {
+            let found = (0..5_000).map(|i| row("Adapter", &format!("a{i}"), &format!("{round}{long}"))).collect();
+            let (next, changes) = diff(&rows, found, &mut version);
+            history.record(changes);
+            rows = next;
+        }
+        assert!(history.bytes <= KEPT_CHANGE_BYTES, "{} bytes kept", history.bytes);
+        assert_eq!(history.bytes, history.changes.iter().map(Change::size).sum::<usize>());
+        let oldest = history.changes.front().expect("changes kept").version;
+        assert_eq!(history.kept_after, oldest - 1, "every change after kept_after is kept");
+        assert_eq!(history.changes.back().expect("changes kept").version, version, "the newest is kept");
+        assert!(history.changes.len() < 15_000, "{} changes of 15,000 kept", history.changes.len());
     }
 
     #[test]
     fn rows_of_one_kind_and_name_keep_apart() {
         let mut version = 0;
         let (rows, _) = diff(&[], vec![row("Volume", "v", "x"), row("Volume", "v", "y")], &mut version);
-        assert_eq!(rows.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(), ["Volume/v", "Volume/v#2"]);
+        assert_eq!(rows.iter().map(|r| &*r.key).collect::<Vec<_>>(), ["Volume/v", "Volume/v#2"]);
     }
 
     #[test]

@@ -185,7 +185,7 @@ where
                 (key, at)
             }
             Trigger::Resync(key) => {
-                if self.state(&key).stalled {
+                if self.keys.get(&key).is_some_and(|state| state.stalled) {
                     return;
                 }
                 (key, now)
@@ -201,11 +201,12 @@ where
     async fn on_finished(&mut self, key: K, outcome: Result<Action, Failure<R::Error>>) {
         let now = Instant::now();
         let budget = self.config.error_budget;
-        let state = self.state(&key);
-        let rerun = std::mem::take(&mut state.rerun);
+        let rerun = std::mem::take(&mut self.state(&key).rerun);
         match outcome {
             Ok(action) => {
-                state.backoff.reset();
+                // A key that succeeded is back where every key starts: nothing of it is kept, so
+                // 10,000 quiet objects hold no state here.
+                self.keys.remove(&key);
                 if rerun {
                     self.scheduler.schedule(key, now);
                 } else if let Some(delay) = action.requeue_after() {
@@ -213,6 +214,7 @@ where
                 }
             }
             Err(failure) => {
+                let state = self.state(&key);
                 let attempt = state.backoff.failures() + 1;
                 let stalled = !rerun && (failure.is_permanent() || attempt >= budget);
                 let retry_in = if stalled {

@@ -11,11 +11,11 @@ use tokio::time::Instant;
 /// Pending reconciles, one per key, ordered by deadline.
 #[derive(Debug)]
 pub struct Scheduler<K> {
-    deadlines: HashMap<K, Instant>,
+    /// Each queued key's deadline and sequence number (which breaks ties between equal
+    /// deadlines in arrival order): its place in `queue`.
+    deadlines: HashMap<K, (Instant, u64)>,
     queue: BTreeSet<(Instant, u64, K)>,
-    /// Breaks ties between equal deadlines in arrival order.
     sequence: u64,
-    sequence_of: HashMap<K, u64>,
     /// Holds this scheduler's share of the queued keys: each key adds one while it is queued,
     /// and a dropped scheduler takes back what it still holds.
     depth: Arc<Gauge>,
@@ -41,29 +41,27 @@ fn gauge_amount(keys: usize) -> i64 {
 impl<K: Clone + Eq + Hash + Ord> Scheduler<K> {
     /// A scheduler whose queued keys are counted in `depth`.
     pub fn counted_in(depth: Arc<Gauge>) -> Self {
-        Self { deadlines: HashMap::new(), queue: BTreeSet::new(), sequence: 0, sequence_of: HashMap::new(), depth }
+        Self { deadlines: HashMap::new(), queue: BTreeSet::new(), sequence: 0, depth }
     }
 
     /// Queues `key` at `at`, unless it is already queued at or before `at`.
     pub fn schedule(&mut self, key: K, at: Instant) {
-        if let Some(&current) = self.deadlines.get(&key) {
+        if let Some(&(current, sequence)) = self.deadlines.get(&key) {
             if current <= at {
                 return;
             }
-            let sequence = self.sequence_of[&key];
             self.queue.remove(&(current, sequence, key.clone()));
         } else {
             self.depth.inc();
         }
         self.sequence += 1;
-        self.deadlines.insert(key.clone(), at);
-        self.sequence_of.insert(key.clone(), self.sequence);
+        self.deadlines.insert(key.clone(), (at, self.sequence));
         self.queue.insert((at, self.sequence, key));
     }
 
     /// Drops a queued key.
     pub fn cancel(&mut self, key: &K) {
-        if let (Some(at), Some(sequence)) = (self.deadlines.remove(key), self.sequence_of.remove(key)) {
+        if let Some((at, sequence)) = self.deadlines.remove(key) {
             self.queue.remove(&(at, sequence, key.clone()));
             self.depth.dec();
         }

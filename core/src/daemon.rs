@@ -241,12 +241,21 @@ struct LinkInner {
     ready: std::sync::atomic::AtomicBool,
     /// Set by a daemon that reconciles a git source; a request to fetch it now (a webhook).
     fetch: std::sync::OnceLock<Arc<tokio::sync::Notify>>,
+    /// The working tree's parsed spec files, one copy for the daemon's scans and the API's.
+    scan_cache: Arc<Mutex<ScanCache>>,
 }
 
 impl DaemonLink {
     /// Queues a reconcile of `key` now; false when the daemon is not (or no longer) running.
     pub fn reconcile(&self, key: ObjectKey) -> bool {
         self.inner.handle.get().is_some_and(|handle| handle.trigger(Trigger::Requested(key)))
+    }
+
+    /// The parsed spec files of the working tree. The daemon scans with it unless it follows
+    /// committed state (another folder); the API's scans share it, so each file is parsed and
+    /// held once.
+    pub fn scan_cache(&self) -> Arc<Mutex<ScanCache>> {
+        self.inner.scan_cache.clone()
     }
 
     /// Asks every queued or running execution of `adapter` to stop; how many.
@@ -441,7 +450,11 @@ pub async fn run_with_link<R: Reconciler<ObjectKey>>(
 ) -> Result<Summary, DaemonError> {
     let (controller, handle) = Controller::new(reconciler, config.controller);
     with_handle(handle.clone());
-    let cache = Arc::new(Mutex::new(ScanCache::default()));
+    let cache = match &config.follow {
+        None => link.scan_cache(),
+        // Committed state is read from an exported tree, not the working tree the API scans.
+        Some(_) => Arc::default(),
+    };
     let sync_cache = tokio::sync::Mutex::new(SyncCache::default());
     let follow = config.follow.clone();
     // A git source's fetch can be asked for (the webhook); a checkout's HEAD is only polled.

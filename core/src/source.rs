@@ -316,7 +316,10 @@ fn load_with(project: &Project, cache: &mut ScanCache, changed: Option<&[PathBuf
                             })
                             .collect();
                         let findings = parsed.objects.iter().flat_map(validate_object).collect();
-                        let objects = parsed.objects.into_iter().map(Arc::new).collect();
+                        // Collected into a new vector: one made in place would keep the parsed
+                        // objects' whole buffer (552 bytes a slot) to hold 8-byte pointers.
+                        let mut objects = Vec::with_capacity(parsed.objects.len());
+                        objects.extend(parsed.objects.into_iter().map(Arc::new));
                         ParsedEntry { content_hash, objects, errors: parsed.errors, findings, digests }
                     }
                 }

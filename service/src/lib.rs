@@ -277,10 +277,11 @@ impl Service {
         &self.project.state_dir
     }
 
-    /// This service, keeping parsed spec files between calls.
+    /// This service, keeping parsed spec files between calls in `cache` (the daemon's own, when
+    /// it scans the same folder).
     #[must_use]
-    pub fn with_scan_cache(mut self) -> Self {
-        self.scan_cache = Some(Arc::default());
+    pub fn with_scan_cache(mut self, cache: Arc<std::sync::Mutex<roundtable_core::source::ScanCache>>) -> Self {
+        self.scan_cache = Some(cache);
         self
     }
 

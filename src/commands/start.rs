@@ -281,7 +281,7 @@ async fn serve_api(
         .with_context(|| format!("cannot serve the API on the CLI's socket {}", socket.display()))?;
     // The daemon's own store handle: the status view sees each of its writes as it is made.
     let service = roundtable_service::Service::sharing(project, store.clone(), runtime.clone())
-        .with_scan_cache()
+        .with_scan_cache(link.scan_cache())
         .with_anchor_key(execution.audit_key.clone());
     if let Some(key) = &execution.audit_key {
         // What an accept compares proposals with: the held credentials, as keyed hashes.

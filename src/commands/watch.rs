@@ -132,13 +132,13 @@ async fn status_here(global: &Global, printer: &mut Printer, retention: Duration
     let service = open_for_reading(global).await?;
     let mut version = 0;
     let (mut rows, _) = status_view::diff(&[], service.status(retention).await?, &mut version);
-    let first: Vec<ObjectStatus> = rows.iter().map(|row| row.status.clone()).collect();
+    let first: Vec<ObjectStatus> = rows.iter().map(|row| row.status()).collect::<Result<_, _>>()?;
     printer.first(&first)?;
     loop {
         tokio::time::sleep(LOCAL_PERIOD).await;
         let (next, changes) = status_view::diff(&rows, service.status(retention).await?, &mut version);
         for change in &changes {
-            printer.change(change.type_, &change.row.status)?;
+            printer.change(change.type_, &change.row.status()?)?;
         }
         rows = next;
     }

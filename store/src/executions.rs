@@ -198,18 +198,14 @@ impl Store {
     /// Sessions, newest first; all of them, or every one recorded under an Assignment's name
     /// (the history of every object that had it: [`Store::sessions_of`] is one object's).
     pub async fn sessions(&self, assignment: Option<&str>) -> Result<Vec<SessionRecord>> {
-        let rows = match assignment {
+        let query = match assignment {
             Some(name) => {
                 sqlx::query("SELECT * FROM sessions WHERE assignment = $1 ORDER BY created_at DESC, attempt DESC")
                     .bind(name)
-                    .fetch_all(&self.pool)
-                    .await?
             }
-            None => {
-                sqlx::query("SELECT * FROM sessions ORDER BY created_at DESC, id DESC").fetch_all(&self.pool).await?
-            }
+            None => sqlx::query("SELECT * FROM sessions ORDER BY created_at DESC, id DESC"),
         };
-        rows.iter().map(session_from_row).collect()
+        crate::fetch_mapped(&self.pool, query, session_from_row).await
     }
 
     /// The sessions of the Assignment object with uid `assignment_uid`, newest first.

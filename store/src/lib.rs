@@ -220,9 +220,11 @@ pub fn prepare_state_dir(state_dir: &Path) -> Result<Vec<Tightened>> {
 }
 
 /// Pragmas of every SQLite connection: WAL so readers never block the writer, a busy timeout
-/// so writers queue instead of failing, and foreign keys on.
-const SQLITE_PRAGMAS: &str =
-    "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;";
+/// so writers queue instead of failing, foreign keys on, and a page cache of 1 MiB instead of
+/// SQLite's 2 MiB (the pool's 4 connections kept 8 MiB of pages at 10,000 objects, the largest
+/// holder of a daemon's memory; the file's pages stay in the kernel's cache anyway).
+const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000; \
+     PRAGMA foreign_keys = ON; PRAGMA cache_size = -1024;";
 
 impl Store {
     /// Opens (creating if needed) the database in `state_dir` and applies pending migrations.
@@ -491,6 +493,36 @@ fn kept_after_release(
         tracing::warn!("a store connection came back inside a transaction (a failed commit): closing it");
     }
     Box::pin(std::future::ready(Ok(!open)))
+}
+
+/// Calls `each` with every row `query` returns, one at a time as it is read: a large table is
+/// never held twice (sqlx's `fetch_all` keeps every row's raw values until the last is read, which
+/// at 10,000 objects was the largest allocation of a status refresh).
+async fn for_each_row<'q>(
+    pool: &AnyPool,
+    query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
+    mut each: impl FnMut(&sqlx::any::AnyRow) -> Result<()>,
+) -> Result<()> {
+    let mut rows = query.fetch(pool);
+    while let Some(row) = futures::TryStreamExt::try_next(&mut rows).await? {
+        each(&row)?;
+    }
+    Ok(())
+}
+
+/// Every row `query` returns, mapped by `map` as it is read (see [`for_each_row`]).
+async fn fetch_mapped<'q, T>(
+    pool: &AnyPool,
+    query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
+    mut map: impl FnMut(&sqlx::any::AnyRow) -> Result<T>,
+) -> Result<Vec<T>> {
+    let mut out = Vec::new();
+    for_each_row(pool, query, |row| {
+        out.push(map(row)?);
+        Ok(())
+    })
+    .await?;
+    Ok(out)
 }
 
 async fn sqlite_pool_read_only(path: &Path) -> Result<AnyPool, sqlx::Error> {

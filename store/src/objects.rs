@@ -162,38 +162,29 @@ impl Store {
     /// What a scan compares against: every object's key, digest, file and tombstone, without
     /// the stored specs.
     pub async fn object_index(&self) -> Result<Vec<IndexEntry>> {
-        let rows = sqlx::query("SELECT kind, name, generation, spec_digest, source_file, deleted_at FROM objects")
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(IndexEntry {
-                    key: ObjectKey::new(
-                        parse_kind(&row.try_get::<String, _>("kind")?)?,
-                        row.try_get::<String, _>("name")?,
-                    ),
-                    generation: row.try_get("generation")?,
-                    spec_digest: row.try_get("spec_digest")?,
-                    source_file: row.try_get("source_file")?,
-                    deleted: row.try_get::<Option<String>, _>("deleted_at")?.is_some(),
-                })
+        let query = sqlx::query("SELECT kind, name, generation, spec_digest, source_file, deleted_at FROM objects");
+        crate::fetch_mapped(&self.pool, query, |row| {
+            Ok(IndexEntry {
+                key: ObjectKey::new(parse_kind(&row.try_get::<String, _>("kind")?)?, row.try_get::<String, _>("name")?),
+                generation: row.try_get("generation")?,
+                spec_digest: row.try_get("spec_digest")?,
+                source_file: row.try_get("source_file")?,
+                deleted: row.try_get::<Option<String>, _>("deleted_at")?.is_some(),
             })
-            .collect()
+        })
+        .await
     }
 
     /// The live objects of one kind, ordered by name.
     pub async fn live_objects_of(&self, kind: Kind) -> Result<Vec<ObjectRecord>> {
-        let rows = sqlx::query("SELECT * FROM objects WHERE kind = $1 AND deleted_at IS NULL ORDER BY name")
-            .bind(kind.as_str())
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(object_from_row).collect()
+        let query = sqlx::query("SELECT * FROM objects WHERE kind = $1 AND deleted_at IS NULL ORDER BY name")
+            .bind(kind.as_str());
+        crate::fetch_mapped(&self.pool, query, object_from_row).await
     }
 
     /// Every object, live and tombstoned, ordered by kind and name.
     pub async fn objects(&self) -> Result<Vec<ObjectRecord>> {
-        let rows = sqlx::query("SELECT * FROM objects ORDER BY kind, name").fetch_all(&self.pool).await?;
-        rows.iter().map(object_from_row).collect()
+        crate::fetch_mapped(&self.pool, sqlx::query("SELECT * FROM objects ORDER BY kind, name"), object_from_row).await
     }
 
     /// `reconcile --rerun`: Assignment `name` moves to a new execution generation with the same
@@ -320,15 +311,17 @@ impl Store {
 
     /// Every object's conditions in one query (what `status` reads), each list by type.
     pub async fn all_conditions(&self) -> Result<std::collections::BTreeMap<ObjectKey, Vec<Condition>>> {
-        let rows = sqlx::query("SELECT * FROM conditions ORDER BY kind, name, type").fetch_all(&self.pool).await?;
         let mut all: std::collections::BTreeMap<ObjectKey, Vec<Condition>> = std::collections::BTreeMap::new();
-        for row in &rows {
+        let query = sqlx::query("SELECT * FROM conditions ORDER BY kind, name, type");
+        crate::for_each_row(&self.pool, query, |row| {
             let kind: String = row.try_get("kind")?;
             let kind = Kind::parse(&kind).ok_or_else(|| Error::Corrupt(format!("condition kind {kind:?}")))?;
             all.entry(ObjectKey::new(kind, row.try_get::<String, _>("name")?))
                 .or_default()
                 .push(condition_from_row(row)?);
-        }
+            Ok(())
+        })
+        .await?;
         Ok(all)
     }
 }
