@@ -11,7 +11,8 @@
 #      requests per second.
 #   4. `roundtable status --format json` as a CLI process: asking the daemon, and computing it in
 #      the process (`--retention 30d`), the baseline.
-#   5. The daemon's RSS.
+#   5. The daemon's RSS, and how much of it is heap and how much the binary's pages
+#      (`benches/heap.sh` says who holds the heap).
 # Usage: benches/api.sh [OBJECTS]   (needs the engine only for the daemon's Adapter checks)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,4 +57,5 @@ for _ in 1 2 3; do /usr/bin/time -f "  %e s, %M KiB max RSS" "$bin" status --for
 echo "baseline, computed in the process (--retention 30d):"
 for _ in 1 2 3; do /usr/bin/time -f "  %e s, %M KiB max RSS" "$bin" status --format json --retention 30d >/dev/null; done
 echo
-echo "daemon RSS: $(ps -o rss= -p "$daemon") KiB"
+# RSS is the heap and stacks (anonymous) and the binary's pages the daemon touched (file).
+grep -E "^(Rss|Anonymous|Pss_File)" "/proc/$daemon/smaps_rollup" | awk '{printf "daemon %s %d KiB (%.1f MiB)\n", $1, $2, $2 / 1024}'

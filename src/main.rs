@@ -16,6 +16,12 @@ use cli::{
     McpCommand, ProposalsCommand, ProvenanceCommand, SandboxCommand, SessionsCommand, StateCommand,
 };
 
+/// mimalloc returns freed pages to the system, where glibc's malloc kept them in one arena per
+/// thread; see the README's Dependencies table for the figures.
+#[cfg(not(feature = "system-allocator"))]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The exit code for usage errors (sysexits' EX_USAGE).
 const EXIT_USAGE: u8 = 64;
 

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Who holds a daemon's heap: a daemon with N objects (default 3,000; half Adapters, half
+# suspended Assignments) runs under heaptrack (Debian package) until every object is Synced and
+# 30 s more, then is killed, so what was never freed is what it held at that moment. Prints the
+# total and the top holders, each allocation counted at the deepest frame of our code or SQLite's.
+# heaptrack hooks malloc, so this builds the binary with the system's malloc
+# (`--features system-allocator`) and dynamically linked, into target/heap (the first build takes
+# several minutes). Prints, asserts nothing.
+# Usage: benches/heap.sh [OBJECTS] [HOLDERS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+objects=${1:-3000}
+holders=${2:-15}
+command -v heaptrack >/dev/null || { apt-get install -y -q heaptrack >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q heaptrack >/dev/null; }; }
+RUSTFLAGS="-C target-feature=-crt-static" cargo build --quiet --release --bin roundtable \
+  --features system-allocator --target-dir target/heap
+bin=$PWD/target/heap/x86_64-unknown-linux-gnu/release/roundtable
+data=$(mktemp -d)
+wrapper=$data/roundtable
+# Only the daemon runs under heaptrack; the CLI calls that wait for it do not.
+cat >"$wrapper" <<WRAP
+#!/usr/bin/env bash
+if [ "\$1" = start ]; then exec heaptrack -o "$data/daemon" "$bin" "\$@" >/dev/null; fi
+exec "$bin" "\$@"
+WRAP
+chmod +x "$wrapper"
+source benches/daemon.sh
+start_daemon_with_objects "$wrapper" "$objects"
+echo "objects: $objects (all Synced after $synced_after s under heaptrack)"
+sleep 30
+traced=$(pgrep -f "^$bin start" | head -1)
+echo "RSS under heaptrack: $(awk '/VmRSS/ {print $2}' "/proc/$traced/status") KiB"
+kill -KILL "$traced"
+for _ in $(seq 1 120); do pgrep -f "heaptrack.*$data" >/dev/null || break; sleep 1; done
+daemon=""
+heaptrack_print -f "$data/daemon.zst" --flamegraph-cost-type leaked -F "$data/live.stacks" >"$data/print.txt" 2>&1
+grep -E "^peak heap memory consumption" "$data/print.txt"
+python3 - "$data/live.stacks" "$holders" <<'PY'
+import collections, sys
+holders, total = collections.Counter(), 0
+for line in open(sys.argv[1]):
+    stack, _, size = line.rstrip().rpartition(" ")
+    total += int(size)
+    frames = stack.split(";")
+    ours = [f for f in frames if "roundtable" in f or "sqlite3" in f]
+    holders[ours[-1].split("::h")[0][:110] if ours else "(elsewhere)"] += int(size)
+print(f"held when killed: {total / 2**20:.1f} MiB")
+for holder, size in holders.most_common(int(sys.argv[2])):
+    print(f"{size / 2**20:8.2f} MiB  {holder}")
+PY
+rm -rf "$data"
