@@ -15,6 +15,7 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::time::Sleep;
 
+use crate::mask::StreamMask;
 use crate::record::Record;
 
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -71,52 +72,6 @@ impl Body for RequestBody {
 enum Source {
     Whole(Option<Bytes>),
     Stream { inner: Incoming, idle: Pin<Box<Sleep>>, idle_for: Duration, mask: Option<StreamMask> },
-}
-
-/// Masks the real key in a streamed body whose shape the broker does not know (a custom route
-/// may echo the request). The last `len(key) - 1` bytes are held back across frames, so a key
-/// split between two frames is still caught; the known schemes skip this and pay no latency.
-pub(crate) struct StreamMask {
-    /// The key's forms (as is, percent-encoded), none empty.
-    forms: Vec<Vec<u8>>,
-    held: Vec<u8>,
-    ended: bool,
-}
-
-impl StreamMask {
-    pub(crate) fn new(secret: &str) -> Self {
-        let forms = crate::redact::key_forms(secret).into_iter().filter(|form| !form.is_empty()).collect();
-        Self { forms, held: Vec::new(), ended: false }
-    }
-
-    /// What of `data` (after what was held) can go out now, with every whole key masked.
-    pub(crate) fn push(&mut self, data: &[u8]) -> Bytes {
-        self.held.extend_from_slice(data);
-        let keep = self.forms.iter().map(Vec::len).max().unwrap_or(0).saturating_sub(1);
-        let boundary = self.held.len().saturating_sub(keep);
-        let mut out = Vec::with_capacity(boundary);
-        let mut at = 0;
-        while at < boundary {
-            if let Some(form) = self.forms.iter().find(|form| self.held[at..].starts_with(form)) {
-                out.extend_from_slice(crate::redact::MASK);
-                at += form.len();
-            } else {
-                out.push(self.held[at]);
-                at += 1;
-            }
-        }
-        self.held.drain(..at);
-        Bytes::from(out)
-    }
-
-    /// The held tail, once the body ended: shorter than the key, so nothing in it to mask.
-    pub(crate) fn flush(&mut self) -> Option<Bytes> {
-        if self.ended {
-            return None;
-        }
-        self.ended = true;
-        (!self.held.is_empty()).then(|| Bytes::from(std::mem::take(&mut self.held)))
-    }
 }
 
 /// A response body on its way to the agent.
@@ -212,7 +167,7 @@ impl Body for Outgoing {
         match &self.source {
             Source::Whole(bytes) => bytes.is_none(),
             Source::Stream { inner, mask, .. } => {
-                inner.is_end_stream() && mask.as_ref().is_none_or(|mask| mask.ended || mask.held.is_empty())
+                inner.is_end_stream() && mask.as_ref().is_none_or(StreamMask::drained)
             }
         }
     }
@@ -272,20 +227,4 @@ async fn drain(mut inner: Incoming, idle_for: Duration, mut record: Record) {
         }
     }
     record.finish();
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_key_split_across_frames_is_masked() {
-        let mut mask = StreamMask::new("sk-secret/1234");
-        let mut out = Vec::new();
-        for frame in [&b"{\"echo\": \"Bearer sk-sec"[..], b"ret/1234\", \"q\": \"sk-secret%2", b"F1234\"}"] {
-            out.extend_from_slice(&mask.push(frame));
-        }
-        out.extend_from_slice(&mask.flush().unwrap_or_default());
-        assert_eq!(String::from_utf8(out).expect("utf-8"), "{\"echo\": \"Bearer [redacted]\", \"q\": \"[redacted]\"}");
-    }
 }

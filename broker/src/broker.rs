@@ -23,12 +23,13 @@ use roundtable_gateway::{Dial, Resolve};
 use roundtable_specs::broker::{BrokerReason, Scheme};
 use tokio::sync::{Semaphore, watch};
 
-use crate::body::{Outgoing, RequestBody, StreamMask};
+use crate::body::{Outgoing, RequestBody};
 use crate::headers::{self, NotPresented, Presented};
 use crate::intercept::{self, SessionCa};
 use crate::journal::{BrokerCounters, BrokerJournal, Tally};
 use crate::keyring::Keyring;
 use crate::ledger::Ledger;
+use crate::mask::StreamMask;
 use crate::metrics;
 use crate::record::{Record, Settle, Shared};
 use crate::redact;
@@ -353,49 +354,53 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
         Ok(Answered { response, presented, billing })
     }
 
-    /// Passes the provider's answer back: streamed when 2xx, held and masked otherwise.
+    /// Passes the provider's answer back: streamed when 2xx, held and masked otherwise; a body
+    /// the broker masks and cannot read is withheld.
     async fn answer(&self, answered: Answered<'_>, mut record: Record) -> Response<Outgoing> {
         let Answered { response, presented, billing } = answered;
         let (mut parts, body) = response.into_parts();
         record.line.status = parts.status.as_u16();
         record.line.upstream_request_id = headers::request_id(&parts.headers);
-        headers::downstream_headers(&mut parts.headers, presented.entry.value.expose());
+        let secret = presented.entry.value.expose();
+        headers::downstream_headers(&mut parts.headers, &redact::echoes(secret, &presented.placeholder));
         parts.version = Version::HTTP_11;
-        if parts.status.is_success() {
+        let success = parts.status.is_success();
+        record.settle = if success && billing {
             let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
-            record.settle =
-                if billing { Settle::Usage(UsageMeter::new(record.scheme, content_type)) } else { Settle::Zero };
+            Settle::Usage(UsageMeter::new(record.scheme, content_type))
+        } else {
+            // A provider that answered an error read the request and did not bill it.
+            Settle::Zero
+        };
+        // A custom host's 2xx body may echo the request; the known schemes' do not, and their
+        // streams must not wait on a held tail. Every error body is masked.
+        let masked = !success || record.scheme == Scheme::Custom;
+        if masked && coded(&parts.headers) {
+            return withhold(parts, record);
+        }
+        if success {
             parts.headers.remove(header::TRANSFER_ENCODING);
             record.head_passed();
-            // A custom host's 2xx body may echo the request; the known schemes' do not, and
-            // their streams must not wait on a held tail.
-            let mask = (record.scheme == Scheme::Custom).then(|| StreamMask::new(presented.entry.value.expose()));
+            let mask = masked.then(|| StreamMask::new(redact::echoes(secret, &presented.placeholder)));
             if mask.is_some() {
                 parts.headers.remove(header::CONTENT_LENGTH);
             }
             return Response::from_parts(parts, Outgoing::stream(body, self.limits.body_idle_timeout, mask, record));
         }
-        // A provider that answered an error read the request and did not bill it.
-        record.settle = Settle::Zero;
-        // Held past the bound by the longest form of the key or placeholder, then cut after
-        // masking, so the cut never falls inside an echo and leaves its head readable.
-        let secret = presented.entry.value.expose();
-        let slack =
-            redact::key_forms(secret).iter().map(Vec::len).chain([presented.placeholder.len()]).max().unwrap_or(0);
-        let held = self.hold(body, self.limits.error_body_bytes + slack, &mut record).await;
-        let encoded = parts
-            .headers
-            .get(header::CONTENT_ENCODING)
-            .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
-        let masked = if encoded {
-            // A compressed body cannot be searched for the key: it is not passed.
-            record.cut("a compressed error body was withheld".to_owned());
-            Bytes::from_static(b"[the provider's error body was compressed and is withheld by the roundtable broker]")
-        } else {
-            let mut masked = redact::redact(&held, secret, &presented.placeholder);
-            masked.truncate(self.limits.error_body_bytes);
-            Bytes::from(masked)
-        };
+        // Held past the bound by the longest echo, then cut after masking, so the cut never
+        // falls inside an echo; the tail of a body that goes on past what was held is dropped
+        // when it may be an echo's start.
+        let echoes = redact::echoes(secret, &presented.placeholder);
+        let bound = self.limits.error_body_bytes;
+        let (held, cut) = self.hold(body, bound + echoes.longest(), &mut record).await;
+        let mut mask = StreamMask::new(echoes);
+        let mut masked = mask.push(&held).to_vec();
+        if !cut {
+            masked.extend_from_slice(&mask.flush().unwrap_or_default());
+        }
+        let mut masked = redact::without_placeholders(&masked);
+        masked.truncate(bound);
+        let masked = Bytes::from(masked);
         for name in [header::CONTENT_LENGTH, header::TRANSFER_ENCODING, header::CONTENT_ENCODING] {
             parts.headers.remove(name);
         }
@@ -404,8 +409,9 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
         Response::from_parts(parts, Outgoing::whole(masked, record))
     }
 
-    /// Reads up to `bound` bytes of a non-2xx body, each frame within the idle timeout.
-    async fn hold(&self, mut body: Incoming, bound: usize, record: &mut Record) -> Vec<u8> {
+    /// Reads up to `bound` bytes of a non-2xx body, each frame within the idle timeout; true
+    /// when the body went on past them.
+    async fn hold(&self, mut body: Incoming, bound: usize, record: &mut Record) -> (Vec<u8>, bool) {
         let mut held = Vec::new();
         loop {
             let frame = tokio::time::timeout(self.limits.body_idle_timeout, body.frame()).await;
@@ -415,12 +421,45 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
                 held.extend_from_slice(&data[..data.len().min(room)]);
                 if data.len() > room {
                     record.cut(format!("the error body was cut at {} bytes", self.limits.error_body_bytes));
-                    break;
+                    return (held, true);
                 }
             }
         }
-        held
+        (held, false)
     }
+}
+
+/// Whether a body is in a coding the broker cannot search for echoes: any content coding, or a
+/// transfer coding besides `chunked` (which the HTTP client removes), however the headers spell
+/// it. The broker asks every upstream for `identity`, so only a host that ignored it lands here.
+fn coded(headers: &http::HeaderMap) -> bool {
+    let codings = |name| {
+        headers
+            .get_all(name)
+            .iter()
+            .flat_map(|value| value.as_bytes().split(|&byte| byte == b','))
+            .map(|coding| coding.trim_ascii().to_ascii_lowercase())
+            .filter(|coding| !coding.is_empty())
+            .collect::<Vec<_>>()
+    };
+    codings(header::CONTENT_ENCODING).iter().any(|coding| coding != b"identity")
+        || codings(header::TRANSFER_ENCODING).iter().any(|coding| coding != b"identity" && coding != b"chunked")
+}
+
+/// The answer to a body the broker would mask but cannot read: the provider's status with a
+/// notice in place of the body, whatever the status.
+fn withhold(mut parts: http::response::Parts, mut record: Record) -> Response<Outgoing> {
+    record.cut("a compressed body from a host whose bodies are masked was withheld".to_owned());
+    let notice = Bytes::from_static(
+        b"[the provider's body was compressed, so the roundtable broker cannot check it for the key, and withholds it]",
+    );
+    for name in [header::CONTENT_LENGTH, header::TRANSFER_ENCODING, header::CONTENT_ENCODING, header::CONTENT_TYPE] {
+        parts.headers.remove(name);
+    }
+    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(notice.len()));
+    record.head_passed();
+    Response::from_parts(parts, Outgoing::whole(notice, record))
 }
 
 fn path_refusal(refusal: PathRefusal) -> Refusal {
@@ -472,4 +511,40 @@ fn refuse(mut record: Record, refusal: Refusal) -> Response<Outgoing> {
         headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> http::HeaderMap {
+        let mut map = http::HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    #[test]
+    fn a_body_in_any_coding_but_identity_is_coded() {
+        for coded_headers in [
+            &[("content-encoding", "gzip")][..],
+            &[("content-encoding", "GZIP")],
+            &[("content-encoding", "x-gzip")],
+            &[("content-encoding", "br")],
+            &[("content-encoding", "identity, gzip")],
+            &[("content-encoding", "identity"), ("content-encoding", "deflate")],
+            &[("transfer-encoding", "gzip, chunked")],
+        ] {
+            assert!(coded(&headers(coded_headers)), "{coded_headers:?}");
+        }
+        for plain in [
+            &[][..],
+            &[("content-encoding", "identity")],
+            &[("content-encoding", " Identity ,")],
+            &[("transfer-encoding", "chunked")],
+        ] {
+            assert!(!coded(&headers(plain)), "{plain:?}");
+        }
+    }
 }

@@ -12,6 +12,7 @@ mod intercept;
 mod journal;
 mod keyring;
 pub mod ledger;
+mod mask;
 pub mod metrics;
 mod placeholders;
 mod record;

@@ -71,6 +71,7 @@ struct Harness {
 
 struct Options {
     host: &'static str,
+    key: &'static str,
     budget: Budget,
     limits: BrokerLimits,
     dns: Option<Reply>,
@@ -79,7 +80,14 @@ struct Options {
 
 impl Options {
     fn new(host: &'static str) -> Self {
-        Self { host, budget: Budget::default(), limits: BrokerLimits::default(), dns: None, dns_timeout: None }
+        Self {
+            host,
+            key: REAL_KEY,
+            budget: Budget::default(),
+            limits: BrokerLimits::default(),
+            dns: None,
+            dns_timeout: None,
+        }
     }
 }
 
@@ -108,7 +116,7 @@ async fn start(options: Options, answer: impl Fn(&Recorded) -> Canned + Send + S
     }
     let settings = BrokerSettings {
         routes: vec![Route::new(options.host)],
-        credentials: vec![credential(options.host)],
+        credentials: vec![Credential { value: Secret::new(options.key.into()), ..credential(options.host) }],
         budget: options.budget,
         limits: options.limits,
         upstream,
@@ -1332,4 +1340,114 @@ async fn a_rehearsal_broker_answers_from_its_script_and_logs_who_brought_the_pla
     let seen: Vec<(BrokerReason, Option<&str>)> =
         lines.iter().map(|line| (line.reason, line.credential.as_deref())).collect();
     assert_eq!(seen, [(BrokerReason::Allowed, Some("CODEX_API_KEY")), (BrokerReason::NoPlaceholder, None)]);
+}
+
+/// A base64-style key: `/`, `+` and `=` are what percent-encoding and JSON escape.
+const BASE64_KEY: &str = "Zq81vT0n/Wc4+Lr2XbY7uPaE5dMx/YA+kQ==";
+
+/// A custom host that writes what it was sent in its answer's last bytes, in `pieces` of the
+/// given size, after `encode` has written it as the host's serializer would.
+fn echo_at_the_end(request: &Recorded, encode: fn(&str) -> String, split: usize) -> Canned {
+    let sent = request.header("authorization").unwrap_or_default().to_owned();
+    let body = format!("{{\"ok\":true,\"you_sent\":\"{}", encode(&sent)).into_bytes();
+    Canned {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        chunks: body.chunks(split).map(<[u8]>::to_vec).collect(),
+        chunked: true,
+        ..Canned::default()
+    }
+}
+
+/// PHP's `json_encode` by default: `/` as `\/`; the other escapes as `\uXXXX`, mixed cases.
+fn php_json(value: &str) -> String {
+    value.replace('/', "\\/").replace('+', "\\u002B").replace('=', "\\u003d")
+}
+
+#[tokio::test]
+async fn a_base64_key_echoed_in_the_last_bytes_of_a_custom_2xx_body_is_masked() {
+    for split in [1, 7, 4096] {
+        let options = Options { key: BASE64_KEY, ..Options::new(CUSTOM) };
+        let harness = start(options, move |request| echo_at_the_end(request, str::to_owned, split)).await;
+        let head = format!("GET /{CUSTOM}/anything HTTP/1.1\r\nHost: x\r\n{}", bearer());
+        let answer = send(harness.address, &head, b"").await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+        assert!(!answer.body.contains(BASE64_KEY), "split {split}: {}", answer.body);
+        assert!(answer.body.ends_with("\"you_sent\":\"Bearer [redacted]"), "split {split}: {}", answer.body);
+    }
+}
+
+#[tokio::test]
+async fn a_json_escaped_echo_of_the_key_is_masked_in_a_custom_2xx_body_and_an_error_body() {
+    let options = Options { key: BASE64_KEY, ..Options::new(CUSTOM) };
+    let harness = start(options, |request| echo_at_the_end(request, php_json, 5)).await;
+    let head = format!("GET /{CUSTOM}/anything HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    let answer = send(harness.address, &head, b"").await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert!(!answer.body.contains(&php_json(BASE64_KEY)), "{}", answer.body);
+    assert!(answer.body.ends_with("Bearer [redacted]"), "{}", answer.body);
+
+    let options = Options { key: BASE64_KEY, ..Options::new(OPENAI) };
+    let harness = start(options, |request| Canned { status: 401, ..echo_at_the_end(request, php_json, 4096) }).await;
+    let head = format!("POST /{OPENAI}/v1/responses HTTP/1.1\r\nHost: x\r\n{}", bearer());
+    let answer = send(harness.address, &head, b"{}").await;
+    assert_eq!(answer.status, 401, "{answer:?}");
+    assert!(answer.body.ends_with("Bearer [redacted]"), "{}", answer.body);
+}
+
+/// CRC-32 (IEEE), for a gzip member's trailer.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &byte in bytes {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xedb8_8320 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
+
+/// A valid gzip member holding `data` in stored blocks of 5 bytes: no 8 bytes of it are
+/// contiguous in the body, as in a compressed one, yet a decoder gives them back.
+fn gzip_stored(data: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+    let blocks: Vec<&[u8]> = data.chunks(5).collect();
+    for (index, block) in blocks.iter().enumerate() {
+        let length = u16::try_from(block.len()).expect("a short block");
+        out.push(u8::from(index + 1 == blocks.len()));
+        out.extend_from_slice(&length.to_le_bytes());
+        out.extend_from_slice(&(!length).to_le_bytes());
+        out.extend_from_slice(block);
+    }
+    out.extend_from_slice(&crc32(data).to_le_bytes());
+    out.extend_from_slice(&u32::try_from(data.len()).expect("short").to_le_bytes());
+    out
+}
+
+#[tokio::test]
+async fn a_compressed_body_from_a_custom_host_is_withheld_whatever_its_status() {
+    for status in [200, 201, 400, 500] {
+        let options = Options { key: BASE64_KEY, ..Options::new(CUSTOM) };
+        let harness = start(options, move |request| {
+            let sent = request.header("authorization").unwrap_or_default().to_owned();
+            Canned {
+                status,
+                headers: vec![
+                    ("content-type".into(), "application/json".into()),
+                    ("content-encoding".into(), "gzip".into()),
+                ],
+                chunks: vec![gzip_stored(json!({"you_sent": sent}).to_string().as_bytes())],
+                ..Canned::default()
+            }
+        })
+        .await;
+        let head = format!("GET /{CUSTOM}/anything HTTP/1.1\r\nHost: x\r\n{}", bearer());
+        let answer = send(harness.address, &head, b"").await;
+        assert_eq!(answer.status, status, "{answer:?}");
+        assert!(!answer.body.contains(BASE64_KEY), "status {status}: {}", answer.body);
+        assert!(answer.body.starts_with("[the provider's body was compressed"), "status {status}: {}", answer.body);
+        assert_eq!(answer.header("content-encoding"), None, "status {status}");
+        let recorded = harness.provider.recorded();
+        assert_eq!(recorded[0].header("accept-encoding"), Some("identity"), "the broker asks for no compression");
+    }
 }

@@ -504,14 +504,21 @@ impl Inner {
             .map_err(|error| Ending::failed(SessionCause::SocketDirFailed, error_chain(&error)))?;
         let hosts: Vec<String> = adapter.provider_hosts.iter().map(ToString::to_string).collect();
         let cidrs: Vec<ipnet::IpNet> = adapter.allow_cidrs.iter().map(|cidr| cidr.net()).collect();
-        // Fail closed: a brokered session without its broker does not run.
+        // Fail closed: a brokered session without its broker does not run, nor one whose broker
+        // would lack any key the Adapter declares (its agent would hold a variable that works
+        // nowhere, and the provider's failure would reach it as the only explanation).
         let broker = if adapter.brokered() {
-            if self.credentials(adapter).next().is_none() {
+            let missing: Vec<&str> = adapter
+                .credential_env
+                .iter()
+                .map(|name| name.as_str())
+                .filter(|name| self.config.secrets.get(*name).is_none_or(String::is_empty))
+                .collect();
+            if !missing.is_empty() {
                 let _ = std::fs::remove_dir_all(&socket_dir);
-                let names: Vec<&str> = adapter.credential_env.iter().map(|name| name.as_str()).collect();
                 let message = format!(
-                    "no value for credentialEnv {} in the daemon's environment or --secrets-file: the broker would have nothing to spend",
-                    names.join(", ")
+                    "no value for credentialEnv {} in the daemon's environment or --secrets-file: a brokered session runs only with every key its Adapter declares",
+                    missing.join(", ")
                 );
                 return Err(Ending::failed(SessionCause::BrokerUnavailable, message));
             }
