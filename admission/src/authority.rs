@@ -3,10 +3,11 @@
 //! attestation), reads its receipt, decides, seals, and anchors every receipt and gate decision
 //! in the audit chain. The CLI, the reconcilers and the execution manager all go through it.
 
+use std::borrow::Borrow;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use roundtable_session_runtime::{RuntimeError, SessionRuntime};
+use roundtable_session_runtime::{ProbeOutcome, ProbePlan, RuntimeError, SessionRuntime};
 use roundtable_specs::adapter::{Capability, ResolvedAdapter};
 use roundtable_specs::admission::{
     ChainHead, EvidenceSummary, GateDecision, GateKind, ReceiptSummary, SealedReceipt, TranscriptOutcome, Verdict,
@@ -22,6 +23,7 @@ use time::format_description::well_known::Rfc3339;
 use crate::contracts;
 use crate::evidence::Evidence;
 use crate::gate::{self, Anchor, Stored};
+use crate::launch::{self, LaunchError, Launchable, RuntimeRefused};
 use crate::receipts::{ReceiptError, ReceiptFolder};
 use crate::surface::Surface;
 
@@ -43,6 +45,8 @@ pub enum AdmissionError {
     NoImage(String),
     #[error("adapter {adapter}: {why}")]
     Canary { adapter: String, why: String },
+    #[error(transparent)]
+    RuntimeRefused(#[from] RuntimeRefused),
 }
 
 /// The clock admission decides by (tests pause it).
@@ -120,11 +124,22 @@ pub struct GateOutcome {
 }
 
 impl GateOutcome {
-    /// The first refusal that blocks the spawn: any under `enforce`, the runtime class's under
-    /// every mode.
+    /// The refusal that blocks the spawn: any under `enforce`, the runtime class's under every
+    /// mode ([`blocking_refusal`]).
     pub fn blocking(&self) -> Option<&GateDecision> {
-        self.decisions.iter().find(|d| d.blocks(self.mode))
+        blocking_refusal(&self.decisions, self.mode)
     }
+}
+
+/// Which of `decisions` to show as the one that blocks under `mode`: the runtime class gate's
+/// refusal first, since with it nothing of the image ran and the evidence gates' refusals ("not
+/// probed") only follow from it; else the first that blocks.
+pub fn blocking_refusal<D>(decisions: &[D], mode: AdmissionMode) -> Option<&GateDecision>
+where
+    D: Borrow<GateDecision>,
+{
+    let blocking = || decisions.iter().map(|d| -> &GateDecision { d.borrow() }).filter(|d| d.blocks(mode));
+    blocking().find(|d| d.gate == GateKind::RuntimeClass).or_else(|| blocking().next())
 }
 
 /// The admission authority of one project.
@@ -238,12 +253,14 @@ impl Admitter {
             .unwrap_or_default()
     }
 
-    /// The live evidence for `adapter`.
-    pub async fn evidence(&self, adapter: &ResolvedAdapter, runtime: Option<&ResolvedRuntime>) -> Evidence {
-        let class = runtime.map(|r| &r.class);
+    /// The live evidence for `adapter` under `policy`: probed under the runtime its sessions run
+    /// under, or not at all when the runtime class gate refuses it.
+    pub async fn evidence(&self, adapter: &ResolvedAdapter, policy: &AdmissionPolicySpec) -> Evidence {
+        let launch = self.launchable(adapter, policy).await;
+        let class = launch.as_ref().ok().and_then(Launchable::class);
         let contract = contracts::load(&self.contracts, adapter);
         let (image_id, surface) = match &contract {
-            Ok(Some(loaded)) => self.probe(adapter, loaded, class).await,
+            Ok(Some(loaded)) => self.probe(adapter, loaded, &launch).await,
             Ok(None) => (String::new(), Surface::skipped("no contract to probe with")),
             Err(why) => {
                 let why = roundtable_telemetry::error_chain(why);
@@ -266,10 +283,42 @@ impl Admitter {
         gate::runtime_class(adapter, policy, engine.as_ref())
     }
 
+    /// The runtime containers of `adapter`'s image start under, under `policy`, or the refusal.
+    pub async fn launchable(
+        &self,
+        adapter: &ResolvedAdapter,
+        policy: &AdmissionPolicySpec,
+    ) -> Result<Launchable, RuntimeRefused> {
+        let (decision, runtime) = self.runtime(adapter, policy).await;
+        launch::launchable(decision, runtime)
+    }
+
+    /// Starts `plan`, a container of an Adapter's image, under `launchable`'s runtime, whatever
+    /// runtime the plan named.
+    pub(crate) async fn launch_under(
+        &self,
+        launchable: &Launchable,
+        mut plan: ProbePlan,
+    ) -> Result<ProbeOutcome, RuntimeError> {
+        plan.runtime = launchable.class.clone();
+        self.runtime.probe(plan).await
+    }
+
+    /// Starts `plan`, a container of `adapter`'s image, under the runtime the runtime class gate
+    /// decides for it under `policy`; refused, it starts nothing.
+    pub async fn launch(
+        &self,
+        adapter: &ResolvedAdapter,
+        policy: &AdmissionPolicySpec,
+        plan: ProbePlan,
+    ) -> Result<ProbeOutcome, LaunchError> {
+        let launchable = self.launchable(adapter, policy).await?;
+        Ok(self.launch_under(&launchable, plan).await?)
+    }
+
     /// The admission gate for `adapter` now, under `policy`.
     pub async fn check(&self, adapter: &ResolvedAdapter, policy: &AdmissionPolicySpec) -> Check {
-        let (_, runtime) = self.runtime(adapter, policy).await;
-        let evidence = self.evidence(adapter, runtime.as_ref()).await;
+        let evidence = self.evidence(adapter, policy).await;
         let stored = self.receipts.load(&adapter.name);
         let anchor = self.anchor(&stored).await;
         let ttl = policy.receipt_ttl.as_std().as_secs();
@@ -307,8 +356,7 @@ impl Admitter {
         policy: &AdmissionPolicySpec,
     ) -> Result<(SealedReceipt, PathBuf), AdmissionError> {
         let key = self.audit_key.clone().ok_or(AdmissionError::NoAuditKey)?;
-        let (_, runtime) = self.runtime(adapter, policy).await;
-        let evidence = self.evidence(adapter, runtime.as_ref()).await;
+        let evidence = self.evidence(adapter, policy).await;
         let head = key.read_head().map(|h| ChainHead { seq: h.seq, mac: h.mac });
         let generated_at = self.now().format(&Rfc3339).unwrap_or_default();
         let body = evidence.receipt(policy.receipt_ttl.as_std().as_secs(), generated_at, head);

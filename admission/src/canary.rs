@@ -50,8 +50,11 @@ impl Admitter {
         if adapter.image.is_none() && adapter.command != roundtable_specs::builtins::IN_CONTAINER_BINARY {
             return Err(AdmissionError::NoImage(adapter.name.clone()));
         }
+        // Decided before anything is set up: refused, nothing of the image runs.
+        let launchable = self.launchable(adapter, &self.policy().await).await?;
         if adapter.brokered() {
-            let found = self.route_canary(adapter, &transcript.prompt, transcript.model.as_deref()).await?;
+            let found =
+                self.route_canary(adapter, &launchable, &transcript.prompt, transcript.model.as_deref()).await?;
             let image_id = if adapter.image.is_some() { found.image_id } else { self.own_binary_identity() };
             let canary = self.attest(&adapter.name, &image_id, found.passed, found.detail, ttl).await?;
             return Ok((canary, found.run));
@@ -63,9 +66,8 @@ impl Admitter {
             roundtable_agents::plan::Stdin::Prompt => Some(transcript.prompt.clone().into_bytes()),
             roundtable_agents::plan::Stdin::Empty => Some(Vec::new()),
         };
-        let plan =
-            self.probe_plan(adapter, vec![ProbeCommand { stdin, ..ProbeCommand::new(planned.argv.clone()) }]).await;
-        let outcome = self.runtime.probe(plan).await?;
+        let plan = self.probe_plan(adapter, vec![ProbeCommand { stdin, ..ProbeCommand::new(planned.argv.clone()) }]);
+        let outcome = self.launch_under(&launchable, plan).await?;
         let Some(run) = outcome.runs.into_iter().next() else {
             return Err(failed("the canary ran no command".into()));
         };

@@ -287,8 +287,13 @@ pub fn runtime_class(
     engine: Option<&EngineRuntimes>,
 ) -> (GateDecision, Option<ResolvedRuntime>) {
     let name = adapter.name.as_str();
-    let declared = adapter.runtime_class.as_ref().or(policy.runtime_class.as_ref()).cloned();
-    let class = declared.or_else(|| engine.and_then(|e| e.default.parse::<RuntimeClass>().ok()));
+    let (class, chosen_by) = match (&adapter.runtime_class, &policy.runtime_class) {
+        (Some(own), _) => (Some(own.clone()), "its own spec.runtimeClass"),
+        (None, Some(policys)) => (Some(policys.clone()), "the AdmissionPolicy's spec.runtimeClass"),
+        (None, None) => {
+            (engine.and_then(|e| e.default.parse::<RuntimeClass>().ok()), "the engine's default, as it names none")
+        }
+    };
     let decision = |verdict: Verdict, reason: Option<&str>, message: String, remediation: String| GateDecision {
         gate: GateKind::RuntimeClass,
         adapter: name.into(),
@@ -307,11 +312,29 @@ pub fn runtime_class(
         return (decision(Verdict::Refuse, Some("runtime_not_allowed"), why, require_remedy(policy)), None);
     };
     if !policy.require_runtime_class.is_empty() && !policy.require_runtime_class.contains(&class) {
+        let has = match engine {
+            Some(engine) => {
+                format!("; the engine has {}", engine.registered.keys().cloned().collect::<Vec<_>>().join(", "))
+            }
+            None => String::new(),
+        };
         let message = format!(
-            "adapter {name} would run under {class}; the AdmissionPolicy requires {}",
+            "adapter {name} would run under {class} ({chosen_by}); the AdmissionPolicy requires {}{has}",
             names(&policy.require_runtime_class)
         );
-        return (decision(Verdict::Refuse, Some("runtime_not_allowed"), message, require_remedy(policy)), None);
+        let lacking = engine.is_some_and(|engine| {
+            policy.require_runtime_class.iter().all(|required| !engine.registered.contains_key(required.as_str()))
+        });
+        let remedy = if lacking {
+            format!(
+                "register {} with the engine (its daemon.json, docs/runtime-classes.md), then {}",
+                names(&policy.require_runtime_class),
+                require_remedy(policy)
+            )
+        } else {
+            require_remedy(policy)
+        };
+        return (decision(Verdict::Refuse, Some("runtime_not_allowed"), message, remedy), None);
     }
     if let Some(HostPaths::NotSeen(why)) = engine.map(|e| &e.host_paths) {
         let message = format!(
@@ -499,6 +522,24 @@ mod tests {
         // A declared class on an engine that cannot be asked goes ahead; the self-check proves it.
         let (declared, runtime) = runtime_class(&adapter_on(Some("runsc"), true), &requiring(&["runsc"]), None);
         assert!(declared.admitted() && runtime.is_some_and(|r| r.host_kernel.is_none()), "{declared}");
+    }
+
+    #[test]
+    fn a_required_class_the_engine_lacks_is_refused_naming_the_class_and_what_the_engine_has() {
+        let (refused, runtime) = runtime_class(&adapter_on(None, false), &requiring(&["gvisor"]), Some(&engine()));
+        assert!(runtime.is_none(), "nothing to run under");
+        assert_eq!(refused.reason.as_deref(), Some("runtime_not_allowed"), "{refused}");
+        assert!(
+            refused.message.contains("would run under runc (the engine's default, as it names none)")
+                && refused.message.contains("requires gvisor; the engine has runc, runsc, runsc-sealed"),
+            "{}",
+            refused.message
+        );
+        assert!(refused.remediation.starts_with("register gvisor with the engine"), "{}", refused.remediation);
+        // A required class the engine has: only the Adapter's choice is to change.
+        let (refused, _) = runtime_class(&adapter_on(Some("runc"), false), &requiring(&["runsc"]), Some(&engine()));
+        assert!(refused.message.contains("(its own spec.runtimeClass)"), "{}", refused.message);
+        assert!(refused.remediation.starts_with("set spec.runtimeClass to runsc"), "{}", refused.remediation);
     }
 
     #[test]

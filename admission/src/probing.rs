@@ -4,13 +4,13 @@
 
 use roundtable_session_runtime::{Captured, Ownership, ProbeCommand, ProbePlan, ProbeRun, Purpose};
 use roundtable_specs::adapter::ResolvedAdapter;
-use roundtable_specs::names::RuntimeClass;
 use serde_json::json;
 
 use roundtable_telemetry::error_chain;
 
 use crate::authority::{Admitter, PROBE_TIMEOUT};
 use crate::contracts::LoadedContract;
+use crate::launch::{Launchable, RuntimeRefused};
 use crate::surface::{self, Surface};
 
 fn run_to_json(run: &ProbeRun) -> serde_json::Value {
@@ -34,11 +34,9 @@ fn run_from_json(value: &serde_json::Value) -> Option<ProbeRun> {
 }
 
 impl Admitter {
-    /// A probe of `commands` in `adapter`'s image, labelled apart from agents, under the runtime
-    /// class its sessions run under.
-    pub(crate) async fn probe_plan(&self, adapter: &ResolvedAdapter, commands: Vec<ProbeCommand>) -> ProbePlan {
-        let policy = self.policy().await;
-        let runtime = self.runtime(adapter, &policy).await.1.map(|r| r.class);
+    /// A probe of `commands` in `adapter`'s image, labelled apart from agents; its runtime is
+    /// set when it is launched (`launch.rs`), from the runtime class gate's decision.
+    pub(crate) fn probe_plan(&self, adapter: &ResolvedAdapter, commands: Vec<ProbeCommand>) -> ProbePlan {
         let nonce = format!("{}:{}:{:?}", adapter.name, std::process::id(), std::time::SystemTime::now());
         let id = format!(
             "{}-{}",
@@ -62,27 +60,33 @@ impl Admitter {
             output_limit: surface::PROBE_OUTPUT_LIMIT,
             mounts: Default::default(),
             tmp_entries: Vec::new(),
-            runtime,
+            runtime: None,
             broker_relay: false,
         }
     }
 
-    /// Runs (or reads from the cache) the probe for `contract` in `adapter`'s image.
+    /// Runs (or reads from the cache) the probe for `contract` in `adapter`'s image, under the
+    /// runtime the runtime class gate decided (`launch`); refused, nothing runs and the surface
+    /// says why.
     pub(crate) async fn probe(
         &self,
         adapter: &ResolvedAdapter,
         loaded: &LoadedContract,
-        runtime: Option<&RuntimeClass>,
+        launch: &Result<Launchable, RuntimeRefused>,
     ) -> (String, Surface) {
-        // A probe under one runtime says nothing of another: the cache keeps them apart.
-        let cache_key = match runtime {
-            Some(class) => format!("{}@{class}", loaded.hash),
-            None => loaded.hash.clone(),
-        };
         let image = adapter.image.as_ref().map(ToString::to_string);
         if image.is_none() && adapter.command != roundtable_specs::builtins::IN_CONTAINER_BINARY {
             return (String::new(), Surface::skipped("spec.image is not set: there is nothing to probe"));
         }
+        let launchable = match launch {
+            Ok(launchable) => launchable,
+            Err(refused) => return (String::new(), Surface::skipped(format!("not probed: {refused}"))),
+        };
+        // A probe under one runtime says nothing of another: the cache keeps them apart.
+        let cache_key = match launchable.class() {
+            Some(class) => format!("{}@{class}", loaded.hash),
+            None => loaded.hash.clone(),
+        };
         // The cache is keyed by image ID; the empty image runs our own binary, which changes
         // with every build, so the mock is always probed afresh.
         let known_id = match &image {
@@ -106,9 +110,8 @@ impl Admitter {
             let runs: Vec<ProbeRun> = values.iter().filter_map(run_from_json).collect();
             return (id.clone(), surface::conformance(&loaded.contract, &runs));
         }
-        let mut plan = self.probe_plan(adapter, surface::probe_commands(&loaded.contract)).await;
-        plan.runtime = runtime.cloned();
-        match self.runtime.probe(plan).await {
+        let plan = self.probe_plan(adapter, surface::probe_commands(&loaded.contract));
+        match self.launch_under(launchable, plan).await {
             Ok(outcome) => {
                 let id = if image.is_some() { outcome.image_id } else { known_id.unwrap_or_default() };
                 let runs: Vec<serde_json::Value> = outcome.runs.iter().map(run_to_json).collect();

@@ -14,6 +14,7 @@ use roundtable_specs::adapter::ResolvedAdapter;
 use roundtable_workspace::sockets;
 
 use crate::authority::{AdmissionError, Admitter};
+use crate::launch::Launchable;
 
 /// The socket's name in the probe's socket folder, as in a session's.
 const BROKER_SOCKET: &str = "broker.sock";
@@ -36,16 +37,18 @@ impl Drop for SocketFolder {
 }
 
 impl Admitter {
-    /// Runs `prompt` (with `model`) as `adapter`'s CLI against a rehearsal broker.
+    /// Runs `prompt` (with `model`) as `adapter`'s CLI against a rehearsal broker, under the
+    /// runtime the runtime class gate admitted (`launchable`).
     pub(crate) async fn route_canary(
         &self,
         adapter: &ResolvedAdapter,
+        launchable: &Launchable,
         prompt: &str,
         model: Option<&str>,
     ) -> Result<RouteFinding, AdmissionError> {
         let failed = |why: String| AdmissionError::Canary { adapter: adapter.name.clone(), why };
         let planned = plan::plan(adapter, PlanInput { prompt, model }, false);
-        let probe = self.probe_plan(adapter, Vec::new()).await;
+        let probe = self.probe_plan(adapter, Vec::new());
         let dir = sockets::plan(&sockets::default_root_for_this_user(), &probe.id)
             .map_err(|e| failed(roundtable_telemetry::error_chain(&e)))?;
         let folder = SocketFolder(dir);
@@ -86,7 +89,7 @@ impl Admitter {
         probe.tmp_entries = tmp_entries;
         probe.broker_relay = true;
         probe.mounts = ProbeMounts { source_dir: None, socket_dir: Some(folder.0.clone()) };
-        let outcome = self.runtime.probe(probe).await;
+        let outcome = self.launch_under(launchable, probe).await;
         let lines = rehearsal.stop().await;
         drop(folder);
         let outcome = outcome?;

@@ -1,11 +1,20 @@
 //! The git webhook's authentication: the shared secret (`start --webhook-secret-file`), the
-//! check of a call's signature over its exact body bytes, and how often refusals are recorded.
+//! check of a call's signature over its exact body bytes, the delivery ids already acted on, and
+//! how often refusals and signed calls are recorded.
 //!
 //! GitHub, Gitea and Forgejo send `X-Hub-Signature-256: sha256=<hex>`, the HMAC-SHA256 of the
 //! body under the secret; GitLab sends the secret itself as `X-Gitlab-Token` (it binds nothing
 //! of the body, which the webhook does not use: a call only asks for a fetch). Both are compared
 //! in constant time. A call with neither is refused.
+//!
+//! A captured signed call verifies again when replayed. The forge names each delivery
+//! (`X-GitHub-Delivery`, GitLab's `X-Gitlab-Event-UUID`): a delivery id seen within
+//! [`DELIVERY_WINDOW`] is a duplicate, answered and not acted on. The signature does not cover
+//! that header, so a replay under a made-up id is acted on, which can do no more than one early
+//! fetch; what bounds the replays is that signed calls, like refusals, reach the audit chain at
+//! most once a second, each entry counting the calls in between.
 
+use std::collections::{HashSet, VecDeque};
 use std::io::Read as _;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
@@ -23,6 +32,17 @@ use subtle::ConstantTimeEq as _;
 pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
 /// The header GitLab sends the secret in.
 pub const GITLAB_TOKEN_HEADER: &str = "x-gitlab-token";
+/// The headers a forge names each delivery in, the first present deciding: GitHub's (Gitea and
+/// Forgejo send it too), then GitLab's.
+pub const DELIVERY_HEADERS: [&str; 2] = ["x-github-delivery", "x-gitlab-event-uuid"];
+/// How long a delivery id is remembered: a forge's redelivery of an old call, or a replay of
+/// one, within a day is answered as a duplicate.
+pub const DELIVERY_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
+/// How many delivery ids are remembered at most; beyond it the oldest is forgotten early. Far
+/// more pushes than a day brings to one daemon.
+pub const DELIVERY_CAPACITY: usize = 10_000;
+/// The longest delivery id kept (forges send a 36-character UUID).
+const MAX_DELIVERY_ID: usize = 128;
 const SIGNATURE_PREFIX: &str = "sha256=";
 /// Longer than any secret a forge lets one type, far shorter than a mistaken file.
 const MAX_SECRET: u64 = 4096;
@@ -143,29 +163,94 @@ fn decode_hex_32(hex: &str) -> Option<[u8; 32]> {
     Some(bytes)
 }
 
-/// How often a refusal is written to the audit chain: at most once per `every`, the next entry
-/// counting those in between. Unauthenticated callers can send refusals as fast as the API
+/// The delivery id a call names (`DELIVERY_HEADERS`), when it is one: 1 to 128 visible ASCII
+/// characters. Anything else counts as no id.
+pub fn delivery_id(headers: &HeaderMap) -> Option<&str> {
+    let value = DELIVERY_HEADERS.iter().find_map(|name| headers.get(*name))?;
+    let id = value.to_str().ok()?.trim();
+    let fits = !id.is_empty() && id.len() <= MAX_DELIVERY_ID && id.bytes().all(|b| b.is_ascii_graphic());
+    fits.then_some(id)
+}
+
+/// The delivery ids seen within a window, in memory: bounded in time and in number, so a caller
+/// sending fresh ids costs a fixed amount. A restart forgets them: a replay after it is acted on
+/// once more (one early fetch).
+#[derive(Debug)]
+pub struct DeliveryLog {
+    window: Duration,
+    capacity: usize,
+    seen: Mutex<SeenDeliveries>,
+}
+
+#[derive(Debug, Default)]
+struct SeenDeliveries {
+    ids: HashSet<String>,
+    /// Oldest first, for expiry and eviction.
+    order: VecDeque<(Instant, String)>,
+}
+
+impl Default for DeliveryLog {
+    fn default() -> Self {
+        Self::new(DELIVERY_WINDOW, DELIVERY_CAPACITY)
+    }
+}
+
+impl DeliveryLog {
+    pub fn new(window: Duration, capacity: usize) -> Self {
+        Self { window, capacity: capacity.max(1), seen: Mutex::new(SeenDeliveries::default()) }
+    }
+
+    /// Whether `id` is seen for the first time within the window (then it is remembered from
+    /// `now`); false for a duplicate. Checked and remembered in one step, so concurrent replays
+    /// cannot both be first.
+    pub fn first_sight(&self, id: &str, now: Instant) -> bool {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let SeenDeliveries { ids, order } = &mut *seen;
+        while let Some((at, _)) = order.front()
+            && now.saturating_duration_since(*at) >= self.window
+        {
+            if let Some((_, expired)) = order.pop_front() {
+                ids.remove(&expired);
+            }
+        }
+        if ids.contains(id) {
+            return false;
+        }
+        while order.len() >= self.capacity {
+            if let Some((_, evicted)) = order.pop_front() {
+                ids.remove(&evicted);
+            }
+        }
+        ids.insert(id.to_owned());
+        order.push_back((now, id.to_owned()));
+        true
+    }
+}
+
+/// How often one kind of webhook entry (refusals, signed calls) is written to the audit chain:
+/// at most once per `every`, the next entry counting those in between. Unauthenticated callers
+/// can send refusals, and anyone holding one captured call can replay it, as fast as the API
 /// answers; this keeps what they cost the store bounded.
 #[derive(Debug)]
-pub struct RefusalLog {
+pub struct EntryRate {
     every: Duration,
     last: Mutex<Option<Instant>>,
     unrecorded: AtomicU64,
 }
 
-impl Default for RefusalLog {
+impl Default for EntryRate {
     fn default() -> Self {
         Self::every(Duration::from_secs(1))
     }
 }
 
-impl RefusalLog {
+impl EntryRate {
     pub fn every(every: Duration) -> Self {
         Self { every, last: Mutex::new(None), unrecorded: AtomicU64::new(0) }
     }
 
-    /// Notes one refusal; `Some(n)` when it is to be recorded now, `n` the refusals left
-    /// unrecorded since the previous entry.
+    /// Notes one call; `Some(n)` when it is to be recorded now, `n` the calls left unrecorded
+    /// since the previous entry.
     pub fn note(&self, now: Instant) -> Option<u64> {
         let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
         match *last {
@@ -185,12 +270,19 @@ impl RefusalLog {
 #[derive(Debug)]
 pub struct GitHook {
     pub secret: HookSecret,
-    pub refusals: RefusalLog,
+    pub refusals: EntryRate,
+    pub accepted: EntryRate,
+    pub deliveries: DeliveryLog,
 }
 
 impl GitHook {
     pub fn new(secret: HookSecret) -> Self {
-        Self { secret, refusals: RefusalLog::default() }
+        Self {
+            secret,
+            refusals: EntryRate::default(),
+            accepted: EntryRate::default(),
+            deliveries: DeliveryLog::default(),
+        }
     }
 }
 
@@ -310,12 +402,53 @@ mod tests {
 
     #[test]
     fn refusals_are_recorded_at_most_once_per_period_counting_the_rest() {
-        let log = RefusalLog::every(Duration::from_secs(1));
+        let log = EntryRate::every(Duration::from_secs(1));
         let start = Instant::now();
         assert_eq!(log.note(start), Some(0));
         assert_eq!(log.note(start + Duration::from_millis(10)), None);
         assert_eq!(log.note(start + Duration::from_millis(999)), None);
         assert_eq!(log.note(start + Duration::from_secs(1)), Some(2));
         assert_eq!(log.note(start + Duration::from_secs(5)), Some(0));
+    }
+
+    #[test]
+    fn a_delivery_id_is_acted_on_once_within_the_window() {
+        let log = DeliveryLog::new(Duration::from_secs(60), 100);
+        let start = Instant::now();
+        assert!(log.first_sight("72d3162e-cc78-11e3-81ab-4c9367dc0958", start));
+        for later in [1, 30, 59] {
+            let now = start + Duration::from_secs(later);
+            assert!(!log.first_sight("72d3162e-cc78-11e3-81ab-4c9367dc0958", now), "a replay {later} s later");
+        }
+        assert!(log.first_sight("another", start + Duration::from_secs(59)));
+        assert!(log.first_sight("72d3162e-cc78-11e3-81ab-4c9367dc0958", start + Duration::from_secs(60)), "expired");
+    }
+
+    #[test]
+    fn fresh_ids_past_the_capacity_forget_the_oldest_and_hold_no_more() {
+        let log = DeliveryLog::new(Duration::from_secs(60), 3);
+        let now = Instant::now();
+        for id in ["a", "b", "c", "d"] {
+            assert!(log.first_sight(id, now), "{id}");
+        }
+        let seen = log.seen.lock().expect("lock");
+        assert_eq!((seen.ids.len(), seen.order.len()), (3, 3));
+        assert!(!seen.ids.contains("a"), "the oldest went first");
+        drop(seen);
+        assert!(!log.first_sight("d", now));
+    }
+
+    #[test]
+    fn the_delivery_id_is_githubs_else_gitlabs_and_only_a_plausible_one() {
+        assert_eq!(delivery_id(&headers("x-github-delivery", "abc-123")), Some("abc-123"));
+        assert_eq!(delivery_id(&headers("x-gitlab-event-uuid", " 0a1b ")), Some("0a1b"));
+        let mut both = headers("x-github-delivery", "github");
+        both.insert("x-gitlab-event-uuid", HeaderValue::from_static("gitlab"));
+        assert_eq!(delivery_id(&both), Some("github"));
+        assert_eq!(delivery_id(&HeaderMap::new()), None);
+        for odd in ["", "with space", &"x".repeat(129)] {
+            assert_eq!(delivery_id(&headers("x-github-delivery", odd)), None, "{odd:?}");
+        }
+        assert_eq!(delivery_id(&headers("x-github-delivery", &"x".repeat(128))).map(str::len), Some(128));
     }
 }

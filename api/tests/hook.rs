@@ -155,6 +155,8 @@ async fn a_bad_signature_is_refused_and_fetches_nothing_a_good_one_asks_for_a_fe
     assert_eq!(answer, serde_json::json!({"hook": "git", "fetch": "requested"}));
     assert!(woken(&fetches).await, "a signed call asks the daemon to fetch");
 
+    // Signed calls are recorded at most once a second too.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     let (status, body) =
         api.call("/v1/hooks/git", &[("X-Gitlab-Token", "a forge's shared secret")], PUSH.as_bytes()).await;
     assert_eq!(status, 202, "GitLab's token: {body}");
@@ -166,6 +168,46 @@ async fn a_bad_signature_is_refused_and_fetches_nothing_a_good_one_asks_for_a_fe
     assert_eq!(entries[0].1["reason"], "missingSignature");
     assert_eq!(entries[1].1["unrecordedSinceLast"], 4, "{entries:?}");
     assert_eq!(entries[2].1["fetchRequested"], true);
+    assert_eq!((&entries[3].1["unrecordedSinceLast"], &entries[3].1["duplicate"]), (&0.into(), &false.into()));
+    api.stop().await;
+}
+
+#[tokio::test]
+async fn a_replayed_delivery_is_answered_as_a_duplicate_and_replays_cost_the_chain_one_entry_a_second() {
+    let api = Api::start(Some(SECRET)).await;
+    let fetches = api.link.fetch_requests();
+    let signature = HookSecret::from_bytes(SECRET).signature(PUSH.as_bytes());
+    let captured =
+        [("X-Hub-Signature-256", signature.as_str()), ("X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958")];
+    let (status, body) = api.call("/v1/hooks/git", &captured, PUSH.as_bytes()).await;
+    assert_eq!(status, 202, "{body}");
+    assert!(woken(&fetches).await);
+    for _ in 0..50 {
+        let (status, body) = api.call("/v1/hooks/git", &captured, PUSH.as_bytes()).await;
+        let answer: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(answer, serde_json::json!({"hook": "git", "fetch": "duplicate", "delivery": captured[1].1}));
+    }
+    assert!(!woken(&fetches).await, "a duplicate asked for a fetch");
+    // GitLab's id is its event UUID; a call without any id is still acted on.
+    let gitlab = [("X-Gitlab-Token", "a forge's shared secret"), ("X-Gitlab-Event-UUID", "0a1b")];
+    for expected in [202, 200] {
+        let (status, body) = api.call("/v1/hooks/git", &gitlab, PUSH.as_bytes()).await;
+        assert_eq!(status, expected, "{body}");
+    }
+    let (status, _) = api.call("/v1/hooks/git", &captured[..1], PUSH.as_bytes()).await;
+    assert_eq!(status, 202, "no delivery id: acted on");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (status, _) = api.call("/v1/hooks/git", &captured, PUSH.as_bytes()).await;
+    assert_eq!(status, 200);
+    let entries = api.hook_entries().await;
+    // 55 signed calls in about a second: an entry or two, and the last counts the rest.
+    let counted: u64 = entries.iter().filter_map(|(_, record)| record["unrecordedSinceLast"].as_u64()).sum();
+    assert!(entries.len() <= 3 && entries.len() as u64 + counted == 55, "{entries:?}");
+    assert_eq!(entries[0].1["delivery"], captured[1].1);
+    assert_eq!((&entries[0].1["duplicate"], &entries[0].1["fetchRequested"]), (&false.into(), &true.into()));
+    let last = &entries[entries.len() - 1].1;
+    assert_eq!((&last["duplicate"], &last["fetchRequested"]), (&true.into(), &false.into()), "{entries:?}");
     api.stop().await;
 }
 

@@ -50,9 +50,10 @@ fn admitted(outcome: &GateOutcome, generation: i64) -> Condition {
     let mode = outcome.mode;
     let adapter_level: Vec<&GateDecision> =
         outcome.decisions.iter().filter(|d| d.gate != GateKind::CapabilityRouting).collect();
-    // A refusal that blocks is the one to show, ahead of any that is only recorded.
-    let refused =
-        adapter_level.iter().find(|d| d.blocks(mode)).or_else(|| adapter_level.iter().find(|d| !d.admitted()));
+    // A refusal that blocks is the one to show (the runtime class's first: nothing of the image
+    // ran then), ahead of any that is only recorded.
+    let refused = roundtable_admission::authority::blocking_refusal(&adapter_level, mode)
+        .or_else(|| adapter_level.iter().copied().find(|d| !d.admitted()));
     match refused {
         Some(refused) => {
             let reason = camel(refused.reason.as_deref().unwrap_or("refused"));

@@ -128,7 +128,7 @@ async fn a_gvisor_session_proves_its_kernel_and_a_required_runtime_class_refuses
         (
             "shared",
             "runtime_not_allowed",
-            "would run under runc; the AdmissionPolicy requires runsc or runsc-sealed or kata",
+            "would run under runc (its own spec.runtimeClass); the AdmissionPolicy requires runsc or runsc-sealed or kata; the engine has ",
         ),
         ("socketless", "runtime_without_host_sockets", "--host-uds=open"),
         ("absent", "runtime_unavailable", "the engine has no runtime \"kata\""),

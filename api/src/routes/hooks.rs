@@ -1,6 +1,8 @@
 //! `POST /v1/hooks/git`: a forge's push webhook. Authenticated by its signature alone (a forge
 //! cannot send the operator token), it asks the daemon to fetch its git source now; it reads
-//! nothing of the payload, so a forged or replayed call can at most cause one early fetch.
+//! nothing of the payload, so a forged or replayed call can at most cause one early fetch. A
+//! delivery id already acted on is answered as a duplicate and not acted on again
+//! (`hook.rs`).
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -27,8 +29,12 @@ fn subject() -> String {
 #[serde(rename_all = "camelCase")]
 pub struct HookBody {
     pub hook: String,
-    /// `requested`: the daemon fetches its git source now.
+    /// `requested`: the daemon fetches its git source now; `duplicate`: this delivery id was
+    /// acted on already, so nothing is done.
     pub fetch: String,
+    /// The forge's delivery id, when the call named one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<String>,
 }
 
 pub async fn git(State(state): State<ApiState>, headers: HeaderMap, body: Bytes) -> Response {
@@ -55,8 +61,19 @@ pub async fn git(State(state): State<ApiState>, headers: HeaderMap, body: Bytes)
         response.headers_mut().remove(axum::http::header::WWW_AUTHENTICATE);
         return response;
     }
-    let requested = state.link.request_fetch();
-    state.record(&subject(), &HookAccepted { hook: HOOK, fetch_requested: requested }).await;
+    let now = std::time::Instant::now();
+    let delivery = crate::hook::delivery_id(&headers);
+    let duplicate = delivery.is_some_and(|id| !hook.deliveries.first_sight(id, now));
+    let requested = !duplicate && state.link.request_fetch();
+    if let Some(unrecorded_since_last) = hook.accepted.note(now) {
+        let record =
+            HookAccepted { hook: HOOK, fetch_requested: requested, delivery, duplicate, unrecorded_since_last };
+        state.record(&subject(), &record).await;
+    }
+    let body = |fetch: &str| HookBody { hook: HOOK.into(), fetch: fetch.into(), delivery: delivery.map(Into::into) };
+    if duplicate {
+        return respond::json(StatusCode::OK, &body("duplicate"));
+    }
     if !requested {
         return ApiError::new(
             StatusCode::CONFLICT,
@@ -65,5 +82,5 @@ pub async fn git(State(state): State<ApiState>, headers: HeaderMap, body: Bytes)
         )
         .into_response();
     }
-    respond::json(StatusCode::ACCEPTED, &HookBody { hook: HOOK.into(), fetch: "requested".into() })
+    respond::json(StatusCode::ACCEPTED, &body("requested"))
 }
