@@ -437,11 +437,19 @@ pub enum ProposalsCommand {
 pub enum ProvenanceCommand {
     /// The project's provenance public key (securesystemslib's JSON form), created if missing.
     Key,
-    /// Verifies a DSSE envelope offline against a public key; prints its subjects.
+    /// Verifies a DSSE envelope offline against a public key; prints the key's id (computed from
+    /// its bytes) and the statement's subjects.
     Verify {
         file: PathBuf,
         #[arg(long)]
         public_key: PathBuf,
+        /// The commit the statement must be about: the one whose note the envelope came from
+        /// (a full id).
+        #[arg(long)]
+        commit: Option<String>,
+        /// The key's expected id (hex SHA-256 of the raw public key), pinned.
+        #[arg(long)]
+        keyid: Option<String>,
     },
 }
 

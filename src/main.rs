@@ -194,8 +194,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Proposals(ProposalsCommand::Provenance { id }) => commands::delivery::provenance_of(global, id).await,
         Command::Provenance(ProvenanceCommand::Key) => commands::delivery::public_key(global),
-        Command::Provenance(ProvenanceCommand::Verify { file, public_key }) => {
-            commands::delivery::verify(file, public_key)
+        Command::Provenance(ProvenanceCommand::Verify { file, public_key, commit, keyid }) => {
+            commands::delivery::verify(file, public_key, commit.as_deref(), keyid.as_deref())
         }
         Command::Proposals(ProposalsCommand::Show { id, format }) => {
             commands::executions::proposals_show(global, id, format.format).await

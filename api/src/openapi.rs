@@ -381,6 +381,9 @@ pub fn document() -> Value {
         false,
     );
     let r = b.json_response::<HookBody>("Signed: the daemon fetches its git source now.");
+    let duplicate = b.json_response::<HookBody>(
+        "Signed, and its delivery id was acted on already: nothing is done (`fetch`: `duplicate`).",
+    );
     let error = b.json_response::<ErrorBody>("");
     let answer = |description: &str| {
         let mut answer = error.clone();
@@ -401,9 +404,18 @@ pub fn document() -> Value {
                 false,
             ),
             parameter("X-Gitlab-Token", "header", "GitLab's form: the webhook secret itself.", json!({"type": "string"}), false),
+            parameter(
+                "X-GitHub-Delivery",
+                "header",
+                "The forge's delivery id (GitHub, Gitea, Forgejo): one seen within 24 h is answered as a duplicate and not acted on again.",
+                json!({"type": "string"}),
+                false,
+            ),
+            parameter("X-Gitlab-Event-UUID", "header", "GitLab's delivery id, as X-GitHub-Delivery.", json!({"type": "string"}), false),
         ],
         Some(json!({"description": "The forge's payload, at most 1 MiB; only its signature is checked."})),
         vec![
+            ("200", duplicate),
             ("202", r),
             ("401", answer("`bad_signature`: no signature, a malformed one, or one of other bytes or another secret; nothing is fetched.")),
             ("404", answer("`hook_not_configured`: the daemon was started without `--webhook-secret-file`.")),

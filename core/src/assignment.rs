@@ -34,6 +34,9 @@ fn review(proposal: &ProposalRecord, message: String) -> (&'static str, String) 
             reason::PROPOSAL_PENDING,
             format!("{message}; awaits review: `roundtable proposals show {id}`, then accept or reject"),
         ),
+        ProposalState::Accepting => {
+            (reason::PROPOSAL_PENDING, format!("{message}; an accept of proposal {id} is under way"))
+        }
         ProposalState::Superseded => (reason::PROPOSAL_PENDING, message),
     }
 }

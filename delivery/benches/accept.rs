@@ -1,7 +1,8 @@
 //! Accept benchmark: a repository of 10,000 files with a proposal changing 1,000 of them (the
 //! patch bench's shape). `branch::commit` (scratch index, commit-tree, update-ref) against the
 //! baseline an operator would run by hand on a clone: `git apply --index` and `git commit`. Then
-//! the secrets scanner's throughput over that patch's added lines, and over this repository's own
+//! what the gates read (`added::from_objects`: the proposal's tree, its changed blobs, their
+//! lines), the secrets scanner's throughput over that patch's added lines, and over this repository's own
 //! history (`git log -p`, every commit's added lines), where every finding is a false positive
 //! or a test fixture: they are listed. Prints figures; asserts nothing.
 //!
@@ -11,10 +12,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use roundtable_delivery::added;
 use roundtable_delivery::branch::{self, CommitRequest, Identity};
 use roundtable_delivery::held::HeldCredentials;
-use roundtable_delivery::{added, secrets};
 use roundtable_specs::secrets::fingerprint::CredentialFingerprint;
+use roundtable_specs::secrets::patterns;
 
 fn env_number(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -113,14 +115,29 @@ fn main() {
         median(baseline).as_secs_f64() * 1e3
     );
 
-    // The scanner over the patch's added lines.
-    let read = added::read(&patch);
+    // What the gates read: the proposal's objects.
+    let mut reads = Vec::new();
+    let mut read = added::Added::default();
+    for _ in 0..rounds {
+        let started = Instant::now();
+        read = added::from_objects(&repo, &base, &patch).expect("objects");
+        reads.push(started.elapsed());
+    }
+    println!(
+        "{:<44} {:>10.1} ms (median, {} files, {} added bytes)",
+        "added::from_objects (tree, diff-tree, blobs)",
+        median(reads).as_secs_f64() * 1e3,
+        read.files.len(),
+        read.added_bytes
+    );
+
+    // The scanner over the proposal's added lines.
     let lines: Vec<&str> = read.files.iter().flat_map(|f| f.added.iter().map(|(_, t)| t.as_str())).collect();
     let bytes: usize = lines.iter().map(|l| l.len() + 1).sum();
     let started = Instant::now();
     let mut found = 0;
     for _ in 0..20 {
-        found += lines.iter().map(|line| secrets::scan_line(line).len()).sum::<usize>();
+        found += lines.iter().map(|line| patterns::scan_line(line).len()).sum::<usize>();
     }
     let seconds = started.elapsed().as_secs_f64();
     println!(
@@ -163,7 +180,7 @@ fn main() {
     for file in &read.files {
         for (line, text) in &file.added {
             scanned += text.len() + 1;
-            for rule in secrets::scan_line(text) {
+            for rule in patterns::scan_line(text) {
                 by_rule.entry(rule).or_default().push(format!("{}:{line}", file.path));
             }
         }

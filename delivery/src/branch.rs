@@ -110,27 +110,13 @@ pub fn commit(request: &CommitRequest<'_>) -> Result<Committed, BranchError> {
             return Err(BranchError::BranchExists(request.branch.to_owned()));
         }
     }
-    let base_commit = format!("{}^{{commit}}", request.base);
-    if !plain.succeeds(&["cat-file", "-e", &base_commit])? {
-        return Err(BranchError::BaseMissing(request.base.to_owned()));
-    }
+    // The same tree the review gates judged: one builder for both.
+    let tree = crate::changes::proposed_tree(request.repo, request.base, request.patch)?;
     let scratch = tempfile::Builder::new().prefix("roundtable-accept-").tempdir()?;
-    let patch_file = scratch.path().join("proposal.patch");
-    std::fs::write(&patch_file, request.patch)?;
-    let git = Git { repo: request.repo, index: Some(scratch.path().join("index")) };
-    git.run("read-tree", &["read-tree", &base_commit])?;
-    let patch_path = patch_file.to_string_lossy().into_owned();
-    // The repository's own apply settings (whitespace=error, …) must not change what is applied.
-    if let Err(BranchError::Git { detail, .. }) =
-        git.run("apply", &["apply", "--cached", "--whitespace=nowarn", "--", &patch_path])
-    {
-        return Err(BranchError::DoesNotApply(detail));
-    }
-    let tree = git.run("write-tree", &["write-tree"])?;
     let message_file = scratch.path().join("message");
     std::fs::write(&message_file, request.message)?;
     let message_path = message_file.to_string_lossy().into_owned();
-    let mut commit_tree = git.command(&["commit-tree", &tree, "-p", request.base, "-F", &message_path]);
+    let mut commit_tree = plain.command(&["commit-tree", &tree, "-p", request.base, "-F", &message_path]);
     commit_tree.env("GIT_AUTHOR_NAME", &request.author.name).env("GIT_AUTHOR_EMAIL", &request.author.email);
     let output = commit_tree.output()?;
     if !output.status.success() {
@@ -165,4 +151,64 @@ pub fn add_note(repo: &Path, notes_ref: &str, commit: &str, note: &str) -> Resul
     Git { repo, index: None }
         .run("notes add", &["notes", "--ref", notes_ref, "add", "-f", "-F", &file, commit])
         .map(|_| ())
+}
+
+// === undoing an accept ===
+
+/// The object `reference` names in `repo`, if it exists.
+pub fn resolve(repo: &Path, reference: &str) -> Result<Option<String>, BranchError> {
+    let git = Git { repo, index: None };
+    let output = git.command(&["rev-parse", "--verify", "--quiet", reference]).stderr(Stdio::null()).output()?;
+    let text = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    Ok((output.status.success() && !text.is_empty()).then_some(text))
+}
+
+/// Deletes `reference` in `repo` if it still names `commit` (what this accept made; anything
+/// else is someone else's and stays).
+pub fn delete_ref(repo: &Path, reference: &str, commit: &str) -> Result<(), BranchError> {
+    Git { repo, index: None }.run("update-ref -d", &["update-ref", "-d", reference, commit]).map(|_| ())
+}
+
+/// Whether `commit`'s message carries the trailer naming `proposal`: a commit an accept of it made.
+pub fn made_for(repo: &Path, commit: &str, proposal: &str) -> Result<bool, BranchError> {
+    let body = Git { repo, index: None }.run("cat-file", &["cat-file", "commit", commit])?;
+    let trailer = format!("Roundtable-Proposal: {proposal}");
+    Ok(body.lines().any(|line| line == trailer))
+}
+
+/// Takes back the note an accept added to `commit` under `notes_ref`. When the notes ref is still
+/// where that note left it (`after`), it goes back to `before` (or away), so not even its history
+/// keeps the signed envelope; when another note landed since, only this commit's note is removed.
+pub fn undo_note(
+    repo: &Path,
+    notes_ref: &str,
+    commit: &str,
+    before: Option<&str>,
+    after: &str,
+) -> Result<(), BranchError> {
+    let git = Git { repo, index: None };
+    let rewound = match before {
+        Some(before) => git.run("update-ref", &["update-ref", notes_ref, before, after]),
+        None => git.run("update-ref -d", &["update-ref", "-d", notes_ref, after]),
+    };
+    if rewound.is_ok() {
+        return Ok(());
+    }
+    remove_note(repo, notes_ref, commit)
+}
+
+/// Removes `commit`'s note under `notes_ref`, if it has one.
+pub fn remove_note(repo: &Path, notes_ref: &str, commit: &str) -> Result<(), BranchError> {
+    Git { repo, index: None }
+        .run("notes remove", &["notes", "--ref", notes_ref, "remove", "--ignore-missing", commit])
+        .map(|_| ())
+}
+
+/// Deletes `remote_ref` on `remote` if it still names `commit` there (a lease: a branch someone
+/// else pushed meanwhile is left alone). Best effort: a remote that refused the push may refuse
+/// this too.
+pub fn delete_pushed(repo: &Path, remote: &str, remote_ref: &str, commit: &str) -> Result<(), BranchError> {
+    let lease = format!("--force-with-lease={remote_ref}:{commit}");
+    let refspec = format!(":{remote_ref}");
+    Git { repo, index: None }.run("push --delete", &["push", "--quiet", &lease, "--", remote, &refspec]).map(|_| ())
 }

@@ -1,18 +1,20 @@
-//! The review gates at accept: what each finds in a proposal (the secrets scanner over its added
-//! lines, the flags it was given when it was made, its size), and whether the policy and the
-//! operator's overrides let it through. One decision, here; the CLI, the API and the console ask
-//! it.
+//! The review gates at accept: what each finds in a proposal (the one secrets scanner,
+//! `specs::secrets`, over what it adds as read from its objects, the flags it was given when it
+//! was made, its size), and whether the policy and the operator's overrides let it through. One
+//! decision, here; the CLI, the API and the console ask it.
 
 use roundtable_specs::delivery::{Finding, GateAction, GateOverride, ProposalGate, ProposalGates};
 use roundtable_specs::session::{ProposalFlag, ProposalFlagKind};
 
-use crate::added::Added;
-use crate::held::HeldCredentials;
-use crate::secrets;
+use roundtable_specs::secrets::patterns;
 
-/// Everything the gates find in a proposal, in a stable order. `held` compares the added lines
-/// with the credentials the daemon holds; without it (no audit key to hash with) only the flags
-/// the daemon set when the proposal was made say whether one was added.
+use crate::added::{Added, SCAN_LIMIT};
+use crate::held::HeldCredentials;
+
+/// Everything the gates find in a proposal, in a stable order. `added` comes from
+/// [`crate::added::from_objects`]; a finding in a binary file names the file, not a line. `held`
+/// compares the added lines with the credentials the daemon holds; without it (no audit key to
+/// hash with) only the flags the daemon set when the proposal was made say whether one was added.
 pub fn findings(
     added: &Added,
     flags: &[ProposalFlag],
@@ -26,9 +28,10 @@ pub fn findings(
                 gate: ProposalGate::Secrets,
                 rule,
                 path: file.path.clone(),
-                line: Some(*line),
+                // A binary file's runs are numbered by byte offset, which is no line.
+                line: (!file.binary).then_some(*line),
             };
-            found.extend(secrets::scan_line(text).into_iter().map(|rule| secret(rule.to_owned())));
+            found.extend(patterns::scan_line(text).into_iter().map(|rule| secret(rule.to_owned())));
             if let Some(held) = held {
                 found.extend(held.scan_line(text).into_iter().map(|name| secret(format!("credential-value ({name})"))));
             }
@@ -42,6 +45,15 @@ pub fn findings(
             _ => continue,
         };
         found.push(Finding { gate, rule: rule.to_owned(), path: flag.path.clone(), line: None });
+    }
+    for file in added.files.iter().filter(|file| file.unscanned > 0) {
+        // Too big to scan whole: said, so that an operator looks, never passed in silence.
+        found.push(Finding {
+            gate: ProposalGate::Size,
+            rule: format!("scan-limit ({} bytes past the first {} MiB not scanned)", file.unscanned, SCAN_LIMIT >> 20),
+            path: file.path.clone(),
+            line: None,
+        });
     }
     let files = added.files.len() as u64;
     if files > policy.max_files {
@@ -190,5 +202,27 @@ mod tests {
         assert_eq!(rules, ["credential-value", "max-added-bytes (6 > 3)", "max-files (1 > 0)"]);
         let off = ProposalGates { secrets: GateAction::Off, ..ProposalGates::default() };
         assert!(findings(&patch(&["AKIAIOSFODNN7EXAMPLF"]), &flags, &off, None).is_empty());
+    }
+
+    #[test]
+    fn a_secret_in_a_binary_file_names_the_file_and_an_unscanned_tail_is_a_size_finding() {
+        let file = crate::added::FileChange {
+            path: "b.bin".into(),
+            added: vec![(7, "AKIAIOSFODNN7EXAMPLF".into()), (90, "sk_live_51Hq8Zr2LwX9vN4mT7pK1sB6dH3".into())],
+            binary: true,
+            unscanned: 5,
+            ..Default::default()
+        };
+        let added = Added { files: vec![file], added_bytes: 10 };
+        let shown: Vec<String> =
+            findings(&added, &[], &ProposalGates::default(), None).iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "secrets: aws-access-key at b.bin",
+                "secrets: stripe-secret-key at b.bin",
+                "size: scan-limit (5 bytes past the first 16 MiB not scanned) at b.bin",
+            ]
+        );
     }
 }

@@ -1,50 +1,30 @@
-//! `proposals accept|reject|provenance` (docs/delivery.md): an operator's explicit act turning a
-//! pending proposal into a commit on a new branch, through the review gates, with signed
-//! provenance; or rejecting it with a reason. Both are recorded on the proposal and in the audit
-//! chain. The CLI, the API and the admin MCP tools call these functions.
+//! `proposals accept|reject|provenance` (docs/delivery.md): the service's side of an operator's
+//! explicit act. It gathers what an accept needs (the verified patch, the gates' findings, the
+//! commit message, the run's facts for provenance, where to commit) and hands it to
+//! `roundtable_delivery::accept`, which claims the proposal, makes the branch, signs and pushes,
+//! and undoes all of it on a failure; the store and the audit chain reach it through
+//! [`StoreLedger`]. The CLI, the API and the admin MCP tools call these functions.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
+use roundtable_delivery::accept::{self, Claim, Claimed, Entry, Held, Ledger, LedgerError, Push};
 use roundtable_delivery::added;
-use roundtable_delivery::branch::{self, BranchError, CommitRequest, Identity};
-use roundtable_delivery::gates::{self, Unmet};
+use roundtable_delivery::branch;
+use roundtable_delivery::gates;
 use roundtable_delivery::held::HeldCredentials;
-use roundtable_delivery::provenance::{self, Envelope, ProvenanceError, SigningKey};
-use roundtable_specs::audit::{EntryKind, ProposalDecided};
+use roundtable_delivery::provenance::{Envelope, ProvenanceError};
 use roundtable_specs::brief::Brief;
 use roundtable_specs::delivery::{Decision, Finding, GateAction, GateOverride, ProposalGates};
-use roundtable_specs::session::ProposalState;
 use roundtable_store::audit::{AuditKey, AuditedEntry};
-use roundtable_store::{ProposalRecord, SessionRecord};
+use roundtable_store::{ClaimOutcome, ProposalRecord, SessionRecord, Store};
 
 use crate::{Result, Service, ServiceError};
 
-/// Where provenance notes live on accepted commits.
-pub const NOTES_REF: &str = "refs/notes/roundtable";
-
 /// Why an accept or reject did not happen.
-#[derive(Debug, thiserror::Error)]
-pub enum DeliveryError {
-    #[error("proposal {id} is {state}, not pending: only a pending proposal can be {verb}")]
-    NotPending { id: String, state: ProposalState, verb: &'static str },
-    #[error("the review gates refuse proposal {id}:\n{}", .unmet.iter().map(|u| format!("  - {u}")).collect::<Vec<_>>().join("\n"))]
-    Gates { id: String, unmet: Vec<Unmet> },
-    #[error("a reject needs a reason (--reason TEXT)")]
-    NoReason,
-    #[error(transparent)]
-    Branch(#[from] BranchError),
-    #[error(transparent)]
-    Provenance(#[from] ProvenanceError),
-    #[error("recording the decision in the audit chain failed: {0}")]
-    Audit(String),
-    #[error(
-        "this project follows a git source: an accept commits in its mirror and must push the branch (--push REMOTE, e.g. the source's URL), or commit in a clone (--repo PATH)"
-    )]
-    MirrorNeedsPush,
-    #[error("proposal {0} has no provenance: it was not accepted")]
-    NoProvenance(String),
-}
+pub use roundtable_delivery::accept::AcceptError as DeliveryError;
+/// Where provenance notes live on accepted commits.
+pub use roundtable_delivery::accept::NOTES_REF;
 
 /// What an accept is asked to do.
 #[derive(Debug, Clone)]
@@ -98,8 +78,9 @@ fn image_of(session: Option<&SessionRecord>) -> Option<String> {
     session.detail.admitted_under.as_ref().map(|a| a.image_id.clone()).or_else(|| session.image.clone())
 }
 
-/// The commit message: the task as its subject, then the trailers that tie the commit to its run.
-fn message(proposal: &ProposalRecord, session: Option<&SessionRecord>, overrides: &[GateOverride]) -> String {
+/// The commit message: the task as its subject, then the trailers that tie the commit to its run
+/// (the accept adds one per override it uses).
+fn message(proposal: &ProposalRecord, session: Option<&SessionRecord>) -> String {
     let brief = brief_of(session);
     let subject = match &brief {
         Some(brief) => {
@@ -116,27 +97,18 @@ fn message(proposal: &ProposalRecord, session: Option<&SessionRecord>, overrides
     let receipt = session
         .and_then(|s| s.detail.admission.iter().find_map(|d| d.receipt.clone()))
         .unwrap_or_else(|| "none".into());
-    let mut text = format!(
+    format!(
         "{subject}\n\nRoundtable-Proposal: {}\nRoundtable-Session: {}\nRoundtable-Adapter: {}\nRoundtable-Image: {}\nRoundtable-Receipt: {receipt}\n",
         proposal.id,
         proposal.session_id,
         proposal.adapter,
         image_of(session).unwrap_or_else(|| "none".into()),
-    );
-    for o in overrides {
-        let reason: String = o.reason.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-        text.push_str(&format!("Roundtable-Override: {}: {reason}\n", o.gate));
-    }
-    text
+    )
 }
 
-/// The provenance predicate: what the commit was made from, and how it was let through.
-fn predicate(
-    proposal: &ProposalRecord,
-    session: Option<&SessionRecord>,
-    decision: &Decision,
-    chain_span: Option<(i64, i64)>,
-) -> serde_json::Value {
+/// The provenance predicate's facts about the run: what the commit was made from (the accept adds
+/// how it was let through).
+fn facts(proposal: &ProposalRecord, session: Option<&SessionRecord>) -> serde_json::Value {
     let brief = brief_of(session);
     serde_json::json!({
         "proposal": proposal.id,
@@ -153,11 +125,110 @@ fn predicate(
         "tokenUsage": session.and_then(|s| s.detail.agent.as_ref()).and_then(|a| a.usage.as_ref()),
         "patchSha256": proposal.sha256,
         "flags": proposal.flags.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "gates": {"findings": decision.findings, "overrides": decision.overrides},
-        "auditSequence": chain_span.map(|(first, last)| serde_json::json!({"first": first, "last": last})),
-        "acceptedBy": decision.by,
-        "acceptedAt": decision.at,
     })
+}
+
+/// The proposal as the accept sees it.
+fn plain<'a>(record: &'a ProposalRecord, patch: &'a [u8]) -> accept::Proposal<'a> {
+    accept::Proposal {
+        id: &record.id,
+        assignment: &record.assignment,
+        session: &record.session_id,
+        adapter: &record.adapter,
+        base_commit: &record.base_commit,
+        sha256: &record.sha256,
+        patch,
+    }
+}
+
+// === the store and the audit chain, as an accept reaches them ===
+
+/// The store and the audit chain for one decision on one proposal.
+struct StoreLedger<'a> {
+    store: &'a Store,
+    key: &'a AuditKey,
+    /// The audit subject: the proposal's Assignment.
+    subject: String,
+    /// The run's session and proposal: whose entries the provenance's audit span covers.
+    session: &'a str,
+    proposal: &'a str,
+}
+
+impl<'a> StoreLedger<'a> {
+    fn of(store: &'a Store, key: &'a AuditKey, record: &'a ProposalRecord) -> Self {
+        Self {
+            store,
+            key,
+            subject: format!("Assignment/{}", record.assignment),
+            session: &record.session_id,
+            proposal: &record.id,
+        }
+    }
+}
+
+fn boxed(error: impl std::error::Error + Send + Sync + 'static) -> LedgerError {
+    Box::new(error)
+}
+
+fn claimed(outcome: ClaimOutcome) -> Claimed {
+    match outcome {
+        ClaimOutcome::Won => Claimed::Won,
+        ClaimOutcome::Lost(state) => Claimed::Lost(state),
+    }
+}
+
+impl Ledger for StoreLedger<'_> {
+    async fn claim(&self, proposal: &str, claim: &Claim) -> Result<Claimed, LedgerError> {
+        let detail = serde_json::to_string(claim).map_err(boxed)?;
+        Ok(claimed(self.store.claim_accept(proposal, &claim.holder, &detail).await.map_err(boxed)?))
+    }
+
+    async fn held(&self, proposal: &str) -> Result<Option<Held>, LedgerError> {
+        let Some(stored) = self.store.accept_claim(proposal).await.map_err(boxed)? else { return Ok(None) };
+        // A claim whose detail cannot be read still names its holder: it can be released, and
+        // nothing of it undone in git.
+        let claim = serde_json::from_str(&stored.detail).unwrap_or_else(|_| Claim {
+            holder: stored.holder.clone(),
+            repo: PathBuf::new(),
+            reference: String::new(),
+            remote: None,
+            remote_ref: String::new(),
+        });
+        let expired = stored.at < roundtable_store::cutoff(accept::STALE_AFTER);
+        Ok(Some(Held { claim: Claim { holder: stored.holder, ..claim }, expired }))
+    }
+
+    async fn release(&self, proposal: &str, holder: &str) -> Result<bool, LedgerError> {
+        self.store.release_accept(proposal, holder).await.map_err(boxed)
+    }
+
+    async fn finish(
+        &self,
+        proposal: &str,
+        holder: &str,
+        decision: &Decision,
+        provenance: &str,
+    ) -> Result<bool, LedgerError> {
+        self.store.finish_accept(proposal, holder, decision, provenance).await.map_err(boxed)
+    }
+
+    async fn reject(&self, proposal: &str, decision: &Decision) -> Result<Claimed, LedgerError> {
+        Ok(claimed(self.store.reject_pending(proposal, decision).await.map_err(boxed)?))
+    }
+
+    async fn chain_span(&self) -> Result<Option<(i64, i64)>, LedgerError> {
+        self.store.chain_span(&[self.session, self.proposal]).await.map_err(boxed)
+    }
+
+    async fn audit(&self, entry: Entry<'_>) -> Result<(), LedgerError> {
+        let entry = match &entry {
+            Entry::Decided(record) => AuditedEntry::of(&self.subject, record),
+            Entry::Step(record) => AuditedEntry::of(&self.subject, record),
+        }
+        .map_err(boxed)?;
+        self.store.append_audited(self.key, &entry).await.map_err(boxed)?;
+        Ok(())
+    }
 }
 
 impl Service {
@@ -178,13 +249,6 @@ impl Service {
         }
     }
 
-    async fn audit_decision(&self, key: &AuditKey, record: &ProposalDecided<'_>) -> Result<(), DeliveryError> {
-        let subject = format!("Assignment/{}", record.assignment);
-        let entry = AuditedEntry::of(&subject, record).map_err(|e| DeliveryError::Audit(e.to_string()))?;
-        self.store.append_audited(key, &entry).await.map_err(|e| DeliveryError::Audit(e.to_string()))?;
-        Ok(())
-    }
-
     /// Records the fingerprint of every value `secrets` holds for a `credentialEnv` name some
     /// Adapter of the project declares (built-ins included); how many were recorded.
     pub async fn record_credential_fingerprints(
@@ -203,16 +267,31 @@ impl Service {
         Ok(prints.len())
     }
 
-    /// What the gates find in `patch` of `record` under `policy`, comparing its added lines with
-    /// the held credentials' fingerprints when `key` can hash them.
+    /// The repository whose objects hold a proposal's base when no accept names one: the git
+    /// source's mirror, else the project's own.
+    fn review_repo(&self) -> PathBuf {
+        match &self.project.repos {
+            roundtable_core::source::Repos::Mirror(mirror) => mirror.clone(),
+            _ => self.project.root.clone(),
+        }
+    }
+
+    /// What the gates find in `patch` of `record` under `policy`, read from the objects of the
+    /// tree it makes on its base in `repo` (never from the patch text, which an agent can dress),
+    /// comparing what it adds with the held credentials' fingerprints when `key` can hash them.
     async fn findings_of(
         &self,
+        repo: &Path,
         record: &ProposalRecord,
         patch: &[u8],
         policy: &ProposalGates,
         key: Option<&AuditKey>,
     ) -> Result<Vec<Finding>> {
-        let added = added::read(patch);
+        let (repo, base, owned_patch) = (repo.to_owned(), record.base_commit.clone(), patch.to_vec());
+        // git runs here: off the runtime's workers.
+        let added = tokio::task::spawn_blocking(move || added::from_objects(&repo, &base, &owned_patch))
+            .await?
+            .map_err(|error| delivery(DeliveryError::Branch(error.into())))?;
         let Some(key) = key else {
             return Ok(gates::findings(&added, &record.flags, policy, None));
         };
@@ -229,7 +308,7 @@ impl Service {
         let record = self.proposal_record(id_or_prefix).await?;
         let patch = self.verified_patch(&record).await?;
         let policy = self.declared_policy().proposals;
-        let findings = self.findings_of(&record, &patch, &policy, key).await?;
+        let findings = self.findings_of(&self.review_repo(), &record, &patch, &policy, key).await?;
         let asked = gates::asked(&findings, &policy);
         let findings = findings.into_iter().map(|f| (policy.action(f.gate), f)).collect();
         Ok(Review { findings, asked })
@@ -241,11 +320,12 @@ impl Service {
         let record = self.proposal_record(id_or_prefix).await?;
         let patch = self.verified_patch(&record).await?;
         let policy = self.declared_policy().proposals;
-        self.findings_of(&record, &patch, &policy, key).await
+        self.findings_of(&self.review_repo(), &record, &patch, &policy, key).await
     }
 
-    /// Accepts a pending proposal: gates, commit, branch, provenance (a git note and the store),
-    /// the optional push, the decision recorded and audited.
+    /// Accepts a pending proposal as one claimed step (`roundtable_delivery::accept`): the claim,
+    /// the gates, the commit and branch, provenance (a git note and the store), the optional push,
+    /// the decision recorded and audited; any failure after the claim undoes what was made.
     pub async fn accept_proposal(
         &self,
         id_or_prefix: &str,
@@ -254,91 +334,39 @@ impl Service {
     ) -> Result<Accepted> {
         let record = self.proposal_record(id_or_prefix).await?;
         let patch = self.verified_patch(&record).await?;
-        if record.state != ProposalState::Pending {
-            return Err(delivery(DeliveryError::NotPending { id: record.id, state: record.state, verb: "accepted" }));
-        }
+        let target = self.target_of(options).map_err(delivery)?;
         let session = self.store.session(&record.session_id).await?;
         let policy = self.declared_policy().proposals;
-        let findings = self.findings_of(&record, &patch, &policy, Some(key)).await?;
-        let unmet = gates::unmet(&findings, &policy, &options.overrides);
-        let target = self.target_of(options).map_err(delivery)?;
-        let repo = target.repo;
-        let by = branch::operator_identity(&repo).map_err(|e| delivery(e.into()))?;
-        let mut decision = Decision {
-            at: roundtable_store::now(),
-            by,
-            findings: findings.clone(),
-            overrides: options.overrides.clone(),
-            ..Decision::default()
-        };
-        if !unmet.is_empty() {
-            let refused = ProposalDecided {
-                kind: EntryKind::ProposalAcceptRefused,
-                proposal: &record.id,
-                assignment: &record.assignment,
-                session: &record.session_id,
-                decision: &decision,
-                provenance: None,
-                unmet: unmet.iter().map(ToString::to_string).collect(),
-            };
-            self.audit_decision(key, &refused).await.map_err(delivery)?;
-            return Err(delivery(DeliveryError::Gates { id: record.id, unmet }));
-        }
-        // Only the overrides that let a finding through are recorded as such.
-        decision.overrides.retain(|o| findings.iter().any(|f| f.gate == o.gate));
-        let signer = SigningKey::load_or_create(&options.signing_key).map_err(|e| delivery(e.into()))?;
+        // Reading only: the decision on these findings is made under the claim.
+        let findings = self.findings_of(&target.repo, &record, &patch, &policy, Some(key)).await?;
+        let by = branch::operator_identity(&target.repo).map_err(|e| delivery(e.into()))?;
         let branch_name = options.branch.clone().unwrap_or_else(|| default_branch(&record));
-        let author =
-            Identity { name: record.adapter.clone(), email: format!("roundtable+{}@localhost", record.adapter) };
-        let text = message(&record, session.as_ref(), &decision.overrides);
-        let committed = branch::commit(&CommitRequest {
-            repo: &repo,
-            base: &record.base_commit,
-            patch: &patch,
-            branch: &branch_name,
+        let shown = options.push.as_deref().map(roundtable_core::source::git::redact);
+        let push = options.push.as_deref().zip(shown.as_deref()).map(|(remote, shown)| Push { remote, shown });
+        let (message, facts, holder) =
+            (message(&record, session.as_ref()), facts(&record, session.as_ref()), accept::holder());
+        let request = accept::Request {
+            proposal: plain(&record, &patch),
+            repo: &target.repo,
             namespace: target.namespace,
-            author: &author,
-            message: &text,
-        })
-        .map_err(|e| delivery(e.into()))?;
-        // The branch by its name where it lands (in a mirror, on the remote it is pushed to).
-        decision.branch = Some(format!("refs/heads/{branch_name}"));
-        decision.commit = Some(committed.commit.clone());
-        // Where the run stands in the audit chain: its session's and its proposal's entries.
-        let span = self.store.chain_span(&[record.session_id.as_str(), record.id.as_str()]).await?;
-        let predicate = predicate(&record, session.as_ref(), &decision, span);
-        let statement = provenance::statement(&committed.commit, &record.sha256, predicate);
-        let envelope = signer.sign(&statement);
-        let envelope_json = serde_json::to_string_pretty(&envelope).unwrap_or_default();
-        branch::add_note(&repo, NOTES_REF, &committed.commit, &envelope_json).map_err(|e| delivery(e.into()))?;
-        if let Some(remote) = &options.push {
-            let branch_ref = format!("refs/heads/{branch_name}");
-            branch::push(&repo, remote, &committed.reference, &branch_ref).map_err(|e| delivery(e.into()))?;
-            branch::push(&repo, remote, NOTES_REF, NOTES_REF).map_err(|e| delivery(e.into()))?;
-            decision.pushed_to = Some(roundtable_core::source::git::redact(remote));
-        }
-        if !self.store.decide_proposal(&record.id, ProposalState::Accepted, &decision, Some(&envelope_json)).await? {
-            return Err(delivery(DeliveryError::NotPending {
-                id: record.id,
-                state: ProposalState::Accepted,
-                verb: "accepted",
-            }));
-        }
-        let statement_sha = roundtable_specs::digest::sha256_hex(&serde_json::to_vec(&statement).unwrap_or_default());
-        let accepted = ProposalDecided {
-            kind: EntryKind::ProposalAccepted,
-            proposal: &record.id,
-            assignment: &record.assignment,
-            session: &record.session_id,
-            decision: &decision,
-            provenance: Some((signer.public().keyid, statement_sha)),
-            unmet: Vec::new(),
+            branch: &branch_name,
+            push,
+            findings: &findings,
+            policy: &policy,
+            overrides: &options.overrides,
+            by: &by,
+            at: &roundtable_store::now(),
+            message: &message,
+            facts: &facts,
+            signing_key: &options.signing_key,
+            holder: &holder,
         };
-        self.audit_decision(key, &accepted).await.map_err(delivery)?;
-        Ok(Accepted { proposal: record.id, decision, envelope })
+        let ledger = StoreLedger::of(&self.store, key, &record);
+        let accepted = accept::accept(&ledger, &request).await.map_err(delivery)?;
+        Ok(Accepted { proposal: record.id.clone(), decision: accepted.decision, envelope: accepted.envelope })
     }
 
-    /// Rejects a pending proposal with `reason`.
+    /// Rejects a pending proposal with `reason`, by the compare-and-set an accept's claim takes.
     pub async fn reject_proposal(
         &self,
         id_or_prefix: &str,
@@ -350,33 +378,30 @@ impl Service {
             return Err(delivery(DeliveryError::NoReason));
         }
         let record = self.proposal_record(id_or_prefix).await?;
-        if record.state != ProposalState::Pending {
-            return Err(delivery(DeliveryError::NotPending { id: record.id, state: record.state, verb: "rejected" }));
-        }
         let decision = Decision {
             at: roundtable_store::now(),
             by: by.to_owned(),
             reason: reason.trim().to_owned(),
             ..Decision::default()
         };
-        if !self.store.decide_proposal(&record.id, ProposalState::Rejected, &decision, None).await? {
-            return Err(delivery(DeliveryError::NotPending {
-                id: record.id,
-                state: ProposalState::Rejected,
-                verb: "rejected",
-            }));
-        }
-        let rejected = ProposalDecided {
-            kind: EntryKind::ProposalRejected,
-            proposal: &record.id,
-            assignment: &record.assignment,
-            session: &record.session_id,
-            decision: &decision,
-            provenance: None,
-            unmet: Vec::new(),
-        };
-        self.audit_decision(key, &rejected).await.map_err(delivery)?;
+        let ledger = StoreLedger::of(&self.store, key, &record);
+        accept::reject(&ledger, plain(&record, &[]), &decision).await.map_err(delivery)?;
         Ok(decision)
+    }
+
+    /// Rolls back every stale accept claim (`roundtable_delivery::accept::is_stale`: older than
+    /// the bound, or its process gone), with what it made; the proposals no longer held. For the
+    /// daemon's start: a claim a crash left is not kept until someone accepts that proposal again.
+    pub async fn roll_back_stale_accepts(&self, key: &AuditKey) -> Result<Vec<String>> {
+        let mut released = Vec::new();
+        for (id, _) in self.store.accept_claims().await? {
+            let Some(record) = self.store.proposal_by_id(&id).await? else { continue };
+            let ledger = StoreLedger::of(&self.store, key, &record);
+            if accept::recover(&ledger, &record.id, &record.assignment).await.map_err(delivery)? {
+                released.push(id);
+            }
+        }
+        Ok(released)
     }
 
     /// The provenance envelope of an accepted proposal.

@@ -400,7 +400,7 @@ impl Service {
             status: DiagnosticReport::status_of(&findings.checks),
             started_at,
             finished_at: roundtable_store::now(),
-            checks: findings.checks,
+            checks: findings.checks.into_iter().map(redacted_check).collect(),
             excerpt: findings.excerpt.text,
             excerpt_truncated: findings.excerpt.truncated,
         };
@@ -453,9 +453,7 @@ impl Service {
         } else {
             None
         };
-        // Under the runtime its sessions run under, as admission's probes are.
         let policy = self.declared_policy();
-        let (_, runtime) = self.admitter(binary.to_owned(), None).runtime(adapter, &policy).await;
         let plan = ProbePlan {
             id: id.to_owned(),
             ownership: Ownership {
@@ -477,10 +475,13 @@ impl Service {
                 socket_dir: endpoint.as_ref().map(|endpoint| endpoint.dir.clone()),
             },
             tmp_entries: Vec::new(),
-            runtime: runtime.map(|r| r.class),
+            // The runtime class gate's decision sets it, in the one launch every container of an
+            // Adapter's image goes through: a refused class starts nothing.
+            runtime: None,
             broker_relay: false,
         };
-        let outcome = self.runtime.probe(plan).await;
+        let outcome =
+            self.admitter(binary.to_owned(), None).launch(adapter, &policy, plan).await.map_err(RuntimeError::from);
         let activity = match endpoint {
             Some(endpoint) => Some(endpoint.stop().await),
             None => None,
@@ -493,6 +494,14 @@ impl Service {
             }
         })
     }
+}
+
+/// A check as it is kept and served: its every word redacted, in this one place for every path
+/// to a report. What the container printed is quoted in details, and a command line, an engine's
+/// error or a bridge's answer can carry a secret as well.
+fn redacted_check(check: DiagnosticCheck) -> DiagnosticCheck {
+    let redact = |text: &str| roundtable_specs::secrets::redact(text.as_bytes());
+    DiagnosticCheck { detail: redact(&check.detail), remediation: check.remediation.as_deref().map(redact), ..check }
 }
 
 /// Every check from what the probe's commands did (version, write probe, then the MCP bridge
@@ -804,5 +813,37 @@ mod tests {
             Err(ServiceError::NotFound { what: "diagnostic", .. })
         ));
         assert!(service.diagnostics("generic").await.expect("none yet").is_empty());
+    }
+
+    /// Issue 48, item 8: the six formats, as a CLI that colours its output prints them, in the
+    /// excerpt and in the checks' details (its command line included): none comes out.
+    #[test]
+    fn none_of_the_six_formats_comes_out_of_a_report() {
+        let six: &[(&str, &str)] = &[
+            (
+                "\x1b[1mCookie:\x1b[0m session=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJvcGVyYXRvciJ9.c2lnbmF0dXJlMTIz",
+                "eyJzdWIiOiJvcGVyYXRvciJ9",
+            ),
+            ("\x1b[31msk_live_51Hq8Zr2LwX9vN4mT7pK1sB6dH3\x1b[0m", "51Hq8Zr2LwX9vN4mT7pK1sB6dH3"),
+            ("{\x1b[34;1m\"auth\"\x1b[0m: \x1b[32m\"b3BlcmF0b3I6aHVudGVyMg==\"\x1b[0m}", "b3BlcmF0b3I6aHVudGVyMg"),
+            (
+                "-----BEGIN PGP \x1b[1mPRIVATE\x1b[0m KEY BLOCK-----\n\nlQOYBGQ8Zr2LwX9v\n-----END PGP PRIVATE KEY BLOCK-----",
+                "lQOYBGQ8Zr2LwX9v",
+            ),
+            ("remote: \x1b[33mglpat-q8Zr2LwX9vN4mT7pK1sB\x1b[0m", "q8Zr2LwX9vN4mT7pK1sB"),
+            ("\x1b[2m--password\x1b[0m Hunter2Hunter2", "Hunter2Hunter2"),
+        ];
+        let printed: String = six.iter().map(|(line, _)| format!("{line}\n")).collect();
+        let argv = ["cli", "--password", "Hunter2Hunter2", "--version"];
+        for exit in [Some(0), Some(3)] {
+            let run = ran(&argv, exit, printed.as_bytes(), printed.as_bytes());
+            let check = redacted_check(version_check(&run, "no contract"));
+            let excerpt = version_excerpt(&run).text;
+            let shown = format!("{excerpt}\n{}\n{:?}", check.detail, check.remediation);
+            let leaked: Vec<&str> = six.iter().map(|(_, secret)| *secret).filter(|s| shown.contains(s)).collect();
+            assert!(leaked.is_empty(), "leaked {leaked:?} in {shown}");
+        }
+        let boundary = redacted_check(boundary_check(&ran(&argv, Some(2), printed.as_bytes(), b"")));
+        assert!(!boundary.detail.contains("Hunter2Hunter2"), "{boundary:?}");
     }
 }

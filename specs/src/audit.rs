@@ -38,6 +38,13 @@ words! {
         ProposalRejected = "proposal.rejected",
         /// An accept the review gates refused, with what they found.
         ProposalAcceptRefused = "proposal.acceptRefused",
+        /// An accept made its branch (before the decision is recorded).
+        ProposalBranchMade = "proposal.branchMade",
+        /// An accept pushed its branch and the provenance notes to a remote.
+        ProposalPushed = "proposal.pushed",
+        /// An accept that failed after its claim undid what it made, and the proposal is
+        /// pending again; or a stale claim was rolled back.
+        ProposalAcceptRolledBack = "proposal.acceptRolledBack",
         /// One spawn-path gate's decision for one spawn.
         AdmissionGate = "admission.gate",
         /// A canary attestation for an adapter's image.
@@ -220,6 +227,33 @@ pub struct ProposalDecided<'a> {
 }
 
 impl AuditRecord for ProposalDecided<'_> {
+    fn kind(&self) -> EntryKind {
+        self.kind
+    }
+}
+
+/// `proposal.branchMade`, `proposal.pushed` and `proposal.acceptRolledBack`: one step of an
+/// accept in git, for proposal `proposal` of `assignment`, by the claim `holder`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AcceptStep<'a> {
+    #[serde(skip)]
+    pub kind: EntryKind,
+    pub proposal: &'a str,
+    pub assignment: &'a str,
+    pub holder: &'a str,
+    /// The ref made (or removed), where it was made.
+    pub reference: &'a str,
+    /// `null` when a rollback found no commit of this proposal.
+    pub commit: Option<&'a str>,
+    /// Where it was pushed (credentials redacted); `null` without a push.
+    pub remote: Option<&'a str>,
+    /// A rollback's cause; empty otherwise.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub reason: &'a str,
+}
+
+impl AuditRecord for AcceptStep<'_> {
     fn kind(&self) -> EntryKind {
         self.kind
     }
@@ -445,13 +479,20 @@ impl OperatorAction for DiagnosticsRan<'_> {
 
 // === webhooks ===
 
-/// `hook.accepted`, under `Hook/NAME`: a signed call, and whether the daemon had a git source
-/// to fetch (`fetchRequested`).
+/// `hook.accepted`, under `Hook/NAME`: a signed call, whether the daemon had a git source to
+/// fetch (`fetchRequested`), the forge's delivery id when it sent one, whether that id had been
+/// seen already (`duplicate`: answered, not acted on), and how many more signed calls went
+/// unrecorded since the previous such entry (signed calls are recorded at most once a second,
+/// so replays of one captured call cannot grow the chain faster than that).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HookAccepted<'a> {
     pub hook: &'a str,
     pub fetch_requested: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<&'a str>,
+    pub duplicate: bool,
+    pub unrecorded_since_last: u64,
 }
 
 impl AuditRecord for HookAccepted<'_> {

@@ -25,6 +25,7 @@ pub mod object;
 pub mod output;
 pub mod parse;
 pub mod policy;
+pub mod protected;
 pub mod resource;
 pub mod resume;
 pub mod runtime;

@@ -119,6 +119,11 @@ words! {
         /// Made for an execution generation the Assignment has moved past (its run fields
         /// changed since): kept for the record, not what the Assignment asks for now.
         Superseded = "superseded",
+        /// An accept holds its claim: the gates, the branch, the note and the push are under
+        /// way. It ends `accepted`, or back to `pending` with whatever it made removed; a claim
+        /// whose holder is gone or that is older than the bound is rolled back by the next
+        /// accept or reject (docs/delivery.md).
+        Accepting = "accepting",
         /// An operator accepted it: a commit on a new branch holds it (`proposals accept`).
         Accepted = "accepted",
         /// An operator rejected it, with a reason (`proposals reject`).

@@ -153,23 +153,37 @@ pub fn public_key(global: &Global) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn verify(file: &PathBuf, public_key: &PathBuf) -> anyhow::Result<ExitCode> {
+pub fn verify(
+    file: &PathBuf,
+    public_key: &PathBuf,
+    commit: Option<&str>,
+    keyid: Option<&str>,
+) -> anyhow::Result<ExitCode> {
     let envelope: Envelope =
         serde_json::from_slice(&std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?)
             .with_context(|| format!("{} is not a DSSE envelope", file.display()))?;
-    let key = PublicKey::parse(
-        &std::fs::read_to_string(public_key).with_context(|| format!("cannot read {}", public_key.display()))?,
-    )?;
-    match provenance::verify(&envelope, &key) {
-        Ok(statement) => {
-            println!("verified: signed by {}", key.keyid);
-            for subject in statement["subject"].as_array().into_iter().flatten() {
-                println!("  subject {} {}", subject["name"].as_str().unwrap_or_default(), subject["digest"]);
+    let key_text =
+        std::fs::read_to_string(public_key).with_context(|| format!("cannot read {}", public_key.display()))?;
+    let expected = provenance::Expected { keyid, commit };
+    match PublicKey::parse(&key_text).and_then(|key| provenance::verify(&envelope, &key, expected)) {
+        Ok(verified) => {
+            println!("verified: signed by {}", verified.keyid);
+            for subject in verified.statement["subject"].as_array().into_iter().flatten() {
+                println!(
+                    "  subject {} {}",
+                    render::sanitize(subject["name"].as_str().unwrap_or_default()),
+                    render::sanitize(&subject["digest"].to_string())
+                );
+            }
+            if commit.is_none() {
+                eprintln!(
+                    "roundtable: the subject was not compared with a commit: pass --commit SHA (the commit whose note this is)"
+                );
             }
             Ok(ExitCode::SUCCESS)
         }
         Err(error) => {
-            eprintln!("roundtable: not verified: {error}");
+            eprintln!("roundtable: not verified: {}", render::sanitize_block(&error.to_string()));
             Ok(ExitCode::from(1))
         }
     }

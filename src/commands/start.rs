@@ -287,6 +287,10 @@ async fn serve_api(
         // What an accept compares proposals with: the held credentials, as keyed hashes.
         let recorded = service.record_credential_fingerprints(&execution.secrets, key).await?;
         tracing::info!(recorded, "recorded the fingerprints of the credentials this daemon holds");
+        // An accept that died mid-way (a crash, a kill) must not hold its proposal forever.
+        for id in service.roll_back_stale_accepts(key).await? {
+            tracing::warn!(proposal = %id, "rolled back an accept that did not finish: the proposal is pending again");
+        }
     }
     let (status, refresher) = roundtable_api::status_view::StatusView::start(service.clone(), args.retention.as_std());
     let workspace = match &args.workspace {

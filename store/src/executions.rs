@@ -289,7 +289,9 @@ impl Store {
         rows.iter().map(session_from_row).collect()
     }
 
-    /// The proposal of execution generation `execution_generation` of Assignment `assignment_uid`.
+    /// The proposal of execution generation `execution_generation` of Assignment
+    /// `assignment_uid`: its own, or, for a generation that reused a result an operator had
+    /// already accepted or rejected (and so made none of its own), that decided proposal.
     pub async fn proposal_for(
         &self,
         assignment_uid: &str,
@@ -300,7 +302,22 @@ impl Store {
             .bind(execution_generation)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref().map(proposal_from_row).transpose()
+        if let Some(row) = row {
+            return proposal_from_row(&row).map(Some);
+        }
+        let reused: Option<Option<String>> = sqlx::query_scalar(
+            "SELECT detail_json FROM sessions WHERE assignment_uid = $1 AND execution_generation = $2 AND phase = $3 \
+             ORDER BY finished_at DESC, id DESC LIMIT 1",
+        )
+        .bind(assignment_uid)
+        .bind(execution_generation)
+        .bind(SessionPhase::Succeeded.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        let detail: SessionDetail = stored_json("detail_json", reused.flatten())?;
+        let Some(id) = detail.reused.and_then(|run| run.proposal) else { return Ok(None) };
+        let decided = self.proposal_by_id(&id).await?;
+        Ok(decided.filter(|p| matches!(p.state, ProposalState::Accepted | ProposalState::Rejected)))
     }
 }
 
@@ -346,30 +363,6 @@ impl Store {
         sqlx::query("DELETE FROM proposals WHERE id = $1").bind(id).execute(&self.pool).await?;
         self.wrote();
         Ok(())
-    }
-
-    /// Moves pending proposal `id` to `state` (accepted or rejected) with `decision`, and an
-    /// accepted one's `provenance`, in one statement; false when it was not pending (decided
-    /// already, or superseded), so two deciders cannot both win.
-    pub async fn decide_proposal(
-        &self,
-        id: &str,
-        state: ProposalState,
-        decision: &roundtable_specs::delivery::Decision,
-        provenance: Option<&str>,
-    ) -> Result<bool> {
-        let done = sqlx::query(
-            "UPDATE proposals SET state = $1, decision_json = $2, provenance = $3 WHERE id = $4 AND state = $5",
-        )
-        .bind(state.as_str())
-        .bind(to_json(decision))
-        .bind(provenance)
-        .bind(id)
-        .bind(ProposalState::Pending.as_str())
-        .execute(&self.pool)
-        .await?;
-        self.wrote();
-        Ok(done.rows_affected() == 1)
     }
 
     /// The patch of proposal `id` kept in the store (a shared store keeps every patch), if any.

@@ -5,6 +5,7 @@
 mod admission;
 pub mod audit;
 mod board;
+mod decisions;
 mod diagnostics;
 mod events;
 mod executions;
@@ -32,6 +33,7 @@ use sqlx::AnyPool;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 
 pub use board::{Claim, Claimed, Note, NoteQuota, NoteRefused, paths_overlap};
+pub use decisions::{AcceptClaim, ClaimOutcome};
 pub use events::{EventRecord, NewEvent, Severity};
 pub use executions::{ProposalRecord, SessionRecord, cutoff};
 pub use leases::{ControllerRecord, Fenced, Lease, LeaseRecord, Registration};

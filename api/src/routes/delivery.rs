@@ -63,6 +63,9 @@ fn refused(error: ServiceError) -> ApiError {
             ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "gates_refused", message)
                 .with_details(serde_json::json!({"unmet": unmet}))
         }
+        DeliveryError::Gone(_) => ApiError::not_found("proposal_not_found", message),
+        DeliveryError::ClaimLost(_) => ApiError::new(StatusCode::CONFLICT, "not_pending", message)
+            .with_details(serde_json::json!({"state": ProposalState::Pending})),
         DeliveryError::NoReason => ApiError::bad_request("reason_required", message),
         DeliveryError::MirrorNeedsPush => ApiError::bad_request("push_required", message),
         DeliveryError::Branch(roundtable_delivery::branch::BranchError::BranchExists(_)) => {

@@ -30,7 +30,7 @@ use crate::egress::EgressOptions;
 use crate::source::Project;
 
 pub use folder::ExecutionFolder;
-pub use outcome::{Ending, PROTECTED_PATHS, Stop, proposal_flags};
+pub use outcome::{Ending, Stop, proposal_flags};
 
 /// How executions run.
 #[derive(Debug, Clone)]

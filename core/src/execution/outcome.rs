@@ -6,54 +6,13 @@
 use std::time::Duration;
 
 use roundtable_session_runtime::{Captured, RunEnd, RunOutcome, RuntimeError};
+use roundtable_specs::protected::is_protected;
 use roundtable_specs::secrets::KnownSecrets;
 use roundtable_specs::session::{ProposalFlag, ProposalFlagKind, SessionCause, SessionPhase};
 
-/// Paths a proposal flags as protected when it touches them, matched from the repository root:
-/// they change CI, hooks, agent configuration or the controller's own specs.
-pub const PROTECTED_PATHS: [&str; 9] = [
-    ".roundtable/",
-    ".github/workflows/",
-    ".gitlab-ci.yml",
-    ".claude/",
-    ".codex/",
-    ".gemini/",
-    ".opencode/",
-    ".git/",
-    ".circleci/",
-];
-
-/// Names a proposal flags as protected in any folder: they make tools run code or change how
-/// the repository is read (folders end with `/`).
-pub const PROTECTED_NAMES: [&str; 12] = [
-    ".gitmodules",
-    ".gitattributes",
-    ".envrc",
-    ".vscode/",
-    ".idea/",
-    ".devcontainer/",
-    ".husky/",
-    ".pre-commit-config.yaml",
-    "Jenkinsfile",
-    ".cargo/config.toml",
-    ".cargo/config",
-    ".git/hooks/",
-];
-
-/// File names that run code when a package is installed or built.
+/// File names that run code when a package is installed or built (in any case: `makefile` is
+/// read by make, and a case-insensitive checkout opens `PACKAGE.JSON` as `package.json`).
 const PACKAGE_SCRIPTS: [&str; 4] = ["package.json", "Makefile", "setup.py", "build.rs"];
-
-/// Whether `path` is protected: under a protected root path, or naming a protected file or
-/// folder at any depth.
-pub fn is_protected(path: &str) -> bool {
-    let rooted = PROTECTED_PATHS.iter().any(|p| path.starts_with(p) || path == p.trim_end_matches('/'));
-    let anywhere = PROTECTED_NAMES.iter().any(|name| match name.strip_suffix('/') {
-        // A folder: any component sequence equal to it.
-        Some(folder) => path.starts_with(&format!("{folder}/")) || path.contains(&format!("/{folder}/")),
-        None => path == *name || path.ends_with(&format!("/{name}")),
-    });
-    rooted || anywhere
-}
 
 /// How a session ended when it did not go on to a proposal.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,7 +178,7 @@ pub fn proposal_flags(paths: &[String], readable: &[String]) -> Vec<ProposalFlag
         let file = path.rsplit('/').next().unwrap_or(path);
         if is_protected(path) || roundtable_workspace::provision::sensitive(path).is_some() {
             flag(ProposalFlagKind::ProtectedPath, path);
-        } else if PACKAGE_SCRIPTS.contains(&file) {
+        } else if PACKAGE_SCRIPTS.iter().any(|script| script.eq_ignore_ascii_case(file)) {
             flag(ProposalFlagKind::PackageScripts, path);
         }
     }
@@ -250,31 +209,16 @@ mod tests {
     }
 
     #[test]
-    fn files_that_make_tools_run_code_are_protected_at_any_depth() {
-        for path in [
-            ".gitmodules",
-            "vendor/lib/.gitattributes",
-            ".envrc",
-            ".vscode/settings.json",
-            "app/.idea/workspace.xml",
-            ".cargo/config.toml",
-            "crates/x/.cargo/config",
-            ".devcontainer/devcontainer.json",
-            ".pre-commit-config.yaml",
-            ".circleci/config.yml",
-            "Jenkinsfile",
-            "ci/Jenkinsfile",
-            ".gitlab-ci.yml",
-            ".husky/pre-commit",
-            "sub/.git/hooks/pre-commit",
-        ] {
-            assert!(is_protected(path), "{path}");
-        }
-        for path in
-            ["docs/vscode.md", "src/config.toml", "Jenkinsfile.md", "my.envrc.txt", "x/.github/workflows/ci.yml"]
-        {
-            assert!(!is_protected(path), "{path}");
-        }
+    fn protected_paths_are_flagged_in_any_case_and_new_secret_like_files_too() {
+        // The matching itself is `roundtable_specs::protected`'s, tested there.
+        let paths: Vec<String> =
+            [".github/actions/x/action.yml", ".VSCode/tasks.json", "ci/Jenkinsfile", "docs/vscode.md"]
+                .map(String::from)
+                .into();
+        let flags = proposal_flags(&paths, &[".".into()]);
+        let protected: Vec<&str> =
+            flags.iter().filter(|f| f.kind == ProposalFlagKind::ProtectedPath).map(|f| f.path.as_str()).collect();
+        assert_eq!(protected, [".github/actions/x/action.yml", ".VSCode/tasks.json", "ci/Jenkinsfile"]);
         // A new secret-like file the agent created is flagged too.
         let flags = proposal_flags(&["docs/.env.local".into(), "certs/new.pem".into()], &["docs/".into()]);
         let protected: Vec<&str> =

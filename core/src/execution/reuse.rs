@@ -1,7 +1,10 @@
 //! Runs keyed by what they run: an execution generation whose run fields already succeeded at
 //! the same base commit takes that result instead of running the agent again (as a Deployment
-//! rolled back takes its earlier ReplicaSet). The earlier proposal is copied under this session,
-//! so the one it came from keeps its own state (a superseded proposal stays superseded).
+//! rolled back takes its earlier ReplicaSet). An earlier proposal nobody decided is copied under
+//! this session as a new pending one, so the one it came from keeps its own state (a superseded
+//! proposal stays superseded). An earlier proposal an operator accepted or rejected is not
+//! copied: the generation stands as that decision (the store's `proposal_for` finds it through
+//! the session's `reused.proposal`), so a spec round-trip never undoes a decision.
 
 use roundtable_specs::session::{ProposalState, ReusedRun, SessionPhase};
 use roundtable_store::{ProposalRecord, SessionRecord};
@@ -22,6 +25,10 @@ enum NotReusable {
     Write(#[source] std::io::Error),
     #[error("the copied proposal was not recorded: {0}")]
     NotRecorded(String),
+    #[error("proposal {0}, which the earlier run's result stands as, is no longer recorded")]
+    ProposalGone(String),
+    #[error("an accept of proposal {0} is under way: its outcome is not known yet")]
+    BeingAccepted(String),
 }
 
 impl Inner {
@@ -49,14 +56,16 @@ impl Inner {
             }
         };
         let short = &commit[..commit.len().min(12)];
+        let (generation, assignment) = (taken.run.execution_generation, &request.assignment);
         session.message = match &taken.proposal {
-            Some(proposal) => format!(
-                "reused the proposal of generation {} as pending proposal {proposal}: the same run fields already ran at {short} (`roundtable reconcile --rerun Assignment/{}` runs the agent again)",
-                taken.run.execution_generation, request.assignment
+            Took::Copied(proposal) => format!(
+                "reused the proposal of generation {generation} as pending proposal {proposal}: the same run fields already ran at {short} (`roundtable reconcile --rerun Assignment/{assignment}` runs the agent again)"
             ),
-            None => format!(
-                "reused the result of generation {}: the same run fields already ran at {short} and the agent changed nothing (`roundtable reconcile --rerun Assignment/{}` runs the agent again)",
-                taken.run.execution_generation, request.assignment
+            Took::Decided { id, state } => format!(
+                "reused the result of generation {generation}, proposal {id}, which stays {state}: the same run fields already ran at {short} (`roundtable reconcile --rerun Assignment/{assignment}` runs the agent again)"
+            ),
+            Took::Nothing => format!(
+                "reused the result of generation {generation}: the same run fields already ran at {short} and the agent changed nothing (`roundtable reconcile --rerun Assignment/{assignment}` runs the agent again)"
             ),
         };
         session.detail.reused = Some(taken.run);
@@ -80,9 +89,23 @@ impl Inner {
             execution_generation: earlier.execution_generation,
             proposal: None,
         });
-        let Some(source) = self.store.proposal_of_session(&earlier.id).await? else {
-            return Ok(Taken { run, proposal: None });
+        let source = match self.store.proposal_of_session(&earlier.id).await? {
+            Some(source) => source,
+            // The earlier run itself stood as a decided proposal and recorded none of its own.
+            None => match run.proposal.clone() {
+                Some(id) => self.store.proposal_by_id(&id).await?.ok_or(NotReusable::ProposalGone(id))?,
+                None => return Ok(Taken { run, proposal: Took::Nothing }),
+            },
         };
+        match source.state {
+            ProposalState::Accepted | ProposalState::Rejected => {
+                // An operator's decision stands: no copy, no new review.
+                run.proposal = Some(source.id.clone());
+                return Ok(Taken { run, proposal: Took::Decided { id: source.id, state: source.state } });
+            }
+            ProposalState::Accepting => return Err(NotReusable::BeingAccepted(source.id)),
+            ProposalState::Pending | ProposalState::Superseded => {}
+        }
         let patch = match std::fs::read(&source.patch_path) {
             Ok(patch) => patch,
             Err(_) => {
@@ -116,7 +139,7 @@ impl Inner {
             ..source
         };
         match self.record_proposal(session, &proposal, &patch).await {
-            Ok(true) => Ok(Taken { run, proposal: Some(id) }),
+            Ok(true) => Ok(Taken { run, proposal: Took::Copied(id) }),
             recorded => {
                 let _ = std::fs::remove_file(&patch_path);
                 Err(NotReusable::NotRecorded(match recorded {
@@ -131,6 +154,15 @@ impl Inner {
 /// What a session took from an earlier one.
 struct Taken {
     run: ReusedRun,
-    /// The proposal recorded for this session, a copy of the earlier one.
-    proposal: Option<String>,
+    proposal: Took,
+}
+
+/// The proposal a reusing session stands as.
+enum Took {
+    /// The agent changed nothing.
+    Nothing,
+    /// A pending copy of the earlier proposal, recorded for this session.
+    Copied(String),
+    /// The earlier proposal itself, which an operator accepted or rejected.
+    Decided { id: String, state: ProposalState },
 }

@@ -1,0 +1,263 @@
+//! The protected paths: what a proposal must not change without a reviewer's explicit override,
+//! because it runs code (CI, editors, hooks, package managers) or changes how git, the agents or
+//! the controller read the repository. One list and one matcher; `docs/proposals.md` lists the
+//! same entries and a test keeps the two equal.
+//!
+//! Reviewers open branches on checkouts that are case-insensitive (macOS, Windows) and that
+//! ignore what NTFS and HFS+ ignore, so a path is compared the way those checkouts resolve it:
+//! `.VSCode/tasks.json` is `.vscode/tasks.json`, `.gitattributes.` is `.gitattributes`.
+
+/// Where an entry is matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Anchor {
+    /// From the repository root only (where the tool reads it).
+    Root,
+    /// At any depth (tools read it in any folder, or a subproject's copy is read as well).
+    AnyDepth,
+}
+
+/// One protected entry: a file, or a folder when it ends with `/`; either may span components
+/// (`.git/hooks/`, `.cargo/config.toml`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProtectedEntry {
+    pub path: &'static str,
+    pub anchor: Anchor,
+}
+
+const fn root(path: &'static str) -> ProtectedEntry {
+    ProtectedEntry { path, anchor: Anchor::Root }
+}
+
+const fn anywhere(path: &'static str) -> ProtectedEntry {
+    ProtectedEntry { path, anchor: Anchor::AnyDepth }
+}
+
+/// Every protected entry, in the order `docs/proposals.md` lists them.
+pub const PROTECTED: &[ProtectedEntry] = &[
+    // The controller's own specs, git's own folder, the provider CLIs' configuration.
+    root(".roundtable/"),
+    root(".git/"),
+    root(".claude/"),
+    root(".codex/"),
+    root(".gemini/"),
+    root(".opencode/"),
+    // CI systems that read a folder at the root: all of `.github/` (workflows, the local
+    // actions they call, Dependabot), GitLab's templates, CircleCI, Buildkite, Gitea/Forgejo,
+    // Woodpecker, Semaphore, Tekton.
+    root(".github/"),
+    root(".gitlab/"),
+    root(".circleci/"),
+    root(".buildkite/"),
+    root(".gitea/"),
+    root(".forgejo/"),
+    root(".woodpecker/"),
+    root(".semaphore/"),
+    root(".tekton/"),
+    // CI files: a pipeline may name one in any folder (GitLab's `include: local`, Azure's
+    // pipeline path, a monorepo's per-project Jenkinsfile).
+    anywhere(".gitlab-ci.yml"),
+    anywhere("azure-pipelines.yml"),
+    anywhere("azure-pipelines.yaml"),
+    anywhere("bitbucket-pipelines.yml"),
+    anywhere(".drone.yml"),
+    anywhere(".drone.star"),
+    anywhere("Jenkinsfile"),
+    anywhere(".travis.yml"),
+    anywhere(".woodpecker.yml"),
+    anywhere("appveyor.yml"),
+    anywhere(".appveyor.yml"),
+    anywhere(".cirrus.yml"),
+    anywhere("cloudbuild.yaml"),
+    anywhere("cloudbuild.yml"),
+    anywhere("buildspec.yml"),
+    // Who must review what (GitHub and GitLab read it at the root, in `docs/` and `.github/`).
+    anywhere("CODEOWNERS"),
+    // How git reads the repository, and hooks.
+    anywhere(".gitmodules"),
+    anywhere(".gitattributes"),
+    anywhere(".git/hooks/"),
+    anywhere(".husky/"),
+    anywhere(".pre-commit-config.yaml"),
+    // Code an editor or a shell runs when the folder is opened or entered.
+    anywhere(".vscode/"),
+    anywhere(".idea/"),
+    anywhere(".devcontainer/"),
+    anywhere(".devcontainer.json"),
+    anywhere(".envrc"),
+    // Build configuration that runs code or swaps the toolchain.
+    anywhere(".cargo/config.toml"),
+    anywhere(".cargo/config"),
+];
+
+/// Code points HFS+ ignores in names (as git's `core.protectHFS` lists them): a name with one
+/// of them inserted is the same file on such a checkout.
+fn ignored_by_hfs(c: char) -> bool {
+    matches!(c, '\u{200c}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{206a}'..='\u{206f}' | '\u{feff}')
+}
+
+/// The components of `path` as a case-insensitive checkout resolves them: `\` separates too,
+/// HFS+'s ignored code points are dropped, trailing dots and spaces (which Windows drops) are
+/// trimmed, letters are lowercased (the long s folds to `s`, as case-insensitive file systems
+/// fold it), and empty components are skipped.
+pub fn components(path: &str) -> Vec<String> {
+    path.split(['/', '\\'])
+        .map(|component| {
+            let kept: String = component.chars().filter(|c| !ignored_by_hfs(*c)).collect();
+            kept.trim_end_matches(['.', ' '])
+                .chars()
+                .flat_map(char::to_lowercase)
+                .map(|c| if c == '\u{17f}' { 's' } else { c })
+                .collect::<String>()
+        })
+        .filter(|component| !component.is_empty())
+        .collect()
+}
+
+impl ProtectedEntry {
+    /// Whether the entry is a folder (everything below it is protected too).
+    pub fn is_folder(&self) -> bool {
+        self.path.ends_with('/')
+    }
+
+    /// Whether `path` (already split by [`components`]) is this entry or lies below it. A path
+    /// equal to a protected folder's name matches too: a file or symlink put in its place.
+    fn matches(&self, path: &[String]) -> bool {
+        let entry = components(self.path);
+        let at = |start: usize| {
+            let end = start + entry.len();
+            end <= path.len() && path[start..end] == entry[..] && (self.is_folder() || end == path.len())
+        };
+        match self.anchor {
+            Anchor::Root => at(0),
+            Anchor::AnyDepth => (0..path.len()).any(at),
+        }
+    }
+}
+
+/// The protected entry `path` falls under, if any.
+pub fn protected_entry(path: &str) -> Option<&'static ProtectedEntry> {
+    let path = components(path);
+    PROTECTED.iter().find(|entry| entry.matches(&path))
+}
+
+/// Whether a proposal touching `path` touches a protected path.
+pub fn is_protected(path: &str) -> bool {
+    protected_entry(path).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_ci_system_and_every_tool_config_is_protected() {
+        let cases = [
+            (".github/workflows/ci.yml", ".github/"),
+            (".github/actions/setup/action.yml", ".github/"),
+            (".github/dependabot.yml", ".github/"),
+            (".gitlab-ci.yml", ".gitlab-ci.yml"),
+            ("services/api/.gitlab-ci.yml", ".gitlab-ci.yml"),
+            (".gitlab/ci/build.yml", ".gitlab/"),
+            (".circleci/config.yml", ".circleci/"),
+            (".buildkite/pipeline.yml", ".buildkite/"),
+            ("azure-pipelines.yml", "azure-pipelines.yml"),
+            ("bitbucket-pipelines.yml", "bitbucket-pipelines.yml"),
+            (".drone.yml", ".drone.yml"),
+            ("Jenkinsfile", "Jenkinsfile"),
+            ("ci/Jenkinsfile", "Jenkinsfile"),
+            (".travis.yml", ".travis.yml"),
+            ("CODEOWNERS", "CODEOWNERS"),
+            ("docs/CODEOWNERS", "CODEOWNERS"),
+            (".github/CODEOWNERS", ".github/"),
+            (".roundtable/specs.yaml", ".roundtable/"),
+            (".claude/settings.json", ".claude/"),
+            (".gitmodules", ".gitmodules"),
+            ("vendor/lib/.gitattributes", ".gitattributes"),
+            (".envrc", ".envrc"),
+            (".vscode/settings.json", ".vscode/"),
+            ("app/.idea/workspace.xml", ".idea/"),
+            (".cargo/config.toml", ".cargo/config.toml"),
+            ("crates/x/.cargo/config", ".cargo/config"),
+            (".devcontainer/devcontainer.json", ".devcontainer/"),
+            (".devcontainer.json", ".devcontainer.json"),
+            (".pre-commit-config.yaml", ".pre-commit-config.yaml"),
+            (".husky/pre-commit", ".husky/"),
+            ("sub/.git/hooks/pre-commit", ".git/hooks/"),
+            // A file or symlink in a protected folder's place.
+            (".vscode", ".vscode/"),
+            (".github", ".github/"),
+        ];
+        for (path, entry) in cases {
+            assert_eq!(protected_entry(path).map(|e| e.path), Some(entry), "{path}");
+        }
+    }
+
+    #[test]
+    fn names_are_matched_as_case_insensitive_checkouts_resolve_them() {
+        let cases = [
+            (".VSCode/tasks.json", ".vscode/"),
+            (".GITATTRIBUTES", ".gitattributes"),
+            ("src/.GitAttributes", ".gitattributes"),
+            (".GitHub/Actions/x/action.yml", ".github/"),
+            ("JENKINSFILE", "Jenkinsfile"),
+            ("docs/codeowners", "CODEOWNERS"),
+            // Windows drops trailing dots and spaces; `\` separates there.
+            (".gitattributes.", ".gitattributes"),
+            (".gitattributes ", ".gitattributes"),
+            (".vscode. /tasks.json", ".vscode/"),
+            (".vscode\\tasks.json", ".vscode/"),
+            // HFS+ ignores zero-width code points; the Kelvin sign and the long s fold to k and s.
+            (".git\u{200c}attributes", ".gitattributes"),
+            ("Jen\u{212a}insfile", "Jenkinsfile"),
+            (".travi\u{17f}.yml", ".travis.yml"),
+        ];
+        for (path, entry) in cases {
+            assert_eq!(protected_entry(path).map(|e| e.path), Some(entry), "{path}");
+        }
+    }
+
+    #[test]
+    fn look_alikes_and_nested_root_folders_are_not_protected() {
+        for path in [
+            "docs/vscode.md",
+            "src/config.toml",
+            "Jenkinsfile.md",
+            "my.envrc.txt",
+            // GitHub reads `.github/` at the root only.
+            "x/.github/workflows/ci.yml",
+            "docs/github/actions.md",
+            "CODEOWNERS.md",
+            ".gitattributes-old",
+            "gitlab-ci.yml",
+            "README.md",
+        ] {
+            assert_eq!(protected_entry(path), None, "{path}");
+        }
+    }
+
+    #[test]
+    fn docs_list_exactly_the_protected_entries() {
+        let docs = include_str!("../../docs/proposals.md");
+        let section = docs.split("## Protected paths").nth(1).unwrap_or_default();
+        let listed: Vec<(String, String)> = section
+            .lines()
+            .take_while(|line| !line.starts_with("## "))
+            .filter_map(|line| {
+                let cells: Vec<&str> = line.trim().trim_matches('|').split('|').map(str::trim).collect();
+                let path = cells.first()?.strip_prefix('`')?.strip_suffix('`')?;
+                Some((path.to_owned(), (*cells.get(1)?).to_owned()))
+            })
+            .collect();
+        let expected: Vec<(String, String)> = PROTECTED
+            .iter()
+            .map(|entry| {
+                let anchor = match entry.anchor {
+                    Anchor::Root => "root",
+                    Anchor::AnyDepth => "any depth",
+                };
+                (entry.path.to_owned(), anchor.to_owned())
+            })
+            .collect();
+        assert_eq!(listed, expected, "docs/proposals.md's table of protected paths and `PROTECTED` differ");
+    }
+}
