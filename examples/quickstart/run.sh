@@ -25,11 +25,19 @@ echo; echo "== roundtable start (until both Assignments have proposals)"
 "$bin" start --execution-root "$PWD/../quickstart-executions" --audit-key "$key" --api-listen 127.0.0.1:0 &
 daemon=$!
 trap 'kill "$daemon" 2>/dev/null || true' EXIT
+count=0
 for _ in $(seq 1 120); do
   count=$("$bin" proposals list --format json | grep -c '"id"' || true)
   [ "$count" -ge 2 ] && break
   sleep 0.5
 done
+# The quickstart shows two proposals or it failed: say so, with what the daemon saw.
+if [ "$count" -lt 2 ]; then
+  echo "quickstart: $count of 2 proposals after 60 s" >&2
+  "$bin" status >&2 || true
+  "$bin" sessions list >&2 || true
+  exit 1
+fi
 echo; echo "== the HTTP API: GET /v1/workspaces/quickstart/agents/generic (operator token from the state directory)"
 python3 - .roundtable/state <<'PY'
 import json, pathlib, sys, urllib.request

@@ -412,9 +412,7 @@ fn yaml_output_reads_back_as_the_json_document() {
     let as_json = roundtable(dir.path(), &["adapters", "list", "-o", "json"]);
     let as_yaml = roundtable(dir.path(), &["adapters", "list", "-o", "yaml"]);
     assert!(as_yaml.status.success(), "{}", stderr(&as_yaml));
-    let probe = std::process::Command::new("python3").args(["-c", "import yaml"]).output();
-    if !probe.is_ok_and(|out| out.status.success()) {
-        eprintln!("skipping: PyYAML is not installed");
+    if !crate::support::python_module_or_skip("yaml", "PyYAML") {
         return;
     }
     let mut reader = std::process::Command::new("python3")

@@ -21,6 +21,8 @@ mod execution;
 mod fidelity;
 mod gitops;
 mod hook;
+#[path = "../hostile/mod.rs"]
+mod hostile;
 mod http;
 mod identity;
 mod partitions;
