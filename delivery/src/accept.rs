@@ -328,17 +328,31 @@ pub async fn accept(ledger: &impl Ledger, request: &Request<'_>) -> Result<Accep
 
 /// Phase 1: the proposal becomes this accept's, or the accept ends having made nothing.
 async fn claim_pending(ledger: &impl Ledger, proposal: Proposal<'_>, claim: &Claim) -> Result<()> {
+    take_pending(ledger, proposal, "accepted", "claiming the proposal", async || ledger.claim(proposal.id, claim).await)
+        .await
+}
+
+/// Takes `proposal` out of `pending` by `attempt` (a compare-and-set, an accept's claim or a
+/// reject); a stale accept claim in the way is rolled back once, then tried again. One rule for
+/// accept and reject, so neither can win where the other would not.
+async fn take_pending(
+    ledger: &impl Ledger,
+    proposal: Proposal<'_>,
+    verb: &'static str,
+    step: &'static str,
+    attempt: impl AsyncFn() -> std::result::Result<Claimed, LedgerError>,
+) -> Result<()> {
     let mut recovered = false;
     loop {
-        match ledger.claim(proposal.id, claim).await.map_err(failed("claiming the proposal"))? {
+        match attempt().await.map_err(failed(step))? {
             Claimed::Won => return Ok(()),
             Claimed::Lost(Some(ProposalState::Accepting)) if !recovered => {
                 recovered = true;
                 if !recover(ledger, proposal.id, proposal.assignment).await? {
-                    return Err(not_pending(proposal.id, ProposalState::Accepting, "accepted"));
+                    return Err(not_pending(proposal.id, ProposalState::Accepting, verb));
                 }
             }
-            Claimed::Lost(Some(state)) => return Err(not_pending(proposal.id, state, "accepted")),
+            Claimed::Lost(Some(state)) => return Err(not_pending(proposal.id, state, verb)),
             Claimed::Lost(None) => return Err(AcceptError::Gone(proposal.id.to_owned())),
         }
     }
@@ -561,20 +575,10 @@ pub async fn reject(ledger: &impl Ledger, proposal: Proposal<'_>, decision: &Dec
     if decision.reason.trim().is_empty() {
         return Err(AcceptError::NoReason);
     }
-    let mut recovered = false;
-    loop {
-        match ledger.reject(proposal.id, decision).await.map_err(failed("rejecting the proposal"))? {
-            Claimed::Won => break,
-            Claimed::Lost(Some(ProposalState::Accepting)) if !recovered => {
-                recovered = true;
-                if !recover(ledger, proposal.id, proposal.assignment).await? {
-                    return Err(not_pending(proposal.id, ProposalState::Accepting, "rejected"));
-                }
-            }
-            Claimed::Lost(Some(state)) => return Err(not_pending(proposal.id, state, "rejected")),
-            Claimed::Lost(None) => return Err(AcceptError::Gone(proposal.id.to_owned())),
-        }
-    }
+    take_pending(ledger, proposal, "rejected", "rejecting the proposal", async || {
+        ledger.reject(proposal.id, decision).await
+    })
+    .await?;
     let rejected = ProposalDecided {
         kind: EntryKind::ProposalRejected,
         proposal: proposal.id,
