@@ -118,10 +118,16 @@ impl Body for Outgoing {
                     {
                         record.upstream_complete = true;
                     }
-                    match (mask.as_mut(), frame.data_ref()) {
-                        (Some(mask), Some(data)) => Poll::Ready(Some(Ok(Frame::data(mask.push(data))))),
-                        _ => Poll::Ready(Some(Ok(frame))),
-                    }
+                    // Only data passes. Trailers are a second head after the body, which no
+                    // mask reads: a trailers frame goes on as an empty data frame (which hyper
+                    // skips), so the provider's never reach the agent, whatever the headers say
+                    // and whatever `TE` the agent sent.
+                    let data = frame.into_data().unwrap_or_default();
+                    let data = match mask.as_mut() {
+                        Some(mask) => mask.push(&data),
+                        None => data,
+                    };
+                    Poll::Ready(Some(Ok(Frame::data(data))))
                 }
                 Poll::Ready(Some(Err(error))) => {
                     if let Some(record) = &mut this.record {

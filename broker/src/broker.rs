@@ -3,6 +3,7 @@
 //! this session's placeholder where the scheme puts the key, the body cap, the open-request
 //! bound and the budget; only then the provider, over the pinned path, with the real key in the
 //! placeholder's place. The answer streams back; a non-2xx one is held (bounded) and masked.
+//! Every answer goes out on a head of the broker's own: the status and the masked headers.
 //!
 //! A token budget is checked against settled usage only, and a response's usage is known only at
 //! its end, so under a token budget at most one billing request (not a model list or token
@@ -200,7 +201,8 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
             reason = tracing::field::Empty,
             status = tracing::field::Empty,
         );
-        tracing::Instrument::instrument(self.decide(request, via), span).await
+        let response = tracing::Instrument::instrument(self.decide(request, via), span).await;
+        agent_head(response)
     }
 
     async fn decide(&self, request: Request<Incoming>, via: Via) -> Response<Outgoing> {
@@ -363,7 +365,6 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
         record.line.upstream_request_id = headers::request_id(&parts.headers);
         let secret = presented.entry.value.expose();
         headers::downstream_headers(&mut parts.headers, &redact::echoes(secret, &presented.placeholder));
-        parts.version = Version::HTTP_11;
         let success = parts.status.is_success();
         record.settle = if success && billing {
             let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
@@ -427,6 +428,22 @@ impl<R: Resolve, D: Dial> Broker<R, D> {
         }
         (held, false)
     }
+}
+
+/// Every answer to a request, on its way to the agent (by the base URL or inside a tunnel,
+/// passed, masked, withheld or refused), is given a fresh head holding only its status and its
+/// headers, which were masked; nothing else of the provider's head is carried over. hyper's
+/// client keeps a reason phrase that is not the status's canonical one (`HTTP/1.1 401 <any
+/// text>`) as an extension of the response, and its server writes that extension back out as
+/// is, so the provider's extensions would carry its bytes past every mask: the agent gets the
+/// canonical reason. The version is the broker's own, HTTP/1.1. What is left of the status
+/// line is a number.
+fn agent_head(response: Response<Outgoing>) -> Response<Outgoing> {
+    let (parts, body) = response.into_parts();
+    let mut fresh = Response::new(body);
+    *fresh.status_mut() = parts.status;
+    *fresh.headers_mut() = parts.headers;
+    fresh
 }
 
 /// Whether a body is in a coding the broker cannot search for echoes: any content coding, or a
@@ -523,6 +540,20 @@ mod tests {
             map.append(*name, HeaderValue::from_static(value));
         }
         map
+    }
+
+    #[test]
+    fn the_agent_gets_a_fresh_head_with_only_the_status_and_headers() {
+        let mut response = Response::new(Outgoing::empty());
+        *response.status_mut() = StatusCode::UNAUTHORIZED;
+        *response.version_mut() = Version::HTTP_10;
+        let phrase = hyper::ext::ReasonPhrase::try_from(&b"Incorrect API key provided sk-live-key"[..]);
+        response.extensions_mut().insert(phrase.expect("a valid reason phrase"));
+        response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let fresh = agent_head(response);
+        assert_eq!((fresh.status(), fresh.version()), (StatusCode::UNAUTHORIZED, Version::HTTP_11));
+        assert!(fresh.extensions().is_empty(), "the provider's extensions passed");
+        assert_eq!(fresh.headers().get(header::CONTENT_TYPE), Some(&HeaderValue::from_static("application/json")));
     }
 
     #[test]

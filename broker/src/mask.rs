@@ -1,12 +1,13 @@
 //! The one matcher of a secret's echoes, used for whole error bodies, streamed bodies and
 //! response headers alike. It decodes while it scans: at each position, each byte of the value
-//! may be written as itself, percent-encoded (`%2F`, `%2f`), as a JSON `\uXXXX` escape (either
-//! case of hex) or a JSON short escape (`\/`, `\"`, `\\`, …), byte by byte, mixed freely within
-//! one echo; so no list of forms can miss a mix. A shortened form (a value's first 3 to 8 bytes,
-//! a run of `*`, `.` or `…`, its last 4) is one more pattern of the same kind. Every position
-//! is tried as a start and the union of what matched is masked, so overlapping echoes leave no
-//! piece behind; a stream holds back only a tail that may still become an echo, and its end
-//! runs the same matcher over that tail.
+//! may be written as itself, percent-encoded once or again up to [`PERCENT_DEPTH`] times (`%2F`,
+//! `%2f`, `%252F`, `%25252f`), as a JSON `\uXXXX` escape (either case of hex) or a JSON short
+//! escape (`\/`, `\"`, `\\`, …), byte by byte, mixed freely within one echo; so no list of forms
+//! can miss a mix. A shortened form (a value's first 3 to 8 bytes, a run of `*`, `.` or `…`,
+//! its last 4) is one more pattern of the same kind. Every position is tried as a start and the
+//! union of what matched is masked, so overlapping echoes leave no piece behind; a stream holds
+//! back only a tail that may still become an echo, and its end runs the same matcher over that
+//! tail.
 
 use bytes::Bytes;
 
@@ -37,6 +38,22 @@ impl Unit {
 /// One way one value byte (or one unit of a run) is written.
 type Template = Vec<Unit>;
 
+/// The most times a byte is matched percent-encoded over and over: a URL that carries the key
+/// encoded is itself encoded when a redirect puts it in a parameter (`rd=`, `next=`), so `%2B`
+/// reaches the agent as `%252B`, and a second hop as `%25252B`.
+const PERCENT_DEPTH: usize = 3;
+
+/// `byte` percent-encoded once to [`PERCENT_DEPTH`] times: `%`, then `25` once per encoding
+/// past the first (the `%` itself encoded), then its two hex digits in either case.
+fn percent_encodings(byte: u8) -> impl Iterator<Item = Template> {
+    (0..PERCENT_DEPTH).map(move |again| {
+        let mut template = vec![Unit::Exact(b'%')];
+        template.extend((0..again).flat_map(|_| [Unit::Hex(2), Unit::Hex(5)]));
+        template.extend([Unit::Hex(byte >> 4), Unit::Hex(byte & 0x0f)]);
+        template
+    })
+}
+
 /// The JSON short escape of a byte, where JSON has one.
 fn json_short_escape(byte: u8) -> Option<u8> {
     match byte {
@@ -52,11 +69,13 @@ fn json_short_escape(byte: u8) -> Option<u8> {
     }
 }
 
-/// Every way `byte` can be written in a body or header: itself, `%XX`, `\u00XX` (ASCII only: a
-/// JSON escape names a character, not a byte) and its JSON short escape.
+/// Every way `byte` can be written in a body or header: itself, `%XX` (also encoded again:
+/// `%25XX`, …), `\u00XX` (ASCII only: a JSON escape names a character, not a byte) and its JSON
+/// short escape.
 fn encodings(byte: u8) -> Vec<Template> {
     let (high, low) = (byte >> 4, byte & 0x0f);
-    let mut out = vec![vec![Unit::Exact(byte)], vec![Unit::Exact(b'%'), Unit::Hex(high), Unit::Hex(low)]];
+    let mut out = vec![vec![Unit::Exact(byte)]];
+    out.extend(percent_encodings(byte));
     if byte.is_ascii() {
         out.push(vec![
             Unit::Exact(b'\\'),
@@ -74,15 +93,16 @@ fn encodings(byte: u8) -> Vec<Template> {
 }
 
 /// The units of a shortened form's run: `*` or `.` in any of their encodings, and `…` as UTF-8,
-/// percent-encoded or `\u2026`.
+/// percent-encoded (as often as a byte is, all three bytes alike, as an encoder writes them) or
+/// `\u2026`.
 fn run_units() -> Vec<Template> {
     let mut out = encodings(b'*');
     out.extend(encodings(b'.'));
     let ellipsis = "\u{2026}".as_bytes();
     out.push(ellipsis.iter().map(|&byte| Unit::Exact(byte)).collect());
-    out.push(
-        ellipsis.iter().flat_map(|&byte| [Unit::Exact(b'%'), Unit::Hex(byte >> 4), Unit::Hex(byte & 0x0f)]).collect(),
-    );
+    for again in 0..PERCENT_DEPTH {
+        out.push(ellipsis.iter().filter_map(|&byte| percent_encodings(byte).nth(again)).flatten().collect());
+    }
     out.push(vec![Unit::Exact(b'\\'), Unit::Exact(b'u'), Unit::Hex(2), Unit::Hex(0), Unit::Hex(2), Unit::Hex(6)]);
     out
 }
@@ -369,6 +389,10 @@ mod tests {
             "ab\\u002Bc\\u002Fd\\u003De",
             "ab%2bc\\/d\\u003De",
             "\\u0061b+c/d=e",
+            // A URL holding the encoded key, encoded again by a redirect: `%2B` as `%252B`.
+            "ab%252Bc%252Fd%253De",
+            "ab%252bc%25252Fd%3De",
+            "ab%25252bc\\/d%253de",
         ] {
             assert_eq!(masked(&format!("<{echo}>"), key), "<[redacted]>", "{echo}");
         }
@@ -377,7 +401,17 @@ mod tests {
     #[test]
     fn a_near_miss_is_left_alone() {
         let key = "ab+c/d=e";
-        for text in ["ab+c/d=f", "ab c/d=e", "ab%2Cc/d=e", "ab\\u002cc/d=e", "ab\\+c/d=e", "ab+c\\\\/d=e"] {
+        for text in [
+            "ab+c/d=f",
+            "ab c/d=e",
+            "ab%2Cc/d=e",
+            "ab\\u002cc/d=e",
+            "ab\\+c/d=e",
+            "ab+c\\\\/d=e",
+            // `%25` not followed by the byte's digits is a `%` and no more.
+            "ab%25%2Bc/d=e",
+            "ab%252Cc/d=e",
+        ] {
             assert_eq!(masked(text, key), text);
         }
     }
@@ -411,7 +445,14 @@ mod tests {
     #[test]
     fn shortened_forms_are_masked_in_any_encoding_of_their_run() {
         let key = "sk-proj-abcdefghMxYA";
-        for text in ["sk-proj-****MxYA", "sk-****\u{2026}MxYA", "sk-pr\\u2026MxYA", "sk-%2A%2AMxYA"] {
+        for text in [
+            "sk-proj-****MxYA",
+            "sk-****\u{2026}MxYA",
+            "sk-pr\\u2026MxYA",
+            "sk-%2A%2AMxYA",
+            "sk-%252A%252aMxYA",
+            "sk-pro%25E2%2580%25A6MxYA",
+        ] {
             assert_eq!(masked(text, key), "[redacted]", "{text}");
         }
         assert_eq!(masked("xx****MxYA", key), "xx****MxYA");
@@ -456,7 +497,7 @@ mod properties {
         let Some((&byte, rest)) = value.split_first() else { return true };
         let wanted = Some(u32::from(byte));
         (text.first() == Some(&byte) && decodes_at(&text[1..], rest))
-            || (text.len() >= 3 && text[0] == b'%' && hex_value(&text[1..3]) == wanted && decodes_at(&text[3..], rest))
+            || percent_decodes_at(text, byte).into_iter().any(|after| decodes_at(&text[after..], rest))
             || (text.len() >= 6
                 && text.starts_with(b"\\u")
                 && hex_value(&text[2..6]) == wanted
@@ -467,6 +508,27 @@ mod properties {
                 && decodes_at(&text[2..], rest))
     }
 
+    /// Where `byte` percent-encoded one to three times (`%2B`, `%252B`, `%25252B`) can end, when
+    /// `text` starts with it: each `25` after the `%` is the `%` of one more encoding.
+    fn percent_decodes_at(text: &[u8], byte: u8) -> Vec<usize> {
+        let mut ends = Vec::new();
+        if text.first() != Some(&b'%') {
+            return ends;
+        }
+        let mut at = 1;
+        for _ in 0..3 {
+            let Some(digits) = text.get(at..at + 2) else { break };
+            if hex_value(digits) == Some(u32::from(byte)) {
+                ends.push(at + 2);
+            }
+            if digits != b"25" {
+                break;
+            }
+            at += 2;
+        }
+        ends
+    }
+
     fn oracle_holds(text: &[u8], value: &[u8]) -> bool {
         (0..=text.len()).any(|start| decodes_at(&text[start..], value))
     }
@@ -475,7 +537,7 @@ mod properties {
     fn encode(value: &[u8], choices: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
         for (&byte, &choice) in value.iter().zip(choices.iter().cycle()) {
-            let written = match choice % 7 {
+            let written = match choice % 10 {
                 0 => vec![byte],
                 1 => format!("%{byte:02X}").into_bytes(),
                 2 => format!("%{byte:02x}").into_bytes(),
@@ -483,9 +545,24 @@ mod properties {
                 4 => format!("\\u{:04X}", byte).into_bytes(),
                 5 if byte == b'/' => b"\\/".to_vec(),
                 5 => vec![byte],
-                _ => format!("%{:X}{:x}", byte >> 4, byte & 0x0f).into_bytes(),
+                6 => format!("%{:X}{:x}", byte >> 4, byte & 0x0f).into_bytes(),
+                // Percent-encoded, then encoded again once or twice (a redirect's parameter).
+                7 => format!("%25{byte:02X}").into_bytes(),
+                8 => format!("%25{byte:02x}").into_bytes(),
+                _ => format!("%2525{:x}{:X}", byte >> 4, byte & 0x0f).into_bytes(),
             };
             out.extend_from_slice(&written);
+        }
+        out
+    }
+
+    /// `text` with each `%25` read as `%`: one level of repeated percent-encoding undone.
+    fn percent_once_less(text: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(text.len());
+        let mut at = 0;
+        while at < text.len() {
+            out.push(text[at]);
+            at += if text[at..].starts_with(b"%25") { 3 } else { 1 };
         }
         out
     }
@@ -574,6 +651,8 @@ mod properties {
                 text.extend_from_slice(&near_miss);
             }
             let lower = text.to_ascii_lowercase();
+            // `%25` decoded away first: a run's unit may be percent-encoded more than once.
+            let lower = percent_once_less(&percent_once_less(&lower));
             let holds_run = [&b"*"[..], b".", b"%2a", b"%2e", b"\\u002a", b"\\u002e", b"\\u2026", b"%e2"]
                 .iter()
                 .any(|unit| lower.windows(unit.len()).any(|window| window == *unit));

@@ -1451,3 +1451,79 @@ async fn a_compressed_body_from_a_custom_host_is_withheld_whatever_its_status() 
         assert_eq!(recorded[0].header("accept-encoding"), Some("identity"), "the broker asks for no compression");
     }
 }
+
+// === The status line: only the status passes, never the provider's reason phrase ===
+
+/// An answer whose status line is `HTTP/1.1 {status} {reason}`, as a server that names the
+/// rejected key there writes it. The fake provider writes its own reason (`Canned`), so the
+/// head it writes is an interim `100` whose one header line ends it, then the final head: HTTP
+/// clients skip a `1xx` and read the answer after it.
+fn with_reason(status: u16, reason: &str) -> Canned {
+    Canned {
+        status: 100,
+        headers: vec![
+            ("x-interim".into(), format!("1\r\n\r\nHTTP/1.1 {status} {reason}")),
+            ("content-type".into(), "application/json".into()),
+        ],
+        chunks: vec![b"{}".to_vec()],
+        ..Canned::default()
+    }
+}
+
+#[tokio::test]
+async fn the_key_in_the_providers_reason_phrase_never_reaches_the_agent_by_the_base_url_or_a_tunnel() {
+    for host in [OPENAI, CUSTOM] {
+        for (status, canonical) in [(200, "HTTP/1.1 200 OK"), (401, "HTTP/1.1 401 Unauthorized")] {
+            let harness = start(Options::new(host), move |request| {
+                let sent = request.header("authorization").unwrap_or_default().to_owned();
+                with_reason(status, &format!("Incorrect API key provided {sent}"))
+            })
+            .await;
+            let path = if host == OPENAI { "/v1/models" } else { "/v1/anything" };
+            let base =
+                send(harness.address, &format!("GET /{host}{path} HTTP/1.1\r\nHost: x\r\n{}", bearer()), b"").await;
+            let head = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{}", bearer());
+            let tunnelled = send_tunnelled(&harness, host, host, &head, b"").await.expect("answered in the tunnel");
+            for (via, answer) in [("the base URL", base), ("a tunnel", tunnelled)] {
+                let status_line = answer.head.lines().next().unwrap_or_default();
+                assert_eq!(status_line, canonical, "{host} {status} by {via}");
+                assert!(!answer.head.contains(REAL_KEY), "{host} {status} by {via}: {}", answer.head);
+            }
+            assert_eq!(harness.provider.recorded().len(), 2, "{host} {status}: both went upstream");
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_providers_trailers_never_reach_the_agent() {
+    // A chunked answer that declares a trailer and sends the key in it, to an agent that asked
+    // for trailers (`TE: trailers`): the head after the body is never passed.
+    let harness = start(Options::new(CUSTOM), |request| {
+        let sent = request.header("authorization").unwrap_or_default().to_owned();
+        Canned {
+            status: 100,
+            headers: vec![(
+                "x-interim".into(),
+                format!(
+                    "1\r\n\r\nHTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ntrailer: x-echo\r\n\r\n\
+                     2\r\n{{}}\r\n0\r\nx-echo: {sent}\r\n\r\n"
+                ),
+            )],
+            ..Canned::default()
+        }
+    })
+    .await;
+    let mut stream = TcpStream::connect(harness.address).await.expect("connect to the broker");
+    let head = format!(
+        "GET /{CUSTOM}/v1/anything HTTP/1.1\r\nHost: x\r\nTE: trailers\r\n{}\r\nConnection: close\r\n\r\n",
+        bearer()
+    );
+    stream.write_all(head.as_bytes()).await.expect("write the head");
+    let mut bytes = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut bytes)).await.expect("an answer");
+    // Read raw: a client's de-chunking would drop the trailers this looks for.
+    let raw = String::from_utf8_lossy(&bytes);
+    assert!(raw.starts_with("HTTP/1.1 200 OK\r\n"), "{raw}");
+    assert!(raw.contains("\r\n\r\n2\r\n{}\r\n"), "the body passed: {raw}");
+    assert!(!raw.contains(REAL_KEY) && raw.ends_with("\r\n0\r\n\r\n"), "the trailers passed: {raw}");
+}

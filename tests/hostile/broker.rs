@@ -1,8 +1,9 @@
 //! Hostile tests of the credential broker, as the agent sees it. A custom provider host that
 //! echoes the key it was sent (in its answer's last bytes, JSON-escaped as PHP writes it, inside
-//! a gzip body) must never hand the key back: the broker runs end to end on loopback through its
-//! public API, before a fake TLS provider and a scripted DNS server. And a brokered Adapter one
-//! of whose declared keys the daemon lacks fails closed (`BrokerUnavailable`) before any
+//! a gzip body, in its status line's reason phrase, or in a redirect that encodes the request's
+//! URL once more) must never hand the key back: the broker runs end to end on loopback through
+//! its public API, before a fake TLS provider and a scripted DNS server. And a brokered Adapter
+//! one of whose declared keys the daemon lacks fails closed (`BrokerUnavailable`) before any
 //! container of it runs.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -51,6 +52,11 @@ struct Rig {
 }
 
 async fn rig(answer: impl Fn(&Recorded) -> Canned + Send + Sync + 'static) -> Rig {
+    rig_with_key(KEY, answer).await
+}
+
+/// [`rig`], with `key` as the real value.
+async fn rig_with_key(key: &str, answer: impl Fn(&Recorded) -> Canned + Send + Sync + 'static) -> Rig {
     let upstream_ip = IpAddr::V4(own_address());
     let provider = FakeProvider::start(SocketAddr::new(upstream_ip, 443), &[HOST], answer).await.expect("provider");
     let dns = FakeDns::start("127.0.0.1:0".parse().expect("address")).await.expect("dns");
@@ -63,7 +69,7 @@ async fn rig(answer: impl Fn(&Recorded) -> Canned + Send + Sync + 'static) -> Ri
         credentials: vec![Credential {
             name: "ECHO_API_KEY".into(),
             placeholder: PLACEHOLDER.into(),
-            value: Secret::new(KEY.into()),
+            value: Secret::new(key.into()),
             host: HOST.into(),
         }],
         budget: Budget::default(),
@@ -83,10 +89,14 @@ async fn rig(answer: impl Fn(&Recorded) -> Canned + Send + Sync + 'static) -> Ri
 /// What the agent reads back for an honest request with its placeholder: the status, and the
 /// head and body as its HTTP client would give them (de-chunked, then un-gzipped).
 async fn ask(rig: &Rig) -> (u16, String) {
+    ask_for(rig, "/v1/whoami", &format!("Authorization: Bearer {PLACEHOLDER}\r\n")).await
+}
+
+/// [`ask`] for `target` (under the route), with `credential` (a header line, or nothing when the
+/// placeholder is in the query).
+async fn ask_for(rig: &Rig, target: &str, credential: &str) -> (u16, String) {
     let mut stream = TcpStream::connect(rig.address).await.expect("connect to the broker");
-    let head = format!(
-        "GET /{HOST}/v1/whoami HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {PLACEHOLDER}\r\nConnection: close\r\n\r\n"
-    );
+    let head = format!("GET /{HOST}{target} HTTP/1.1\r\nHost: x\r\n{credential}Connection: close\r\n\r\n");
     stream.write_all(head.as_bytes()).await.expect("write");
     let mut bytes = Vec::new();
     tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut bytes))
@@ -237,6 +247,108 @@ async fn a_custom_host_echoing_the_key_in_a_gzip_body_gets_nothing_back_whatever
         assert_eq!(answered, status, "{answer}");
         assert_eq!(leaks(&answer), None, "status {status}: {answer}");
         assert!(!answer.to_lowercase().contains("content-encoding"), "status {status}: {answer}");
+    }
+}
+
+/// An answer whose status line is `HTTP/1.1 {status} {reason}`, as a server that names the
+/// rejected key there writes it. The fake provider writes its own reason (`Canned`), so the
+/// head it writes is an interim `100` whose one header line ends it, then the final head: HTTP
+/// clients skip a `1xx` and read the answer after it.
+fn with_reason(status: u16, reason: &str, headers: &[(&str, &str)]) -> Canned {
+    let mut canned = Canned {
+        status: 100,
+        headers: vec![("x-interim".into(), format!("1\r\n\r\nHTTP/1.1 {status} {reason}"))],
+        chunks: vec![b"{}".to_vec()],
+        ..Canned::default()
+    };
+    canned.headers.extend(headers.iter().map(|(name, value)| ((*name).to_owned(), (*value).to_owned())));
+    canned
+}
+
+#[tokio::test]
+async fn the_key_in_the_providers_reason_phrase_never_reaches_the_agent() {
+    // A 2xx body streamed and masked, an error body held and masked, a compressed body
+    // withheld: each path of an answer rebuilds the provider's head.
+    for (status, headers) in [
+        (200, &[("content-type", "application/json")][..]),
+        (401, &[("content-type", "application/json")]),
+        (200, &[("content-encoding", "gzip")]),
+        (302, &[("location", "https://sso.example.test/")]),
+    ] {
+        let rig = rig(move |request| {
+            let sent = request.header("authorization").unwrap_or_default().to_owned();
+            with_reason(status, &format!("Incorrect API key provided {sent}"), headers)
+        })
+        .await;
+        let (answered, answer) = ask(&rig).await;
+        let status_line = answer.lines().next().unwrap_or_default();
+        assert_eq!(answered, status, "{answer}");
+        assert_eq!(leaks(&answer), None, "status {status}: {status_line}");
+        assert!(!status_line.contains("Incorrect"), "the provider's reason phrase passed: {status_line}");
+    }
+}
+
+/// The byte-wise percent-encoding a URL's parameter value gets: all but the unreserved bytes.
+fn url_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// `text` percent-decoded once (a `%` not followed by two hex digits is kept).
+fn url_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let digits = bytes.get(at + 1..at + 3).and_then(|d| std::str::from_utf8(d).ok());
+        match (bytes[at], digits.and_then(|d| u8::from_str_radix(d, 16).ok())) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                at += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                at += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn a_query_key_a_redirect_encodes_again_never_reaches_the_agent() {
+    // Base64, sent in `?key=`, so the broker percent-encodes it upstream (`%2B`, `%2F`, `%3D`).
+    const QUERY_KEY: &str = "Zq81vT0n+Wc4Lr2X/bY7uPaE5dMxYA+k9Q2w=";
+    // An SSO proxy before the custom host sends the agent to its login page with the target it
+    // was asked for in `rd=`, encoded again (`%252B`, `%252F`, `%253D`): in `Location` and the
+    // page of a 302, in the page of a 200, and encoded a third time in a 401's page (the login
+    // page's own `next=`).
+    for (status, depth) in [(302, 1), (200, 1), (401, 2)] {
+        let rig = rig_with_key(QUERY_KEY, move |request| {
+            let mut target = request.path.clone();
+            for _ in 0..depth {
+                target = url_encode(&target);
+            }
+            let login = format!("https://sso.example.test/oauth2/start?rd={target}");
+            Canned::json(status, &serde_json::json!({ "login": login })).header("location", &login)
+        })
+        .await;
+        let (answered, answer) = ask_for(&rig, &format!("/v1/anything?key={PLACEHOLDER}"), "").await;
+        assert_eq!(answered, status, "{answer}");
+        let mut decoded = answer.clone();
+        for _ in 0..3 {
+            decoded = url_decode(&decoded);
+            let window = (0..=QUERY_KEY.len() - 8).map(|at| &QUERY_KEY[at..at + 8]).find(|w| decoded.contains(*w));
+            assert_eq!(window, None, "status {status}: the key passed, encoded again: {answer}");
+        }
+        assert!(answer.contains("[redacted]"), "status {status}: {answer}");
     }
 }
 
