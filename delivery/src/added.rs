@@ -8,6 +8,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use roundtable_specs::secrets::patterns;
+
 use crate::changes::{self, Blob, Blobs, ObjectsError};
 
 /// One file a proposal adds, changes or deletes.
@@ -21,7 +23,10 @@ pub struct FileChange {
     /// How many lines it removes.
     pub removed: u64,
     pub binary: bool,
-    /// Bytes of the new blob past [`SCAN_LIMIT`], counted by the size gate but not scanned.
+    /// The proposal deletes the file: its path is gone from the tree, so it names nothing new.
+    pub deleted: bool,
+    /// Bytes of the new blob past [`SCAN_LIMIT`], counted by the size gate and not scanned: the
+    /// secrets gate reports them, as it cannot say they hold no secret.
     pub unscanned: u64,
 }
 
@@ -36,8 +41,8 @@ pub struct Added {
 }
 
 /// The most of one blob held in memory and scanned. A blob over it is scanned in its first
-/// `SCAN_LIMIT` bytes, its whole size still counts, and the rest is reported as unscanned (a size
-/// finding), never passed silently.
+/// `SCAN_LIMIT` bytes, its whole size still counts, and the rest is reported as unscanned (a
+/// `secrets` finding: what was not read may hold one), never passed silently.
 pub const SCAN_LIMIT: u64 = 16 << 20;
 
 /// The shortest run of printable bytes read from a binary file (as `strings` does).
@@ -83,40 +88,71 @@ fn printable(byte: u8) -> bool {
     byte == b'\t' || (0x20..0x7f).contains(&byte)
 }
 
+/// Whether a run of printable text goes on through `c`: the characters the secret rules read
+/// through ([`patterns::invisible`]), so a secret split by a zero-width space or coloured by an
+/// escape sequence (ESC, then printable bytes) stays one run, as it stays one token in a text
+/// file. NUL and the other ASCII controls still end a run: they are what makes a file binary.
+fn read_through(c: char) -> bool {
+    c == '\u{1b}' || (!c.is_ascii() && patterns::invisible(c))
+}
+
+/// The character whose UTF-8 encoding starts `bytes`, and its length.
+fn utf8_char(bytes: &[u8]) -> Option<(char, usize)> {
+    let length = match bytes.first()? {
+        0xc0..=0xdf => 2,
+        0xe0..=0xef => 3,
+        0xf0..=0xf7 => 4,
+        _ => 1,
+    };
+    let c = std::str::from_utf8(bytes.get(..length)?).ok()?.chars().next()?;
+    Some((c, length))
+}
+
 /// The runs of at least [`MIN_RUN`] printable ASCII bytes in `bytes`, with their offsets, and the
 /// same in UTF-16LE (text as Windows tools and some formats store it, one NUL after each byte).
+/// A run is read through [`read_through`] characters, then normalised as text files are
+/// ([`patterns::shown`]): escape sequences and invisible characters removed.
 pub fn printable_runs(bytes: &[u8]) -> Vec<(u64, String)> {
     let mut runs = Vec::new();
     let mut flush = |start: usize, run: &mut String| {
-        if run.len() >= MIN_RUN {
-            runs.push((start as u64, std::mem::take(run)));
+        let shown = patterns::shown(run).into_owned();
+        if shown.len() >= MIN_RUN {
+            runs.push((start as u64, shown));
         }
         run.clear();
     };
     let mut run = String::new();
     let mut start = 0;
-    for (at, byte) in bytes.iter().enumerate() {
-        if printable(*byte) {
+    let mut at = 0;
+    while at < bytes.len() {
+        let (c, length) = match bytes[at] {
+            byte if printable(byte) => (char::from(byte), 1),
+            _ => utf8_char(&bytes[at..]).filter(|(c, _)| read_through(*c)).unwrap_or(('\0', 1)),
+        };
+        if c == '\0' {
+            flush(start, &mut run);
+        } else {
             if run.is_empty() {
                 start = at;
             }
-            run.push(char::from(*byte));
-        } else {
-            flush(start, &mut run);
+            run.push(c);
         }
+        at += length;
     }
     flush(start, &mut run);
     for parity in [0, 1] {
         let mut run = String::new();
         let mut start = 0;
         for (n, pair) in bytes.get(parity..).unwrap_or_default().chunks_exact(2).enumerate() {
-            if printable(pair[0]) && pair[1] == 0 {
-                if run.is_empty() {
-                    start = parity + 2 * n;
+            let unit = char::from_u32(u32::from(pair[0]) | u32::from(pair[1]) << 8);
+            match unit.filter(|c| (c.is_ascii() && printable(*c as u8)) || read_through(*c)) {
+                Some(c) => {
+                    if run.is_empty() {
+                        start = parity + 2 * n;
+                    }
+                    run.push(c);
                 }
-                run.push(char::from(pair[0]));
-            } else {
-                flush(start, &mut run);
+                None => flush(start, &mut run),
             }
         }
         flush(start, &mut run);
@@ -136,7 +172,7 @@ pub fn compared(path: String, old: Option<&Blob>, new: Option<&Blob>) -> (FileCh
             Some((_, None)) => (true, 0),
             None => (false, 0),
         };
-        return (FileChange { path, removed, binary, ..FileChange::default() }, 0);
+        return (FileChange { path, removed, binary, deleted: true, ..FileChange::default() }, 0);
     };
     let new_text = as_text(new);
     let pieces = |blob: &Blob| match new_text {
@@ -161,7 +197,7 @@ pub fn compared(path: String, old: Option<&Blob>, new: Option<&Blob>) -> (FileCh
         Some(_) if both_text => added.iter().map(|(_, line)| line.len() as u64 + 1).sum::<u64>() + new.unread(),
         _ => new.size,
     };
-    let file = FileChange { path, added, removed, binary: new_text.is_none(), unscanned: new.unread() };
+    let file = FileChange { path, added, removed, binary: new_text.is_none(), deleted: false, unscanned: new.unread() };
     (file, bytes)
 }
 
@@ -188,7 +224,9 @@ pub fn read(patch: &[u8]) -> Added {
         let Some(file) = added.files.last_mut() else { continue };
         // Inside a hunk, `+++ x` is an added line reading `++ x`, not a header.
         if let Some(rest) = line.strip_prefix("+++ ").filter(|_| !in_hunk) {
-            if rest.trim() != "/dev/null" {
+            if rest.trim() == "/dev/null" {
+                file.deleted = true;
+            } else {
                 file.path = strip_side(rest);
             }
             continue;
@@ -247,6 +285,10 @@ mod tests {
         assert_eq!(read.files.iter().map(|f| f.removed).sum::<u64>(), 0);
         let removal = b"diff --git a/a b/a\n--- a/a\n+++ b/a\n@@ -1,2 +1,1 @@\n-gone\n kept\n";
         assert_eq!(read_removed(removal), 1);
+        let deletion = super::read(
+            b"diff --git a/a b/a\ndeleted file mode 100644\n--- a/a\n+++ /dev/null\n@@ -1 +0,0 @@\n-gone\n",
+        );
+        assert!(deletion.files[0].deleted && !read.files[0].deleted);
     }
 
     fn read_removed(patch: &[u8]) -> u64 {
@@ -293,6 +335,21 @@ mod tests {
         assert_eq!(bytes_counted, bytes.len() as u64);
     }
 
+    /// Hostile pass B6: a zero-width space or an ANSI colour inside a token cut a binary file's
+    /// printable run in two, where a text file's reader reads through them.
+    #[test]
+    fn a_binary_run_reads_through_what_text_reads_through() {
+        let token = "ghp_R8nQ2vX7kLm4pT9wZ3bY6cF1hJ5sD0aE8gU2";
+        let (head, tail) = token.split_at(14);
+        let mut bytes = format!("\0{head}\u{200b}{tail}\0{head}\u{1b}[31m{tail}\u{1b}[0m\x01\x01").into_bytes();
+        bytes.extend(format!("{head}\u{2060}{tail}").encode_utf16().flat_map(u16::to_le_bytes));
+        let runs: Vec<String> = printable_runs(&bytes).into_iter().map(|(_, run)| run).collect();
+        assert_eq!(runs, [token; 3], "each run is the whole token, normalised");
+        let split: Vec<String> =
+            printable_runs(b"\0ghp_R8nQ2vX7\x01kLm4pT9wZ3bY6").into_iter().map(|(_, r)| r).collect();
+        assert_eq!(split, ["ghp_R8nQ2vX7", "kLm4pT9wZ3bY6"], "other control bytes still end a run");
+    }
+
     /// Issue 48, item 6: a binary file counts its real size, not its compressed literal's.
     #[test]
     fn sizes_come_from_the_blobs() {
@@ -305,7 +362,7 @@ mod tests {
         assert_eq!((bytes, file.removed), (4, 0), "a changed text file counts its added lines");
         assert_eq!(
             compared("gone".into(), Some(&blob(b"a\nb\n")), None),
-            (FileChange { path: "gone".into(), removed: 2, ..FileChange::default() }, 0)
+            (FileChange { path: "gone".into(), removed: 2, deleted: true, ..FileChange::default() }, 0)
         );
     }
 

@@ -23,18 +23,39 @@ pub fn findings(
 ) -> Vec<Finding> {
     let mut found = Vec::new();
     for file in &added.files {
+        let secret = |rule: String, line: Option<u64>| Finding {
+            gate: ProposalGate::Secrets,
+            rule,
+            path: file.path.clone(),
+            line,
+        };
         for (line, text) in &file.added {
-            let secret = |rule: String| Finding {
-                gate: ProposalGate::Secrets,
-                rule,
-                path: file.path.clone(),
-                // A binary file's runs are numbered by byte offset, which is no line.
-                line: (!file.binary).then_some(*line),
-            };
-            found.extend(patterns::scan_line(text).into_iter().map(|rule| secret(rule.to_owned())));
-            if let Some(held) = held {
-                found.extend(held.scan_line(text).into_iter().map(|name| secret(format!("credential-value ({name})"))));
+            // A binary file's runs are numbered by byte offset, which is no line.
+            let line = (!file.binary).then_some(*line);
+            found.extend(scan(text, held).into_iter().map(|rule| secret(rule, line)));
+        }
+        if !file.deleted {
+            // A name lands in the tree as its content does, and is shown wherever a file is
+            // listed: a secret written as a file or folder name is a secret added. The finding
+            // names the path with the secret masked: findings never carry the value.
+            let rules = scan(&file.path, held);
+            if !rules.is_empty() {
+                let path = masked(&file.path, held);
+                found.extend(rules.into_iter().map(|rule| Finding {
+                    gate: ProposalGate::Secrets,
+                    rule: format!("{rule} (in the path)"),
+                    path: path.clone(),
+                    line: None,
+                }));
             }
+        }
+        if file.unscanned > 0 {
+            // Past the bytes held in memory nothing was read, so the secrets gate cannot say the
+            // file holds no secret: a secrets finding (a size override must not land one).
+            found.push(secret(
+                format!("unscanned ({} bytes past the first {} MiB not scanned)", file.unscanned, SCAN_LIMIT >> 20),
+                None,
+            ));
         }
     }
     for flag in flags {
@@ -45,15 +66,6 @@ pub fn findings(
             _ => continue,
         };
         found.push(Finding { gate, rule: rule.to_owned(), path: flag.path.clone(), line: None });
-    }
-    for file in added.files.iter().filter(|file| file.unscanned > 0) {
-        // Too big to scan whole: said, so that an operator looks, never passed in silence.
-        found.push(Finding {
-            gate: ProposalGate::Size,
-            rule: format!("scan-limit ({} bytes past the first {} MiB not scanned)", file.unscanned, SCAN_LIMIT >> 20),
-            path: file.path.clone(),
-            line: None,
-        });
     }
     let files = added.files.len() as u64;
     if files > policy.max_files {
@@ -76,6 +88,48 @@ pub fn findings(
     found.sort();
     found.dedup();
     found
+}
+
+/// The secret rules `text` breaks, and `credential-value (NAME)` for each held credential it
+/// holds. Both read the text as the rules do ([`patterns::shown`]): escape sequences and invisible
+/// characters left out, so a held value split by a zero-width space is still found.
+fn scan(text: &str, held: Option<&HeldCredentials<'_>>) -> Vec<String> {
+    let mut rules: Vec<String> = patterns::scan_line(text).into_iter().map(str::to_owned).collect();
+    if let Some(held) = held {
+        rules.extend(
+            held.scan_line(&patterns::shown(text)).into_iter().map(|name| format!("credential-value ({name})")),
+        );
+    }
+    rules
+}
+
+/// `path` as the rules read it ([`patterns::shown`]) with each secret and held value in it
+/// replaced by [`patterns::REDACTED`], overlapping ones by one.
+fn masked(path: &str, held: Option<&HeldCredentials<'_>>) -> String {
+    let shown = patterns::shown(path);
+    let mut spans: Vec<std::ops::Range<usize>> = patterns::find(&shown).into_iter().map(|found| found.span).collect();
+    if let Some(held) = held {
+        spans.extend(held.spans(&shown).into_iter().map(|(span, _)| span));
+    }
+    spans.sort_by_key(|span| (span.start, span.end));
+    let mut masked = String::with_capacity(shown.len());
+    // The end of the last mask written, if any.
+    let mut masked_to: Option<usize> = None;
+    for span in spans {
+        // A held value is matched by bytes; a cut inside a character masks the whole character.
+        let start = (0..=span.start).rev().find(|at| shown.is_char_boundary(*at)).unwrap_or(0);
+        let end = (span.end..=shown.len()).find(|at| shown.is_char_boundary(*at)).unwrap_or(shown.len());
+        match masked_to {
+            Some(to) if start <= to => masked_to = Some(to.max(end)),
+            _ => {
+                masked.push_str(shown.get(masked_to.unwrap_or(0)..start).unwrap_or_default());
+                masked.push_str(patterns::REDACTED);
+                masked_to = Some(end);
+            }
+        }
+    }
+    masked.push_str(shown.get(masked_to.unwrap_or(0)..).unwrap_or_default());
+    masked
 }
 
 /// Why one finding stops an accept.
@@ -204,8 +258,27 @@ mod tests {
         assert!(findings(&patch(&["AKIAIOSFODNN7EXAMPLF"]), &flags, &off, None).is_empty());
     }
 
+    /// Hostile pass B3: a secret written as a file's name passed; a deleted file's name is the
+    /// base's. The finding masks the secret in the path it names.
     #[test]
-    fn a_secret_in_a_binary_file_names_the_file_and_an_unscanned_tail_is_a_size_finding() {
+    fn a_secret_in_a_path_is_a_secrets_finding_that_masks_it() {
+        let file =
+            |path: &str, deleted: bool| crate::added::FileChange { path: path.into(), deleted, ..Default::default() };
+        let added = Added {
+            files: vec![
+                file("docs/AKIAQ8ZR2LWX9VN4MT7P.md", false),
+                file("gone/AKIAQ8ZR2LWX9VN4MT7Q.txt", true),
+                file("src/ordinary.rs", false),
+            ],
+            added_bytes: 0,
+        };
+        let shown: Vec<String> =
+            findings(&added, &[], &ProposalGates::default(), None).iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["secrets: aws-access-key (in the path) at docs/[REDACTED].md"]);
+    }
+
+    #[test]
+    fn a_secret_in_a_binary_file_names_the_file_and_an_unscanned_tail_is_a_secrets_finding() {
         let file = crate::added::FileChange {
             path: "b.bin".into(),
             added: vec![(7, "AKIAIOSFODNN7EXAMPLF".into()), (90, "sk_live_51Hq8Zr2LwX9vN4mT7pK1sB6dH3".into())],
@@ -221,7 +294,7 @@ mod tests {
             [
                 "secrets: aws-access-key at b.bin",
                 "secrets: stripe-secret-key at b.bin",
-                "size: scan-limit (5 bytes past the first 16 MiB not scanned) at b.bin",
+                "secrets: unscanned (5 bytes past the first 16 MiB not scanned) at b.bin",
             ]
         );
     }

@@ -4,6 +4,7 @@
 //! every window as long as a held value, so `KEY=value`, `"value"` and `Bearer value` are found.
 
 use std::collections::BTreeSet;
+use std::ops::Range;
 
 use roundtable_specs::secrets::fingerprint::{CredentialFingerprint, MIN_LENGTH};
 
@@ -37,22 +38,32 @@ impl<'a> HeldCredentials<'a> {
 
     /// The names whose value `line` holds.
     pub fn scan_line(&self, line: &str) -> BTreeSet<&'a str> {
-        let mut found = BTreeSet::new();
+        self.spans(line).into_iter().map(|(_, name)| name).collect()
+    }
+
+    /// Each held value in `line`: its byte range and its name (to mask it where `line` is shown).
+    pub fn spans(&self, line: &str) -> Vec<(Range<usize>, &'a str)> {
+        let mut found = Vec::new();
         if self.prints.is_empty() {
             return found;
         }
-        for token in line.as_bytes().split(|b| separates(*b)) {
+        let bytes = line.as_bytes();
+        let mut start = 0;
+        for end in (0..=bytes.len()).filter(|&at| at == bytes.len() || separates(bytes[at])) {
+            let token = &bytes[start..end];
             for &length in self.lengths.range(..=token.len()) {
-                for window in token.windows(length) {
+                for (offset, window) in token.windows(length).enumerate() {
                     let digest = (self.digest)(window);
+                    let at = start + offset;
                     found.extend(
                         self.prints
                             .iter()
                             .filter(|p| p.length == length && p.digest == digest)
-                            .map(|p| p.name.as_str()),
+                            .map(|p| (at..at + length, p.name.as_str())),
                     );
                 }
             }
+            start = end + 1;
         }
         found
     }
@@ -80,6 +91,8 @@ mod tests {
         ] {
             assert_eq!(held.scan_line(&line), BTreeSet::from(["ACME_KEY"]), "{line}");
         }
+        let line = format!("cache/{value}/x");
+        assert_eq!(held.spans(&line), [(6..6 + value.len(), "ACME_KEY")], "where it is, to mask it");
         for look_alike in ["acme-live-0123456789abcdeX", "acme-live-0123456789abcde", "ACME_KEY=${ACME_KEY}"] {
             assert!(held.scan_line(look_alike).is_empty(), "{look_alike}");
         }

@@ -5,7 +5,8 @@
 //!
 //! Reviewers open branches on checkouts that are case-insensitive (macOS, Windows) and that
 //! ignore what NTFS and HFS+ ignore, so a path is compared the way those checkouts resolve it:
-//! `.VSCode/tasks.json` is `.vscode/tasks.json`, `.gitattributes.` is `.gitattributes`.
+//! `.VSCode/tasks.json` is `.vscode/tasks.json`, `.gitattributes.` is `.gitattributes`, and a
+//! component shaped like an NTFS 8.3 short name (`GITHUB~1`) may be any of them.
 
 /// Where an entry is matched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,7 +88,39 @@ pub const PROTECTED: &[ProtectedEntry] = &[
     // Build configuration that runs code or swaps the toolchain.
     anywhere(".cargo/config.toml"),
     anywhere(".cargo/config"),
+    anywhere("rust-toolchain.toml"),
+    anywhere("rust-toolchain"),
+    anywhere(".yarnrc.yml"),
+    anywhere(".yarnrc"),
+    anywhere("mise.toml"),
+    anywhere(".mise.toml"),
+    anywhere(".tool-versions"),
+    anywhere("gradle/wrapper/"),
+    anywhere(".mvn/"),
+    anywhere(".bazelrc"),
+    root(".lfsconfig"),
+    // Test configuration a test runner imports and runs from any folder it collects.
+    anywhere("conftest.py"),
 ];
+
+/// What [`protected_entry`] answers for an NTFS 8.3 short name ([`is_short_name`]).
+pub const SHORT_NAME: ProtectedEntry = anywhere("XXXXXX~N");
+
+/// Whether `component` (lowercased by [`components`]) has the shape of an NTFS 8.3 short name:
+/// one to six characters, `~`, digits, and an extension of at most three. A Windows checkout
+/// resolves `GITHUB~1` to `.github` and `VSCODE~1` to `.vscode` when those exist, so such a name
+/// can stand for any protected entry; a repository has no reason to add one, and which long name
+/// it stands for depends on the checkout, so every one is protected.
+pub fn is_short_name(component: &str) -> bool {
+    let Some((stem, rest)) = component.split_once('~') else { return false };
+    let (digits, extension) = rest.split_once('.').unwrap_or((rest, ""));
+    (1..=6).contains(&stem.chars().count())
+        && !stem.contains('.')
+        && !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && extension.chars().count() <= 3
+        && !extension.contains('.')
+}
 
 /// Code points HFS+ ignores in names (as git's `core.protectHFS` lists them): a name with one
 /// of them inserted is the same file on such a checkout.
@@ -137,7 +170,10 @@ impl ProtectedEntry {
 /// The protected entry `path` falls under, if any.
 pub fn protected_entry(path: &str) -> Option<&'static ProtectedEntry> {
     let path = components(path);
-    PROTECTED.iter().find(|entry| entry.matches(&path))
+    PROTECTED
+        .iter()
+        .find(|entry| entry.matches(&path))
+        .or_else(|| path.iter().any(|component| is_short_name(component)).then_some(&SHORT_NAME))
 }
 
 /// Whether a proposal touching `path` touches a protected path.
@@ -216,6 +252,40 @@ mod tests {
         }
     }
 
+    /// Hostile pass B7: tools that run repository code or swap a toolchain with no prompt, and
+    /// the NTFS short names a Windows checkout resolves to a protected folder or file.
+    #[test]
+    fn toolchain_files_test_configuration_and_short_names_are_protected() {
+        let cases = [
+            (".yarnrc.yml", ".yarnrc.yml"),
+            ("web/.yarnrc", ".yarnrc"),
+            ("mise.toml", "mise.toml"),
+            (".mise.toml", ".mise.toml"),
+            (".tool-versions", ".tool-versions"),
+            ("rust-toolchain", "rust-toolchain"),
+            ("crates/x/rust-toolchain.toml", "rust-toolchain.toml"),
+            ("gradle/wrapper/gradle-wrapper.properties", "gradle/wrapper/"),
+            ("app/gradle/wrapper/gradle-wrapper.jar", "gradle/wrapper/"),
+            (".mvn/extensions.xml", ".mvn/"),
+            (".mvn/wrapper/maven-wrapper.properties", ".mvn/"),
+            (".lfsconfig", ".lfsconfig"),
+            (".bazelrc", ".bazelrc"),
+            ("conftest.py", "conftest.py"),
+            ("tests/unit/conftest.py", "conftest.py"),
+            ("VSCODE~1/tasks.json", "XXXXXX~N"),
+            ("GITHUB~1/workflows/ci.yml", "XXXXXX~N"),
+            ("GITATT~1", "XXXXXX~N"),
+            ("src/gitatt~12.", "XXXXXX~N"),
+            ("docs/JENKIN~1.TXT", "XXXXXX~N"),
+        ];
+        for (path, entry) in cases {
+            assert_eq!(protected_entry(path).map(|e| e.path), Some(entry), "{path}");
+        }
+        for name in ["a~b", "toolong~1", "x~", "~1", "file~1.text", ".git~1", "a~1.b.c", "notes~draft.md"] {
+            assert!(!is_short_name(name), "{name}");
+        }
+    }
+
     #[test]
     fn look_alikes_and_nested_root_folders_are_not_protected() {
         for path in [
@@ -230,6 +300,10 @@ mod tests {
             ".gitattributes-old",
             "gitlab-ci.yml",
             "README.md",
+            "docs/mise.md",
+            "src/gradle/wrapper.rs",
+            "x/.lfsconfig",
+            "conftest.py.txt",
         ] {
             assert_eq!(protected_entry(path), None, "{path}");
         }

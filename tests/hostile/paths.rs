@@ -37,6 +37,43 @@ fn ci_files_of_every_system_and_protected_names_in_any_case_are_flagged() {
     assert!(proposal_flags(&ordinary, &[".".to_owned()]).is_empty());
 }
 
+/// Hostile pass B7: files that make a tool run repository code or fetch another toolchain with
+/// no prompt (Yarn's `yarnPath`, mise and asdf, rustup, the Gradle and Maven wrappers, Bazel's
+/// flags, Git LFS's server, pytest's `conftest.py`), and NTFS 8.3 short names a Windows checkout
+/// resolves to `.vscode/`, `.github/` or `.gitattributes`, were not flagged.
+const TOOLCHAIN_ATTACKS: [&str; 18] = [
+    "VSCODE~1/tasks.json",
+    "GITHUB~1/workflows/ci.yml",
+    "GITATT~1",
+    ".yarnrc.yml",
+    ".yarnrc",
+    "mise.toml",
+    ".mise.toml",
+    ".tool-versions",
+    "rust-toolchain.toml",
+    "rust-toolchain",
+    "gradle/wrapper/gradle-wrapper.properties",
+    ".mvn/extensions.xml",
+    ".mvn/wrapper/maven-wrapper.properties",
+    ".lfsconfig",
+    ".bazelrc",
+    "conftest.py",
+    "tests/unit/conftest.py",
+    "web/.yarnrc.yml",
+];
+
+#[test]
+fn toolchain_files_test_configuration_and_ntfs_short_names_are_flagged() {
+    let paths: Vec<String> = TOOLCHAIN_ATTACKS.map(String::from).into();
+    let flags = proposal_flags(&paths, &[".".to_owned()]);
+    let flagged: Vec<&str> =
+        flags.iter().filter(|f| f.kind == ProposalFlagKind::ProtectedPath).map(|f| f.path.as_str()).collect();
+    assert_eq!(flagged, TOOLCHAIN_ATTACKS, "each is flagged protectedPath: {flags:?}");
+    let ordinary: Vec<String> =
+        ["docs/mise.md", "src/gradle/wrapper.rs", "notes~draft.md", "backup~1.json.bak"].map(String::from).into();
+    assert!(proposal_flags(&ordinary, &[".".to_owned()]).is_empty());
+}
+
 /// The same on the real engine: an agent that adds a local composite action and a folder-open
 /// task under `.VSCode/` gets a proposal flagged for both, and accept holds it for review.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

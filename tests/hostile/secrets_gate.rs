@@ -10,8 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+use roundtable_delivery::held::HeldCredentials;
 use roundtable_delivery::{added, gates};
-use roundtable_specs::delivery::{Finding, ProposalGates};
+use roundtable_specs::delivery::{Finding, GateAction, GateOverride, ProposalGate, ProposalGates};
+use roundtable_specs::secrets::fingerprint::CredentialFingerprint;
 use roundtable_specs::secrets::{find, redact, scan_line};
 use roundtable_specs::units::Quantity;
 
@@ -57,13 +59,18 @@ impl Proposal {
     /// What the gates find under `policy`, read from the proposal's objects; the operator's
     /// index, work tree and refs are as they were.
     fn findings(&self, policy: &ProposalGates) -> Vec<Finding> {
+        self.findings_holding(policy, None)
+    }
+
+    /// The same, with the credentials the daemon holds compared too.
+    fn findings_holding(&self, policy: &ProposalGates, held: Option<&HeldCredentials<'_>>) -> Vec<Finding> {
         let root = self.repo.path();
         let before = (git(root, &["status", "--porcelain"]), git(root, &["show-ref"]));
         let index = std::fs::read(root.join(".git/index")).expect("index");
         let added = added::from_objects(root, &self.base, &self.patch).expect("the proposal's objects");
         assert_eq!((git(root, &["status", "--porcelain"]), git(root, &["show-ref"])), before);
         assert_eq!(std::fs::read(root.join(".git/index")).expect("index"), index, "the index is untouched");
-        gates::findings(&added, &[], policy, None)
+        gates::findings(&added, &[], policy, held)
     }
 
     fn shown(&self, policy: &ProposalGates) -> Vec<String> {
@@ -115,7 +122,7 @@ fn a_binary_file_is_scanned_by_its_printable_runs() {
 
 /// Issue 48, item 6: the size gate measured a binary file by its compressed patch lines, so a
 /// 64 MiB file counted as ~100 KiB and passed a 10 MiB cap. A blob past the scan limit is said
-/// too, never passed unscanned in silence.
+/// too (a `secrets` finding: what was not read may hold one), never passed unscanned in silence.
 #[test]
 fn a_large_binary_file_counts_its_real_size() {
     let size = 64usize << 20;
@@ -130,11 +137,11 @@ fn a_large_binary_file_counts_its_real_size() {
     assert!(shown.contains(&format!("size: max-added-bytes ({size} > {})", 10 << 20)), "{shown:?}");
     let past = size as u64 - added::SCAN_LIMIT;
     assert!(
-        shown.contains(&format!("size: scan-limit ({past} bytes past the first 16 MiB not scanned) at big.bin")),
+        shown.contains(&format!("secrets: unscanned ({past} bytes past the first 16 MiB not scanned) at big.bin")),
         "{shown:?}"
     );
     let unmet = gates::unmet(&proposal.findings(&policy), &policy, &[]);
-    assert!(!unmet.is_empty(), "the size gate stops the accept");
+    assert!(!unmet.is_empty(), "the gates stop the accept");
 }
 
 /// Issue 48, item 7: the gate had its own, weaker rule set: a Stripe live key, a plain `sk-` key
@@ -171,6 +178,111 @@ fn a_secret_the_base_already_held_is_not_blamed_on_the_proposal() {
         write(root, "held.txt", &format!("# header\n{old}"));
     });
     assert_eq!(proposal.shown(&ProposalGates::default()), ["secrets: aws-access-key at moved.txt:6"]);
+}
+
+// === hostile pass: secrets in names, past the scan limit, hidden in binary runs ===
+
+/// A GitHub token shape (`ghp_` and 36 letters and digits; not a real token).
+const GITHUB_TOKEN: &str = "ghp_R8nQ2vX7kLm4pT9wZ3bY6cF1hJ5sD0aE8gU2";
+
+/// The stand-in keyed hash of `held.rs`'s tests: the store's is HMAC-SHA256.
+fn digest(bytes: &[u8]) -> String {
+    roundtable_specs::digest::sha256_hex(&[b"key:".as_slice(), bytes].concat())
+}
+
+/// Hostile pass B3: a secret written as a file's name (added, or a file renamed to it) reached
+/// the tree with no finding, though its name lands in the tree and shows in every listing; a
+/// deleted file's name is the base's, not blamed on the proposal. The finding masks the secret in
+/// the path it names: findings never carry a value.
+#[test]
+fn a_secret_in_a_file_name_is_a_secrets_finding() {
+    let gone = format!("gone/{AWS_KEY}.txt");
+    let old = "a plain file that is moved\n".as_bytes();
+    let proposal = Proposal::of(&[("old.txt", old), (&gone, b"x\n".as_slice())], |root| {
+        write(root, &format!("docs/{GITHUB_TOKEN}.md"), "see the file name\n");
+        std::fs::create_dir_all(root.join("cache")).expect("mkdir");
+        std::fs::rename(root.join("old.txt"), root.join(format!("cache/{AWS_KEY}"))).expect("rename");
+        std::fs::remove_file(root.join(&gone)).expect("rm");
+    });
+    assert_eq!(
+        proposal.shown(&ProposalGates::default()),
+        [
+            "secrets: aws-access-key (in the path) at cache/[REDACTED]",
+            "secrets: github-token (in the path) at docs/[REDACTED].md",
+        ]
+    );
+    let found = proposal.findings(&ProposalGates::default());
+    let refused = gates::unmet(&found, &ProposalGates::default(), &[]);
+    assert_eq!(refused.len(), 2, "the secrets gate blocks: {refused:?}");
+}
+
+/// Hostile pass B3: a credential the daemon holds, written as a path, passed the comparison with
+/// held values that finds it in a file's content. A zero-width space inside a held value in a
+/// text file hides it no more than it hides a pattern's match.
+#[test]
+fn a_held_credential_in_a_path_or_split_by_a_zero_width_space_is_found() {
+    let value = "acme-live-0123456789abcdef";
+    let prints = vec![CredentialFingerprint::of("ACME_KEY", value, &digest).expect("long enough")];
+    let held = HeldCredentials::new(&prints, &digest);
+    let split = format!("{}\u{200b}{}", &value[..9], &value[9..]);
+    let proposal = Proposal::of(&[], |root| {
+        write(root, &format!("cache/{value}"), "x\n");
+        write(root, "notes.txt", &format!("k={split}\n"));
+    });
+    let shown: Vec<String> =
+        proposal.findings_holding(&ProposalGates::default(), Some(&held)).iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        [
+            "secrets: credential-value (ACME_KEY) at notes.txt:1",
+            "secrets: credential-value (ACME_KEY) (in the path) at cache/[REDACTED]",
+        ]
+    );
+}
+
+/// Hostile pass B4: a token after the first 16 MiB of a file was never read; the only finding
+/// was the size gate's, so `--override size` (or `size: off`) landed it past the `block` secrets
+/// gate. The unread part is a secrets finding now: neither a size override nor `size: off` passes it.
+#[test]
+fn a_secret_past_the_scan_limit_needs_the_secrets_gate_not_a_size_override() {
+    let mut bytes = vec![b'a'; (16 << 20) + 10];
+    for at in (0..bytes.len()).step_by(80) {
+        bytes[at] = b'\n';
+    }
+    bytes.extend_from_slice(format!("\nexport GITHUB_TOKEN={GITHUB_TOKEN}\n").as_bytes());
+    let proposal = Proposal::of(&[], |root| write_bytes(root, "fixtures.txt", &bytes));
+    let policy = ProposalGates::default();
+    let found = proposal.findings(&policy);
+    let size = GateOverride { gate: ProposalGate::Size, reason: "large generated fixture".into() };
+    let unmet = gates::unmet(&found, &policy, &[size]);
+    assert!(
+        unmet.iter().any(|u| u.finding.gate == ProposalGate::Secrets && u.finding.rule.starts_with("unscanned")),
+        "a size override lands the unread tail: {unmet:?}"
+    );
+    let off = ProposalGates { size: GateAction::Off, ..ProposalGates::default() };
+    let shown: Vec<String> = proposal.findings(&off).iter().map(ToString::to_string).collect();
+    let past = bytes.len() as u64 - added::SCAN_LIMIT;
+    assert_eq!(shown, [format!("secrets: unscanned ({past} bytes past the first 16 MiB not scanned) at fixtures.txt")]);
+}
+
+/// Hostile pass B6: in a file made binary by one NUL byte, a zero-width space or an ANSI colour
+/// inside a token cut the printable run in two, where a text file's reader reads through them.
+/// Binary runs are read through the same characters and normalised as text is.
+#[test]
+fn a_token_split_by_a_zero_width_space_or_a_colour_in_a_binary_file_is_found() {
+    let split = format!("{}\u{200b}{}", &GITHUB_TOKEN[..14], &GITHUB_TOKEN[14..]);
+    let coloured = format!("{}\u{1b}[31m{}\u{1b}[0m", &GITHUB_TOKEN[..14], &GITHUB_TOKEN[14..]);
+    let wide: Vec<u8> = format!("\0{split}").encode_utf16().flat_map(u16::to_le_bytes).collect();
+    let proposal = Proposal::of(&[], |root| {
+        write_bytes(root, "notes.dat", format!("\0token {split}\n").as_bytes());
+        write_bytes(root, "log.bin", format!("\0{coloured}\n").as_bytes());
+        write_bytes(root, "wide.bin", &wide);
+    });
+    assert!(String::from_utf8_lossy(&proposal.patch).contains("GIT binary patch"));
+    assert_eq!(
+        proposal.shown(&ProposalGates::default()),
+        ["secrets: github-token at log.bin", "secrets: github-token at notes.dat", "secrets: github-token at wide.bin",]
+    );
 }
 
 // === the corpus ===

@@ -441,15 +441,27 @@ static COMPILED: LazyLock<Vec<(&'static Rule, Regex)>> = LazyLock::new(|| {
         .collect()
 });
 
+/// Whether a reader does not see `c`: a control character other than tab and line ends (ESC
+/// among them, which starts an escape sequence), or an invisible character (zero-width spaces
+/// and joiners, soft hyphens, byte order marks). The one definition every reader of text uses:
+/// the rules through [`visible`], the gate's reader of binary files through [`shown`].
+pub fn invisible(c: char) -> bool {
+    (c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}' | '\u{feff}' | '\u{00ad}')
+}
+
+/// `text` as the rules read it: escape sequences and [`invisible`] characters left out. Other
+/// scanners of the same text (the held credentials' comparison) read this, so a secret split by
+/// a zero-width space or coloured by an escape is one token to every one of them.
+pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    visible(text).map_or(std::borrow::Cow::Borrowed(text), |(shown, _)| std::borrow::Cow::Owned(shown))
+}
+
 /// `text` as a reader sees it, when that differs: terminal escape sequences (colours, titles),
 /// other control bytes and invisible characters (zero-width spaces and joiners, soft hyphens, byte
 /// order marks) left out, so that a coloured or zero-width-split secret is still one token to the
 /// rules. With it, where each of its bytes stands in `text` (one more entry for the end).
 fn visible(text: &str) -> Option<(String, Vec<usize>)> {
-    let invisible = |c: char| {
-        (c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
-            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}' | '\u{feff}' | '\u{00ad}')
-    };
     if !text.chars().any(invisible) {
         return None;
     }
