@@ -1,19 +1,26 @@
 //! An accept as one claimed step (docs/delivery.md). Nothing is made before the proposal is this
-//! accept's, and nothing made outlives a failure:
+//! accept's, nothing made outlives a failure, and no signed note exists before the decision does:
 //!
 //! 1. `claim`: `pending → accepting` by compare-and-set in the store. A lost claim returns
 //!    `NotPending` having made nothing; a stale claim (its holder gone, or older than
 //!    [`STALE_AFTER`]) is rolled back first (`recover`).
 //! 2. `judge`: the review gates' findings against the policy and the overrides. A refusal is
 //!    audited (`proposal.acceptRefused`) and the proposal is pending again.
-//! 3. `make`: the commit and its branch (audited `proposal.branchMade`), then the signed
-//!    provenance note.
-//! 4. `push`: the branch, then the notes ref (audited `proposal.pushed`).
-//! 5. `record`: `accepting → accepted` with the decision, audited `proposal.accepted`.
+//! 3. `make`: the commit and its branch (audited `proposal.branchMade`), and the signed provenance
+//!    envelope (in memory only).
+//! 4. `push`: the branch (audited `proposal.pushed`).
+//! 5. `record`: `accepting → accepted` with the decision and the envelope, audited
+//!    `proposal.accepted`.
+//! 6. `publish`: the envelope as a git note on the commit, and the notes ref pushed (merged with
+//!    the remote's first).
 //!
 //! A failure in 3–5 runs `undo`: the pushed branch is deleted from the remote (best effort, under
-//! a lease), the note taken back, the branch deleted; the proposal is pending again and the
-//! rollback audited (`proposal.acceptRolledBack`). So a retry, with the same branch name, works.
+//! a lease), the branch deleted; the proposal is pending again and the rollback audited
+//! (`proposal.acceptRolledBack`). So a retry, with the same branch name, works. The note is
+//! written only in 6, once the decision is recorded: a signed "accepted" statement is true only
+//! then, and a note once pushed to a shared notes ref cannot be safely taken back (others' notes
+//! build on it), nor from a notes history anyone fetched. A failure in 6 undoes nothing (the
+//! decision stands) and says how to write or push the note by hand (`Unpublished`).
 //! A reject takes the same compare-and-set (`pending → rejected`): an accept and a reject can
 //! never both win. The store and the audit chain are reached through [`Ledger`], so this crate
 //! stays below them.
@@ -73,6 +80,19 @@ pub enum AcceptError {
     MirrorNeedsPush,
     #[error("proposal {0} has no provenance: it was not accepted")]
     NoProvenance(String),
+    #[error(
+        "proposal {id} is accepted as {commit} (the decision stands), but its provenance note was not {what}: {source}\n  to finish by hand: {retry}"
+    )]
+    Unpublished {
+        id: String,
+        commit: String,
+        /// `written` or `pushed`.
+        what: &'static str,
+        /// The commands that finish it.
+        retry: String,
+        #[source]
+        source: Box<BranchError>,
+    },
 }
 
 pub type Result<T, E = AcceptError> = std::result::Result<T, E>;
@@ -205,8 +225,6 @@ pub struct Accepted {
 struct Made {
     /// The branch's ref and the commit it names.
     branch: Option<(String, String)>,
-    /// The notes ref before and after the note.
-    note: Option<(Option<String>, String)>,
     /// The remote ref pushed.
     pushed: Option<String>,
 }
@@ -297,7 +315,8 @@ pub async fn accept(ledger: &impl Ledger, request: &Request<'_>) -> Result<Accep
     }
     let mut made = Made::default();
     match carry_out(ledger, request, &claim, &mut decision, &mut made).await {
-        Ok(accepted) => Ok(accepted),
+        // Decided is decided: from here a failure is reported, and undoes nothing.
+        Ok(recorded) => conclude(ledger, request, decision, recorded).await,
         Err(error) => {
             let undone = undo(request.repo, request.push.map(|p| p.remote), &claim.remote_ref, &made);
             let released = ledger.release(proposal.id, request.holder).await;
@@ -328,20 +347,24 @@ pub async fn accept(ledger: &impl Ledger, request: &Request<'_>) -> Result<Accep
 
 /// Phase 1: the proposal becomes this accept's, or the accept ends having made nothing.
 async fn claim_pending(ledger: &impl Ledger, proposal: Proposal<'_>, claim: &Claim) -> Result<()> {
-    take_pending(ledger, proposal, "accepted", "claiming the proposal", async || ledger.claim(proposal.id, claim).await)
-        .await
+    take_pending(ledger, proposal, "accepted", "claiming the proposal", || ledger.claim(proposal.id, claim)).await
 }
 
 /// Takes `proposal` out of `pending` by `attempt` (a compare-and-set, an accept's claim or a
 /// reject); a stale accept claim in the way is rolled back once, then tried again. One rule for
 /// accept and reject, so neither can win where the other would not.
-async fn take_pending(
+async fn take_pending<Attempt>(
     ledger: &impl Ledger,
     proposal: Proposal<'_>,
     verb: &'static str,
     step: &'static str,
-    attempt: impl AsyncFn() -> std::result::Result<Claimed, LedgerError>,
-) -> Result<()> {
+    // A closure making a future, not an `AsyncFn`: an async closure's future is not known to be
+    // `Send` for every lifetime, which the API's handlers need of an accept.
+    attempt: impl Fn() -> Attempt,
+) -> Result<()>
+where
+    Attempt: Future<Output = std::result::Result<Claimed, LedgerError>> + Send,
+{
     let mut recovered = false;
     loop {
         match attempt().await.map_err(failed(step))? {
@@ -384,14 +407,24 @@ async fn judge(ledger: &impl Ledger, request: &Request<'_>, decision: &mut Decis
     Ok(())
 }
 
-/// Phases 3–5, each recording in `made` what `undo` must take back.
+/// What an accept signed, once its decision is recorded.
+struct Recorded {
+    commit: String,
+    envelope: Envelope,
+    envelope_json: String,
+    keyid: String,
+    statement_sha: String,
+}
+
+/// Phases 3–5, each recording in `made` what `undo` must take back. `Ok` once the decision is
+/// recorded: nothing after that is undone.
 async fn carry_out(
     ledger: &impl Ledger,
     request: &Request<'_>,
     claim: &Claim,
     decision: &mut Decision,
     made: &mut Made,
-) -> Result<Accepted> {
+) -> Result<Recorded> {
     let proposal = request.proposal;
     let committed = make_branch(ledger, request, decision, made).await?;
     // The branch by its name where it lands (in a mirror, on the remote it is pushed to).
@@ -402,10 +435,6 @@ async fn carry_out(
     let signer = SigningKey::load_or_create(request.signing_key)?;
     let envelope = signer.sign(&statement);
     let envelope_json = serde_json::to_string_pretty(&envelope).unwrap_or_default();
-    let before = branch::resolve(request.repo, NOTES_REF)?;
-    branch::add_note(request.repo, NOTES_REF, &committed.commit, &envelope_json)?;
-    let after = branch::resolve(request.repo, NOTES_REF)?.unwrap_or_default();
-    made.note = Some((before, after));
     if let Some(push) = request.push {
         push_branch(ledger, request, push, claim, &committed, made).await?;
         decision.pushed_to = Some(push.shown.to_owned());
@@ -418,19 +447,73 @@ async fn carry_out(
         // The claim was taken for stale and rolled back meanwhile: this accept did not happen.
         return Err(AcceptError::ClaimLost(proposal.id.to_owned()));
     }
-    let statement_sha = roundtable_specs::digest::sha256_hex(&serde_json::to_vec(&statement).unwrap_or_default());
+    Ok(Recorded {
+        commit: committed.commit,
+        envelope,
+        envelope_json,
+        keyid: signer.public().keyid,
+        statement_sha: roundtable_specs::digest::sha256_hex(&serde_json::to_vec(&statement).unwrap_or_default()),
+    })
+}
+
+/// The audit, then phase 6, after the decision: each is tried whatever the other did, and a
+/// failure is reported without undoing anything (the proposal is accepted). The audit comes first
+/// so that a crash during a slow notes push still leaves the decision in the chain.
+async fn conclude(
+    ledger: &impl Ledger,
+    request: &Request<'_>,
+    decision: Decision,
+    recorded: Recorded,
+) -> Result<Accepted> {
+    let proposal = request.proposal;
     let accepted = ProposalDecided {
         kind: EntryKind::ProposalAccepted,
         proposal: proposal.id,
         assignment: proposal.assignment,
         session: proposal.session,
-        decision,
-        provenance: Some((signer.public().keyid, statement_sha)),
+        decision: &decision,
+        provenance: Some((recorded.keyid, recorded.statement_sha)),
         unmet: Vec::new(),
     };
-    // Decided is decided: an audit failure now is reported, and undoes nothing.
-    ledger.audit(Entry::Decided(accepted)).await.map_err(failed("auditing the accept"))?;
-    Ok(Accepted { decision: decision.clone(), envelope })
+    let audited = ledger.audit(Entry::Decided(accepted)).await.map_err(failed("auditing the accept"));
+    let published = publish(request, &recorded.commit, &recorded.envelope_json);
+    audited?;
+    published?;
+    Ok(Accepted { decision, envelope: recorded.envelope })
+}
+
+/// Phase 6, once the decision is recorded: the envelope as the commit's note, and the notes ref
+/// pushed where the branch went. A failure names the commands that finish it by hand (the
+/// envelope is also stored on the proposal: `roundtable proposals provenance ID`).
+fn publish(request: &Request<'_>, commit: &str, envelope_json: &str) -> Result<()> {
+    let id = request.proposal.id;
+    let push_by_hand = |shown: &str| {
+        format!(
+            "git fetch {shown} {NOTES_REF} && git notes --ref {NOTES_REF} merge -s ours FETCH_HEAD (when the remote has notes), then git push {shown} {NOTES_REF}"
+        )
+    };
+    let unpublished = |what, retry, source| AcceptError::Unpublished {
+        id: id.to_owned(),
+        commit: commit.to_owned(),
+        what,
+        retry,
+        source: Box::new(source),
+    };
+    if let Err(error) = branch::add_note(request.repo, NOTES_REF, commit, envelope_json) {
+        let mut retry = format!(
+            "roundtable proposals provenance {id} > envelope.json && git notes --ref {NOTES_REF} add -f -F envelope.json {commit}"
+        );
+        if let Some(push) = request.push {
+            retry.push_str(&format!("; then {}", push_by_hand(push.shown)));
+        }
+        return Err(unpublished("written", retry, error));
+    }
+    if let Some(push) = request.push
+        && let Err(error) = branch::push_notes(request.repo, push.remote, NOTES_REF)
+    {
+        return Err(unpublished("pushed", push_by_hand(push.shown), error));
+    }
+    Ok(())
 }
 
 /// Phase 3: the commit and its branch, audited.
@@ -468,7 +551,7 @@ async fn make_branch(
     Ok(committed)
 }
 
-/// Phase 4: the branch, then the notes, to the remote; audited.
+/// Phase 4: the branch to the remote; audited. The notes follow only the decision (`publish`).
 async fn push_branch(
     ledger: &impl Ledger,
     request: &Request<'_>,
@@ -479,7 +562,6 @@ async fn push_branch(
 ) -> Result<()> {
     branch::push(request.repo, push.remote, &committed.reference, &claim.remote_ref)?;
     made.pushed = Some(claim.remote_ref.clone());
-    branch::push(request.repo, push.remote, NOTES_REF, NOTES_REF)?;
     let step = AcceptStep {
         kind: EntryKind::ProposalPushed,
         proposal: request.proposal.id,
@@ -503,11 +585,6 @@ fn undo(repo: &Path, remote: Option<&str>, remote_ref: &str, made: &Made) -> Res
     {
         left.push(format!("the pushed {remote_ref}: {error}"));
     }
-    if let (Some((before, after)), Some((_, commit))) = (&made.note, &made.branch)
-        && let Err(error) = branch::undo_note(repo, NOTES_REF, commit, before.as_deref(), after)
-    {
-        left.push(format!("the note: {error}"));
-    }
     if let Some((reference, commit)) = &made.branch
         && let Err(error) = branch::delete_ref(repo, reference, commit)
     {
@@ -518,7 +595,10 @@ fn undo(repo: &Path, remote: Option<&str>, remote_ref: &str, made: &Made) -> Res
 
 /// Rolls back a stale claim on `proposal` (see [`is_stale`]): the proposal is released first (so
 /// of two finding it, one undoes), then the branch its claim names is deleted if it holds a
-/// commit made for this proposal, with that commit's note and, best effort, its pushed branch.
+/// commit made for this proposal, with, best effort, its pushed branch. A claim never has a note
+/// to take back, here or on the remote: notes are written only once the decision is recorded
+/// (`publish`), and a decided proposal is no longer `accepting`; any note on that commit (left by
+/// an older version) is removed locally all the same.
 /// Whether the proposal is no longer held (the claim was stale and is gone, or had ended).
 pub async fn recover(ledger: &impl Ledger, proposal: &str, assignment: &str) -> Result<bool> {
     let Some(held) = ledger.held(proposal).await.map_err(failed("reading the claim"))? else {
@@ -575,10 +655,8 @@ pub async fn reject(ledger: &impl Ledger, proposal: Proposal<'_>, decision: &Dec
     if decision.reason.trim().is_empty() {
         return Err(AcceptError::NoReason);
     }
-    take_pending(ledger, proposal, "rejected", "rejecting the proposal", async || {
-        ledger.reject(proposal.id, decision).await
-    })
-    .await?;
+    take_pending(ledger, proposal, "rejected", "rejecting the proposal", || ledger.reject(proposal.id, decision))
+        .await?;
     let rejected = ProposalDecided {
         kind: EntryKind::ProposalRejected,
         proposal: proposal.id,
@@ -751,9 +829,23 @@ mod tests {
         findings: &[Finding],
         holder: &str,
     ) -> Result<Accepted> {
+        run_as(ledger, fixture, "p1", push, findings, holder)
+    }
+
+    /// [`run`] for proposal `id`, on the branch `roundtable/a/ID`.
+    fn run_as(
+        ledger: &FakeLedger,
+        fixture: &Fixture,
+        id: &str,
+        push: Option<&str>,
+        findings: &[Finding],
+        holder: &str,
+    ) -> Result<Accepted> {
         let repo = fixture.repo();
+        let branch = format!("roundtable/a/{id}");
+        let message = format!("T-1: hello\n\nRoundtable-Proposal: {id}\n");
         let proposal = Proposal {
-            id: "p1",
+            id,
             assignment: "a",
             session: "s1",
             adapter: "generic",
@@ -765,14 +857,14 @@ mod tests {
             proposal,
             repo: &repo,
             namespace: "refs/heads/",
-            branch: "roundtable/a/p1",
+            branch: &branch,
             push: push.map(|remote| Push { remote, shown: remote }),
             findings,
             policy: &ProposalGates::default(),
             overrides: &[],
             by: "Olive Operator <olive@example.test>",
             at: "2026-12-07T00:00:00Z",
-            message: "T-1: hello\n\nRoundtable-Proposal: p1\n",
+            message: &message,
             facts: &FACTS,
             signing_key: &fixture.key,
             holder,
@@ -836,6 +928,107 @@ mod tests {
         assert!(matches!(error, AcceptError::ClaimLost(_)), "{error}");
         assert_eq!((fixture.branches(), fixture.notes()), (String::new(), String::new()));
         assert_eq!(ledger.audited(), ["proposal.branchMade", "proposal.acceptRolledBack"]);
+    }
+
+    impl Fixture {
+        /// A bare repository to push to.
+        fn remote(&self) -> PathBuf {
+            let remote = self.dir.path().join("remote.git");
+            git(self.dir.path(), &["init", "-q", "--bare", remote.to_str().expect("utf-8")]);
+            remote
+        }
+    }
+
+    /// The notes under [`NOTES_REF`] in `repo`: `NOTE-BLOB COMMIT` lines ("" when there are none).
+    fn notes_in(repo: &Path) -> String {
+        match branch::resolve(repo, NOTES_REF).expect("git") {
+            Some(_) => git(repo, &["notes", "--ref", NOTES_REF, "list"]),
+            None => String::new(),
+        }
+    }
+
+    #[test]
+    fn a_claim_lost_after_the_push_leaves_no_note_on_the_remote_and_the_next_push_works() {
+        let fixture = fixture();
+        let remote = fixture.remote();
+        let ledger = FakeLedger::default();
+        ledger.row().stolen = true;
+        let error = run(&ledger, &fixture, remote.to_str(), &[], &holder()).expect_err("the claim is gone");
+        assert!(matches!(error, AcceptError::ClaimLost(_)), "{error}");
+        assert_eq!(ledger.audited(), ["proposal.branchMade", "proposal.pushed", "proposal.acceptRolledBack"]);
+        assert_eq!(git(&remote, &["for-each-ref", "--format=%(refname)"]), "", "nothing of it on the remote");
+        assert_eq!((fixture.branches(), fixture.notes()), (String::new(), String::new()));
+        assert!(branch::resolve(&fixture.repo(), NOTES_REF).expect("git").is_none(), "no signed envelope, anywhere");
+
+        // The next healthy accept --push (of another proposal: another commit, another note) lands,
+        // and the remote's only note is its own.
+        ledger.row().stolen = false;
+        let accepted = run_as(&ledger, &fixture, "p2", remote.to_str(), &[], &holder()).expect("the next accept");
+        let commit = accepted.decision.commit.expect("the commit");
+        assert_eq!(ledger.row().state, ProposalState::Accepted);
+        assert_eq!(notes_in(&remote).split_whitespace().nth(1), Some(commit.as_str()));
+        assert_eq!(notes_in(&remote).lines().count(), 1, "{}", notes_in(&remote));
+        let pushed: Envelope =
+            serde_json::from_str(&git(&remote, &["notes", "--ref", NOTES_REF, "show", &commit])).expect("an envelope");
+        assert_eq!(serde_json::to_value(pushed).ok(), serde_json::to_value(accepted.envelope).ok());
+    }
+
+    #[test]
+    fn notes_another_clone_pushed_are_merged_not_refused_or_overwritten() {
+        let fixture = fixture();
+        let remote = fixture.remote();
+        let first = run_as(&FakeLedger::default(), &fixture, "p1", remote.to_str(), &[], &holder()).expect("p1");
+        // Another clone notes the base commit on top of the remote's notes, and pushes.
+        let other = fixture.dir.path().join("other");
+        git(fixture.dir.path(), &["clone", "-q", remote.to_str().expect("utf-8"), other.to_str().expect("utf-8")]);
+        git(&other, &["config", "user.name", "Oscar Other"]);
+        git(&other, &["config", "user.email", "oscar@example.test"]);
+        git(&other, &["fetch", "-q", "origin", &format!("{NOTES_REF}:{NOTES_REF}")]);
+        git(&other, &["fetch", "-q", &fixture.repo().to_string_lossy(), &fixture.base]);
+        git(&other, &["notes", "--ref", NOTES_REF, "add", "-m", "theirs", &fixture.base]);
+        git(&other, &["push", "-q", "origin", NOTES_REF]);
+
+        let second = run_as(&FakeLedger::default(), &fixture, "p2", remote.to_str(), &[], &holder()).expect("p2");
+        let mut noted: Vec<String> =
+            notes_in(&remote).lines().filter_map(|l| l.split_whitespace().nth(1).map(str::to_owned)).collect();
+        noted.sort();
+        let mut expected =
+            [first.decision.commit, second.decision.commit, Some(fixture.base.clone())].map(Option::unwrap_or_default);
+        expected.sort();
+        assert_eq!(noted, expected, "every note kept");
+        assert_eq!(git(&remote, &["notes", "--ref", NOTES_REF, "show", &fixture.base]), "theirs");
+        assert_eq!(
+            branch::resolve(&fixture.repo(), NOTES_REF).expect("git"),
+            branch::resolve(&remote, NOTES_REF).expect("git")
+        );
+    }
+
+    #[test]
+    fn a_notes_push_refused_after_the_decision_keeps_the_decision_and_says_how_to_finish() {
+        let fixture = fixture();
+        let remote = fixture.remote();
+        // The remote takes the branch and refuses the notes.
+        let hook = remote.join("hooks/pre-receive");
+        std::fs::write(
+            &hook,
+            "#!/bin/sh\nwhile read old new ref; do case \"$ref\" in refs/notes/*) exit 1;; esac; done\n",
+        )
+        .expect("hook");
+        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+        let ledger = FakeLedger::default();
+        let error = run(&ledger, &fixture, remote.to_str(), &[], &holder()).expect_err("the notes are refused");
+        let AcceptError::Unpublished { what: "pushed", commit, retry, .. } = &error else { panic!("{error}") };
+        assert!(error.to_string().contains("is accepted as"), "{error}");
+        assert!(retry.contains(&format!("git push {} {NOTES_REF}", remote.display())), "{retry}");
+        assert_eq!(ledger.row().state, ProposalState::Accepted, "the decision stands");
+        assert_eq!(ledger.audited(), ["proposal.branchMade", "proposal.pushed", "proposal.accepted"]);
+        assert_eq!(git(&remote, &["rev-parse", "refs/heads/roundtable/a/p1"]), *commit, "the branch stays");
+        assert_eq!(fixture.notes().split_whitespace().nth(1), Some(commit.as_str()), "the note is written");
+        assert_eq!(notes_in(&remote), "");
+
+        std::fs::remove_file(&hook).expect("the remote takes notes again");
+        branch::push_notes(&fixture.repo(), &remote.to_string_lossy(), NOTES_REF).expect("pushed by hand");
+        assert_eq!(notes_in(&remote), fixture.notes());
     }
 
     #[test]

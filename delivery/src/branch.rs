@@ -1,7 +1,8 @@
 //! The commit an accept makes: the verified patch applied to its base commit in a scratch index
 //! (never the working tree: `HEAD`, the index and the checked-out branch are untouched), a tree
 //! written from that index, a commit of it with the agent as author and the operator's git
-//! identity as committer, and a new branch created atomically (it must not exist). Also the push.
+//! identity as committer, and a new branch created atomically (it must not exist). Also the pushes: the branch's, and the notes' (merged
+//! with the remote's first).
 //! Everything goes through the git CLI with hooks never involved (`commit-tree` and `update-ref`
 //! run none).
 
@@ -142,6 +143,59 @@ pub fn push(repo: &Path, remote: &str, reference: &str, remote_ref: &str) -> Res
     Git { repo, index: None }.run("push", &["push", "--quiet", "--", remote, &refspec]).map(|_| ())
 }
 
+/// How often [`push_notes`] merges and pushes again when another push landed between its fetch
+/// and its push.
+const NOTES_PUSH_ATTEMPTS: usize = 3;
+
+/// Pushes `notes_ref` to `remote` as a fast-forward, never forced: the remote's notes ref is
+/// shared (other accepts, other clones push to it), so what is there is first merged into ours
+/// (`git notes merge -s ours`: a note on the same commit on both sides keeps ours, whole, since a
+/// note is one signed envelope and not lines to concatenate). So our notes ref always descends
+/// from the remote's, and one diverged push never blocks every later one.
+pub fn push_notes(repo: &Path, remote: &str, notes_ref: &str) -> Result<(), BranchError> {
+    let git = Git { repo, index: None };
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        if let Some(theirs) = remote_ref(repo, remote, notes_ref)?
+            && !git.succeeds(&["merge-base", "--is-ancestor", &theirs, notes_ref])?
+        {
+            // Only the objects: neither a ref nor FETCH_HEAD of the operator's repository moves.
+            git.run(
+                "fetch notes",
+                &["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", remote, notes_ref],
+            )?;
+            git.run("notes merge", &["notes", "--ref", notes_ref, "merge", "--quiet", "-s", "ours", &theirs])?;
+        }
+        match git.run("push notes", &["push", "--quiet", "--", remote, &format!("{notes_ref}:{notes_ref}")]) {
+            // Another push landed since the look: merge that too.
+            Err(BranchError::Git { .. }) if attempt < NOTES_PUSH_ATTEMPTS => continue,
+            pushed => return pushed.map(|_| ()),
+        }
+    }
+}
+
+/// What `reference` names on `remote` (`None`: it has no such ref).
+fn remote_ref(repo: &Path, remote: &str, reference: &str) -> Result<Option<String>, BranchError> {
+    let output = Git { repo, index: None }.command(&["ls-remote", "--exit-code", "--", remote, reference]).output()?;
+    match output.status.code() {
+        // `--exit-code`: 2 says the remote answered and has no such ref.
+        Some(2) => Ok(None),
+        Some(0) => {
+            let listed = String::from_utf8_lossy(&output.stdout);
+            let exact = listed.lines().find_map(|line| {
+                let (oid, name) = line.split_once('\t')?;
+                (name == reference).then(|| oid.to_owned())
+            });
+            Ok(exact)
+        }
+        _ => Err(BranchError::Git {
+            step: "ls-remote",
+            detail: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        }),
+    }
+}
+
 /// Adds `note` to `commit` under `notes_ref`.
 pub fn add_note(repo: &Path, notes_ref: &str, commit: &str, note: &str) -> Result<(), BranchError> {
     let scratch = tempfile::Builder::new().prefix("roundtable-note-").tempdir()?;
@@ -174,27 +228,6 @@ pub fn made_for(repo: &Path, commit: &str, proposal: &str) -> Result<bool, Branc
     let body = Git { repo, index: None }.run("cat-file", &["cat-file", "commit", commit])?;
     let trailer = format!("Roundtable-Proposal: {proposal}");
     Ok(body.lines().any(|line| line == trailer))
-}
-
-/// Takes back the note an accept added to `commit` under `notes_ref`. When the notes ref is still
-/// where that note left it (`after`), it goes back to `before` (or away), so not even its history
-/// keeps the signed envelope; when another note landed since, only this commit's note is removed.
-pub fn undo_note(
-    repo: &Path,
-    notes_ref: &str,
-    commit: &str,
-    before: Option<&str>,
-    after: &str,
-) -> Result<(), BranchError> {
-    let git = Git { repo, index: None };
-    let rewound = match before {
-        Some(before) => git.run("update-ref", &["update-ref", notes_ref, before, after]),
-        None => git.run("update-ref -d", &["update-ref", "-d", notes_ref, after]),
-    };
-    if rewound.is_ok() {
-        return Ok(());
-    }
-    remove_note(repo, notes_ref, commit)
 }
 
 /// Removes `commit`'s note under `notes_ref`, if it has one.

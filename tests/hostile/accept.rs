@@ -1,8 +1,11 @@
 //! Hostile tests of accept and reuse (docs/delivery.md), as an attacker with the CLI meets them:
 //! racing accepts and a reject on one proposal leave exactly one decision and nothing of the
 //! losers (no branch, no signed note); a push the remote refuses leaves no branch and no note, the
-//! proposal stays pending, and the retry takes the default branch name; a spec round-trip that
-//! reuses a decided result never turns the decision back into a pending proposal.
+//! proposal stays pending, and the retry takes the default branch name; a remote refusing only
+//! the notes leaves the accept standing with its branch there and says how to push the notes; an
+//! accept killed while its notes land leaves no signed note of an unaccepted commit on the remote;
+//! a spec round-trip that reuses a decided result never turns the decision back into a pending
+//! proposal.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -186,12 +189,10 @@ async fn a_refused_push_leaves_no_branch_and_no_note_and_the_retry_takes_the_def
     let remotes = tempfile::tempdir().expect("tempdir");
     let branch = format!("refs/heads/roundtable/push/{id}");
 
-    // A path that is no repository; a remote that refuses every ref; a remote that takes the
-    // branch but refuses the notes (so the branch reached it before the accept failed).
+    // A path that is no repository; a remote that refuses every ref: the accept is undone.
     let nowhere = format!("file://{}", remotes.path().join("nowhere.git").display());
     let refuses_all = remote_refusing(remotes.path(), "all.git", "refs/");
-    let refuses_notes = remote_refusing(remotes.path(), "notes.git", "refs/notes/");
-    for remote in [&nowhere, &refuses_all, &refuses_notes] {
+    for remote in [&nowhere, &refuses_all] {
         let failed = roundtable(root, &["proposals", "accept", &id, "--push", remote]);
         assert_eq!(failed.status.code(), Some(1), "{remote}: {}{}", stdout(&failed), stderr(&failed));
         let (branches, notes) = made(root);
@@ -205,25 +206,112 @@ async fn a_refused_push_leaves_no_branch_and_no_note_and_the_retry_takes_the_def
         assert!(!notes_history.status.success(), "{remote}: the signed note is still in the notes' history");
         assert_eq!(state_of(root, "push"), "pending", "{remote}");
     }
-    let on_remote = git(Path::new(remotes.path()), &["--git-dir", "notes.git", "for-each-ref"]);
-    assert!(on_remote.is_empty(), "the branch pushed before the notes were refused is deleted again: {on_remote}");
     let kinds = audited(root);
-    assert_eq!(count(&kinds, "proposal.branchMade"), 3, "{kinds:?}");
-    assert_eq!(count(&kinds, "proposal.acceptRolledBack"), 3, "{kinds:?}");
+    assert_eq!(count(&kinds, "proposal.branchMade"), 2, "{kinds:?}");
+    assert_eq!(count(&kinds, "proposal.acceptRolledBack"), 2, "{kinds:?}");
 
-    let working = remote_refusing(remotes.path(), "ok.git", "refs/never/");
-    let accepted = roundtable(root, &["proposals", "accept", &id, "--push", &working, "--format", "json"]);
-    assert_eq!(accepted.status.code(), Some(0), "{}{}", stdout(&accepted), stderr(&accepted));
-    let decision = json(&accepted);
-    assert_eq!(decision["branch"], branch.as_str(), "the retry takes the default branch name");
-    let commit = decision["commit"].as_str().expect("commit");
-    assert_eq!(git(&remotes.path().join("ok.git"), &["rev-parse", &branch]), commit);
-    assert_eq!(git(root, &["rev-parse", &branch]), commit);
-    assert_eq!(made(root).1.len(), 1, "one note, on the accepted commit");
+    // A remote that takes the branch and refuses the notes: the notes are pushed only once the
+    // decision is recorded, so the accept stands, with the default branch name, and says how to
+    // push the notes by hand.
+    let refuses_notes = remote_refusing(remotes.path(), "notes.git", "refs/notes/");
+    let accepted = roundtable(root, &["proposals", "accept", &id, "--push", &refuses_notes]);
+    assert_eq!(accepted.status.code(), Some(1), "{}{}", stdout(&accepted), stderr(&accepted));
+    let said = stderr(&accepted);
+    assert!(said.contains("is accepted as") && said.contains("was not pushed"), "{said}");
+    assert!(said.contains(&format!("git push {refuses_notes} refs/notes/roundtable")), "{said}");
     assert_eq!(state_of(root, "push"), "accepted");
+    let commit = git(root, &["rev-parse", &branch]);
+    let remote = remotes.path().join("notes.git");
+    assert_eq!(git(&remote, &["rev-parse", &branch]), commit, "the retry takes the default branch name");
+    assert_eq!(git(&remote, &["for-each-ref", "--format=%(refname)", "refs/notes/"]), "");
+    assert_eq!(made(root).1.len(), 1, "one note, on the accepted commit");
     let kinds = audited(root);
     assert_eq!(count(&kinds, "proposal.pushed"), 1, "{kinds:?}");
     assert_eq!(count(&kinds, "proposal.accepted"), 1, "{kinds:?}");
+
+    // Finishing by hand, as told, once the remote takes notes.
+    std::fs::remove_file(remote.join("hooks/pre-receive")).expect("the hook");
+    git(root, &["push", "-q", &refuses_notes, "refs/notes/roundtable"]);
+    let noted = git(&remote, &["notes", "--ref", "refs/notes/roundtable", "list"]);
+    assert_eq!(noted.split_whitespace().nth(1), Some(commit.as_str()));
+}
+
+/// The commits noted under `refs/notes/roundtable` in `repo`.
+fn noted(repo: &Path) -> Vec<String> {
+    let listed = Command::new("git")
+        .args(["notes", "--ref=refs/notes/roundtable", "list"])
+        .current_dir(repo)
+        .output()
+        .expect("git notes");
+    String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_owned))
+        .collect()
+}
+
+/// An accept killed while the remote takes its notes (the slow push of a crashed accept, whose
+/// claim the next reject takes for stale) leaves on the remote no signed note of a commit that
+/// was not accepted; and later accepts still push their notes there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accept_killed_while_its_notes_land_leaves_no_note_of_an_unaccepted_commit() {
+    let Some(_engine) = engine_or_skip().await else { return };
+    ensure_test_images();
+    let dir = project(&["killed", "later"]);
+    let root = dir.path();
+    let ids = proposals(root, &["killed", "later"]).await;
+    let remotes = tempfile::tempdir().expect("tempdir");
+    let remote = remotes.path().join("slow.git");
+    git(remotes.path(), &["init", "-q", "--bare", remote.to_str().expect("utf-8")]);
+    // Once the remote has taken a notes ref, its post-receive says so and holds the pusher until
+    // the test lets go (60 s at most): the window in which the accept is killed.
+    let (reached, release) = (remotes.path().join("reached"), remotes.path().join("release"));
+    let hook = remote.join("hooks/post-receive");
+    let script = format!(
+        "#!/bin/sh\nwhile read old new ref; do case \"$ref\" in refs/notes/*) [ -e '{release}' ] && exit 0; touch '{reached}'; i=0; while [ ! -e '{release}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done;; esac; done\nexit 0\n",
+        release = release.display(),
+        reached = reached.display(),
+    );
+    std::fs::write(&hook, script).expect("hook");
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    let url = format!("file://{}", remote.display());
+
+    let mut accept = Command::new(binary())
+        .args(["proposals", "accept", &ids[0], "--push", &url])
+        .current_dir(root)
+        .env("ROUNDTABLE_API_LISTEN", "127.0.0.1:0")
+        .env_remove("RUST_LOG")
+        .env_remove("ROUNDTABLE_DIR")
+        .env_remove("ROUNDTABLE_STATE_DIR")
+        .env_remove("ROUNDTABLE_STORE")
+        .env("ROUNDTABLE_AUDIT_KEY", root.join(".test-audit.key"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("roundtable");
+    wait_until_within("the notes reach the remote", Duration::from_secs(120), || reached.exists()).await;
+    accept.kill().expect("kill the accept");
+    accept.wait().expect("reaped");
+    std::fs::write(&release, "").expect("let the hook go");
+
+    // Its claim is stale now (its process is gone): a reject rolls it back, if there is one.
+    let rejected = roundtable(root, &["proposals", "reject", &ids[0], "--reason", "taken for stale"]);
+    let state = state_of(root, "killed");
+    assert_eq!(rejected.status.success(), state == "rejected", "{}{}", stdout(&rejected), stderr(&rejected));
+    let accepted_commit =
+        proposal_of(root, "killed").expect("a proposal")["decision"]["commit"].as_str().map(str::to_owned);
+    for commit in noted(&remote) {
+        assert!(
+            state == "accepted" && accepted_commit.as_deref() == Some(commit.as_str()),
+            "the remote keeps a signed note of {commit}, whose proposal is {state}"
+        );
+    }
+
+    let later = roundtable(root, &["proposals", "accept", &ids[1], "--push", &url, "--format", "json"]);
+    assert_eq!(later.status.code(), Some(0), "{}{}", stdout(&later), stderr(&later));
+    let commit = json(&later)["commit"].as_str().expect("commit").to_owned();
+    assert!(noted(&remote).contains(&commit), "the later accept's note is on the remote");
+    let verified = roundtable(root, &["audit", "verify"]);
+    assert!(verified.status.success(), "{}{}", stdout(&verified), stderr(&verified));
 }
 
 /// The status row of Assignment `name`.

@@ -77,6 +77,12 @@ fn refused(error: ServiceError) -> ApiError {
         DeliveryError::Branch(roundtable_delivery::branch::BranchError::BaseMissing(_)) => {
             ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "base_missing", message)
         }
+        // The decision stands; only the note's write or push failed. A retry answers the decision.
+        DeliveryError::Unpublished { commit, retry, .. } => {
+            ApiError::new(StatusCode::BAD_GATEWAY, "provenance_not_published", message).with_details(
+                serde_json::json!({"state": ProposalState::Accepted, "commit": commit, "finishByHand": retry}),
+            )
+        }
         _ => ApiError::internal(message),
     }
 }
