@@ -143,7 +143,10 @@ async fn assignments_become_sessions_and_pending_proposals() {
     let checkout = tempfile::tempdir().expect("tempdir");
     git(checkout.path(), &["clone", "-q", root.to_str().expect("utf-8"), "."]);
     git(checkout.path(), &["checkout", "-q", shapes_proposal["baseCommit"].as_str().expect("base")]);
-    let patch_file = checkout.path().join("../shapes.patch");
+    // Beside the checkout, not in it (an untracked file would change the tree), and removed
+    // with its own folder.
+    let patch_dir = tempfile::tempdir().expect("tempdir");
+    let patch_file = patch_dir.path().join("shapes.patch");
     std::fs::write(&patch_file, &patch.stdout).expect("write patch");
     let patch_arg = patch_file.to_str().expect("utf-8");
     git(checkout.path(), &["apply", "--check", patch_arg]);
