@@ -178,6 +178,22 @@ pub struct Proposal<'a> {
     pub patch: &'a [u8],
 }
 
+impl<'a> Proposal<'a> {
+    /// The audit record of `decision` on this proposal, of `kind`; an accept adds its
+    /// provenance, a refusal what it did not let through.
+    fn decided(&self, kind: EntryKind, decision: &'a Decision) -> ProposalDecided<'a> {
+        ProposalDecided {
+            kind,
+            proposal: self.id,
+            assignment: self.assignment,
+            session: self.session,
+            decision,
+            provenance: None,
+            unmet: Vec::new(),
+        }
+    }
+}
+
 /// A remote to push to.
 #[derive(Debug, Clone, Copy)]
 pub struct Push<'a> {
@@ -391,13 +407,8 @@ async fn judge(ledger: &impl Ledger, request: &Request<'_>, decision: &mut Decis
     if !unmet.is_empty() {
         let proposal = request.proposal;
         let refused = ProposalDecided {
-            kind: EntryKind::ProposalAcceptRefused,
-            proposal: proposal.id,
-            assignment: proposal.assignment,
-            session: proposal.session,
-            decision,
-            provenance: None,
             unmet: unmet.iter().map(ToString::to_string).collect(),
+            ..proposal.decided(EntryKind::ProposalAcceptRefused, &*decision)
         };
         ledger.audit(Entry::Decided(refused)).await.map_err(failed("auditing the refusal"))?;
         return Err(AcceptError::Gates { id: proposal.id.to_owned(), unmet });
@@ -467,13 +478,8 @@ async fn conclude(
 ) -> Result<Accepted> {
     let proposal = request.proposal;
     let accepted = ProposalDecided {
-        kind: EntryKind::ProposalAccepted,
-        proposal: proposal.id,
-        assignment: proposal.assignment,
-        session: proposal.session,
-        decision: &decision,
         provenance: Some((recorded.keyid, recorded.statement_sha)),
-        unmet: Vec::new(),
+        ..proposal.decided(EntryKind::ProposalAccepted, &decision)
     };
     let audited = ledger.audit(Entry::Decided(accepted)).await.map_err(failed("auditing the accept"));
     let published = publish(request, &recorded.commit, &recorded.envelope_json);
@@ -657,15 +663,7 @@ pub async fn reject(ledger: &impl Ledger, proposal: Proposal<'_>, decision: &Dec
     }
     take_pending(ledger, proposal, "rejected", "rejecting the proposal", || ledger.reject(proposal.id, decision))
         .await?;
-    let rejected = ProposalDecided {
-        kind: EntryKind::ProposalRejected,
-        proposal: proposal.id,
-        assignment: proposal.assignment,
-        session: proposal.session,
-        decision,
-        provenance: None,
-        unmet: Vec::new(),
-    };
+    let rejected = proposal.decided(EntryKind::ProposalRejected, decision);
     ledger.audit(Entry::Decided(rejected)).await.map_err(failed("auditing the reject"))?;
     Ok(())
 }

@@ -45,6 +45,16 @@ impl Store {
             .transpose()
     }
 
+    /// What a compare-and-set out of `pending` on proposal `id` came to: won when it changed the
+    /// row, else the state the proposal was in instead (none: it does not exist).
+    async fn taken_from_pending(&self, id: &str, rows_affected: u64) -> Result<ClaimOutcome> {
+        if rows_affected == 1 {
+            self.wrote();
+            return Ok(ClaimOutcome::Won);
+        }
+        Ok(ClaimOutcome::Lost(self.proposal_state(id).await?))
+    }
+
     /// Claims pending proposal `id` for an accept by `holder` (`pending → accepting`), recording
     /// `detail` with it; a proposal in any other state is left as it is.
     pub async fn claim_accept(&self, id: &str, holder: &str, detail: &str) -> Result<ClaimOutcome> {
@@ -59,11 +69,7 @@ impl Store {
         .bind(ProposalState::Pending.as_str())
         .execute(&self.pool)
         .await?;
-        if done.rows_affected() == 1 {
-            self.wrote();
-            return Ok(ClaimOutcome::Won);
-        }
-        Ok(ClaimOutcome::Lost(self.proposal_state(id).await?))
+        self.taken_from_pending(id, done.rows_affected()).await
     }
 
     /// The accept claim held on proposal `id`, if it is `accepting`.
@@ -152,10 +158,6 @@ impl Store {
             .bind(ProposalState::Pending.as_str())
             .execute(&self.pool)
             .await?;
-        if done.rows_affected() == 1 {
-            self.wrote();
-            return Ok(ClaimOutcome::Won);
-        }
-        Ok(ClaimOutcome::Lost(self.proposal_state(id).await?))
+        self.taken_from_pending(id, done.rows_affected()).await
     }
 }
