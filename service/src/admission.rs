@@ -57,6 +57,10 @@ impl Service {
             audit_key,
         )
         .with_anchor_key(self.anchor_key.clone())
+        // What the project declares, never what a daemon last recorded: without a daemon (or
+        // before its resync) the recorded policy is stale or the default, and a canary decided
+        // by it ran an image the declared runtime class refuses.
+        .with_policy(self.declared_policy())
     }
 
     fn adapter(&self, declared: &Declared, name: &str) -> Result<ResolvedAdapter> {

@@ -414,7 +414,7 @@ impl Service {
     fn reconciler(&self) -> ObjectReconciler<Store, RuntimeImages, Store> {
         // `plan` decides the gates as the daemon would, without recording or sealing anything.
         let binary = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("roundtable"));
-        let admitter = self.admitter(binary, None).with_policy(self.declared_policy());
+        let admitter = self.admitter(binary, None);
         ObjectReconciler::new(
             self.store.clone(),
             RuntimeImages(self.runtime.clone(), Some(admitter)),

@@ -166,6 +166,27 @@ async fn a_required_runtime_class_the_engine_lacks_runs_nothing_of_the_adapters_
     nothing_left(&engine, root).await;
 }
 
+/// The canary run from the CLI before any daemon recorded the policy: it decided by the
+/// recorded policy (none yet, so no required class) and ran the image under runc, green.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_before_any_daemon_decides_by_the_declared_policy_and_runs_nothing() {
+    let Some(engine) = engine_or_skip().await else { return };
+    ensure_test_images();
+    assert!(!engine_has(LACKING), "the engine has {LACKING}: this test needs a class it lacks");
+    let tag = OwnTag::new("canary");
+    let dir = project(&tag.0);
+    let root = dir.path();
+    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let created = Creations::watch();
+    let canary = roundtable(root, &["admission", "canary", "boxed"]);
+    let said = format!("{}{}", crate::support::stdout(&canary), crate::support::stderr(&canary));
+    assert!(!canary.status.success() && said.contains("nothing of adapter boxed's image is started"), "{said}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ran = created.of(&tag.0, &project_id);
+    assert!(ran.is_empty(), "containers of the refused Adapter's image were created: {ran:#?}");
+    nothing_left(&engine, root).await;
+}
+
 /// Agent diagnostics start a probe container of the image too: refused, they report the
 /// refusal and start nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
