@@ -96,7 +96,7 @@ pub struct Global {
     pub log_format: LogFormat,
     /// The project these options name, once resolved (`crate::project`).
     #[arg(skip)]
-    pub(crate) project: std::sync::OnceLock<roundtable_core::source::Project>,
+    pub(crate) project: std::sync::OnceLock<roundtable_source::Project>,
 }
 
 fn parse_store(text: &str) -> Result<StoreUrl, String> {

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use roundtable_core::source::{Project, ProjectError};
+use roundtable_source::{Project, ProjectError};
 use roundtable_store::StoreUrl;
 
 use crate::cli::Global;

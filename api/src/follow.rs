@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
-use roundtable_core::execution::live::LiveLog;
+use roundtable_execution::live::LiveLog;
 
 /// How often a follower looks for new lines.
 const POLL: Duration = Duration::from_millis(300);

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use roundtable_core::daemon::DaemonLink;
+use roundtable_daemon::DaemonLink;
 use roundtable_service::Service;
 use roundtable_specs::audit::{AuditRecord, Operated, Operator, OperatorAction};
 use roundtable_store::audit::AuditKey;

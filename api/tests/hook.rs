@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use roundtable_api::hook::{GitHook, HookSecret};
 use roundtable_api::{ApiState, Listen};
-use roundtable_core::daemon::DaemonLink;
+use roundtable_daemon::DaemonLink;
 use roundtable_store::audit::KeyChoice;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -31,7 +31,7 @@ impl Api {
     async fn start(hook: Option<&[u8]>) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::create_dir_all(dir.path().join(".roundtable")).expect("spec dir");
-        let project = roundtable_core::source::Project::resolve(&dir.path().join(".roundtable")).expect("project");
+        let project = roundtable_source::Project::resolve(&dir.path().join(".roundtable")).expect("project");
         let runtime = Arc::new(roundtable_session_runtime::Unavailable {
             endpoint: "none".into(),
             reason: "no engine in this test".into(),

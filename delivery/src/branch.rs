@@ -26,6 +26,22 @@ pub enum BranchError {
     Spawn(#[from] std::io::Error),
 }
 
+/// An accept builds its tree with [`crate::changes::proposed_tree`] too (one builder for what is judged and what
+/// lands), so its errors read as the accept's.
+impl From<crate::changes::ObjectsError> for BranchError {
+    fn from(error: crate::changes::ObjectsError) -> Self {
+        match error {
+            crate::changes::ObjectsError::BaseMissing(base) => BranchError::BaseMissing(base),
+            crate::changes::ObjectsError::DoesNotApply(detail) => BranchError::DoesNotApply(detail),
+            crate::changes::ObjectsError::Git { step, detail } => BranchError::Git { step, detail },
+            crate::changes::ObjectsError::Spawn(error)
+            | crate::changes::ObjectsError::Read(error)
+            | crate::changes::ObjectsError::Scratch(error) => BranchError::Spawn(error),
+            crate::changes::ObjectsError::Malformed(detail) => BranchError::Git { step: "cat-file", detail },
+        }
+    }
+}
+
 /// A name and an email, as git takes them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {

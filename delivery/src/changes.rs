@@ -27,23 +27,6 @@ pub enum ObjectsError {
     Scratch(#[source] std::io::Error),
 }
 
-/// An accept builds its tree with [`proposed_tree`] too (one builder for what is judged and what
-/// lands), so its errors read as the accept's.
-impl From<ObjectsError> for crate::branch::BranchError {
-    fn from(error: ObjectsError) -> Self {
-        use crate::branch::BranchError;
-        match error {
-            ObjectsError::BaseMissing(base) => BranchError::BaseMissing(base),
-            ObjectsError::DoesNotApply(detail) => BranchError::DoesNotApply(detail),
-            ObjectsError::Git { step, detail } => BranchError::Git { step, detail },
-            ObjectsError::Spawn(error) | ObjectsError::Read(error) | ObjectsError::Scratch(error) => {
-                BranchError::Spawn(error)
-            }
-            ObjectsError::Malformed(detail) => BranchError::Git { step: "cat-file", detail },
-        }
-    }
-}
-
 /// The object id git writes for "no blob" (a file's side that does not exist).
 fn absent(id: &str) -> bool {
     id.bytes().all(|b| b == b'0')

@@ -3,8 +3,8 @@
 //! last probe, its active sessions and newest heartbeat; and operators' enable and disable, a
 //! runtime override of `spec.enabled` with a real drain.
 
-use roundtable_core::adapter::AdapterStatus;
-use roundtable_core::conditions;
+use roundtable_reconcilers::adapter::AdapterStatus;
+use roundtable_reconcilers::conditions;
 use roundtable_specs::output::{AgentItem, AgentOverrideItem, AgentState, Health};
 use roundtable_specs::{Catalog, Kind, ObjectKey};
 use roundtable_store::{AgentOverride, OverrideChange};

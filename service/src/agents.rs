@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use roundtable_agents::capture::{self, Capture};
 use roundtable_agents::plan::{self, PlanInput, ProviderPlan};
-use roundtable_core::source::Project;
+use roundtable_source::Project;
 use roundtable_specs::Spec;
 use roundtable_specs::{Catalog, Object};
 

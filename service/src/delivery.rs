@@ -68,7 +68,7 @@ pub fn default_branch(proposal: &ProposalRecord) -> String {
 
 /// The brief the session was given, when its folder is still there.
 fn brief_of(session: Option<&SessionRecord>) -> Option<Brief> {
-    let folder = roundtable_core::execution::ExecutionFolder::at(Path::new(session?.exec_dir.as_deref()?));
+    let folder = roundtable_execution::ExecutionFolder::at(Path::new(session?.exec_dir.as_deref()?));
     serde_json::from_slice(&std::fs::read(folder.brief()).ok()?).ok()
 }
 
@@ -239,7 +239,7 @@ impl Service {
             return Ok(Target { repo: repo.clone(), namespace: "refs/heads/" });
         }
         match &self.project.repos {
-            roundtable_core::source::Repos::Mirror(mirror) => {
+            roundtable_source::Repos::Mirror(mirror) => {
                 if options.push.is_none() {
                     return Err(DeliveryError::MirrorNeedsPush);
                 }
@@ -271,7 +271,7 @@ impl Service {
     /// source's mirror, else the project's own.
     fn review_repo(&self) -> PathBuf {
         match &self.project.repos {
-            roundtable_core::source::Repos::Mirror(mirror) => mirror.clone(),
+            roundtable_source::Repos::Mirror(mirror) => mirror.clone(),
             _ => self.project.root.clone(),
         }
     }
@@ -341,7 +341,7 @@ impl Service {
         let findings = self.findings_of(&target.repo, &record, &patch, &policy, Some(key)).await?;
         let by = branch::operator_identity(&target.repo).map_err(|e| delivery(e.into()))?;
         let branch_name = options.branch.clone().unwrap_or_else(|| default_branch(&record));
-        let shown = options.push.as_deref().map(roundtable_core::source::git::redact);
+        let shown = options.push.as_deref().map(roundtable_source::git::redact);
         let push = options.push.as_deref().zip(shown.as_deref()).map(|(remote, shown)| Push { remote, shown });
         let (message, facts, holder) =
             (message(&record, session.as_ref()), facts(&record, session.as_ref()), accept::holder());

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use roundtable_agents::capability::{Authority, Role};
 use roundtable_agents::tools::{ActivitySnapshot, Board};
-use roundtable_core::mcp::{McpSession, McpSidecar, McpSidecarError};
+use roundtable_execution::mcp::{McpSession, McpSidecar, McpSidecarError};
 use roundtable_session_runtime::{
     Ownership, ProbeCommand, ProbeMounts, ProbeOutcome, ProbePlan, ProbeRun, Purpose, RuntimeError,
 };
@@ -754,7 +754,7 @@ mod tests {
         )
         .expect("write");
         let runtime = Arc::new(Recorded { plans: std::sync::Mutex::new(Vec::new()), missing });
-        let resolved = roundtable_core::source::Project::resolve(&dir).expect("project");
+        let resolved = roundtable_source::Project::resolve(&dir).expect("project");
         let service = Service::open(&resolved, runtime.clone()).await.expect("service");
         (project, service, runtime)
     }

@@ -17,11 +17,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use roundtable_controller::Reconciler as _;
-use roundtable_core::ObjectReconciler;
-use roundtable_core::backend::{BackendError, RuntimeImages};
-use roundtable_core::prune::{self, Prunable};
-use roundtable_core::source::{Project, ProjectError, Scan, scan};
+use roundtable_reconcilers::ObjectReconciler;
+use roundtable_reconcilers::backend::{BackendError, RuntimeImages};
+use roundtable_reconcilers::prune::{self, Prunable};
+use roundtable_reconcilers::status::row;
 use roundtable_session_runtime::SessionRuntime;
+use roundtable_source::{Project, ProjectError, Scan, scan};
 use roundtable_specs::output::{
     DescribeItem, EventItem, ObjectStatus, PlannedChange, ProposalItem, SessionItem, SyncStatus,
 };
@@ -39,7 +40,7 @@ pub fn validate(project: &Project) -> Scan {
 /// [`validate`] of a spec directory `dir` that names no project (`error`): that, and its
 /// admission contracts.
 pub fn validate_unresolved(dir: &Path, error: &ProjectError) -> Scan {
-    with_contracts(roundtable_core::source::scan_unresolved(dir, error), dir)
+    with_contracts(roundtable_source::scan_unresolved(dir, error), dir)
 }
 
 fn with_contracts(mut scanned: Scan, spec_dir: &Path) -> Scan {
@@ -50,9 +51,9 @@ fn with_contracts(mut scanned: Scan, spec_dir: &Path) -> Scan {
 
 /// What the project declares; nothing without a project or a spec directory (only the
 /// built-ins apply).
-fn load(project: Option<&Project>) -> roundtable_core::source::Loaded {
+fn load(project: Option<&Project>) -> roundtable_source::Loaded {
     match project {
-        Some(project) if project.spec_dir.is_dir() => roundtable_core::source::load(project),
+        Some(project) if project.spec_dir.is_dir() => roundtable_source::load(project),
         _ => Default::default(),
     }
 }
@@ -62,12 +63,12 @@ fn load(project: Option<&Project>) -> roundtable_core::source::Loaded {
 /// one that names no project (`dir` is `/`, say), the built-ins and why.
 pub fn adapters(
     dir: &std::path::Path,
-    project: Result<&Project, &roundtable_core::source::ProjectError>,
+    project: Result<&Project, &roundtable_source::ProjectError>,
 ) -> (Vec<roundtable_specs::output::AdapterItem>, Vec<ValidationError>) {
     let loaded = match project {
         Ok(project) => load(Some(project)),
-        Err(error) if dir.is_dir() => roundtable_core::source::Loaded {
-            errors: roundtable_core::source::scan_unresolved(dir, error).findings,
+        Err(error) if dir.is_dir() => roundtable_source::Loaded {
+            errors: roundtable_source::scan_unresolved(dir, error).findings,
             ..Default::default()
         },
         Err(_) => load(None),
@@ -114,7 +115,7 @@ pub enum ServiceError {
     Reconcile {
         key: ObjectKey,
         #[source]
-        source: roundtable_core::reconcile::Error,
+        source: roundtable_reconcilers::reconcile::Error,
     },
     #[error("cannot run the diagnostic")]
     Diagnose(#[from] diagnostics::DiagnoseError),
@@ -133,7 +134,7 @@ pub struct Service {
     runtime: Arc<dyn SessionRuntime>,
     /// Parsed spec files kept between calls (a long-lived process: the daemon's API), so a
     /// request parses only the files that changed since the last one.
-    scan_cache: Option<Arc<std::sync::Mutex<roundtable_core::source::ScanCache>>>,
+    scan_cache: Option<Arc<std::sync::Mutex<roundtable_source::ScanCache>>>,
     /// The key admission verifies receipts' anchors in the chain under (nothing is appended
     /// with it); without one no receipt is anchored.
     anchor_key: Option<Arc<roundtable_store::audit::AuditKey>>,
@@ -161,7 +162,7 @@ pub struct EngineUnreachable {
 impl EngineUnreachable {
     /// `status`'s row for it: an error (`status --exit-code` exits 1), health unknown.
     pub fn status_row(&self) -> ObjectStatus {
-        roundtable_core::status::row::engine_unreachable(&self.endpoint, self.to_string())
+        row::engine_unreachable(&self.endpoint, self.to_string())
     }
 
     /// `plan`'s line for it: `?`, nothing about images and executions can be told.
@@ -280,7 +281,7 @@ impl Service {
     /// This service, keeping parsed spec files between calls in `cache` (the daemon's own, when
     /// it scans the same folder).
     #[must_use]
-    pub fn with_scan_cache(mut self, cache: Arc<std::sync::Mutex<roundtable_core::source::ScanCache>>) -> Self {
+    pub fn with_scan_cache(mut self, cache: Arc<std::sync::Mutex<roundtable_source::ScanCache>>) -> Self {
         self.scan_cache = Some(cache);
         self
     }
@@ -298,7 +299,7 @@ impl Service {
         Ok(tokio::task::spawn_blocking(move || match cache {
             Some(cache) => {
                 let mut cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                roundtable_core::source::scan_cached(&project, &mut cache)
+                roundtable_source::scan_cached(&project, &mut cache)
             }
             None => scan(&project),
         })
@@ -338,19 +339,22 @@ impl Service {
             },
         };
         let mut rows: Vec<ObjectStatus> = unreachable.iter().map(EngineUnreachable::status_row).collect();
-        rows.extend(self.store.disk_full().as_ref().map(roundtable_core::status::row::store_full));
-        rows.extend(roundtable_core::status::status(&self.store, &scanned, &leftovers).await?);
+        rows.extend(self.store.disk_full().as_ref().map(row::store_full));
+        rows.extend(roundtable_reconcilers::status::status(&self.store, &scanned, &leftovers).await?);
         self.override_drift(&scanned, &mut rows).await?;
         let sessions = self.store.sessions(None).await?;
-        rows.extend(roundtable_core::egress::status_rows(&sessions));
-        rows.extend(roundtable_core::broker::status_rows(&sessions));
+        // Each running session's sidecars report; the rows are made from the reports in one place.
+        let gateways = roundtable_execution::egress::serving_reports(&sessions);
+        rows.extend(gateways.map(|(session, report)| row::gateway(session, &report)));
+        let brokers = roundtable_execution::broker::serving_reports(&sessions);
+        rows.extend(brokers.map(|(session, report)| row::broker(session, &report)));
         if self.store.is_shared() {
             rows.extend(self.controller_rows().await?);
         }
         // Labelled leftovers are listed above; here the sessions and proposals past retention.
         let declared = BTreeSet::new();
         for item in prune::find(&self.store, None, self.project_id(), &declared, retention, &runs).await? {
-            rows.push(roundtable_core::status::row::requires_pruning(item.kind.as_str(), item.name, &item.why));
+            rows.push(row::requires_pruning(item.kind.as_str(), item.name, &item.why));
         }
         Ok(rows)
     }
@@ -380,7 +384,7 @@ impl Service {
                     if running.is_empty() { "nothing".to_owned() } else { running.join(", ") }
                 ),
             };
-            roundtable_core::status::row::controller(c.id, c.started_at, c.sync_note.is_some(), live, message)
+            row::controller(c.id, c.started_at, c.sync_note.is_some(), live, message)
         });
         Ok(rows.collect())
     }
@@ -425,7 +429,7 @@ impl Service {
     /// What reconciling now would change; nothing is changed.
     pub async fn plan(&self) -> Result<Plan> {
         let scanned = self.scan().await?;
-        let changes = roundtable_core::status::plan(&self.store, &self.reconciler(), &scanned).await?;
+        let changes = roundtable_reconcilers::status::plan(&self.store, &self.reconciler(), &scanned).await?;
         let engine_unreachable = self.engine_unreachable().await;
         Ok(Plan { changes, file_errors: scanned.errors().cloned().collect(), engine_unreachable })
     }
@@ -433,7 +437,7 @@ impl Service {
     /// Conditions, stored spec, observed status and recent events of one object.
     pub async fn describe(&self, key: &ObjectKey) -> Result<DescribeItem> {
         let scanned = self.scan().await?;
-        let rows = roundtable_core::status::status(&self.store, &scanned, &[]).await?;
+        let rows = roundtable_reconcilers::status::status(&self.store, &scanned, &[]).await?;
         let Some(row) = rows.into_iter().find(|r| r.kind == key.kind.as_str() && r.name == key.name) else {
             return Err(ServiceError::UnknownObject { key: key.clone() });
         };
@@ -473,7 +477,7 @@ impl Service {
     /// its API instead), clearing a stall; when to look again, if the reconciler says.
     pub async fn reconcile_in_process(&self, key: &ObjectKey) -> Result<Option<Duration>> {
         let scanned = self.scan().await?;
-        roundtable_core::desired::sync(&self.store, &self.store, &scanned).await?;
+        roundtable_reconcilers::desired::sync(&self.store, &self.store, &scanned).await?;
         if self.store.object(key).await?.is_none() {
             return Err(ServiceError::UnknownObject { key: key.clone() });
         }
@@ -513,13 +517,13 @@ impl Service {
     /// What one session's agent printed (as kept).
     pub async fn session_logs(&self, id_or_prefix: &str) -> Result<SessionLogs> {
         let session = self.session_record(id_or_prefix).await?;
-        let folder = session.exec_dir.as_deref().map(roundtable_core::execution::ExecutionFolder::at);
-        let read = |log: fn(&roundtable_core::execution::ExecutionFolder) -> PathBuf| -> Vec<u8> {
+        let folder = session.exec_dir.as_deref().map(roundtable_execution::ExecutionFolder::at);
+        let read = |log: fn(&roundtable_execution::ExecutionFolder) -> PathBuf| -> Vec<u8> {
             folder.as_ref().and_then(|folder| std::fs::read(log(folder)).ok()).unwrap_or_default()
         };
         Ok(SessionLogs {
-            stdout: read(roundtable_core::execution::ExecutionFolder::stdout_log),
-            stderr: read(roundtable_core::execution::ExecutionFolder::stderr_log),
+            stdout: read(roundtable_execution::ExecutionFolder::stdout_log),
+            stderr: read(roundtable_execution::ExecutionFolder::stderr_log),
             stdout_truncated: session.stdout_truncated,
             stderr_truncated: session.stderr_truncated,
             session: session.id,
@@ -529,7 +533,7 @@ impl Service {
     /// The gateway's and the broker's decision logs of a session, when its folder is still there.
     pub async fn session_sidecar_logs(&self, id_or_prefix: &str) -> Result<SidecarLogs> {
         let session = self.session_record(id_or_prefix).await?;
-        let Some(folder) = session.exec_dir.as_deref().map(roundtable_core::execution::ExecutionFolder::at) else {
+        let Some(folder) = session.exec_dir.as_deref().map(roundtable_execution::ExecutionFolder::at) else {
             return Ok(SidecarLogs::default());
         };
         Ok(SidecarLogs {
@@ -624,7 +628,7 @@ mod tests {
         assert_eq!(engine.name, "unix:///nonexistent.sock");
         assert_eq!((engine.sync, engine.health), (SyncStatus::Error, Health::Unknown));
         assert!(engine.message.contains("unix:///nonexistent.sock") && engine.message.contains("connection refused"));
-        assert_eq!(roundtable_core::status::exit_code(&rows), 1, "status --exit-code exits 1");
+        assert_eq!(roundtable_reconcilers::status::exit_code(&rows), 1, "status --exit-code exits 1");
 
         let plan = service.plan().await.expect("plan");
         let unreachable = plan.engine_unreachable.expect("the plan says the engine is unreachable");

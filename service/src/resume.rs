@@ -91,7 +91,7 @@ impl Service {
         };
         let now = roundtable_store::now();
         let record = SessionRecord {
-            id: roundtable_core::execution::new_session_id(),
+            id: roundtable_execution::new_session_id(),
             assignment: request.assignment.clone(),
             // Generation 0: never counted as a run of any execution generation.
             execution_generation: 0,

@@ -35,7 +35,7 @@ pub async fn run(global: &Global, retention: Duration, dry_run: bool, format: Fo
                 (None, false) => format!("removed: {}", pruned.item.why),
             };
             let (kind, name) = (pruned.item.kind.as_str(), pruned.item.name.clone());
-            roundtable_core::status::row::pruned(kind, name, pruned.error.is_some(), message)
+            roundtable_reconcilers::status::row::pruned(kind, name, pruned.error.is_some(), message)
         })
         .collect();
     match format {

@@ -7,11 +7,12 @@ use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
 
-use roundtable_core::daemon::{self, DaemonConfig};
-use roundtable_core::execution::ExecutionConfig;
-use roundtable_core::source::Project;
-use roundtable_core::source::follow::{Follow, Mode, mark};
-use roundtable_core::source::mirror::Remote;
+use roundtable_daemon::{self as daemon, DaemonConfig};
+use roundtable_execution::ExecutionConfig;
+use roundtable_source::Project;
+use roundtable_source::follow::Follow;
+use roundtable_source::mark::{Mode, mark};
+use roundtable_source::mirror::Remote;
 use roundtable_store::Store;
 use roundtable_store::audit::{AuditKey, KeyChoice};
 use std::time::Duration;
@@ -94,7 +95,7 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     };
     let runtime = crate::commands::state::runtime().await;
     register_metrics();
-    let link = roundtable_core::daemon::DaemonLink::default();
+    let link = roundtable_daemon::DaemonLink::default();
     let api = serve_api(args, (&store, &runtime), &link, &execution, hook).await?;
     match runtime.health().await {
         Ok(health) => {
@@ -210,13 +211,13 @@ fn execution_config(
         audit_key: Some(std::sync::Arc::new(audit_key)),
         gates: true,
         lease_ttl: args.lease_ttl.as_std(),
-        egress: roundtable_core::egress::EgressOptions {
+        egress: roundtable_execution::egress::EgressOptions {
             resolver: args.gateway_resolver,
             allow_cidrs: args.gateway_allow_cidrs.iter().map(|cidr| cidr.net()).collect(),
             dial_allow: args.gateway_dial_allow.iter().map(|cidr| cidr.net()).collect(),
             max_tunnels: args.gateway_max_tunnels.max(1),
             broker_test_roots: match &args.broker_test_ca {
-                Some(path) => roundtable_core::broker::read_test_roots(path)?,
+                Some(path) => roundtable_execution::broker::read_test_roots(path)?,
                 None => Vec::new(),
             },
         },
@@ -260,7 +261,7 @@ impl ServedApi {
 async fn serve_api(
     args: &StartArgs,
     (store, runtime): (&Store, &std::sync::Arc<dyn roundtable_session_runtime::SessionRuntime>),
-    link: &roundtable_core::daemon::DaemonLink,
+    link: &roundtable_daemon::DaemonLink,
     execution: &ExecutionConfig,
     hook: Option<std::sync::Arc<roundtable_api::hook::GitHook>>,
 ) -> anyhow::Result<ServedApi> {
@@ -299,9 +300,9 @@ async fn serve_api(
         // or for a git source, which has none, the state directory.
         None => {
             let folder = match &project.repos {
-                roundtable_core::source::Repos::Root => project.root.clone(),
-                roundtable_core::source::Repos::Checkout(top) => top.clone(),
-                roundtable_core::source::Repos::Mirror(_) => std::path::absolute(&project.state_dir)?,
+                roundtable_source::Repos::Root => project.root.clone(),
+                roundtable_source::Repos::Checkout(top) => top.clone(),
+                roundtable_source::Repos::Mirror(_) => std::path::absolute(&project.state_dir)?,
             };
             folder.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "default".into())
         }

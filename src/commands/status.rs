@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use roundtable_core::status::exit_code;
+use roundtable_reconcilers::status::exit_code;
 use roundtable_specs::List;
 use roundtable_specs::output::{Health, ObjectStatus, SyncStatus};
 

@@ -3,7 +3,9 @@
 use roundtable_specs::ObjectKey;
 use sqlx::Row;
 
-use crate::audit::{EntryView, stored_columns};
+use roundtable_specs::audit::ReconcileEvent;
+
+use crate::audit::{AuditKey, AuditedEntry, EntryView, Head, stored_columns};
 use crate::{Result, Store, now};
 
 /// The reason shown for an audited event whose sealed entry does not read.
@@ -54,6 +56,27 @@ pub struct EventRecord {
 }
 
 impl Store {
+    /// Appends reconcile events to the chain in one transaction: each entry's record carries
+    /// the event's severity, reason and message, which is what `describe` shows of it. `None`
+    /// when there were none.
+    pub async fn append_audited_events(&self, key: &AuditKey, events: &[NewEvent<'_>]) -> Result<Option<Head>> {
+        if events.is_empty() {
+            return Ok(None);
+        }
+        let subjects: Vec<String> = events.iter().map(|e| format!("{}/{}", e.object.kind, e.object.name)).collect();
+        let entries: Vec<AuditedEntry<'_>> = events
+            .iter()
+            .zip(&subjects)
+            .map(|(event, subject)| {
+                let record =
+                    ReconcileEvent { severity: event.severity.as_str(), reason: event.reason, message: event.message };
+                AuditedEntry::of(subject, &record)
+            })
+            .collect::<Result<_, _>>()
+            .map_err(crate::Error::Record)?;
+        self.append_chained(key, &entries, false).await.map(Some)
+    }
+
     /// Appends a plain (unaudited) event and returns its id.
     pub async fn append_event(&self, event: &NewEvent<'_>) -> Result<i64> {
         let row = sqlx::query(

@@ -371,7 +371,7 @@ async fn a_brokered_adapter_missing_one_of_its_keys_fails_closed_before_any_cont
     std::fs::write(&secrets, format!("ACME_API_KEY={KEY}\n")).expect("secrets");
     std::fs::set_permissions(&secrets, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
     let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.path().to_path_buf());
-    let project = roundtable_core::source::Project::resolve(&root.path().join(".roundtable")).expect("project").id;
+    let project = roundtable_source::Project::resolve(&root.path().join(".roundtable")).expect("project").id;
     let daemon = start_daemon(root.path(), &["--secrets-file", secrets.to_str().expect("utf-8")], executions.path());
 
     let sessions = || json(&roundtable(root.path(), &["sessions", "list", "--format", "json"]))["items"].clone();

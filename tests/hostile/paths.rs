@@ -4,7 +4,7 @@
 //! files on the case-insensitive checkouts where reviewers open branches), is flagged
 //! `protectedPath`, so the `protectedPaths` gate holds it for review.
 
-use roundtable_core::execution::proposal_flags;
+use roundtable_execution::proposal_flags;
 use roundtable_specs::session::ProposalFlagKind;
 
 /// What an agent writes to run code in CI, or in a reviewer's editor, without a review.

@@ -127,7 +127,7 @@ async fn a_required_runtime_class_the_engine_lacks_runs_nothing_of_the_adapters_
     let tag = OwnTag::new("runtime");
     let dir = project(&tag.0);
     let root = dir.path();
-    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let created = Creations::watch();
 
     let executions = tempfile::tempdir().expect("tempdir");
@@ -176,7 +176,7 @@ async fn a_canary_before_any_daemon_decides_by_the_declared_policy_and_runs_noth
     let tag = OwnTag::new("canary");
     let dir = project(&tag.0);
     let root = dir.path();
-    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let created = Creations::watch();
     let canary = roundtable(root, &["admission", "canary", "boxed"]);
     let said = format!("{}{}", crate::support::stdout(&canary), crate::support::stderr(&canary));
@@ -197,7 +197,7 @@ async fn diagnostics_of_an_adapter_refused_its_runtime_class_start_nothing() {
     let tag = OwnTag::new("diagnostics");
     let dir = project(&tag.0);
     let root = dir.path();
-    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let created = Creations::watch();
     let executions = tempfile::tempdir().expect("tempdir");
     let _show = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());

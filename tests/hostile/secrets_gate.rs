@@ -468,7 +468,7 @@ async fn the_diagnostics_report_carries_none_of_the_six_formats() {
     write(root, ".roundtable/specs.yaml", &adapter);
     let runtime: Arc<dyn roundtable_session_runtime::SessionRuntime> =
         Arc::new(roundtable_docker::DockerRuntime::connect().await.expect("engine"));
-    let project = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project");
+    let project = roundtable_source::Project::resolve(&root.join(".roundtable")).expect("project");
     let service = roundtable_service::Service::open(&project, runtime).await.expect("service");
     let report = service.diagnose("leaky", &binary()).await.expect("diagnose");
     let kept = service.diagnostic(&report.id).await.expect("kept");

@@ -335,7 +335,7 @@ async fn enforce_refuses_an_unsealed_adapter_until_it_is_sealed() {
     let message = ready.as_ref().and_then(|r| r["message"].as_str()).unwrap_or_default().to_owned();
     assert!(message.contains("no_receipt") && message.contains("admission check generic --seal"), "{message}");
     // The refusal came before anything was created: no agent container ever ran for it.
-    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let labelled = engine.labelled(&project_id).await.expect("labelled");
     assert!(
         labelled.iter().all(|r| r.labels.get("roundtable.dev/assignment").map(String::as_str) != Some("gated")),

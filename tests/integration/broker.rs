@@ -130,7 +130,7 @@ async fn hostile_run(engine: &roundtable_docker::Engine, mode: &str, address: &s
     let daemon = start_daemon(root.path(), &args, executions.path());
 
     // While the agent sleeps at the end, the container is there to inspect.
-    let project = roundtable_core::source::Project::resolve(&root.path().join(".roundtable")).expect("project").id;
+    let project = roundtable_source::Project::resolve(&root.path().join(".roundtable")).expect("project").id;
     let mut inspected = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     while inspected.is_empty() && std::time::Instant::now() < deadline {

@@ -157,7 +157,7 @@ async fn labelled_leftovers_no_spec_owns_require_pruning() {
     let Some(engine) = crate::support::engine_or_skip().await else { return };
     let project = spec_tree(&[(".roundtable/adapters.yaml", MOCK)]);
     let root = project.path();
-    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let name = format!("rt-leftover-{}", std::process::id());
     let labels = Ownership {
         project: project_id,

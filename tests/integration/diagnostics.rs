@@ -50,7 +50,7 @@ fn project() -> tempfile::TempDir {
 async fn service(root: &Path) -> Service {
     let runtime: Arc<dyn roundtable_session_runtime::SessionRuntime> =
         Arc::new(roundtable_docker::DockerRuntime::connect().await.expect("engine"));
-    let project = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project");
+    let project = roundtable_source::Project::resolve(&root.join(".roundtable")).expect("project");
     Service::open(&project, runtime).await.expect("service")
 }
 
@@ -60,7 +60,7 @@ fn status(report: &DiagnosticReport, name: &str) -> CheckStatus {
 
 /// Names of the running probe containers of the project in `root`.
 fn probe_containers(root: &Path) -> Vec<String> {
-    let project = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project = roundtable_source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let listed = docker(&[
         "ps",
         "--filter",

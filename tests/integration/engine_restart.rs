@@ -29,7 +29,7 @@ fn sessions(root: &Path, assignment: &str) -> Vec<serde_json::Value> {
 /// Waits until the agent's `command` runs in the project's container: past the launch and the
 /// self-check.
 async fn agent_running(engine: &Engine, root: &Path, command: &str) {
-    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let containers = engine.labelled(&project_id).await.expect("list");

@@ -187,7 +187,7 @@ async fn assignments_become_sessions_and_pending_proposals() {
     let row = |name: &str| status["items"].as_array().and_then(|rows| rows.iter().find(|r| r["name"] == name).cloned());
     assert_eq!(row("shapes").expect("shapes")["health"], "Healthy");
     assert_eq!(row("failing").expect("failing")["health"], "Unhealthy");
-    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let leftovers = engine.labelled(&project_id).await.expect("list");
     assert!(leftovers.is_empty(), "labelled resources left behind: {leftovers:?}");
 }
@@ -356,7 +356,7 @@ async fn a_source_repo_that_resolves_outside_the_project_root_starts_nothing() {
     assert!(message.contains("outside the project root") && message.contains("linked"), "{message}");
     let exec_dir = executions.path().join(session["id"].as_str().expect("id"));
     assert!(!exec_dir.join("source").exists(), "nothing was exported");
-    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     assert!(engine.labelled(&project_id).await.expect("list").is_empty(), "no container was created");
     // The lexical form is refused before anything runs.
     std::fs::write(root.join(".roundtable/specs.yaml"), specs.replace("repo: linked", "repo: sub/../../elsewhere"))
@@ -382,7 +382,7 @@ async fn sigterm_cancels_a_running_execution_after_the_grace_then_the_next_start
     let mut first = start_daemon(root, &["--grace", "1s"], executions.path());
     let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
     wait_until("the first session to run", || session_phases(root, "stopped") == ["Running"]).await;
-    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     wait_until("its container", || {
         let listed = Command::new("docker")
             // The session's agent container (admission probes come and go before it).
@@ -440,7 +440,7 @@ async fn prune_removes_what_is_past_retention_and_unowned() {
         std::path::PathBuf::from(format!("{}/{}", executions.path().display(), session["id"].as_str().expect("id")));
     assert!(exec_dir.is_dir());
     // A labelled leftover of an Assignment that no longer exists.
-    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let labels = roundtable_session_runtime::labels::Ownership {
         project: project_id.clone(),
         assignment: Some("gone".into()),
@@ -654,7 +654,7 @@ async fn hostile_agents(engine: &roundtable_docker::Engine, env: &[(&str, &str)]
     assert_eq!(bomb["phase"], "Failed", "{bomb:#}");
     let filler = session("filler");
     assert!(filler["phase"] == "Failed" || proposal_of("filler").is_some_and(|p| p.len() < 64 << 20), "{filler:#}");
-    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     assert!(engine.labelled(&project_id).await.expect("list").is_empty());
 }
 
@@ -728,7 +728,7 @@ async fn a_full_disk_under_the_execution_root_fails_the_execution_cleanly() {
     let session = &sessions["items"][0];
     assert_eq!(session["cause"], "ProvisionFailed", "{session:#}");
     assert!(session["message"].as_str().is_some_and(|m| m.contains("No space left")), "{session:#}");
-    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     assert!(engine.labelled(&project_id).await.expect("list").is_empty(), "no container was started");
 }
 
@@ -780,7 +780,7 @@ async fn prune_from_another_state_directory_leaves_a_live_session_alone() {
     let executions = tempfile::tempdir().expect("tempdir");
     let daemon = start_daemon(root, &["--grace", "1s"], executions.path());
     let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
-    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let running = || {
         let listed = Command::new("docker")
             // The session's agent container (admission probes come and go before it).

@@ -502,7 +502,7 @@ async fn two_controllers_on_postgres_following_one_source_run_each_assignment_on
     }
     drop(daemons);
     for name in ["a", "b"] {
-        let project = roundtable_core::source::Project::resolve(&fixture.path().join(".roundtable"))
+        let project = roundtable_source::Project::resolve(&fixture.path().join(".roundtable"))
             .expect("project")
             .with_state(
                 fixture.path().join(format!("state-{name}")),

@@ -198,7 +198,7 @@ async fn a_controller_cut_off_from_its_store_stops_its_execution_in_time_and_rej
     // The fence is what the engine shows: the agent's container has stopped before the lease
     // can expire (6 s after its last renewal, so at most 6 s after the cut) and the other
     // controller take the execution over. A log line saying so proves nothing.
-    let project = roundtable_core::source::Project::resolve(&first.path().join(".roundtable")).expect("project").id;
+    let project = roundtable_source::Project::resolve(&first.path().join(".roundtable")).expect("project").id;
     let lease_ttl = Duration::from_secs(6);
     while engine.labelled(&project).await.expect("list").iter().any(|found| found.running) {
         assert!(cut_at.elapsed() < lease_ttl, "its container still runs {:?} after the cut", cut_at.elapsed());

@@ -163,7 +163,7 @@ async fn each_provider_cli_reads_its_manifest_calls_tools_through_the_bridge_and
     let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
 
     // While the agents run, nothing the engine shows about their containers holds a capability.
-    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let mut inspected = 0;
     let deadline = Instant::now() + Duration::from_secs(120);
     let sessions = loop {
@@ -269,7 +269,7 @@ async fn each_provider_cli_reads_its_manifest_calls_tools_through_the_bridge_and
 
 /// Home volumes of the project in `root`.
 fn home_volumes(root: &std::path::Path) -> Vec<String> {
-    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let out = std::process::Command::new("docker")
         .args(["volume", "ls", "-q", "--filter", "label=roundtable.dev/purpose=home"])
         .args(["--filter", &format!("label=roundtable.dev/project={project_id}")])
@@ -398,7 +398,7 @@ async fn a_new_repository_at_a_reused_path_gets_an_empty_home_and_never_the_old_
         }
     };
     check_out("# The first repository\n");
-    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let _remove = RemoveHomes(project_id);
     run_once("the first repository's run").await;
     let first = home_volumes(&root);

@@ -258,7 +258,7 @@ pub fn session_phases(root: &Path, assignment: &str) -> Vec<String> {
 
 /// Waits (up to 20 s) until no container or volume labelled for the project in `root` remains.
 pub async fn nothing_left(engine: &roundtable_docker::Engine, root: &Path) {
-    let project_id = roundtable_core::source::Project::resolve(&root.join(".roundtable")).expect("project").id;
+    let project_id = roundtable_source::Project::resolve(&root.join(".roundtable")).expect("project").id;
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let leftovers = engine.labelled(&project_id).await.expect("list");

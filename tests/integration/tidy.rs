@@ -107,7 +107,9 @@ fn controller_layers_stay_apart() {
     {
         let deps = graph.get(runtime).unwrap_or_else(|| panic!("{runtime} in the lock file"));
         assert!(!deps.iter().any(|dep| dep == "roundtable-store"), "{runtime} does not reach into the state store");
-        assert!(!deps.iter().any(|dep| dep == "roundtable-core"), "{runtime} knows no reconciler");
+        for above in ["roundtable-reconcilers", "roundtable-execution", "roundtable-daemon"] {
+            assert!(!deps.iter().any(|dep| dep == above), "{runtime} knows no reconciler ({above})");
+        }
     }
     let store = graph.get("roundtable-store").expect("store in lock");
     assert!(!store.iter().any(|dep| dep == "bollard"), "the store does not talk to the engine");
@@ -125,7 +127,16 @@ fn only_the_docker_runtime_depends_on_an_engine_crate() {
         .map(|(name, _)| name)
         .collect();
     assert_eq!(direct, ["roundtable-docker"], "crates that depend on bollard directly");
-    for neutral in ["roundtable-session-runtime", "roundtable-workspace", "roundtable-core", "roundtable-service"] {
+    let neutral_crates = [
+        "roundtable-session-runtime",
+        "roundtable-workspace",
+        "roundtable-source",
+        "roundtable-reconcilers",
+        "roundtable-execution",
+        "roundtable-daemon",
+        "roundtable-service",
+    ];
+    for neutral in neutral_crates {
         let seen = reachable(neutral);
         assert!(!seen.contains("bollard"), "{neutral} reaches bollard: {seen:?}");
         assert!(!seen.contains("roundtable-docker"), "{neutral} names the Docker runtime");
@@ -262,7 +273,7 @@ fn controller_depends_on_no_engine_store_or_api_crate() {
         "roundtable-session-runtime",
         "roundtable-workspace",
         "roundtable-gateway",
-        "roundtable-core",
+        "roundtable-reconcilers",
     ];
     let found: Vec<&&str> = forbidden.iter().filter(|name| seen.contains(**name)).collect();
     assert!(found.is_empty(), "controller (transitively) depends on {found:?}");
@@ -328,7 +339,7 @@ fn reconcilers_act_only_through_backend_traits() {
     .map(str::to_owned)
     .into();
     let files: Vec<std::path::PathBuf> =
-        reconcilers.iter().map(|name| repo_root().join("core/src").join(name)).collect();
+        reconcilers.iter().map(|name| repo_root().join("reconcilers/src").join(name)).collect();
     let missing: Vec<String> = files.iter().filter(|path| !path.is_file()).map(|path| relative(path)).collect();
     assert!(missing.is_empty(), "the reconciler modules moved; update this list: {missing:?}");
     let found = occurrences(&files, &needles, false);
@@ -426,13 +437,19 @@ fn nothing_is_applied_outside_a_scratch_repository() {
     assert_eq!(spawners.len(), 1, "git is spawned from one place only: {spawners:?}");
 }
 
+/// The workspace's members, as the root manifest lists them (`.` for the root package).
+fn workspace_members() -> Vec<String> {
+    let root = std::fs::read_to_string(repo_root().join("Cargo.toml")).expect("Cargo.toml");
+    let members = root.split("members = [").nth(1).and_then(|rest| rest.split(']').next()).expect("members");
+    members.split(',').map(|m| m.trim().trim_matches('"').to_owned()).filter(|m| !m.is_empty()).collect()
+}
+
 /// The Roundtable crates each workspace package's `[dependencies]` names (dev and build
 /// dependencies are not part of the layering), by crate name without the `roundtable-` prefix.
 fn manifest_layers() -> BTreeMap<String, BTreeSet<String>> {
-    let root = std::fs::read_to_string(repo_root().join("Cargo.toml")).expect("Cargo.toml");
-    let members = root.split("members = [").nth(1).and_then(|rest| rest.split(']').next()).expect("members");
     let mut layers = BTreeMap::new();
-    for member in members.split(',').map(|m| m.trim().trim_matches('"')).filter(|m| !m.is_empty()) {
+    for member in workspace_members() {
+        let member = member.as_str();
         if member.starts_with("tests/") {
             continue; // test helpers, outside the product's layering
         }
@@ -596,15 +613,14 @@ fn bold_leads(markdown: &str) -> Vec<String> {
 /// `**Root package `roundtable` (`src/`).**`.
 #[test]
 fn every_crate_has_a_paragraph_in_the_code_map() {
-    let root = std::fs::read_to_string(repo_root().join("Cargo.toml")).expect("Cargo.toml");
-    let members = root.split("members = [").nth(1).and_then(|rest| rest.split(']').next()).expect("members");
     let map = std::fs::read_to_string(repo_root().join("docs/architecture.md")).expect("architecture.md");
     let section = map.split("\n## Code map\n").nth(1).expect("a Code map section");
     let section = section.split("\n## ").next().unwrap_or_default();
     let leads = bold_leads(section);
     let mut unmapped = Vec::new();
     let mut count = 0;
-    for member in members.split(',').map(|m| m.trim().trim_matches('"')).filter(|m| !m.is_empty()) {
+    for member in workspace_members() {
+        let member = member.as_str();
         count += 1;
         let manifest = std::fs::read_to_string(repo_root().join(member).join("Cargo.toml")).expect(member);
         let package = manifest
@@ -673,10 +689,37 @@ fn the_cli_reference_names_every_command() {
     assert!(missing.is_empty(), "docs/cli.md does not name these commands: {missing:#?}");
 }
 
-/// The modules a crate's top-level module `crate::X` names outside its tests: `crate::a::…` and
-/// each name in `crate::{a, b::c}`.
+/// What a crate root (`lib.rs` or `main.rs`) re-exports, by name: `pub use module::{A, b::C}`
+/// makes `crate::A` and `crate::C` names of `module`.
+fn reexports(src: &Path) -> BTreeMap<String, String> {
+    let mut names = BTreeMap::new();
+    for root in ["lib.rs", "main.rs"] {
+        let Ok(text) = std::fs::read_to_string(src.join(root)) else { continue };
+        let production = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for line in production.lines().map(str::trim) {
+            let Some(rest) = line.strip_prefix("pub use ").or_else(|| line.strip_prefix("pub(crate) use ")) else {
+                continue;
+            };
+            let rest = rest.trim_start_matches("self::").trim_start_matches("crate::").trim_end_matches(';');
+            let Some((module, named)) = rest.split_once("::") else { continue };
+            for name in named.trim_matches(|c| c == '{' || c == '}').split(',') {
+                let name = name.rsplit(" as ").next().unwrap_or_default();
+                let name = name.rsplit("::").next().unwrap_or_default().trim();
+                if !name.is_empty() && name != "self" {
+                    names.insert(name.to_owned(), module.to_owned());
+                }
+            }
+        }
+    }
+    names
+}
+
+/// The modules a crate's top-level module names outside its tests and comments: `crate::a::…`,
+/// each name in `crate::{a, b::c}`, a name the crate root re-exports from a module (`crate::A`
+/// for `pub use a::A`), and, in a file directly under `src/`, `super::a` (the crate root too).
 fn module_imports(crate_dir: &str) -> BTreeMap<String, BTreeSet<String>> {
     let src = repo_root().join(crate_dir).join("src");
+    let reexported = reexports(&src);
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -689,15 +732,32 @@ fn module_imports(crate_dir: &str) -> BTreeMap<String, BTreeSet<String>> {
             continue;
         }
         let text = std::fs::read_to_string(&path).expect("read");
-        let production = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let production: String = text
+            .split("#[cfg(test)]")
+            .next()
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let roots: &[&str] = if relative.components().count() == 1 { &["crate::", "super::"] } else { &["crate::"] };
         let named = graph.entry(module.clone()).or_default();
-        for (at, _) in production.match_indices("crate::") {
-            let rest = &production[at + "crate::".len()..];
-            let targets: Vec<String> = match rest.strip_prefix('{') {
-                Some(group) => group.split('}').next().unwrap_or_default().split(',').map(|n| word(n.trim())).collect(),
-                None => vec![word(rest)],
-            };
-            named.extend(targets.into_iter().filter(|t| !t.is_empty() && *t != module));
+        for root in roots {
+            for (at, _) in production.match_indices(root) {
+                let preceded = production[..at].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_');
+                if preceded {
+                    continue;
+                }
+                let rest = &production[at + root.len()..];
+                let targets: Vec<String> = match rest.strip_prefix('{') {
+                    Some(group) => {
+                        group.split('}').next().unwrap_or_default().split(',').map(|n| word(n.trim())).collect()
+                    }
+                    None => vec![word(rest)],
+                };
+                let targets = targets.into_iter().map(|t| reexported.get(&t).cloned().unwrap_or(t));
+                named.extend(targets.filter(|t| !t.is_empty() && *t != module));
+            }
         }
     }
     let modules: BTreeSet<String> = graph.keys().cloned().collect();
@@ -735,25 +795,12 @@ fn a_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
     graph.keys().find_map(|node| visit(graph, node, &mut Vec::new(), &mut done))
 }
 
-/// No module imports one that imports it back, so each crate reads bottom-up. `core` and `api`
-/// still have such loops (the execution manager and its sidecars and status; the router and the
-/// handlers it names); every other crate has none and keeps none.
+/// No module imports one that imports it back, so each crate reads bottom-up: every member of
+/// the workspace, the binary's `src/` included, with no exemption.
 #[test]
 fn no_crate_has_a_module_import_cycle() {
-    let crates = [
-        "specs",
-        "telemetry",
-        "controller",
-        "store",
-        "workspace",
-        "session-runtime",
-        "docker",
-        "incontainer",
-        "gateway",
-        "agents",
-        "admission",
-        "service",
-    ];
+    let crates = workspace_members();
+    assert!(crates.len() > 20 && crates.iter().any(|c| c == "reconcilers"), "found {crates:?}");
     let cycles: Vec<String> = crates
         .iter()
         .filter_map(|name| a_cycle(&module_imports(name)).map(|cycle| format!("{name}: {}", cycle.join(" -> "))))
@@ -761,4 +808,7 @@ fn no_crate_has_a_module_import_cycle() {
     assert!(cycles.is_empty(), "module import cycles: {cycles:#?}");
     let specs = module_imports("specs");
     assert!(specs.len() > 20 && specs.values().any(|named| !named.is_empty()), "found too little: {specs:?}");
+    // A re-exported name is an edge to the module that defines it.
+    let source = module_imports("source");
+    assert!(source["follow"].contains("project"), "`crate::Project` is `project`'s: {source:?}");
 }

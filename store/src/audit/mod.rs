@@ -8,7 +8,7 @@ mod anchor;
 mod key;
 mod view;
 
-use roundtable_specs::audit::{AuditRecord, EntryKind, ReconcileEvent};
+use roundtable_specs::audit::{AuditRecord, EntryKind};
 use sqlx::Row;
 
 pub use anchor::{Anchor, RECEIPT_ENTRY};
@@ -208,27 +208,6 @@ impl Store {
         self.append_chained(key, std::slice::from_ref(entry), false).await
     }
 
-    /// Appends reconcile events to the chain in one transaction: each entry's record carries
-    /// the event's severity, reason and message, which is what `describe` shows of it. `None`
-    /// when there were none.
-    pub async fn append_audited_events(&self, key: &AuditKey, events: &[crate::NewEvent<'_>]) -> Result<Option<Head>> {
-        if events.is_empty() {
-            return Ok(None);
-        }
-        let subjects: Vec<String> = events.iter().map(|e| format!("{}/{}", e.object.kind, e.object.name)).collect();
-        let entries: Vec<AuditedEntry<'_>> = events
-            .iter()
-            .zip(&subjects)
-            .map(|(event, subject)| {
-                let record =
-                    ReconcileEvent { severity: event.severity.as_str(), reason: event.reason, message: event.message };
-                AuditedEntry::of(subject, &record)
-            })
-            .collect::<Result<_, _>>()
-            .map_err(crate::Error::Record)?;
-        self.append_chained(key, &entries, false).await.map(Some)
-    }
-
     /// Appends `entry` ([`KEY_REPLACED`]) under a new key, its record naming the head it follows
     /// (read inside the appending transaction, so it is the head the entry links to).
     pub(crate) async fn append_replacing(&self, key: &AuditKey, entry: &AuditedEntry<'_>) -> Result<Head> {
@@ -257,7 +236,12 @@ impl Store {
         Ok(row.try_get("entries")?)
     }
 
-    async fn append_chained(&self, key: &AuditKey, entries: &[AuditedEntry<'_>], replacing: bool) -> Result<Head> {
+    pub(crate) async fn append_chained(
+        &self,
+        key: &AuditKey,
+        entries: &[AuditedEntry<'_>],
+        replacing: bool,
+    ) -> Result<Head> {
         let mut tx = self.write_transaction().await?;
         let last = sqlx::query("SELECT seq, mac FROM events WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1")
             .fetch_optional(&mut *tx)

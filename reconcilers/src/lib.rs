@@ -1,0 +1,16 @@
+//! Roundtable's per-kind reconcilers (one per kind, each observing, planning and applying), the
+//! conditions they set, the status rows they produce, and the status, plan and prune views
+//! computed from them without acting, over the backends they drive.
+
+pub mod adapter;
+pub mod assignment;
+pub mod backend;
+pub mod conditions;
+pub mod desired;
+pub mod prune;
+pub mod reconcile;
+pub mod request;
+pub mod status;
+
+pub use reconcile::ObjectReconciler;
+pub use request::{ActiveRun, ExecutionRequest, RUNNING_RECHECK};

@@ -1,0 +1,437 @@
+//! The reconciler the controller runs for every object: observe, plan and apply as separate
+//! steps (so `status` and `plan` can stop after planning), and cleanup for tombstones.
+
+use std::time::Duration;
+
+use roundtable_controller::{Action, ErrorOutcome, ReconcileError, Reconciler};
+use roundtable_specs::Spec;
+use roundtable_specs::output::{Condition, ConditionStatus};
+use roundtable_specs::{Kind, ObjectKey};
+
+use roundtable_specs::adapter::ResolvedAdapter;
+use roundtable_store::Store;
+
+use roundtable_admission::GateOutcome;
+
+use crate::adapter::{ImageState, desired_state, observe_image, resolve};
+use crate::assignment::{AssignmentObserved, decide};
+use crate::backend::{
+    AuditEvent, AuditSink, BackendError, Change, ExecutionBackend, ImageBackend, RecordedExecutions, StatusBackend,
+};
+use crate::conditions::{self, READY, STALLED, reason};
+use crate::desired::Desired;
+use crate::request::{ExecutionRequest, RUNNING_RECHECK};
+
+/// How often an Adapter whose image is missing is looked at again.
+const MISSING_IMAGE_RECHECK: Duration = Duration::from_secs(60);
+/// How often a refused Adapter or Assignment looks at its receipt again.
+const ADMISSION_RECHECK: Duration = Duration::from_secs(3);
+const ADAPTER_ADMISSION_RECHECK: Duration = Duration::from_secs(15);
+/// How often an Assignment whose adapter is not ready looks again.
+const ADAPTER_RECHECK: Duration = Duration::from_secs(1);
+/// How soon an Assignment looks again while the store's disk is full.
+const STORE_FULL_RECHECK: Duration = Duration::from_secs(5);
+
+/// What can go wrong reconciling one object.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    #[error(transparent)]
+    CorruptSpec(#[from] crate::desired::CorruptSpec),
+}
+
+impl ReconcileError for Error {
+    fn is_permanent(&self) -> bool {
+        matches!(self, Error::CorruptSpec(_))
+    }
+}
+
+/// What observing found, enough to plan without touching anything.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observed {
+    pub conditions: Vec<Condition>,
+    pub status_json: Option<String>,
+    pub observed_generation: Option<i64>,
+    /// An Adapter's template, its declaration and the operator's override, resolved once here;
+    /// planning reads this one (an Assignment's adapter is in `assignment`).
+    pub adapter: Option<ResolvedAdapter>,
+    pub image: Option<ImageState>,
+    /// An Adapter's spawn-path gates, when admission is evaluated here.
+    pub gates: Option<GateOutcome>,
+    pub assignment: Option<AssignmentObserved>,
+    /// An Adapter's runtime override of `enabled`, made by an operator through the API.
+    pub agent_override: Option<roundtable_store::AgentOverride>,
+}
+
+/// The per-object reconciler over its backends.
+#[derive(Debug, Clone)]
+pub struct ObjectReconciler<S, I, A, X = RecordedExecutions> {
+    pub status: S,
+    pub images: I,
+    pub audit: A,
+    pub executions: X,
+    /// The controller's error budget, to name why a key stalled.
+    pub error_budget: u32,
+}
+
+impl<I: ImageBackend, A: AuditSink> ObjectReconciler<Store, I, A, RecordedExecutions> {
+    /// A reconciler over the state store that reads recorded executions but never starts one
+    /// (`status`, `plan`, in-process `reconcile`).
+    pub fn new(store: Store, images: I, audit: A) -> Self {
+        let executions = RecordedExecutions(store.clone());
+        Self { status: store, images, audit, executions, error_budget: 10 }
+    }
+}
+
+impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> ObjectReconciler<S, I, A, X> {
+    pub fn with_executions(status: S, images: I, audit: A, executions: X) -> Self {
+        Self { status, images, audit, executions, error_budget: 10 }
+    }
+
+    /// The resolved adapter an Assignment names, and whether it is ready to execute.
+    async fn adapter_for(&self, name: &str) -> Result<(Option<ResolvedAdapter>, Result<(), String>), Error> {
+        let key = ObjectKey::new(Kind::Adapter, name);
+        let Some(record) = self.status.object(&key).await? else {
+            return Ok((None, Err(format!("adapter {name:?} is not declared"))));
+        };
+        let desired = Desired::from_record(&record)?;
+        let Spec::Adapter(spec) = &desired.spec else { return Ok((None, Err(format!("{key} is not an adapter")))) };
+        let agent_override = self.status.agent_override(name).await?;
+        let adapter = resolve(name, spec, agent_override.as_ref());
+        if let Some(refusing) = agent_override.filter(|_| !adapter.enabled) {
+            let why = format!("adapter {name} is {} by an operator through the API", refusing.state.as_str());
+            return Ok((Some(adapter), Err(why)));
+        }
+        let conditions = self.status.conditions(&key).await?;
+        let ready = match conditions::find(&conditions, READY) {
+            Some(c) if c.status == ConditionStatus::True => Ok(()),
+            Some(c) => Err(format!("adapter {name}: {} ({})", c.message, c.reason)),
+            None => Err(format!("adapter {name} is not reconciled yet")),
+        };
+        Ok((Some(adapter), ready))
+    }
+
+    /// Reads the store and the engine for `desired`; writes nothing.
+    pub async fn observe(&self, desired: &Desired) -> Result<Observed, Error> {
+        let record = self.status.object(&desired.key).await?;
+        let agent_override = match &desired.spec {
+            Spec::Adapter(_) => self.status.agent_override(&desired.metadata.name).await?,
+            _ => None,
+        };
+        let adapter = match &desired.spec {
+            Spec::Adapter(spec) => Some(resolve(&desired.metadata.name, spec, agent_override.as_ref())),
+            _ => None,
+        };
+        let (image, mut gates) = match &adapter {
+            Some(adapter) => {
+                let image = observe_image(&self.images, adapter).await?;
+                // A disabled adapter, or one with no image to probe, is not gated yet.
+                let gates = match image {
+                    ImageState::Present { .. } | ImageState::NotNeeded => self.images.gates(adapter, &[]).await?,
+                    _ => None,
+                };
+                (Some(image), gates)
+            }
+            None => (None, None),
+        };
+        let assignment = match &desired.spec {
+            Spec::Assignment(spec) => {
+                let generation = desired.execution_generation.unwrap_or(1);
+                // The lease first: a claim on what was read here fails if a session was recorded
+                // after the sessions below were read.
+                let lease = self.executions.lease(&desired.uid).await?;
+                let me = self.executions.controller_run();
+                let held_by =
+                    lease.as_ref().filter(|l| l.held() && Some(&l.holder) != me.as_ref()).map(|l| l.holder.clone());
+                let mut sessions = self.executions.sessions(&desired.uid).await?;
+                sessions.retain(|s| s.execution_generation == generation);
+                let (adapter, adapter_ready) = self.adapter_for(&spec.adapter).await?;
+                let active = self.executions.active_run(&desired.key.name);
+                let assignment_gates = match (&adapter, &adapter_ready) {
+                    (Some(adapter), Ok(())) => self.images.gates(adapter, &spec.requires).await?,
+                    _ => None,
+                };
+                let refused = assignment_gates.as_ref().and_then(|o| o.blocking().cloned());
+                gates = assignment_gates;
+                Some(AssignmentObserved {
+                    sessions,
+                    proposal: self.executions.proposal(&desired.uid, generation).await?,
+                    active: active.is_some(),
+                    active_generation: active.map(|run| (run.uid != desired.uid, run.generation)),
+                    controller_run: me,
+                    lease,
+                    held_by,
+                    adapter,
+                    adapter_ready,
+                    refused,
+                    store_full: self.executions.store_full(),
+                })
+            }
+            _ => None,
+        };
+        Ok(Observed {
+            conditions: self.status.conditions(&desired.key).await?,
+            status_json: record.as_ref().and_then(|r| r.status_json.clone()),
+            observed_generation: record.and_then(|r| r.observed_generation),
+            adapter,
+            image,
+            gates,
+            assignment,
+            agent_override,
+        })
+    }
+
+    /// The changes that would make the store say what the world is; pure.
+    pub fn plan(desired: &Desired, observed: &Observed) -> Vec<Change> {
+        let generation = desired.generation;
+        let mut executions = Vec::new();
+        let (wanted, status_json) = match (&desired.spec, &observed.adapter, &observed.image) {
+            (Spec::Adapter(_), Some(adapter), Some(image)) => {
+                let (conditions, status) = desired_state(
+                    adapter,
+                    image,
+                    observed.gates.as_ref(),
+                    observed.agent_override.as_ref(),
+                    generation,
+                );
+                (conditions, serde_json::to_string(&status).ok())
+            }
+            (Spec::Assignment(spec), _, _) => match &observed.assignment {
+                Some(found) => {
+                    let execution_generation = desired.execution_generation.unwrap_or(1);
+                    let (conditions, status, changes) = decide(spec, found, generation, execution_generation);
+                    executions = changes;
+                    (conditions, serde_json::to_string(&status).ok())
+                }
+                None => (Vec::new(), None),
+            },
+            (Spec::AdmissionPolicy(policy), _, _) => {
+                let exempt = if policy.exempt.is_empty() { "none".to_owned() } else { policy.exempt.join(", ") };
+                let message = format!(
+                    "mode {}; receipts are fresh for {}; exempt: {exempt}",
+                    policy.mode.as_str(),
+                    policy.receipt_ttl
+                );
+                (vec![conditions::desired(READY, ConditionStatus::True, reason::RECONCILED, message, generation)], None)
+            }
+            (Spec::Adapter(_), _, _) => (Vec::new(), None),
+        };
+        let mut changes: Vec<Change> = wanted
+            .into_iter()
+            .filter(|want| {
+                !conditions::find(&observed.conditions, &want.type_).is_some_and(|have| conditions::same(have, want))
+            })
+            .map(Change::SetCondition)
+            .collect();
+        if conditions::find(&observed.conditions, STALLED).is_some_and(|c| c.status == ConditionStatus::True) {
+            changes.push(Change::SetCondition(conditions::desired(
+                STALLED,
+                ConditionStatus::False,
+                reason::RECONCILED,
+                "",
+                generation,
+            )));
+        }
+        if status_json.is_some() && status_json != observed.status_json {
+            changes.push(Change::RecordStatus(status_json));
+        }
+        if observed.observed_generation != Some(generation) {
+            changes.push(Change::ObserveGeneration(generation));
+        }
+        changes.extend(executions);
+        changes
+    }
+
+    /// Observe and plan for the stored spec of `key`: `None` when the store does not know it;
+    /// a tombstone plans its cleanup.
+    pub async fn plan_key(&self, key: &ObjectKey) -> Result<Option<Vec<Change>>, Error> {
+        let Some(record) = self.status.object(key).await? else {
+            return Ok(None);
+        };
+        if record.deleted_at.is_some() {
+            return Ok(Some(vec![Change::Forget]));
+        }
+        let desired = Desired::from_record(&record)?;
+        let observed = self.observe(&desired).await?;
+        Ok(Some(Self::plan(&desired, &observed)))
+    }
+
+    async fn apply(&self, desired: &Desired, observed: &Observed, changes: &[Change]) -> Result<(), Error> {
+        let key = &desired.key;
+        let before = &observed.conditions;
+        // Claimed once, before the first change that acts on the execution; `Some(None)` when
+        // another controller holds it or claimed it since it was observed.
+        let mut claimed: Option<Option<roundtable_store::Lease>> = None;
+        for change in changes {
+            if matches!(change, Change::StartExecution { .. } | Change::InterruptSession(_)) && claimed.is_none() {
+                let seen = observed.assignment.as_ref().and_then(|found| found.lease.as_ref());
+                let lease = self.executions.claim(&desired.identity(), seen).await?;
+                if lease.is_none() {
+                    tracing::info!(assignment = %key.name, "another controller holds or just claimed this execution; leaving it to that one");
+                }
+                claimed = Some(lease);
+            }
+            let lease = claimed.as_ref().and_then(Option::as_ref);
+            match change {
+                Change::StartExecution { .. } | Change::InterruptSession(_) if lease.is_none() => continue,
+                Change::StartExecution { attempt } => {
+                    let (Spec::Assignment(spec), Some(found)) = (&desired.spec, &observed.assignment) else { continue };
+                    let Some(adapter) = found.adapter.clone() else { continue };
+                    let request = ExecutionRequest::new(
+                        desired.identity(),
+                        desired.execution_generation.unwrap_or(1),
+                        *attempt,
+                        spec.clone(),
+                        adapter,
+                        lease.cloned(),
+                    )
+                    .reusing(desired.execution_digest.clone(), desired.rerun);
+                    self.executions.start(request).await?;
+                    let message = format!("execution attempt {attempt} queued");
+                    let event =
+                        AuditEvent { object: key.clone(), warning: false, reason: "ExecutionQueued".into(), message };
+                    self.audit.record(event).await?;
+                    continue;
+                }
+                Change::CancelExecution => {
+                    self.executions.cancel(&key.name);
+                    continue;
+                }
+                Change::SupersedeExecution { by } => {
+                    self.executions.supersede(&key.name, *by);
+                    let message = format!("the running execution is cancelled: execution generation {by} replaces it");
+                    let event = AuditEvent { object: key.clone(), warning: true, reason: "Superseded".into(), message };
+                    self.audit.record(event).await?;
+                    continue;
+                }
+                Change::InterruptSession(id) => {
+                    self.executions.interrupt(id, lease).await?;
+                    continue;
+                }
+                _ => {}
+            }
+            self.status.apply(key, change).await?;
+            // A refusal the reconciler acts on is a gate decision: anchored when it starts.
+            if let (Change::SetCondition(condition), Some(gates)) = (change, &observed.gates)
+                && key.kind == Kind::Assignment
+                && condition.type_ == READY
+                && condition.reason == reason::ADMISSION_REFUSED
+                && conditions::find(before, READY).is_none_or(|c| c.reason != condition.reason)
+            {
+                self.images.record_gates(key, gates).await;
+            }
+            // Ready transitions are events an operator wants to see.
+            if let Change::SetCondition(condition) = change
+                && condition.type_ == READY
+                && conditions::find(before, READY)
+                    .is_none_or(|c| c.status != condition.status || c.reason != condition.reason)
+            {
+                let event = AuditEvent {
+                    object: key.clone(),
+                    warning: condition.status == ConditionStatus::False,
+                    reason: condition.reason.clone(),
+                    message: condition.message.clone(),
+                };
+                self.audit.record(event).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Reconciler<ObjectKey>
+    for ObjectReconciler<S, I, A, X>
+{
+    type Error = Error;
+
+    async fn reconcile(&self, key: &ObjectKey) -> Result<Action, Error> {
+        let Some(record) = self.status.object(key).await? else {
+            return Ok(Action::await_change());
+        };
+        if record.deleted_at.is_some() {
+            // Cleanup: a removed Assignment's execution is cancelled before it is forgotten.
+            if key.kind == Kind::Assignment {
+                self.executions.cancel(&key.name);
+            }
+            self.status.apply(key, &Change::Forget).await?;
+            let event = AuditEvent {
+                object: key.clone(),
+                warning: false,
+                reason: "CleanedUp".into(),
+                message: "forgotten after cleanup".into(),
+            };
+            self.audit.record(event).await?;
+            return Ok(Action::await_change());
+        }
+        let desired = Desired::from_record(&record)?;
+        let observed = self.observe(&desired).await?;
+        let changes = Self::plan(&desired, &observed);
+        self.apply(&desired, &observed, &changes).await?;
+        let missing_image = key.kind == Kind::Adapter && matches!(observed.image, Some(ImageState::Missing));
+        let executing = observed.assignment.as_ref().is_some_and(|a| a.active)
+            || changes.iter().any(|c| matches!(c, Change::StartExecution { .. }));
+        // An Assignment waiting for its adapter looks again soon (adapters converge in seconds).
+        let waiting_for_adapter = observed.assignment.as_ref().is_some_and(|a| a.adapter_ready.is_err());
+        // A refusal clears when an operator seals a receipt (a file outside the specs): look again.
+        let refused = observed.assignment.as_ref().is_some_and(|a| a.refused.is_some())
+            || (key.kind == Kind::Adapter
+                && observed.gates.as_ref().is_some_and(|g| g.decisions.iter().any(|d| !d.admitted())));
+        // Another controller runs it: nothing to do here until its hold ends, which the lease
+        // watch (`presence.rs`, once per heartbeat for every lease) turns into a reconcile.
+        let store_full = observed.assignment.as_ref().is_some_and(|a| a.store_full.is_some());
+        Ok(if store_full {
+            Action::requeue(STORE_FULL_RECHECK)
+        } else if waiting_for_adapter {
+            Action::requeue(ADAPTER_RECHECK)
+        } else if refused && key.kind == Kind::Assignment {
+            Action::requeue(ADMISSION_RECHECK)
+        } else if refused {
+            Action::requeue(ADAPTER_ADMISSION_RECHECK)
+        } else if missing_image {
+            Action::requeue(MISSING_IMAGE_RECHECK)
+        } else if executing {
+            Action::requeue(RUNNING_RECHECK)
+        } else {
+            Action::await_change()
+        })
+    }
+
+    async fn on_failure(
+        &self,
+        key: &ObjectKey,
+        failure: &roundtable_controller::Failure<Error>,
+        outcome: ErrorOutcome,
+    ) {
+        let message = roundtable_telemetry::error_chain(failure);
+        let generation = match self.status.object(key).await {
+            Ok(Some(record)) => record.generation,
+            _ => 0,
+        };
+        let summary = match outcome.retry_in {
+            Some(delay) => {
+                format!("attempt {} failed, retrying in {:.1} s: {message}", outcome.attempt, delay.as_secs_f64())
+            }
+            None => format!(
+                "attempt {} failed; no retries until the spec changes or `roundtable reconcile {key}`: {message}",
+                outcome.attempt
+            ),
+        };
+        if outcome.stalled {
+            let why = if outcome.attempt >= self.error_budget {
+                reason::ERROR_BUDGET_EXHAUSTED
+            } else {
+                reason::PERMANENT_ERROR
+            };
+            let stalled = conditions::desired(STALLED, ConditionStatus::True, why, summary.clone(), generation);
+            if let Err(error) = self.status.apply(key, &Change::SetCondition(stalled)).await {
+                tracing::error!(%key, %error, "cannot record the Stalled condition");
+            }
+        }
+        let event =
+            AuditEvent { object: key.clone(), warning: true, reason: "ReconcileFailed".into(), message: summary };
+        if let Err(error) = self.audit.record(event).await {
+            tracing::error!(%key, %error, "cannot record the failure event");
+        }
+    }
+}

@@ -1,0 +1,347 @@
+//! `status` and `plan`: drift computed from the specs on disk, the state store and observation,
+//! without acting. They work with or without a running daemon. Each row is made by [`row`].
+
+pub mod row;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use roundtable_specs::output::{ConditionStatus, Health, ObjectStatus, PlannedChange, SyncStatus};
+use roundtable_specs::{Kind, ObjectKey};
+use roundtable_store::{ObjectRecord, SessionRecord, Store};
+
+use crate::backend::{AuditSink, BackendError, Change, ExecutionBackend, ImageBackend, StatusBackend};
+use crate::conditions::{self, READY};
+use crate::desired::{Desired, declared};
+use crate::reconcile::ObjectReconciler;
+use roundtable_session_runtime::OwnedResource;
+use roundtable_session_runtime::labels::{ASSIGNMENT, SESSION};
+use roundtable_source::Scan;
+
+/// What an Assignment row says while its execution is in flight: the latest session's own phase
+/// and message. The Ready condition is written when the reconciler starts an execution (`Queued`)
+/// and is not rewritten as the session moves on, so it would still say "queued" for a session
+/// that is running.
+fn in_flight_message(record: &ObjectRecord, sessions: &[SessionRecord]) -> Option<String> {
+    let latest = sessions
+        .iter()
+        .find(|s| record.execution_generation.is_none_or(|generation| s.execution_generation == generation))?;
+    if latest.phase.is_finished() {
+        return None;
+    }
+    let mut message = format!("session {} {} (attempt {})", latest.id, latest.phase, latest.attempt);
+    if !latest.message.is_empty() {
+        message.push_str(": ");
+        message.push_str(&latest.message);
+    }
+    Some(message)
+}
+
+/// Every row of `status`: objects (declared or remembered), files that do not load, leftovers.
+/// `leftovers`: what the runtime owns for this project; those nothing needs are listed.
+pub async fn status(
+    store: &Store,
+    scan: &Scan,
+    leftovers: &[OwnedResource],
+) -> Result<Vec<ObjectStatus>, BackendError> {
+    let declared = declared(scan);
+    let records: BTreeMap<ObjectKey, ObjectRecord> =
+        store.objects().await?.into_iter().map(|r| (r.key.clone(), r)).collect();
+    let keys: BTreeSet<ObjectKey> = declared.keys().chain(records.keys()).cloned().collect();
+    // Two queries for every object, not two per object.
+    let mut all_conditions = store.all_conditions().await?;
+    let mut sessions_of: BTreeMap<String, Vec<SessionRecord>> = BTreeMap::new();
+    for session in store.sessions(None).await? {
+        sessions_of.entry(session.assignment.clone()).or_default().push(session);
+    }
+    let mut rows: Vec<ObjectStatus> = store.source().await?.iter().map(source_row).collect();
+    for key in keys {
+        let record = records.get(&key);
+        let conditions = match record {
+            Some(_) => all_conditions.remove(&key).unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let (health, health_message) = conditions::health(&conditions);
+        // Only a kind that is not reconciled yet is Unknown; Ready=Unknown while work runs is drift.
+        let ready_unknown = conditions::find(&conditions, READY).is_some_and(|c| {
+            c.status == ConditionStatus::Unknown && c.reason == conditions::reason::NOT_RECONCILED_YET
+        });
+        let progressing = conditions::find(&conditions, READY).is_some_and(|c| c.status == ConditionStatus::Unknown);
+        let mut row = row::object(&key, record, health, health_message, conditions.clone());
+        match (declared.get(&key), record) {
+            (Some(_), None) => {
+                row.generation = Some(1);
+                row.sync = SyncStatus::OutOfSync;
+                row.message = "new: not recorded yet".into();
+            }
+            (Some(object), Some(record)) if record.deleted_at.is_some() || object.digest() != record.spec_digest => {
+                row.generation = Some(record.generation + 1);
+                row.sync = SyncStatus::OutOfSync;
+                row.message = format!("spec changed: generation {} not recorded yet", record.generation + 1);
+            }
+            (None, Some(record)) if record.deleted_at.is_some() => {
+                row.sync = SyncStatus::OutOfSync;
+                row.health = Health::None;
+                row.message = "removed: cleanup pending".into();
+            }
+            (None, Some(record)) if !scan.broken_files.contains(&record.source_file) => {
+                row.sync = SyncStatus::OutOfSync;
+                row.health = Health::None;
+                row.message = format!("removed from {}: cleanup pending", record.source_file);
+            }
+            (_, Some(record)) => {
+                row.sync = if record.observed_generation != Some(record.generation) {
+                    SyncStatus::OutOfSync
+                } else if ready_unknown || conditions.is_empty() {
+                    SyncStatus::Unknown
+                } else if progressing {
+                    SyncStatus::OutOfSync
+                } else {
+                    SyncStatus::Synced
+                };
+                if key.kind == Kind::Assignment
+                    && let Some(message) =
+                        in_flight_message(record, sessions_of.get(&key.name).map_or(&[][..], Vec::as_slice))
+                {
+                    row.message = message;
+                }
+                if scan.broken_files.contains(&record.source_file) && !declared.contains_key(&key) {
+                    row.message =
+                        format!("{} does not load; keeping the last valid spec. {}", record.source_file, row.message);
+                }
+            }
+            (None, None) => continue,
+        }
+        rows.push(row);
+    }
+    let mut files: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for error in scan.errors() {
+        let position = format!("{}:{}: ", error.line, error.column);
+        let path = if error.path.is_empty() { String::new() } else { format!("{}: ", error.path) };
+        files.entry(&error.file).or_default().push(format!("{position}{path}{}", error.message));
+    }
+    for (file, errors) in files {
+        let more = if errors.len() > 1 { format!(" (+{} more)", errors.len() - 1) } else { String::new() };
+        rows.push(row::broken_file(file, format!("{}{more}", errors[0])));
+    }
+    let assignments: BTreeSet<&str> =
+        declared.keys().filter(|k| k.kind == Kind::Assignment).map(|k| k.name.as_str()).collect();
+    for leftover in leftovers {
+        let (assignment, session_id) = (leftover.label(ASSIGNMENT), leftover.label(SESSION));
+        let declared = assignment.is_some_and(|name| assignments.contains(name));
+        let session = match session_id {
+            Some(id) if declared => store.session(id).await?,
+            _ => None,
+        };
+        let orphan = crate::prune::orphan_reason(assignment, declared, session_id, session.as_ref());
+        if let Some(why) = orphan {
+            rows.push(row::requires_pruning(leftover.kind.as_str(), leftover.name.clone(), &why));
+        }
+    }
+    Ok(rows)
+}
+
+/// How `status` names where the desired state comes from: `working tree` (no source recorded),
+/// `committed (HEAD) PATH`, or `git source URL@BRANCH`.
+pub fn source_name(sync: &roundtable_store::SourceSync) -> String {
+    match sync.mode.as_str() {
+        "committed" => format!("committed (HEAD) {}", sync.url),
+        _ => format!("git source {}@{}", sync.url, sync.branch),
+    }
+}
+
+fn short(commit: &str) -> &str {
+    commit.get(..7).unwrap_or(commit)
+}
+
+/// The source's row: the commit synced and when it was fetched, or the last fetch's failure
+/// beside the last good commit.
+pub fn source_row(sync: &roundtable_store::SourceSync) -> ObjectStatus {
+    let read = if sync.mode == "committed" { "read" } else { "fetched" };
+    let good = match (&sync.commit, &sync.fetched_at) {
+        (Some(commit), Some(at)) => format!("commit {} {read} at {at}", short(commit)),
+        (Some(commit), None) => format!("commit {} (exported by an earlier run)", short(commit)),
+        (None, _) => "no commit read yet: nothing is reconciled from it".to_owned(),
+    };
+    let message = match (&sync.error, &sync.error_at) {
+        (Some(error), at) => {
+            let at = at.as_deref().unwrap_or("?");
+            let verb = if sync.mode == "committed" { "read" } else { "fetch" };
+            match &sync.commit {
+                Some(_) => format!("{verb} failed at {at}: {error}; reconciling the last good {good}"),
+                None => format!("{verb} failed at {at}: {error}; {good}"),
+            }
+        }
+        (None, _) => good,
+    };
+    row::source(source_name(sync), sync.error.is_some(), sync.fetched_at.clone(), message)
+}
+
+/// `status --exit-code`: 0 in sync, 2 drift (OutOfSync or Unknown), 1 error; error outranks drift.
+pub fn exit_code(rows: &[ObjectStatus]) -> u8 {
+    if rows.iter().any(|r| r.sync == SyncStatus::Error) {
+        1
+    } else if rows.iter().any(|r| matches!(r.sync, SyncStatus::OutOfSync | SyncStatus::Unknown)) {
+        2
+    } else {
+        0
+    }
+}
+
+fn describe_change(change: &Change) -> String {
+    match change {
+        Change::SetCondition(condition) => {
+            let status = match condition.status {
+                ConditionStatus::True => "True",
+                ConditionStatus::False => "False",
+                ConditionStatus::Unknown => "Unknown",
+            };
+            format!("condition {} = {status} ({})", condition.type_, condition.reason)
+        }
+        Change::RecordStatus(status) => {
+            format!("record status {}", status.as_deref().unwrap_or("null"))
+        }
+        Change::ObserveGeneration(generation) => format!("observe generation {generation}"),
+        Change::Forget => "clean up and forget".into(),
+        Change::StartExecution { attempt } => format!("start execution attempt {attempt}"),
+        Change::CancelExecution => "cancel the running execution".into(),
+        Change::SupersedeExecution { by } => {
+            format!("cancel the running execution: execution generation {by} replaces it")
+        }
+        Change::InterruptSession(id) => format!("mark session {id} Interrupted and remove what it left"),
+    }
+}
+
+/// `plan`: what reconciling now would change, terraform style, without changing anything.
+pub async fn plan<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend>(
+    store: &Store,
+    reconciler: &ObjectReconciler<S, I, A, X>,
+    scan: &Scan,
+) -> Result<Vec<PlannedChange>, BackendError> {
+    let declared = declared(scan);
+    let records: BTreeMap<ObjectKey, ObjectRecord> =
+        store.objects().await?.into_iter().map(|r| (r.key.clone(), r)).collect();
+    let mut lines = Vec::new();
+    let mut push = |op: &str, key: &ObjectKey, summary: String| {
+        lines.push(PlannedChange { op: op.into(), object: key.to_string(), summary });
+    };
+    for (key, object) in &declared {
+        let record = records.get(key);
+        let generation = match record {
+            None => {
+                push("+", key, "create at generation 1".into());
+                1
+            }
+            Some(record) if record.deleted_at.is_some() => {
+                push("+", key, "declared again: a new object (a new uid) at generation 1".into());
+                1
+            }
+            Some(record) if object.digest() != record.spec_digest => {
+                let replaced =
+                    key.kind == Kind::Assignment && object.execution_digest() != record.execution_digest.as_deref();
+                if replaced {
+                    push("-/+", key, "run fields changed: a new execution replaces the current one".into());
+                } else {
+                    push(
+                        "~",
+                        key,
+                        format!("spec changed: generation {} → {}", record.generation, record.generation + 1),
+                    );
+                }
+                record.generation + 1
+            }
+            Some(record) => record.generation,
+        };
+        // An object not recorded yet (or recorded and deleted) has no uid: nothing recorded is its.
+        let recorded = records.get(key).filter(|r| r.deleted_at.is_none());
+        let desired = Desired {
+            key: key.clone(),
+            uid: recorded.map(|r| r.uid.clone()).unwrap_or_default(),
+            generation,
+            execution_digest: object.execution_digest().map(str::to_owned),
+            rerun: false,
+            execution_generation: recorded
+                .and_then(|r| {
+                    let changed = object.execution_digest() != r.execution_digest.as_deref();
+                    r.execution_generation.map(|g| if changed { g + 1 } else { g })
+                })
+                .or(object.execution_digest().map(|_| 1)),
+            metadata: object.metadata().clone(),
+            spec: object.spec().clone(),
+        };
+        match reconciler.observe(&desired).await {
+            Ok(observed) => {
+                for change in ObjectReconciler::<S, I, A, X>::plan(&desired, &observed) {
+                    push("~", key, describe_change(&change));
+                }
+            }
+            Err(error) => push("?", key, format!("cannot observe: {error}")),
+        }
+    }
+    for (key, record) in &records {
+        if declared.contains_key(key) {
+            continue;
+        }
+        if record.deleted_at.is_none() && scan.broken_files.contains(&record.source_file) {
+            continue;
+        }
+        push("-", key, format!("no longer declared (was in {}): clean up and forget", record.source_file));
+    }
+    Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use roundtable_specs::session::SessionPhase;
+
+    use super::*;
+    use crate::conditions::desired;
+
+    const ASSIGNMENT: &str = "apiVersion: roundtable.dev/v1alpha1\nkind: Assignment\nmetadata: {name: fix}\nspec:\n  adapter: mock\n  task: {id: T, prompt: p}\n  readablePaths: [README.md]\n";
+
+    #[tokio::test]
+    async fn a_running_session_is_not_reported_as_queued() {
+        let project = tempfile::tempdir().expect("tempdir");
+        let dir = project.path().join(".roundtable");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join("fix.yaml"), ASSIGNMENT).expect("write");
+        let store = Store::open_in_memory().await.expect("store");
+        let scan = roundtable_source::scan(&roundtable_source::Project::resolve(&dir).expect("project"));
+        crate::desired::sync(&store, &store, &scan).await.expect("sync");
+        let key = ObjectKey::new(Kind::Assignment, "fix");
+        // What the reconciler wrote when it started the execution.
+        let queued = desired(READY, ConditionStatus::Unknown, "Queued", "execution generation 1 queued for a slot", 1);
+        store.set_condition(&key, &queued).await.expect("condition");
+        store.set_observed_generation(&key, 1).await.expect("observed");
+        let row = |rows: Vec<ObjectStatus>| rows.into_iter().find(|r| r.kind == "Assignment").expect("the row");
+
+        let mut session = SessionRecord {
+            id: "s-1".into(),
+            assignment: "fix".into(),
+            execution_generation: 1,
+            attempt: 1,
+            controller_run: "run".into(),
+            phase: SessionPhase::Queued,
+            message: "waiting for an execution slot".into(),
+            ..Default::default()
+        };
+        store.save_session(&session).await.expect("save");
+        let shown = row(status(&store, &scan, &[]).await.expect("status"));
+        assert_eq!(shown.message, "session s-1 Queued (attempt 1): waiting for an execution slot");
+
+        // The session moved on; the condition did not.
+        session.phase = SessionPhase::Running;
+        session.message = "running".into();
+        store.save_session(&session).await.expect("save");
+        let shown = row(status(&store, &scan, &[]).await.expect("status"));
+        assert_eq!(shown.message, "session s-1 Running (attempt 1): running");
+        assert!(!shown.message.to_lowercase().contains("queued"), "{shown:?}");
+        assert_eq!(shown.sync, SyncStatus::OutOfSync, "work in flight is drift");
+
+        // Finished: the condition (rewritten by the next reconcile) speaks again.
+        session.phase = SessionPhase::Succeeded;
+        session.message = "no changes".into();
+        store.save_session(&session).await.expect("save");
+        let shown = row(status(&store, &scan, &[]).await.expect("status"));
+        assert_eq!(shown.message, "execution generation 1 queued for a slot");
+    }
+}

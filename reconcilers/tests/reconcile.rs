@@ -1,0 +1,438 @@
+//! Reconcile logic with fake backends, and the spec source against real files and a real state
+//! store: convergence, the last-valid-spec rule, tombstones, generations.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use roundtable_controller::Reconciler as _;
+use roundtable_reconcilers::ExecutionRequest;
+use roundtable_reconcilers::ObjectReconciler;
+use roundtable_reconcilers::backend::ExecutionBackend;
+use roundtable_reconcilers::backend::{
+    AuditEvent, AuditSink, BackendError, Change, ImageBackend, ImageInfo, StatusBackend,
+};
+use roundtable_reconcilers::desired::{Desired, sync};
+use roundtable_reconcilers::status::{exit_code, plan, status};
+use roundtable_source::{Project, Scan};
+use roundtable_specs::output::{Condition, ConditionStatus, Health, SyncStatus};
+use roundtable_specs::{Kind, ObjectKey};
+use roundtable_store::{ObjectRecord, ProposalRecord, SessionRecord, Store};
+
+/// The scan of the spec directory `dir`, as its project.
+fn scan(dir: &std::path::Path) -> Scan {
+    roundtable_source::scan(&Project::resolve(dir).expect("project"))
+}
+
+// === fakes ===
+
+#[derive(Default)]
+struct FakeStatus {
+    objects: Mutex<HashMap<ObjectKey, ObjectRecord>>,
+    conditions: Mutex<HashMap<ObjectKey, Vec<Condition>>>,
+    writes: AtomicUsize,
+}
+
+impl FakeStatus {
+    fn insert(&self, desired: &Desired) {
+        let record = ObjectRecord {
+            key: desired.key.clone(),
+            uid: desired.uid.clone(),
+            generation: desired.generation,
+            spec_digest: "d".into(),
+            execution_generation: None,
+            execution_digest: None,
+            spec_json: roundtable_specs::resource::to_value(&desired.metadata, &desired.spec).to_string(),
+            source_file: "a.yaml".into(),
+            observed_generation: None,
+            created_at: "2026-01-01T00:00:00Z".into(),
+            deleted_at: None,
+            status_json: None,
+            rerun_generation: None,
+        };
+        self.objects.lock().expect("lock").insert(desired.key.clone(), record);
+    }
+}
+
+impl StatusBackend for FakeStatus {
+    async fn object(&self, key: &ObjectKey) -> Result<Option<ObjectRecord>, BackendError> {
+        Ok(self.objects.lock().expect("lock").get(key).cloned())
+    }
+
+    async fn conditions(&self, key: &ObjectKey) -> Result<Vec<Condition>, BackendError> {
+        Ok(self.conditions.lock().expect("lock").get(key).cloned().unwrap_or_default())
+    }
+
+    async fn apply(&self, key: &ObjectKey, change: &Change) -> Result<(), BackendError> {
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        match change {
+            Change::SetCondition(condition) => {
+                let mut all = self.conditions.lock().expect("lock");
+                let list = all.entry(key.clone()).or_default();
+                list.retain(|c| c.type_ != condition.type_);
+                list.push(condition.clone());
+            }
+            Change::RecordStatus(status) => {
+                if let Some(record) = self.objects.lock().expect("lock").get_mut(key) {
+                    record.status_json = status.clone();
+                }
+            }
+            Change::ObserveGeneration(generation) => {
+                if let Some(record) = self.objects.lock().expect("lock").get_mut(key) {
+                    record.observed_generation = Some(*generation);
+                }
+            }
+            Change::Forget => {
+                self.objects.lock().expect("lock").remove(key);
+                self.conditions.lock().expect("lock").remove(key);
+            }
+            Change::StartExecution { .. }
+            | Change::CancelExecution
+            | Change::SupersedeExecution { .. }
+            | Change::InterruptSession(_) => {}
+        }
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct FakeImages {
+    present: Mutex<HashMap<String, String>>,
+}
+
+impl ImageBackend for FakeImages {
+    async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>, BackendError> {
+        Ok(self.present.lock().expect("lock").get(reference).map(|id| ImageInfo { id: id.clone() }))
+    }
+}
+
+/// Executions that never run: enough for the kinds these tests reconcile.
+#[derive(Default)]
+struct NoExecutions;
+
+impl ExecutionBackend for NoExecutions {
+    async fn sessions(&self, _: &str) -> Result<Vec<SessionRecord>, BackendError> {
+        Ok(Vec::new())
+    }
+    async fn proposal(&self, _: &str, _: i64) -> Result<Option<ProposalRecord>, BackendError> {
+        Ok(None)
+    }
+    fn active_run(&self, _: &str) -> Option<roundtable_reconcilers::ActiveRun> {
+        None
+    }
+    fn controller_run(&self) -> Option<String> {
+        None
+    }
+    async fn start(&self, _: ExecutionRequest) -> Result<(), BackendError> {
+        Err(BackendError::NotTheDaemon)
+    }
+    fn cancel(&self, _: &str) {}
+    fn supersede(&self, _: &str, _: i64) {}
+    async fn interrupt(&self, _: &str, _: Option<&roundtable_store::Lease>) -> Result<(), BackendError> {
+        Ok(())
+    }
+    async fn claim(
+        &self,
+        _: &roundtable_store::Identity,
+        _: Option<&roundtable_store::LeaseRecord>,
+    ) -> Result<Option<roundtable_store::Lease>, BackendError> {
+        Err(BackendError::NotTheDaemon)
+    }
+}
+
+fn fake_reconciler() -> ObjectReconciler<FakeStatus, FakeImages, FakeAudit, NoExecutions> {
+    ObjectReconciler::with_executions(FakeStatus::default(), FakeImages::default(), FakeAudit::default(), NoExecutions)
+}
+
+#[derive(Default)]
+struct FakeAudit(Mutex<Vec<AuditEvent>>);
+
+impl AuditSink for FakeAudit {
+    async fn record(&self, event: AuditEvent) -> Result<(), BackendError> {
+        self.0.lock().expect("lock").push(event);
+        Ok(())
+    }
+}
+
+fn adapter_desired(image: &str) -> Desired {
+    let text = format!(
+        "apiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata: {{name: mine}}\nspec: {{image: '{image}', command: mine}}\n"
+    );
+    let parsed = roundtable_specs::parse_file("a.yaml", "a.yaml", &text);
+    assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+    let object = &parsed.objects[0];
+    Desired {
+        key: object.key(),
+        uid: "uid-mine".into(),
+        generation: 1,
+        execution_generation: None,
+        execution_digest: None,
+        rerun: false,
+        metadata: object.metadata.clone(),
+        spec: object.spec.clone(),
+    }
+}
+
+fn condition<'a>(conditions: &'a [Condition], type_: &str) -> &'a Condition {
+    conditions.iter().find(|c| c.type_ == type_).unwrap_or_else(|| panic!("no {type_} in {conditions:?}"))
+}
+
+// === reconcile logic ===
+
+#[tokio::test(start_paused = true)]
+async fn adapter_converges_then_plans_nothing_and_writes_nothing() {
+    let digest = format!("sha256:{}", "b".repeat(64));
+    let desired = adapter_desired(&format!("registry.example/agent@{digest}"));
+    let reconciler = fake_reconciler();
+    reconciler.status.insert(&desired);
+    reconciler
+        .images
+        .present
+        .lock()
+        .expect("lock")
+        .insert(format!("registry.example/agent@{digest}"), "sha256:1d".into());
+
+    reconciler.reconcile(&desired.key).await.expect("reconcile");
+    let conditions = reconciler.status.conditions(&desired.key).await.expect("conditions");
+    assert_eq!(condition(&conditions, "Ready").status, ConditionStatus::True);
+    assert_eq!(condition(&conditions, "Ready").reason, "ImageResolved");
+    assert_eq!(condition(&conditions, "Degraded").status, ConditionStatus::False);
+    let record = reconciler.status.object(&desired.key).await.expect("object").expect("record");
+    assert_eq!(record.status_json.as_deref(), Some("{\"imageId\":\"sha256:1d\"}"));
+    assert_eq!(record.observed_generation, Some(1));
+
+    let observed = reconciler.observe(&desired).await.expect("observe");
+    assert!(ObjectReconciler::<FakeStatus, FakeImages, FakeAudit, NoExecutions>::plan(&desired, &observed).is_empty());
+    let writes = reconciler.status.writes.load(Ordering::SeqCst);
+    reconciler.reconcile(&desired.key).await.expect("reconcile again");
+    assert_eq!(reconciler.status.writes.load(Ordering::SeqCst), writes, "a converged object writes nothing");
+}
+
+#[tokio::test(start_paused = true)]
+async fn adapter_reasons_for_missing_unpinned_and_disabled_images() {
+    let reconciler = fake_reconciler();
+    let missing = adapter_desired("agent:v1");
+    reconciler.status.insert(&missing);
+    let action = reconciler.reconcile(&missing.key).await.expect("reconcile");
+    assert!(action.requeue_after().is_some(), "a missing image is looked at again");
+    let conditions = reconciler.status.conditions(&missing.key).await.expect("conditions");
+    assert_eq!(
+        (condition(&conditions, "Ready").status, condition(&conditions, "Ready").reason.as_str()),
+        (ConditionStatus::False, "ImageMissing")
+    );
+    let events = reconciler.audit.0.lock().expect("lock").clone();
+    assert!(events.iter().any(|e| e.reason == "ImageMissing" && e.warning), "{events:?}");
+
+    reconciler.images.present.lock().expect("lock").insert("agent:v1".into(), "sha256:aa".into());
+    reconciler.reconcile(&missing.key).await.expect("reconcile");
+    let conditions = reconciler.status.conditions(&missing.key).await.expect("conditions");
+    assert_eq!(condition(&conditions, "Ready").status, ConditionStatus::True);
+    assert_eq!(
+        (condition(&conditions, "Degraded").status, condition(&conditions, "Degraded").reason.as_str()),
+        (ConditionStatus::True, "ImageNotPinned")
+    );
+
+    let text = "apiVersion: roundtable.dev/v1alpha1\nkind: Adapter\nmetadata: {name: off}\nspec: {image: 'agent:v1', enabled: false}\n";
+    let parsed = roundtable_specs::parse_file("b.yaml", "b.yaml", text);
+    let object = &parsed.objects[0];
+    let disabled = Desired {
+        key: object.key(),
+        uid: "uid-off".into(),
+        generation: 3,
+        execution_generation: None,
+        execution_digest: None,
+        rerun: false,
+        metadata: object.metadata.clone(),
+        spec: object.spec.clone(),
+    };
+    reconciler.status.insert(&disabled);
+    reconciler.reconcile(&disabled.key).await.expect("reconcile");
+    let conditions = reconciler.status.conditions(&disabled.key).await.expect("conditions");
+    assert_eq!(condition(&conditions, "Ready").reason, "Disabled");
+    assert_eq!(condition(&conditions, "Ready").observed_generation, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stalls_are_recorded_and_cleared_by_the_next_success() {
+    use roundtable_controller::{ErrorOutcome, Failure};
+    let reconciler = fake_reconciler();
+    let desired = adapter_desired("agent:v1");
+    reconciler.status.insert(&desired);
+    let down = BackendError::Store(roundtable_store::Error::Unsupported("engine down".into()));
+    let failure = Failure::Error(roundtable_reconcilers::reconcile::Error::Backend(down));
+    reconciler.on_failure(&desired.key, &failure, ErrorOutcome { attempt: 10, retry_in: None, stalled: true }).await;
+    let conditions = reconciler.status.conditions(&desired.key).await.expect("conditions");
+    assert_eq!(condition(&conditions, "Stalled").reason, "ErrorBudgetExhausted");
+    assert_eq!(roundtable_reconcilers::conditions::health(&conditions).0, Health::Stalled);
+    reconciler.reconcile(&desired.key).await.expect("reconcile");
+    let conditions = reconciler.status.conditions(&desired.key).await.expect("conditions");
+    assert_eq!(condition(&conditions, "Stalled").status, ConditionStatus::False);
+}
+
+// === the spec source against real files and a real store ===
+
+const API: &str = "apiVersion: roundtable.dev/v1alpha1";
+
+fn write(dir: &std::path::Path, name: &str, text: &str) {
+    std::fs::write(dir.join(name), text).expect("write");
+}
+
+fn assignment(name: &str, prompt: &str, labels: &str) -> String {
+    format!(
+        "{API}\nkind: Assignment\nmetadata:\n  name: {name}\n{labels}spec:\n  adapter: mock\n  task: {{id: T, prompt: {prompt}}}\n  readablePaths: [README.md]\n"
+    )
+}
+
+#[tokio::test]
+async fn generations_follow_spec_and_run_field_changes() {
+    let specs = tempfile::tempdir().expect("tempdir");
+    let state = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(state.path()).await.expect("store");
+    let audit = FakeAudit::default();
+    let key = ObjectKey::new(Kind::Assignment, "fix");
+
+    write(specs.path(), "a.yaml", &assignment("fix", "one", ""));
+    let first = sync(&store, &audit, &scan(specs.path())).await.expect("sync");
+    // The referenced built-in becomes an object too.
+    assert_eq!(first.changed, [ObjectKey::new(Kind::Adapter, "mock"), key.clone()]);
+    let record = store.object(&key).await.expect("read").expect("record");
+    assert_eq!((record.generation, record.execution_generation), (1, Some(1)));
+
+    // Unchanged: nothing moves.
+    let again = sync(&store, &audit, &scan(specs.path())).await.expect("sync");
+    assert!(again.changed.is_empty());
+
+    // A label is not a run field.
+    write(specs.path(), "a.yaml", &assignment("fix", "one", "  labels: {team: docs}\n"));
+    sync(&store, &audit, &scan(specs.path())).await.expect("sync");
+    let record = store.object(&key).await.expect("read").expect("record");
+    assert_eq!((record.generation, record.execution_generation), (2, Some(1)));
+
+    // The prompt is.
+    write(specs.path(), "a.yaml", &assignment("fix", "two", "  labels: {team: docs}\n"));
+    sync(&store, &audit, &scan(specs.path())).await.expect("sync");
+    let record = store.object(&key).await.expect("read").expect("record");
+    assert_eq!((record.generation, record.execution_generation), (3, Some(2)));
+}
+
+#[tokio::test]
+async fn a_broken_file_keeps_its_objects_then_removal_cleans_up() {
+    let specs = tempfile::tempdir().expect("tempdir");
+    let state = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(state.path()).await.expect("store");
+    let reconciler = ObjectReconciler::new(store.clone(), FakeImages::default(), store.clone());
+    let key = ObjectKey::new(Kind::Adapter, "mine");
+    let adapter = format!("{API}\nkind: Adapter\nmetadata: {{name: mine}}\nspec: {{image: 'agent:v1'}}\n");
+    write(specs.path(), "a.yaml", &adapter);
+    sync(&store, &store, &scan(specs.path())).await.expect("sync");
+    reconciler.reconcile(&key).await.expect("reconcile");
+    let spec_before = store.object(&key).await.expect("read").expect("record").spec_json;
+
+    // The file stops parsing: the object stays at its last valid spec, and the error shows.
+    write(specs.path(), "a.yaml", &format!("{adapter}  bogus: [\n"));
+    let broken = scan(specs.path());
+    let outcome = sync(&store, &store, &broken).await.expect("sync");
+    assert_eq!(outcome.kept, std::slice::from_ref(&key));
+    assert!(outcome.removed.is_empty());
+    let record = store.object(&key).await.expect("read").expect("still there");
+    assert_eq!((record.spec_json, record.deleted_at), (spec_before, None));
+    let rows = status(&store, &broken, &[]).await.expect("status");
+    let file_row = rows.iter().find(|r| r.kind == "File").expect("file row");
+    assert_eq!(file_row.sync, SyncStatus::Error);
+    let object_row = rows.iter().find(|r| r.kind == "Adapter").expect("object row");
+    assert!(object_row.message.contains("keeping the last valid spec"), "{}", object_row.message);
+    assert_eq!(exit_code(&rows), 1, "an error outranks drift");
+    assert_eq!(store.file_errors().await.expect("errors").len(), 1);
+
+    // Removed: a tombstone, a cleanup reconcile, then forgotten.
+    std::fs::remove_file(specs.path().join("a.yaml")).expect("remove");
+    let gone = scan(specs.path());
+    let outcome = sync(&store, &store, &gone).await.expect("sync");
+    assert_eq!(outcome.removed, std::slice::from_ref(&key));
+    let planned = plan(&store, &reconciler, &gone).await.expect("plan");
+    assert_eq!(planned.len(), 1);
+    assert_eq!(planned[0].op, "-");
+    reconciler.reconcile(&key).await.expect("cleanup");
+    assert!(store.object(&key).await.expect("read").is_none());
+    assert!(plan(&store, &reconciler, &gone).await.expect("plan").is_empty());
+    assert!(store.file_errors().await.expect("errors").is_empty());
+}
+
+#[tokio::test]
+async fn status_and_plan_report_drift_then_convergence() {
+    let specs = tempfile::tempdir().expect("tempdir");
+    let state = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(state.path()).await.expect("store");
+    let images = FakeImages::default();
+    let id = format!("sha256:{}", "c".repeat(64));
+    images.present.lock().expect("lock").insert(id.clone(), id.clone());
+    let reconciler = ObjectReconciler::new(store.clone(), images, store.clone());
+    write(
+        specs.path(),
+        "a.yaml",
+        &format!("{API}\nkind: Adapter\nmetadata: {{name: mine}}\nspec: {{image: '{id}'}}\n"),
+    );
+    let current = scan(specs.path());
+
+    let rows = status(&store, &current, &[]).await.expect("status");
+    assert_eq!((rows[0].sync, rows[0].generation), (SyncStatus::OutOfSync, Some(1)));
+    assert_eq!(exit_code(&rows), 2);
+    let planned = plan(&store, &reconciler, &current).await.expect("plan");
+    assert_eq!(planned[0].op, "+");
+
+    sync(&store, &store, &current).await.expect("sync");
+    let key = ObjectKey::new(Kind::Adapter, "mine");
+    reconciler.reconcile(&key).await.expect("reconcile");
+    let rows = status(&store, &current, &[]).await.expect("status");
+    assert_eq!(
+        (rows[0].sync, rows[0].health, rows[0].observed_generation),
+        (SyncStatus::Synced, Health::Healthy, Some(1))
+    );
+    assert_eq!(exit_code(&rows), 0);
+    assert!(plan(&store, &reconciler, &current).await.expect("plan").is_empty());
+}
+
+#[test]
+fn targeted_rescans_read_only_what_changed_and_stay_correct() {
+    use roundtable_source::{ScanCache, scan_cached, scan_changed};
+    let specs = tempfile::tempdir().expect("tempdir");
+    let dir = specs.path();
+    let project = Project::resolve(dir).expect("project");
+    let adapter = |name: &str, timeout: &str| {
+        format!("{API}\nkind: Adapter\nmetadata: {{name: {name}}}\nspec: {{command: x, timeout: {timeout}}}\n")
+    };
+    write(dir, "a.yaml", &adapter("a", "1m"));
+    write(dir, "b.yaml", &adapter("b", "1m"));
+    let mut cache = ScanCache::default();
+    let names = |scan: &roundtable_source::Scan| {
+        let mut names: Vec<String> = scan.objects.iter().map(|o| o.metadata.name.clone()).collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(&scan_cached(&project, &mut cache)), ["a", "b"]);
+
+    // An edit: only a.yaml is named, and its new spec is read.
+    write(dir, "a.yaml", &adapter("a", "2m"));
+    let edited = scan_changed(&project, &mut cache, Some(&[dir.join("a.yaml")]));
+    let a = edited.objects.iter().find(|o| o.metadata.name == "a").expect("a");
+    assert!(format!("{:?}", a.spec).contains("120"), "{:?}", a.spec);
+    assert_eq!(names(&edited), ["a", "b"]);
+
+    // A new file and a removed one.
+    write(dir, "c.yaml", &adapter("c", "1m"));
+    std::fs::remove_file(dir.join("b.yaml")).expect("rm");
+    let moved = scan_changed(&project, &mut cache, Some(&[dir.join("c.yaml"), dir.join("b.yaml")]));
+    assert_eq!(names(&moved), ["a", "c"]);
+
+    // A broken file stays reported on a targeted rescan of another file.
+    write(dir, "d.yaml", "kind: [\n");
+    assert_eq!(scan_changed(&project, &mut cache, Some(&[dir.join("d.yaml")])).broken_files.len(), 1);
+    write(dir, "a.yaml", &adapter("a", "3m"));
+    assert_eq!(scan_changed(&project, &mut cache, Some(&[dir.join("a.yaml")])).broken_files.len(), 1);
+
+    // A folder event falls back to a full walk.
+    std::fs::create_dir_all(dir.join("nested")).expect("mkdir");
+    write(dir, "nested/e.yaml", &adapter("e", "1m"));
+    let walked = scan_changed(&project, &mut cache, Some(&[dir.join("nested")]));
+    assert_eq!(names(&walked), ["a", "c", "e"]);
+}
