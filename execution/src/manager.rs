@@ -115,6 +115,11 @@ pub struct ShutdownSummary {
     pub interrupted: usize,
 }
 
+/// Milliseconds since `started`.
+pub(crate) fn millis(started: std::time::Instant) -> u64 {
+    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
 pub(crate) fn now() -> String {
     roundtable_store::now()
 }

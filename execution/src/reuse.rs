@@ -9,7 +9,7 @@
 use roundtable_specs::session::{ProposalState, ReusedRun, SessionPhase};
 use roundtable_store::{ProposalRecord, SessionRecord};
 
-use crate::run::write_private;
+use crate::proposal::write_private;
 use roundtable_reconcilers::ExecutionRequest;
 
 use crate::manager::{Inner, now};
@@ -34,10 +34,15 @@ enum NotReusable {
 }
 
 impl Inner {
-    /// Ends `session` with the result of the newest earlier session of its Assignment that
-    /// succeeded on the same run fields at the same base commit, if there is one; `None` runs the
-    /// agent (nothing to reuse, `reconcile --rerun`, or an earlier result that cannot be taken).
-    pub(super) async fn reuse(&self, session: &mut SessionRecord, request: &ExecutionRequest) -> Option<SessionRecord> {
+    /// Ends `session` (`true`) with the result of the newest earlier session of its Assignment
+    /// that succeeded on the same run fields at the same base commit, if there is one; `false`
+    /// runs the agent (nothing to reuse, `reconcile --rerun`, or an earlier result that cannot be
+    /// taken).
+    pub(crate) async fn reuse(&self, session: &mut SessionRecord, request: &ExecutionRequest) -> bool {
+        self.reused(session, request).await.is_some()
+    }
+
+    async fn reused(&self, session: &mut SessionRecord, request: &ExecutionRequest) -> Option<()> {
         let (digest, commit) = (request.execution_digest.as_deref()?, session.base_commit.clone()?);
         if !request.reuse {
             return None;
@@ -73,9 +78,7 @@ impl Inner {
         session.detail.reused = Some(taken.run);
         session.phase = SessionPhase::Succeeded;
         session.finished_at = Some(now());
-        self.save(session).await;
-        self.audit_end(session).await;
-        Some(session.clone())
+        Some(())
     }
 
     /// Copies `earlier`'s proposal, if it made one, as this session's.
