@@ -272,7 +272,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 cpu_millis: *cpu_millis,
                 runtime: runtime_class
                     .clone()
-                    .map(|class| roundtable_specs::runtime::ResolvedRuntime::new(class, host_kernel.clone())),
+                    .map(|class| roundtable_specs::runtime_class::ResolvedRuntime::new(class, host_kernel.clone())),
             };
             let mut report = roundtable_incontainer::check::run(&expected);
             if *seed_workspace {

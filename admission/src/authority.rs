@@ -14,7 +14,7 @@ use roundtable_specs::admission::{
 };
 use roundtable_specs::audit::{AuditRecord, GateRecorded, ReceiptSealed};
 use roundtable_specs::policy::{AdmissionMode, AdmissionPolicySpec};
-use roundtable_specs::runtime::ResolvedRuntime;
+use roundtable_specs::runtime_class::ResolvedRuntime;
 use roundtable_store::Store;
 use roundtable_store::audit::{AuditKey, AuditedEntry, RECEIPT_ENTRY};
 use time::OffsetDateTime;

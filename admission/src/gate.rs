@@ -7,7 +7,7 @@ use roundtable_specs::adapter::{Capability, ResolvedAdapter};
 use roundtable_specs::admission::{GateDecision, GateKind, RECEIPT_KIND, RefusalReason, SealedReceipt, Verdict};
 use roundtable_specs::names::{RuntimeClass, VersionFloor};
 use roundtable_specs::policy::AdmissionPolicySpec;
-use roundtable_specs::runtime::{EngineRuntimes, HostPaths, ResolvedRuntime, RuntimeUnfit};
+use roundtable_specs::runtime_class::{EngineRuntimes, HostPaths, ResolvedRuntime, RuntimeUnfit};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -399,7 +399,7 @@ pub fn capability_routing(adapter: &ResolvedAdapter, requires: &[Capability]) ->
 mod tests {
     use super::*;
     use roundtable_specs::admission::CanaryVerdict;
-    use roundtable_specs::runtime::SandboxKernel;
+    use roundtable_specs::runtime_class::SandboxKernel;
 
     /// Green evidence for the built-in codex, and a receipt of it generated at `generated_at`.
     fn sealed_at(generated_at: OffsetDateTime) -> (Evidence, Stored) {

@@ -8,7 +8,7 @@
 use roundtable_session_runtime::RuntimeError;
 use roundtable_specs::admission::GateDecision;
 use roundtable_specs::names::RuntimeClass;
-use roundtable_specs::runtime::ResolvedRuntime;
+use roundtable_specs::runtime_class::ResolvedRuntime;
 
 /// The runtime the runtime class gate admitted for one Adapter's containers. Only
 /// [`launchable`] makes one, from an admitting decision.

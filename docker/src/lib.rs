@@ -22,7 +22,7 @@ use roundtable_session_runtime::{
     EngineHint, EngineRuntimes, Health, OwnedResource, ProbeOutcome, ProbePlan, RunOutcome, RuntimeError, SessionPlan,
     SessionRuntime,
 };
-use roundtable_specs::runtime::HostPaths;
+use roundtable_specs::runtime_class::HostPaths;
 use tokio::sync::watch;
 
 use crate::errors::{already_gone, engine_error};

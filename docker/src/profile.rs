@@ -14,7 +14,7 @@ use roundtable_session_runtime::Resources;
 pub use roundtable_specs::layout as paths;
 use roundtable_specs::layout::AGENT_UID;
 use roundtable_specs::names::RuntimeClass;
-use roundtable_specs::runtime::SandboxKernel;
+use roundtable_specs::runtime_class::SandboxKernel;
 
 /// The agent's open files limit (soft and hard).
 pub const OPEN_FILES: i64 = 16_384;

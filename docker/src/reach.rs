@@ -13,7 +13,7 @@ use bollard::query_parameters::DownloadFromContainerOptionsBuilder;
 use futures::StreamExt as _;
 use roundtable_session_runtime::Resources;
 use roundtable_specs::layout as paths;
-use roundtable_specs::runtime::HostPaths;
+use roundtable_specs::runtime_class::HostPaths;
 
 use crate::container::{self, container_name, create_hardened, create_tmpfs_volumes, image_or_empty};
 use crate::engine::Engine;

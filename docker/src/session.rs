@@ -18,7 +18,7 @@ use std::time::Duration;
 use bollard::Docker;
 use bollard::query_parameters::KillContainerOptionsBuilder;
 use roundtable_session_runtime::{Captured, RunEnd, RunOutcome, RuntimeError, SessionPlan};
-use roundtable_specs::runtime::SandboxKernel;
+use roundtable_specs::runtime_class::SandboxKernel;
 use roundtable_specs::session::CheckReport;
 use tokio::sync::watch;
 use tracing::Instrument as _;

@@ -7,7 +7,7 @@ use std::path::Path;
 use roundtable_specs::layout;
 
 pub use roundtable_session_runtime::Expected;
-use roundtable_specs::runtime::{KernelFacts, ResolvedRuntime, SandboxKernel, judge_kernel};
+use roundtable_specs::runtime_class::{KernelFacts, ResolvedRuntime, SandboxKernel, judge_kernel};
 pub use roundtable_specs::session::{CheckItem, CheckReport};
 
 fn status_field<'a>(status: &'a str, field: &str) -> Option<&'a str> {
@@ -58,7 +58,7 @@ fn cpu_limit_millis() -> Option<(u64, String)> {
 fn kernel_item(runtime: &ResolvedRuntime) -> CheckItem {
     let facts = KernelFacts {
         proc_version: read("/proc/version"),
-        gvisor_file: Path::new(roundtable_specs::runtime::GVISOR_ONLY_FILE).exists(),
+        gvisor_file: Path::new(roundtable_specs::runtime_class::GVISOR_ONLY_FILE).exists(),
     };
     let (ok, detail) = judge_kernel(runtime, &facts);
     item("kernel", ok, detail)

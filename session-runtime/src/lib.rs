@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use roundtable_specs::names::RuntimeClass;
-pub use roundtable_specs::runtime::{EngineRuntimes, ResolvedRuntime};
+pub use roundtable_specs::runtime_class::{EngineRuntimes, ResolvedRuntime};
 use roundtable_specs::session::{CheckReport, Extracted, SessionCause};
 use tokio::sync::watch;
 

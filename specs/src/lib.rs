@@ -28,7 +28,7 @@ pub mod policy;
 pub mod protected;
 pub mod resource;
 pub mod resume;
-pub mod runtime;
+pub mod runtime_class;
 pub mod schema;
 pub mod secrets;
 pub mod session;

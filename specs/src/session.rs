@@ -366,7 +366,7 @@ pub struct SessionDetail {
     pub self_check: Option<CheckReport>,
     /// The OCI runtime its container ran under and the kernel its self-check had to see.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub runtime: Option<crate::runtime::ResolvedRuntime>,
+    pub runtime: Option<crate::runtime_class::ResolvedRuntime>,
     /// The container was paused before its workspace was exported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused_for_export: Option<bool>,

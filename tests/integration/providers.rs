@@ -240,7 +240,7 @@ async fn each_provider_cli_reads_its_manifest_calls_tools_through_the_bridge_and
         assert_eq!(notes, [format!("{provider} read task T-{provider}")], "{provider}");
         // The session has ended, so its claim holds nothing. The end's own release can land just
         // after the proposal is visible; then the briefing releases the straggler instead (the
-        // manager's release at every end is tested in core/tests/execution.rs).
+        // manager's release at every end is tested in execution/tests/execution.rs).
         assert_eq!(briefing["claims"].as_array().map(Vec::len), Some(0), "{provider}: {briefing:#}");
         assert!(briefing["released"].as_array().is_some_and(|r| r.len() <= 1), "{provider}: {briefing:#}");
     }

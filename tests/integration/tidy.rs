@@ -553,7 +553,7 @@ fn expand_braces(token: &str) -> Vec<String> {
     }
 }
 
-/// How many repository paths `doc` writes in backticks (`core/src/reconcile.rs`, `docker/src/`,
+/// How many repository paths `doc` writes in backticks (`reconcilers/src/reconcile.rs`, `docker/src/`,
 /// `api/src/routes/read.rs::status`), and those that do not exist. A token counts as a path when
 /// it has no spaces, contains `/` and starts with a folder git tracks at the top of the
 /// repository; container paths (`/roundtable/…`), placeholders (`<state-dir>/…`) and URLs do not.
