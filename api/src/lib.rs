@@ -12,6 +12,7 @@ mod follow;
 pub mod hook;
 mod idempotency;
 pub mod listen;
+mod login;
 mod mcp;
 mod metrics;
 pub mod openapi;
@@ -30,9 +31,9 @@ mod table;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 
-pub use console::ConsoleSessions;
 pub use error::ApiError;
 pub use listen::{Bound, Listen, ListenError, TlsFiles};
+pub use login::ConsoleSessions;
 pub use router::router;
 pub use state::ApiState;
 

@@ -1,11 +1,12 @@
 //! The review console (docs/console.md): server-rendered pages at `/ui/` on the API's listeners,
-//! behind the operator token through a login that opens a cookie session (`login.rs`). Every page
-//! reads what the CLI reads, through the same service functions; accept and reject are the API's
-//! own handlers. The pages work without JavaScript; the one script, the live log tail, is a file
-//! served from the binary, so the Content-Security-Policy allows no inline script or style.
+//! behind the operator token through a login that opens a cookie session (`login.rs`, beside the
+//! shared state that holds the sessions). Every page reads what the CLI reads, through the same
+//! service functions; accept and reject are the API's own handlers. The pages work without
+//! JavaScript; the one script, the live log tail, is a file served from the binary, so the
+//! Content-Security-Policy allows no inline script or style. Its routes are rows of the route
+//! table (`table.rs`); this module holds the layers they are served behind.
 
 pub(crate) mod actions;
-mod login;
 pub(crate) mod pages;
 pub(crate) mod tail;
 mod view;
@@ -18,7 +19,7 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{Next, from_fn};
 use axum::response::{IntoResponse, Redirect, Response};
 
-pub use login::ConsoleSessions;
+pub use crate::login::ConsoleSessions;
 pub use pages::{PAGE_ROWS, status_html};
 
 use crate::state::ApiState;
