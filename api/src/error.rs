@@ -4,6 +4,24 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use roundtable_service::ServiceError;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+// The schema of what `ApiError::body` writes, for the OpenAPI document. Its doc line is the
+// schema's description, so it stays one line.
+/// The error body every failure has.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ErrorDetail {
+    /// Stable and machine-readable, like `agent_not_found` or `idempotency_key_reused`.
+    pub code: String,
+    pub message: String,
+    pub details: serde_json::Value,
+}
 
 /// An error response.
 #[derive(Debug)]

@@ -14,12 +14,11 @@ use roundtable_store::idempotency::{Claimed, StoredResponse};
 use sha2::{Digest as _, Sha256};
 
 use crate::error::ApiError;
+use crate::serve::MAX_BODY;
 use crate::state::ApiState;
 
 pub const HEADER: &str = "idempotency-key";
 pub const REPLAYED: &str = "idempotent-replayed";
-/// Request bodies of the API are small JSON documents.
-pub const MAX_BODY: usize = 1 << 20;
 const MAX_KEY: usize = 255;
 
 fn mutating(method: &Method) -> bool {

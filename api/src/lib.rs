@@ -12,6 +12,7 @@ mod follow;
 pub mod hook;
 mod idempotency;
 pub mod listen;
+mod login;
 mod mcp;
 mod metrics;
 pub mod openapi;
@@ -19,18 +20,21 @@ mod origin;
 mod peers;
 mod query;
 mod respond;
+mod router;
 mod routes;
+mod row;
 pub mod serve;
 mod state;
 pub mod status_view;
+mod table;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
 
-pub use console::ConsoleSessions;
 pub use error::ApiError;
 pub use listen::{Bound, Listen, ListenError, TlsFiles};
-pub use routes::router;
+pub use login::ConsoleSessions;
+pub use router::router;
 pub use state::ApiState;
 
 /// The private socket through which the CLI reaches the daemon of `state_dir` (whatever
@@ -48,7 +52,7 @@ pub fn cli_socket(state_dir: &Path) -> PathBuf {
 pub async fn serve(bound: Bound, state: ApiState, shutdown: impl Future<Output = ()> + Send) {
     let gate = std::sync::Arc::new(ApiGate::of(&state));
     let tls = matches!(bound, Bound::Tls(_));
-    serve::serve_router(bound, routes::router_over(state, tls), gate, serve::Limits::default(), shutdown).await;
+    serve::serve_router(bound, router::router_over(state, tls), gate, serve::Limits::default(), shutdown).await;
 }
 
 /// The API's gate: the operator token or a console session, and, read without either, the
@@ -62,7 +66,7 @@ struct ApiGate {
 
 impl ApiGate {
     fn of(state: &ApiState) -> Self {
-        let signed = if state.hook.is_some() { routes::signed_routes() } else { Vec::new() };
+        let signed = if state.hook.is_some() { table::signed_routes() } else { Vec::new() };
         Self { token: state.token.clone(), console: state.console.clone(), signed }
     }
 }

@@ -161,7 +161,7 @@ fn config() -> StreamableHttpServerConfig {
         .with_json_response(true)
         .with_sse_keep_alive(None)
         .disable_allowed_hosts()
-        .with_max_request_body_bytes(crate::idempotency::MAX_BODY)
+        .with_max_request_body_bytes(crate::serve::MAX_BODY)
 }
 
 pub async fn get() -> Response {

@@ -36,6 +36,12 @@ use crate::error::ApiError;
 use crate::listen::Bound;
 use crate::peers::{PeerLimit, PeerSlot};
 
+/// The largest request body the API reads: its bodies are small JSON documents. The default of
+/// [`Limits::max_body`], so the accept loop refuses a larger one unread; the idempotency layer and
+/// the MCP endpoint, which read bodies again, hold them to the same bound. It lives here, with
+/// the loop that reads first, so those layers look down to it rather than the loop up to them.
+pub const MAX_BODY: usize = 1 << 20;
+
 /// Judges a request by its head alone: whether it carries the credentials that earn it a body
 /// read and a place beyond the unauthenticated limits.
 pub trait Gate: Send + Sync + 'static {
@@ -102,7 +108,7 @@ impl Default for Limits {
             header_read_timeout: Duration::from_secs(10),
             // A whole 1 MiB body at about 35 KB/s.
             body_read_timeout: Duration::from_secs(30),
-            max_body: crate::idempotency::MAX_BODY,
+            max_body: MAX_BODY,
             max_head: 16 * 1024,
             max_connections: 1024,
             max_unauthenticated: 768,

@@ -33,21 +33,21 @@ pub struct ApiState {
     /// hook route answers `404 hook_not_configured` and reads no body.
     pub hook: Option<Arc<GitHook>>,
     /// Who is logged in to the review console (in memory: a restart logs everyone out).
-    pub console: Arc<crate::ConsoleSessions>,
+    pub console: Arc<crate::login::ConsoleSessions>,
     /// `status`, materialised: what `/v1/status`, its watches and the console's pages serve.
     pub status: crate::status_view::StatusView,
 }
 
 impl ApiState {
     /// Every `status` row of the materialised view, as the CLI lists them.
-    pub async fn status_rows(&self) -> Result<Vec<roundtable_specs::output::ObjectStatus>, crate::ApiError> {
+    pub async fn status_rows(&self) -> Result<Vec<roundtable_specs::output::ObjectStatus>, crate::error::ApiError> {
         let snapshot = self.status.snapshot(std::time::Duration::from_secs(30)).await.map_err(|why| {
-            crate::ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, "status_unavailable", why)
+            crate::error::ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, "status_unavailable", why)
         })?;
         snapshot
             .rows
             .iter()
-            .map(|row| row.status().map_err(|error| crate::ApiError::internal(error.to_string())))
+            .map(|row| row.status().map_err(|error| crate::error::ApiError::internal(error.to_string())))
             .collect()
     }
 

@@ -9,10 +9,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use roundtable_specs::delivery::{GateOverride, ProposalGate};
 
-use super::login::{self, ConsoleSessions, LOGIN_COOKIE, SESSION_COOKIE};
 use super::pages::{AuditPage, head_of, proposal_page};
 use super::view::shown;
 use super::{Csrf, Transport, forbidden, html};
+use crate::login::{self, ConsoleSessions, LOGIN_COOKIE, SESSION_COOKIE};
 use crate::routes::delivery::{AcceptBody, accepted, rejected};
 use crate::state::ApiState;
 

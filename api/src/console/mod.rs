@@ -1,13 +1,14 @@
 //! The review console (docs/console.md): server-rendered pages at `/ui/` on the API's listeners,
-//! behind the operator token through a login that opens a cookie session (`login.rs`). Every page
-//! reads what the CLI reads, through the same service functions; accept and reject are the API's
-//! own handlers. The pages work without JavaScript; the one script, the live log tail, is a file
-//! served from the binary, so the Content-Security-Policy allows no inline script or style.
+//! behind the operator token through a login that opens a cookie session (`login.rs`, beside the
+//! shared state that holds the sessions). Every page reads what the CLI reads, through the same
+//! service functions; accept and reject are the API's own handlers. The pages work without
+//! JavaScript; the one script, the live log tail, is a file served from the binary, so the
+//! Content-Security-Policy allows no inline script or style. Its routes are rows of the route
+//! table (`table.rs`); this module holds the layers they are served behind.
 
-mod actions;
-mod login;
-mod pages;
-mod tail;
+pub(crate) mod actions;
+pub(crate) mod pages;
+pub(crate) mod tail;
 mod view;
 
 use askama::Template;
@@ -17,9 +18,8 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{Next, from_fn};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::{get, post};
 
-pub use login::ConsoleSessions;
+pub use crate::login::ConsoleSessions;
 pub use pages::{PAGE_ROWS, status_html};
 
 use crate::state::ApiState;
@@ -37,30 +37,16 @@ pub(crate) struct Transport {
     pub(crate) tls: bool,
 }
 
-/// The console's routes, `/` redirecting to `/ui/`.
-pub(crate) fn router(tls: bool) -> Router<ApiState> {
-    Router::new()
-        .route("/ui/", get(pages::status))
-        .route("/ui/assignments/{name}", get(pages::assignment))
-        .route("/ui/sessions/{id}", get(pages::session))
-        .route("/ui/sessions/{id}/tail", get(tail::tail))
-        .route("/ui/proposals", get(pages::proposals))
-        .route("/ui/proposals/{id}", get(pages::proposal))
-        .route("/ui/proposals/{id}/accept", post(actions::accept))
-        .route("/ui/proposals/{id}/reject", post(actions::reject))
-        .route("/ui/controllers", get(pages::controllers))
-        .route("/ui/audit", get(pages::audit))
-        .route("/ui/audit/verify", post(actions::verify))
-        .route(LOGIN_PATH, get(actions::login_form).post(actions::login))
-        .route("/ui/logout", post(actions::logout))
-        .route("/ui/assets/console.css", get(css))
-        .route("/ui/assets/tail.js", get(script))
-        .route("/ui/{*rest}", get(unknown))
-        .route("/ui", get(|| async { Redirect::to("/ui/") }))
-        .route("/", get(|| async { Redirect::to("/ui/") }))
-        .layer(from_fn(refuse_cross_site))
-        .layer(from_fn(secure_headers))
-        .layer(axum::Extension(Transport { tls }))
+/// The console's routes (its rows of the route table, `table.rs`) behind its own layers: a POST
+/// from another site refused, the security headers on every answer, and whether the listener has
+/// TLS (its cookies are then `Secure`).
+pub(crate) fn guard(routes: Router<ApiState>, tls: bool) -> Router<ApiState> {
+    routes.layer(from_fn(refuse_cross_site)).layer(from_fn(secure_headers)).layer(axum::Extension(Transport { tls }))
+}
+
+/// `/` and `/ui` lead to the console's first page.
+pub(crate) async fn to_status() -> Redirect {
+    Redirect::to("/ui/")
 }
 
 /// Adds the security headers to every console response.
@@ -87,11 +73,11 @@ async fn refuse_cross_site(request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
-async fn css() -> Response {
+pub(crate) async fn css() -> Response {
     asset("text/css; charset=utf-8", include_str!("../../assets/console.css"))
 }
 
-async fn script() -> Response {
+pub(crate) async fn script() -> Response {
     asset("text/javascript; charset=utf-8", include_str!("../../assets/tail.js"))
 }
 
@@ -162,7 +148,7 @@ pub(crate) fn failed(csrf: &str, error: &(dyn std::error::Error + 'static)) -> R
 }
 
 /// A console path that names no page: a console 404, with the console's headers.
-async fn unknown(Csrf(csrf): Csrf, uri: axum::http::Uri) -> Response {
+pub(crate) async fn unknown(Csrf(csrf): Csrf, uri: axum::http::Uri) -> Response {
     not_found(&csrf, "page", uri.path())
 }
 

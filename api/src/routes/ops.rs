@@ -51,8 +51,13 @@ pub async fn metrics(State(state): State<ApiState>) -> Response {
     }
 }
 
-pub async fn openapi() -> Response {
-    respond::with_type(StatusCode::OK, respond::JSON, crate::openapi::document_text().into_bytes())
+/// The OpenAPI document's text, built from the route table with the router (`router.rs`), which
+/// hands it to [`openapi`] as an extension: this route is a row of that table.
+#[derive(Clone)]
+pub(crate) struct Document(pub(crate) std::sync::Arc<str>);
+
+pub async fn openapi(axum::Extension(Document(text)): axum::Extension<Document>) -> Response {
+    respond::with_type(StatusCode::OK, respond::JSON, text.as_bytes().to_vec())
 }
 
 pub async fn not_found() -> ApiError {

@@ -1,8 +1,11 @@
-//! Who is logged in to the console: a login with the operator token opens a console session, a
-//! random id kept in memory and carried by an `HttpOnly`, `SameSite=Strict` cookie (`Secure` on a
-//! TLS listener). The token itself never reaches the browser's storage, so a logout or a daemon
-//! restart ends every session it made. Each session has its own CSRF token, which every form
-//! carries and every POST must return; the login form is protected by a double-submit cookie.
+//! Who is logged in to the review console: a login with the operator token opens a console
+//! session, a random id kept in memory and carried by an `HttpOnly`, `SameSite=Strict` cookie
+//! (`Secure` on a TLS listener). The token itself never reaches the browser's storage, so a logout
+//! or a daemon restart ends every session it made. Each session has its own CSRF token, which
+//! every form carries and every POST must return; the login form is protected by a double-submit
+//! cookie. A module of its own below the shared state, as `auth.rs` is for the operator token:
+//! the state holds these sessions and the serve layer's gate admits by them, while the console's
+//! pages and forms (`console/`) read the state from above.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
