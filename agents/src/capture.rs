@@ -1,4 +1,6 @@
-//! Session-id and token-usage capture from each provider's machine-readable output.
+//! Session-id and token-usage capture from each provider's machine-readable output, read by the
+//! rules of its profile (`roundtable_specs::providers`): which events name the session, which
+//! report usage, and whether the CLI also writes one JSON document.
 //!
 //! Pure: the captured stdout bytes in, a [`Capture`] out. Every provider's parser tolerates
 //! unknown events and extra fields, skips blank and non-JSON lines (CLIs print diagnostics), and
@@ -6,12 +8,10 @@
 //! module as an [`ExternalSessionId`], so nothing unchecked can reach a resume argv.
 
 use roundtable_specs::adapter::Provider;
+use roundtable_specs::providers::{Event, Found, ReadRule};
 use roundtable_specs::resume::ExternalSessionId;
 use roundtable_specs::session::TokenUsage;
-use serde_json::{Map, Value};
-
-/// One JSON event (a line of a JSON-lines stream, or an element of a single document).
-type Event = Map<String, Value>;
+use serde_json::Value;
 
 /// What a provider's output said about its session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,37 +55,21 @@ pub enum NotCaptured {
 /// Reads `provider`'s stdout. `truncated`: the capture cap cut it, so a last line without its
 /// newline is never read and a single document that does not parse is reported as truncated.
 pub fn capture(provider: Provider, stdout: &[u8], truncated: bool) -> Capture {
-    if provider == Provider::Generic {
+    let Some(rule) = provider.profile().capture else {
         return Capture::nothing(NotCaptured::Unsupported(provider));
-    }
+    };
     if stdout.trim_ascii().is_empty() {
         return Capture::nothing(NotCaptured::Empty);
     }
-    let transcript = match Transcript::read(provider, stdout, truncated) {
+    let transcript = match Transcript::read(rule.document.is_some(), stdout, truncated) {
         Ok(transcript) => transcript,
         Err(why) => return Capture::nothing(why),
     };
-    match provider {
-        Provider::Codex => Capture { session_id: codex_id(&transcript), usage: codex_usage(&transcript.events) },
-        Provider::Claude => Capture {
-            session_id: first_confirmed_by_result(&transcript, "an event carrying `session_id`"),
-            usage: claude_usage(&transcript.events),
-        },
-        Provider::Gemini if transcript.document => {
-            Capture { session_id: gemini_document_id(&transcript), usage: gemini_document_usage(&transcript.events) }
-        }
-        Provider::Gemini => {
-            Capture { session_id: gemini_stream_id(&transcript), usage: gemini_stream_usage(&transcript.events) }
-        }
-        Provider::Opencode => {
-            Capture { session_id: opencode_id(&transcript), usage: opencode_usage(&transcript.events) }
-        }
-        Provider::Mock => Capture {
-            session_id: first_confirmed_by_result(&transcript, "an `init` line with a `session_id`"),
-            usage: None,
-        },
-        Provider::Generic => Capture::nothing(NotCaptured::Unsupported(provider)),
-    }
+    let read = match rule.document {
+        Some(document) if transcript.document => document,
+        _ => rule.stream,
+    };
+    Capture { session_id: transcript.session_id(&read), usage: read.usage.and_then(|usage| usage(&transcript.events)) }
 }
 
 // === reading the output ===
@@ -100,8 +84,8 @@ struct Transcript {
 }
 
 impl Transcript {
-    fn read(provider: Provider, stdout: &[u8], truncated: bool) -> Result<Self, NotCaptured> {
-        let has_document_form = matches!(provider, Provider::Claude | Provider::Gemini);
+    /// `has_document_form`: the CLI may write its output as one JSON document.
+    fn read(has_document_form: bool, stdout: &[u8], truncated: bool) -> Result<Self, NotCaptured> {
         if has_document_form && looks_like_document(stdout) {
             match parse_document(stdout) {
                 Ok(events) => return Ok(Self { events, document: true, truncated }),
@@ -117,6 +101,17 @@ impl Transcript {
             }
         }
         Ok(Self { events: json_lines(stdout, truncated), document: false, truncated })
+    }
+
+    /// The session id `read`'s rule finds, checked.
+    fn session_id(&self, read: &ReadRule) -> Result<ExternalSessionId, NotCaptured> {
+        match (read.session_id)(&self.events) {
+            Found::Id(id) => checked(id),
+            Found::Missing => Err(self.missing(read.looked_for)),
+            Found::Inconsistent { first, result } => {
+                Err(NotCaptured::Inconsistent { first: text_of(first), result: text_of(result) })
+            }
+        }
     }
 
     /// Why the rule for `looked_for` found nothing.
@@ -202,15 +197,6 @@ fn kind(value: &Value) -> &'static str {
 
 // === session ids ===
 
-fn is_type(event: &Event, kind: &str) -> bool {
-    event.get("type").and_then(Value::as_str) == Some(kind)
-}
-
-/// A field that is present and not `null` (a `null` id means "none yet", not an id).
-fn field<'a>(object: &'a Event, key: &str) -> Option<&'a Value> {
-    object.get(key).filter(|value| !value.is_null())
-}
-
 /// The id as the provider wrote it; a non-string is refused rather than converted.
 fn checked(value: &Value) -> Result<ExternalSessionId, NotCaptured> {
     match value {
@@ -224,173 +210,6 @@ fn text_of(value: &Value) -> String {
         Value::String(text) => text.clone(),
         other => other.to_string(),
     }
-}
-
-fn found(
-    transcript: &Transcript,
-    id: Option<&Value>,
-    looked_for: &'static str,
-) -> Result<ExternalSessionId, NotCaptured> {
-    match id {
-        Some(id) => checked(id),
-        None => Err(transcript.missing(looked_for)),
-    }
-}
-
-/// Codex announces the thread first, for new and resumed threads alike.
-fn codex_id(transcript: &Transcript) -> Result<ExternalSessionId, NotCaptured> {
-    let started = transcript.events.iter().find(|event| is_type(event, "thread.started"));
-    found(
-        transcript,
-        started.and_then(|event| field(event, "thread_id")),
-        "a `thread.started` event with a `thread_id`",
-    )
-}
-
-/// Claude (and the mock) put `session_id` on every message: the first one names the session and
-/// the final `result` must agree. A run cut short has no result; its first id still stands.
-fn first_confirmed_by_result(
-    transcript: &Transcript,
-    looked_for: &'static str,
-) -> Result<ExternalSessionId, NotCaptured> {
-    let Some(first) = transcript.events.iter().find_map(|event| field(event, "session_id")) else {
-        return Err(transcript.missing(looked_for));
-    };
-    let result = transcript.events.iter().rev().find(|event| is_type(event, "result"));
-    if let Some(confirmed) = result.and_then(|event| field(event, "session_id"))
-        && confirmed != first
-    {
-        return Err(NotCaptured::Inconsistent { first: text_of(first), result: text_of(confirmed) });
-    }
-    checked(first)
-}
-
-/// Gemini's stream names the session only in its `init` event.
-fn gemini_stream_id(transcript: &Transcript) -> Result<ExternalSessionId, NotCaptured> {
-    let init = transcript.events.iter().find(|event| is_type(event, "init"));
-    found(transcript, init.and_then(|event| field(event, "session_id")), "an `init` event with a `session_id`")
-}
-
-/// Gemini's `json` form writes `session_id` at the top of its one document.
-fn gemini_document_id(transcript: &Transcript) -> Result<ExternalSessionId, NotCaptured> {
-    let document = transcript.events.first();
-    found(transcript, document.and_then(|event| field(event, "session_id")), "a top-level `session_id`")
-}
-
-/// OpenCode has no init event: every event names its session, older ones only inside `part`.
-fn opencode_id(transcript: &Transcript) -> Result<ExternalSessionId, NotCaptured> {
-    let id = transcript.events.iter().find_map(|event| {
-        field(event, "sessionID")
-            .or_else(|| event.get("part").and_then(Value::as_object).and_then(|part| field(part, "sessionID")))
-    });
-    found(transcript, id, "an event carrying `sessionID`")
-}
-
-// === token usage ===
-
-fn count(object: &Value, key: &str) -> u64 {
-    object.get(key).and_then(Value::as_u64).unwrap_or(0)
-}
-
-fn optional_count(object: &Value, key: &str) -> Option<u64> {
-    object.get(key).and_then(Value::as_u64)
-}
-
-/// A count reported by either side is kept; one reported by neither stays absent.
-fn add_optional(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (None, None) => None,
-        _ => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
-    }
-}
-
-fn add(a: TokenUsage, b: TokenUsage) -> TokenUsage {
-    TokenUsage {
-        input_tokens: a.input_tokens.saturating_add(b.input_tokens),
-        output_tokens: a.output_tokens.saturating_add(b.output_tokens),
-        cached_input_tokens: add_optional(a.cached_input_tokens, b.cached_input_tokens),
-        reasoning_tokens: add_optional(a.reasoning_tokens, b.reasoning_tokens),
-    }
-}
-
-fn object_at<'a>(value: &'a Value, key: &str) -> Option<&'a Value> {
-    value.get(key).filter(|inner| inner.is_object())
-}
-
-fn last_of_type<'a>(events: &'a [Event], kind: &str) -> Option<&'a Event> {
-    events.iter().rev().find(|event| is_type(event, kind))
-}
-
-/// Codex reports usage per turn; a resumed or multi-turn run sums them.
-fn codex_usage(events: &[Event]) -> Option<TokenUsage> {
-    events
-        .iter()
-        .filter(|event| is_type(event, "turn.completed"))
-        .filter_map(|event| event.get("usage").filter(|usage| usage.is_object()))
-        .map(|usage| TokenUsage {
-            input_tokens: count(usage, "input_tokens"),
-            output_tokens: count(usage, "output_tokens"),
-            cached_input_tokens: optional_count(usage, "cached_input_tokens"),
-            reasoning_tokens: optional_count(usage, "reasoning_output_tokens"),
-        })
-        .reduce(add)
-}
-
-/// Claude's final result totals the run. Tokens written to the prompt cache were sent as input,
-/// so they count as input; tokens read back from it are the cached ones.
-fn claude_usage(events: &[Event]) -> Option<TokenUsage> {
-    let usage = last_of_type(events, "result")?.get("usage").filter(|usage| usage.is_object())?;
-    Some(TokenUsage {
-        input_tokens: count(usage, "input_tokens").saturating_add(count(usage, "cache_creation_input_tokens")),
-        output_tokens: count(usage, "output_tokens"),
-        cached_input_tokens: optional_count(usage, "cache_read_input_tokens"),
-        reasoning_tokens: None,
-    })
-}
-
-/// Gemini's stream totals the run in the final result's `stats`.
-fn gemini_stream_usage(events: &[Event]) -> Option<TokenUsage> {
-    let stats = last_of_type(events, "result")?.get("stats").filter(|stats| stats.is_object())?;
-    Some(TokenUsage {
-        input_tokens: count(stats, "input_tokens"),
-        output_tokens: count(stats, "output_tokens"),
-        cached_input_tokens: optional_count(stats, "cached"),
-        reasoning_tokens: None,
-    })
-}
-
-/// Gemini's `json` form reports tokens per model; a run that switched models sums them.
-fn gemini_document_usage(events: &[Event]) -> Option<TokenUsage> {
-    let models = events.first()?.get("stats").and_then(|stats| stats.get("models"))?.as_object()?;
-    models
-        .values()
-        .filter_map(|model| object_at(model, "tokens"))
-        .map(|tokens| TokenUsage {
-            input_tokens: count(tokens, "prompt"),
-            output_tokens: count(tokens, "candidates"),
-            cached_input_tokens: optional_count(tokens, "cached"),
-            reasoning_tokens: optional_count(tokens, "thoughts"),
-        })
-        .reduce(add)
-}
-
-/// OpenCode reports usage per step. As with Claude, cache writes were sent as input and cache
-/// reads are the cached input.
-fn opencode_usage(events: &[Event]) -> Option<TokenUsage> {
-    events
-        .iter()
-        .filter(|event| is_type(event, "step_finish"))
-        .filter_map(|event| event.get("part").and_then(|part| object_at(part, "tokens")))
-        .map(|tokens| {
-            let cache = tokens.get("cache");
-            TokenUsage {
-                input_tokens: count(tokens, "input").saturating_add(cache.map_or(0, |cache| count(cache, "write"))),
-                output_tokens: count(tokens, "output"),
-                cached_input_tokens: cache.and_then(|cache| optional_count(cache, "read")),
-                reasoning_tokens: optional_count(tokens, "reasoning"),
-            }
-        })
-        .reduce(add)
 }
 
 // === messages ===
@@ -498,15 +317,6 @@ mod tests {
     fn a_null_id_is_no_id() {
         let capture = capture(Provider::Opencode, b"{\"sessionID\":null,\"part\":{\"sessionID\":\"ses_1\"}}\n", false);
         assert_eq!(capture.session_id, Ok("ses_1".parse().expect("valid id")));
-    }
-
-    #[test]
-    fn optional_counts_stay_absent_only_when_nobody_reports_them() {
-        assert_eq!(add_optional(None, None), None);
-        assert_eq!(add_optional(Some(3), None), Some(3));
-        assert_eq!(add_optional(None, Some(4)), Some(4));
-        assert_eq!(add_optional(Some(3), Some(4)), Some(7));
-        assert_eq!(add_optional(Some(u64::MAX), Some(1)), Some(u64::MAX));
     }
 
     #[test]

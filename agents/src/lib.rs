@@ -1,11 +1,11 @@
-//! The agent CLIs' side of a session: how each provider is launched (plan and MCP manifest),
-//! what its output says about itself (session id, token usage), and the capability-scoped MCP
-//! endpoint it talks to. Pure where it can be: plans and capture do no IO.
+//! The agent CLIs' side of a session: how each provider is launched (the plan, assembled from
+//! its profile in `roundtable_specs::providers`), what its output says about itself (session id,
+//! token usage, read by its profile's rules), and the capability-scoped MCP endpoint it talks to.
+//! Pure where it can be: plans and capture do no IO.
 
 pub mod briefing;
 pub mod capability;
 pub mod capture;
-pub mod manifest;
 pub mod mcp;
 pub mod plan;
 pub mod tools;

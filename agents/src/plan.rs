@@ -1,18 +1,23 @@
 //! Provider launch plans: from an Adapter, a prompt and the session's layout to the argv, stdin,
-//! environment and files one agent CLI needs. Pure: the execution manager and
-//! `roundtable adapters plan` call the same function, so what an operator inspects is what runs.
+//! environment and files one agent CLI needs. The parts every provider shares are decided here
+//! (the base environment, the broker route, credentials, proxy, MCP capability, mounts, the
+//! persistent home); what is one provider's own (its headless flags, its variables, its files
+//! and MCP manifest, stdin) comes from its profile (`roundtable_specs::providers`). Pure: the
+//! execution manager and `roundtable adapters plan` call the same function, so what an operator
+//! inspects is what runs.
 
 use roundtable_specs::adapter::{Provider, ResolvedAdapter};
 use roundtable_specs::broker::Scheme;
-use roundtable_specs::builtins::headless;
 use roundtable_specs::layout::{
     AGENT_CONFIG, AGENT_UID, BINARY, BROKER_LISTEN, CAPABILITY_ENV, HOME, SESSION_CA, TASK, TMPDIR, WORKSPACE,
     broker_base_url,
 };
+use roundtable_specs::providers::{LaunchInput, McpWiring, bridge_command};
 use roundtable_specs::resume::ExternalSessionId;
 use serde::Serialize;
 
-use crate::manifest;
+// The plan's own types are declared with the profiles, whose launch rules make them.
+pub use roundtable_specs::providers::{AgentFile, BROKER_URL_ENV, BrokerRoute, Stdin};
 
 /// The search path every agent gets; images put their CLI in one of these.
 pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -22,58 +27,6 @@ pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 pub struct PlanInput<'a> {
     pub prompt: &'a str,
     pub model: Option<&'a str>,
-}
-
-/// Where the agent's stdin comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Stdin {
-    /// The prompt, then end of file: no argv length limit, and a prompt starting with `-`
-    /// cannot be read as a flag.
-    Prompt,
-    /// Nothing: end of file at once (so no CLI waits on a terminal that is not there).
-    Empty,
-}
-
-/// One entry Roundtable writes under `/tmp/roundtable/` before the agent starts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentFile {
-    /// Absolute path in the container, under [`AGENT_CONFIG`].
-    pub path: String,
-    pub owner: u32,
-    pub mode: u32,
-    /// `None`: a directory.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub contents: Option<String>,
-}
-
-impl AgentFile {
-    fn dir(path: &str, owner: u32, mode: u32) -> Self {
-        Self { path: path.to_owned(), owner, mode, contents: None }
-    }
-
-    /// A manifest: root-owned and read-only, so the agent can read it but never rewrite it.
-    fn manifest(path: &str, contents: String) -> Self {
-        Self { path: path.to_owned(), owner: 0, mode: 0o444, contents: Some(contents) }
-    }
-
-    /// The path relative to `/tmp` (what the runtime uploads into the `/tmp` volume).
-    pub fn under_tmp(&self) -> &str {
-        self.path.strip_prefix("/tmp/").unwrap_or(&self.path)
-    }
-}
-
-/// What the runtime uploads for it into the `/tmp` volume.
-impl From<&AgentFile> for roundtable_session_runtime::TmpEntry {
-    fn from(file: &AgentFile) -> Self {
-        Self {
-            path: file.under_tmp().to_owned(),
-            owner: file.owner,
-            mode: file.mode,
-            contents: file.contents.as_ref().map(|c| c.clone().into_bytes()),
-        }
-    }
 }
 
 /// A variable the launch fills in from outside the plan; only its name is part of the plan.
@@ -99,22 +52,6 @@ pub const TRUST_ENV: [&str; 3] = ["SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_E
 /// The session CA's certificate as the agent reads it: root-owned, read-only, public.
 pub fn session_ca_file(pem: &str) -> AgentFile {
     AgentFile::manifest(SESSION_CA, pem.to_owned())
-}
-
-/// The variable a generic or custom CLI finds the broker in: it calls `$ROUNDTABLE_BROKER_URL/<host>/…`.
-pub const BROKER_URL_ENV: &str = "ROUNDTABLE_BROKER_URL";
-
-/// Where a brokered CLI sends its model requests.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BrokerRoute {
-    /// The provider host the CLI is pointed at; `None` for a generic CLI, which picks its own
-    /// among the Adapter's `providerHosts`.
-    pub host: Option<String>,
-    /// The base URL the CLI is given (plain HTTP on the container's loopback).
-    pub base_url: String,
-    /// The `credentialEnv` variable the CLI sends as its key (it holds the placeholder).
-    pub credential: Option<String>,
 }
 
 /// A mount every agent container has (the same for every provider).
@@ -227,17 +164,6 @@ pub fn mounts(sockets: Sockets) -> Vec<Mount> {
     mounts
 }
 
-/// The scheme of the host a provider's CLI speaks to by default (OpenCode's built-in is
-/// Anthropic's); `None` for a CLI that picks its own.
-fn provider_scheme(provider: Provider) -> Option<Scheme> {
-    match provider {
-        Provider::Codex => Some(Scheme::Openai),
-        Provider::Claude | Provider::Opencode => Some(Scheme::Anthropic),
-        Provider::Gemini => Some(Scheme::Gemini),
-        Provider::Generic | Provider::Mock => None,
-    }
-}
-
 /// The Adapter's provider host of `scheme`, else its first host.
 fn broker_host(adapter: &ResolvedAdapter, scheme: Scheme) -> Option<&str> {
     let hosts = || adapter.provider_hosts.iter().map(|host| host.as_str());
@@ -257,7 +183,8 @@ fn broker_route(adapter: &ResolvedAdapter) -> Option<BrokerRoute> {
     if !adapter.brokered() {
         return None;
     }
-    let Some(scheme) = provider_scheme(adapter.provider) else {
+    // The scheme of the host the provider's CLI speaks to by default; a CLI with none picks its own.
+    let Some(scheme) = adapter.provider.profile().broker else {
         return Some(BrokerRoute { host: None, base_url: format!("http://{BROKER_LISTEN}"), credential: None });
     };
     let host = broker_host(adapter, scheme)?;
@@ -270,22 +197,11 @@ fn broker_route(adapter: &ResolvedAdapter) -> Option<BrokerRoute> {
     })
 }
 
-/// OpenCode's provider id and base URL for the broker: the AI SDK provider of the host's scheme
-/// (Anthropic's for a host it does not know), whose default base URL ends in the API version.
-fn opencode_provider(route: &BrokerRoute) -> manifest::OpencodeProvider {
-    let scheme = route.host.as_deref().map_or(Scheme::Custom, Scheme::of_host);
-    let (id, version) = match scheme {
-        Scheme::Openai => ("openai", "v1"),
-        Scheme::Gemini => ("google", "v1beta"),
-        Scheme::Anthropic | Scheme::Custom => ("anthropic", "v1"),
-    };
-    manifest::OpencodeProvider { id, base_url: format!("{}/{version}", route.base_url) }
-}
-
 /// The launch plan for `adapter`. `proxy`: the session has an egress gateway. A brokered
 /// Adapter's CLI is pointed at the broker on the container's loopback (docs/providers.md).
 pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> ProviderPlan {
     let provider = adapter.provider;
+    let profile = provider.profile();
     // A generic CLI gets the socket and the capability but no manifest: it starts
     // `roundtable mcp stdio` itself (docs/providers.md).
     let mcp = adapter.mcp();
@@ -303,84 +219,19 @@ pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> Pro
     let model = input.model.filter(|m| !m.is_empty());
     let model_flag = model.map(|m| format!("--model={m}"));
     let mut argv = vec![adapter.command.clone()];
-    // The four CLIs' flags come from one table, shared with their built-in resume patterns.
-    if let Some(flags) = headless(provider) {
+    // The CLIs' flags come from their profiles, shared with their built-in resume patterns.
+    if let Some(flags) = profile.headless.map(|headless| headless()) {
         argv.extend(flags.before);
         argv.extend(model_flag);
         argv.extend(flags.mcp.filter(|_| mcp));
         argv.extend(flags.after);
     }
-    let stdin = match provider {
-        Provider::Codex => {
-            // Codex reads the prompt from stdin when it is `-`.
-            argv.push("-".into());
-            let home = format!("{AGENT_CONFIG}/codex");
-            env.push(("CODEX_HOME".into(), home.clone()));
-            // Sticky and root-owned: Codex writes its state here but cannot replace the config.
-            files.push(AgentFile::dir(&home, 0, 0o1777));
-            let model_provider = broker.as_ref().map(|route| manifest::CodexProvider {
-                base_url: format!("{}/v1", route.base_url),
-                env_key: route.credential.clone().unwrap_or_else(|| "CODEX_API_KEY".into()),
-            });
-            if mcp || model_provider.is_some() {
-                files.push(AgentFile::manifest(
-                    &format!("{home}/config.toml"),
-                    manifest::codex(mcp, model_provider.as_ref()),
-                ));
-            }
-            Stdin::Prompt
-        }
-        Provider::Claude => {
-            let home = format!("{AGENT_CONFIG}/claude");
-            env.push(("CLAUDE_CONFIG_DIR".into(), home.clone()));
-            env.push(("DISABLE_AUTOUPDATER".into(), "1".into()));
-            env.push(("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(), "1".into()));
-            // Claude Code appends `/v1/messages`.
-            if let Some(route) = &broker {
-                env.push(("ANTHROPIC_BASE_URL".into(), route.base_url.clone()));
-            }
-            files.push(AgentFile::dir(&home, AGENT_UID, 0o755));
-            if mcp {
-                files.push(AgentFile::manifest(manifest::CLAUDE_PATH, manifest::claude()));
-            }
-            Stdin::Prompt
-        }
-        Provider::Gemini => {
-            let home = format!("{AGENT_CONFIG}/gemini");
-            env.push(("GEMINI_CLI_HOME".into(), home.clone()));
-            env.push(("GEMINI_CLI_SYSTEM_SETTINGS_PATH".into(), manifest::GEMINI_PATH.into()));
-            env.push(("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into()));
-            // The SDK appends `/v1beta/models/…`.
-            if let Some(route) = &broker {
-                env.push(("GOOGLE_GEMINI_BASE_URL".into(), route.base_url.clone()));
-            }
-            files.push(AgentFile::dir(&home, AGENT_UID, 0o755));
-            // The system settings also switch off telemetry and updates, so they are written
-            // even when the adapter has no MCP.
-            files.push(AgentFile::manifest(manifest::GEMINI_PATH, manifest::gemini(mcp)));
-            Stdin::Prompt
-        }
-        Provider::Opencode => {
-            // Only the base URL: the AI SDK reads the key (the placeholder) from its variable,
-            // so no key, literal or placeholder, is ever in the configuration.
-            let config = manifest::opencode(mcp, broker.as_ref().map(opencode_provider).as_ref());
-            env.push(("OPENCODE_CONFIG_CONTENT".into(), config.clone()));
-            env.push(("OPENCODE_DISABLE_AUTOUPDATE".into(), "1".into()));
-            env.push(("OPENCODE_DISABLE_MODELS_FETCH".into(), "1".into()));
-            files.push(AgentFile::manifest(manifest::OPENCODE_PATH, config));
-            Stdin::Prompt
-        }
-        Provider::Generic | Provider::Mock => {
-            if let Some(route) = &broker {
-                env.push((BROKER_URL_ENV.into(), route.base_url.clone()));
-            }
-            argv.extend(adapter.args.iter().cloned());
-            if provider == Provider::Generic {
-                argv.push(input.prompt.to_owned());
-            }
-            Stdin::Empty
-        }
-    };
+    let launch =
+        (profile.launch)(&LaunchInput { prompt: input.prompt, args: &adapter.args, mcp, broker: broker.as_ref() });
+    argv.extend(launch.argv);
+    env.extend(launch.env);
+    files.extend(launch.files);
+    let stdin = launch.stdin;
     // A brokered session's `HTTPS_PROXY` is the broker: a client that ignores its base URL is
     // intercepted there with the session CA, judged by the same rules (docs/broker.md).
     if broker.is_some() {
@@ -421,7 +272,7 @@ pub fn plan(adapter: &ResolvedAdapter, input: PlanInput<'_>, proxy: bool) -> Pro
         passed_env,
         files,
         mcp,
-        mcp_bridge: (mcp && !provider.is_agent_cli()).then(manifest::bridge_command),
+        mcp_bridge: (mcp && profile.mcp == McpWiring::Bridge).then(bridge_command),
         persistent_home,
         resumes: None,
         broker,
@@ -559,13 +410,28 @@ mod tests {
         let config = plan.files.iter().find(|f| f.path.ends_with("config.toml")).and_then(|f| f.contents.clone());
         assert_eq!(
             config,
-            Some(manifest::codex(
-                true,
-                Some(&manifest::CodexProvider {
-                    base_url: "http://127.0.0.1:3129/api.openai.com/v1".into(),
-                    env_key: "CODEX_API_KEY".into()
-                })
-            ))
+            Some(
+                "# Written by Roundtable for this session; read-only.\n\
+                 model_provider = \"roundtable\"\n\
+                 \n\
+                 [model_providers.roundtable]\n\
+                 name = \"Roundtable broker\"\n\
+                 base_url = \"http://127.0.0.1:3129/api.openai.com/v1\"\n\
+                 env_key = \"CODEX_API_KEY\"\n\
+                 wire_api = \"responses\"\n\
+                 supports_websockets = false\n\
+                 requires_openai_auth = false\n\
+                 \n\
+                 [mcp_servers.roundtable]\n\
+                 command = \"/roundtable/bin/roundtable\"\n\
+                 args = [\"mcp\", \"stdio\", \"--unix-socket\", \"/run/roundtable/mcp.sock\"]\n\
+                 env_vars = [\"ROUNDTABLE_AGENT_CAPABILITY\"]\n\
+                 startup_timeout_sec = 20\n\
+                 tool_timeout_sec = 600\n\
+                 required = true\n\
+                 default_tools_approval_mode = \"approve\"\n"
+                    .to_owned()
+            )
         );
         let dirs: Vec<(&str, u32, u32)> = plan.files.iter().map(|f| (f.path.as_str(), f.owner, f.mode)).collect();
         assert_eq!(

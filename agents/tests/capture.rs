@@ -321,7 +321,7 @@ fn invalid_utf8_inside_an_id_is_refused() {
 
 #[test]
 fn empty_output_is_empty_for_every_provider_that_captures() {
-    for provider in Provider::ALL.into_iter().filter(|provider| *provider != Provider::Generic) {
+    for provider in Provider::ALL.iter().copied().filter(|provider| *provider != Provider::Generic) {
         for stdout in [&b""[..], b"\n", b"  \n\t\r\n"] {
             for truncated in [false, true] {
                 let got = capture(provider, stdout, truncated);
@@ -334,7 +334,7 @@ fn empty_output_is_empty_for_every_provider_that_captures() {
 #[test]
 fn output_without_json_says_so() {
     let stdout = b"Error: not logged in. Run `codex login` first.\n";
-    for provider in Provider::ALL.into_iter().filter(|provider| *provider != Provider::Generic) {
+    for provider in Provider::ALL.iter().copied().filter(|provider| *provider != Provider::Generic) {
         let got = capture(provider, stdout, false);
         assert_eq!(got.session_id, Err(NotCaptured::NotJson), "{provider}");
     }

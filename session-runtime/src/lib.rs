@@ -95,6 +95,19 @@ pub struct TmpEntry {
     pub contents: Option<Vec<u8>>,
 }
 
+/// What the backend uploads into the `/tmp` volume for a file a launch plan writes (a provider
+/// profile's manifest or home, `roundtable_specs::providers`).
+impl From<&roundtable_specs::providers::AgentFile> for TmpEntry {
+    fn from(file: &roundtable_specs::providers::AgentFile) -> Self {
+        Self {
+            path: file.under_tmp().to_owned(),
+            owner: file.owner,
+            mode: file.mode,
+            contents: file.contents.as_ref().map(|c| c.clone().into_bytes()),
+        }
+    }
+}
+
 /// A provider home that outlives the session: created on first use, mounted at `target`, never
 /// removed with the session (only when its Assignment is gone: `prune`).
 #[derive(Debug, Clone, PartialEq, Eq)]

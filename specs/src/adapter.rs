@@ -109,82 +109,8 @@ impl CredentialMode {
     }
 }
 
-/// The agent CLIs Roundtable knows how to drive: each has its own launch plan, MCP manifest
-/// format and output format. `generic` runs `[command, ...args, prompt]`; `mock` is the
-/// deterministic stand-in built into the controller's own binary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Provider {
-    Codex,
-    Claude,
-    Gemini,
-    Opencode,
-    Generic,
-    Mock,
-}
-
-impl Provider {
-    pub const ALL: [Provider; 6] =
-        [Provider::Codex, Provider::Claude, Provider::Gemini, Provider::Opencode, Provider::Generic, Provider::Mock];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Provider::Codex => "codex",
-            Provider::Claude => "claude",
-            Provider::Gemini => "gemini",
-            Provider::Opencode => "opencode",
-            Provider::Generic => "generic",
-            Provider::Mock => "mock",
-        }
-    }
-
-    /// One of the four provider CLIs (they take the prompt on stdin and speak MCP).
-    pub fn is_agent_cli(self) -> bool {
-        matches!(self, Provider::Codex | Provider::Claude | Provider::Gemini | Provider::Opencode)
-    }
-
-    /// Whether this provider's agent can use a session's MCP endpoint: the four CLIs through the
-    /// manifest Roundtable writes for them, a generic CLI by starting `roundtable mcp stdio`
-    /// itself. The built-in mock calls no tool.
-    pub fn can_use_mcp(self) -> bool {
-        self != Provider::Mock
-    }
-
-    /// Whether this provider's output has a format a session id can be read from.
-    pub fn has_session_output(self) -> bool {
-        self != Provider::Generic
-    }
-
-    /// Where the provider CLI keeps its sessions: what a persistent home keeps. Generic and mock
-    /// keep none.
-    pub fn state_folder(self) -> Option<&'static str> {
-        match self {
-            Provider::Codex => Some("/tmp/roundtable/codex"),
-            Provider::Claude => Some("/tmp/roundtable/claude"),
-            Provider::Gemini => Some("/tmp/roundtable/gemini"),
-            // OpenCode keeps its database under $HOME/.local/share/opencode.
-            Provider::Opencode => Some(crate::layout::HOME),
-            Provider::Generic | Provider::Mock => None,
-        }
-    }
-}
-
-impl std::fmt::Display for Provider {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Provider {
-    type Err = crate::words::UnknownWord;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        Provider::ALL
-            .into_iter()
-            .find(|p| p.as_str() == text)
-            .ok_or_else(|| crate::words::UnknownWord { what: "provider", word: text.to_owned() })
-    }
-}
+// Declared with its profile, the one place that says what each provider is.
+pub use crate::providers::Provider;
 
 /// `spec.egress` of an Adapter.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -29,7 +29,7 @@ impl Catalog {
     /// The first declaration of a name wins; duplicates are reported by validation.
     pub fn build<O: Borrow<Object>>(objects: &[O]) -> Self {
         let mut entries = BTreeMap::new();
-        for name in builtins::BUILTIN_NAMES {
+        for &name in builtins::BUILTIN_NAMES {
             if let Some(template) = builtins::template(name) {
                 entries.insert(
                     name.to_owned(),

@@ -151,16 +151,10 @@ pub fn is_plain_file_name(name: &str) -> bool {
     !name.is_empty() && !name.starts_with('.') && !name.contains(['/', '\\', '\0']) && name.len() <= 255
 }
 
-/// The contract built into the binary for a provider: its file name and text.
+/// The contract built into the binary for a provider (its profile's): its file name and text.
 pub fn builtin(provider: Provider) -> (&'static str, &'static str) {
-    match provider {
-        Provider::Codex => ("codex.yaml", include_str!("../contracts/codex.yaml")),
-        Provider::Claude => ("claude.yaml", include_str!("../contracts/claude.yaml")),
-        Provider::Gemini => ("gemini.yaml", include_str!("../contracts/gemini.yaml")),
-        Provider::Opencode => ("opencode.yaml", include_str!("../contracts/opencode.yaml")),
-        Provider::Generic => ("generic.yaml", include_str!("../contracts/generic.yaml")),
-        Provider::Mock => ("mock.yaml", include_str!("../contracts/mock.yaml")),
-    }
+    let contract = provider.profile().contract;
+    (contract.file, contract.text)
 }
 
 #[cfg(test)]
@@ -169,7 +163,7 @@ mod tests {
 
     #[test]
     fn every_builtin_contract_parses_and_names_its_provider() {
-        for provider in Provider::ALL {
+        for provider in Provider::ALL.iter().copied() {
             let (file, text) = builtin(provider);
             let contract = parse(file, text).unwrap_or_else(|e| panic!("{file}: {e:?}"));
             assert_eq!(contract.adapter, provider.as_str(), "{file}");

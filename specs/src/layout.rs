@@ -31,8 +31,6 @@ pub const MCP_SOCKET: &str = "/run/roundtable/mcp.sock";
 pub const AGENT_CONFIG: &str = "/tmp/roundtable";
 /// The variable that carries the agent's MCP capability, set only in the agent exec's environment.
 pub const CAPABILITY_ENV: &str = "ROUNDTABLE_AGENT_CAPABILITY";
-/// Claude Code's MCP manifest (`--mcp-config`).
-pub const CLAUDE_MCP_CONFIG: &str = "/tmp/roundtable/mcp.json";
 /// The session broker's socket (docs/broker.md): provider requests with placeholders in, the
 /// real credential swapped in on the host.
 pub const BROKER_SOCKET: &str = "/run/roundtable/broker.sock";

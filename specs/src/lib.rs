@@ -26,6 +26,7 @@ pub mod output;
 pub mod parse;
 pub mod policy;
 pub mod protected;
+pub mod providers;
 pub mod resource;
 pub mod resume;
 pub mod runtime_class;

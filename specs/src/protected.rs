@@ -1,12 +1,17 @@
 //! The protected paths: what a proposal must not change without a reviewer's explicit override,
 //! because it runs code (CI, editors, hooks, package managers) or changes how git, the agents or
 //! the controller read the repository. One list and one matcher; `docs/proposals.md` lists the
-//! same entries and a test keeps the two equal.
+//! same entries and a test keeps the two equal. The agent CLIs' configuration folders come from
+//! every provider's profile, so a provider cannot be added without them.
 //!
 //! Reviewers open branches on checkouts that are case-insensitive (macOS, Windows) and that
 //! ignore what NTFS and HFS+ ignore, so a path is compared the way those checkouts resolve it:
 //! `.VSCode/tasks.json` is `.vscode/tasks.json`, `.gitattributes.` is `.gitattributes`, and a
 //! component shaped like an NTFS 8.3 short name (`GITHUB~1`) may be any of them.
+
+use std::sync::LazyLock;
+
+use crate::providers::Provider;
 
 /// Where an entry is matched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,15 +38,23 @@ const fn anywhere(path: &'static str) -> ProtectedEntry {
     ProtectedEntry { path, anchor: Anchor::AnyDepth }
 }
 
-/// Every protected entry, in the order `docs/proposals.md` lists them.
-pub const PROTECTED: &[ProtectedEntry] = &[
-    // The controller's own specs, git's own folder, the provider CLIs' configuration.
-    root(".roundtable/"),
-    root(".git/"),
-    root(".claude/"),
-    root(".codex/"),
-    root(".gemini/"),
-    root(".opencode/"),
+/// Every protected entry, in the order `docs/proposals.md` lists them: the controller's own
+/// specs and git's own folder, the provider CLIs' configuration folders from their profiles
+/// (alphabetical), then [`TOOLS`].
+pub static PROTECTED: LazyLock<Vec<ProtectedEntry>> = LazyLock::new(|| {
+    let mut agents: Vec<&'static str> =
+        Provider::ALL.iter().flat_map(|provider| provider.profile().protected.iter().copied()).collect();
+    agents.sort_unstable();
+    agents.dedup();
+    [root(".roundtable/"), root(".git/")]
+        .into_iter()
+        .chain(agents.into_iter().map(root))
+        .chain(TOOLS.iter().copied())
+        .collect()
+});
+
+/// The protected entries that are no provider's: CI, hooks, editors, build tools.
+const TOOLS: &[ProtectedEntry] = &[
     // CI systems that read a folder at the root: all of `.github/` (workflows, the local
     // actions they call, Dependabot), GitLab's templates, CircleCI, Buildkite, Gitea/Forgejo,
     // Woodpecker, Semaphore, Tekton.
@@ -225,6 +238,21 @@ mod tests {
         ];
         for (path, entry) in cases {
             assert_eq!(protected_entry(path).map(|e| e.path), Some(entry), "{path}");
+        }
+    }
+
+    #[test]
+    fn every_providers_configuration_folders_are_protected_at_the_root() {
+        for provider in Provider::ALL.iter().copied() {
+            for folder in provider.profile().protected {
+                let inside = format!("{folder}settings.json");
+                assert_eq!(
+                    protected_entry(&inside).map(|e| (e.path, e.anchor)),
+                    Some((*folder, Anchor::Root)),
+                    "{provider}"
+                );
+                assert_eq!(protected_entry(&format!("sub/{inside}")), None, "{provider}: read at the root only");
+            }
         }
     }
 

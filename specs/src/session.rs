@@ -419,18 +419,8 @@ pub struct McpClient {
     pub protocol_version: String,
 }
 
-/// Tokens a provider reported spending, summed over the run. Fields a provider does not report
-/// are absent rather than zero.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct TokenUsage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cached_input_tokens: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reasoning_tokens: Option<u64>,
-}
+// What a profile's capture rules produce, so it is declared beside them.
+pub use crate::providers::TokenUsage;
 
 /// What the agent CLI's side of a session recorded: how it was launched (names, never values),
 /// what its output said about itself, and how to resume it.

@@ -577,14 +577,11 @@ fn check_assignment_routing(spec: &AssignmentSpec, origin: &Origin, catalog: &Ca
             ),
         ));
     }
-    // Seen live with Codex 0.171.0 (docs/providers.md): its default model offers only a
-    // "code mode" tool that needs a helper its distribution does not ship.
-    if entry.resolved.provider == crate::adapter::Provider::Codex && spec.model.as_deref().is_none_or(str::is_empty) {
-        out.push(origin.finding(
-            &path("spec.model"),
-            Severity::Warning,
-            "no model: Codex then uses its default model's code mode, whose only tool needs a codex-code-mode-host helper the CLI does not ship (every tool call fails); set a model such as gpt-5-codex",
-        ));
+    // A provider whose CLI's own default model is known not to work says so in its profile.
+    if let Some(warning) = entry.resolved.provider.profile().no_model_warning
+        && spec.model.as_deref().is_none_or(str::is_empty)
+    {
+        out.push(origin.finding(&path("spec.model"), Severity::Warning, warning));
     }
 }
 

@@ -2,7 +2,7 @@
 //! variant has reads as. Every such enum of this crate is declared through it.
 
 /// Declares a unit-variant enum serialised as one fixed word per variant, with `as_str`,
-/// `Display`, `FromStr` and `ALL`.
+/// `Display`, `FromStr`, `ALL` and `WORDS` (every variant's word, in the same order).
 macro_rules! words {
     ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $word:literal $(| $alias:literal)*,)+ }) => {
         $(#[$meta])*
@@ -16,6 +16,7 @@ macro_rules! words {
 
         impl $name {
             pub const ALL: &'static [$name] = &[$($name::$variant,)+];
+            pub const WORDS: &'static [&'static str] = &[$($word,)+];
 
             pub const fn as_str(self) -> &'static str {
                 match self {

@@ -812,3 +812,69 @@ fn no_crate_has_a_module_import_cycle() {
     let source = module_imports("source");
     assert!(source["follow"].contains("project"), "`crate::Project` is `project`'s: {source:?}");
 }
+
+/// Every `Provider` has a complete profile (`specs/src/providers/`, docs/providers.md's "Adding a
+/// provider"). The compiler holds each profile to its fields; this holds it to what lives
+/// outside the code: its own file, filed under its own provider; a built-in contract in
+/// `specs/contracts/` that is the text the profile ships, parses, is for the provider and replays
+/// something; a template whose provider is itself; a row of docs/providers.md naming it; and its
+/// configuration folders in docs/proposals.md's table of protected paths.
+#[test]
+fn every_provider_has_a_complete_profile() {
+    use roundtable_specs::adapter::Provider;
+    let root = repo_root();
+    let read = |path: &str| std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let guide = read("docs/providers.md");
+    assert!(guide.contains("\n## Adding a provider\n"), "docs/providers.md has no \"Adding a provider\" section");
+    let proposals = read("docs/proposals.md");
+    let protected = proposals.split("\n## Protected paths").nth(1).and_then(|rest| rest.split("\n## ").next());
+    let protected = protected.expect("docs/proposals.md has a \"Protected paths\" section");
+    assert!(Provider::ALL.len() >= 6, "found only {} providers", Provider::ALL.len());
+    let mut problems = Vec::new();
+    for provider in Provider::ALL.iter().copied() {
+        let word = provider.as_str();
+        let profile = provider.profile();
+        if profile.provider != provider {
+            problems.push(format!("{word}: Provider::profile gives the profile of {}", profile.provider));
+        }
+        let file = format!("specs/src/providers/{word}.rs");
+        if !root.join(&file).is_file() {
+            problems.push(format!("{word}: its profile's file {file} does not exist"));
+        }
+        let contract = format!("specs/contracts/{}", profile.contract.file);
+        match std::fs::read_to_string(root.join(&contract)) {
+            Err(error) => problems.push(format!("{word}: its contract {contract} cannot be read: {error}")),
+            Ok(text) if text != profile.contract.text => {
+                problems.push(format!("{word}: the contract its profile ships is not {contract}"));
+            }
+            Ok(text) => match roundtable_specs::contract::parse(&contract, &text) {
+                Err(error) => problems.push(format!("{word}: {contract} does not parse: {error:?}")),
+                Ok(parsed) if parsed.adapter != word => {
+                    problems.push(format!("{word}: {contract} is the contract of adapter {:?}", parsed.adapter));
+                }
+                Ok(parsed) if parsed.transcripts.is_empty() => {
+                    problems.push(format!("{word}: {contract} has no golden transcript"));
+                }
+                Ok(_) => {}
+            },
+        }
+        match roundtable_specs::builtins::template(word).and_then(|template| template.provider) {
+            Some(own) if own == provider => {}
+            other => problems.push(format!("{word}: its built-in template's provider is {other:?}")),
+        }
+        if !guide.contains(&format!("| `{word}`")) {
+            problems.push(format!("{word}: no table row of docs/providers.md names `{word}`"));
+        }
+        for folder in profile.protected {
+            if !protected.contains(&format!("| `{folder}` | root |")) {
+                problems
+                    .push(format!("{word}: docs/proposals.md's protected paths do not list `{folder}` at the root"));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "incomplete provider profiles (see docs/providers.md, \"Adding a provider\"):\n{}",
+        problems.join("\n")
+    );
+}
