@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use roundtable_controller::{Action, ErrorOutcome, ReconcileError, Reconciler};
+use roundtable_controller::{Action, ErrorOutcome, ReconcileError, Reconciler, Stall};
 use roundtable_specs::Spec;
 use roundtable_specs::output::{Condition, ConditionStatus};
 use roundtable_specs::{Kind, ObjectKey};
@@ -71,8 +71,6 @@ pub struct ObjectReconciler<S, I, A, X = RecordedExecutions> {
     pub images: I,
     pub audit: A,
     pub executions: X,
-    /// The controller's error budget, to name why a key stalled.
-    pub error_budget: u32,
 }
 
 impl<I: ImageBackend, A: AuditSink> ObjectReconciler<Store, I, A, RecordedExecutions> {
@@ -80,13 +78,13 @@ impl<I: ImageBackend, A: AuditSink> ObjectReconciler<Store, I, A, RecordedExecut
     /// (`status`, `plan`, in-process `reconcile`).
     pub fn new(store: Store, images: I, audit: A) -> Self {
         let executions = RecordedExecutions(store.clone());
-        Self { status: store, images, audit, executions, error_budget: 10 }
+        Self { status: store, images, audit, executions }
     }
 }
 
 impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> ObjectReconciler<S, I, A, X> {
     pub fn with_executions(status: S, images: I, audit: A, executions: X) -> Self {
-        Self { status, images, audit, executions, error_budget: 10 }
+        Self { status, images, audit, executions }
     }
 
     /// The resolved adapter an Assignment names, and whether it is ready to execute.
@@ -417,11 +415,10 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Recon
                 outcome.attempt
             ),
         };
-        if outcome.stalled {
-            let why = if outcome.attempt >= self.error_budget {
-                reason::ERROR_BUDGET_EXHAUSTED
-            } else {
-                reason::PERMANENT_ERROR
+        if let Some(stall) = outcome.stalled {
+            let why = match stall {
+                Stall::BudgetSpent { .. } => reason::ERROR_BUDGET_EXHAUSTED,
+                Stall::Permanent => reason::PERMANENT_ERROR,
             };
             let stalled = conditions::desired(STALLED, ConditionStatus::True, why, summary.clone(), generation);
             if let Err(error) = self.status.apply(key, &Change::SetCondition(stalled)).await {
