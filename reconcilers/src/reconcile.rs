@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use roundtable_controller::{Action, ErrorOutcome, ReconcileError, Reconciler, Stall};
 use roundtable_specs::Spec;
+use roundtable_specs::events::{EventReason, Reason};
 use roundtable_specs::output::{Condition, ConditionStatus};
 use roundtable_specs::{Kind, ObjectKey};
 
@@ -287,8 +288,8 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                     .reusing(desired.execution_digest.clone(), desired.rerun);
                     self.executions.start(request).await?;
                     let message = format!("execution attempt {attempt} queued");
-                    let event =
-                        AuditEvent { object: key.clone(), warning: false, reason: "ExecutionQueued".into(), message };
+                    let reason = EventReason::ExecutionQueued.into();
+                    let event = AuditEvent { object: key.clone(), warning: false, reason, message };
                     self.audit.record(event).await?;
                     continue;
                 }
@@ -299,7 +300,8 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                 Change::SupersedeExecution { by } => {
                     self.executions.supersede(&key.name, *by);
                     let message = format!("the running execution is cancelled: execution generation {by} replaces it");
-                    let event = AuditEvent { object: key.clone(), warning: true, reason: "Superseded".into(), message };
+                    let reason = EventReason::Superseded.into();
+                    let event = AuditEvent { object: key.clone(), warning: true, reason, message };
                     self.audit.record(event).await?;
                     continue;
                 }
@@ -328,7 +330,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                 let event = AuditEvent {
                     object: key.clone(),
                     warning: condition.status == ConditionStatus::False,
-                    reason: condition.reason.clone(),
+                    reason: Reason::Ready(condition.reason.clone()),
                     message: condition.message.clone(),
                 };
                 self.audit.record(event).await?;
@@ -356,7 +358,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Recon
             let event = AuditEvent {
                 object: key.clone(),
                 warning: false,
-                reason: "CleanedUp".into(),
+                reason: EventReason::CleanedUp.into(),
                 message: "forgotten after cleanup".into(),
             };
             self.audit.record(event).await?;
@@ -425,8 +427,8 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Recon
                 tracing::error!(%key, %error, "cannot record the Stalled condition");
             }
         }
-        let event =
-            AuditEvent { object: key.clone(), warning: true, reason: "ReconcileFailed".into(), message: summary };
+        let reason = EventReason::ReconcileFailed.into();
+        let event = AuditEvent { object: key.clone(), warning: true, reason, message: summary };
         if let Err(error) = self.audit.record(event).await {
             tracing::error!(%key, %error, "cannot record the failure event");
         }

@@ -221,7 +221,7 @@ async fn adapter_reasons_for_missing_unpinned_and_disabled_images() {
         (ConditionStatus::False, "ImageMissing")
     );
     let events = reconciler.audit.0.lock().expect("lock").clone();
-    assert!(events.iter().any(|e| e.reason == "ImageMissing" && e.warning), "{events:?}");
+    assert!(events.iter().any(|e| e.reason.as_str() == "ImageMissing" && e.warning), "{events:?}");
 
     reconciler.images.present.lock().expect("lock").insert("agent:v1".into(), "sha256:aa".into());
     reconciler.reconcile(&missing.key).await.expect("reconcile");
