@@ -97,7 +97,9 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
         let desired = Desired::from_record(&record)?;
         let Spec::Adapter(spec) = &desired.spec else { return Ok((None, Err(format!("{key} is not an adapter")))) };
         let agent_override = self.status.agent_override(name).await?;
-        let adapter = resolve(name, spec, agent_override.as_ref());
+        let Some(adapter) = resolve(name, Some(spec), agent_override.as_ref()) else {
+            return Ok((None, Err(format!("adapter {name:?} is not declared"))));
+        };
         if let Some(refusing) = agent_override.filter(|_| !adapter.enabled) {
             let why = format!("adapter {name} is {} by an operator through the API", refusing.state.as_str());
             return Ok((Some(adapter), Err(why)));
@@ -119,7 +121,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
             _ => None,
         };
         let adapter = match &desired.spec {
-            Spec::Adapter(spec) => Some(resolve(&desired.metadata.name, spec, agent_override.as_ref())),
+            Spec::Adapter(spec) => resolve(&desired.metadata.name, Some(spec), agent_override.as_ref()),
             _ => None,
         };
         let (image, mut gates) = match &adapter {
