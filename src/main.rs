@@ -216,10 +216,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 prompt: prompt.as_deref(),
                 model: model.as_deref(),
             };
-            commands::adapters::plan(global, name, &request, format.format)
+            commands::adapters::plan(global, name, &request, format.format).await
         }
         Command::Adapters(AdaptersCommand::Capture { name, truncated, format }) => {
-            commands::adapters::capture(global, name, *truncated, format.format)
+            commands::adapters::capture(global, name, *truncated, format.format).await
         }
         Command::Mcp(McpCommand::Stdio { unix_socket }) => match roundtable_incontainer::mcp_bridge::run(unix_socket) {
             Ok(()) => Ok(ExitCode::SUCCESS),

@@ -11,4 +11,4 @@ pub mod scheduler;
 pub mod watch;
 
 pub use action::Action;
-pub use runner::{Config, Controller, ErrorOutcome, Failure, Handle, ReconcileError, Reconciler, Trigger};
+pub use runner::{Config, Controller, ErrorOutcome, Failure, Handle, ReconcileError, Reconciler, Stall, Trigger};

@@ -51,8 +51,35 @@ pub struct ErrorOutcome {
     pub attempt: u32,
     /// When the next attempt comes, unless the key stalled.
     pub retry_in: Option<Duration>,
-    /// No retries until the spec changes or someone asks.
-    pub stalled: bool,
+    /// Why the key stalled, when it did: no retries until the spec changes or someone asks.
+    pub stalled: Option<Stall>,
+}
+
+/// Why a key stalled. The runner alone decides it (it owns the error budget), so a reconciler
+/// names the reason from this and never keeps a copy of the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stall {
+    /// `budget` consecutive failures: the whole error budget is spent.
+    BudgetSpent { budget: u32 },
+    /// The reconciler's error says another attempt cannot help ([`ReconcileError::is_permanent`]).
+    Permanent,
+}
+
+impl Stall {
+    /// Whether failure number `attempt` stalls its key, and why. A trigger that arrived during
+    /// the run (`rerun`) always earns another run. A spent budget is named before a permanent
+    /// error: the reason an operator reads is the one that would have stalled the key anyway.
+    pub fn after(attempt: u32, budget: u32, permanent: bool, rerun: bool) -> Option<Stall> {
+        if rerun {
+            None
+        } else if attempt >= budget {
+            Some(Stall::BudgetSpent { budget })
+        } else if permanent {
+            Some(Stall::Permanent)
+        } else {
+            None
+        }
+    }
 }
 
 /// A reconciler for keys of type `K`; it gets only the key, never the reason (level-triggered).
@@ -216,8 +243,8 @@ where
             Err(failure) => {
                 let state = self.state(&key);
                 let attempt = state.backoff.failures() + 1;
-                let stalled = !rerun && (failure.is_permanent() || attempt >= budget);
-                let retry_in = if stalled {
+                let stalled = Stall::after(attempt, budget, failure.is_permanent(), rerun);
+                let retry_in = if stalled.is_some() {
                     state.stalled = true;
                     state.backoff.next_delay();
                     None
@@ -232,7 +259,7 @@ where
                 }
                 let outcome = ErrorOutcome { attempt, retry_in, stalled };
                 let message = roundtable_telemetry::error_chain(&failure);
-                tracing::warn!(key = ?key, attempt, stalled, retry_in = ?retry_in, error = %message, "reconcile failed");
+                tracing::warn!(key = ?key, attempt, stalled = stalled.is_some(), retry_in = ?retry_in, error = %message, "reconcile failed");
                 self.reconciler.on_failure(&key, &failure, outcome).await;
             }
         }
@@ -332,4 +359,28 @@ fn panic_message(error: tokio::task::JoinError) -> String {
         .map(|s| (*s).to_owned())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a non-string panic".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_stalls_its_key_by_budget_then_permanence_unless_it_reruns() {
+        // attempt, budget, permanent, rerun → stall
+        let table = [
+            (1, 10, false, false, None),
+            (9, 10, false, false, None),
+            (10, 10, false, false, Some(Stall::BudgetSpent { budget: 10 })),
+            (11, 10, false, false, Some(Stall::BudgetSpent { budget: 10 })),
+            (1, 10, true, false, Some(Stall::Permanent)),
+            (10, 10, true, false, Some(Stall::BudgetSpent { budget: 10 })),
+            (3, 3, false, false, Some(Stall::BudgetSpent { budget: 3 })),
+            (10, 10, false, true, None),
+            (1, 10, true, true, None),
+        ];
+        for (attempt, budget, permanent, rerun, want) in table {
+            assert_eq!(Stall::after(attempt, budget, permanent, rerun), want, "{attempt} {budget} {permanent} {rerun}");
+        }
+    }
 }

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use roundtable_controller::{Action, Config, Controller, ErrorOutcome, Failure, ReconcileError, Reconciler, Trigger};
+use roundtable_controller::{
+    Action, Config, Controller, ErrorOutcome, Failure, ReconcileError, Reconciler, Stall, Trigger,
+};
 use tokio::time::Instant;
 
 #[derive(Debug, thiserror::Error)]
@@ -185,7 +187,7 @@ async fn the_error_budget_stalls_until_the_spec_changes() {
     settle(Duration::from_secs(3600)).await;
     assert_eq!(fake.runs_of("x").len(), 10, "exactly the budget");
     let last = *fake.outcomes_of("x").last().expect("outcomes");
-    assert_eq!((last.attempt, last.stalled, last.retry_in), (10, true, None));
+    assert_eq!((last.attempt, last.stalled, last.retry_in), (10, Some(Stall::BudgetSpent { budget: 10 }), None));
     // A resync does not retry a stalled key.
     handle.trigger(Trigger::Resync("x"));
     settle(Duration::from_secs(60)).await;
@@ -205,7 +207,7 @@ async fn permanent_errors_stall_at_once_and_a_request_clears_them() {
     handle.trigger(Trigger::SpecChanged("x"));
     settle(Duration::from_secs(600)).await;
     assert_eq!(fake.runs_of("x").len(), 1);
-    assert!(fake.outcomes_of("x")[0].stalled);
+    assert_eq!(fake.outcomes_of("x")[0].stalled, Some(Stall::Permanent));
     handle.trigger(Trigger::Requested("x"));
     settle(Duration::from_secs(1)).await;
     assert_eq!(fake.runs_of("x").len(), 2);

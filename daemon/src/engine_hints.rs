@@ -112,8 +112,10 @@ async fn adapters(store: &Store) -> Result<Vec<AdapterImage>, roundtable_store::
         // A spec that does not read names no image: only a whole-Adapters trigger reaches it.
         let reference = roundtable_reconcilers::desired::Desired::from_record(&record).ok().and_then(|desired| {
             match &desired.spec {
+                // An operator's override changes only `enabled`, never the image, so the spec's
+                // own resolution names it.
                 Spec::Adapter(spec) => {
-                    roundtable_reconcilers::adapter::resolve(&entry.key.name, spec, None).image.map(|i| i.to_string())
+                    roundtable_specs::catalog::resolve_declared(&entry.key.name, spec).image.map(|i| i.to_string())
                 }
                 _ => None,
             }

@@ -333,8 +333,7 @@ pub async fn run(
     let _ = link.inner.executions.set(executions.clone());
     let images = RuntimeImages(runtime.clone(), executions.admitter().cloned());
     let events = ChainedEvents { store: store.clone(), key: config.audit_key.clone() };
-    let mut reconciler = ObjectReconciler::with_executions(store.clone(), images, events, executions.clone());
-    reconciler.error_budget = config.controller.error_budget;
+    let reconciler = ObjectReconciler::with_executions(store.clone(), images, events, executions.clone());
     let grace = config.controller.grace;
     let waker = executions.clone();
     let linked = link.clone();

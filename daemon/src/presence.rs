@@ -159,7 +159,7 @@ async fn rejoined(executions: &ExecutionManager, cut_off: CutOff) {
         .map(|assignment| AuditEvent {
             object: roundtable_specs::ObjectKey::new(roundtable_specs::Kind::Assignment, assignment),
             warning: true,
-            reason: "ExecutionFenced".into(),
+            reason: roundtable_specs::events::EventReason::ExecutionFenced.into(),
             message: format!(
                 "controller {controller} was cut off from the store from {} for about {seconds} s and stopped this execution before its lease could expire",
                 cut_off.since

@@ -507,7 +507,7 @@ impl Inner {
                 let event = roundtable_store::NewEvent {
                     object: &key,
                     severity: roundtable_store::Severity::Normal,
-                    reason: "DrainCompleted",
+                    reason: roundtable_specs::events::EventReason::DrainCompleted.into(),
                     message,
                     record: None,
                 };

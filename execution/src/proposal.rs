@@ -152,7 +152,7 @@ impl Inner {
             let event = roundtable_store::NewEvent {
                 object: &key,
                 severity: roundtable_store::Severity::Warning,
-                reason: CREDENTIAL_CANARY,
+                reason: roundtable_specs::events::EventReason::CredentialCanary.into(),
                 message: &message,
                 record: None,
             };
@@ -188,9 +188,6 @@ impl Inner {
             .collect()
     }
 }
-
-/// The event reason of a proposal that adds an injected credential.
-const CREDENTIAL_CANARY: &str = "CredentialCanary";
 
 /// A changed file that adds the value of one or more injected credentials.
 pub(crate) struct Canary {

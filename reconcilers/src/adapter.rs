@@ -105,11 +105,23 @@ pub async fn observe_image<I: ImageBackend>(images: &I, adapter: &ResolvedAdapte
     })
 }
 
-/// The Adapter `name` declares as it runs: the built-in template under the declaration, with the
-/// operator's runtime override of `enabled` (see [`with_override`]). The reconciler resolves an
-/// Adapter here once per reconcile and carries it in what it observed.
-pub fn resolve(name: &str, spec: &AdapterSpec, agent_override: Option<&AgentOverride>) -> ResolvedAdapter {
-    with_override(roundtable_specs::catalog::resolve_declared(name, spec), agent_override)
+/// The adapter `name` as it runs: its declaration (`declared`, the first Adapter of that name)
+/// laid over the built-in template of the same name, or the template alone when nothing declares
+/// it, with the operator's runtime override of `enabled` (see [`with_override`]); `None` when
+/// neither exists. This is the one lookup of an adapter by name: the reconciler resolves one here
+/// once per reconcile and carries it in what it observed, and every service surface (plans,
+/// capture, admission, diagnostics, registered sessions) resolves through it, so an adapter an
+/// operator disabled reads as disabled everywhere.
+pub fn resolve(
+    name: &str,
+    declared: Option<&AdapterSpec>,
+    agent_override: Option<&AgentOverride>,
+) -> Option<ResolvedAdapter> {
+    let adapter = match declared {
+        Some(spec) => roundtable_specs::catalog::resolve_declared(name, spec),
+        None => roundtable_specs::builtins::template(name)?.resolve(name),
+    };
+    Some(with_override(adapter, agent_override))
 }
 
 /// `adapter` as an operator's runtime override leaves it: disabled while the override disables

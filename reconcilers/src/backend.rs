@@ -6,6 +6,7 @@ use std::future::Future;
 use roundtable_admission::{Admitter, GateOutcome};
 use roundtable_specs::ObjectKey;
 use roundtable_specs::adapter::{Capability, ResolvedAdapter};
+use roundtable_specs::events::Reason;
 use roundtable_specs::output::Condition;
 use roundtable_store::{
     Identity, Lease, LeaseRecord, NewEvent, ObjectRecord, ProposalRecord, SessionRecord, Severity, Store,
@@ -109,7 +110,9 @@ pub trait ImageBackend: Send + Sync + 'static {
 pub struct AuditEvent {
     pub object: ObjectKey,
     pub warning: bool,
-    pub reason: String,
+    /// A typed event reason (`EventReason`), or the reason of the `Ready` condition whose
+    /// transition this event records.
+    pub reason: Reason,
     pub message: String,
 }
 
@@ -119,7 +122,7 @@ impl AuditEvent {
         NewEvent {
             object: &self.object,
             severity: if self.warning { Severity::Warning } else { Severity::Normal },
-            reason: &self.reason,
+            reason: self.reason.clone(),
             message: &self.message,
             record: None,
         }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use roundtable_specs::Spec;
 use roundtable_specs::adapter::AdapterSpec;
 use roundtable_specs::digest::{run_digest, spec_digest};
+use roundtable_specs::events::EventReason;
 use roundtable_specs::{Kind, Object, ObjectKey, ObjectMeta, builtins};
 use roundtable_store::{FileError, IndexEntry, ObjectRecord, SpecSnapshot, Store};
 
@@ -262,7 +263,7 @@ pub async fn sync_with<A: AuditSink>(
             events.push(AuditEvent {
                 object: recorded.key.clone(),
                 warning: false,
-                reason: "SpecChanged".into(),
+                reason: EventReason::SpecChanged.into(),
                 message,
             });
             outcome.changed.push(recorded.key);
@@ -279,7 +280,8 @@ pub async fn sync_with<A: AuditSink>(
         let source_file = record.source_file.clone();
         if store.tombstone(&key).await? {
             let message = format!("no longer declared (was in {source_file}); cleaning up");
-            events.push(AuditEvent { object: key.clone(), warning: false, reason: "SpecRemoved".into(), message });
+            let reason = EventReason::SpecRemoved.into();
+            events.push(AuditEvent { object: key.clone(), warning: false, reason, message });
             outcome.removed.push(key);
         }
     }

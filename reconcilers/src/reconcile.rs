@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
-use roundtable_controller::{Action, ErrorOutcome, ReconcileError, Reconciler};
+use roundtable_controller::{Action, ErrorOutcome, ReconcileError, Reconciler, Stall};
 use roundtable_specs::Spec;
+use roundtable_specs::events::{EventReason, Reason};
 use roundtable_specs::output::{Condition, ConditionStatus};
 use roundtable_specs::{Kind, ObjectKey};
 
@@ -71,8 +72,6 @@ pub struct ObjectReconciler<S, I, A, X = RecordedExecutions> {
     pub images: I,
     pub audit: A,
     pub executions: X,
-    /// The controller's error budget, to name why a key stalled.
-    pub error_budget: u32,
 }
 
 impl<I: ImageBackend, A: AuditSink> ObjectReconciler<Store, I, A, RecordedExecutions> {
@@ -80,13 +79,13 @@ impl<I: ImageBackend, A: AuditSink> ObjectReconciler<Store, I, A, RecordedExecut
     /// (`status`, `plan`, in-process `reconcile`).
     pub fn new(store: Store, images: I, audit: A) -> Self {
         let executions = RecordedExecutions(store.clone());
-        Self { status: store, images, audit, executions, error_budget: 10 }
+        Self { status: store, images, audit, executions }
     }
 }
 
 impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> ObjectReconciler<S, I, A, X> {
     pub fn with_executions(status: S, images: I, audit: A, executions: X) -> Self {
-        Self { status, images, audit, executions, error_budget: 10 }
+        Self { status, images, audit, executions }
     }
 
     /// The resolved adapter an Assignment names, and whether it is ready to execute.
@@ -98,7 +97,9 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
         let desired = Desired::from_record(&record)?;
         let Spec::Adapter(spec) = &desired.spec else { return Ok((None, Err(format!("{key} is not an adapter")))) };
         let agent_override = self.status.agent_override(name).await?;
-        let adapter = resolve(name, spec, agent_override.as_ref());
+        let Some(adapter) = resolve(name, Some(spec), agent_override.as_ref()) else {
+            return Ok((None, Err(format!("adapter {name:?} is not declared"))));
+        };
         if let Some(refusing) = agent_override.filter(|_| !adapter.enabled) {
             let why = format!("adapter {name} is {} by an operator through the API", refusing.state.as_str());
             return Ok((Some(adapter), Err(why)));
@@ -120,7 +121,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
             _ => None,
         };
         let adapter = match &desired.spec {
-            Spec::Adapter(spec) => Some(resolve(&desired.metadata.name, spec, agent_override.as_ref())),
+            Spec::Adapter(spec) => resolve(&desired.metadata.name, Some(spec), agent_override.as_ref()),
             _ => None,
         };
         let (image, mut gates) = match &adapter {
@@ -289,8 +290,8 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                     .reusing(desired.execution_digest.clone(), desired.rerun);
                     self.executions.start(request).await?;
                     let message = format!("execution attempt {attempt} queued");
-                    let event =
-                        AuditEvent { object: key.clone(), warning: false, reason: "ExecutionQueued".into(), message };
+                    let reason = EventReason::ExecutionQueued.into();
+                    let event = AuditEvent { object: key.clone(), warning: false, reason, message };
                     self.audit.record(event).await?;
                     continue;
                 }
@@ -301,7 +302,8 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                 Change::SupersedeExecution { by } => {
                     self.executions.supersede(&key.name, *by);
                     let message = format!("the running execution is cancelled: execution generation {by} replaces it");
-                    let event = AuditEvent { object: key.clone(), warning: true, reason: "Superseded".into(), message };
+                    let reason = EventReason::Superseded.into();
+                    let event = AuditEvent { object: key.clone(), warning: true, reason, message };
                     self.audit.record(event).await?;
                     continue;
                 }
@@ -330,7 +332,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                 let event = AuditEvent {
                     object: key.clone(),
                     warning: condition.status == ConditionStatus::False,
-                    reason: condition.reason.clone(),
+                    reason: Reason::Ready(condition.reason.clone()),
                     message: condition.message.clone(),
                 };
                 self.audit.record(event).await?;
@@ -358,7 +360,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Recon
             let event = AuditEvent {
                 object: key.clone(),
                 warning: false,
-                reason: "CleanedUp".into(),
+                reason: EventReason::CleanedUp.into(),
                 message: "forgotten after cleanup".into(),
             };
             self.audit.record(event).await?;
@@ -417,19 +419,18 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Recon
                 outcome.attempt
             ),
         };
-        if outcome.stalled {
-            let why = if outcome.attempt >= self.error_budget {
-                reason::ERROR_BUDGET_EXHAUSTED
-            } else {
-                reason::PERMANENT_ERROR
+        if let Some(stall) = outcome.stalled {
+            let why = match stall {
+                Stall::BudgetSpent { .. } => reason::ERROR_BUDGET_EXHAUSTED,
+                Stall::Permanent => reason::PERMANENT_ERROR,
             };
             let stalled = conditions::desired(STALLED, ConditionStatus::True, why, summary.clone(), generation);
             if let Err(error) = self.status.apply(key, &Change::SetCondition(stalled)).await {
                 tracing::error!(%key, %error, "cannot record the Stalled condition");
             }
         }
-        let event =
-            AuditEvent { object: key.clone(), warning: true, reason: "ReconcileFailed".into(), message: summary };
+        let reason = EventReason::ReconcileFailed.into();
+        let event = AuditEvent { object: key.clone(), warning: true, reason, message: summary };
         if let Err(error) = self.audit.record(event).await {
             tracing::error!(%key, %error, "cannot record the failure event");
         }

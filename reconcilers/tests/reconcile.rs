@@ -221,7 +221,7 @@ async fn adapter_reasons_for_missing_unpinned_and_disabled_images() {
         (ConditionStatus::False, "ImageMissing")
     );
     let events = reconciler.audit.0.lock().expect("lock").clone();
-    assert!(events.iter().any(|e| e.reason == "ImageMissing" && e.warning), "{events:?}");
+    assert!(events.iter().any(|e| e.reason.as_str() == "ImageMissing" && e.warning), "{events:?}");
 
     reconciler.images.present.lock().expect("lock").insert("agent:v1".into(), "sha256:aa".into());
     reconciler.reconcile(&missing.key).await.expect("reconcile");
@@ -254,13 +254,19 @@ async fn adapter_reasons_for_missing_unpinned_and_disabled_images() {
 
 #[tokio::test(start_paused = true)]
 async fn stalls_are_recorded_and_cleared_by_the_next_success() {
-    use roundtable_controller::{ErrorOutcome, Failure};
+    use roundtable_controller::{ErrorOutcome, Failure, Stall};
     let reconciler = fake_reconciler();
     let desired = adapter_desired("agent:v1");
     reconciler.status.insert(&desired);
     let down = BackendError::Store(roundtable_store::Error::Unsupported("engine down".into()));
     let failure = Failure::Error(roundtable_reconcilers::reconcile::Error::Backend(down));
-    reconciler.on_failure(&desired.key, &failure, ErrorOutcome { attempt: 10, retry_in: None, stalled: true }).await;
+    // The condition names the reason the runner gave: here a permanent error, then a spent budget.
+    let permanent = ErrorOutcome { attempt: 1, retry_in: None, stalled: Some(Stall::Permanent) };
+    reconciler.on_failure(&desired.key, &failure, permanent).await;
+    let conditions = reconciler.status.conditions(&desired.key).await.expect("conditions");
+    assert_eq!(condition(&conditions, "Stalled").reason, "PermanentError");
+    let spent = ErrorOutcome { attempt: 10, retry_in: None, stalled: Some(Stall::BudgetSpent { budget: 10 }) };
+    reconciler.on_failure(&desired.key, &failure, spent).await;
     let conditions = reconciler.status.conditions(&desired.key).await.expect("conditions");
     assert_eq!(condition(&conditions, "Stalled").reason, "ErrorBudgetExhausted");
     assert_eq!(roundtable_reconcilers::conditions::health(&conditions).0, Health::Stalled);

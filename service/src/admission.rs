@@ -63,23 +63,15 @@ impl Service {
         .with_policy(self.declared_policy())
     }
 
-    fn adapter(&self, declared: &Declared, name: &str) -> Result<ResolvedAdapter> {
-        declared
-            .catalog
-            .get(name)
-            .map(|entry| entry.resolved.clone())
-            .ok_or_else(|| ServiceError::NotFound { what: "adapter", id: name.to_owned() })
-    }
-
     /// One adapter's admission now; with `seal`, a fresh receipt is sealed from the live
     /// evidence first (an admit or a refusal) and anchored in the audit chain.
     pub async fn admission_check(&self, admitter: &Admitter, name: &str, seal: bool) -> Result<AdmissionItem> {
-        let declared = self.declared();
-        let adapter = self.adapter(&declared, name)?;
+        let policy = self.declared_policy();
+        let adapter = self.adapter(name).await?;
         if seal {
-            admitter.seal(&adapter, &declared.policy).await.map_err(ServiceError::Admission)?;
+            admitter.seal(&adapter, &policy).await.map_err(ServiceError::Admission)?;
         }
-        Ok(self.admission_item(admitter, &adapter, &declared.policy).await)
+        Ok(self.admission_item(admitter, &adapter, &policy).await)
     }
 
     /// Every adapter's admission, alphabetical.
@@ -125,8 +117,7 @@ impl Service {
         name: &str,
         ttl: std::time::Duration,
     ) -> Result<CanaryItem> {
-        let declared = self.declared();
-        let adapter = self.adapter(&declared, name)?;
+        let adapter = self.adapter(name).await?;
         let (canary, run) = admitter.canary(&adapter, ttl).await.map_err(ServiceError::Admission)?;
         let mut output = String::from_utf8_lossy(&run.stdout.bytes).lines().take(20).collect::<Vec<_>>().join("\n");
         if !run.stderr.bytes.is_empty() {

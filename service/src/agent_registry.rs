@@ -5,6 +5,7 @@
 
 use roundtable_reconcilers::adapter::AdapterStatus;
 use roundtable_reconcilers::conditions;
+use roundtable_specs::events::EventReason;
 use roundtable_specs::output::{AgentItem, AgentOverrideItem, AgentState, Health};
 use roundtable_specs::{Catalog, Kind, ObjectKey};
 use roundtable_store::{AgentOverride, OverrideChange};
@@ -135,14 +136,14 @@ impl Service {
             _ => message.to_owned(),
         };
         let reason = match after.state {
-            AgentState::Enabled => "OperatorEnabled",
-            AgentState::Draining => "OperatorDraining",
-            AgentState::Disabled => "OperatorDisabled",
+            AgentState::Enabled => EventReason::OperatorEnabled,
+            AgentState::Draining => EventReason::OperatorDraining,
+            AgentState::Disabled => EventReason::OperatorDisabled,
         };
         let event = roundtable_store::NewEvent {
             object: &key,
             severity: roundtable_store::Severity::Normal,
-            reason,
+            reason: reason.into(),
             message: &event_message,
             record: None,
         };

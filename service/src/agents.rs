@@ -6,10 +6,10 @@ use std::sync::Arc;
 use roundtable_agents::capture::{self, Capture};
 use roundtable_agents::plan::{self, PlanInput, ProviderPlan};
 use roundtable_source::Project;
-use roundtable_specs::Spec;
-use roundtable_specs::{Catalog, Object};
+use roundtable_specs::{Object, Spec};
 
 use crate::ServiceError;
+use crate::adapter::{named, recorded_override};
 
 /// The prompt shown when none is given.
 pub const PLACEHOLDER_PROMPT: &str = "<the Assignment's task.prompt>";
@@ -26,21 +26,14 @@ fn loaded(project: Option<&Project>) -> Vec<Arc<Object>> {
     crate::load(project).objects
 }
 
-fn adapter(objects: &[Arc<Object>], name: &str) -> Result<roundtable_specs::adapter::ResolvedAdapter, ServiceError> {
-    Catalog::build(objects)
-        .get(name)
-        .map(|entry| entry.resolved.clone())
-        .ok_or_else(|| ServiceError::NotFound { what: "adapter", id: name.to_owned() })
-}
-
 /// The launch plan of adapter `name`, for an Assignment's prompt and model or for the ones given.
-pub fn adapter_plan(
+pub async fn adapter_plan(
     project: Option<&Project>,
     name: &str,
     request: &PlanRequest<'_>,
 ) -> Result<ProviderPlan, ServiceError> {
     let objects = loaded(project);
-    let adapter = adapter(&objects, name)?;
+    let adapter = named(&objects, name, recorded_override(project, name).await?.as_ref())?;
     let (mut prompt, mut model) =
         (request.prompt.unwrap_or(PLACEHOLDER_PROMPT).to_owned(), request.model.map(str::to_owned));
     if let Some(wanted) = request.assignment {
@@ -59,12 +52,12 @@ pub fn adapter_plan(
 }
 
 /// What adapter `name`'s provider would capture from `output`.
-pub fn adapter_capture(
+pub async fn adapter_capture(
     project: Option<&Project>,
     name: &str,
     output: &[u8],
     truncated: bool,
 ) -> Result<Capture, ServiceError> {
-    let adapter = adapter(&loaded(project), name)?;
+    let adapter = named(&loaded(project), name, recorded_override(project, name).await?.as_ref())?;
     Ok(capture::capture(adapter.provider, output, truncated))
 }

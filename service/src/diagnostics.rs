@@ -376,19 +376,11 @@ impl Endpoint {
 }
 
 impl Service {
-    fn diagnosed_adapter(&self, name: &str) -> Option<ResolvedAdapter> {
-        roundtable_specs::Catalog::build(&crate::load(Some(&self.project)).objects)
-            .get(name)
-            .map(|entry| entry.resolved.clone())
-    }
-
     /// Diagnoses adapter `adapter` inside its image (`binary` is the static roundtable mounted
     /// into the probe), keeps the report and returns it. A failed check is a report that says so;
     /// an error means the diagnostic could not be set up or kept.
     pub async fn diagnose(&self, adapter: &str, binary: &Path) -> Result<DiagnosticReport> {
-        let resolved = self
-            .diagnosed_adapter(adapter)
-            .ok_or_else(|| ServiceError::NotFound { what: "adapter", id: adapter.to_owned() })?;
+        let resolved = self.adapter(adapter).await?;
         let id = new_id()?;
         let started_at = roundtable_store::now();
         let findings = self.probe_adapter(&id, &resolved, binary).await?;
@@ -417,8 +409,9 @@ impl Service {
     /// is not found.
     pub async fn diagnostics(&self, adapter: &str) -> Result<Vec<DiagnosticReport>> {
         let reports = self.store.diagnostics_of(adapter).await?;
-        if reports.is_empty() && self.diagnosed_adapter(adapter).is_none() {
-            return Err(ServiceError::NotFound { what: "adapter", id: adapter.to_owned() });
+        if reports.is_empty() {
+            // Not found when the adapter is neither declared nor a built-in.
+            self.adapter(adapter).await?;
         }
         Ok(reports)
     }

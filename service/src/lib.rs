@@ -2,6 +2,7 @@
 //! in one place. `src/` parses arguments and renders what these return; `api/` serves the same
 //! values as JSON. Nothing here prints.
 
+mod adapter;
 pub mod admission;
 pub mod agent_registry;
 pub mod agents;

@@ -9,7 +9,7 @@ use roundtable_specs::assignment::AssignmentSpec;
 use roundtable_specs::output::{ProposalItem, SessionItem};
 use roundtable_specs::resume::ExternalSessionId;
 use roundtable_specs::session::{AgentSession, SessionCause, SessionPhase};
-use roundtable_specs::{Catalog, Kind, ObjectKey};
+use roundtable_specs::{Kind, ObjectKey};
 use roundtable_store::{Claim, Note, SessionRecord};
 use serde::Serialize;
 
@@ -75,11 +75,7 @@ impl Service {
             Some(text) => Some(text.parse().map_err(|error| invalid(RegisterError::InvalidId(error)))?),
             None => None,
         };
-        let scan = self.scan().await?;
-        let adapter = Catalog::build(&scan.objects)
-            .get(&request.adapter)
-            .map(|entry| entry.resolved.clone())
-            .ok_or_else(|| ServiceError::NotFound { what: "adapter", id: request.adapter.clone() })?;
+        let adapter = self.adapter(&request.adapter).await?;
         let (resume_command, note) = match &id {
             Some(id) => match plan::resume_argv(&adapter, id, plan::BRIEFING_PLACEHOLDER) {
                 Ok(argv) => (Some(argv), None),

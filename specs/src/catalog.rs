@@ -97,7 +97,17 @@ impl Catalog {
     }
 }
 
-/// The template for `name` merged with `spec`, as the reconcilers will run it.
+/// The first Adapter named `name` among `objects`: the declaration [`Catalog::build`] keeps (a
+/// later one of the same name is a validation error and ignored).
+pub fn declared<'a, O: Borrow<Object>>(objects: &'a [O], name: &str) -> Option<&'a AdapterSpec> {
+    objects.iter().map(Borrow::borrow).find_map(|object| match &object.spec {
+        Spec::Adapter(spec) if object.metadata.name == name => Some(spec),
+        _ => None,
+    })
+}
+
+/// The template for `name` merged with `spec`, as the reconcilers will run it before an
+/// operator's runtime override (`roundtable_reconcilers::adapter::resolve` applies that).
 pub fn resolve_declared(name: &str, spec: &AdapterSpec) -> ResolvedAdapter {
     builtins::template(name).map_or_else(|| spec.clone(), |base| spec.over(&base)).resolve(name)
 }

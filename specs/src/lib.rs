@@ -14,6 +14,7 @@ pub mod delivery;
 pub mod diagnostics;
 pub mod digest;
 pub mod egress;
+pub mod events;
 pub mod field_patterns;
 pub mod finding;
 pub mod layout;

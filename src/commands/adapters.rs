@@ -50,13 +50,13 @@ pub fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
 }
 
 /// `roundtable adapters plan NAME`: the launch plan, with environment names and never values.
-pub fn plan(
+pub async fn plan(
     global: &Global,
     name: &str,
     request: &roundtable_service::agents::PlanRequest<'_>,
     format: Format,
 ) -> anyhow::Result<ExitCode> {
-    let plan = roundtable_service::agents::adapter_plan(global.project().ok(), name, request)?;
+    let plan = roundtable_service::agents::adapter_plan(global.project().ok(), name, request).await?;
     // OPENCODE_CONFIG_CONTENT's value is the manifest, shown with the files; no variable's value
     // is printed.
     let files: Vec<serde_json::Value> = plan
@@ -140,11 +140,11 @@ pub fn plan(
 
 /// `roundtable adapters capture NAME < OUTPUT`: the session id and usage, or why none. Exits 1
 /// when no id was captured.
-pub fn capture(global: &Global, name: &str, truncated: bool, format: Format) -> anyhow::Result<ExitCode> {
+pub async fn capture(global: &Global, name: &str, truncated: bool, format: Format) -> anyhow::Result<ExitCode> {
     use std::io::Read as _;
     let mut output = Vec::new();
     std::io::stdin().lock().read_to_end(&mut output)?;
-    let captured = roundtable_service::agents::adapter_capture(global.project().ok(), name, &output, truncated)?;
+    let captured = roundtable_service::agents::adapter_capture(global.project().ok(), name, &output, truncated).await?;
     let (id, reason) = match &captured.session_id {
         Ok(id) => (Some(id.as_str().to_owned()), None),
         Err(reason) => (None, Some(reason.to_string())),

@@ -4,12 +4,13 @@ use roundtable_specs::ObjectKey;
 use sqlx::Row;
 
 use roundtable_specs::audit::ReconcileEvent;
+use roundtable_specs::events::{EventReason, Reason};
 
 use crate::audit::{AuditKey, AuditedEntry, EntryView, Head, stored_columns};
 use crate::{Result, Store, now};
 
 /// The reason shown for an audited event whose sealed entry does not read.
-const UNREADABLE: &str = "AuditEntryUnreadable";
+const UNREADABLE: EventReason = EventReason::AuditEntryUnreadable;
 
 /// `Normal` or `Warning`, as in Kubernetes events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,8 +36,8 @@ const EVENT_CHUNK: usize = 300;
 pub struct NewEvent<'a> {
     pub object: &'a ObjectKey,
     pub severity: Severity,
-    /// CamelCase, like `ImageMissing`.
-    pub reason: &'a str,
+    /// One of the typed event reasons, or a `Ready` condition's reason (`ImageMissing`).
+    pub reason: Reason,
     pub message: &'a str,
     /// Canonical JSON of a structured record, for audited entries.
     pub record: Option<&'a str>,
@@ -68,8 +69,11 @@ impl Store {
             .iter()
             .zip(&subjects)
             .map(|(event, subject)| {
-                let record =
-                    ReconcileEvent { severity: event.severity.as_str(), reason: event.reason, message: event.message };
+                let record = ReconcileEvent {
+                    severity: event.severity.as_str(),
+                    reason: event.reason.as_str(),
+                    message: event.message,
+                };
                 AuditedEntry::of(subject, &record)
             })
             .collect::<Result<_, _>>()
@@ -87,7 +91,7 @@ impl Store {
         .bind(event.object.kind.as_str())
         .bind(&event.object.name)
         .bind(event.severity.as_str())
-        .bind(event.reason)
+        .bind(event.reason.as_str())
         .bind(event.message)
         .bind(event.record)
         .fetch_one(&self.pool)
@@ -114,7 +118,7 @@ impl Store {
                     .bind(event.object.kind.as_str())
                     .bind(event.object.name.as_str())
                     .bind(event.severity.as_str())
-                    .bind(event.reason)
+                    .bind(event.reason.as_str())
                     .bind(event.message)
                     .bind(event.record);
             }
@@ -180,7 +184,7 @@ fn event_from_row(row: &sqlx::any::AnyRow) -> Result<EventRecord> {
         Some(view) => view,
         None if seq.is_some() => EntryView {
             severity: "Warning".into(),
-            reason: UNREADABLE.into(),
+            reason: UNREADABLE.as_str().into(),
             message: "this audited event's sealed entry does not read; run `roundtable audit verify`".into(),
             ..stored_columns(row)?
         },

@@ -3,6 +3,7 @@
 
 mod support;
 
+use roundtable_specs::events::Reason;
 use roundtable_specs::{Kind, ObjectKey};
 use roundtable_store::audit::{
     AuditKey, AuditedEntry, ChainBreak, KEY_REPLACED, KeyChoice, KeyError, RECEIPT_ENTRY, Unverified, verify_rows,
@@ -166,7 +167,7 @@ async fn an_edited_event_column_is_caught_and_readers_show_what_the_mac_covers()
         let event = NewEvent {
             object: &object,
             severity: Severity::Warning,
-            reason: "ImageMissing",
+            reason: Reason::Ready("ImageMissing".into()),
             message: "pull the image",
             record: None,
         };

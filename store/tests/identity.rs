@@ -4,6 +4,7 @@
 
 mod support;
 
+use roundtable_specs::events::EventReason;
 use roundtable_specs::session::{ProposalState, SessionPhase};
 use roundtable_specs::{Kind, ObjectKey};
 use roundtable_store::{NewEvent, ProposalRecord, SessionRecord, Severity, SpecSnapshot, Store, StoreUrl};
@@ -47,7 +48,13 @@ async fn a_recreated_object_is_a_new_object_and_the_earlier_ones_results_stay_it
             observed_generation: 1,
         };
         store.set_condition(&key, &condition).await.expect("condition");
-        let event = NewEvent { object: &key, severity: Severity::Normal, reason: "Ran", message: "m", record: None };
+        let event = NewEvent {
+            object: &key,
+            severity: Severity::Normal,
+            reason: EventReason::ExecutionQueued.into(),
+            message: "m",
+            record: None,
+        };
         store.append_event(&event).await.expect("event");
 
         // Deleted, then declared again under the same name before its cleanup ran.

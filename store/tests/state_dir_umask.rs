@@ -5,6 +5,7 @@
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
+use roundtable_specs::events::EventReason;
 use roundtable_specs::{Kind, ObjectKey};
 use roundtable_store::{NewEvent, Severity, Store};
 use rustix::fs::Mode;
@@ -20,7 +21,13 @@ async fn the_state_directory_and_its_files_are_private_whatever_the_umask() {
     let state = base.path().join(".roundtable/state");
     let store = Store::open(&state).await.expect("open");
     let object = ObjectKey::new(Kind::Adapter, "codex");
-    let event = NewEvent { object: &object, severity: Severity::Normal, reason: "Ready", message: "ok", record: None };
+    let event = NewEvent {
+        object: &object,
+        severity: Severity::Normal,
+        reason: EventReason::SpecChanged.into(),
+        message: "ok",
+        record: None,
+    };
     store.append_event(&event).await.expect("write");
     let _lock = roundtable_store::lock::acquire(&state, "test").expect("lock");
 

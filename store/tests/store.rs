@@ -3,6 +3,7 @@
 
 mod support;
 
+use roundtable_specs::events::EventReason;
 use roundtable_specs::output::{Condition, ConditionStatus};
 use roundtable_specs::{Kind, ObjectKey};
 use roundtable_store::{NewEvent, NoteQuota, NoteRefused, Severity, SpecSnapshot, Store};
@@ -89,11 +90,22 @@ async fn events_are_kept_per_object_in_order() {
         store.record_spec(&snapshot(&other, "d", None)).await.expect("record");
         for i in 0..5 {
             let message = format!("event {i}");
-            let event =
-                NewEvent { object: &key, severity: Severity::Normal, reason: "Tick", message: &message, record: None };
+            let event = NewEvent {
+                object: &key,
+                severity: Severity::Normal,
+                reason: EventReason::SpecChanged.into(),
+                message: &message,
+                record: None,
+            };
             store.append_event(&event).await.expect("append");
         }
-        let noise = NewEvent { object: &other, severity: Severity::Warning, reason: "X", message: "x", record: None };
+        let noise = NewEvent {
+            object: &other,
+            severity: Severity::Warning,
+            reason: EventReason::ReconcileFailed.into(),
+            message: "x",
+            record: None,
+        };
         store.append_event(&noise).await.expect("append");
         let recent = store.events(&key, &uid, 3).await.expect("read");
         let messages: Vec<&str> = recent.iter().map(|e| e.message.as_str()).collect();
@@ -135,7 +147,13 @@ async fn large_batches_record_the_same_generations_as_small_ones() {
         assert_eq!(store.object_index().await.expect("index").len(), 150);
         let events: Vec<NewEvent> = keys
             .iter()
-            .map(|k| NewEvent { object: k, severity: Severity::Normal, reason: "R", message: "m", record: None })
+            .map(|k| NewEvent {
+                object: k,
+                severity: Severity::Normal,
+                reason: EventReason::SpecChanged.into(),
+                message: "m",
+                record: None,
+            })
             .collect();
         store.append_events(&events).await.expect("batch events");
         let uid = store.object(&keys[149]).await.expect("read").expect("recorded").uid;

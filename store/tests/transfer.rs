@@ -5,6 +5,7 @@
 
 mod support;
 
+use roundtable_specs::events::EventReason;
 use roundtable_specs::{Kind, ObjectKey};
 use roundtable_store::audit::{AuditKey, AuditedEntry};
 use roundtable_store::{NewEvent, ProposalRecord, SessionRecord, Severity, SpecSnapshot, Store};
@@ -71,8 +72,13 @@ async fn a_sqlite_history_arrives_whole_and_its_chain_verifies() {
             Ok(Some(5))
         );
         // New rows continue after the copied ones, on the chain too.
-        let event =
-            NewEvent { object: &object, severity: Severity::Normal, reason: "After", message: "m", record: None };
+        let event = NewEvent {
+            object: &object,
+            severity: Severity::Normal,
+            reason: EventReason::SpecChanged.into(),
+            message: "m",
+            record: None,
+        };
         target.store.append_event(&event).await.expect("a new event");
         let entry = AuditedEntry { kind: "test.entry", subject: "s1", record: json!({"n": 5}) };
         assert_eq!(target.store.append_audited(&key, &entry).await.expect("append").seq, 6);

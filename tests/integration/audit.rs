@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use roundtable_specs::events::Reason;
 use roundtable_specs::{Kind, ObjectKey};
 use roundtable_store::audit::{AuditKey, AuditedEntry};
 use roundtable_store::{NewEvent, Severity, Store};
@@ -123,7 +124,7 @@ async fn project_with_a_chain(root: &Path, key: &Path) -> Store {
     let event = NewEvent {
         object: &object,
         severity: Severity::Warning,
-        reason: "ImageMissing",
+        reason: Reason::Ready("ImageMissing".into()),
         message: "the sealed words",
         record: None,
     };

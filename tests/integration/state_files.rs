@@ -14,7 +14,7 @@ async fn project_with_state() -> tempfile::TempDir {
     let event = roundtable_store::NewEvent {
         object: &object(),
         severity: roundtable_store::Severity::Normal,
-        reason: "Tested",
+        reason: roundtable_specs::events::EventReason::SpecChanged.into(),
         message: "a row to copy",
         record: None,
     };
