@@ -94,9 +94,14 @@ async fn a_recreated_assignment_runs_its_own_spec_and_a_superseded_proposal_stay
     assert_eq!(third["executionGeneration"], 1, "a new object starts at generation 1");
     let own = proposal_of(root, &third);
     assert!(patch(root, own["id"].as_str().expect("id")).contains("+limerick"), "its own patch");
+    // The row follows the session's end by one reconcile of the Assignment (the manager wakes
+    // it), so it is waited for; what it must never name is the deleted object's proposal.
+    let own_id = own["id"].as_str().expect("id");
+    let names_own =
+        || status_row(root, "new-task").is_some_and(|row| row["message"].as_str().is_some_and(|m| m.contains(own_id)));
+    wait_until("status to name the new object's own proposal", names_own).await;
     let row = status_row(root, "new-task").expect("the row");
     let message = row["message"].as_str().unwrap_or_default();
-    assert!(message.contains(own["id"].as_str().expect("id")), "status names its own proposal: {row:#}");
     assert!(!message.contains(second["id"].as_str().expect("id")), "status shows the deleted one's: {row:#}");
     let described = stdout(&roundtable(root, &["describe", "Assignment/new-task"]));
     assert!(!described.contains("haiku"), "describe shows the deleted object's spec or events:\n{described}");
