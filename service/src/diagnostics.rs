@@ -281,10 +281,8 @@ fn probe_failed(adapter: &ResolvedAdapter, error: &RuntimeError, mcp: bool) -> V
     let image = match error {
         RuntimeError::ImageMissing { image } => DiagnosticCheck::failed(
             IMAGE,
-            format!("image {image} is not on the engine (diagnostics never pull it)"),
-            format!(
-                "build or load {image} on this engine (examples/images/build.sh builds the provider images), or name it by digest and let the daemon pull it (`roundtable status` shows the pull)"
-            ),
+            format!("image {image} is not on the engine (nothing is ever pulled)"),
+            format!("build or load {image} on this engine (examples/images/build.sh builds the provider images)"),
         ),
         other => DiagnosticCheck::failed(
             IMAGE,
@@ -700,10 +698,7 @@ mod tests {
         fn remove_session(&self, _project: &str, _session: &str) -> futures_like::Boxed<'_, ()> {
             Box::pin(async { Ok(()) })
         }
-        fn inspect_image(
-            &self,
-            _reference: &str,
-        ) -> futures_like::Boxed<'_, Option<roundtable_session_runtime::ImageDetails>> {
+        fn inspect_image(&self, _reference: &str) -> futures_like::Boxed<'_, Option<String>> {
             Box::pin(async { Ok(None) })
         }
         fn health(&self) -> futures_like::Boxed<'_, roundtable_session_runtime::Health> {
