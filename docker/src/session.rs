@@ -80,11 +80,22 @@ impl<'a> Execution<'a> {
     /// the container is then paused, killed and removed.
     /// When the engine went away mid-run, the error is [`RuntimeError::EngineLost`] and the
     /// cleanup waits (bounded) for the engine to answer again first.
+    ///
+    /// The launch alone is not interrupted: a create dropped mid-call can still complete on the
+    /// engine after the cleanup ran, leaving a container, and the named volumes its creation
+    /// brings into being, behind. A cancel during the launch ends the run as soon as it is over.
     pub async fn run(&self, cancel: watch::Receiver<bool>) -> Result<RunOutcome, RuntimeError> {
         let mut watcher = cancel.clone();
+        let (launched, launch_over) = watch::channel(false);
+        let cancelled_after_launch = async {
+            let mut launch_over = launch_over;
+            // An error means the lifecycle is over, so the other branch has already won.
+            let _ = launch_over.wait_for(|over| *over).await;
+            cancelled(&mut watcher).await;
+        };
         let outcome = tokio::select! {
-            outcome = self.lifecycle(cancel) => outcome,
-            () = cancelled(&mut watcher) => Ok(RunOutcome::ended(RunEnd::Cancelled)),
+            outcome = self.lifecycle(cancel, launched) => outcome,
+            () = cancelled_after_launch => Ok(RunOutcome::ended(RunEnd::Cancelled)),
         };
         let outcome = outcome.map_err(|error| self.lost_or(error));
         if matches!(outcome, Err(RuntimeError::EngineLost { .. })) {
@@ -139,16 +150,27 @@ impl<'a> Execution<'a> {
     }
 
     /// The phases, each timed; the first that ends the run returns its outcome.
-    async fn lifecycle(&self, mut cancel: watch::Receiver<bool>) -> Result<RunOutcome, RuntimeError> {
+    /// `launched` turns `true` once the launch is over, whatever its result.
+    async fn lifecycle(
+        &self,
+        mut cancel: watch::Receiver<bool>,
+        launched: watch::Sender<bool>,
+    ) -> Result<RunOutcome, RuntimeError> {
         let docker = self.engine.docker();
         if *cancel.borrow() {
             return Ok(RunOutcome::ended(RunEnd::Cancelled));
         }
         let mut phases = Phases::start(&self.name);
         // One span per phase (exported as traces when a collector is named).
-        self.launch(docker).instrument(tracing::info_span!("launch")).await?;
+        let launch = self.launch(docker).instrument(tracing::info_span!("launch")).await;
+        launched.send_replace(true);
+        launch?;
         let mut outcome = RunOutcome::ended(RunEnd::Exited);
         phases.lap(&mut outcome.timings, "launch");
+        if *cancel.borrow() {
+            outcome.end = RunEnd::Cancelled;
+            return Ok(outcome);
+        }
 
         let verdict = self.seed_and_check(docker, &mut cancel).instrument(tracing::info_span!("self_check")).await;
         phases.lap(&mut outcome.timings, "selfCheck");

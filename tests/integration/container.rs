@@ -419,20 +419,29 @@ async fn session_leaving_a_mark(
     expected_memory: u64,
     extra_bytes: usize,
 ) -> (RunOutcome, Option<String>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plan = plan_leaving_a_mark(dir.path(), expected_memory, extra_bytes);
+    let (_keep, stop) = tokio::sync::watch::channel(false);
+    let outcome = DockerRuntime::new(engine.clone()).run(plan, stop).await.expect("run the session");
+    let mark = std::fs::read_to_string(dir.path().join("sockets/agent-ran")).ok();
+    (outcome, mark)
+}
+
+/// The plan [`session_leaving_a_mark`] runs, its files under `dir`.
+fn plan_leaving_a_mark(dir: &std::path::Path, expected_memory: u64, extra_bytes: usize) -> SessionPlan {
     use std::os::unix::fs::PermissionsExt as _;
     ensure_test_images();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (source, sockets) = (dir.path().join("source"), dir.path().join("sockets"));
+    let (source, sockets) = (dir.join("source"), dir.join("sockets"));
     std::fs::create_dir_all(&source).expect("source");
     std::fs::write(source.join("README.md"), "# source\n").expect("write");
     if extra_bytes > 0 {
         std::fs::write(source.join("extra.bin"), vec![7u8; extra_bytes]).expect("extra");
     }
-    std::fs::write(dir.path().join("task.json"), "{}").expect("task");
+    std::fs::write(dir.join("task.json"), "{}").expect("task");
     std::fs::create_dir_all(&sockets).expect("sockets");
     std::fs::set_permissions(&sockets, std::fs::Permissions::from_mode(0o777)).expect("chmod");
     let session = format!("rt-test-{}-{}", std::process::id(), rand_suffix());
-    let plan = SessionPlan {
+    SessionPlan {
         session: session.clone(),
         ownership: Ownership {
             project: "integration-tests".into(),
@@ -451,7 +460,7 @@ async fn session_leaving_a_mark(
         },
         binary: binary(),
         source_dir: source,
-        task_file: dir.path().join("task.json"),
+        task_file: dir.join("task.json"),
         socket_dir: Some(sockets.clone()),
         egress_proxy: false,
         broker_relay: false,
@@ -470,15 +479,46 @@ async fn session_leaving_a_mark(
             cpu_millis: 1000,
             runtime: None,
         },
-        export_dir: dir.path().join("export"),
-        scratch_dir: dir.path().join("scratch"),
+        export_dir: dir.join("export"),
+        scratch_dir: dir.join("scratch"),
         export_limits: ExportLimits { max_bytes: 16 << 20, max_entries: 1000 },
         live: None,
-    };
-    let (_keep, stop) = tokio::sync::watch::channel(false);
-    let outcome = DockerRuntime::new(engine.clone()).run(plan, stop).await.expect("run the session");
-    let mark = std::fs::read_to_string(sockets.join("agent-ran")).ok();
-    (outcome, mark)
+    }
+}
+
+/// A cancel that lands while the container is being created or started (found by a forced
+/// disable in the API tests) leaves nothing behind: a create dropped mid-call still completes on
+/// the engine, and the container it made (with the named volumes it brings into being) outlived
+/// the cleanup that had already run. The cancel is swept across the launch in small steps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_during_the_launch_leaves_nothing_behind() {
+    let Some(engine) = engine_or_skip().await else { return };
+    let docker = engine.docker();
+    for delay_ms in (0..=120).step_by(5) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plan = plan_leaving_a_mark(dir.path(), MEMORY, 0);
+        let session = plan.session.clone();
+        let (cancel, stop) = tokio::sync::watch::channel(false);
+        let runtime = DockerRuntime::new(engine.clone());
+        let run = runtime.run(plan, stop);
+        let canceller = async {
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            cancel.send_replace(true);
+        };
+        let (outcome, ()) = tokio::join!(run, canceller);
+        let outcome = outcome.expect("run the session");
+        // A cancel after the agent finished is no cancel; the run must have ended either way.
+        assert!(matches!(outcome.end, RunEnd::Cancelled | RunEnd::Exited), "{delay_ms} ms: {:?}", outcome.end);
+        // Whatever the engine was still doing when the run returned has had time to land.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let container = roundtable_docker::container::container_name(&session);
+        let left = docker.inspect_container(&container, None).await.ok().and_then(|left| left.state);
+        assert!(left.is_none(), "cancelled {delay_ms} ms in, the container {container} was left: {left:?}");
+        for volume in roundtable_docker::container::volume_names(&session) {
+            let left = docker.inspect_volume(&volume).await.is_ok();
+            assert!(!left, "cancelled {delay_ms} ms in, the volume {volume} was left");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
