@@ -619,6 +619,10 @@ pub struct StartArgs {
     /// How long shutdown waits for in-flight reconciles.
     #[arg(long, default_value = "30s")]
     pub grace: Duration,
+    /// How long one pull of an Adapter's image may take before it is abandoned (and tried
+    /// again after a backoff).
+    #[arg(long, default_value = "10m", value_parser = period)]
+    pub image_pull_timeout: Duration,
     /// How long this controller's registration and its execution leases live without a
     /// heartbeat (sent every third of it). With a shared store, another controller takes over an
     /// execution of one that was killed or cut off once this has passed.

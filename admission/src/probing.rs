@@ -91,7 +91,7 @@ impl Admitter {
         // with every build, so the mock is always probed afresh.
         let known_id = match &image {
             Some(reference) => match self.runtime.inspect_image(reference).await {
-                Ok(Some(id)) => Some(id),
+                Ok(Some(held)) => Some(held.id),
                 Ok(None) => {
                     return (String::new(), Surface::skipped(format!("image {reference} is not on the engine")));
                 }

@@ -56,8 +56,12 @@ impl SessionRuntime for RuncOnly {
         Box::pin(async { Ok(()) })
     }
 
-    fn inspect_image(&self, _reference: &str) -> BoxFuture<'_, Result<Option<String>, RuntimeError>> {
-        Box::pin(async { Ok(Some("sha256:0123".into())) })
+    fn inspect_image(
+        &self,
+        _reference: &str,
+    ) -> BoxFuture<'_, Result<Option<roundtable_session_runtime::ImageDetails>, RuntimeError>> {
+        let held = roundtable_session_runtime::ImageDetails { id: "sha256:0123".into(), repo_digests: Vec::new() };
+        Box::pin(async { Ok(Some(held)) })
     }
 
     fn health(&self) -> BoxFuture<'_, Result<Health, RuntimeError>> {

@@ -31,9 +31,17 @@ pub struct EngineHints {
 }
 
 impl EngineHints {
-    /// Follows `runtime`'s events, triggering on `handle` the keys of `project` they touch.
-    pub fn start(&self, runtime: &Arc<dyn SessionRuntime>, store: Store, project: String, handle: Handle<ObjectKey>) {
-        let hints = runtime.hints();
+    /// Follows `runtime`'s events and `also` (the daemon's pulls that end), triggering on
+    /// `handle` the keys of `project` they touch.
+    pub fn start(
+        &self,
+        runtime: &Arc<dyn SessionRuntime>,
+        also: futures::stream::BoxStream<'static, EngineHint>,
+        store: Store,
+        project: String,
+        handle: Handle<ObjectKey>,
+    ) {
+        let hints = futures::stream::select(runtime.hints(), also).boxed();
         let task = tokio::spawn(follow(hints, store, project, handle));
         if let Some(previous) = self.task.lock().unwrap_or_else(PoisonError::into_inner).replace(task) {
             previous.abort();

@@ -19,6 +19,7 @@ use crate::revision::{Gate, Synced};
 use roundtable_execution::{ExecutionConfig, ExecutionManager, ShutdownSummary};
 use roundtable_reconcilers::backend::{BackendError, ChainedEvents, RuntimeImages};
 use roundtable_reconcilers::desired::{SyncCache, SyncOutcome, sync_with};
+use roundtable_reconcilers::pull::Pulls;
 use roundtable_reconcilers::reconcile::ObjectReconciler;
 use roundtable_source::follow::{Follow, Origin, Refreshed};
 use roundtable_source::{Project, ScanCache, scan_changed};
@@ -44,6 +45,8 @@ pub struct DaemonConfig {
     pub controller_id: Option<String>,
     /// Committed state to reconcile (`--committed`, `--source`) instead of the working tree.
     pub follow: Option<Arc<tokio::sync::Mutex<Follow>>>,
+    /// How long one pull of an Adapter's image may take.
+    pub image_pull_timeout: Duration,
 }
 
 impl DaemonConfig {
@@ -58,6 +61,7 @@ impl DaemonConfig {
             audit_key: None,
             controller_id: None,
             follow: None,
+            image_pull_timeout: roundtable_reconcilers::pull::DEFAULT_TIMEOUT,
         }
     }
 }
@@ -331,7 +335,11 @@ pub async fn run(
     let presence =
         crate::presence::Presence::start(&store, &executions, &config.project.spec_dir.display().to_string()).await?;
     let _ = link.inner.executions.set(executions.clone());
-    let images = RuntimeImages(runtime.clone(), executions.admitter().cloned());
+    // The daemon alone pulls: an Adapter's missing image, in the background, announcing each
+    // pull's end as a hint so the Adapters naming it are reconciled at once.
+    let pulls = Pulls::new(runtime.clone(), config.image_pull_timeout);
+    let pulls_ended = pulls.ended();
+    let images = RuntimeImages(runtime.clone(), executions.admitter().cloned(), Some(pulls));
     let events = ChainedEvents { store: store.clone(), key: config.audit_key.clone() };
     let reconciler = ObjectReconciler::with_executions(store.clone(), images, events, executions.clone());
     let grace = config.controller.grace;
@@ -341,7 +349,7 @@ pub async fn run(
     let (hinted, hint_store, project_id) = (engine_hints.clone(), store.clone(), config.project.id.clone());
     let with_handle = move |handle: Handle<ObjectKey>| {
         let _ = linked.inner.handle.set(handle.clone());
-        hinted.start(&runtime, hint_store, project_id, handle.clone());
+        hinted.start(&runtime, pulls_ended, hint_store, project_id, handle.clone());
         waker.wake_with(handle);
     };
     let reconciles = run_with_link(config, store, Arc::new(reconciler), with_handle, shutdown, &link).await;

@@ -6,12 +6,14 @@
 mod calls;
 mod checked;
 pub mod container;
+mod credentials;
 pub mod engine;
 mod errors;
 mod events;
 mod exec;
 pub mod probe;
 pub mod profile;
+mod pull;
 mod reach;
 pub mod session;
 pub mod trial;
@@ -19,8 +21,8 @@ pub mod trial;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use roundtable_session_runtime::{
-    EngineHint, EngineRuntimes, Health, OwnedResource, ProbeOutcome, ProbePlan, RunOutcome, RuntimeError, SessionPlan,
-    SessionRuntime,
+    EngineHint, EngineRuntimes, Health, ImageDetails, OwnedResource, ProbeOutcome, ProbePlan, PullProgress, RunOutcome,
+    RuntimeError, SessionPlan, SessionRuntime,
 };
 use roundtable_specs::runtime_class::HostPaths;
 use tokio::sync::watch;
@@ -105,15 +107,31 @@ impl SessionRuntime for DockerRuntime {
         Box::pin(async move { container::remove_session(self.engine.docker(), &session).await })
     }
 
-    fn inspect_image(&self, reference: &str) -> BoxFuture<'_, Result<Option<String>, RuntimeError>> {
+    fn inspect_image(&self, reference: &str) -> BoxFuture<'_, Result<Option<ImageDetails>, RuntimeError>> {
         let reference = reference.to_owned();
         Box::pin(async move {
             match self.engine.docker().inspect_image(&reference).await {
-                Ok(image) => Ok(image.id),
+                Ok(image) => {
+                    Ok(image.id.map(|id| ImageDetails { id, repo_digests: image.repo_digests.unwrap_or_default() }))
+                }
                 Err(error) if already_gone(&error) => Ok(None),
                 Err(error) => Err(engine_error("inspect the image")(error)),
             }
         })
+    }
+
+    fn pull_image(
+        &self,
+        reference: &str,
+        progress: watch::Sender<PullProgress>,
+    ) -> BoxFuture<'_, Result<(), RuntimeError>> {
+        let reference = reference.to_owned();
+        Box::pin(async move { pull::pull(&self.engine, &reference, progress).await })
+    }
+
+    fn remove_image(&self, reference: &str) -> BoxFuture<'_, Result<(), RuntimeError>> {
+        let reference = reference.to_owned();
+        Box::pin(async move { pull::remove(&self.engine, &reference).await })
     }
 
     fn health(&self) -> BoxFuture<'_, Result<Health, RuntimeError>> {

@@ -189,8 +189,12 @@ impl SessionRuntime for FakeRuntime {
         Box::pin(async { Ok(()) })
     }
 
-    fn inspect_image(&self, _reference: &str) -> BoxFuture<'_, Result<Option<String>, RuntimeError>> {
-        Box::pin(async { Ok(Some(format!("sha256:{}", "0".repeat(64)))) })
+    fn inspect_image(
+        &self,
+        _reference: &str,
+    ) -> BoxFuture<'_, Result<Option<roundtable_session_runtime::ImageDetails>, RuntimeError>> {
+        let id = format!("sha256:{}", "0".repeat(64));
+        Box::pin(async { Ok(Some(roundtable_session_runtime::ImageDetails { id, repo_digests: Vec::new() })) })
     }
 
     fn health(&self) -> BoxFuture<'_, Result<Health, RuntimeError>> {

@@ -1,5 +1,6 @@
-//! The Adapter reconciler: the image exists in the engine (inspected, never pulled), its ID is
-//! recorded, and `Ready`/`Degraded` say why.
+//! The Adapter reconciler: the image exists in the engine as what its reference names, or is
+//! pulled in the background when it may be (a digest reference, or a tag the AdmissionPolicy
+//! allows); its ID is recorded, and `Ready`/`Degraded` say why, a pull's progress included.
 
 use roundtable_specs::adapter::{AdapterSpec, ResolvedAdapter};
 use roundtable_specs::output::{Condition, ConditionStatus};
@@ -10,8 +11,14 @@ use roundtable_admission::GateOutcome;
 use roundtable_specs::admission::{EvidenceSummary, GateDecision, GateKind, ReceiptSummary};
 use roundtable_specs::policy::AdmissionMode;
 
+use std::time::Duration;
+
+use roundtable_session_runtime::PullProgress;
+use roundtable_session_runtime::images::{ImageDetails, holds_digest};
+
 use crate::backend::{BackendError, ImageBackend};
 use crate::conditions::{ADMITTED, DEGRADED, READY, desired, reason};
+use crate::pull::{FailureKind, PullFailure, PullState};
 
 /// An Adapter's kind-specific status.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,7 +82,7 @@ fn admitted(outcome: &GateOutcome, generation: i64) -> Condition {
     }
 }
 
-/// What the engine says about the adapter's image.
+/// What the engine says about the adapter's image, and this process's pull of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ImageState {
     /// Disabled adapters are not inspected.
@@ -84,13 +91,57 @@ pub enum ImageState {
     /// No image is set and none is needed: the agent is roundtable's own mounted binary
     /// (the built-in `mock`), which runs in an empty image.
     NotNeeded,
-    Missing,
+    /// Not in the engine, and not pulled: why.
+    Missing {
+        why: NotPulled,
+    },
+    /// Not in the engine and pullable: this reconcile starts attempt `attempt` of the pull.
+    ToPull {
+        attempt: u32,
+    },
+    /// A pull of it runs (started by this Adapter or another naming the same image).
+    Pulling {
+        progress: PullProgress,
+    },
+    /// The last pull failed; the next is due in `retry_in`.
+    PullFailed {
+        failure: PullFailure,
+        attempts: u32,
+        retry_after: Duration,
+        retry_in: Duration,
+    },
+    /// The engine holds the digest reference, but not as the image that digest names (its repo
+    /// digests do not list it): refused, never run.
+    DigestMismatch {
+        id: String,
+        repo_digests: Vec<String>,
+    },
     Present {
         id: String,
+        /// This process pulled it: what that took.
+        pulled: Option<Pulled>,
     },
 }
 
-/// Reads the engine; writes nothing.
+/// Why a missing image is not pulled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotPulled {
+    /// A bare image ID: only the engine that built or loaded it has it.
+    ImageId,
+    /// A tag, and the AdmissionPolicy sets `requireDigest`.
+    TagsNotAllowed,
+    /// This process does not pull (`status`, `plan`, the CLI's `reconcile`): the daemon does.
+    ByTheDaemon,
+}
+
+/// What a pull that brought the image took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pulled {
+    pub bytes: u64,
+    pub took: Duration,
+}
+
+/// Reads the engine and the pulls; writes nothing.
 pub async fn observe_image<I: ImageBackend>(images: &I, adapter: &ResolvedAdapter) -> Result<ImageState, BackendError> {
     if !adapter.enabled {
         return Ok(ImageState::NotInspected);
@@ -99,9 +150,41 @@ pub async fn observe_image<I: ImageBackend>(images: &I, adapter: &ResolvedAdapte
         let own_binary = adapter.command == roundtable_specs::builtins::IN_CONTAINER_BINARY;
         return Ok(if own_binary { ImageState::NotNeeded } else { ImageState::NotConfigured });
     };
-    Ok(match images.inspect_image(image.as_str()).await? {
-        Some(info) => ImageState::Present { id: info.id },
-        None => ImageState::Missing,
+    let reference = image.as_str();
+    let pull = images.pull_state(reference);
+    if let Some(info) = images.inspect_image(reference).await? {
+        // Checked on every look, not only after a pull: nothing that answers is trusted.
+        let held = ImageDetails { id: info.id, repo_digests: info.repo_digests };
+        if !holds_digest(reference, &held) {
+            return Ok(ImageState::DigestMismatch { id: held.id, repo_digests: held.repo_digests });
+        }
+        let pulled = match pull {
+            Some(PullState::Pulled { image_id, bytes, took }) if image_id == held.id => Some(Pulled { bytes, took }),
+            _ => None,
+        };
+        return Ok(ImageState::Present { id: held.id, pulled });
+    }
+    let attempt = match pull {
+        Some(PullState::Running { progress }) => return Ok(ImageState::Pulling { progress }),
+        Some(PullState::Failed { failure, attempts, retry_after, retry_in }) if !retry_in.is_zero() => {
+            return Ok(ImageState::PullFailed { failure, attempts, retry_after, retry_in });
+        }
+        Some(PullState::Failed { attempts, .. }) => attempts + 1,
+        // Pulled once and gone since, or never pulled here.
+        Some(PullState::Pulled { .. }) | None => 1,
+    };
+    let why = if image.is_image_id() {
+        Some(NotPulled::ImageId)
+    } else if !images.pulls() {
+        Some(NotPulled::ByTheDaemon)
+    } else if !image.is_pinned() && !images.tags_pullable().await {
+        Some(NotPulled::TagsNotAllowed)
+    } else {
+        None
+    };
+    Ok(match why {
+        Some(why) => ImageState::Missing { why },
+        None => ImageState::ToPull { attempt },
     })
 }
 
@@ -171,17 +254,49 @@ pub fn desired_state(
             ),
             None,
         ),
-        ImageState::Missing => (
-            desired(
-                READY,
-                False,
-                reason::IMAGE_MISSING,
-                format!("image {reference} is not in the engine; no registry is pulled from, so build or load it"),
-                generation,
-            ),
-            None,
-        ),
-        ImageState::Present { id } => (
+        ImageState::Missing { why } => {
+            let message = match why {
+                NotPulled::ImageId => format!(
+                    "image {reference} is an image ID, which no registry serves, and the engine does not have it: build or load it, or name it as repository@sha256:<digest> to have it pulled"
+                ),
+                NotPulled::TagsNotAllowed => format!(
+                    "image {reference} is not in the engine and is a tag, which the AdmissionPolicy's requireDigest does not let be pulled: pin it as repository@sha256:<digest> (the digest `docker pull` prints, or the image's RepoDigests)"
+                ),
+                NotPulled::ByTheDaemon => {
+                    format!("image {reference} is not in the engine; the daemon (`roundtable start`) pulls it")
+                }
+            };
+            (desired(READY, False, reason::IMAGE_MISSING, message, generation), None)
+        }
+        ImageState::ToPull { attempt } => {
+            let attempt = if *attempt > 1 { format!("; attempt {attempt}") } else { String::new() };
+            let message = format!("pulling {reference} (starting{attempt})");
+            (desired(READY, ConditionStatus::Unknown, reason::IMAGE_PULLING, message, generation), None)
+        }
+        ImageState::Pulling { progress } => {
+            let message = format!("pulling {reference} ({progress})");
+            (desired(READY, ConditionStatus::Unknown, reason::IMAGE_PULLING, message, generation), None)
+        }
+        ImageState::PullFailed { failure, attempts, retry_after, .. } => {
+            let why = match failure.kind {
+                FailureKind::DigestMismatch => reason::IMAGE_DIGEST_MISMATCH,
+                FailureKind::Refused | FailureKind::TimedOut => reason::IMAGE_PULL_BACK_OFF,
+            };
+            let message = format!(
+                "pulling {reference} failed (attempt {attempts}): {}; tried again {} s after it failed",
+                failure.message,
+                retry_after.as_secs()
+            );
+            (desired(READY, False, why, message, generation), None)
+        }
+        ImageState::DigestMismatch { id, repo_digests } => {
+            let listed = if repo_digests.is_empty() { "none".to_owned() } else { repo_digests.join(", ") };
+            let message = format!(
+                "the engine holds image {id} under {reference}, but its repo digests ({listed}) do not include that digest: not the image the reference names, so nothing runs in it; remove that name from the engine and it is pulled again"
+            );
+            (desired(READY, False, reason::IMAGE_DIGEST_MISMATCH, message, generation), None)
+        }
+        ImageState::Present { id, .. } => (
             desired(READY, True, reason::IMAGE_RESOLVED, format!("image {reference} resolved to {id}"), generation),
             Some(id.clone()),
         ),

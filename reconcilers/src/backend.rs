@@ -12,6 +12,7 @@ use roundtable_store::{
     Identity, Lease, LeaseRecord, NewEvent, ObjectRecord, ProposalRecord, SessionRecord, Severity, Store,
 };
 
+use crate::pull::{PullState, Pulls};
 use crate::request::{ActiveRun, ExecutionRequest};
 
 /// What can go wrong in a backend.
@@ -25,9 +26,9 @@ pub enum BackendError {
     /// its own error type says which, and is kept as the source.
     #[error("{0}")]
     Start(Box<dyn std::error::Error + Send + Sync>),
-    /// Only the daemon (`roundtable start`) runs executions; `status`, `plan` and `reconcile`
-    /// without a daemon observe them.
-    #[error("executions run only in the daemon (`roundtable start`)")]
+    /// Only the daemon (`roundtable start`) runs executions and pulls images; `status`, `plan`
+    /// and `reconcile` without a daemon observe them.
+    #[error("executions and image pulls run only in the daemon (`roundtable start`)")]
     NotTheDaemon,
     #[error("a background task failed")]
     Task(#[from] tokio::task::JoinError),
@@ -43,6 +44,10 @@ pub enum Change {
     ObserveGeneration(i64),
     /// The object is gone and cleaned up: forget it.
     Forget,
+    /// Start pulling an Adapter's image in the background, or join the pull of it that runs.
+    PullImage {
+        reference: String,
+    },
     /// Start attempt `attempt` of the current execution generation (Assignments).
     StartExecution {
         attempt: i64,
@@ -78,12 +83,42 @@ pub trait StatusBackend: Send + Sync + 'static {
 pub struct ImageInfo {
     /// The full image ID, `sha256:…`.
     pub id: String,
+    /// The `repository@sha256:…` names the engine lists for it: what a digest reference is
+    /// checked against (`roundtable_session_runtime::images::holds_digest`).
+    pub repo_digests: Vec<String>,
 }
 
-/// The container engine's images, and what admission finds in them.
+/// The container engine's images, pulls of them, and what admission finds in them.
 pub trait ImageBackend: Send + Sync + 'static {
-    /// `None` when the engine does not have the image (no pull is ever attempted).
+    /// `None` when the engine does not have the image; never pulls (a pull is [`pull`]'s).
+    ///
+    /// [`pull`]: ImageBackend::pull
     fn inspect_image(&self, reference: &str) -> impl Future<Output = Result<Option<ImageInfo>, BackendError>> + Send;
+
+    /// Whether this backend pulls a missing image: the daemon's does; `status`, `plan` and the
+    /// CLI's in-process `reconcile` leave it to the daemon (this default).
+    fn pulls(&self) -> bool {
+        false
+    }
+
+    /// Whether an image named by a tag may be pulled: the AdmissionPolicy does not set
+    /// `requireDigest` (this default: no policy).
+    fn tags_pullable(&self) -> impl Future<Output = bool> + Send {
+        async { true }
+    }
+
+    /// Where this process's pull of `reference` stands, if it ever started one.
+    fn pull_state(&self, reference: &str) -> Option<PullState> {
+        let _ = reference;
+        None
+    }
+
+    /// Starts pulling `reference` in the background, or joins the pull of it that runs, and
+    /// returns at once; the Adapter is reconciled again when it ends.
+    fn pull(&self, reference: &str) -> Result<(), BackendError> {
+        let _ = reference;
+        Err(BackendError::NotTheDaemon)
+    }
 
     /// The spawn-path gates for `adapter` and an Assignment's `requires`, decided without
     /// recording anything; `None` where admission is not evaluated (fakes, tests of other
@@ -244,8 +279,10 @@ impl StatusBackend for Store {
             Change::RecordStatus(status) => self.set_status_json(key, status.as_deref()).await?,
             Change::ObserveGeneration(generation) => self.set_observed_generation(key, *generation).await?,
             Change::Forget => self.forget(key).await?,
-            // Executions are not the store's to start; the object reconciler routes these.
-            Change::StartExecution { .. }
+            // Executions and pulls are not the store's to start; the object reconciler routes
+            // these.
+            Change::PullImage { .. }
+            | Change::StartExecution { .. }
             | Change::CancelExecution
             | Change::SupersedeExecution { .. }
             | Change::InterruptSession(_) => {}
@@ -294,14 +331,44 @@ impl AuditSink for ChainedEvents {
 
 // === impl for the session runtime ===
 
-/// Images through the session runtime (never pulled), and admission through its authority
-/// when there is one.
+/// Images through the session runtime; admission through its authority when there is one (its
+/// AdmissionPolicy also says whether tags are pulled); pulls through the daemon's [`Pulls`]
+/// when there are (none: nothing is pulled here).
 #[derive(Clone)]
-pub struct RuntimeImages(pub std::sync::Arc<dyn roundtable_session_runtime::SessionRuntime>, pub Option<Admitter>);
+pub struct RuntimeImages(
+    pub std::sync::Arc<dyn roundtable_session_runtime::SessionRuntime>,
+    pub Option<Admitter>,
+    pub Option<Pulls>,
+);
 
 impl ImageBackend for RuntimeImages {
     async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>, BackendError> {
-        Ok(self.0.inspect_image(reference).await?.map(|id| ImageInfo { id }))
+        Ok(self
+            .0
+            .inspect_image(reference)
+            .await?
+            .map(|held| ImageInfo { id: held.id, repo_digests: held.repo_digests }))
+    }
+
+    fn pulls(&self) -> bool {
+        self.2.is_some()
+    }
+
+    async fn tags_pullable(&self) -> bool {
+        match &self.1 {
+            Some(admitter) => !admitter.policy().await.require_digest,
+            None => true,
+        }
+    }
+
+    fn pull_state(&self, reference: &str) -> Option<PullState> {
+        self.2.as_ref()?.state(reference)
+    }
+
+    fn pull(&self, reference: &str) -> Result<(), BackendError> {
+        let Some(pulls) = &self.2 else { return Err(BackendError::NotTheDaemon) };
+        pulls.start(reference);
+        Ok(())
     }
 
     async fn gates(

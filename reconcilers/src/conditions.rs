@@ -25,6 +25,12 @@ pub mod reason {
     // --- an Adapter's `Ready` and `Degraded` ---
     pub const IMAGE_RESOLVED: &str = "ImageResolved";
     pub const IMAGE_MISSING: &str = "ImageMissing";
+    /// Its image is being pulled (`Ready` is `Unknown` meanwhile; the message has the progress).
+    pub const IMAGE_PULLING: &str = "ImagePulling";
+    /// Pulling its image failed; it is tried again after a backoff (Kubernetes' word).
+    pub const IMAGE_PULL_BACK_OFF: &str = "ImagePullBackOff";
+    /// What the engine holds under its digest reference is not what that digest names.
+    pub const IMAGE_DIGEST_MISMATCH: &str = "ImageDigestMismatch";
     pub const IMAGE_NOT_CONFIGURED: &str = "ImageNotConfigured";
     pub const IMAGE_NOT_PINNED: &str = "ImageNotPinned";
     pub const NO_IMAGE_NEEDED: &str = "NoImageNeeded";

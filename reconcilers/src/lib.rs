@@ -8,6 +8,7 @@ pub mod backend;
 pub mod conditions;
 pub mod desired;
 pub mod prune;
+pub mod pull;
 pub mod reconcile;
 pub mod request;
 pub mod status;

@@ -21,10 +21,14 @@ use crate::backend::{
 };
 use crate::conditions::{self, READY, STALLED, reason};
 use crate::desired::Desired;
+use crate::pull::FailureKind;
 use crate::request::{ExecutionRequest, RUNNING_RECHECK};
 
-/// How often an Adapter whose image is missing is looked at again.
+/// How often an Adapter whose image is missing (and not pulled) is looked at again.
 const MISSING_IMAGE_RECHECK: Duration = Duration::from_secs(60);
+/// How often an Adapter whose image is being pulled looks again: its condition shows the
+/// progress, and the pull's end is seen at once (the daemon also triggers it then).
+const PULL_RECHECK: Duration = Duration::from_secs(2);
 /// How often a refused Adapter or Assignment looks at its receipt again.
 const ADMISSION_RECHECK: Duration = Duration::from_secs(3);
 const ADAPTER_ADMISSION_RECHECK: Duration = Duration::from_secs(15);
@@ -240,8 +244,47 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
         if observed.observed_generation != Some(generation) {
             changes.push(Change::ObserveGeneration(generation));
         }
+        // The pull goes first, so the condition written after it says what is under way.
+        if let (Spec::Adapter(_), Some(adapter), Some(ImageState::ToPull { .. })) =
+            (&desired.spec, &observed.adapter, &observed.image)
+            && let Some(image) = &adapter.image
+        {
+            changes.insert(0, Change::PullImage { reference: image.to_string() });
+        }
         changes.extend(executions);
         changes
+    }
+
+    /// The event of its own an Adapter's `Ready` change records besides the transition's: a
+    /// pull that ended, seen as `ImagePulling` giving way to its outcome.
+    fn pull_event(
+        key: &ObjectKey,
+        observed: &Observed,
+        before: Option<&Condition>,
+        now: &Condition,
+    ) -> Option<AuditEvent> {
+        if key.kind != Kind::Adapter || before.is_none_or(|c| c.reason != reason::IMAGE_PULLING) {
+            return None;
+        }
+        let reference = observed.adapter.as_ref()?.image.as_ref()?.to_string();
+        let (warning, reason, message) = match observed.image.as_ref()? {
+            ImageState::Present { id, pulled: Some(pulled) } => {
+                let mib = pulled.bytes as f64 / (1024.0 * 1024.0);
+                let message =
+                    format!("pulled {reference} as {id} ({mib:.1} MiB in {:.1} s)", pulled.took.as_secs_f64());
+                (false, EventReason::ImagePulled, message)
+            }
+            ImageState::PullFailed { failure, .. } => {
+                let what = match failure.kind {
+                    FailureKind::DigestMismatch => "is not what its digest names",
+                    FailureKind::TimedOut => "timed out",
+                    FailureKind::Refused => "failed",
+                };
+                (true, EventReason::ImagePullFailed, format!("pulling {reference} {what}: {}", now.message))
+            }
+            _ => return None,
+        };
+        Some(AuditEvent { object: key.clone(), warning, reason: reason.into(), message })
     }
 
     /// Observe and plan for the stored spec of `key`: `None` when the store does not know it;
@@ -311,6 +354,10 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                     self.executions.interrupt(id, lease).await?;
                     continue;
                 }
+                Change::PullImage { reference } => {
+                    self.images.pull(reference)?;
+                    continue;
+                }
                 _ => {}
             }
             self.status.apply(key, change).await?;
@@ -335,7 +382,8 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                     reason: Reason::Ready(condition.reason.clone()),
                     message: condition.message.clone(),
                 };
-                self.audit.record(event).await?;
+                let pulled = Self::pull_event(key, observed, conditions::find(before, READY), condition);
+                self.audit.record_all(std::iter::once(event).chain(pulled).collect()).await?;
             }
         }
         Ok(())
@@ -370,7 +418,17 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Recon
         let observed = self.observe(&desired).await?;
         let changes = Self::plan(&desired, &observed);
         self.apply(&desired, &observed, &changes).await?;
-        let missing_image = key.kind == Kind::Adapter && matches!(observed.image, Some(ImageState::Missing));
+        let missing_image = key.kind == Kind::Adapter
+            && matches!(observed.image, Some(ImageState::Missing { .. } | ImageState::DigestMismatch { .. }));
+        let pulling = key.kind == Kind::Adapter
+            && matches!(observed.image, Some(ImageState::ToPull { .. } | ImageState::Pulling { .. }));
+        // A failed pull is looked at again when its backoff has passed, when the next may start.
+        let pull_retry = match &observed.image {
+            Some(ImageState::PullFailed { retry_in, .. }) if key.kind == Kind::Adapter => {
+                Some((*retry_in).max(Duration::from_secs(1)))
+            }
+            _ => None,
+        };
         let executing = observed.assignment.as_ref().is_some_and(|a| a.active)
             || changes.iter().any(|c| matches!(c, Change::StartExecution { .. }));
         // An Assignment waiting for its adapter looks again soon (adapters converge in seconds).
@@ -390,6 +448,10 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Recon
             Action::requeue(ADMISSION_RECHECK)
         } else if refused {
             Action::requeue(ADAPTER_ADMISSION_RECHECK)
+        } else if pulling {
+            Action::requeue(PULL_RECHECK)
+        } else if let Some(retry_in) = pull_retry {
+            Action::requeue(retry_in)
         } else if missing_image {
             Action::requeue(MISSING_IMAGE_RECHECK)
         } else if executing {

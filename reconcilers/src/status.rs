@@ -202,6 +202,7 @@ fn describe_change(change: &Change) -> String {
         }
         Change::ObserveGeneration(generation) => format!("observe generation {generation}"),
         Change::Forget => "clean up and forget".into(),
+        Change::PullImage { reference } => format!("pull image {reference} in the background"),
         Change::StartExecution { attempt } => format!("start execution attempt {attempt}"),
         Change::CancelExecution => "cancel the running execution".into(),
         Change::SupersedeExecution { by } => {

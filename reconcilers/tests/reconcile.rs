@@ -13,7 +13,9 @@ use roundtable_reconcilers::backend::{
     AuditEvent, AuditSink, BackendError, Change, ImageBackend, ImageInfo, StatusBackend,
 };
 use roundtable_reconcilers::desired::{Desired, sync};
+use roundtable_reconcilers::pull::{FailureKind, PullFailure, PullState};
 use roundtable_reconcilers::status::{exit_code, plan, status};
+use roundtable_session_runtime::PullProgress;
 use roundtable_source::{Project, Scan};
 use roundtable_specs::output::{Condition, ConditionStatus, Health, SyncStatus};
 use roundtable_specs::{Kind, ObjectKey};
@@ -86,7 +88,8 @@ impl StatusBackend for FakeStatus {
                 self.objects.lock().expect("lock").remove(key);
                 self.conditions.lock().expect("lock").remove(key);
             }
-            Change::StartExecution { .. }
+            Change::PullImage { .. }
+            | Change::StartExecution { .. }
             | Change::CancelExecution
             | Change::SupersedeExecution { .. }
             | Change::InterruptSession(_) => {}
@@ -95,14 +98,44 @@ impl StatusBackend for FakeStatus {
     }
 }
 
+/// Images by reference, listed (as an honest engine lists them) under the digest reference they
+/// were pulled by; and, when `pulls_here`, pulls whose state the test sets.
 #[derive(Default)]
 struct FakeImages {
     present: Mutex<HashMap<String, String>>,
+    /// What a lying engine lists for the image it holds under a reference, instead.
+    listed_as: Mutex<HashMap<String, Vec<String>>>,
+    pulls_here: bool,
+    tags_not_pullable: bool,
+    pulls: Mutex<HashMap<String, PullState>>,
+    started: Mutex<Vec<String>>,
 }
 
 impl ImageBackend for FakeImages {
     async fn inspect_image(&self, reference: &str) -> Result<Option<ImageInfo>, BackendError> {
-        Ok(self.present.lock().expect("lock").get(reference).map(|id| ImageInfo { id: id.clone() }))
+        let present = self.present.lock().expect("lock");
+        let listed = self.listed_as.lock().expect("lock").get(reference).cloned();
+        let honest = if reference.contains('@') { vec![reference.to_owned()] } else { Vec::new() };
+        Ok(present.get(reference).map(|id| ImageInfo { id: id.clone(), repo_digests: listed.unwrap_or(honest) }))
+    }
+
+    fn pulls(&self) -> bool {
+        self.pulls_here
+    }
+
+    async fn tags_pullable(&self) -> bool {
+        !self.tags_not_pullable
+    }
+
+    fn pull_state(&self, reference: &str) -> Option<PullState> {
+        self.pulls.lock().expect("lock").get(reference).cloned()
+    }
+
+    fn pull(&self, reference: &str) -> Result<(), BackendError> {
+        self.started.lock().expect("lock").push(reference.to_owned());
+        let running = PullState::Running { progress: PullProgress::default() };
+        self.pulls.lock().expect("lock").insert(reference.to_owned(), running);
+        Ok(())
     }
 }
 
@@ -250,6 +283,154 @@ async fn adapter_reasons_for_missing_unpinned_and_disabled_images() {
     let conditions = reconciler.status.conditions(&disabled.key).await.expect("conditions");
     assert_eq!(condition(&conditions, "Ready").reason, "Disabled");
     assert_eq!(condition(&conditions, "Ready").observed_generation, 3);
+}
+
+/// The `Ready` condition's status, reason and message.
+async fn ready<I: ImageBackend>(
+    reconciler: &ObjectReconciler<FakeStatus, I, FakeAudit, NoExecutions>,
+    key: &ObjectKey,
+) -> (ConditionStatus, String, String) {
+    let conditions = reconciler.status.conditions(key).await.expect("conditions");
+    let ready = condition(&conditions, "Ready");
+    (ready.status, ready.reason.clone(), ready.message.clone())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_missing_digest_reference_is_pulled_with_its_progress_shown_then_resolves_with_an_event() {
+    let digest = format!("sha256:{}", "c".repeat(64));
+    let reference = format!("127.0.0.1:5000/agents/codex@{digest}");
+    let desired = adapter_desired(&reference);
+    let images = FakeImages { pulls_here: true, ..FakeImages::default() };
+    let reconciler =
+        ObjectReconciler::with_executions(FakeStatus::default(), images, FakeAudit::default(), NoExecutions);
+    reconciler.status.insert(&desired);
+
+    let action = reconciler.reconcile(&desired.key).await.expect("reconcile");
+    assert_eq!(
+        *reconciler.images.started.lock().expect("lock"),
+        std::slice::from_ref(&reference),
+        "the reconcile starts the pull"
+    );
+    assert_eq!(action.requeue_after(), Some(std::time::Duration::from_secs(2)), "and looks again soon");
+    assert_eq!(
+        ready(&reconciler, &desired.key).await,
+        (ConditionStatus::Unknown, "ImagePulling".into(), format!("pulling {reference} (starting)"))
+    );
+
+    let progress = PullProgress { current: 3 << 20, total: 18 << 20, layers_done: 0, layers: 2 };
+    reconciler.images.pulls.lock().expect("lock").insert(reference.clone(), PullState::Running { progress });
+    reconciler.reconcile(&desired.key).await.expect("reconcile");
+    assert_eq!(ready(&reconciler, &desired.key).await.2, format!("pulling {reference} (3.0 of 18.0 MiB)"));
+    assert_eq!(reconciler.images.started.lock().expect("lock").len(), 1, "a running pull is joined, not restarted");
+
+    let pulled =
+        PullState::Pulled { image_id: "sha256:1d".into(), bytes: 18 << 20, took: std::time::Duration::from_secs(4) };
+    reconciler.images.pulls.lock().expect("lock").insert(reference.clone(), pulled);
+    reconciler.images.present.lock().expect("lock").insert(reference.clone(), "sha256:1d".into());
+    reconciler.reconcile(&desired.key).await.expect("reconcile");
+    assert_eq!(ready(&reconciler, &desired.key).await.1, "ImageResolved");
+    let events = reconciler.audit.0.lock().expect("lock").clone();
+    let pulled: Vec<&AuditEvent> = events.iter().filter(|e| e.reason.as_str() == "ImagePulled").collect();
+    assert_eq!(pulled.len(), 1, "{events:?}");
+    assert_eq!(pulled[0].message, format!("pulled {reference} as sha256:1d (18.0 MiB in 4.0 s)"));
+    assert!(!pulled[0].warning);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_pull_backs_off_and_a_digest_mismatch_is_named() {
+    let digest = format!("sha256:{}", "c".repeat(64));
+    let reference = format!("127.0.0.1:5000/agents/codex@{digest}");
+    let desired = adapter_desired(&reference);
+    let images = FakeImages { pulls_here: true, ..FakeImages::default() };
+    let reconciler =
+        ObjectReconciler::with_executions(FakeStatus::default(), images, FakeAudit::default(), NoExecutions);
+    reconciler.status.insert(&desired);
+    reconciler.reconcile(&desired.key).await.expect("reconcile");
+
+    let failure =
+        PullFailure { kind: FailureKind::DigestMismatch, message: "the engine holds image sha256:ee …".into() };
+    let failed = PullState::Failed {
+        failure,
+        attempts: 1,
+        retry_after: std::time::Duration::from_secs(10),
+        retry_in: std::time::Duration::from_secs(9),
+    };
+    reconciler.images.pulls.lock().expect("lock").insert(reference.clone(), failed);
+    let action = reconciler.reconcile(&desired.key).await.expect("reconcile");
+    assert_eq!(
+        action.requeue_after(),
+        Some(std::time::Duration::from_secs(9)),
+        "looked at again when the retry is due"
+    );
+    let (status, reason, message) = ready(&reconciler, &desired.key).await;
+    assert_eq!((status, reason.as_str()), (ConditionStatus::False, "ImageDigestMismatch"));
+    assert!(message.starts_with(&format!("pulling {reference} failed (attempt 1): the engine holds")), "{message}");
+    let events = reconciler.audit.0.lock().expect("lock").clone();
+    let failed: Vec<&AuditEvent> = events.iter().filter(|e| e.reason.as_str() == "ImagePullFailed").collect();
+    assert_eq!(failed.len(), 1, "{events:?}");
+    assert!(failed[0].warning && failed[0].message.contains("is not what its digest names"), "{:?}", failed[0]);
+    assert_eq!(reconciler.images.started.lock().expect("lock").len(), 1, "not again before the backoff");
+
+    // The backoff passed: the next attempt starts.
+    let due = PullState::Failed {
+        failure: PullFailure { kind: FailureKind::Refused, message: "401".into() },
+        attempts: 1,
+        retry_after: std::time::Duration::from_secs(10),
+        retry_in: std::time::Duration::ZERO,
+    };
+    reconciler.images.pulls.lock().expect("lock").insert(reference.clone(), due);
+    reconciler.reconcile(&desired.key).await.expect("reconcile");
+    assert_eq!(reconciler.images.started.lock().expect("lock").len(), 2);
+    assert_eq!(ready(&reconciler, &desired.key).await.2, format!("pulling {reference} (starting; attempt 2)"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn what_is_not_pulled_says_why_and_a_lying_engine_is_not_believed() {
+    // A tag under requireDigest: not pulled, and the condition says how to pin.
+    let images = FakeImages { pulls_here: true, tags_not_pullable: true, ..FakeImages::default() };
+    let reconciler =
+        ObjectReconciler::with_executions(FakeStatus::default(), images, FakeAudit::default(), NoExecutions);
+    let tagged = adapter_desired("registry.example/agent:v1");
+    reconciler.status.insert(&tagged);
+    reconciler.reconcile(&tagged.key).await.expect("reconcile");
+    let (status, reason, message) = ready(&reconciler, &tagged.key).await;
+    assert_eq!((status, reason.as_str()), (ConditionStatus::False, "ImageMissing"));
+    assert!(message.contains("requireDigest") && message.contains("pin it as repository@sha256:<digest>"), "{message}");
+    assert!(reconciler.images.started.lock().expect("lock").is_empty());
+
+    // An image ID is never pulled.
+    let id = format!("sha256:{}", "d".repeat(64));
+    let by_id = adapter_desired(&id);
+    reconciler.status.insert(&by_id);
+    reconciler.reconcile(&by_id.key).await.expect("reconcile");
+    assert!(ready(&reconciler, &by_id.key).await.2.contains("no registry serves"));
+    assert!(reconciler.images.started.lock().expect("lock").is_empty());
+
+    // An engine that holds the digest reference as another image's.
+    let digest = format!("sha256:{}", "c".repeat(64));
+    let reference = format!("127.0.0.1:5000/agents/codex@{digest}");
+    let lied = adapter_desired(&reference);
+    reconciler.status.insert(&lied);
+    reconciler.images.present.lock().expect("lock").insert(reference.clone(), "sha256:ee".into());
+    let other = format!("127.0.0.1:5000/agents/codex@sha256:{}", "e".repeat(64));
+    reconciler.images.listed_as.lock().expect("lock").insert(reference.clone(), vec![other.clone()]);
+    reconciler.reconcile(&lied.key).await.expect("reconcile");
+    let (status, reason, message) = ready(&reconciler, &lied.key).await;
+    assert_eq!((status, reason.as_str()), (ConditionStatus::False, "ImageDigestMismatch"), "{message}");
+    assert!(message.contains(&other) && message.contains("nothing runs in it"), "{message}");
+    let record = reconciler.status.object(&lied.key).await.expect("object").expect("record");
+    assert!(
+        !record.status_json.unwrap_or_default().contains("sha256:ee"),
+        "the image is not recorded as the Adapter's"
+    );
+
+    // Where nothing pulls (`status`, `plan`, the CLI's reconcile), the daemon is named.
+    let reconciler = fake_reconciler();
+    let missing = adapter_desired(&reference);
+    reconciler.status.insert(&missing);
+    reconciler.reconcile(&missing.key).await.expect("reconcile");
+    let message = ready(&reconciler, &missing.key).await.2;
+    assert!(message.ends_with("the daemon (`roundtable start`) pulls it"), "{message}");
 }
 
 #[tokio::test(start_paused = true)]

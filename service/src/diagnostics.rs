@@ -281,8 +281,10 @@ fn probe_failed(adapter: &ResolvedAdapter, error: &RuntimeError, mcp: bool) -> V
     let image = match error {
         RuntimeError::ImageMissing { image } => DiagnosticCheck::failed(
             IMAGE,
-            format!("image {image} is not on the engine (nothing is ever pulled)"),
-            format!("build or load {image} on this engine (examples/images/build.sh builds the provider images)"),
+            format!("image {image} is not on the engine (diagnostics never pull it)"),
+            format!(
+                "build or load {image} on this engine (examples/images/build.sh builds the provider images), or name it by digest and let the daemon pull it (`roundtable status` shows the pull)"
+            ),
         ),
         other => DiagnosticCheck::failed(
             IMAGE,
@@ -698,7 +700,10 @@ mod tests {
         fn remove_session(&self, _project: &str, _session: &str) -> futures_like::Boxed<'_, ()> {
             Box::pin(async { Ok(()) })
         }
-        fn inspect_image(&self, _reference: &str) -> futures_like::Boxed<'_, Option<String>> {
+        fn inspect_image(
+            &self,
+            _reference: &str,
+        ) -> futures_like::Boxed<'_, Option<roundtable_session_runtime::ImageDetails>> {
             Box::pin(async { Ok(None) })
         }
         fn health(&self) -> futures_like::Boxed<'_, roundtable_session_runtime::Health> {

@@ -422,7 +422,7 @@ impl Service {
         let admitter = self.admitter(binary, None);
         ObjectReconciler::new(
             self.store.clone(),
-            RuntimeImages(self.runtime.clone(), Some(admitter)),
+            RuntimeImages(self.runtime.clone(), Some(admitter), None),
             self.store.clone(),
         )
     }

@@ -5,6 +5,7 @@
 //! runs each session as a kubernetes-sigs/agent-sandbox `Sandbox` would implement the same trait.
 
 pub mod hints;
+pub mod images;
 pub mod labels;
 
 use std::collections::{BTreeMap, HashMap};
@@ -19,6 +20,7 @@ use roundtable_specs::session::{CheckReport, Extracted, SessionCause};
 use tokio::sync::watch;
 
 pub use hints::EngineHint;
+pub use images::{ImageDetails, PullProgress};
 pub use labels::{Ownership, Purpose};
 
 /// The go byte: what `sandbox check … -- ARGV` waits for on stdin, after printing its report,
@@ -323,9 +325,15 @@ pub enum RuntimeError {
         #[source]
         source: std::io::Error,
     },
-    /// The image is not on the engine (nothing is ever pulled).
-    #[error("image {image} is not on the engine (nothing is pulled; build or load it first)")]
+    /// The image is not on the engine. Sessions and probes never pull: only the Adapter's
+    /// reconcile does, before the Adapter is Ready.
+    #[error(
+        "image {image} is not on the engine (sessions never pull it: the Adapter's reconcile pulls a pullable reference before the Adapter is Ready, or build or load it)"
+    )]
     ImageMissing { image: String },
+    /// The backend cannot do this at all (a runtime that does not pull images).
+    #[error("this session runtime cannot {what}")]
+    Unsupported { what: &'static str },
     /// The workspace came back but could not be extracted within bounds.
     #[error("export")]
     Export(#[source] BoxError),
@@ -497,8 +505,33 @@ pub trait SessionRuntime: Send + Sync + 'static {
     /// Removes whatever session `session` of `project` still owns; nothing owned is not an error.
     fn remove_session(&self, project: &str, session: &str) -> BoxFuture<'_, Result<(), RuntimeError>>;
 
-    /// The full image ID of `reference` when the engine has it; never pulls.
-    fn inspect_image(&self, reference: &str) -> BoxFuture<'_, Result<Option<String>, RuntimeError>>;
+    /// What the engine holds under `reference` (its image ID and repo digests), `None` when it
+    /// holds nothing there; never pulls.
+    fn inspect_image(&self, reference: &str) -> BoxFuture<'_, Result<Option<ImageDetails>, RuntimeError>>;
+
+    /// Pulls `reference` (a tag or a digest reference, never a bare image ID) from its registry
+    /// into the engine, with the registry credentials the engine's own client would use, sending
+    /// how far it has come to `progress` as the engine reports it. Runs until the engine says the
+    /// pull ended; the caller bounds it in time (dropping the future abandons the pull) and checks
+    /// what it got (`images::holds_digest`): nothing here trusts the registry. The default: this
+    /// runtime does not pull.
+    fn pull_image(
+        &self,
+        reference: &str,
+        progress: watch::Sender<PullProgress>,
+    ) -> BoxFuture<'_, Result<(), RuntimeError>> {
+        let _ = (reference, progress);
+        Box::pin(async { Err(RuntimeError::Unsupported { what: "pull images" }) })
+    }
+
+    /// Removes `reference` from the engine: the name goes, and the image with it only when no
+    /// other name holds it and no container uses it (so an image that was there before a pull
+    /// under another name stays). Nothing there is not an error. The default: this runtime
+    /// does not pull, so it has nothing of its own to remove.
+    fn remove_image(&self, reference: &str) -> BoxFuture<'_, Result<(), RuntimeError>> {
+        let _ = reference;
+        Box::pin(async { Err(RuntimeError::Unsupported { what: "remove images" }) })
+    }
 
     /// Whether the engine answers now.
     fn health(&self) -> BoxFuture<'_, Result<Health, RuntimeError>>;
@@ -510,7 +543,7 @@ pub trait SessionRuntime: Send + Sync + 'static {
     }
 
     /// Runs a probe to its end; whatever it created is removed before this returns. A missing
-    /// image is an error (nothing is ever pulled).
+    /// image is an error (a probe never pulls).
     fn probe(&self, plan: ProbePlan) -> BoxFuture<'_, Result<ProbeOutcome, RuntimeError>>;
 
     /// The engine's events as hints, for as long as the stream is polled: the backend
@@ -559,7 +592,19 @@ impl SessionRuntime for Unavailable {
         Box::pin(async move { Err(self.error()) })
     }
 
-    fn inspect_image(&self, _reference: &str) -> BoxFuture<'_, Result<Option<String>, RuntimeError>> {
+    fn inspect_image(&self, _reference: &str) -> BoxFuture<'_, Result<Option<ImageDetails>, RuntimeError>> {
+        Box::pin(async move { Err(self.error()) })
+    }
+
+    fn pull_image(
+        &self,
+        _reference: &str,
+        _progress: watch::Sender<PullProgress>,
+    ) -> BoxFuture<'_, Result<(), RuntimeError>> {
+        Box::pin(async move { Err(self.error()) })
+    }
+
+    fn remove_image(&self, _reference: &str) -> BoxFuture<'_, Result<(), RuntimeError>> {
         Box::pin(async move { Err(self.error()) })
     }
 

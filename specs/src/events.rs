@@ -25,6 +25,12 @@ words! {
         Superseded = "Superseded",
         /// A controller cut off from the store stopped the execution before its lease expired.
         ExecutionFenced = "ExecutionFenced",
+        /// An Adapter's image was pulled from its registry, and what the engine holds is what
+        /// its reference names.
+        ImagePulled = "ImagePulled",
+        /// Pulling an Adapter's image failed (the registry, the engine, the time bound), or what
+        /// came is not what its digest names and was removed.
+        ImagePullFailed = "ImagePullFailed",
         /// An operator enabled an adapter through the API.
         OperatorEnabled = "OperatorEnabled",
         /// An operator disabled an adapter through the API while sessions of it still run.

@@ -428,6 +428,58 @@ impl ImageRef {
     pub fn is_pinned(&self) -> bool {
         self.0.starts_with("sha256:") || self.0.contains("@sha256:")
     }
+
+    /// A bare image ID (`sha256:…`): it names an image only the engine that built or loaded it
+    /// has, so there is nothing to pull.
+    pub fn is_image_id(&self) -> bool {
+        self.0.starts_with("sha256:")
+    }
+
+    /// The repository, tag and digest of a reference (`None` for an image ID): the parser's
+    /// split, so every reader splits the same way.
+    fn parts(&self) -> Option<(&str, Option<&str>, Option<&str>)> {
+        if self.is_image_id() {
+            return None;
+        }
+        let (name_and_tag, digest) = match self.0.split_once('@') {
+            Some((rest, digest)) => (rest, Some(digest)),
+            None => (self.0.as_str(), None),
+        };
+        let last_slash = name_and_tag.rfind('/').map_or(0, |i| i + 1);
+        Some(match name_and_tag[last_slash..].rfind(':') {
+            Some(i) => (&name_and_tag[..last_slash + i], Some(&name_and_tag[last_slash + i + 1..]), digest),
+            None => (name_and_tag, None, digest),
+        })
+    }
+
+    /// The digest a digest reference names (`sha256:…`).
+    pub fn digest(&self) -> Option<&str> {
+        self.parts().and_then(|(_, _, digest)| digest)
+    }
+
+    /// The registry host a reference is pulled from: its first path component when that names a
+    /// host (a `.` or `:` in it, or `localhost`), else Docker Hub, `docker.io`; `None` for an
+    /// image ID.
+    pub fn registry(&self) -> Option<&str> {
+        let (repository, _, _) = self.parts()?;
+        Some(match repository.split_once('/') {
+            Some((first, _)) if first.contains(['.', ':']) || first == "localhost" => first,
+            _ => "docker.io",
+        })
+    }
+
+    /// What a pull asks the engine for: exactly one manifest, by digest when there is one (a
+    /// tag beside it is dropped, as the engine drops it), else by tag, `latest` when none is
+    /// written. Never a bare repository, which an engine reads as every tag of it. `None` for an
+    /// image ID.
+    pub fn pullable(&self) -> Option<String> {
+        let (repository, tag, digest) = self.parts()?;
+        Some(match (tag, digest) {
+            (_, Some(digest)) => format!("{repository}@{digest}"),
+            (Some(tag), None) => format!("{repository}:{tag}"),
+            (None, None) => format!("{repository}:latest"),
+        })
+    }
 }
 
 fn is_sha256_digest(text: &str) -> bool {
@@ -440,6 +492,13 @@ impl FromStr for ImageRef {
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let refuse = |why: &str| Err(NameError(format!("invalid image reference {text:?}: {why}")));
+        // `user:password@registry/…` puts a credential where only a digest may be: refused
+        // without quoting the reference, so the secret reaches no finding, status row or log.
+        let refuse_unquoted = || {
+            Err(NameError(
+                "invalid image reference (not repeated here: what precedes its '@' may be a credential): only a digest, sha256: and 64 lowercase hex digits, may follow '@'; registry credentials never go in a reference (pulls read them from the Docker config the engine's client uses)".to_owned(),
+            ))
+        };
         if text.starts_with("sha256:") {
             return if is_sha256_digest(text) {
                 Ok(Self(text.to_owned()))
@@ -454,7 +513,7 @@ impl FromStr for ImageRef {
         if let Some(digest) = digest
             && !is_sha256_digest(digest)
         {
-            return refuse("the digest must be sha256: and 64 lowercase hex digits");
+            return refuse_unquoted();
         }
         // A colon after the last slash separates the tag; one before it belongs to a registry port.
         let last_slash = name_and_tag.rfind('/').map_or(0, |i| i + 1);
@@ -768,6 +827,53 @@ mod tests {
             if let Ok(image) = parsed {
                 assert_eq!(image.is_pinned(), pinned, "{text}");
             }
+        }
+    }
+
+    #[test]
+    fn a_reference_splits_into_registry_and_what_a_pull_asks_for() {
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let cases = [
+            ("busybox", Some("docker.io"), Some("busybox:latest".into()), None),
+            ("team/agent:v1", Some("docker.io"), Some("team/agent:v1".into()), None),
+            (
+                "registry.example:5000/team/agent",
+                Some("registry.example:5000"),
+                Some("registry.example:5000/team/agent:latest".into()),
+                None,
+            ),
+            ("localhost/x:2", Some("localhost"), Some("localhost/x:2".into()), None),
+            ("127.0.0.1:5000/x", Some("127.0.0.1:5000"), Some("127.0.0.1:5000/x:latest".into()), None),
+            (
+                &*format!("127.0.0.1:5000/x@{digest}"),
+                Some("127.0.0.1:5000"),
+                Some(format!("127.0.0.1:5000/x@{digest}")),
+                Some(&*digest),
+            ),
+            (&*format!("x:v1@{digest}"), Some("docker.io"), Some(format!("x@{digest}")), Some(&*digest)),
+            (&*digest, None, None, None),
+        ];
+        for (text, registry, pullable, wanted_digest) in cases {
+            let image: ImageRef = text.parse().expect(text);
+            assert_eq!(image.registry(), registry, "{text}");
+            assert_eq!(image.pullable(), pullable, "{text}");
+            assert_eq!(image.digest(), wanted_digest, "{text}");
+            assert_eq!(image.is_image_id(), registry.is_none(), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_reference_with_credentials_is_refused_without_repeating_them() {
+        let digest = format!("sha256:{}", "a".repeat(64));
+        for text in [
+            "user:hunter2@registry.example/agent".to_owned(),
+            "https://user:hunter2@registry.example/agent".to_owned(),
+            format!("user:hunter2@registry.example/agent@{digest}"),
+            "registry.example/agent@hunter2".to_owned(),
+        ] {
+            let error = text.parse::<ImageRef>().expect_err(&text);
+            assert!(!error.0.contains("hunter2"), "{text}: {error}");
+            assert!(error.0.contains("credentials never go in a reference"), "{error}");
         }
     }
 

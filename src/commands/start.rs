@@ -63,6 +63,7 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     config.controller.grace = args.grace.as_std();
     config.resync = args.resync.as_std();
     config.retention = args.retention.as_std();
+    config.image_pull_timeout = args.image_pull_timeout.as_std();
     config.follow = follow.map(|follow| std::sync::Arc::new(tokio::sync::Mutex::new(follow)));
 
     let (shutdown, hurry) = crate::signals::shutdown_then_hurry()?;
@@ -126,6 +127,7 @@ fn register_metrics() {
     roundtable_controller::metrics::register();
     roundtable_gateway::metrics::register();
     roundtable_broker::metrics::register();
+    roundtable_reconcilers::pull::register_metrics();
     let version = env!("CARGO_PKG_VERSION");
     roundtable_telemetry::global()
         .gauge_vec(

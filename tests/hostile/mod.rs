@@ -1,12 +1,13 @@
 //! Hostile tests: each is a break a hostile pass found against a trust boundary (the broker's
-//! masks, the secrets gate, accept, provenance keys, protected paths, runtime classes, the
-//! webhook), kept as a test that fails if the boundary breaks again. They compile into the
+//! masks, the secrets gate, accept, provenance keys, protected paths, image pulls, runtime
+//! classes, the webhook), kept as a test that fails if the boundary breaks again. They compile into the
 //! integration binary (`cargo test --test integration hostile::`).
 
 mod accept;
 mod broker;
 mod paths;
 mod provenance;
+mod pull;
 mod runtime;
 mod secrets_gate;
 mod webhook;

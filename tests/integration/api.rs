@@ -152,6 +152,8 @@ async fn the_api_serves_reads_writes_and_mcp_behind_the_operator_token() {
         // Every family from the start, before its first series: no tunnel or broker request ran.
         "# TYPE roundtable_gateway_decisions_total counter\n",
         "# TYPE roundtable_broker_requests_total counter\n",
+        "roundtable_image_pulls_total{result=\"digest_mismatch\"} 0\n",
+        "# TYPE roundtable_image_pull_duration_seconds histogram\n",
         "roundtable_reconciles_total{result=\"error\"}",
     ] {
         assert!(metrics.contains(line), "{line} not in\n{metrics}");
