@@ -17,6 +17,7 @@ start_daemon() {
   "$1" start --api-listen 127.0.0.1:0 --execution-root "$work/executions" --audit-key "$work/audit.key" 2>"$work/daemon.log" &
   daemon=$!
   for _ in $(seq 1 600); do [ -s .roundtable/state/api-address ] && break; sleep 0.1; done
+  [ -s .roundtable/state/api-address ] || { echo "the daemon did not serve its API within 60 s:" >&2; cat "$work/daemon.log" >&2; exit 1; }
   address=$(cat .roundtable/state/api-address)
   token=$(cat .roundtable/state/api-token)
 }
@@ -43,5 +44,7 @@ PY
     [ "$synced" -ge "$2" ] && break
     sleep 1
   done
+  # Figures of a project still syncing would measure something else.
+  [ "$synced" -ge "$2" ] || { echo "only $synced of $2 objects Synced after $(( $(date +%s) - started )) s" >&2; exit 1; }
   synced_after=$(( $(date +%s) - started ))
 }

@@ -4,25 +4,33 @@
 # direct loopback: throughput of one large transfer, tunnel setup latency p50/p99, and 1,000
 # tunnels held open (errors, memory per idle tunnel). Prints figures, asserts nothing.
 # Usage: benches/gateway.sh   (as root: the bench's DNS server takes 127.0.0.1:53, its upstream
-# 127.0.0.77:443; knobs BENCH_BYTES, BENCH_SEQUENTIAL, BENCH_CONCURRENT… pass through to
+# 127.0.0.77:443, in a network namespace of the bench's own where unshare(1) can make one; knobs BENCH_BYTES, BENCH_SEQUENTIAL, BENCH_CONCURRENT… pass through to
 # gateway/benches/egress.rs, and so do extra proxies to compare, BENCH_PROXIES="NAME=IP:PORT@PID …";
 # ROUNDTABLE_BIN measures another build of the gateway than this tree's release build;
 # BENCH_CPUS and BENCH_PROXY_CPUS, taskset lists such as 0-1 and 2-3, give the bench's own client
 # and upstream and every proxy CPUs of their own, so that on a machine with CPUs to spare a proxy's
 # hop is measured without it taking turns with the bench's two ends).
+# ROUNDTABLE_BENCH_SMOKE=1 (benches/lib.sh): tiny sizes on the debug build, and any error fails it.
 # Everything listens on loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source benches/lib.sh
 
 if ! command -v squid >/dev/null || ! command -v haproxy >/dev/null; then
   apt-get update -q
   # policy-rc.d or no init keeps the packaged services from starting; ours are started below.
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q squid haproxy >/dev/null
 fi
-cargo build --quiet --release -p roundtable
-cargo bench --quiet -p roundtable-gateway --bench egress --no-run
-# CARGO_TARGET_DIR, when set, is where cargo put the binary; ROUNDTABLE_BIN measures another build.
-export ROUNDTABLE_BIN=${ROUNDTABLE_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/x86_64-unknown-linux-gnu/release/roundtable}
+roundtable_bin
+export ROUNDTABLE_BIN=$bin
+egress=${BENCH_EGRESS:-$(rust_bench roundtable-gateway egress)}
+# The bench's DNS server takes 127.0.0.1:53 (Squid asks no other port) and its upstream
+# 127.0.0.77:443: in a network namespace of its own, with only its loopback, two runs at once (or
+# a resolver of the host's) never fight for them. Packages and builds above used the host's.
+if [ -z "${BENCH_NETNS:-}" ] && command -v unshare >/dev/null && unshare --net true 2>/dev/null; then
+  export BENCH_EGRESS=$egress BENCH_NETNS=1
+  exec unshare --net -- bash -c 'ip link set lo up && exec bash "$@"' bash "$PWD/benches/gateway.sh" "$@"
+fi
 
 # Squid drops root for the proxy user, which must reach its logs and pid file: /tmp may be
 # root-only, /var/tmp is world-traversable.
@@ -122,5 +130,6 @@ echo "haproxy: $(haproxy -v | head -n 1 | cut -d' ' -f1-3), pid $haproxy_pid, 12
 
 BENCH_PROXIES="squid=127.0.0.1:$port@$squid_pid ${BENCH_PROXIES:-}" \
   BENCH_FORWARDERS="haproxy-forward=127.0.0.1:$forward_port@$haproxy_pid ${BENCH_FORWARDERS:-}" \
-  ${pin_bench[@]+"${pin_bench[@]}"} cargo bench --quiet -p roundtable-gateway --bench egress
+  ${pin_bench[@]+"${pin_bench[@]}"} "$egress"
 echo "squid access.log: $(wc -l <"$work/access.log") lines; $(awk '{print $4}' "$work/access.log" | sort | uniq -c | tr '\n' ' ')"
+[ -s "$work/access.log" ] || fail_in_smoke "squid logged no request: the bench did not go through it"

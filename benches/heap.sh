@@ -5,17 +5,21 @@
 # total and the top holders, each allocation counted at the deepest frame of our code or SQLite's.
 # heaptrack hooks malloc, so this builds the binary with the system's malloc
 # (`--features system-allocator`), dynamically linked and without LTO (the heap is the same; the
-# build is shorter), into target/heap. Prints, asserts nothing.
-# Usage: benches/heap.sh [OBJECTS] [HOLDERS]
+# build is shorter), into target/heap (under CARGO_TARGET_DIR when set). Prints, asserts nothing.
+# Usage: benches/heap.sh [OBJECTS] [HOLDERS]   (ROUNDTABLE_BENCH_SMOKE=1, benches/lib.sh: 100
+#   objects, 2 s, the debug profile: the heap's holders are the same code)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-objects=${1:-3000}
+source benches/lib.sh
+objects=${1:-$(sized 3000 100)}
 holders=${2:-15}
 command -v heaptrack >/dev/null || { apt-get install -y -q heaptrack >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q heaptrack >/dev/null; }; }
+heap_target=${CARGO_TARGET_DIR:-$PWD/target}/heap
+profile=$(sized release debug)
 RUSTFLAGS="-C target-feature=-crt-static" CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
-  cargo build --quiet --release --bin roundtable \
-  --features system-allocator --target-dir target/heap
-bin=$PWD/target/heap/x86_64-unknown-linux-gnu/release/roundtable
+  cargo build --quiet --profile "$(sized release dev)" --bin roundtable \
+  --features system-allocator --target-dir "$heap_target"
+bin=$heap_target/x86_64-unknown-linux-gnu/$profile/roundtable
 data=$(mktemp -d)
 wrapper=$data/roundtable
 # Only the daemon runs under heaptrack; the CLI calls that wait for it do not.
@@ -26,9 +30,10 @@ exec "$bin" "\$@"
 WRAP
 chmod +x "$wrapper"
 source benches/daemon.sh
+trap 'cleanup; rm -rf "$data"' EXIT
 start_daemon_with_objects "$wrapper" "$objects"
 echo "objects: $objects (all Synced after $synced_after s under heaptrack)"
-sleep 30
+sleep "$(sized 30 2)"
 traced=$(pgrep -f "^$bin start" | head -1)
 echo "RSS under heaptrack: $(awk '/VmRSS/ {print $2}' "/proc/$traced/status") KiB"
 kill -KILL "$traced"
@@ -48,5 +53,6 @@ for line in open(sys.argv[1]):
 print(f"held when killed: {total / 2**20:.1f} MiB")
 for holder, size in holders.most_common(int(sys.argv[2])):
     print(f"{size / 2**20:8.2f} MiB  {holder}")
+if not holders:
+    sys.exit("heaptrack recorded no allocation held: nothing to report")
 PY
-rm -rf "$data"

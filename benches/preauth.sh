@@ -5,23 +5,22 @@
 #   `Content-Length: 1048576` and the body one byte short, and how long an operator's request with
 #   the token (from 127.0.0.1) takes meanwhile; how many flood connections the daemon still holds
 #   open after 5 s.
-# Usage: benches/preauth.sh [N]   (ROUNDTABLE_BIN=PATH measures that binary instead of building)
+# Usage: benches/preauth.sh [N]   (ROUNDTABLE_BIN=PATH measures that binary instead of building;
+#   ROUNDTABLE_BENCH_SMOKE=1, benches/lib.sh: 10 connections, the debug build, and an operator's
+#   request without an answer fails it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-flood=${1:-200}
-if [ -n "${ROUNDTABLE_BIN:-}" ]; then
-  bin=$ROUNDTABLE_BIN
-else
-  cargo build --quiet --release --bin roundtable
-  bin=${CARGO_TARGET_DIR:-$PWD/target}/x86_64-unknown-linux-gnu/release/roundtable
-fi
+source benches/lib.sh
+flood=${1:-$(sized 200 10)}
+roundtable_bin
 source benches/daemon.sh
 start_daemon "$bin"
 sleep 2
 echo "binary: $bin"
-python3 - "$address" "$token" "$flood" "$daemon" <<'PY'
+python3 - "$address" "$token" "$flood" "$daemon" "$smoke" <<'PY'
 import socket, sys, threading, time
 address, token, flood, pid = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+smoke = sys.argv[5] == "1"
 host, port = address.rsplit(":", 1); port = int(port)
 
 def rss_kib(field="VmRSS"):
@@ -55,8 +54,12 @@ def operator():
         while chunk := s.recv(65536):
             answer += chunk
     except OSError as error:
+        if smoke:
+            sys.exit(f"the operator's GET /v1/status had no answer ({error})")
         return f"no answer ({error}) after {time.monotonic() - started:.2f} s"
     status = answer.split(b"\r\n", 1)[0].decode(errors="replace")
+    if smoke and not status.startswith("HTTP/1.1 200"):
+        sys.exit(f"the operator's GET /v1/status was answered {status!r}")
     return f"{status!r} after {time.monotonic() - started:.3f} s"
 
 idle = rss_kib()

@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
 # Measures the YAML loader and `validate` on adversarial and large inputs; prints figures, asserts
-# nothing. Usage: benches/validate.sh   (builds the release binary first)
+# nothing. Usage: benches/validate.sh   (builds the release binary first; ROUNDTABLE_BIN=PATH
+#   measures that one; ROUNDTABLE_BENCH_SMOKE=1, benches/lib.sh: a 1 MB file and 100 objects in
+#   10 files, the debug build, and a crash or a figure that cannot be read fails it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --quiet --release --bin roundtable
-bin=target/x86_64-unknown-linux-gnu/release/roundtable
+source benches/lib.sh
+roundtable_bin
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+megabytes=$(sized 50 1) files=$(sized 1000 10)
 
 measure() { # label, then the command; prints wall seconds, peak RSS and the exit code
   local label=$1; shift
-  local code=0
+  local code=0 secs kib
   /usr/bin/time -f "%e %M" -o "$work/time" "$@" >"$work/out" 2>&1 || code=$?
   read -r secs kib < <(tail -n 1 "$work/time")
+  secs=$(figure "$label: seconds" "${secs:-}")
+  kib=$(figure "$label: KiB" "${kib:-}")
   printf '%-44s %8.3f s %8.1f MiB  exit %s\n' "$label" "$secs" "$(awk -v k="$kib" 'BEGIN{print k/1024}')" "$code"
+  # A refusal is a figure (the bomb and the big file are refused); a signal is a crash.
+  if [ "$code" -ge 128 ]; then fail_in_smoke "$label: killed by signal $(( code - 128 ))"; fi
 }
 
 # 1. An alias bomb: 12 levels of 10 aliases each (10^12 nodes if expanded).
@@ -36,16 +43,16 @@ mkdir -p "$work/big"
 python3 -c "
 import sys
 line = '# ' + 'x' * 97 + '\n'
-sys.stdout.write('apiVersion: roundtable.dev/v1alpha1\n' + line * (50 * 1024 * 1024 // len(line)))
+sys.stdout.write('apiVersion: roundtable.dev/v1alpha1\n' + line * ($megabytes * 1024 * 1024 // len(line)))
 " >"$work/big/big.yaml"
-measure "50 MB file (validate)" "$bin" validate --dir "$work/big"
+measure "$megabytes MB file (validate)" "$bin" validate --dir "$work/big"
 
 # 3. 10,000 objects in 1,000 files.
-python3 - "$work/many" <<'PY'
+python3 - "$work/many" "$files" <<'PY'
 import os, sys
 root = sys.argv[1]
 os.makedirs(root)
-for f in range(1000):
+for f in range(int(sys.argv[2])):
     docs = []
     for i in range(10):
         n = f * 10 + i
@@ -56,5 +63,5 @@ for f in range(1000):
     with open(os.path.join(root, f"specs-{f:04}.yaml"), "w") as out:
         out.write("---\n".join(docs))
 PY
-measure "10,000 objects in 1,000 files (validate)" "$bin" validate --dir "$work/many"
-grep -E '^(valid|invalid)' "$work/out" || tail -3 "$work/out"
+measure "$(( files * 10 )) objects in $files files (validate)" "$bin" validate --dir "$work/many"
+grep -E '^(valid|invalid)' "$work/out" || { tail -3 "$work/out"; fail_in_smoke "validate printed no verdict"; }

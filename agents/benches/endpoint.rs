@@ -5,6 +5,11 @@
 //! while one session's agent attacks its endpoint: 20 connections each sending 15 MB of one
 //! unterminated line, then requests sent without reading the answers.
 //! Run: `cargo bench -p roundtable-agents --bench endpoint`.
+//!
+//! Environment (all optional): `BENCH_PARTS`, any of `memory round-trip flood` (all three);
+//! `BENCH_CALLS` (1000 round trips); `ROUNDTABLE_BENCH_SMOKE=1` makes every size tiny (5
+//! sessions, 20 calls, 2 connections × 1 MB, 2,000 unread requests): CI runs it so
+//! (benches/smoke.sh), to show the bench still runs to the end.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,13 +26,37 @@ use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio_util::sync::CancellationToken;
 
-const SESSIONS: usize = 200;
-const CALLS: usize = 1000;
-/// The attack reproduced from issue 29: connections, and bytes of one line on each.
-const FLOOD_CONNECTIONS: usize = 20;
-const FLOOD_LINE: usize = 15_000_000;
-/// Requests one connection sends without reading an answer.
-const UNREAD_REQUESTS: usize = 200_000;
+/// What one run measures, and how much.
+struct Sizes {
+    sessions: usize,
+    calls: usize,
+    /// The attack reproduced from issue 29: connections, and bytes of one line on each.
+    flood_connections: usize,
+    flood_line: usize,
+    /// Requests one connection sends without reading an answer.
+    unread_requests: usize,
+    parts: Vec<String>,
+}
+
+impl Sizes {
+    fn from_env() -> Self {
+        let smoke = std::env::var("ROUNDTABLE_BENCH_SMOKE").is_ok_and(|value| value == "1");
+        let size = |full, tiny| if smoke { tiny } else { full };
+        let parts = std::env::var("BENCH_PARTS").unwrap_or_else(|_| "memory round-trip flood".into());
+        Self {
+            sessions: size(200, 5),
+            calls: std::env::var("BENCH_CALLS").ok().and_then(|calls| calls.parse().ok()).unwrap_or(size(1000, 20)),
+            flood_connections: size(20, 2),
+            flood_line: size(15_000_000, 1_000_000),
+            unread_requests: size(200_000, 2_000),
+            parts: parts.split_whitespace().map(str::to_owned).collect(),
+        }
+    }
+
+    fn runs(&self, part: &str) -> bool {
+        self.parts.iter().any(|name| name == part)
+    }
+}
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -141,13 +170,14 @@ async fn peak_rss_during<T>(attack: impl Future<Output = T>) -> (T, u64) {
 }
 
 /// One agent's attack on its own session's endpoint, as the daemon's RSS shows it.
-async fn flood(dir: &Path, store: &Store, authority: &Arc<Authority>, cancel: &CancellationToken) {
+async fn flood(dir: &Path, store: &Store, authority: &Arc<Authority>, cancel: &CancellationToken, sizes: &Sizes) {
+    let (connections, line, unread) = (sizes.flood_connections, sizes.flood_line, sizes.unread_requests);
     let (socket, token) = open_endpoint(dir, store, authority, "flood", cancel).await;
     let token = Arc::new(token);
     let before = rss_kib();
     let ((accepted, held), peak) = peak_rss_during(async {
         let mut attackers = tokio::task::JoinSet::new();
-        for _ in 0..FLOOD_CONNECTIONS {
+        for _ in 0..connections {
             let (socket, token) = (socket.clone(), token.clone());
             attackers.spawn(async move {
                 let (mut client, answer) = authenticated(&socket, &token).await;
@@ -158,7 +188,7 @@ async fn flood(dir: &Path, store: &Store, authority: &Arc<Authority>, cancel: &C
                         .writer
                         .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"p\":\"")
                         .await?;
-                    for _ in 0..FLOOD_LINE / chunk.len() {
+                    for _ in 0..line / chunk.len() {
                         client.writer.write_all(&chunk).await?;
                     }
                     std::io::Result::Ok(())
@@ -179,8 +209,8 @@ async fn flood(dir: &Path, store: &Store, authority: &Arc<Authority>, cancel: &C
     })
     .await;
     println!(
-        "flood: {FLOOD_CONNECTIONS} connections × {} MB of one unterminated line: {accepted} accepted; daemon RSS {} KiB before, peak {} KiB (+{} KiB)",
-        FLOOD_LINE / 1_000_000,
+        "flood: {connections} connections × {} MB of one unterminated line: {accepted} accepted; daemon RSS {} KiB before, peak {} KiB (+{} KiB)",
+        line / 1_000_000,
         before,
         peak,
         peak.saturating_sub(before)
@@ -195,7 +225,7 @@ async fn flood(dir: &Path, store: &Store, authority: &Arc<Authority>, cancel: &C
     let ((), peak) = peak_rss_during(async {
         // Written a thousand at a time, so the attacker's own buffer stays out of the figure.
         let write = async {
-            for first in (0..UNREAD_REQUESTS).step_by(1000) {
+            for first in (0..unread).step_by(1000) {
                 let mut lines = Vec::with_capacity(64 * 1000);
                 for id in first..first + 1000 {
                     lines.extend_from_slice(
@@ -211,7 +241,7 @@ async fn flood(dir: &Path, store: &Store, authority: &Arc<Authority>, cancel: &C
     })
     .await;
     println!(
-        "unread answers: {UNREAD_REQUESTS} pings sent on one connection, no answer read: daemon RSS {} KiB before, peak {} KiB (+{} KiB)",
+        "unread answers: {unread} pings sent on one connection, no answer read: daemon RSS {} KiB before, peak {} KiB (+{} KiB)",
         before,
         peak,
         peak.saturating_sub(before)
@@ -225,6 +255,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    let sizes = Sizes::from_env();
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(&dir.path().join("state")).await.expect("store");
     let authority = Arc::new(Authority::new());
@@ -232,32 +263,40 @@ async fn main() {
 
     // Warm up the allocator and rmcp's statics with one session first.
     let mut first = live_session(dir.path(), &store, &authority, 0, &cancel).await;
-    let before = rss_kib();
-    let mut clients = Vec::with_capacity(SESSIONS);
-    for n in 1..=SESSIONS {
-        clients.push(live_session(dir.path(), &store, &authority, n, &cancel).await);
+    let mut clients = Vec::with_capacity(sizes.sessions);
+    if sizes.runs("memory") {
+        let before = rss_kib();
+        for n in 1..=sizes.sessions {
+            clients.push(live_session(dir.path(), &store, &authority, n, &cancel).await);
+        }
+        let after = rss_kib();
+        println!(
+            "memory: {} live MCP sessions (endpoint + authenticated, initialised connection): {} KiB RSS, {:.1} KiB per session",
+            sizes.sessions,
+            after.saturating_sub(before),
+            after.saturating_sub(before) as f64 / sizes.sessions as f64
+        );
     }
-    let after = rss_kib();
-    println!(
-        "memory: {SESSIONS} live MCP sessions (endpoint + authenticated, initialised connection): {} KiB RSS, {:.1} KiB per session",
-        after.saturating_sub(before),
-        after.saturating_sub(before) as f64 / SESSIONS as f64
-    );
 
-    let mut times = Vec::with_capacity(CALLS);
-    for _ in 0..CALLS {
-        let started = Instant::now();
-        let answer = first.request("tools/call", json!({"name": "task.get", "arguments": {}})).await;
-        times.push(started.elapsed());
-        assert!(answer.get("result").is_some());
+    if sizes.runs("round-trip") {
+        let mut times = Vec::with_capacity(sizes.calls);
+        for _ in 0..sizes.calls {
+            let started = Instant::now();
+            let answer = first.request("tools/call", json!({"name": "task.get", "arguments": {}})).await;
+            times.push(started.elapsed());
+            assert!(answer.get("result").is_some(), "task.get answered {answer}");
+        }
+        times.sort();
+        println!(
+            "round trip on the socket (no bridge), {} task.get calls: p50 {:.0} µs, p99 {:.0} µs",
+            sizes.calls,
+            percentile(&times, 0.50).as_secs_f64() * 1e6,
+            percentile(&times, 0.99).as_secs_f64() * 1e6
+        );
     }
-    times.sort();
-    println!(
-        "round trip on the socket (no bridge), {CALLS} task.get calls: p50 {:.0} µs, p99 {:.0} µs",
-        percentile(&times, 0.50).as_secs_f64() * 1e6,
-        percentile(&times, 0.99).as_secs_f64() * 1e6
-    );
-    flood(dir.path(), &store, &authority, &cancel).await;
+    if sizes.runs("flood") {
+        flood(dir.path(), &store, &authority, &cancel, &sizes).await;
+    }
     cancel.cancel();
     drop(clients);
 }

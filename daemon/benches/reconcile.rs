@@ -1,13 +1,14 @@
 //! Prints the reconcile engine's figures at 10,000 objects in 1,000 files: first scan + parse +
 //! diff, a resync with nothing changed, resident memory, and file edit → reconcile start latency
-//! with a no-op reconciler. Run: `cargo bench -p roundtable-daemon --bench reconcile`.
+//! with a no-op reconciler. Run: `cargo bench -p roundtable-daemon --bench reconcile`
+//! (`ROUNDTABLE_BENCH_SMOKE=1`: 200 objects in 20 files and 5 edits, as CI runs it).
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{NoOp, percentile};
+use common::{NoOp, fail_in_smoke, percentile, sized};
 
 use roundtable_daemon::{DaemonConfig, run_with};
 use roundtable_reconcilers::desired::{sync, sync_with};
@@ -16,9 +17,7 @@ use roundtable_specs::ObjectKey;
 use roundtable_store::Store;
 use tokio::sync::mpsc;
 
-const FILES: usize = 1000;
 const PER_FILE: usize = 10;
-const EDITS: usize = 60;
 
 fn write_file(dir: &Path, file: usize, timeout_minutes: usize) {
     let mut docs = Vec::new();
@@ -65,10 +64,11 @@ async fn main() {
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .init();
     }
+    let (files, edits) = (sized(1000, 20), sized(60, 5));
     let root = tempfile::tempdir().expect("tempdir");
     let dir = root.path().join(".roundtable");
     std::fs::create_dir_all(&dir).expect("mkdir");
-    for file in 0..FILES {
+    for file in 0..files {
         write_file(&dir, file, 20);
     }
     let project = roundtable_source::Project::resolve(&dir).expect("project");
@@ -80,7 +80,7 @@ async fn main() {
     let scanned_at = started.elapsed();
     let outcome = sync(&store, &store, &first).await.expect("sync");
     let first_total = started.elapsed();
-    assert_eq!(outcome.changed.len(), FILES * PER_FILE);
+    assert_eq!(outcome.changed.len(), files * PER_FILE);
     println!("objects                                  {}", first.objects.len());
     println!("first scan + parse + validate            {:8.1} ms", scanned_at.as_secs_f64() * 1e3);
     println!("first scan + parse + diff + record       {:8.1} ms", first_total.as_secs_f64() * 1e3);
@@ -118,8 +118,8 @@ async fn main() {
     let mut sync_cache = roundtable_reconcilers::desired::SyncCache::default();
     let _ = sync_with(&store, &store, &again, &mut sync_cache).await.expect("sync");
     let (mut rescans, mut syncs, mut across) = (Vec::new(), Vec::new(), Vec::new());
-    for edit in 0..EDITS {
-        let file = (edit * 53) % FILES;
+    for edit in 0..edits {
+        let file = (edit * 53) % files;
         write_file(&dir, file, 200 + edit);
         let changed = [dir.join(format!("specs-{file:04}.yaml"))];
         let started = Instant::now();
@@ -155,17 +155,22 @@ async fn main() {
     }));
     // The first pass reconciles everything once.
     let mut seen = 0;
-    while seen < FILES * PER_FILE {
+    while seen < files * PER_FILE {
         if tokio::time::timeout(Duration::from_secs(60), rx.recv()).await.ok().flatten().is_none() {
             break;
         }
         seen += 1;
     }
+    let mut missed = 0;
+    if seen < files * PER_FILE {
+        println!("first pass: {seen} of {} objects reconciled, then none for 60 s", files * PER_FILE);
+        missed += 1;
+    }
     tokio::time::sleep(Duration::from_millis(500)).await;
     while rx.try_recv().is_ok() {}
     let mut latencies = Vec::new();
-    for edit in 0..EDITS {
-        let file = (edit * 37) % FILES;
+    for edit in 0..edits {
+        let file = (edit * 37) % files;
         let key = ObjectKey::new(roundtable_specs::Kind::Adapter, format!("agent-{}", file * PER_FILE));
         let edited_at = Instant::now();
         write_file(&dir, file, 21 + edit);
@@ -180,6 +185,7 @@ async fn main() {
                 Ok(Some(_)) => continue,
                 _ => {
                     println!("edit {edit}: no reconcile within 10 s");
+                    missed += 1;
                     break;
                 }
             }
@@ -198,6 +204,7 @@ async fn main() {
         );
     }
     println!("peak resident memory overall             {:8.1} MiB", peak_rss_mib());
+    fail_in_smoke(missed);
 
     // The same first scan and resync on PostgreSQL (a scratch cluster on a Unix socket), after
     // the figures above so they are not disturbed.
@@ -208,7 +215,7 @@ async fn main() {
         let first = scan_cached(&project, &mut cache);
         let outcome = sync(&pg, &pg, &first).await.expect("sync");
         let first_total = started.elapsed();
-        assert_eq!(outcome.changed.len(), FILES * PER_FILE);
+        assert_eq!(outcome.changed.len(), files * PER_FILE);
         let started = Instant::now();
         let again = scan_cached(&project, &mut cache);
         let unchanged = sync(&pg, &pg, &again).await.expect("sync");

@@ -12,7 +12,11 @@
 //! then streams or echoes plain bytes, so TLS crypto cost does not hide proxy cost.
 //!
 //! Environment (all optional):
-//! - `ROUNDTABLE_BIN`: the release binary (default: the workspace's static release build);
+//! - `ROUNDTABLE_BENCH_SMOKE=1`: every size tiny (16 MiB, 2 repeats, 20 tunnels), the debug build
+//!   by default, and any error (a failed transfer or tunnel, a mismatched ClientHello, an
+//!   unreadable journal) fails the run: CI runs it so (benches/smoke.sh), to show it still works;
+//! - `ROUNDTABLE_BIN`: the binary (default: the workspace's static release build, under
+//!   `CARGO_TARGET_DIR` when set);
 //! - `BENCH_PROXIES`: space-separated `NAME=IP:PORT@PID` of running CONNECT proxies;
 //! - `BENCH_FORWARDERS`: the same for plain TCP forwarders to the upstream (no CONNECT, no
 //!   policy: HAProxy splicing, started by benches/gateway.sh), what one extra hop costs a mature
@@ -32,6 +36,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use roundtable_gateway::Endpoint;
 use roundtable_net_fixtures::{FakeDns, Reply, client_hello_for};
 use rustix::process::{Pid, Signal, kill_process};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
@@ -170,9 +175,21 @@ async fn main() -> Result<()> {
     }
     println!();
     println!("upstream: {mismatches} connections whose first bytes were not the ClientHello sent");
-    print_journal("gateway", &journal, &options);
-    print_journal("gateway (unix)", &unix_journal, &options);
-    print_journal("gateway behind the relay", &relay_journal, &options);
+    let mut unparsable = 0;
+    unparsable += print_journal("gateway", &journal, &options);
+    unparsable += print_journal("gateway (unix)", &unix_journal, &options);
+    unparsable += print_journal("gateway behind the relay", &relay_journal, &options);
+
+    // A full run reports errors as figures (a proxy refusing the thousandth tunnel is one); a
+    // smoke run exists to show the bench still works, so any error fails it.
+    let errors = throughput.iter().flatten().filter(|summary| summary.median.error.is_some()).count()
+        + latencies.iter().map(|latency| latency.errors.count).sum::<usize>()
+        + held.iter().map(|(_, held)| held.errors.count + held.echo_errors.count).sum::<usize>()
+        + usize::try_from(mismatches).unwrap_or(usize::MAX)
+        + unparsable;
+    if options.smoke && errors > 0 {
+        return Err(format!("smoke run: {errors} errors (above)").into());
+    }
     Ok(())
 }
 
@@ -303,8 +320,9 @@ fn print_held(held: &[(String, Held)], options: &Options) {
     }
 }
 
-/// The gateway's decision and close lines, counted, and its own DNS and dial times per phase.
-fn print_journal(name: &str, journal: &Path, options: &Options) {
+/// The gateway's decision and close lines, counted, and its own DNS and dial times per phase;
+/// returns how many lines did not parse (an unreadable journal counts as one).
+fn print_journal(name: &str, journal: &Path, options: &Options) -> usize {
     // Tunnel ids follow the order the gateway accepted them in: the phases above, in turn.
     let repeats = options.repeats as u64;
     let latency_start = repeats + options.warmup as u64 + 1;
@@ -314,11 +332,13 @@ fn print_journal(name: &str, journal: &Path, options: &Options) {
         ("setup latency", latency_start..=held_start - 1),
         ("held open", held_start..=held_start + options.concurrent as u64 - 1),
     ];
-    let mut lines = summarize_journal(journal, &phases).into_iter();
+    let (lines, unparsable) = summarize_journal(journal, &phases);
+    let mut lines = lines.into_iter();
     println!("{name} journal: {}", lines.next().unwrap_or_default());
     for line in lines {
         println!("  {name}'s own times, {line}");
     }
+    unparsable
 }
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -339,6 +359,8 @@ fn mib(kib: Option<u64>) -> String {
 // === options ===
 
 struct Options {
+    /// `ROUNDTABLE_BENCH_SMOKE=1`: tiny sizes, and any error fails the run.
+    smoke: bool,
     binary: PathBuf,
     dns: SocketAddr,
     bytes: u64,
@@ -351,16 +373,22 @@ struct Options {
 
 impl Options {
     fn from_env() -> Result<Self> {
-        let default_binary =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/x86_64-unknown-linux-gnu/release/roundtable");
+        let smoke = std::env::var("ROUNDTABLE_BENCH_SMOKE").is_ok_and(|value| value == "1");
+        // Full runs measure the release build; a smoke run only shows the bench works, and the
+        // debug build is the one CI has.
+        let (profile, build) = if smoke { ("debug", "") } else { ("release", " --release") };
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"), PathBuf::from);
+        let default_binary = target.join("x86_64-unknown-linux-gnu").join(profile).join("roundtable");
         let binary = std::env::var_os("ROUNDTABLE_BIN").map_or(default_binary, PathBuf::from);
         if !binary.is_file() {
             return Err(format!(
-                "{} not found: run `cargo build -p roundtable --release` or set ROUNDTABLE_BIN",
+                "{} not found: run `cargo build -p roundtable{build}` or set ROUNDTABLE_BIN",
                 binary.display()
             )
             .into());
         }
+        let size = |full, tiny| if smoke { tiny } else { full };
         let mut proxies = Vec::new();
         for entry in std::env::var("BENCH_PROXIES").unwrap_or_default().split_whitespace() {
             proxies.push(Target::parse(entry, Route::Proxy)?);
@@ -369,13 +397,14 @@ impl Options {
             proxies.push(Target::parse(entry, Route::Forward)?);
         }
         Ok(Self {
+            smoke,
             binary,
             dns: env_or("BENCH_DNS", SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 53))?,
-            bytes: env_or("BENCH_BYTES", 1u64 << 30)?,
-            repeats: env_or("BENCH_REPEATS", 5usize)?.max(1),
-            sequential: env_or("BENCH_SEQUENTIAL", 2000usize)?.max(1),
-            warmup: env_or("BENCH_WARMUP", 100)?,
-            concurrent: env_or("BENCH_CONCURRENT", 1000)?,
+            bytes: env_or("BENCH_BYTES", if smoke { 16u64 << 20 } else { 1u64 << 30 })?,
+            repeats: env_or("BENCH_REPEATS", size(5usize, 2))?.max(1),
+            sequential: env_or("BENCH_SEQUENTIAL", size(2000usize, 20))?.max(1),
+            warmup: env_or("BENCH_WARMUP", size(100, 5))?,
+            concurrent: env_or("BENCH_CONCURRENT", size(1000, 20))?,
             proxies,
         })
     }
@@ -879,12 +908,12 @@ async fn start_relay(binary: &Path, upstream: &str) -> Result<(Child, SocketAddr
         .await
         .map_err(|_| "the relay did not say it listens within 10 s")??
         .ok_or("the relay exited before listening")?;
-    let address = line
-        .strip_prefix("roundtable proxy: listening on ")
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|address| address.parse().ok())
-        .ok_or_else(|| format!("unexpected relay line {line:?}"))?;
-    Ok((child, address))
+    // Read with the parser that belongs to the line's writer, so a reworded line cannot leave
+    // this bench behind.
+    match roundtable_gateway::forward::ready_listeners(&line).as_deref() {
+        Some([Endpoint::Tcp(address)]) => Ok((child, *address)),
+        _ => Err(format!("unexpected relay line {line:?}").into()),
+    }
 }
 
 /// Stops the gateway as an operator would (SIGTERM), so its close lines are written.
@@ -898,14 +927,17 @@ async fn stop(child: &mut Child) {
 }
 
 /// Counts the journal's decisions and closes by outcome, and gives the gateway's own DNS and
-/// dial times (`dns_ms`, `connect_ms`) per phase, phases being ranges of tunnel ids.
-fn summarize_journal(path: &Path, phases: &[(&str, RangeInclusive<u64>)]) -> Vec<String> {
-    let Ok(text) = std::fs::read_to_string(path) else { return vec!["unreadable".to_owned()] };
+/// dial times (`dns_ms`, `connect_ms`) per phase, phases being ranges of tunnel ids; with the
+/// count of lines that did not parse.
+fn summarize_journal(path: &Path, phases: &[(&str, RangeInclusive<u64>)]) -> (Vec<String>, usize) {
+    let Ok(text) = std::fs::read_to_string(path) else { return (vec!["unreadable".to_owned()], 1) };
+    let mut unparsable = 0;
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     let mut times: Vec<[Vec<f64>; 2]> = vec![[Vec::new(), Vec::new()]; phases.len()];
     for line in text.lines() {
         let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
             *counts.entry("unparsable line".to_owned()).or_default() += 1;
+            unparsable += 1;
             continue;
         };
         let field = |name: &str| value.get(name).and_then(serde_json::Value::as_str).unwrap_or("?").to_owned();
@@ -936,7 +968,7 @@ fn summarize_journal(path: &Path, phases: &[(&str, RangeInclusive<u64>)]) -> Vec
         }
         lines.push(line);
     }
-    lines
+    (lines, unparsable)
 }
 
 // === /proc ===

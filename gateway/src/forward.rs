@@ -68,6 +68,28 @@ where
     }
 }
 
+// === the ready line ===
+
+/// How `roundtable proxy`'s ready line begins. The runtime waits for it before it starts the
+/// agent, and the egress benchmark reads from it where the relay listens: one owner for both.
+const READY: &str = "roundtable proxy: listening, forwarding ";
+
+/// The line `roundtable proxy` prints once every listener is bound: each route as `LISTEN to
+/// UPSTREAM`, in the order of the flags.
+pub fn ready_line(routes: &[(Endpoint, Endpoint)]) -> String {
+    let said: Vec<String> = routes.iter().map(|(listen, upstream)| format!("{listen} to {upstream}")).collect();
+    format!("{READY}{}", said.join(", "))
+}
+
+/// Where the relay listens, route by route, read back from its ready line; `None` for any other
+/// line.
+pub fn ready_listeners(line: &str) -> Option<Vec<Endpoint>> {
+    line.strip_prefix(READY)?
+        .split(", ")
+        .map(|route| route.split_once(" to ").and_then(|(listen, _)| listen.parse().ok()))
+        .collect()
+}
+
 /// The relay counts nothing: the gateway counts every tunnel's bytes.
 struct Uncounted;
 
@@ -83,6 +105,21 @@ mod tests {
     use tokio::net::UnixListener;
 
     use super::*;
+
+    #[test]
+    fn the_ready_line_names_each_listener_and_reads_back() {
+        let routes = [
+            ("127.0.0.1:3128".parse().expect("tcp"), "unix:/run/roundtable/egress.sock".parse().expect("unix")),
+            ("127.0.0.1:3129".parse().expect("tcp"), "unix:/run/roundtable/broker.sock".parse().expect("unix")),
+        ];
+        let line = ready_line(&routes);
+        // The runtime waits for this word (`docker/src/session/proxy.rs`).
+        assert!(line.contains("listening"), "{line}");
+        let listeners: Vec<Endpoint> = routes.iter().map(|(listen, _)| listen.clone()).collect();
+        assert_eq!(ready_listeners(&line), Some(listeners));
+        assert_eq!(ready_listeners("roundtable gateway: listening on 127.0.0.1:1"), None);
+        assert_eq!(ready_listeners("roundtable proxy: listening, forwarding nowhere to unix:/x"), None);
+    }
 
     #[tokio::test]
     async fn bytes_pass_whole_both_ways_and_an_end_is_passed_on() {

@@ -66,14 +66,17 @@ pub async fn proxy(listen: &[Endpoint], upstream: &[Endpoint]) -> anyhow::Result
             anyhow::ensure!(is_socket, "the sidecar socket {} is missing: no egress from this sandbox", path.display());
         }
         let listener = Listener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
-        routes.push((format!("{} to {upstream}", listener.endpoint()?), listener, upstream.clone()));
+        routes.push((listener, upstream.clone()));
     }
-    let said: Vec<&str> = routes.iter().map(|(said, _, _)| said.as_str()).collect();
+    let mut said = Vec::new();
+    for (listener, upstream) in &routes {
+        said.push((listener.endpoint()?, upstream.clone()));
+    }
     // The runtime waits for this line, once every listener is bound, before it starts the agent.
-    println!("roundtable proxy: listening, forwarding {}", said.join(", "));
+    println!("{}", roundtable_gateway::forward::ready_line(&said));
     let cancel = cancelled_on_signal()?;
     let mut forwards = tokio::task::JoinSet::new();
-    for (_, listener, upstream) in routes {
+    for (listener, upstream) in routes {
         forwards.spawn(roundtable_gateway::forward::forward(listener, upstream, cancel.clone()));
     }
     forwards.join_all().await;

@@ -2,14 +2,19 @@
 //! 200 Assignments, each round reading a lease, claiming it with the compare-and-set, and
 //! releasing it, as the reconciler does. Prints claims per second (won and lost) and the p50/p99
 //! of one read-and-claim, for SQLite and a scratch PostgreSQL cluster, with 2 and 8 contenders.
-//! `cargo bench -p roundtable-store --bench leases`.
+//! `cargo bench -p roundtable-store --bench leases` (`ROUNDTABLE_BENCH_SMOKE=1`: 0.3 s per
+//! figure instead of 4, as CI runs it to show the bench still runs to the end).
 
 use std::time::{Duration, Instant};
 
 use roundtable_store::{Registration, Store, StoreUrl};
 
 const ASSIGNMENTS: usize = 200;
-const RUN: Duration = Duration::from_secs(4);
+/// How long each figure's contenders run.
+fn run() -> Duration {
+    let smoke = std::env::var("ROUNDTABLE_BENCH_SMOKE").is_ok_and(|value| value == "1");
+    if smoke { Duration::from_millis(300) } else { Duration::from_secs(4) }
+}
 const TTL: Duration = Duration::from_secs(30);
 
 struct Tally {
@@ -22,7 +27,7 @@ async fn contender(store: Store, id: String, start: usize) -> Tally {
     let me = Registration { id: &id, host: "bench", pid: std::process::id(), checkout: "/bench" };
     store.register_controller(&me, TTL).await.expect("register");
     let mut tally = Tally { won: 0, lost: 0, latencies: Vec::new() };
-    let deadline = Instant::now() + RUN;
+    let deadline = Instant::now() + run();
     let mut n = start;
     while Instant::now() < deadline {
         let name = format!("a{}", n % ASSIGNMENTS);
@@ -58,7 +63,7 @@ async fn measure(label: &str, url: &StoreUrl, contenders: usize) {
     }
     latencies.sort_unstable();
     let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
-    let seconds = RUN.as_secs_f64();
+    let seconds = run().as_secs_f64();
     println!(
         "{label:<10} {contenders} contenders: {:>7.0} claims/s won, {:>7.0} lost; read+claim p50 {:>6.2} ms, p99 {:>6.2} ms",
         won as f64 / seconds,

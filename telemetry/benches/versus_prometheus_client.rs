@@ -3,29 +3,43 @@
 //! values. Prints the figures side by side and asserts nothing; the dependency table in
 //! `docs/architecture.md` quotes them.
 //!
-//! `cargo bench -p roundtable-telemetry --bench versus_prometheus_client`. The flood runs each
-//! implementation in a child process of its own (this binary again, with `--flood-child`), so
-//! the resident-memory figures of one do not include the other's.
+//! `cargo bench -p roundtable-telemetry --bench versus_prometheus_client`. Each timed figure is
+//! measured in rounds, ours and the library's taking turns so drift on the machine hits both
+//! alike, and printed as p50 / p99 over the rounds. The flood runs each implementation in a
+//! child process of its own (this binary again, with `--flood-child`), so the resident-memory
+//! figures of one do not include the other's. `ROUNDTABLE_BENCH_SMOKE=1` makes every count tiny:
+//! CI runs it so (benches/smoke.sh), to show the bench still runs to the end.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::process::Command;
-use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Barrier, LazyLock};
 use std::time::{Duration, Instant};
 
 type Result<T, E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
 
-/// Rounds per figure; the median is printed.
-const ROUNDS: usize = 7;
-/// Calls per round of an observation figure on a child in hand, and of one with a lookup: each
-/// round lasts some tens of milliseconds, so two threads do overlap.
-const CALLS: u64 = 10_000_000;
-const LOOKUP_CALLS: u64 = 1_000_000;
-/// Scrapes per round of a scrape figure.
-const SCRAPES: u64 = 50;
-/// Distinct label values in the flood.
-const FLOOD: u64 = 1_000_000;
+/// How much each figure measures: the full sizes, or tiny ones in a smoke run.
+struct Sizes {
+    /// Rounds per timed figure; p50 and p99 over them are printed.
+    rounds: usize,
+    /// Calls per round of an observation figure on a child in hand, and of one with a lookup:
+    /// each round lasts some tens of milliseconds, so two threads do overlap.
+    calls: u64,
+    lookup_calls: u64,
+    /// Scrapes per round of a scrape figure.
+    scrapes: u64,
+    /// Distinct label values in the flood.
+    flood: u64,
+}
+
+static SIZES: LazyLock<Sizes> = LazyLock::new(|| {
+    if std::env::var("ROUNDTABLE_BENCH_SMOKE").is_ok_and(|value| value == "1") {
+        Sizes { rounds: 3, calls: 20_000, lookup_calls: 20_000, scrapes: 2, flood: 10_000 }
+    } else {
+        Sizes { rounds: 7, calls: 10_000_000, lookup_calls: 1_000_000, scrapes: 50, flood: 1_000_000 }
+    }
+});
 
 /// Families of the realistic registry, by type, each with [`LABEL_SETS`] label sets.
 const COUNTER_FAMILIES: usize = 28;
@@ -51,7 +65,10 @@ fn main() -> Result<()> {
     }
 
     println!("roundtable-telemetry versus prometheus-client 0.26 (text format 0.0.4 encoder), release build");
-    println!("medians of {ROUNDS} rounds; 2-thread figures are wall time per call of the slower thread");
+    println!(
+        "p50 / p99 of {} rounds, the two taking turns; 2-thread figures are wall time per call of the slower thread",
+        SIZES.rounds
+    );
     let cpus = std::thread::available_parallelism().map_or(0, usize::from);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load = load.split_whitespace().next().unwrap_or("?");
@@ -68,100 +85,157 @@ fn observation_costs() {
     header("observation", "ns/op");
     let ours = ours::Observers::new();
     let library = library::Observers::new();
+    let (calls, lookups) = (SIZES.calls, SIZES.lookup_calls);
 
     row(
         "counter inc(), child in hand, 1 thread",
-        Some(ns_per_call(CALLS, || ours.counter.inc())),
-        Some(ns_per_call(CALLS, || {
-            library.counter.inc();
-        })),
+        taking_turns(
+            Some(&mut || ns_per_call(calls, || ours.counter.inc())),
+            Some(&mut || {
+                ns_per_call(calls, || {
+                    library.counter.inc();
+                })
+            }),
+        ),
     );
     row(
         "counter inc(), child in hand, 2 threads, same child",
-        Some(ns_per_call_contended(CALLS, |_| ours.counter.inc())),
-        Some(ns_per_call_contended(CALLS, |_| {
-            library.counter.inc();
-        })),
+        taking_turns(
+            Some(&mut || ns_per_call_contended(calls, |_| ours.counter.inc())),
+            Some(&mut || {
+                ns_per_call_contended(calls, |_| {
+                    library.counter.inc();
+                })
+            }),
+        ),
     );
     row(
         "histogram observe(), child in hand, 1 thread",
-        Some(ns_per_call(CALLS, || ours.histogram.observe(black_box(0.042)))),
-        Some(ns_per_call(CALLS, || library.histogram.observe(black_box(0.042)))),
+        taking_turns(
+            Some(&mut || ns_per_call(calls, || ours.histogram.observe(black_box(0.042)))),
+            Some(&mut || ns_per_call(calls, || library.histogram.observe(black_box(0.042)))),
+        ),
     );
     row(
         "histogram observe(), child in hand, 2 threads, same child",
-        Some(ns_per_call_contended(CALLS, |_| ours.histogram.observe(black_box(0.042)))),
-        Some(ns_per_call_contended(CALLS, |_| library.histogram.observe(black_box(0.042)))),
+        taking_turns(
+            Some(&mut || ns_per_call_contended(calls, |_| ours.histogram.observe(black_box(0.042)))),
+            Some(&mut || ns_per_call_contended(calls, |_| library.histogram.observe(black_box(0.042)))),
+        ),
     );
     row(
         "lookup by label values + inc(), 1 thread [a]",
-        Some(ns_per_call(LOOKUP_CALLS, || {
-            ours.family.with_label_values(&[black_box("GET"), black_box(ROUTES[2])]).inc()
-        })),
-        Some(ns_per_call(LOOKUP_CALLS, || {
-            library.family.get_or_create(&library::RouteLabels::new(black_box("GET"), black_box(ROUTES[2]))).inc();
-        })),
+        taking_turns(
+            Some(&mut || {
+                ns_per_call(lookups, || ours.family.with_label_values(&[black_box("GET"), black_box(ROUTES[2])]).inc())
+            }),
+            Some(&mut || {
+                ns_per_call(lookups, || {
+                    library
+                        .family
+                        .get_or_create(&library::RouteLabels::new(black_box("GET"), black_box(ROUTES[2])))
+                        .inc();
+                })
+            }),
+        ),
     );
     let prebuilt = library::RouteLabels::new("GET", ROUTES[2]);
     row(
         "lookup + inc(), label set built once, 1 thread [b]",
-        None,
-        Some(ns_per_call(LOOKUP_CALLS, || {
-            library.family.get_or_create(black_box(&prebuilt)).inc();
-        })),
+        taking_turns(
+            None,
+            Some(&mut || {
+                ns_per_call(lookups, || {
+                    library.family.get_or_create(black_box(&prebuilt)).inc();
+                })
+            }),
+        ),
     );
     row(
         "lookup by label values + inc(), 2 threads, 2 label sets",
-        Some(ns_per_call_contended(LOOKUP_CALLS, |thread| {
-            ours.family.with_label_values(&[METHODS[thread], black_box(ROUTES[2])]).inc();
-        })),
-        Some(ns_per_call_contended(LOOKUP_CALLS, |thread| {
-            library.family.get_or_create(&library::RouteLabels::new(METHODS[thread], black_box(ROUTES[2]))).inc();
-        })),
+        taking_turns(
+            Some(&mut || {
+                ns_per_call_contended(lookups, |thread| {
+                    ours.family.with_label_values(&[METHODS[thread], black_box(ROUTES[2])]).inc();
+                })
+            }),
+            Some(&mut || {
+                ns_per_call_contended(lookups, |thread| {
+                    library
+                        .family
+                        .get_or_create(&library::RouteLabels::new(METHODS[thread], black_box(ROUTES[2])))
+                        .inc();
+                })
+            }),
+        ),
     );
     println!("  [a] ours: with_label_values(&[\"GET\", route]); library: get_or_create(&Labels {{ method, route }})");
     println!("      with the label set's Strings built from the two &str per call (ours copies them too)");
     println!("  [b] library only: a label set built once and reused; ours has no such call\n");
 }
 
-/// Median nanoseconds per call of `call` on this thread, over rounds of `calls` calls.
-fn ns_per_call(calls: u64, mut call: impl FnMut()) -> f64 {
-    for _ in 0..calls / 10 {
-        call();
-    }
-    median((0..ROUNDS).map(|_| {
-        let start = Instant::now();
-        for _ in 0..calls {
-            call();
-        }
-        start.elapsed().as_nanos() as f64 / calls as f64
-    }))
+/// p50 and p99 of a figure over its rounds.
+#[derive(Clone, Copy)]
+struct Spread {
+    p50: f64,
+    p99: f64,
 }
 
-/// Median nanoseconds per call with two threads making `calls` calls each at once (`call` gets
-/// the thread's index).
+/// One round of ours and one of the library's, untimed, then [`Sizes::rounds`] rounds of each
+/// taking turns, so drift on the machine (other work, a CPU's clock) hits both alike.
+fn taking_turns<'a>(
+    mut ours: Option<&'a mut (dyn FnMut() -> f64 + 'a)>,
+    mut library: Option<&'a mut (dyn FnMut() -> f64 + 'a)>,
+) -> [Option<Spread>; 2] {
+    let mut figures = [Vec::new(), Vec::new()];
+    for round in 0..=SIZES.rounds {
+        for (side, figures) in [&mut ours, &mut library].into_iter().zip(&mut figures) {
+            if let Some(measure) = side {
+                let figure = measure();
+                if round > 0 {
+                    figures.push(figure);
+                }
+            }
+        }
+    }
+    figures.map(|mut figures| {
+        figures.sort_by(f64::total_cmp);
+        let at = |p: f64| figures[((p * figures.len() as f64).ceil() as usize).clamp(1, figures.len()) - 1];
+        (!figures.is_empty()).then(|| Spread { p50: at(0.50), p99: at(0.99) })
+    })
+}
+
+/// Nanoseconds per call of `call` on this thread, over one round of `calls` calls.
+fn ns_per_call(calls: u64, mut call: impl FnMut()) -> f64 {
+    let start = Instant::now();
+    for _ in 0..calls {
+        call();
+    }
+    start.elapsed().as_nanos() as f64 / calls as f64
+}
+
+/// Nanoseconds per call with two threads making `calls` calls each at once (`call` gets the
+/// thread's index), of the slower thread.
 fn ns_per_call_contended(calls: u64, call: impl Fn(usize) + Sync) -> f64 {
     let call = &call;
-    median((0..ROUNDS).map(|_| {
-        let barrier = Barrier::new(2);
-        let barrier = &barrier;
-        let slowest = std::thread::scope(|scope| {
-            let threads: Vec<_> = (0..2)
-                .map(|thread| {
-                    scope.spawn(move || {
-                        barrier.wait();
-                        let start = Instant::now();
-                        for _ in 0..calls {
-                            call(thread);
-                        }
-                        start.elapsed()
-                    })
+    let barrier = Barrier::new(2);
+    let barrier = &barrier;
+    let slowest = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..2)
+            .map(|thread| {
+                scope.spawn(move || {
+                    barrier.wait();
+                    let start = Instant::now();
+                    for _ in 0..calls {
+                        call(thread);
+                    }
+                    start.elapsed()
                 })
-                .collect();
-            threads.into_iter().map(|thread| thread.join().expect("observer thread")).max()
-        });
-        slowest.unwrap_or_default().as_nanos() as f64 / calls as f64
-    }))
+            })
+            .collect();
+        threads.into_iter().map(|thread| thread.join().expect("observer thread")).max()
+    });
+    slowest.unwrap_or_default().as_nanos() as f64 / calls as f64
 }
 
 // === Scrape ===
@@ -184,29 +258,28 @@ fn scrape_costs() {
     let library_openmetrics = library::render_openmetrics(&library);
     row(
         "µs per scrape, text format 0.0.4",
-        Some(us_per_scrape(|| ours.render())),
-        Some(us_per_scrape(|| library::render_text(&library))),
+        taking_turns(
+            Some(&mut || us_per_scrape(|| ours.render())),
+            Some(&mut || us_per_scrape(|| library::render_text(&library))),
+        ),
     );
     row(
         "µs per scrape, library's OpenMetrics encoder",
-        None,
-        Some(us_per_scrape(|| library::render_openmetrics(&library))),
+        taking_turns(None, Some(&mut || us_per_scrape(|| library::render_openmetrics(&library)))),
     );
-    row("bytes per scrape, text format 0.0.4", Some(ours_text.len() as f64), Some(library_text.len() as f64));
-    row("bytes per scrape, library's OpenMetrics encoder", None, Some(library_openmetrics.len() as f64));
-    row("sample lines", Some(sample_lines(&ours_text) as f64), Some(sample_lines(&library_text) as f64));
+    values("bytes per scrape, text format 0.0.4", Some(ours_text.len() as f64), Some(library_text.len() as f64));
+    values("bytes per scrape, library's OpenMetrics encoder", None, Some(library_openmetrics.len() as f64));
+    values("sample lines", Some(sample_lines(&ours_text) as f64), Some(sample_lines(&library_text) as f64));
     println!();
 }
 
+/// Microseconds per scrape over one round of [`Sizes::scrapes`] scrapes.
 fn us_per_scrape(scrape: impl Fn() -> String) -> f64 {
-    black_box(scrape());
-    median((0..ROUNDS).map(|_| {
-        let start = Instant::now();
-        for _ in 0..SCRAPES {
-            black_box(scrape());
-        }
-        start.elapsed().as_nanos() as f64 / SCRAPES as f64 / 1_000.0
-    }))
+    let start = Instant::now();
+    for _ in 0..SIZES.scrapes {
+        black_box(scrape());
+    }
+    start.elapsed().as_nanos() as f64 / SIZES.scrapes as f64 / 1_000.0
 }
 
 fn sample_lines(text: &str) -> usize {
@@ -248,7 +321,8 @@ impl FloodFigures {
 fn label_flood() -> Result<()> {
     header(
         &format!(
-            "label flood: {FLOOD} distinct values of one label (\"refused-0000042.attacker.example\"), each implementation in its own process"
+            "label flood: {} distinct values of one label (\"refused-0000042.attacker.example\"), each implementation in its own process",
+            SIZES.flood
         ),
         "",
     );
@@ -256,7 +330,7 @@ fn label_flood() -> Result<()> {
     let library = flood_child("prometheus-client")?;
     let mib = |figures: &FloodFigures, key: &str| figures.get(key).map(|bytes| bytes / (1024.0 * 1024.0));
     let pick = |label: &str, key: &str, scale: &dyn Fn(&FloodFigures, &str) -> Option<f64>| {
-        row(label, scale(&ours, key), scale(&library, key));
+        values(label, scale(&ours, key), scale(&library, key));
     };
     let plain = |figures: &FloodFigures, key: &str| figures.get(key);
     pick("resident memory growth after the flood, MiB", "rss_growth_bytes", &mib);
@@ -280,7 +354,7 @@ fn flood_child(which: &str) -> Result<FloodFigures> {
     Ok(FloodFigures::from_line(stdout.lines().last().unwrap_or_default()))
 }
 
-/// Runs in the child: observes [`FLOOD`] distinct host names, scrapes once, then scrapes again
+/// Runs in the child: observes [`Sizes::flood`] distinct host names, scrapes once, then scrapes again
 /// while this thread keeps observing new host names and times the longest such call.
 fn flood<T: FloodTarget>() -> FloodFigures {
     let target = T::new();
@@ -288,7 +362,7 @@ fn flood<T: FloodTarget>() -> FloodFigures {
     let (rss_before, _) = resident_bytes();
 
     let start = Instant::now();
-    for n in 0..FLOOD {
+    for n in 0..SIZES.flood {
         target.observe(&refused_host(n));
     }
     figures.set("flood_ms", millis(start.elapsed()));
@@ -311,7 +385,7 @@ fn flood<T: FloodTarget>() -> FloodFigures {
             scraped.store(true, Ordering::Release);
         });
         let mut longest = Duration::ZERO;
-        let mut n = FLOOD;
+        let mut n = SIZES.flood;
         while !scraped.load(Ordering::Acquire) {
             let host = refused_host(n);
             let start = Instant::now();
@@ -346,12 +420,21 @@ fn resident_bytes() -> (u64, u64) {
 
 fn header(title: &str, unit: &str) {
     println!("{title}{}", if unit.is_empty() { String::new() } else { format!(", {unit}") });
-    println!("  {:<58} {:>14} {:>18}", "", "roundtable", "prometheus-client");
+    println!("  {:<58} {:>18} {:>20}", "", "roundtable", "prometheus-client");
 }
 
-fn row(label: &str, ours: Option<f64>, library: Option<f64>) {
+/// A timed figure of both: p50 / p99 over the rounds.
+fn row(label: &str, [ours, library]: [Option<Spread>; 2]) {
+    let cell = |spread: Option<Spread>| {
+        spread.map_or_else(|| "-".to_owned(), |spread| format!("{} / {}", figure(spread.p50), figure(spread.p99)))
+    };
+    println!("  {label:<58} {:>18} {:>20}", cell(ours), cell(library));
+}
+
+/// A figure measured once for each.
+fn values(label: &str, ours: Option<f64>, library: Option<f64>) {
     let cell = |value: Option<f64>| value.map_or_else(|| "-".to_owned(), figure);
-    println!("  {label:<58} {:>14} {:>18}", cell(ours), cell(library));
+    println!("  {label:<58} {:>18} {:>20}", cell(ours), cell(library));
 }
 
 /// Three significant digits, whole numbers without a fraction.
@@ -361,12 +444,6 @@ fn figure(value: f64) -> String {
         v if v >= 10.0 => format!("{value:.1}"),
         _ => format!("{value:.2}"),
     }
-}
-
-fn median(values: impl Iterator<Item = f64>) -> f64 {
-    let mut values: Vec<f64> = values.collect();
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 fn millis(elapsed: Duration) -> f64 {

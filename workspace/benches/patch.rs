@@ -4,7 +4,9 @@
 //! `git diff --no-index --binary` of the same two folders in the same run.
 //! Wall time depends on what else the machine runs; CPU time (this process and the git processes
 //! it waited for) is printed beside it, for both, as the steadier figure on a shared machine.
-//! Run: `cargo bench -p roundtable-workspace --bench patch [-- RUNS]` (default 3; medians printed).
+//! Run: `cargo bench -p roundtable-workspace --bench patch [-- RUNS]` (default 3; p50 and p99
+//! printed, ours and the baseline taking turns run by run). `ROUNDTABLE_BENCH_SMOKE=1`: 200 files,
+//! 20 changed, 1 run, as CI runs it to show the bench still runs to the end.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -13,9 +15,11 @@ use std::time::{Duration, Instant};
 
 use roundtable_workspace::{patch, provision, settle};
 
-const FILES: usize = 10_000;
 const FILE_BYTES: usize = 20_000;
-const CHANGED: usize = 1_000;
+
+fn smoke() -> bool {
+    std::env::var("ROUNDTABLE_BENCH_SMOKE").is_ok_and(|value| value == "1")
+}
 
 fn git(dir: &Path, args: &[&str]) {
     let status = Command::new("git")
@@ -33,7 +37,7 @@ fn git(dir: &Path, args: &[&str]) {
 }
 
 /// The same data as `benches/execution.sh`: one random 20 kB block, rotated per file.
-fn make_repo(root: &Path) {
+fn make_repo(root: &Path, files: usize) {
     let mut state = 0x9e37_79b9_7f4a_7c15_u64;
     let block: Vec<u8> = (0..FILE_BYTES)
         .map(|_| {
@@ -43,7 +47,7 @@ fn make_repo(root: &Path) {
             state.to_le_bytes()[0]
         })
         .collect();
-    for i in 0..FILES {
+    for i in 0..files {
         let dir = root.join(format!("data/d{:02}", i / 500));
         std::fs::create_dir_all(&dir).expect("mkdir");
         let shift = i % 100;
@@ -56,9 +60,9 @@ fn make_repo(root: &Path) {
     git(root, &["commit", "-q", "-m", "base"]);
 }
 
-/// A fresh copy of `source` (new files, as the extractor writes them) with the first 1,000
+/// A fresh copy of `source` (new files, as the extractor writes them) with the first `changed`
 /// files in sorted order appended to, as the agent in `benches/execution.sh` does.
-fn make_export(source: &Path, export: &Path) {
+fn make_export(source: &Path, export: &Path, changed: usize) {
     let mut files = Vec::new();
     let mut pending = vec![source.to_path_buf()];
     while let Some(dir) = pending.pop() {
@@ -75,7 +79,7 @@ fn make_export(source: &Path, export: &Path) {
         let target = export.join(relative);
         std::fs::create_dir_all(target.parent().expect("parent")).expect("mkdir");
         let mut contents = std::fs::read(source.join(relative)).expect("read");
-        if n < CHANGED {
+        if n < changed {
             contents.extend_from_slice(b"changed\n");
         }
         std::fs::write(&target, contents).expect("write");
@@ -92,16 +96,22 @@ fn cpu_time() -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
-fn median(mut values: Vec<Duration>) -> u128 {
+/// p50 and p99 (nearest rank) in milliseconds.
+fn p50_p99(mut values: Vec<Duration>) -> (u128, u128) {
     values.sort();
-    values[values.len() / 2].as_millis()
+    let at = |p: f64| {
+        let rank = ((p * values.len() as f64).ceil() as usize).clamp(1, values.len().max(1));
+        values.get(rank - 1).copied().unwrap_or_default().as_millis()
+    };
+    (at(0.50), at(0.99))
 }
 
 fn main() {
-    let runs: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(3);
+    let (files, changed, default_runs) = if smoke() { (200, 20, 1) } else { (10_000, 1_000, 3) };
+    let runs: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(default_runs).max(1);
     let work = tempfile::tempdir().expect("tempdir");
     let repo = work.path().join("repo");
-    make_repo(&repo);
+    make_repo(&repo, files);
     let commit = provision::resolve(&repo, "main").expect("resolve");
     let source = work.path().join("source");
     let provided = provision::export(&repo, &commit, &["data/".into()], &source).expect("provision");
@@ -121,7 +131,7 @@ fn main() {
     for run in 0..runs {
         let exec = work.path().join(format!("run-{run}"));
         let export = exec.join("export");
-        make_export(&source, &export);
+        make_export(&source, &export, changed);
         let mut laps = Vec::new();
         let cpu_started = cpu_time();
         let started = Instant::now();
@@ -140,7 +150,7 @@ fn main() {
         next(&mut laps);
         laps.push(started.elapsed());
         let cpu_ours = cpu_time() - cpu_started;
-        assert_eq!(made.files_changed, CHANGED as u64, "the patch holds every changed file");
+        assert_eq!(made.files_changed, changed as u64, "the patch holds every changed file");
 
         let (baseline, cpu_baseline) = (Instant::now(), cpu_time());
         let output = Command::new("git")
@@ -160,17 +170,18 @@ fn main() {
         std::fs::remove_dir_all(&exec).expect("clean up the run");
     }
     println!(
-        "patch step, {FILES} files / {} MB, {CHANGED} changed, median of {runs} (ms):",
-        FILES * FILE_BYTES / 1_000_000
+        "patch step, {files} files / {} MB, {changed} changed, {runs} runs, ours and the baseline taking turns (ms):",
+        files * FILE_BYTES / 1_000_000
     );
-    let medians: Vec<u128> = timings.into_iter().map(median).collect();
-    for (phase, ms) in phases.iter().zip(&medians) {
-        println!("  {phase:<30} {ms:>6}");
+    println!("  {:<34} {:>6} {:>6}", "", "p50", "p99");
+    let spreads: Vec<(u128, u128)> = timings.into_iter().map(p50_p99).collect();
+    for (phase, (p50, p99)) in phases.iter().zip(&spreads) {
+        println!("  {phase:<34} {p50:>6} {p99:>6}");
     }
     let ratio = |ours: u128, baseline: u128| ours as f64 / baseline.max(1) as f64;
-    let (ours, baseline, cpu_ours, cpu_baseline) = (medians[4], medians[5], medians[6], medians[7]);
+    let (ours, baseline, cpu_ours, cpu_baseline) = (spreads[4].0, spreads[5].0, spreads[6].0, spreads[7].0);
     println!(
-        "roundtable patch (diff + verify) {ours} ms vs git diff --no-index --binary {baseline} ms = {:.2}x wall; CPU {cpu_ours} ms vs {cpu_baseline} ms = {:.2}x",
+        "p50: roundtable patch (diff + verify) {ours} ms vs git diff --no-index --binary {baseline} ms = {:.2}x wall; CPU {cpu_ours} ms vs {cpu_baseline} ms = {:.2}x",
         ratio(ours, baseline),
         ratio(cpu_ours, cpu_baseline)
     );
