@@ -1,75 +1,50 @@
-//! Seeding the workspace from inside the container: the checked process copies the read-only
-//! source mount into the empty workspace volume before it reports, as the agent's user. An
-//! engine upload would cost a second archive round trip through the engine on every launch; this
-//! is one copy in the kernel per file. Only folders and regular files are copied, with the modes
-//! an upload would give them (0755 folders, 0755 or 0644 files by the executable bit), so what the
-//! agent finds is exactly the provisioned tree.
+//! Seeding the workspace from inside the container, under runc: the checked process copies the
+//! read-only source mount into the empty workspace volume before it reports, as the agent's user.
+//! An engine upload would cost a second archive round trip through the engine on every launch;
+//! this is one copy in the kernel per file. What is copied, and with which modes, is decided once
+//! in `roundtable_session_runtime::seed` (which an upload from outside, under gVisor, uses too),
+//! so what the agent finds is exactly the provisioned tree.
 
 use std::fs::{File, OpenOptions, Permissions};
 use std::io;
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::UNIX_EPOCH;
 
-/// What a seed copied.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Seeded {
-    pub files: u64,
-    pub bytes: u64,
-}
+use roundtable_session_runtime::seed::{FOLDER_MODE, SeedEntry, failed, walk};
+pub use roundtable_session_runtime::seed::{SeedError, Seeded};
 
-/// Why the workspace could not be seeded (a full workspace is the usual one).
-#[derive(Debug, thiserror::Error)]
-#[error("cannot {action} {}: {source}", path.display())]
-pub struct SeedError {
-    action: &'static str,
-    path: PathBuf,
-    #[source]
-    source: io::Error,
-}
-
-fn failed<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> SeedError + 'a {
-    move |source| SeedError { action, path: path.to_path_buf(), source }
-}
-
-/// Copies the folders and regular files below `from` into `to`; links and special files are left
-/// out. Seeding again gives the same tree (a check whose report the engine lost runs once more,
-/// after the first attempt may have seeded); nothing but this copy writes there before the agent.
+/// Copies what [`walk`] yields below `from` into `to`. Seeding again gives the same tree (a check
+/// whose report the engine lost runs once more, after the first attempt may have seeded); nothing
+/// but this copy writes there before the agent.
 pub fn copy_tree(from: &Path, to: &Path) -> Result<Seeded, SeedError> {
     let mut seeded = Seeded::default();
-    let mut folders = vec![PathBuf::new()];
-    while let Some(relative) = folders.pop() {
-        let folder = from.join(&relative);
-        for entry in std::fs::read_dir(&folder).map_err(failed("list", &folder))? {
-            let entry = entry.map_err(failed("list", &folder))?;
-            let (source, relative) = (entry.path(), relative.join(entry.file_name()));
-            let target = to.join(&relative);
-            // The entry itself, not what a link points to.
-            let kind = entry.file_type().map_err(failed("inspect", &source))?;
-            if kind.is_dir() {
+    walk(from, |entry| {
+        match entry {
+            SeedEntry::Folder(relative) => {
+                let target = to.join(relative);
                 match std::fs::create_dir(&target) {
                     Err(error) if error.kind() == io::ErrorKind::AlreadyExists && target.is_dir() => {}
                     created => created.map_err(failed("create", &target))?,
                 }
                 // The mode asked for, whatever the process's umask.
-                std::fs::set_permissions(&target, Permissions::from_mode(0o755))
+                std::fs::set_permissions(&target, Permissions::from_mode(FOLDER_MODE))
                     .map_err(failed("set the mode of", &target))?;
-                folders.push(relative);
-            } else if kind.is_file() {
-                seeded.bytes += copy_file(&source, &target)?;
+            }
+            SeedEntry::File { relative, mode } => {
+                seeded.bytes += copy_file(&from.join(&relative), &to.join(&relative), mode)?;
                 seeded.files += 1;
             }
         }
-    }
+        Ok(())
+    })?;
     Ok(seeded)
 }
 
-/// One file: its bytes (in the kernel where it can), its executable bit, and the epoch as its
-/// time, as the provisioned tree's archive had.
-fn copy_file(source: &Path, target: &Path) -> Result<u64, SeedError> {
+/// One file: its bytes (in the kernel where it can), its mode, and the epoch as its time, as the
+/// provisioned tree's archive had.
+fn copy_file(source: &Path, target: &Path, mode: u32) -> Result<u64, SeedError> {
     let mut input = File::open(source).map_err(failed("open", source))?;
-    let executable = input.metadata().map_err(failed("inspect", source))?.permissions().mode() & 0o111 != 0;
-    let mode = if executable { 0o755 } else { 0o644 };
     let mut output = OpenOptions::new()
         .write(true)
         .create(true)

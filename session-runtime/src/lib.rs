@@ -7,6 +7,7 @@
 pub mod hints;
 pub mod images;
 pub mod labels;
+pub mod seed;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

@@ -48,7 +48,7 @@ fn adapter(name: &str, runtime: &str, extra: &str) -> String {
 
 fn assignment(name: &str, adapter: &str) -> String {
     format!(
-        "{API}\nkind: Assignment\nmetadata: {{name: {name}}}\nspec:\n  adapter: {adapter}\n  task: {{id: {name}, prompt: 'cat /proc/version >> README.md'}}\n  readablePaths: [README.md]\n---\n"
+        "{API}\nkind: Assignment\nmetadata: {{name: {name}}}\nspec:\n  adapter: {adapter}\n  task: {{id: {name}, prompt: 'cat /proc/version >> README.md; ls -ln README.md >> README.md'}}\n  readablePaths: [README.md, big.bin]\n---\n"
     )
 }
 
@@ -75,12 +75,22 @@ async fn a_gvisor_session_proves_its_kernel_and_a_required_runtime_class_refuses
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
     write(root, "README.md", "# Project\n");
+    std::fs::write(root.join("big.bin"), vec![7u8; 3 << 20]).expect("big.bin");
     let mut specs = String::new();
     specs.push_str(&adapter("gvisor", "runsc", ""));
+    // A workspace too small for what it is given: the seed, uploaded from outside under gVisor,
+    // fails the check as the copy inside does under runc, and the agent never runs.
+    specs.push_str(&adapter("cramped", "runsc", "  resources: {workspaceSize: 2Mi}\n"));
     specs.push_str(&adapter("host", "runc", ""));
     specs.push_str(&adapter("sealed", "runsc-sealed", "  providerHosts: [api.example.test]\n"));
     specs.push_str(&adapter("vm", "kata", ""));
-    for (name, adapter) in [("sandboxed", "gvisor"), ("shared", "host"), ("socketless", "sealed"), ("absent", "vm")] {
+    for (name, adapter) in [
+        ("sandboxed", "gvisor"),
+        ("overfull", "cramped"),
+        ("shared", "host"),
+        ("socketless", "sealed"),
+        ("absent", "vm"),
+    ] {
         specs.push_str(&assignment(name, adapter));
     }
     // `warn`, the default mode: the runtime class refuses anyway.
@@ -98,7 +108,9 @@ async fn a_gvisor_session_proves_its_kernel_and_a_required_runtime_class_refuses
         row.and_then(|r| r["message"].as_str().map(str::to_owned)).filter(|m| m.contains("runtimeClass refused"))
     };
     wait_until_within("the gVisor session to end and the rest to be refused", Duration::from_secs(180), || {
-        ended(&session_of(root, "sandboxed")) && ["shared", "socketless", "absent"].iter().all(|n| refused(n).is_some())
+        ended(&session_of(root, "sandboxed"))
+            && ended(&session_of(root, "overfull"))
+            && ["shared", "socketless", "absent"].iter().all(|n| refused(n).is_some())
     })
     .await;
 
@@ -122,6 +134,27 @@ async fn a_gvisor_session_proves_its_kernel_and_a_required_runtime_class_refuses
     let patch =
         stdout(&roundtable(root, &["proposals", "export", proposal.expect("a proposal")["id"].as_str().expect("id")]));
     assert!(patch.contains("+Linux version 4.4.0"), "the agent ran on gVisor's kernel: {patch}");
+    // The workspace was uploaded from outside: whole, as the agent's user, with the seed's modes.
+    let seed = items.iter().find(|i| i["name"] == "workspaceSeed").expect("a seed item");
+    let said = seed["detail"].as_str().unwrap_or_default();
+    assert!(
+        seed["ok"] == true && said.starts_with("2 files, 3145738 bytes") && said.ends_with("(uploaded)"),
+        "{seed:#}"
+    );
+    assert!(!patch.contains("new file mode"), "README.md was there before the agent: {patch}");
+    let listing = patch.lines().find(|l| l.starts_with("+-r")).unwrap_or_default();
+    let fields: Vec<&str> = listing.split_whitespace().collect();
+    assert_eq!(fields.get(..4), Some(["+-rw-r--r--", "1", "1000", "1000"].as_slice()), "{patch}");
+
+    // Too big for its workspace: failed on the seed, named, and the agent never ran.
+    let overfull = session_of(root, "overfull").expect("overfull");
+    assert_eq!(overfull["phase"], "Failed", "{overfull:#}");
+    let items = overfull["detail"]["selfCheck"]["items"].as_array().expect("items");
+    let failed: Vec<&Value> = items.iter().filter(|i| i["ok"] == false).collect();
+    assert_eq!(failed.len(), 1, "{items:#?}");
+    assert_eq!(failed[0]["name"], "workspaceSeed", "{items:#?}");
+    let said = failed[0]["detail"].as_str().unwrap_or_default();
+    assert!(said.contains("no space left on device"), "{said}");
 
     // Refused before any session, so before any folder, socket or container, whatever the mode.
     for (name, reason, says) in [
