@@ -145,6 +145,24 @@ def main():
               "a file name with a bidi control shows it escaped, as the CLI does")
         check("\x1b" not in source, "no raw control character reaches the page")
         driver.save_screenshot(os.path.join(ARTIFACTS, "proposal.png"))
+        # The diff's line geometry: each line directly below the one before, one line's height
+        # apart, so a blank context line could be told from a line break (they were double-spaced).
+        boxes = driver.execute_script(
+            "return [...document.querySelectorAll('#diff span')].map(s => s.getBoundingClientRect())"
+            ".map(r => [r.top, r.height])")
+        check(len(boxes) >= 4, f"the diff shows its lines ({len(boxes)})")
+        gaps = [round(b[0] - a[0], 1) for a, b in zip(boxes, boxes[1:])]
+        line_height = boxes[0][1]
+        check(line_height > 0 and all(abs(gap - line_height) < 0.5 for gap in gaps),
+              f"each diff line is one line below the one before (line {line_height} px, gaps {gaps})")
+        # The whole page, diff included, for a reviewer of this run.
+        for _ in range(3):  # the window's height holds more than the page's viewport
+            short = driver.execute_script("return document.documentElement.scrollHeight - window.innerHeight")
+            if short <= 0:
+                break
+            driver.set_window_size(1280, driver.get_window_size()["height"] + short)
+        driver.save_screenshot(os.path.join(ARTIFACTS, "proposal-full.png"))
+        driver.set_window_size(1280, 900)
         reason = driver.find_element(By.ID, "reason-protectedPaths")
         reason.send_keys("CI change reviewed in the browser")
         driver.find_element(By.ID, "accept").click()

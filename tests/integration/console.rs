@@ -117,7 +117,7 @@ async fn the_review_console_in_a_real_browser() {
     let rejected = proposal_of(root, "plain").expect("plain");
     assert_eq!((rejected["state"].as_str(), rejected["decision"]["by"].as_str()), (Some("rejected"), Some("console")));
     assert_eq!(rejected["decision"]["reason"], "not this one");
-    for shot in ["status.png", "proposal.png", "status-narrow.png"] {
+    for shot in ["status.png", "proposal.png", "proposal-full.png", "status-narrow.png"] {
         let size = std::fs::metadata(artifacts.join(shot)).map(|m| m.len()).unwrap_or(0);
         assert!(size > 1000, "the screenshot {shot} was saved ({size} bytes)");
     }
