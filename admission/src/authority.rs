@@ -155,6 +155,9 @@ pub struct Admitter {
     /// The key receipts' anchors are verified under when nothing is appended (read-only
     /// commands); the writer's key serves when there is one.
     pub(crate) anchor_key: Option<Arc<AuditKey>>,
+    /// Why there is no key at all, where it was looked for (said when a receipt cannot be
+    /// verified).
+    pub(crate) missing_key: Option<String>,
     pub(crate) clock: Clock,
     /// The controller run probes are labelled with: the daemon's (its lease tells `status` and
     /// `prune` elsewhere that they are in use), or `probe` for a CLI command's.
@@ -192,6 +195,7 @@ impl Admitter {
             project,
             audit_key,
             anchor_key: None,
+            missing_key: None,
             clock: Arc::new(OffsetDateTime::now_utc),
             controller_run: "probe".into(),
             policy: None,
@@ -212,8 +216,9 @@ impl Admitter {
 
     /// Verifies receipts' anchors under `key` without appending to the chain (`plan`,
     /// `admission check` without `--seal`, `admission list`).
-    pub fn with_anchor_key(mut self, key: Option<Arc<AuditKey>>) -> Self {
+    pub fn with_anchor_key(mut self, key: Option<Arc<AuditKey>>, missing: Option<String>) -> Self {
         self.anchor_key = key;
+        self.missing_key = missing;
         self
     }
 
@@ -332,7 +337,8 @@ impl Admitter {
     pub async fn anchor(&self, stored: &Stored) -> Anchor {
         let Stored::Found(sealed) = stored else { return Anchor::Missing("there is no receipt".into()) };
         let Some(key) = self.audit_key.as_ref().or(self.anchor_key.as_ref()) else {
-            return Anchor::Missing("there is no audit key to verify the chain with".into());
+            let why = self.missing_key.clone().unwrap_or_else(|| "there is no audit key to read the chain with".into());
+            return Anchor::Unverifiable(why);
         };
         match self.store.receipt_anchor(key, &sealed.id).await {
             Ok(Some(found)) => match OffsetDateTime::parse(&found.at, &Rfc3339) {

@@ -56,6 +56,9 @@ pub enum Anchor {
     Recorded { seq: i64, at: OffsetDateTime },
     /// No entry of this chain that verifies names the receipt: why.
     Missing(String),
+    /// The chain could not be read for want of its key (a view without the audit key): why,
+    /// naming where the key was looked for.
+    Unverifiable(String),
 }
 
 /// When a receipt recorded by the chain at `recorded_at` with `ttl_seconds` expires.
@@ -68,7 +71,7 @@ pub fn expiry(recorded_at: OffsetDateTime, ttl_seconds: u64) -> Option<OffsetDat
 pub fn receipt_expiry(sealed: &SealedReceipt, anchor: &Anchor, ttl_seconds: u64) -> Option<OffsetDateTime> {
     match anchor {
         Anchor::Recorded { at, .. } => expiry(*at, sealed.receipt.ttl_seconds.min(ttl_seconds)),
-        Anchor::Missing(_) => None,
+        Anchor::Missing(_) | Anchor::Unverifiable(_) => None,
     }
 }
 
@@ -139,6 +142,10 @@ pub fn admission(
             let why = format!("the receipt's generatedAt {:?} does not parse", body.generated_at);
             return admission_refusal(adapter, RefusalReason::ReceiptStale, why, receipt_id);
         }
+    }
+    if let Anchor::Unverifiable(why) = anchor {
+        let why = format!("receipt {} cannot be verified: {why}", short(&sealed.id));
+        return admission_refusal(adapter, RefusalReason::ReceiptUnverified, why, receipt_id);
     }
     if let Anchor::Missing(why) = anchor {
         let why = format!(

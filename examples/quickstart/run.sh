@@ -14,15 +14,17 @@ echo; echo "== roundtable validate"; "$bin" validate
 echo; echo "== roundtable plan"; "$bin" plan
 # The project (and its state) was just recreated: so is its audit chain, and the key's head
 # checkpoint with it. The key lives outside the state directory, as in production.
+# Every command below reads it from the environment, so views verify what `--seal` wrote.
 key=$PWD/../quickstart-audit.key
 rm -f "$key" "$key.head"
+export ROUNDTABLE_AUDIT_KEY=$key
 echo; echo "== roundtable admission check generic --seal (the policy enforces admission)"
-"$bin" admission check generic --seal --audit-key "$key"
+"$bin" admission check generic --seal
 echo; echo "== roundtable admission list"; "$bin" admission list
 echo; echo "== roundtable start (until both Assignments have proposals)"
 # TCP is opt-in (the CLI uses a private socket): any free loopback port; the daemon writes the
 # one it got to api-address.
-"$bin" start --execution-root "$PWD/../quickstart-executions" --audit-key "$key" --api-listen 127.0.0.1:0 &
+"$bin" start --execution-root "$PWD/../quickstart-executions" --api-listen 127.0.0.1:0 &
 daemon=$!
 trap 'kill "$daemon" 2>/dev/null || true' EXIT
 count=0
@@ -52,7 +54,7 @@ trap - EXIT
 echo; echo "== roundtable status"; "$bin" status
 echo; echo "== roundtable sessions list"; "$bin" sessions list
 echo; echo "== roundtable proposals list"; "$bin" proposals list
-echo; echo "== roundtable audit verify"; "$bin" audit verify --audit-key "$key"
+echo; echo "== roundtable audit verify"; "$bin" audit verify
 for id in $("$bin" proposals list --format json | sed -n 's/^      "id": "\(.*\)",$/\1/p'); do
   echo; echo "== roundtable proposals show $id"; "$bin" proposals show "$id"
 done

@@ -56,7 +56,7 @@ impl Service {
             self.project.id.clone(),
             audit_key,
         )
-        .with_anchor_key(self.anchor_key.clone())
+        .with_anchor_key(self.anchor_key.clone(), self.missing_key.clone())
         // What the project declares, never what a daemon last recorded: without a daemon (or
         // before its resync) the recorded policy is stale or the default, and a canary decided
         // by it ran an image the declared runtime class refuses.

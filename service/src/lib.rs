@@ -139,6 +139,7 @@ pub struct Service {
     /// The key admission verifies receipts' anchors in the chain under (nothing is appended
     /// with it); without one no receipt is anchored.
     anchor_key: Option<Arc<roundtable_store::audit::AuditKey>>,
+    missing_key: Option<String>,
 }
 
 /// What `plan` found.
@@ -258,7 +259,7 @@ impl Service {
     }
 
     fn over(project: &Project, store: Store, runtime: Arc<dyn SessionRuntime>) -> Self {
-        Self { project: project.clone(), store, runtime, scan_cache: None, anchor_key: None }
+        Self { project: project.clone(), store, runtime, scan_cache: None, anchor_key: None, missing_key: None }
     }
 
     pub fn store(&self) -> &Store {
@@ -287,10 +288,16 @@ impl Service {
         self
     }
 
-    /// This service, verifying admission receipts' anchors under `key`.
+    /// This service, verifying admission receipts' anchors under `key`; with none, `missing`
+    /// says where it was looked for (a receipt is then "cannot be verified", not "none").
     #[must_use]
-    pub fn with_anchor_key(mut self, key: Option<Arc<roundtable_store::audit::AuditKey>>) -> Self {
+    pub fn with_anchor_key(
+        mut self,
+        key: Option<Arc<roundtable_store::audit::AuditKey>>,
+        missing: Option<String>,
+    ) -> Self {
         self.anchor_key = key;
+        self.missing_key = missing;
         self
     }
 

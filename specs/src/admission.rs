@@ -41,6 +41,9 @@ words! {
         FingerprintMismatch = "fingerprint_mismatch",
         /// The sealed receipt itself records a refusal.
         StoredRefusal = "stored_refusal",
+        /// A receipt is sealed but cannot be verified here: the command that asks has no audit
+        /// key to read the chain with (a view's refusal; the daemon always has its key).
+        ReceiptUnverified = "receipt_unverified",
     }
 }
 
@@ -73,6 +76,9 @@ impl RefusalReason {
             | RefusalReason::ReceiptTampered
             | RefusalReason::FingerprintMismatch
             | RefusalReason::StoredRefusal => format!("run `{seal}`"),
+            RefusalReason::ReceiptUnverified => {
+                "pass the audit key the daemon uses (`--audit-key PATH` or ROUNDTABLE_AUDIT_KEY)".to_owned()
+            }
         }
     }
 }

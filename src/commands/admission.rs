@@ -23,10 +23,14 @@ async fn writer_key(global: &Global, service: &Service) -> anyhow::Result<Arc<Au
     Ok(Arc::new(crate::commands::audit::writer_key(global, service.store()).await?))
 }
 
+/// The refusal of a view that has no audit key to verify a sealed receipt with.
+const UNVERIFIED: &str = roundtable_specs::admission::RefusalReason::ReceiptUnverified.as_str();
+
 fn verdict_text(item: &AdmissionItem) -> String {
     match item.decisions.first() {
         _ if item.exempt => "exempt".into(),
         Some(d) if d.admitted() => "admitted".into(),
+        Some(d) if d.reason.as_deref() == Some(UNVERIFIED) => "unverified (no audit key)".into(),
         Some(d) => format!("refused ({})", d.reason.as_deref().unwrap_or("?")),
         None => "unknown".into(),
     }
@@ -137,6 +141,17 @@ pub async fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
                 "{}",
                 render::table(&["ADAPTER", "MODE", "ADMISSION", "SPAWN", "VERSION", "RECEIPT", "EXPIRES"], &rows)
             );
+            // A receipt this command could not verify is not "no receipt": say why, once each.
+            for item in &items {
+                if let Some(decision) = item.decisions.first().filter(|d| d.reason.as_deref() == Some(UNVERIFIED)) {
+                    println!(
+                        "{}: {} ({})",
+                        render::sanitize(&item.adapter),
+                        render::sanitize(&decision.message),
+                        render::sanitize(&decision.remediation)
+                    );
+                }
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -285,7 +285,7 @@ async fn serve_api(
     // The daemon's own store handle: the status view sees each of its writes as it is made.
     let service = roundtable_service::Service::sharing(project, store.clone(), runtime.clone())
         .with_scan_cache(link.scan_cache())
-        .with_anchor_key(execution.audit_key.clone());
+        .with_anchor_key(execution.audit_key.clone(), None);
     if let Some(key) = &execution.audit_key {
         // What an accept compares proposals with: the held credentials, as keyed hashes.
         let recorded = service.record_credential_fingerprints(&execution.secrets, key).await?;

@@ -25,23 +25,27 @@ pub async fn runtime() -> Arc<dyn SessionRuntime> {
 /// project shows everything as not yet recorded, and nothing is created on disk).
 pub async fn open_for_reading(global: &Global) -> anyhow::Result<Service> {
     let service = Service::open_for_reading(global.project()?, runtime().await).await?;
-    Ok(service.with_anchor_key(anchor_key(global)))
+    let (key, missing) = anchor_key(global);
+    Ok(service.with_anchor_key(key, missing))
 }
 
 /// The project's service with its store created if missing (commands that write state).
 pub async fn open_for_writing(global: &Global) -> anyhow::Result<Service> {
     let service = Service::open(global.project()?, runtime().await).await?;
-    Ok(service.with_anchor_key(anchor_key(global)))
+    let (key, missing) = anchor_key(global);
+    Ok(service.with_anchor_key(key, missing))
 }
 
-/// The key admission verifies receipts' anchors under, for views that append nothing: none
-/// when there is no key yet (then no receipt is anchored); one that cannot be used is named.
-fn anchor_key(global: &Global) -> Option<Arc<roundtable_store::audit::AuditKey>> {
+/// The key admission verifies receipts' anchors under, for views that append nothing; or why
+/// there is none, naming where it was looked for (then a sealed receipt "cannot be verified").
+fn anchor_key(global: &Global) -> (Option<Arc<roundtable_store::audit::AuditKey>>, Option<String>) {
+    let looked_at = global.audit_key_path().map(|path| path.display().to_string());
     match crate::commands::audit::reader_key(global) {
-        Ok(key) => key.map(Arc::new),
+        Ok(Some(key)) => (Some(Arc::new(key)), None),
+        Ok(None) => (None, Some(format!("no audit key at {}", looked_at.unwrap_or_default()))),
         Err(error) => {
             tracing::warn!("cannot verify admission receipts against the audit chain: {error:#}");
-            None
+            (None, Some(format!("{error:#}")))
         }
     }
 }

@@ -39,6 +39,12 @@ fn check(root: &Path, name: &str, seal: bool) -> (Option<i32>, Value) {
     (out.status.code(), json(&out)["items"][0].clone())
 }
 
+/// A sealed receipt file's id.
+fn sealed_id(sealed: &str) -> String {
+    let sealed: Value = serde_json::from_str(sealed).expect("a receipt");
+    sealed["id"].as_str().expect("an id").to_owned()
+}
+
 fn reason(item: &Value) -> String {
     item["decisions"][0]["reason"].as_str().unwrap_or("admitted").to_owned()
 }
@@ -76,6 +82,20 @@ async fn every_refusal_reason_is_reached_through_the_real_evidence_path() {
     assert_eq!(reason(&check(root, "codex", false).1), "receipt_tampered");
     std::fs::write(&receipt_path, &sealed).expect("restore");
     assert_eq!(reason(&check(root, "codex", false).1), "admitted");
+
+    // A view without the key that sealed it cannot verify the receipt, and says so, naming where
+    // it looked: not "no receipt" beside the receipt's id.
+    let keyless = root.join(".no-such-audit.key");
+    let keyless = keyless.to_str().expect("utf-8");
+    let listed = roundtable(root, &["admission", "list", "--audit-key", keyless]);
+    let said = stdout(&listed);
+    let row = said.lines().find(|line| line.starts_with("codex ")).unwrap_or_default();
+    assert!(row.contains("unverified (no audit key)") && !row.contains("no_receipt"), "{said}");
+    let why = format!("codex: receipt {} cannot be verified: no audit key at {keyless}", &sealed_id(&sealed)[..12]);
+    assert!(said.contains(&why) && said.contains("ROUNDTABLE_AUDIT_KEY"), "{said}");
+    let listed = json(&roundtable(root, &["admission", "list", "--format", "json"]));
+    let codex = listed["items"].as_array().and_then(|items| items.iter().find(|i| i["adapter"] == "codex").cloned());
+    assert_eq!(codex.map(|item| reason(&item)).as_deref(), Some("admitted"), "with the key: {listed:#}");
 
     // Deleting the receipt withdraws the admission.
     std::fs::remove_file(&receipt_path).expect("delete");
@@ -216,7 +236,7 @@ async fn a_receipt_past_its_ttl_is_stale_by_the_gates_clock() {
         "test".into(),
         None,
     )
-    .with_anchor_key(Some(Arc::new(key)));
+    .with_anchor_key(Some(Arc::new(key)), None);
     let policy = roundtable_specs::policy::AdmissionPolicySpec::default();
     assert!(admitter.check(&adapter, &policy).await.decision.admitted());
     let later = admitter.with_clock(Arc::new(move || paused));
@@ -236,19 +256,18 @@ async fn a_receipt_copied_from_another_project_is_not_anchored_here() {
     assert_eq!(check(sealed_in.path(), "codex", true).0, Some(0));
     let receipt = std::fs::read(sealed_in.path().join(".roundtable/admission/codex.json")).expect("receipt");
 
-    // B has never sealed and has no key.
+    // B has never sealed and has no key: nothing here can verify the copy, and it is refused.
     let copied_to = project(ENFORCE);
     let root = copied_to.path();
     write(root, ".roundtable/admission/codex.json", std::str::from_utf8(&receipt).expect("utf-8"));
     let (code, item) = check(root, "codex", false);
     assert_eq!(
         (code, reason(&item).as_str(), &item["spawn"]),
-        (Some(1), "no_receipt", &Value::Bool(false)),
+        (Some(1), "receipt_unverified", &Value::Bool(false)),
         "{item:#}"
     );
     let message = item["decisions"][0]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("is not anchored in this project's audit chain"), "{message}");
-    assert!(item["decisions"][0]["remediation"].as_str().is_some_and(|r| r.contains("admission check codex --seal")));
+    assert!(message.contains("cannot be verified: no audit key at "), "{message}");
     assert_eq!(item["receipt"]["expiresAt"], Value::Null, "an unanchored receipt has no expiry: {item:#}");
 
     // Sealing here is what makes a receipt valid; A's file copied over it again still is not.
