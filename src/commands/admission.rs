@@ -145,7 +145,7 @@ pub async fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
             for item in &items {
                 if let Some(decision) = item.decisions.first().filter(|d| d.reason.as_deref() == Some(UNVERIFIED)) {
                     println!(
-                        "{}: {} ({})",
+                        "{}: {}; {}",
                         render::sanitize(&item.adapter),
                         render::sanitize(&decision.message),
                         render::sanitize(&decision.remediation)
