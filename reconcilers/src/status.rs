@@ -115,7 +115,7 @@ pub async fn status(
     }
     let mut files: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for error in scan.errors() {
-        let position = format!("{}:{}: ", error.line, error.column);
+        let position = error.position();
         let path = if error.path.is_empty() { String::new() } else { format!("{}: ", error.path) };
         files.entry(&error.file).or_default().push(format!("{position}{path}{}", error.message));
     }

@@ -373,7 +373,7 @@ impl Service {
         reason: &str,
         by: &str,
         key: &AuditKey,
-    ) -> Result<Decision> {
+    ) -> Result<Rejected> {
         if reason.trim().is_empty() {
             return Err(delivery(DeliveryError::NoReason));
         }
@@ -386,7 +386,7 @@ impl Service {
         };
         let ledger = StoreLedger::of(&self.store, key, &record);
         accept::reject(&ledger, plain(&record, &[]), &decision).await.map_err(delivery)?;
-        Ok(decision)
+        Ok(Rejected { proposal: record.id, decision })
     }
 
     /// Rolls back every stale accept claim (`roundtable_delivery::accept::is_stale`: older than
@@ -410,6 +410,14 @@ impl Service {
         let text = record.provenance.ok_or_else(|| delivery(DeliveryError::NoProvenance(record.id.clone())))?;
         serde_json::from_str(&text).map_err(|e| delivery(ProvenanceError::BadEnvelope(e.to_string()).into()))
     }
+}
+
+/// A rejection: the proposal's whole ID (the caller may have named it by a prefix) and the
+/// decision recorded.
+#[derive(Debug)]
+pub struct Rejected {
+    pub proposal: String,
+    pub decision: Decision,
 }
 
 fn delivery(error: DeliveryError) -> ServiceError {

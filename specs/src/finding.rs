@@ -34,9 +34,20 @@ impl ListItem for ValidationError {
     const LIST_KIND: &'static str = "ValidationErrorList";
 }
 
+impl ValidationError {
+    /// `LINE:COLUMN: `, or nothing for an error about the file as a whole (a file too large, a
+    /// folder missing), which has no line to name.
+    pub fn position(&self) -> String {
+        if self.line == 0 { String::new() } else { format!("{}:{}: ", self.line, self.column) }
+    }
+}
+
 impl fmt::Display for ValidationError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: ", self.file, self.line, self.column)?;
+        write!(f, "{}:{}", self.file, self.position())?;
+        if self.line == 0 {
+            f.write_str(" ")?;
+        }
         if self.severity == Severity::Warning {
             f.write_str("warning: ")?;
         }

@@ -390,7 +390,7 @@ pub struct SessionDetail {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admitted_under: Option<crate::admission::AdmittedUnder>,
     /// Milliseconds per phase: `provision`, `launch`, `selfCheck`, `proxy`, `agent`, `export`,
-    /// `patch`, `cleanup`.
+    /// `cleanup`, `patch` (shown in that order: [`in_phase_order`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub timings_ms: BTreeMap<String, u64>,
     /// The earlier run whose result this session took instead of running the agent: the same
@@ -474,6 +474,20 @@ pub struct AgentSession {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// The phases a session's timings name, in the order they happen (the container is removed
+/// before the patch is made from its export).
+pub const TIMING_PHASES: &[&str] =
+    &["provision", "launch", "selfCheck", "proxy", "agent", "export", "cleanup", "patch"];
+
+/// `timings` in the order the phases happen; a phase [`TIMING_PHASES`] does not name comes after.
+pub fn in_phase_order(timings: &BTreeMap<String, u64>) -> Vec<(&str, u64)> {
+    let mut ordered: Vec<(&str, u64)> =
+        TIMING_PHASES.iter().filter_map(|phase| timings.get(*phase).map(|ms| (*phase, *ms))).collect();
+    let unnamed = timings.iter().filter(|(name, _)| !TIMING_PHASES.contains(&name.as_str()));
+    ordered.extend(unnamed.map(|(name, ms)| (name.as_str(), *ms)));
+    ordered
 }
 
 #[cfg(test)]

@@ -99,9 +99,9 @@ pub async fn reject(global: &Global, id: &str, reason: &str) -> anyhow::Result<E
     let key = writer_key(global, service.store()).await?;
     let by = std::env::var("USER").unwrap_or_else(|_| format!("uid {}", rustix_uid()));
     match service.reject_proposal(id, reason, &by, &key).await {
-        Ok(_) => {
-            refresh_assignment(global, &service, id).await;
-            println!("rejected {}", render::sanitize(id));
+        Ok(rejected) => {
+            refresh_assignment(global, &service, &rejected.proposal).await;
+            println!("rejected {}", render::sanitize(&rejected.proposal));
             Ok(ExitCode::SUCCESS)
         }
         Err(error) => {
@@ -137,7 +137,13 @@ pub async fn diff(global: &Global, id: &str, stat: bool) -> anyhow::Result<ExitC
     }
     let (added, removed): (usize, u64) =
         read.files.iter().map(|f| (f.added.len(), f.removed)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
-    println!(" {} files changed, {added} insertions(+), {removed} deletions(-)", read.files.len());
+    // As git's own summary reads.
+    println!(
+        " {} changed, {}(+), {}(-)",
+        render::count(read.files.len(), "file", "files"),
+        render::count(added, "insertion", "insertions"),
+        render::count(removed, "deletion", "deletions")
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -92,7 +92,10 @@ fn session_text(item: &SessionItem) -> String {
     field(&mut out, "Started", &or_dash(item.started_at.as_deref()));
     field(&mut out, "Finished", &or_dash(item.finished_at.as_deref()));
     if !detail.timings_ms.is_empty() {
-        let timings: Vec<String> = detail.timings_ms.iter().map(|(phase, ms)| format!("{phase} {ms} ms")).collect();
+        let timings: Vec<String> = roundtable_specs::session::in_phase_order(&detail.timings_ms)
+            .iter()
+            .map(|(phase, ms)| format!("{phase} {ms} ms"))
+            .collect();
         field(&mut out, "Timings", &timings.join(", "));
     }
     let stream = |bytes: Option<i64>, truncated: bool| {
@@ -101,7 +104,11 @@ fn session_text(item: &SessionItem) -> String {
     };
     field(&mut out, "Stdout", &stream(item.stdout_bytes, item.stdout_truncated));
     field(&mut out, "Stderr", &stream(item.stderr_bytes, item.stderr_truncated));
-    field(&mut out, "Manifest", &format!("{} files given to the agent", detail.manifest.len()));
+    field(
+        &mut out,
+        "Manifest",
+        &format!("{} given to the agent", render::count(detail.manifest.len(), "file", "files")),
+    );
     for withheld in &detail.withheld {
         field(&mut out, "Withheld", &format!("{} ({})", withheld.path, withheld.reason));
     }
@@ -125,7 +132,15 @@ fn session_text(item: &SessionItem) -> String {
         field(&mut out, "Paused", if paused { "yes, before the export" } else { "no" });
     }
     if let Some(export) = &detail.export {
-        field(&mut out, "Export", &format!("{} files, {} bytes", export.files, export.bytes));
+        field(
+            &mut out,
+            "Export",
+            &format!(
+                "{}, {}",
+                render::count(export.files, "file", "files"),
+                render::count(export.bytes, "byte", "bytes")
+            ),
+        );
         for rejected in &export.rejected {
             field(&mut out, "Rejected", &format!("{} ({})", rejected.path, rejected.reason));
         }
@@ -308,7 +323,12 @@ pub async fn proposals_list(
                         p.id.clone(),
                         p.assignment.clone(),
                         p.state.to_string(),
-                        format!("{} files +{} -{}", p.files_changed, p.insertions, p.deletions),
+                        format!(
+                            "{} +{} -{}",
+                            render::count(p.files_changed, "file", "files"),
+                            p.insertions,
+                            p.deletions
+                        ),
                         p.base_commit.chars().take(12).collect(),
                         if p.flags.is_empty() {
                             "-".into()
@@ -363,7 +383,12 @@ pub async fn proposals_show(global: &Global, id: &str, format: Format) -> anyhow
                 ),
                 None => println!("State:       {} (only an operator's accept makes it a commit)", item.state),
             }
-            println!("Changes:     {} files, +{} -{}", item.files_changed, item.insertions, item.deletions);
+            println!(
+                "Changes:     {}, +{} -{}",
+                render::count(item.files_changed, "file", "files"),
+                item.insertions,
+                item.deletions
+            );
             println!("SHA-256:     {}", item.sha256);
             for finding in &findings {
                 println!("Finding:     {}", render::sanitize(&finding.to_string()));

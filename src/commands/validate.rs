@@ -23,9 +23,19 @@ pub fn run(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
             }
             let warnings = scanned.findings.len() - errors;
             if errors == 0 {
-                println!("valid: {} objects in {} files ({warnings} warnings)", scanned.objects.len(), scanned.files);
+                println!(
+                    "valid: {} in {} ({})",
+                    render::count(scanned.objects.len(), "object", "objects"),
+                    render::count(scanned.files, "file", "files"),
+                    render::count(warnings, "warning", "warnings")
+                );
             } else {
-                println!("invalid: {errors} errors, {warnings} warnings in {} files", scanned.files);
+                println!(
+                    "invalid: {}, {} in {}",
+                    render::count(errors, "error", "errors"),
+                    render::count(warnings, "warning", "warnings"),
+                    render::count(scanned.files, "file", "files")
+                );
             }
         }
     }

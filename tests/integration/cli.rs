@@ -22,7 +22,7 @@ fn quickstart_specs_validate() {
     let out = roundtable(&root, &["validate", "--dir", "examples/quickstart/.roundtable"]);
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     let shown = stdout(&out);
-    assert!(shown.contains("valid: 4 objects in 3 files (1 warnings)"), "{shown}");
+    assert!(shown.contains("valid: 4 objects in 3 files (1 warning)"), "{shown}");
     assert!(
         shown.contains("adapters.yaml:9:3: warning: spec.image: image roundtable-test/agent:latest is not pinned"),
         "{shown}"
@@ -89,8 +89,8 @@ fn oversized_and_non_utf8_files_are_refused() {
     let out = roundtable(tree.path(), &["validate", "--dir", "."]);
     assert_eq!(out.status.code(), Some(1));
     let shown = stdout(&out);
-    assert!(shown.contains("big.yaml:0:0: file is"), "{shown}");
-    assert!(shown.contains("latin1.yml:0:0: not valid UTF-8"), "{shown}");
+    assert!(shown.contains("big.yaml: file is"), "{shown}");
+    assert!(shown.contains("latin1.yml: not valid UTF-8"), "{shown}");
 }
 
 #[test]
@@ -100,6 +100,20 @@ fn missing_spec_directory_is_an_error() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stdout(&out).contains("spec directory not found"));
     assert!(!tree.path().join("nowhere").exists(), "validate creates nothing");
+}
+
+/// Outside any project, a listing does not print an empty table as if nothing had run here.
+#[test]
+fn listings_outside_any_project_say_there_is_none() {
+    let tree = spec_tree(&[]);
+    for listing in [["sessions", "list"], ["proposals", "list"]] {
+        let out = roundtable(tree.path(), &listing);
+        assert_eq!(out.status.code(), Some(1), "{listing:?}: {}", stdout(&out));
+        let said = stderr(&out);
+        assert!(said.contains("no Roundtable project here") && said.contains("roundtable init"), "{said}");
+        assert!(stdout(&out).is_empty(), "no table: {}", stdout(&out));
+    }
+    assert!(!tree.path().join(".roundtable").exists(), "a listing creates nothing");
 }
 
 #[test]
@@ -269,8 +283,8 @@ fn spec_files_outside_the_project_or_not_regular_are_refused_by_name_without_blo
         assert!(all.contains("pipe.yaml") && all.contains("a FIFO, not a regular file"), "{args:?}: {all}");
     }
     let shown = stdout(&roundtable_within(root, &["validate"], &[]));
-    assert!(shown.contains(".roundtable/leak.yaml:0:0: a symbolic link to a file outside the project root"), "{shown}");
-    assert!(shown.contains(".roundtable/pipe.yaml:0:0: a FIFO, not a regular file"), "{shown}");
+    assert!(shown.contains(".roundtable/leak.yaml: a symbolic link to a file outside the project root"), "{shown}");
+    assert!(shown.contains(".roundtable/pipe.yaml: a FIFO, not a regular file"), "{shown}");
 }
 
 #[test]

@@ -331,7 +331,7 @@ async fn sessions_show_prints_a_readable_block_and_json_on_request() {
         "Phase:       Succeeded".to_owned(),
         "Cause:       Exited".to_owned(),
         "Exit code:   0".to_owned(),
-        "Manifest:    1 files given to the agent".to_owned(),
+        "Manifest:    1 file given to the agent".to_owned(),
         "Self-check:  passed".to_owned(),
     ] {
         assert!(shown.lines().any(|l| l.starts_with(&line)), "no line {line:?} in:\n{shown}");
@@ -339,6 +339,11 @@ async fn sessions_show_prints_a_readable_block_and_json_on_request() {
     for label in ["Message:", "Base commit:", "Started:", "Finished:", "Timings:", "Export:"] {
         assert!(shown.lines().any(|l| l.starts_with(label)), "no {label} line in:\n{shown}");
     }
+    // The phases in the order they happened, not alphabetically.
+    let timings = shown.lines().find(|l| l.starts_with("Timings:")).unwrap_or_default();
+    let phases: Vec<&str> =
+        timings.trim_start_matches("Timings:").split(", ").filter_map(|p| p.split_whitespace().next()).collect();
+    assert_eq!(phases, ["provision", "launch", "selfCheck", "agent", "export", "cleanup", "patch"], "{timings}");
 
     let as_json = roundtable(root, &["sessions", "show", id, "--format", "json"]);
     let list = crate::support::json(&as_json);

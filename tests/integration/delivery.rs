@@ -167,7 +167,7 @@ async fn an_accepted_proposal_is_a_verified_signed_branch_and_secrets_stop_one()
     assert!(message("leaky").is_some_and(|m| m.contains("awaits review")), "{rows:#}");
     let stat = stdout(&roundtable(root, &["proposals", "diff", &id, "--stat"]));
     assert!(
-        stat.contains("README.md | +1 -0") && stat.contains("1 files changed, 1 insertions(+), 0 deletions(-)"),
+        stat.contains("README.md | +1 -0") && stat.contains("1 file changed, 1 insertion(+), 0 deletions(-)"),
         "{stat}"
     );
 

@@ -73,18 +73,11 @@ pub(crate) fn diff_lines(patch: &[u8]) -> Vec<DiffLine> {
         .collect()
 }
 
-/// The phases a session's timings name, in the order they happen.
-const PHASES: &[&str] = &["provision", "launch", "selfCheck", "proxy", "agent", "export", "patch", "cleanup"];
-
 /// A session's phases as an SVG timeline: one bar per phase, its width its share of the whole,
 /// labelled with its name and milliseconds. Every text in it is escaped here: the template
 /// includes it as markup.
 pub(crate) fn timeline_svg(timings: &BTreeMap<String, u64>) -> String {
-    let mut phases: Vec<(&str, u64)> =
-        PHASES.iter().filter_map(|phase| timings.get(*phase).map(|ms| (*phase, *ms))).collect();
-    phases.extend(
-        timings.iter().filter(|(name, _)| !PHASES.contains(&name.as_str())).map(|(name, ms)| (name.as_str(), *ms)),
-    );
+    let phases = roundtable_specs::session::in_phase_order(timings);
     if phases.is_empty() {
         return String::new();
     }

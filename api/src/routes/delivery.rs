@@ -130,9 +130,9 @@ pub(crate) async fn rejected(state: &ApiState, id: &str, reason: &str, by: &str)
     if let Some(decision) = already(state, id, ProposalState::Rejected).await? {
         return Ok(decision);
     }
-    let decision = state.service.reject_proposal(id, reason, by, key).await.map_err(refused)?;
-    refresh(state, id).await;
-    Ok(decision)
+    let rejected = state.service.reject_proposal(id, reason, by, key).await.map_err(refused)?;
+    refresh(state, &rejected.proposal).await;
+    Ok(rejected.decision)
 }
 
 pub async fn accept(
