@@ -144,11 +144,14 @@ pub enum Command {
     /// Print a shell's completion script: `source <(roundtable completion bash)`, or write it where
     /// the shell loads completions from (docs/cli.md).
     Completion {
+        /// The shell whose completion script to print.
         #[arg(value_enum)]
         shell: CompletionShell,
     },
     /// Print the combined JSON Schema, or write every schema into a directory.
     Schema {
+        /// Write every schema as its own file into this directory (the repository's `schemas/`
+        /// is made so) instead of printing the combined one.
         #[arg(long)]
         out: Option<PathBuf>,
     },
@@ -248,6 +251,7 @@ pub enum Command {
     /// task, earlier sessions and their resume commands, notes, claims, proposals. Claims of
     /// finished sessions are released.
     Resume {
+        /// The Assignment to resume (default: the one with the newest session).
         assignment: Option<String>,
         #[command(flatten)]
         format: FormatArg,
@@ -280,7 +284,10 @@ pub enum Command {
 pub enum StateCommand {
     /// Write a consistent copy of the state database to FILE (0600; never overwrites), safe
     /// while the daemon runs, and check it.
-    Backup { file: PathBuf },
+    Backup {
+        /// Where to write the copy (must not exist).
+        file: PathBuf,
+    },
     /// Copy the project's state (objects, conditions, events and the audit chain, sessions,
     /// proposals, the agents' board, overrides, probes, diagnostics) into another store, which
     /// must be empty: typically from the SQLite file to the PostgreSQL database several
@@ -331,6 +338,7 @@ pub struct GatewayServeArgs {
     /// One DNS lookup's deadline: every nameserver, resend and TCP retry is inside it.
     #[arg(long, default_value = "5s", value_parser = timeout)]
     pub dns_timeout: Duration,
+    /// One TCP connect to an upstream's address.
     #[arg(long, default_value = "10s", value_parser = timeout)]
     pub connect_timeout: Duration,
 }
@@ -341,12 +349,14 @@ pub enum SessionsCommand {
     List(FormatArg),
     /// One session: phase, cause, exit code, outputs, manifest, self-check, rejected entries.
     Show {
+        /// The session's ID, or a prefix of it that names one session (`sessions list` shows them).
         id: String,
         #[command(flatten)]
         format: FormatArg,
     },
     /// The captured stdout and stderr of a session.
     Logs {
+        /// The session's ID, or a prefix of it that names one session (`sessions list` shows them).
         id: String,
         /// Follow a running session's output as it comes, until it ends (from the daemon).
         #[arg(long, short = 'f')]
@@ -357,15 +367,19 @@ pub enum SessionsCommand {
     /// Record a session a provider CLI ran outside Roundtable, so `resume` can find it; with an
     /// external id and a resumable adapter, the resume command is filled from its resumePattern.
     Register {
+        /// The Assignment the session worked for.
         #[arg(long)]
         assignment: String,
+        /// The adapter whose CLI ran it.
         #[arg(long)]
         adapter: String,
         /// The provider's own session id (1 to 128 of A-Z, a-z, 0-9, '_', '-').
         #[arg(long)]
         external_id: Option<String>,
+        /// The model it ran with, when known.
         #[arg(long)]
         model: Option<String>,
+        /// The folder it ran in (what the resume command needs to run in again).
         #[arg(long)]
         working_dir: Option<String>,
         /// KEY=VALUE (repeatable).
@@ -390,6 +404,7 @@ pub enum ProposalsCommand {
     /// in a scratch index: HEAD, the index and the working tree are untouched), through the
     /// review gates, with signed provenance as a git note (docs/delivery.md).
     Accept {
+        /// The proposal's ID, or a prefix of it that names one proposal (`proposals list` shows them).
         id: String,
         /// The new branch (default: roundtable/ASSIGNMENT/PROPOSAL).
         #[arg(long)]
@@ -411,23 +426,34 @@ pub enum ProposalsCommand {
     },
     /// Rejects a pending proposal, with the reason (audited).
     Reject {
+        /// The proposal's ID, or a prefix of it that names one proposal (`proposals list` shows them).
         id: String,
+        /// Why (recorded with the decision and in the audit chain).
         #[arg(long)]
         reason: String,
     },
     /// The signed provenance (a DSSE envelope) of an accepted proposal.
-    Provenance { id: String },
+    Provenance {
+        /// The proposal's ID, or a prefix of it that names one proposal (`proposals list` shows them).
+        id: String,
+    },
     /// One proposal and its patch.
     Show {
+        /// The proposal's ID, or a prefix of it that names one proposal (`proposals list` shows them).
         id: String,
         #[command(flatten)]
         format: FormatArg,
     },
     /// Writes the patch to stdout (for `git apply`).
-    Export { id: String },
+    Export {
+        /// The proposal's ID, or a prefix of it that names one proposal (`proposals list` shows them).
+        id: String,
+    },
     /// The patch with names and content escaped for a terminal; `--stat`: files and line counts.
     Diff {
+        /// The proposal's ID, or a prefix of it that names one proposal (`proposals list` shows them).
         id: String,
+        /// Only the files and their line counts.
         #[arg(long)]
         stat: bool,
     },
@@ -440,7 +466,10 @@ pub enum ProvenanceCommand {
     /// Verifies a DSSE envelope offline against a public key; prints the key's id (computed from
     /// its bytes) and the statement's subjects.
     Verify {
+        /// The DSSE envelope (JSON), as `proposals provenance` prints it.
         file: PathBuf,
+        /// The public key to verify it with (securesystemslib's JSON form, as `provenance key`
+        /// prints it).
         #[arg(long)]
         public_key: PathBuf,
         /// The commit the statement must be about: the one whose note the envelope came from
@@ -465,6 +494,7 @@ pub enum AdaptersCommand {
     /// How an adapter is launched: argv, stdin, environment names (never values), the files
     /// written under /tmp/roundtable/, mounts.
     Plan {
+        /// The adapter's name.
         name: String,
         /// Plan for this Assignment's prompt and model.
         #[arg(long, conflicts_with = "prompt")]
@@ -480,6 +510,7 @@ pub enum AdaptersCommand {
     },
     /// Reads an agent's output on stdin; prints the session id and token usage it captures, or why none.
     Capture {
+        /// The adapter whose output format to read.
         name: String,
         /// The output was cut at the capture cap (its last partial line is never parsed).
         #[arg(long)]
@@ -494,6 +525,7 @@ pub enum AdmissionCommand {
     /// Re-derive NAME's evidence (a probe in its image, the contract, the transcript replay, the
     /// canary) and compare it with its sealed receipt. Exit 0 admitted, 1 refused, 2 unknown name.
     Check {
+        /// The adapter's name.
         name: String,
         /// Seal a fresh receipt from the live evidence first (a refusal is sealed too) and
         /// anchor it in the audit chain.
@@ -510,6 +542,7 @@ pub enum AdmissionCommand {
     /// Run NAME's canary (its contract's first transcript, launched for real in its image with no
     /// network) and attest the verdict for the image. Exit 0 green, 1 red.
     Canary {
+        /// The adapter's name.
         name: String,
         /// How long the attestation holds.
         #[arg(long, default_value = "24h", value_parser = period)]
@@ -524,8 +557,10 @@ pub enum AuditCommand {
     /// Verify the chain (or entries FROM..=TO) with the key; names the first bad sequence number.
     /// With --slice, verify an exported slice offline (no state store needed).
     Verify {
+        /// The first sequence number to verify (default: the first entry).
         #[arg(long)]
         from: Option<i64>,
+        /// The last sequence number to verify (default: the last entry).
         #[arg(long)]
         to: Option<i64>,
         /// A file written by `audit export`.
@@ -534,8 +569,10 @@ pub enum AuditCommand {
     },
     /// Write entries FROM..=TO as JSON lines (seq, prevMac, mac, entry) to stdout.
     Export {
+        /// The first sequence number to write.
         #[arg(long, default_value_t = 1)]
         from: i64,
+        /// The last sequence number to write (default: the last entry).
         #[arg(long, default_value_t = i64::MAX)]
         to: i64,
     },
@@ -546,6 +583,7 @@ pub enum McpCommand {
     /// Bridge stdio to the session's MCP socket, presenting $ROUNDTABLE_AGENT_CAPABILITY.
     /// Agent CLIs start this as their MCP server (it is what every manifest names).
     Stdio {
+        /// The session's MCP socket.
         #[arg(long, default_value = roundtable_specs::layout::MCP_SOCKET)]
         unix_socket: PathBuf,
     },
@@ -557,13 +595,16 @@ pub enum SandboxCommand {
     Init,
     /// The built-in mock agent: writes the prompt to roundtable-mock.md, prints a transcript.
     Mock {
+        /// The task file to read the prompt from.
         #[arg(long, default_value = roundtable_specs::layout::TASK)]
         brief: PathBuf,
     },
     /// Verify the hardening from inside a container; prints a JSON report, exits 1 on any mismatch.
     Check {
+        /// The user the process must run as.
         #[arg(long, default_value_t = 1000)]
         uid: u32,
+        /// The group the process must run as.
         #[arg(long, default_value_t = 1000)]
         gid: u32,
         /// Expected memory limit in bytes.
@@ -603,6 +644,7 @@ pub enum SandboxCommand {
     /// write failed as read-only.
     #[command(hide = true)]
     WriteProbe {
+        /// The folders to try.
         #[arg(required = true)]
         dirs: Vec<PathBuf>,
     },
@@ -757,4 +799,28 @@ fn key_value(text: &str) -> Result<(String, String), String> {
     text.split_once('=')
         .map(|(key, value)| (key.to_owned(), value.to_owned()))
         .ok_or_else(|| format!("{text:?} is not KEY=VALUE"))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    /// Every argument an operator can see says what it is in `--help`: no bare `<ID>`.
+    #[test]
+    fn every_visible_argument_has_help_text() {
+        fn undocumented(command: &clap::Command, path: &str, found: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+                if !arg.is_hide_set() && !builtin && arg.get_help().is_none() {
+                    found.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in command.get_subcommands().filter(|sub| !sub.is_hide_set()) {
+                undocumented(sub, &format!("{path} {}", sub.get_name()), found);
+            }
+        }
+        let mut found = Vec::new();
+        undocumented(&super::Cli::command(), "roundtable", &mut found);
+        assert!(found.is_empty(), "arguments without help text: {found:#?}");
+    }
 }
