@@ -74,7 +74,9 @@ impl Inner {
                 "the agent changed nothing; no proposal".into()
             } else {
                 format!(
-                    "no proposal: nothing the agent changed could be carried back ({refused} entries refused; see `sessions show`)"
+                    "no proposal: nothing the agent changed could be carried back ({}; `roundtable sessions show {}` lists them)",
+                    if refused == 1 { "1 entry refused".to_owned() } else { format!("{refused} entries refused") },
+                    session.id
                 )
             };
             return Ok(());

@@ -149,7 +149,15 @@ impl Inner {
         };
         record_run(session, &outcome, folder, &request.adapter);
         match ending_of(&outcome, self.stop_of(&session.id), request.timeout()) {
-            Some(ending) => Err(ending),
+            Some(mut ending) => {
+                // A failed run's output is where its reason is: say how to read it, as a
+                // success says where its proposal is.
+                let said_anything = outcome.stdout.total > 0 || outcome.stderr.total > 0;
+                if ending.phase == SessionPhase::Failed && said_anything {
+                    ending.message.push_str(&format!("; its output: `roundtable sessions logs {}`", session.id));
+                }
+                Err(ending)
+            }
             None => Ok(printed),
         }
     }

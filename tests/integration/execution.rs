@@ -102,6 +102,14 @@ async fn assignments_become_sessions_and_pending_proposals() {
     let failing: Vec<&Value> = sessions.iter().filter(|s| s["assignment"] == "failing").collect();
     assert_eq!(failing.len(), 2, "retries: 1 means two attempts");
     assert!(failing.iter().all(|s| s["exitCode"] == 3 && s["cause"] == "Exited"), "{failing:#?}");
+    // Its message says how to read what it said, naming the session.
+    for session in &failing {
+        let hint = format!(
+            "the agent exited with code 3; its output: `roundtable sessions logs {}`",
+            session["id"].as_str().unwrap_or("?")
+        );
+        assert_eq!(session["message"].as_str(), Some(hint.as_str()), "{session:#}");
+    }
     let slow = sessions.iter().find(|s| s["assignment"] == "slow").expect("slow");
     assert_eq!(slow["cause"], "TimedOut", "{slow:#}");
     let hog = sessions.iter().find(|s| s["assignment"] == "hog").expect("hog");
