@@ -183,7 +183,7 @@ type Finished<K, E> = (K, Result<Action, E>);
 
 impl<K, R> Controller<K, R>
 where
-    K: Clone + Eq + Hash + Ord + Debug + Send + Sync + 'static,
+    K: Clone + Eq + Hash + Ord + Debug + std::fmt::Display + Send + Sync + 'static,
     R: Reconciler<K>,
 {
     pub fn new(reconciler: Arc<R>, config: Config) -> (Self, Handle<K>) {
@@ -259,7 +259,7 @@ where
                 }
                 let outcome = ErrorOutcome { attempt, retry_in, stalled };
                 let message = roundtable_telemetry::error_chain(&failure);
-                tracing::warn!(key = ?key, attempt, stalled = stalled.is_some(), retry_in = ?retry_in, error = %message, "reconcile failed");
+                tracing::warn!(key = %key, attempt, stalled = stalled.is_some(), retry_in = ?retry_in, error = %message, "reconcile failed");
                 self.reconciler.on_failure(&key, &failure, outcome).await;
             }
         }
@@ -288,7 +288,7 @@ where
                 // Made before the spawn and moved in: an abort before the first poll drops it too.
                 let in_flight = InFlight::start();
                 // Every line the reconcile logs carries its key (JSON logs: `span`, `spans`).
-                let span = tracing::info_span!("reconcile", key = ?task_key);
+                let span = tracing::info_span!("reconcile", key = %task_key);
                 let handle = inflight.spawn(tracing::Instrument::instrument(
                     async move {
                         let _in_flight = in_flight;

@@ -141,7 +141,7 @@ async fn a_session_is_one_trace_from_its_reconcile_to_each_decision() {
     let tools = session_of("tools");
     let reconcile = by_id.get(tools["parent"].as_str().unwrap_or_default()).expect("the session's parent");
     assert_eq!(reconcile["name"], "reconcile", "a session starts in a reconcile: {reconcile}");
-    assert!(reconcile["attributes"]["key"].as_str().is_some_and(|k| k.contains("tools")), "{reconcile}");
+    assert_eq!(reconcile["attributes"]["key"], "Assignment/tools", "the key as a user writes it: {reconcile}");
     for phase in ["provision", "sandbox", "launch", "self_check", "agent", "export", "patch"] {
         let found = named(&spans, phase);
         assert!(
