@@ -338,6 +338,16 @@ async fn serve_api(
         token = %roundtable_api::auth::token_path(state_dir).display(),
         "API and admin MCP listening (the socket is the CLI's)"
     );
+    // Said whatever the log level: where an operator opens the review console.
+    let token = roundtable_api::auth::token_path(state_dir);
+    match &extra_address {
+        Some(address) => {
+            eprintln!("roundtable: the review console is at http://{address}/ui/ (its token is in {})", token.display())
+        }
+        None => eprintln!(
+            "roundtable: the review console is served over TCP only: pass --api-listen 127.0.0.1:PORT to open it in a browser"
+        ),
+    }
     if let Some(path) = &args.webhook_secret_file {
         tracing::info!(secret = %path.display(), "git webhook at POST /v1/hooks/git");
     }

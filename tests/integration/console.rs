@@ -83,6 +83,9 @@ async fn the_review_console_in_a_real_browser() {
     .await;
     let state = root.join(".roundtable/state");
     let address = std::fs::read_to_string(state.join("api-address")).expect("the API's address");
+    let said = std::fs::read_to_string(executions.path().join("daemon.log")).unwrap_or_default();
+    let url = format!("the review console is at http://{}/ui/", address.trim());
+    assert!(said.contains(&url), "start says where the console is: {said}");
     let id = |name: &str| proposal_of(root, name).expect("proposal")["id"].as_str().expect("id").to_owned();
     let (reviewed, plain) = (id("reviewed"), id("plain"));
     let artifacts = repo_root().join("target/console-artifacts");
