@@ -55,6 +55,9 @@ const CLASS_STEPS: usize = 4;
 /// The prefix of each other runtime class's line (`runtimeClass/runsc`).
 pub const RUNTIME_CLASS_PREFIX: &str = "runtimeClass/";
 
+/// The line's name after the prefix when the engine registers no runtime but its default.
+pub const OTHERS: &str = "others";
+
 /// Tries every step on `engine` under its default runtime, then each other runtime class it
 /// registered; `binary` is the controller's own static binary, `scratch` an empty private
 /// directory, where each trial makes an empty source (mounted read-only, as a session's) and a
@@ -69,6 +72,15 @@ pub async fn run(engine: &Engine, binary: &Path, scratch: &Path) -> Vec<FeatureC
         // The containerd shim names are the default runtime under another name.
         Some(name.as_str()) != runtimes.as_ref().map(|r| r.default.as_str()) && !name.starts_with("io.containerd.")
     });
+    let mut others = others.peekable();
+    if others.peek().is_none() {
+        // Nothing to try: say so, and how an operator adds the usual other one.
+        let default = runtimes.as_ref().map_or("its default", |r| r.default.as_str());
+        let said = format!(
+            "the engine registers no runtime but {default}: to run Adapters under gVisor, install runsc and register it in the engine's daemon.json with runtimeArgs [\"--network=none\", \"--host-uds=open\"] (docs/runtime-classes.md), then set an Adapter's runtimeClass: runsc"
+        );
+        checks.push(check(&format!("{RUNTIME_CLASS_PREFIX}{OTHERS}"), Err(said)));
+    }
     for name in others {
         if let Some(why) = runtimes.as_ref().and_then(|r| r.choice_ignored.as_ref()) {
             let said = format!("not tried: {why}, so a container asking for {name} runs under the default");

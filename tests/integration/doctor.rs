@@ -52,6 +52,13 @@ async fn doctor_proves_each_feature_by_doing_it_and_leaves_nothing() {
     assert!(checked.contains("confirmed") && checked.contains("must show the host's kernel"), "{features:#?}");
     assert!(feature(&features, "hostSockets").2.contains("connected from inside"), "{features:#?}");
     assert!(feature(&features, "archive").2.contains("read it back unchanged"), "{features:#?}");
+    // An engine with only its default runtime: doctor says how to add gVisor (informational).
+    let classes: Vec<&String> =
+        features.iter().map(|(name, _, _)| name).filter(|n| n.starts_with("runtimeClass/")).collect();
+    if classes.iter().all(|name| name.as_str() == "runtimeClass/others") {
+        let (_, available, said) = feature(&features, "runtimeClass/others");
+        assert!(!available && said.contains("no runtime but runc") && said.contains("install runsc"), "{said}");
+    }
     let left = engine.labelled("doctor").await.expect("list");
     assert!(left.is_empty(), "the doctor left {left:?}");
 }
