@@ -127,7 +127,8 @@ impl Inner {
                 sha256: &proposal.sha256,
                 flags: &proposal.flags,
             };
-            self.audit(&proposal.id, &record).await;
+            // Filed under the proposal, as the events table shows it: a bare ID reads as a session's.
+            self.audit(&format!("Proposal/{}", proposal.id), &record).await;
             tracing::info!(proposal = %proposal.id, sha256 = %proposal.sha256, flags = proposal.flags.len(), "proposal recorded");
         }
         Ok(inserted)

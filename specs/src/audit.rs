@@ -169,7 +169,7 @@ impl AuditRecord for CapabilityRevoked<'_> {
 
 // === proposals ===
 
-/// `proposal.submitted`, under the proposal's id.
+/// `proposal.submitted`, under `Proposal/<id>`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProposalSubmitted<'a> {

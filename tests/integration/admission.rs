@@ -435,6 +435,9 @@ async fn warn_records_the_refusal_and_runs() {
     for kind in ["session.started", "session.ended", "reconcile.event", "proposal.submitted", "operator.reconcile"] {
         assert!(chain.contains(&format!(r#"\"kind\":\"{kind}\""#)), "{kind} is in the chain: {chain}");
     }
+    // A proposal's entry is filed under the proposal, not read as a session's.
+    let submitted = chain.lines().find(|line| line.contains(r#"\"kind\":\"proposal.submitted\""#)).unwrap_or_default();
+    assert!(submitted.contains(r#"\"subject\":\"Proposal/"#), "{submitted}");
     // Reconcile events in the chain still read as themselves in `describe`.
     let described = stdout(&roundtable(root, &["describe", "Assignment/warned"]));
     assert!(described.contains("SpecChanged") && described.contains("ExecutionQueued"), "{described}");
