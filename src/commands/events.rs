@@ -16,7 +16,9 @@ pub async fn run(global: &Global, object: Option<&str>, limit: usize, format: Fo
     let service = open_for_reading(global).await?;
     let items: Vec<EventItem> = match object {
         Some(object) => match service.describe(&parse_key(object)?).await {
-            Ok(item) => item.events.into_iter().take(limit).collect(),
+            // `describe` keeps them oldest first; here they read as every listing does, newest
+            // first, and `--limit` keeps the newest.
+            Ok(item) => item.events.into_iter().rev().take(limit).collect(),
             Err(error @ ServiceError::UnknownObject { .. }) => {
                 eprintln!("error: {error}");
                 return Ok(ExitCode::from(1));

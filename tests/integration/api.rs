@@ -212,6 +212,15 @@ async fn the_api_serves_reads_writes_and_mcp_behind_the_operator_token() {
     let objects: Vec<&str> =
         work["items"].as_array().expect("items").iter().filter_map(|e| e["object"].as_str()).collect();
     assert!(!objects.is_empty() && objects.iter().all(|o| *o == "Assignment/work"), "{objects:?}");
+    // One order everywhere: newest first, and `--limit` keeps the newest.
+    let at: Vec<&str> = work["items"].as_array().expect("items").iter().filter_map(|e| e["at"].as_str()).collect();
+    assert!(at.len() > 1 && at.windows(2).all(|pair| pair[0] >= pair[1]), "newest first: {at:?}");
+    let newest: Value = serde_json::from_str(&stdout(&roundtable(
+        root,
+        &["events", "Assignment/work", "--limit", "1", "--format", "json"],
+    )))
+    .expect("json");
+    assert_eq!(newest["items"][0], work["items"][0], "--limit 1 keeps the newest");
     let text = stdout(&roundtable(root, &["events", "--limit", "2"]));
     assert_eq!(text.lines().count(), 3, "a header and two events: {text}");
     assert!(text.starts_with("AGE") && text.contains("OBJECT"), "{text}");
