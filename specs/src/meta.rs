@@ -31,6 +31,30 @@ impl Kind {
     pub fn parse(text: &str) -> Option<Kind> {
         Kind::ALL.into_iter().find(|kind| kind.as_str() == text)
     }
+
+    /// The kind as a command line may name it, as kubectl reads resource names: the kind in any
+    /// case, its plural, or its short name (`assignment`, `assignments`, `asg`; `adapters`, `ad`;
+    /// `admissionpolicies`, `ap`).
+    pub fn from_command_line(text: &str) -> Option<Kind> {
+        let text = text.to_ascii_lowercase();
+        Kind::ALL.into_iter().find(|kind| {
+            let singular = kind.as_str().to_ascii_lowercase();
+            let plural = match kind {
+                Kind::AdmissionPolicy => "admissionpolicies".to_owned(),
+                _ => format!("{singular}s"),
+            };
+            [singular, plural, kind.short_name().to_owned()].contains(&text)
+        })
+    }
+
+    /// The kind's short name on a command line.
+    pub fn short_name(self) -> &'static str {
+        match self {
+            Kind::Adapter => "ad",
+            Kind::Assignment => "asg",
+            Kind::AdmissionPolicy => "ap",
+        }
+    }
 }
 
 impl fmt::Display for Kind {
@@ -64,10 +88,11 @@ impl ObjectKey {
         Self { kind, name: name.into() }
     }
 
-    /// Parses `Kind/name`; the kind is matched case-insensitively, the name exactly.
+    /// Parses `Kind/name`; the kind is matched as [`Kind::from_command_line`] reads it (any
+    /// case, plural or short name), the name exactly.
     pub fn parse(text: &str) -> Option<Self> {
         let (kind, name) = text.split_once('/')?;
-        let kind = Kind::ALL.into_iter().find(|k| k.as_str().eq_ignore_ascii_case(kind))?;
+        let kind = Kind::from_command_line(kind)?;
         (!name.is_empty()).then(|| Self::new(kind, name))
     }
 }
@@ -88,6 +113,16 @@ mod tests {
         assert_eq!(key, ObjectKey::new(Kind::Assignment, "fix-typo"));
         assert_eq!(key.to_string(), "Assignment/fix-typo");
         assert_eq!(ObjectKey::parse("Adapter/Qwen CLI").map(|k| k.name), Some("Qwen CLI".into()));
+        for (written, kind) in [
+            ("assignments/fix-typo", Kind::Assignment),
+            ("asg/fix-typo", Kind::Assignment),
+            ("ADAPTERS/fix-typo", Kind::Adapter),
+            ("ap/fix-typo", Kind::AdmissionPolicy),
+            ("admissionpolicies/fix-typo", Kind::AdmissionPolicy),
+        ] {
+            assert_eq!(ObjectKey::parse(written), Some(ObjectKey::new(kind, "fix-typo")), "{written}");
+        }
+        assert_eq!(ObjectKey::parse("assignmentss/fix-typo"), None);
         assert!(ObjectKey::parse("Widget/x").is_none());
         assert!(ObjectKey::parse("Adapter/").is_none());
     }

@@ -225,6 +225,15 @@ async fn the_api_serves_reads_writes_and_mcp_behind_the_operator_token() {
     assert_eq!(text.lines().count(), 3, "a header and two events: {text}");
     assert!(text.starts_with("AGE") && text.contains("OBJECT"), "{text}");
     assert_eq!(roundtable(root, &["events", "Assignment/nope"]).status.code(), Some(1));
+    // As kubectl reads them: a plural or a short name names the same object.
+    let described = crate::support::json(&roundtable(root, &["describe", "Assignment/work", "--format", "json"]));
+    for written in ["assignments/work", "asg/work"] {
+        let same = roundtable(root, &["describe", written, "--format", "json"]);
+        assert!(same.status.success(), "{written}: {}", stderr(&same));
+        let same = crate::support::json(&same);
+        assert_eq!(described["items"][0]["status"]["name"], same["items"][0]["status"]["name"], "{written}");
+        assert_eq!(same["items"][0]["status"]["kind"], "Assignment", "{written}");
+    }
 
     // The admin MCP endpoint.
     let initialized = api.mcp(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#).json();
