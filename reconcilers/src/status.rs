@@ -197,9 +197,16 @@ fn describe_change(change: &Change) -> String {
             };
             format!("condition {} = {status} ({})", condition.type_, condition.reason)
         }
-        Change::RecordStatus(status) => {
-            format!("record status {}", status.as_deref().unwrap_or("null"))
-        }
+        // The fields it records, not the whole document (a thousand characters for an Adapter):
+        // `describe` shows the values.
+        Change::RecordStatus(None) => "clear the recorded status".into(),
+        Change::RecordStatus(Some(status)) => match serde_json::from_str::<serde_json::Value>(status) {
+            Ok(serde_json::Value::Object(fields)) => {
+                let names: Vec<&str> = fields.keys().map(String::as_str).collect();
+                format!("record status ({})", names.join(", "))
+            }
+            _ => format!("record status ({} bytes)", status.len()),
+        },
         Change::ObserveGeneration(generation) => format!("observe generation {generation}"),
         Change::Forget => "clean up and forget".into(),
         Change::PullImage { reference } => format!("pull image {reference} in the background"),
