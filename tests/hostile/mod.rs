@@ -10,4 +10,5 @@ mod provenance;
 mod pull;
 mod runtime;
 mod secrets_gate;
+mod seed;
 mod webhook;

@@ -194,6 +194,19 @@ struct Named {
     path: String,
 }
 
+/// Why `path` (as a tree lists it) is not a plain relative path of named parts, if it is not: an
+/// empty part, `.` or `..`, or a leading `/`.
+fn not_a_plain_path(path: &[u8]) -> Option<&'static str> {
+    if path.first() == Some(&b'/') {
+        return Some("an absolute path");
+    }
+    path.split(|b| *b == b'/').find_map(|part| match part {
+        b"" => Some("an empty part in the path"),
+        b"." | b".." => Some("'.' or '..' in the path"),
+        _ => None,
+    })
+}
+
 /// Whether `entry` lies under the readable path `scope` (a file, or a folder with or without `/`).
 fn within(path: &str, scope: &str) -> bool {
     let scope = scope.trim_end_matches('/').trim_start_matches("./");
@@ -226,6 +239,14 @@ pub fn export(
             let path = crate::extract::escape_name(&raw.path);
             let reason = format!("{problem}: not provided; proposals leave it unchanged");
             withheld.push(WithheldFile { path, reason });
+            continue;
+        }
+        // git stores a tree entry named `..` or `.` when its objects are written by hand, and
+        // `ls-tree` lists it as is: joined to the destination, it would write outside it.
+        if let Some(problem) = not_a_plain_path(&raw.path) {
+            let path = crate::extract::escape_name(&raw.path);
+            withheld
+                .push(WithheldFile { path, reason: format!("{problem}: not provided; proposals leave it unchanged") });
             continue;
         }
         let entry = Named {

@@ -69,8 +69,11 @@ pub(crate) async fn seed_workspace(
     let seeded = archived?;
     let Err(error) = uploaded else { return Ok(seeded) };
     let error = engine_error("upload the workspace")(error);
+    // An engine that refuses an archive answers and closes the connection while the body is
+    // still being sent, which reads like an engine gone: only one that no longer answers is.
     if let RuntimeError::Engine { source, .. } = &error
         && engine_gone_in(source)
+        && docker.ping().await.is_err()
     {
         return Err(WorkspaceSeedError::Engine(error));
     }
@@ -92,6 +95,11 @@ fn workspace_archive(source: &Path, owner: (u32, u32), out: Chunks) -> Result<Se
         header.set_size(size);
         header
     };
+    // The engine guesses an upload's compression from its first bytes, which are the first
+    // entry's name: a file named `BZh…` made it read the archive as bzip2. The workspace itself
+    // comes first, so they are always `./`.
+    let mut top = header(FOLDER_MODE, 0, tar::EntryType::Directory);
+    builder.append_data(&mut top, "./", io::empty()).map_err(failed("upload", source))?;
     walk(source, |entry| {
         match entry {
             SeedEntry::Folder(relative) => {
@@ -233,6 +241,7 @@ mod tests {
             archive.extend_from_slice(&chunk.expect("a chunk"));
         }
         let seeded = archiving.join().expect("thread").expect("archive");
+        assert!(archive.starts_with(b"./\0"), "the first bytes are the workspace's own entry, whatever the names");
         assert_eq!(seeded, Seeded { files: 2, bytes: big.len() as u64 + 10 });
         let mut entries = tar::Archive::new(archive.as_slice());
         let mut seen = Vec::new();
@@ -252,6 +261,7 @@ mod tests {
         assert_eq!(
             seen,
             [
+                ("./".to_owned(), 0o755, tar::EntryType::Directory),
                 ("big.bin".to_owned(), 0o644, tar::EntryType::Regular),
                 ("src".to_owned(), 0o755, tar::EntryType::Directory),
                 ("src/deep".to_owned(), 0o755, tar::EntryType::Directory),
