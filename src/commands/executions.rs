@@ -13,6 +13,7 @@ use crate::commands::state::open_for_reading;
 use crate::render;
 
 pub async fn sessions_list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
+    crate::commands::state::refuse_outside_a_project(global)?;
     let items = open_for_reading(global).await?.sessions().await?;
     match format {
         Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(items))?),
@@ -311,6 +312,7 @@ pub async fn proposals_list(
     state: Option<roundtable_specs::session::ProposalState>,
     format: Format,
 ) -> anyhow::Result<ExitCode> {
+    crate::commands::state::refuse_outside_a_project(global)?;
     let mut items = open_for_reading(global).await?.proposals().await?;
     items.retain(|item| state.is_none_or(|state| item.state == state));
     match format {

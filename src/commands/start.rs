@@ -98,6 +98,7 @@ pub async fn run(global: &Global, args: &StartArgs) -> anyhow::Result<ExitCode> 
     register_metrics();
     let link = roundtable_daemon::DaemonLink::default();
     let api = serve_api(args, (&store, &runtime), &link, &execution, hook).await?;
+    announce_console(global, api.console.as_deref(), &execution.project.state_dir);
     match runtime.health().await {
         Ok(health) => {
             tracing::info!(endpoint = %health.endpoint, version = %health.version, "connected to the container engine")
@@ -241,6 +242,8 @@ struct ServedApi {
     socket: PathBuf,
     /// Keeps the status view current; dropped first on stop, which ends every watch.
     status: roundtable_api::status_view::Refresher,
+    /// The review console's URL, when the API is served over TCP.
+    console: Option<String>,
 }
 
 impl ServedApi {
@@ -260,6 +263,21 @@ impl ServedApi {
 
 /// Binds the API before the daemon starts (a taken port fails `start` at once), and serves it
 /// beside the daemon: always on the CLI's private socket, and on `--api-listen` when given.
+/// Where an operator opens the review console: said on stderr whatever the log level, except
+/// where stderr carries JSON lines only (there it is logged).
+fn announce_console(global: &Global, console: Option<&str>, state_dir: &std::path::Path) {
+    let token = roundtable_api::auth::token_path(state_dir);
+    let said = match console {
+        Some(url) => format!("the review console is at {url} (its token is in {})", token.display()),
+        None => "the review console is served over TCP only: pass --api-listen 127.0.0.1:PORT to open it in a browser"
+            .to_owned(),
+    };
+    match global.log_format {
+        crate::cli::LogFormat::Json => tracing::info!(console = console.unwrap_or_default(), "{said}"),
+        crate::cli::LogFormat::Text => eprintln!("roundtable: {said}"),
+    }
+}
+
 async fn serve_api(
     args: &StartArgs,
     (store, runtime): (&Store, &std::sync::Arc<dyn roundtable_session_runtime::SessionRuntime>),
@@ -338,16 +356,6 @@ async fn serve_api(
         token = %roundtable_api::auth::token_path(state_dir).display(),
         "API and admin MCP listening (the socket is the CLI's)"
     );
-    // Said whatever the log level: where an operator opens the review console.
-    let token = roundtable_api::auth::token_path(state_dir);
-    match &extra_address {
-        Some(address) => {
-            eprintln!("roundtable: the review console is at http://{address}/ui/ (its token is in {})", token.display())
-        }
-        None => eprintln!(
-            "roundtable: the review console is served over TCP only: pass --api-listen 127.0.0.1:PORT to open it in a browser"
-        ),
-    }
     if let Some(path) = &args.webhook_secret_file {
         tracing::info!(secret = %path.display(), "git webhook at POST /v1/hooks/git");
     }
@@ -359,5 +367,6 @@ async fn serve_api(
             roundtable_api::serve(bound, state, async move { stop.cancelled().await }).await;
         }));
     }
-    Ok(ServedApi { stop, tasks, socket, status: refresher })
+    let console = extra_address.map(|address| format!("http://{address}/ui/"));
+    Ok(ServedApi { stop, tasks, socket, status: refresher, console })
 }

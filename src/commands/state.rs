@@ -24,8 +24,15 @@ pub async fn runtime() -> Arc<dyn SessionRuntime> {
 /// The project's service; its store if it exists, else an empty in-memory one (so a fresh
 /// project shows everything as not yet recorded, and nothing is created on disk).
 pub async fn open_for_reading(global: &Global) -> anyhow::Result<Service> {
+    let service = Service::open_for_reading(global.project()?, runtime().await).await?;
+    let (key, missing) = anchor_key(global);
+    Ok(service.with_anchor_key(key, missing))
+}
+
+/// For a listing of what ran (sessions, proposals): outside any project (no spec directory and
+/// no state store) an empty table would read as "nothing has run here", so it is refused.
+pub fn refuse_outside_a_project(global: &Global) -> anyhow::Result<()> {
     let project = global.project()?;
-    // Outside any project an empty listing would read as "nothing has run here".
     let no_database = matches!(&project.store, roundtable_store::StoreUrl::Sqlite(file) if !file.exists());
     if !project.spec_dir.exists() && no_database {
         anyhow::bail!(
@@ -33,9 +40,7 @@ pub async fn open_for_reading(global: &Global) -> anyhow::Result<Service> {
             std::path::absolute(&project.spec_dir).unwrap_or_else(|_| project.spec_dir.clone()).display()
         );
     }
-    let service = Service::open_for_reading(project, runtime().await).await?;
-    let (key, missing) = anchor_key(global);
-    Ok(service.with_anchor_key(key, missing))
+    Ok(())
 }
 
 /// The project's service with its store created if missing (commands that write state).
