@@ -6,11 +6,13 @@ pub mod adapter;
 pub mod assignment;
 pub mod backend;
 pub mod conditions;
+pub mod dependents;
 pub mod desired;
 pub mod prune;
 pub mod reconcile;
 pub mod request;
 pub mod status;
 
+pub use dependents::Dependents;
 pub use reconcile::ObjectReconciler;
 pub use request::{ActiveRun, ExecutionRequest, RUNNING_RECHECK};
