@@ -1,40 +1,51 @@
 #!/usr/bin/env bash
 # Idle daemon cost: the CPU time and memory of `roundtable start` over a quiet window, with
 # nothing running and nothing changing. Prints figures, asserts nothing.
-# Usage: benches/idle.sh [SHAPE] [OBJECTS...]
-#   SHAPE is `quickstart` (the quickstart's few objects; builds the test images), or one of these
-#   projects of N objects, half disabled Adapters and half Assignments naming them (the project
-#   benches/api.sh measures), the Assignments:
-#     suspended  spec.suspend: true (the default shape)
+# Usage: benches/idle.sh N [SHAPE]
+#   N: how many objects (20, 1000, 10000 and 100000 are the sizes issue 50 names), half disabled
+#   Adapters and half Assignments naming them (the project benches/api.sh measures), or
+#   `quickstart` for the quickstart's few objects (builds the test images). The Assignments are
+#   in SHAPE, or in each shape in turn when SHAPE is left out:
+#     suspended  spec.suspend: true
 #     waiting    waiting for their Adapter, which is disabled
 #     finished   each with a Succeeded session
 #     failed     each with a Failed session and no retry left
 #     stalled    each with a stored spec that no longer reads, so the daemon stalls it at once
-#   OBJECTS: how many, one run each (default: 20 1000 10000 100000).
-#   WINDOW=SECONDS: the quiet window (default 30). ROUNDTABLE_BIN=PATH: measure that binary
-#   (default: built here, in $CARGO_TARGET_DIR when it is set).
+#   WINDOW=SECONDS: the quiet window (default 30). SETTLE=SECONDS: the wait after the first pass
+#   (default 15). ROUNDTABLE_BIN=PATH: measure that binary (default: this tree's release build,
+#   in $CARGO_TARGET_DIR when it is set).
+#   ROUNDTABLE_BENCH_SMOKE=1: a run of seconds on the debug build (N defaults to 20, the window
+#   to 3 s, the settling to 1 s), to show the bench still works; its figures mean nothing.
 # Each run starts the daemon on a fresh project, waits until every object has been reconciled
-# once (its first condition written), lets it settle for SETTLE seconds (default 15), then reads
-# its CPU time, its store round trips and reconciles (from /metrics, when the binary has them),
-# RSS and peak RSS (VmHWM) over the window.
+# once (its first condition written), lets it settle, then reads its CPU time, its store round
+# trips and reconciles (from /metrics) and its RSS and peak RSS (VmHWM) over the window. The
+# periodic resync (10 min) does not fall in the window: these are the figures between resyncs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 here=$PWD
-shape=${1:-suspended}
-shift || true
-sizes=("$@")
-[ ${#sizes[@]} -gt 0 ] || sizes=(20 1000 10000 100000)
-window=${WINDOW:-30}
-settle=${SETTLE:-15}
-case "$shape" in
-  quickstart|suspended|waiting|finished|failed|stalled) ;;
-  *) echo "idle.sh: unknown shape $shape (quickstart, suspended, waiting, finished, failed, stalled)" >&2; exit 2 ;;
+smoke=${ROUNDTABLE_BENCH_SMOKE:-0}
+if [ "$smoke" = 1 ]; then n=${1:-20}; window=${WINDOW:-3}; settle=${SETTLE:-1}; else n=${1:?usage: benches/idle.sh N [SHAPE]}; window=${WINDOW:-30}; settle=${SETTLE:-15}; fi
+all_shapes=(suspended waiting finished failed stalled)
+if [ -n "${2:-}" ]; then shapes=("$2"); else shapes=("${all_shapes[@]}"); fi
+for shape in "${shapes[@]}"; do
+  case "$shape" in
+    suspended|waiting|finished|failed|stalled) ;;
+    *) echo "idle.sh: unknown shape $shape (${all_shapes[*]})" >&2; exit 2 ;;
+  esac
+done
+case "$n" in
+  quickstart) ;;
+  *[!0-9]*|"") echo "idle.sh: N is a number of objects or quickstart, not $n" >&2; exit 2 ;;
 esac
+target_dir=${CARGO_TARGET_DIR:-$here/target}/x86_64-unknown-linux-gnu
 if [ -n "${ROUNDTABLE_BIN:-}" ]; then
   bin=$ROUNDTABLE_BIN
+elif [ "$smoke" = 1 ]; then
+  cargo build --quiet --bin roundtable
+  bin=$target_dir/debug/roundtable
 else
   cargo build --quiet --release --bin roundtable
-  bin=${CARGO_TARGET_DIR:-$here/target}/x86_64-unknown-linux-gnu/release/roundtable
+  bin=$target_dir/release/roundtable
 fi
 export GIT_CONFIG_GLOBAL=/dev/null GIT_AUTHOR_NAME=b GIT_AUTHOR_EMAIL=b@b GIT_COMMITTER_NAME=b GIT_COMMITTER_EMAIL=b@b
 hz=$(getconf CLK_TCK)
@@ -165,8 +176,8 @@ measure() {
 }
 
 echo "binary: $bin ($("$bin" --version))"
-if [ "$shape" = quickstart ]; then
+if [ "$n" = quickstart ]; then
   run_quickstart
 else
-  for n in "${sizes[@]}"; do run_objects "$n"; done
+  for shape in "${shapes[@]}"; do run_objects "$n"; done
 fi
