@@ -9,8 +9,8 @@ use roundtable_specs::adapter::{Capability, ResolvedAdapter};
 use roundtable_specs::events::Reason;
 use roundtable_specs::output::Condition;
 use roundtable_store::{
-    AdapterState, ExecutionState, Identity, Lease, LeaseRecord, NewEvent, ObjectRecord, Observation, ProposalRecord,
-    Reads, SessionRecord, Severity, Store,
+    AdapterState, ExecutionState, Further, Identity, Lease, LeaseRecord, NewEvent, ObjectRecord, Observation,
+    ProposalRecord, SessionRecord, Severity, Store,
 };
 
 use crate::request::{ActiveRun, ExecutionRequest};
@@ -97,32 +97,39 @@ pub trait StatusBackend: Send + Sync + 'static {
         async { Ok(None) }
     }
 
-    /// Everything one reconcile reads of the store, as `reads` names it. The state store answers
-    /// in one round trip; this default asks the methods above one by one (test fakes).
-    fn observe(&self, reads: Reads<'_>) -> impl Future<Output = Result<Observation, BackendError>> + Send {
+    /// Everything one reconcile reads of the store: the object `key`, then what `then` asks for
+    /// once it has seen the object's record (see `Store::observe_with`), with `then`'s answer.
+    /// The state store answers in one round trip; this default asks the methods above one by one
+    /// (test fakes).
+    fn observe_with<T: Send>(
+        &self,
+        key: &ObjectKey,
+        then: impl FnOnce(Option<&ObjectRecord>) -> (Further, T) + Send,
+    ) -> impl Future<Output = Result<(Observation, T), BackendError>> + Send {
         async move {
-            let record = self.object(reads.key).await?;
-            let conditions = self.conditions(reads.key).await?;
-            let execution = match reads.execution {
-                Some(execution) => Some(ExecutionState {
-                    lease: self.lease(execution.uid).await?,
-                    sessions: self.sessions(execution.uid).await?,
-                    proposal: self.proposal(execution.uid, execution.generation).await?,
+            let record = self.object(key).await?;
+            let (further, answer) = then(record.as_ref());
+            let conditions = self.conditions(key).await?;
+            let execution = match &further.execution {
+                Some((uid, generation)) => Some(ExecutionState {
+                    lease: self.lease(uid).await?,
+                    sessions: self.sessions(uid).await?,
+                    proposal: self.proposal(uid, *generation).await?,
                 }),
                 None => None,
             };
-            let adapter = match reads.adapter {
+            let adapter = match further.adapter.as_deref() {
                 Some(name) => {
-                    let key = ObjectKey::new(roundtable_specs::Kind::Adapter, name);
+                    let adapter_key = ObjectKey::new(roundtable_specs::Kind::Adapter, name);
                     Some(AdapterState {
-                        record: self.object(&key).await?,
-                        conditions: self.conditions(&key).await?,
+                        record: self.object(&adapter_key).await?,
+                        conditions: self.conditions(&adapter_key).await?,
                         agent_override: self.agent_override(name).await?,
                     })
                 }
                 None => None,
             };
-            Ok(Observation { record, conditions, adapter, execution })
+            Ok((Observation { record, conditions, adapter, execution }, answer))
         }
     }
 }
@@ -302,8 +309,12 @@ impl StatusBackend for Store {
         Ok(self.execution_lease(assignment_uid).await?)
     }
 
-    async fn observe(&self, reads: Reads<'_>) -> Result<Observation, BackendError> {
-        Ok(Store::observe(self, reads).await?)
+    async fn observe_with<T: Send>(
+        &self,
+        key: &ObjectKey,
+        then: impl FnOnce(Option<&ObjectRecord>) -> (Further, T) + Send,
+    ) -> Result<(Observation, T), BackendError> {
+        Ok(Store::observe_with(self, key, then).await?)
     }
 }
 

@@ -10,7 +10,7 @@ use roundtable_specs::output::{Condition, ConditionStatus};
 use roundtable_specs::{Kind, ObjectKey};
 
 use roundtable_specs::adapter::ResolvedAdapter;
-use roundtable_store::{AdapterState, ExecutionReads, Reads, Store};
+use roundtable_store::{AdapterState, Further, Observation, Store};
 
 use roundtable_admission::GateOutcome;
 
@@ -121,19 +121,33 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
         Self { status, images, audit, executions, dependents: Dependents::default() }
     }
 
+    /// What to read beside `desired`'s own object: the adapter it is or names, and an
+    /// Assignment's execution. An Assignment is recorded among its Adapter's dependents here,
+    /// before the adapter is read, so a change the Adapter writes after that read wakes it (and
+    /// one written before it is what the read finds).
+    fn further(&self, desired: &Desired) -> Further {
+        match &desired.spec {
+            Spec::Adapter(_) => Further { adapter: Some(desired.metadata.name.clone()), execution: None },
+            Spec::Assignment(spec) => {
+                self.dependents.record(&desired.key.name, &spec.adapter);
+                let generation = desired.execution_generation.unwrap_or(1);
+                Further { adapter: Some(spec.adapter.clone()), execution: Some((desired.uid.clone(), generation)) }
+            }
+            Spec::AdmissionPolicy(_) => Further::default(),
+        }
+    }
+
     /// Reads the store (in one round trip) and the engine for `desired`; writes nothing.
     pub async fn observe(&self, desired: &Desired) -> Result<Observed, Error> {
+        let further = self.further(desired);
+        let (found, ()) = self.status.observe_with(&desired.key, |_| (further, ())).await?;
+        self.observed(desired, found).await
+    }
+
+    /// Reads the engine for `desired`, given what the store holds of it (`found`, read with
+    /// [`Self::further`]); writes nothing.
+    async fn observed(&self, desired: &Desired, found: Observation) -> Result<Observed, Error> {
         let generation = desired.execution_generation.unwrap_or(1);
-        let (adapter_name, execution) = match &desired.spec {
-            Spec::Adapter(_) => (Some(desired.metadata.name.as_str()), None),
-            Spec::Assignment(spec) => {
-                // Before the adapter is read: a change the Adapter writes after this read wakes it.
-                self.dependents.record(&desired.key.name, &spec.adapter);
-                (Some(spec.adapter.as_str()), Some(ExecutionReads { uid: &desired.uid, generation }))
-            }
-            Spec::AdmissionPolicy(_) => (None, None),
-        };
-        let found = self.status.observe(Reads { key: &desired.key, adapter: adapter_name, execution }).await?;
         let (record, conditions) = (found.record, found.conditions);
         let (adapter_state, execution) = (found.adapter.unwrap_or_default(), found.execution.unwrap_or_default());
         let agent_override = match &desired.spec {
@@ -402,10 +416,22 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Recon
     type Error = Error;
 
     async fn reconcile(&self, key: &ObjectKey) -> Result<Action, Error> {
-        let Some(record) = self.status.object(key).await? else {
+        // The record, and what it says to read beside it, in one round trip.
+        let (found, desired) = self
+            .status
+            .observe_with(key, |record| match record {
+                Some(record) if record.deleted_at.is_none() => match Desired::from_record(record) {
+                    Ok(desired) => (self.further(&desired), Some(Ok(desired))),
+                    Err(corrupt) => (Further::default(), Some(Err(corrupt))),
+                },
+                _ => (Further::default(), None),
+            })
+            .await?;
+        if found.record.is_none() {
             return Ok(Action::await_change());
-        };
-        if record.deleted_at.is_some() {
+        }
+        // A record without desired state is a tombstone.
+        let Some(desired) = desired else {
             // Cleanup: a removed Assignment's execution is cancelled before it is forgotten.
             if key.kind == Kind::Assignment {
                 self.executions.cancel(&key.name);
@@ -425,9 +451,9 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Recon
             };
             self.audit.record(event).await?;
             return Ok(Action::await_change());
-        }
-        let desired = Desired::from_record(&record)?;
-        let observed = self.observe(&desired).await?;
+        };
+        let desired = desired?;
+        let observed = self.observed(&desired, found).await?;
         let changes = Self::plan(&desired, &observed);
         let applied = self.apply(&desired, &observed, &changes).await;
         // An Adapter that changed anything (its Ready or Admitted condition, its generation, what

@@ -562,3 +562,39 @@ fn targeted_rescans_read_only_what_changed_and_stay_correct() {
     let walked = scan_changed(&project, &mut cache, Some(&[dir.join("nested")]));
     assert_eq!(names(&walked), ["a", "c", "e"]);
 }
+
+/// A reconcile that changes nothing reads the store once: the record, and the adapter, lease,
+/// sessions and proposal it says to read, in one round trip.
+#[tokio::test]
+async fn a_reconcile_that_changes_nothing_makes_one_store_round_trip() {
+    let specs = tempfile::tempdir().expect("tempdir");
+    let state = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(state.path()).await.expect("store");
+    let reconciler = ObjectReconciler::new(store.clone(), FakeImages::default(), store.clone());
+    let assignment = |name: &str, suspend: bool| {
+        format!(
+            "---\n{API}\nkind: Assignment\nmetadata: {{name: {name}}}\nspec:\n  adapter: mine\n  task: {{id: T, prompt: p}}\n  readablePaths: [README.md]\n  suspend: {suspend}\n"
+        )
+    };
+    let adapter = format!("{API}\nkind: Adapter\nmetadata: {{name: mine}}\nspec: {{command: mine, enabled: false}}\n");
+    write(specs.path(), "a.yaml", &format!("{adapter}{}{}", assignment("waiting", false), assignment("held", true)));
+    sync(&store, &store, &scan(specs.path())).await.expect("sync");
+    let keys = [
+        ObjectKey::new(Kind::Adapter, "mine"),
+        ObjectKey::new(Kind::Assignment, "waiting"),
+        ObjectKey::new(Kind::Assignment, "held"),
+    ];
+    for key in &keys {
+        reconciler.reconcile(key).await.expect("the first reconcile");
+    }
+    for key in &keys {
+        let before = store.round_trips();
+        let action = reconciler.reconcile(key).await.expect("reconcile");
+        assert_eq!(store.round_trips() - before, 1, "{key}: one round trip");
+        assert_eq!(action.requeue_after(), None, "{key}: no timer");
+    }
+    let conditions = store.conditions(&keys[1]).await.expect("conditions");
+    assert_eq!(condition(&conditions, "Ready").reason, "AdapterNotReady");
+    let conditions = store.conditions(&keys[2]).await.expect("conditions");
+    assert_eq!(condition(&conditions, "Ready").reason, "Suspended");
+}

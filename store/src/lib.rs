@@ -39,7 +39,7 @@ pub use events::{EventRecord, NewEvent, Severity};
 pub use executions::{ProposalRecord, SessionRecord, cutoff};
 pub use leases::{ControllerRecord, Fenced, Lease, LeaseRecord, Registration};
 pub use objects::{Identity, IndexEntry, ObjectRecord, Recorded, SpecSnapshot};
-pub use observe::{AdapterState, ExecutionReads, ExecutionState, Observation, Reads};
+pub use observe::{AdapterState, ExecutionReads, ExecutionState, Further, Observation, Reads};
 pub use overrides::{AgentOverride, OverrideChange, OverrideState, StartRefused};
 pub use repository::RepositoryKey;
 pub use revision::DesiredRevision;

@@ -1,8 +1,8 @@
 //! One object's stored state for one reconcile, read in one round trip: the object's record and
 //! conditions and, as asked, the adapter it names (record, conditions, operator override) and its
-//! execution (lease, sessions, proposal). A reconcile used to make each of these reads its own
-//! trip to the pool, about nine per Assignment; here they share one connection and one read
-//! transaction, so they also agree with one another.
+//! execution (lease, sessions, proposal), the latter decided from the record once it is read. A
+//! reconcile used to make each of these reads its own trip to the pool, about nine per Assignment;
+//! here they share one connection and one read transaction, so they also agree with one another.
 
 use roundtable_specs::output::Condition;
 use roundtable_specs::session::SessionPhase;
@@ -68,33 +68,60 @@ pub struct ExecutionState {
     pub proposal: Option<ProposalRecord>,
 }
 
+/// What [`Store::observe_with`] reads beside the object, decided from its record: [`Reads`]
+/// without the object's key, owned, since it is made from a record the caller had not seen.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Further {
+    /// See [`Reads::adapter`].
+    pub adapter: Option<String>,
+    /// An Assignment's execution: its object's uid and the execution generation.
+    pub execution: Option<(String, i64)>,
+}
+
 impl Store {
     /// Reads what `reads` names in one round trip: one connection, one read transaction.
     pub async fn observe(&self, reads: Reads<'_>) -> Result<Observation> {
+        let further = Further {
+            adapter: reads.adapter.map(str::to_owned),
+            execution: reads.execution.map(|e| (e.uid.to_owned(), e.generation)),
+        };
+        Ok(self.observe_with(reads.key, |_| (further, ())).await?.0)
+    }
+
+    /// Reads the object `key`, then what `then` asks for once it has seen the object's record
+    /// (`None` when the store does not know it), in one round trip: a reconcile that learns which
+    /// adapter and execution to read from the record does not need a trip of its own for it.
+    /// `then`'s own answer comes back beside what was read.
+    pub async fn observe_with<T>(
+        &self,
+        key: &ObjectKey,
+        then: impl FnOnce(Option<&ObjectRecord>) -> (Further, T),
+    ) -> Result<(Observation, T)> {
         let mut tx = self.pool().begin().await?;
-        let record = object_with(&mut *tx, reads.key).await?;
-        let conditions = conditions_with(&mut *tx, reads.key).await?;
-        let execution = match reads.execution {
-            Some(execution) => {
-                let lease = self.execution_lease_with(&mut tx, execution.uid).await?;
-                let sessions = sessions_of_with(&mut *tx, execution.uid).await?;
+        let record = object_with(&mut *tx, key).await?;
+        let (further, answer) = then(record.as_ref());
+        let conditions = conditions_with(&mut *tx, key).await?;
+        let execution = match &further.execution {
+            Some((uid, generation)) => {
+                let lease = self.execution_lease_with(&mut tx, uid).await?;
+                let sessions = sessions_of_with(&mut *tx, uid).await?;
                 // Only a generation that succeeded can have taken an earlier result: without one,
                 // the look for it would find nothing.
                 let may_reuse = sessions
                     .iter()
-                    .any(|s| s.execution_generation == execution.generation && s.phase == SessionPhase::Succeeded);
-                let proposal = proposal_for_with(&mut tx, execution.uid, execution.generation, may_reuse).await?;
+                    .any(|s| s.execution_generation == *generation && s.phase == SessionPhase::Succeeded);
+                let proposal = proposal_for_with(&mut tx, uid, *generation, may_reuse).await?;
                 Some(ExecutionState { lease, sessions, proposal })
             }
             None => None,
         };
-        let adapter = match reads.adapter {
+        let adapter = match further.adapter.as_deref() {
             Some(name) => {
-                let key = ObjectKey::new(Kind::Adapter, name);
-                let (record, conditions) = if &key == reads.key {
+                let adapter_key = ObjectKey::new(Kind::Adapter, name);
+                let (record, conditions) = if &adapter_key == key {
                     (record.clone(), conditions.clone())
                 } else {
-                    (object_with(&mut *tx, &key).await?, conditions_with(&mut *tx, &key).await?)
+                    (object_with(&mut *tx, &adapter_key).await?, conditions_with(&mut *tx, &adapter_key).await?)
                 };
                 let agent_override = agent_override_with(&mut *tx, name).await?;
                 Some(AdapterState { record, conditions, agent_override })
@@ -102,6 +129,6 @@ impl Store {
             None => None,
         };
         tx.commit().await?;
-        Ok(Observation { record, conditions, adapter, execution })
+        Ok((Observation { record, conditions, adapter, execution }, answer))
     }
 }

@@ -388,6 +388,23 @@ async fn observe_reads_an_assignment_and_its_adapter_in_one_round_trip() {
         assert_eq!(execution.sessions, store.sessions_of(&record.uid).await.expect("read"));
         assert_eq!(execution.proposal.map(|p| p.id), Some("prop-1".to_owned()));
 
+        // What to read beside the object can be decided from its record, in the same round trip.
+        let before = store.round_trips();
+        let (found, seen) = store
+            .observe_with(&task, |record| {
+                let further = roundtable_store::Further {
+                    adapter: Some("codex".into()),
+                    execution: record.map(|r| (r.uid.clone(), 1)),
+                };
+                (further, record.map(|r| r.generation))
+            })
+            .await
+            .expect("observe");
+        assert_eq!(store.round_trips(), before + 1, "one round trip");
+        assert_eq!(seen, Some(1));
+        assert_eq!(found.execution.expect("the execution").proposal.map(|p| p.id), Some("prop-1".to_owned()));
+        assert!(found.adapter.expect("the adapter").agent_override.is_some());
+
         // An Adapter reads itself once; nothing is read of an execution it does not have.
         let before = store.round_trips();
         let found = store.observe(Reads { key: &agent, adapter: Some("codex"), execution: None }).await.expect("read");
