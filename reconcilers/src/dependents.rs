@@ -46,22 +46,26 @@ impl Dependents {
         self.inner.index.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Records that Assignment `assignment` names adapter `adapter`. Called before the
-    /// Assignment reads its adapter, so a change the Adapter writes after that read wakes it
-    /// (and one written before it is what it reads).
-    pub fn record(&self, assignment: &str, adapter: &str) {
+    /// Records that Assignment `assignment` names adapter `adapter`: true when that is new (its
+    /// first record, or it named another adapter), false when it was known or nothing is
+    /// connected. To be woken by every change, it must be recorded before the Assignment's read
+    /// of its adapter begins: a change the Adapter writes after the record wakes it, and one
+    /// written before it is what the read finds. A read that began before a new record may have
+    /// missed a change that woke nobody, and is made again.
+    pub fn record(&self, assignment: &str, adapter: &str) -> bool {
         if !self.connected() {
-            return;
+            return false;
         }
         let mut index = self.index();
         if index.named.get(assignment).is_some_and(|named| &**named == adapter) {
-            return;
+            return false;
         }
         forget_in(&mut index, assignment);
         let assignment: Arc<str> = Arc::from(assignment);
         let adapter = index.naming.get_key_value(adapter).map_or_else(|| Arc::from(adapter), |(name, _)| name.clone());
         index.naming.entry(adapter.clone()).or_default().insert(assignment.clone());
         index.named.insert(assignment, adapter);
+        true
     }
 
     /// Forgets Assignment `assignment` (it was removed).
@@ -112,16 +116,17 @@ mod tests {
     fn an_adapter_wakes_the_assignments_that_name_it_now() {
         let (handle, mut receiver) = Handle::channel();
         let dependents = Dependents::default();
-        dependents.record("before-connecting", "a");
+        assert!(!dependents.record("before-connecting", "a"));
         dependents.wake_with(handle);
         assert_eq!(dependents.wake("a"), 0, "nothing is recorded before the reconciler is connected");
-        dependents.record("one", "a");
+        assert!(dependents.record("one", "a"), "a first record is new");
+        assert!(!dependents.record("one", "a"), "the same record again is not");
         dependents.record("two", "a");
         dependents.record("three", "b");
         assert_eq!(dependents.wake("a"), 2);
         assert_eq!(woken(&mut receiver), ["one", "two"]);
         // An Assignment whose spec now names another adapter moves; a removed one is forgotten.
-        dependents.record("two", "b");
+        assert!(dependents.record("two", "b"), "naming another adapter is new");
         dependents.forget("three");
         dependents.wake("a");
         dependents.wake("b");

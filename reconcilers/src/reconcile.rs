@@ -91,6 +91,19 @@ impl<I: ImageBackend, A: AuditSink> ObjectReconciler<Store, I, A, RecordedExecut
     }
 }
 
+/// What to read beside `desired`'s own object: the adapter it is or names, and an Assignment's
+/// execution.
+fn further(desired: &Desired) -> Further {
+    match &desired.spec {
+        Spec::Adapter(_) => Further { adapter: Some(desired.metadata.name.clone()), execution: None },
+        Spec::Assignment(spec) => {
+            let generation = desired.execution_generation.unwrap_or(1);
+            Further { adapter: Some(spec.adapter.clone()), execution: Some((desired.uid.clone(), generation)) }
+        }
+        Spec::AdmissionPolicy(_) => Further::default(),
+    }
+}
+
 /// The resolved adapter `name` as the store holds it (`state`), and whether it is ready to
 /// execute, with why not.
 fn adapter_of(name: &str, state: &AdapterState) -> Result<(Option<ResolvedAdapter>, Result<(), String>), Error> {
@@ -121,25 +134,20 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
         Self { status, images, audit, executions, dependents: Dependents::default() }
     }
 
-    /// What to read beside `desired`'s own object: the adapter it is or names, and an
-    /// Assignment's execution. An Assignment is recorded among its Adapter's dependents here,
-    /// before the adapter is read, so a change the Adapter writes after that read wakes it (and
-    /// one written before it is what the read finds).
-    fn further(&self, desired: &Desired) -> Further {
+    /// Records an Assignment among its Adapter's dependents (see [`Dependents::record`]): true
+    /// when that is new, so a read of the adapter begun before it may have missed a change.
+    fn depend(&self, desired: &Desired) -> bool {
         match &desired.spec {
-            Spec::Adapter(_) => Further { adapter: Some(desired.metadata.name.clone()), execution: None },
-            Spec::Assignment(spec) => {
-                self.dependents.record(&desired.key.name, &spec.adapter);
-                let generation = desired.execution_generation.unwrap_or(1);
-                Further { adapter: Some(spec.adapter.clone()), execution: Some((desired.uid.clone(), generation)) }
-            }
-            Spec::AdmissionPolicy(_) => Further::default(),
+            Spec::Assignment(spec) => self.dependents.record(&desired.key.name, &spec.adapter),
+            _ => false,
         }
     }
 
     /// Reads the store (in one round trip) and the engine for `desired`; writes nothing.
     pub async fn observe(&self, desired: &Desired) -> Result<Observed, Error> {
-        let further = self.further(desired);
+        // Recorded before the read begins: a change the Adapter writes after this wakes it.
+        self.depend(desired);
+        let further = further(desired);
         let (found, ()) = self.status.observe_with(&desired.key, |_| (further, ())).await?;
         self.observed(desired, found).await
     }
@@ -421,7 +429,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Recon
             .status
             .observe_with(key, |record| match record {
                 Some(record) if record.deleted_at.is_none() => match Desired::from_record(record) {
-                    Ok(desired) => (self.further(&desired), Some(Ok(desired))),
+                    Ok(desired) => (further(&desired), Some(Ok((self.depend(&desired), desired)))),
                     Err(corrupt) => (Further::default(), Some(Err(corrupt))),
                 },
                 _ => (Further::default(), None),
@@ -452,8 +460,14 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Recon
             self.audit.record(event).await?;
             return Ok(Action::await_change());
         };
-        let desired = desired?;
-        let observed = self.observed(&desired, found).await?;
+        let (newly_recorded, desired) = desired?;
+        // Recorded among its Adapter's dependents only once the read had begun (its first
+        // reconcile here, or it names another adapter now): the adapter is read again, so a
+        // change that woke nobody meanwhile is not missed.
+        let observed = match newly_recorded {
+            true => self.observe(&desired).await?,
+            false => self.observed(&desired, found).await?,
+        };
         let changes = Self::plan(&desired, &observed);
         let applied = self.apply(&desired, &observed, &changes).await;
         // An Adapter that changed anything (its Ready or Admitted condition, its generation, what
