@@ -13,19 +13,23 @@
 #     stalled    each with a stored spec that no longer reads, so the daemon stalls it at once
 #   WINDOW=SECONDS: the quiet window (default 30). SETTLE=SECONDS: the wait after the first pass
 #   (default 15). ROUNDTABLE_BIN=PATH: measure that binary (default: this tree's release build,
-#   in $CARGO_TARGET_DIR when it is set).
+#   in $CARGO_TARGET_DIR when it is set). RESYNC=DURATION: the daemon's `--resync` (default
+#   10m); one shorter than the window puts a resync pass, spread over its period, in it.
 #   ROUNDTABLE_BENCH_SMOKE=1: a run of seconds on the debug build (N defaults to 20, the window
 #   to 3 s, the settling to 1 s), to show the bench still works; its figures mean nothing.
 # Each run starts the daemon on a fresh project, waits until every object has been reconciled
 # once (its first condition written), lets it settle, then reads its CPU time, its store round
 # trips and reconciles (from /metrics) and its RSS and peak RSS (VmHWM) over the window. The
-# periodic resync (10 min) does not fall in the window: these are the figures between resyncs.
+# periodic resync (10 min) does not fall in the window unless RESYNC makes it: by default these
+# are the figures between resyncs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 here=$PWD
 smoke=${ROUNDTABLE_BENCH_SMOKE:-0}
 if [ "$smoke" = 1 ]; then n=${1:-20}; window=${WINDOW:-3}; settle=${SETTLE:-1}; else n=${1:?usage: benches/idle.sh N [SHAPE]}; window=${WINDOW:-30}; settle=${SETTLE:-15}; fi
 all_shapes=(suspended waiting finished failed stalled)
+resync=()
+if [ -n "${RESYNC:-}" ]; then resync=(--resync "$RESYNC"); fi
 if [ -n "${2:-}" ]; then shapes=("$2"); else shapes=("${all_shapes[@]}"); fi
 for shape in "${shapes[@]}"; do
   case "$shape" in
@@ -123,7 +127,7 @@ run_objects() {
   git init -q -b main && git add -A && git commit -q -m base
   prepare_store
   local started=$SECONDS
-  "$bin" start --api-listen 127.0.0.1:0 --execution-root "$work/executions" --audit-key "$work/audit.key" 2>"$work/daemon.log" &
+  "$bin" start --api-listen 127.0.0.1:0 --execution-root "$work/executions" --audit-key "$work/audit.key" "${resync[@]}" 2>"$work/daemon.log" &
   pid=$!
   for _ in $(seq 1 600); do [ -s .roundtable/state/api-address ] && break; sleep 0.1; done
   # Every live object reconciled once: each has a condition (Ready, or Stalled).
@@ -145,7 +149,7 @@ run_quickstart() {
   work=$(mktemp -d)
   bash examples/quickstart/setup.sh "$work/quickstart" >/dev/null
   cd "$work/quickstart"
-  "$bin" start --api-listen 127.0.0.1:0 --audit-key "$work/audit.key" >"$work/daemon.log" 2>&1 &
+  "$bin" start --api-listen 127.0.0.1:0 --audit-key "$work/audit.key" "${resync[@]}" >"$work/daemon.log" 2>&1 &
   pid=$!
   sleep 5   # the first scan and the first reconciles
   sleep "$settle"
