@@ -33,7 +33,7 @@ pub struct DaemonConfig {
     pub controller: Config,
     /// The full rescan period, jittered by ±10 %. Each rescan then reconciles every object once,
     /// in a shuffled order spread over the next nine tenths of the period (the shortest a
-    /// jittered period can be), a few objects a second, not all at once.
+    /// jittered period can be), in batches a second apart, not all at once.
     pub resync: Duration,
     /// Quiet time that ends a burst of file events.
     pub watch_debounce: Duration,
