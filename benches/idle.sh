@@ -63,6 +63,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Whether the daemon still runs; if not, says so with the end of its log.
+alive() {
+  kill -0 "$pid" 2>/dev/null && return 0
+  echo "idle.sh: the daemon exited; the end of its log:" >&2
+  tail -5 "$work/daemon.log" >&2
+  return 1
+}
 ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 status_kib() { awk -v key="$1:" '$1 == key {print $2}' "/proc/$pid/status"; }
 # A figure from the daemon's /metrics (empty when the binary does not export it).
@@ -102,7 +109,7 @@ PY
 prepare_store() {
   case "$shape" in
     finished|failed)
-      "$bin" reconcile Adapter/agent-000000 >/dev/null
+      "$bin" reconcile --audit-key "$work/audit.key" Adapter/agent-000000 >/dev/null
       local phase=Succeeded cause=NULL
       [ "$shape" = failed ] && phase=Failed cause="'Exited'"
       sql "INSERT INTO sessions (id, assignment, assignment_uid, execution_generation, attempt, controller_run, adapter, phase, cause, message, created_at, finished_at)
@@ -110,7 +117,7 @@ prepare_store() {
                   strftime('%Y-%m-%dT%H:%M:%S.000000000Z', 'now'), strftime('%Y-%m-%dT%H:%M:%S.000000000Z', 'now')
            FROM objects WHERE kind = 'Assignment'" ;;
     stalled)
-      "$bin" reconcile Adapter/agent-000000 >/dev/null
+      "$bin" reconcile --audit-key "$work/audit.key" Adapter/agent-000000 >/dev/null
       # The digest stays, so the daemon's scan finds the spec unchanged and keeps what is stored.
       sql "UPDATE objects SET spec_json = '{\"not\": \"a spec\"}' WHERE kind = 'Assignment'" ;;
   esac
@@ -135,6 +142,7 @@ run_objects() {
   for _ in $(seq 1 3600); do
     reconciled=$(sql "SELECT COUNT(*) FROM (SELECT DISTINCT c.kind, c.name FROM conditions c JOIN objects o ON o.kind = c.kind AND o.name = c.name WHERE o.deleted_at IS NULL)")
     [ "$reconciled" -ge "$n" ] && break
+    alive || return 1
     sleep 1
   done
   local first_pass=$((SECONDS - started))
