@@ -37,16 +37,6 @@ isolated() {
     "$@"
   fi
 }
-# benches/idle.sh belongs to another change for now: its arguments (a window in seconds; later a
-# count and a shape) go here alone. It builds the release binary itself, with fat LTO (some 15
-# CPU-minutes) that a smoke run's figures do not need: until it measures ROUNDTABLE_BIN as the
-# other scripts do, its release profile is made as cheap as the debug one here. (A later full run
-# rebuilds the real release binary: cargo sees the profile changed.)
-idle() {
-  CARGO_PROFILE_RELEASE_OPT_LEVEL=0 CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=256 \
-    CARGO_PROFILE_RELEASE_DEBUG=false bash benches/idle.sh 2
-}
-
 bench validate bash benches/validate.sh
 bench console-render rust api roundtable-api console
 bench telemetry rust telemetry roundtable-telemetry versus_prometheus_client
@@ -66,5 +56,5 @@ bench heap bash benches/heap.sh
 bench mcp bash benches/mcp.sh
 bench execution bash benches/execution.sh
 bench runtime-classes bash benches/runtime-classes.sh
-bench idle idle
+bench idle bash benches/idle.sh
 echo "::: benches took $(($(date +%s) - started)) s"

@@ -1,7 +1,8 @@
 //! `/metrics`: the process's registry (the controller's reconciles, errors, queue depth; the
 //! egress gateway's decisions, lookups, dials, ClientHellos and tunnels) and, computed at scrape
 //! time from the store, executions by phase and cause, agents by state, live MCP capabilities,
-//! and the process's own (`process_*`: CPU, memory, file descriptors, start time).
+//! the store's round trips, and the process's own (`process_*`: CPU, memory, file descriptors,
+//! start time).
 
 use roundtable_telemetry::ComputedFamily;
 
@@ -36,7 +37,13 @@ pub async fn render(state: &ApiState) -> Result<String, ApiError> {
     capabilities.set(&[], state.link.live_capabilities() as f64);
     let mut ready = ComputedFamily::gauge("roundtable_ready", "1 once the daemon's first scan is merged.", &[]);
     ready.set(&[], if state.link.is_ready() { 1.0 } else { 0.0 });
-    let mut computed = vec![executions, agents, capabilities, ready];
+    let mut round_trips = ComputedFamily::counter(
+        "roundtable_store_round_trips_total",
+        "Round trips this process made to its state store: each statement run alone, each transaction.",
+        &[],
+    );
+    round_trips.set(&[], store.round_trips() as f64);
+    let mut computed = vec![executions, agents, capabilities, ready, round_trips];
     computed.extend(roundtable_telemetry::process_families());
     Ok(roundtable_telemetry::global().render_with(&computed))
 }

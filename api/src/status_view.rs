@@ -7,7 +7,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use roundtable_service::Service;
+use roundtable_service::{ObjectRows, Service};
 use roundtable_specs::output::ObjectStatus;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -25,8 +25,12 @@ const SETTLE: Duration = Duration::from_millis(50);
 /// How long a read waits for the view to catch up with the writes made before it (then it is
 /// served what there is), as kube-apiserver's consistent reads from its cache wait.
 const CATCH_UP: Duration = Duration::from_secs(3);
-/// Rows that change with time alone (heartbeats, retention, the engine's leftovers) or by other
-/// controllers' writes to a shared store are refreshed at least this often.
+/// Rows that change with time alone (heartbeats, retention, the engine's leftovers, running
+/// sessions' sidecars) or by other controllers' writes to a shared store are refreshed at least
+/// this often. On a store of its own the rows of objects are not re-read then: only this
+/// process writes what they show (another process's command writes what they do not show, such
+/// as a decision or a receipt, or asks the daemon), and its writes refresh the view anyway; at
+/// 100,000 objects re-reading them every floor was a quarter of a core spent finding nothing.
 const FLOOR: Duration = Duration::from_secs(10);
 
 /// One row with its key (`KIND/NAME`), its compact JSON and the version of its last change. The
@@ -255,6 +259,21 @@ impl StatusView {
     }
 }
 
+/// The status now: the rows of objects re-read when `reread` (or never read), kept in `objects`,
+/// and everything around them read afresh.
+async fn status(
+    service: &Service,
+    objects: &mut Option<ObjectRows>,
+    reread: bool,
+    retention: Duration,
+) -> Result<Vec<ObjectStatus>, roundtable_service::ServiceError> {
+    let objects = match objects {
+        Some(kept) if !reread => kept,
+        slot => slot.insert(service.status_of_objects().await?),
+    };
+    service.status_around(objects, retention).await
+}
+
 /// The refresh loop: a snapshot now, then one after each burst of writes, or after
 /// [`FLOOR`] without any. A refresh never takes more than half the time: after one that took
 /// `t`, the next waits at least `t`.
@@ -268,10 +287,15 @@ async fn refresh(
     let mut writes = service.store().writes();
     let mut version = first;
     let mut rows: Arc<[Arc<Row>]> = Arc::from(Vec::new());
+    let mut objects: Option<ObjectRows> = None;
+    let mut reread = true;
     loop {
         let written = *writes.borrow_and_update();
         let started = Instant::now();
-        match service.status(retention).await {
+        let found = status(&service, &mut objects, reread, retention).await;
+        // A failed read of the objects is read again next time.
+        reread = found.is_err();
+        match found {
             Ok(found) => {
                 let (next, changes) = diff(&rows, found, &mut version);
                 let took = started.elapsed();
@@ -324,8 +348,14 @@ async fn refresh(
         }
         let took = started.elapsed();
         tokio::select! {
-            changed = writes.changed() => if changed.is_err() { return },
-            () = tokio::time::sleep(FLOOR.max(took * 4)) => {}
+            changed = writes.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                reread = true;
+            }
+            // Other controllers write to a shared store without this process knowing.
+            () = tokio::time::sleep(FLOOR.max(took * 4)) => reread |= service.store().is_shared(),
         }
         tokio::time::sleep(SETTLE.max(took)).await;
     }

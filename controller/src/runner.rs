@@ -102,7 +102,8 @@ pub trait Reconciler<K>: Send + Sync + 'static {
 pub enum Trigger<K> {
     /// The spec was created, changed or removed: clears a stall and the backoff.
     SpecChanged(K),
-    /// The periodic resync: stalled keys are left alone.
+    /// The periodic resync, or a hint that something the key's answer depends on moved (an
+    /// engine event, a related object that changed): stalled keys are left alone.
     Resync(K),
     /// An operator asked (`roundtable reconcile`): clears a stall and the backoff.
     Requested(K),
@@ -147,6 +148,13 @@ impl<K> Clone for Handle<K> {
 }
 
 impl<K> Handle<K> {
+    /// A handle whose triggers go to the returned receiver instead of a controller: for tests of
+    /// what triggers a component sends.
+    pub fn channel() -> (Self, mpsc::UnboundedReceiver<Trigger<K>>) {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        (Self { sender }, receiver)
+    }
+
     /// Queues a trigger; false once the controller has stopped.
     pub fn trigger(&self, trigger: Trigger<K>) -> bool {
         self.sender.send(trigger).is_ok()

@@ -7,4 +7,7 @@ mod loops;
 mod presence;
 mod revision;
 
-pub use loops::{DaemonConfig, DaemonError, DaemonLink, DaemonSummary, run, run_with, run_with_link};
+pub use loops::{
+    DaemonConfig, DaemonError, DaemonLink, DaemonReconciler, DaemonSummary, object_reconciler, run, run_with,
+    run_with_link,
+};

@@ -1,6 +1,7 @@
 //! `roundtable start`: the first scan, then the controller fed by file-watch hints, the engine's
-//! events (`engine_hints`), a jittered resync and operators' reconcile requests (through the
-//! API's [`DaemonLink`]), until shutdown.
+//! events (`engine_hints`), Adapters that changed (waking the Assignments naming them), a
+//! resync spread over its period and operators' reconcile requests (through the API's
+//! [`DaemonLink`]), until shutdown.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use roundtable_controller::runner::Summary;
 use roundtable_controller::watch::{self, Hint};
-use roundtable_controller::{Config, Controller, Handle, Reconciler, Trigger};
+use roundtable_controller::{Config, Controller, Handle, Reconciler, Spread, Trigger};
 use roundtable_specs::ObjectKey;
 use roundtable_store::Store;
 
@@ -31,7 +32,9 @@ pub struct DaemonConfig {
     /// watched for the operator's files, its root read by the revision gate.
     pub project: Project,
     pub controller: Config,
-    /// The full rescan and reconcile-everything period, jittered by ±10 %.
+    /// The full rescan period, jittered by ±10 %. Each rescan then reconciles every object once,
+    /// in a shuffled order spread over the next nine tenths of the period (the shortest a
+    /// jittered period can be), in batches a second apart, not all at once.
     pub resync: Duration,
     /// Quiet time that ends a burst of file events.
     pub watch_debounce: Duration,
@@ -83,8 +86,15 @@ fn jittered(period: Duration) -> Duration {
     period.mul_f64(0.9 + 0.2 * fastrand::f64())
 }
 
+/// What a resync's reconciles are spread over: the shortest period [`jittered`] gives, so one
+/// pass is done before the next begins.
+fn spread_over(period: Duration) -> Duration {
+    period.mul_f64(0.9)
+}
+
 /// Scans, merges into the store, and tells the controller what moved. With `resync`, every
-/// live object is queued too (level-triggered: the periodic resync is the guarantee).
+/// live object is queued too, at once (the first scan, a retry, a lost watch); the periodic
+/// resync queues them spread over its period from the outcome's `live` instead.
 async fn rescan(
     config: &DaemonConfig,
     cache: &Arc<Mutex<ScanCache>>,
@@ -339,9 +349,8 @@ pub async fn run(
     // pull's end as a hint so the Adapters naming it are reconciled at once.
     let pulls = Pulls::new(runtime.clone(), config.image_pull_timeout);
     let pulls_ended = pulls.ended();
-    let images = RuntimeImages(runtime.clone(), executions.admitter().cloned(), Some(pulls));
-    let events = ChainedEvents { store: store.clone(), key: config.audit_key.clone() };
-    let reconciler = ObjectReconciler::with_executions(store.clone(), images, events, executions.clone());
+    let reconciler = object_reconciler(&store, runtime.clone(), &executions, config.audit_key.clone(), Some(pulls));
+    let dependents = reconciler.dependents.clone();
     let grace = config.controller.grace;
     let waker = executions.clone();
     let linked = link.clone();
@@ -350,6 +359,7 @@ pub async fn run(
     let with_handle = move |handle: Handle<ObjectKey>| {
         let _ = linked.inner.handle.set(handle.clone());
         hinted.start(&runtime, pulls_ended, hint_store, project_id, handle.clone());
+        dependents.wake_with(handle.clone());
         waker.wake_with(handle);
     };
     let reconciles = run_with_link(config, store, Arc::new(reconciler), with_handle, shutdown, &link).await;
@@ -360,6 +370,24 @@ pub async fn run(
     let executions = executions.shutdown(grace, hurry).await;
     presence.stop().await;
     Ok(DaemonSummary { reconciles: reconciles?, executions })
+}
+
+/// The reconciler the daemon runs, over the state store, the engine's images and the admission
+/// gates, the audit chain (with `audit_key`) and the execution manager. Its `dependents` wake
+/// nothing until they are given the controller's handle, as [`run`] does.
+pub type DaemonReconciler = ObjectReconciler<Store, RuntimeImages, ChainedEvents, ExecutionManager>;
+
+/// The daemon's [`DaemonReconciler`].
+pub fn object_reconciler(
+    store: &Store,
+    runtime: Arc<dyn SessionRuntime>,
+    executions: &ExecutionManager,
+    audit_key: Option<Arc<roundtable_store::audit::AuditKey>>,
+    pulls: Option<Pulls>,
+) -> DaemonReconciler {
+    let images = RuntimeImages(runtime, executions.admitter().cloned(), pulls);
+    let events = ChainedEvents { store: store.clone(), key: audit_key };
+    ObjectReconciler::with_executions(store.clone(), images, events, executions.clone())
 }
 
 /// Retention on a schedule: what `roundtable prune` does, every `every`.
@@ -425,11 +453,11 @@ impl Retry {
     const FIRST: Duration = Duration::from_secs(2);
     const MAX: Duration = Duration::from_secs(30);
 
-    fn after(&mut self, outcome: Result<SyncOutcome, BackendError>, what: &str) {
+    fn after(&mut self, outcome: &Result<SyncOutcome, BackendError>, what: &str) {
         match outcome {
             Ok(_) => *self = Self::default(),
             Err(error) => {
-                let error = roundtable_telemetry::error_chain(&error);
+                let error = roundtable_telemetry::error_chain(error);
                 tracing::error!(%error, retry_in_ms = self.wait.as_millis() as u64, "{what} failed");
                 self.at = Some(tokio::time::Instant::now() + self.wait);
                 self.wait = (self.wait * 2).min(Self::MAX);
@@ -519,6 +547,8 @@ pub async fn run_with_link<R: Reconciler<ObjectKey>>(
         None => config.resync,
     };
     let mut poll_at = tokio::time::Instant::now() + jittered(poll);
+    // The periodic resync's pass in progress: the keys it has still to queue.
+    let mut spread: Spread<ObjectKey> = Spread::default();
     tracing::info!(dir = %project.spec_dir.display(), "roundtable is running");
     let mut watching = hints.is_some();
     let mut retry = Retry::default();
@@ -541,7 +571,7 @@ pub async fn run_with_link<R: Reconciler<ObjectKey>>(
                     refreshed = fetch(&config, follow, &store) => refreshed,
                 };
                 if refreshed == Refreshed::Moved {
-                    retry.after(rescan(&config, &cache, &sync_cache, &store, &handle, false, None).await, "rescan of the new commit");
+                    retry.after(&rescan(&config, &cache, &sync_cache, &store, &handle, false, None).await, "rescan of the new commit");
                 }
             }
             hint = async { match &mut hints { Some(hints) => hints.recv().await, None => None } }, if watching => match hint {
@@ -550,7 +580,7 @@ pub async fn run_with_link<R: Reconciler<ObjectKey>>(
                         Hint::Changed(paths) => (false, Some(paths)),
                         Hint::Rescan => (true, None),
                     };
-                    retry.after(rescan(&config, &cache, &sync_cache, &store, &handle, resync, changed).await, "rescan");
+                    retry.after(&rescan(&config, &cache, &sync_cache, &store, &handle, resync, changed).await, "rescan");
                 }
                 None => {
                     tracing::warn!("the file watcher stopped; relying on the periodic resync");
@@ -558,14 +588,24 @@ pub async fn run_with_link<R: Reconciler<ObjectKey>>(
                 }
             },
             () = tokio::time::sleep_until(resync_at) => {
-                resync_at = tokio::time::Instant::now() + jittered(config.resync);
-                retry.after(rescan(&config, &cache, &sync_cache, &store, &handle, true, None).await, "resync");
+                let now = tokio::time::Instant::now();
+                resync_at = now + jittered(config.resync);
+                let outcome = rescan(&config, &cache, &sync_cache, &store, &handle, false, None).await;
+                retry.after(&outcome, "resync");
+                if let Ok(outcome) = outcome {
+                    spread.start(outcome.live, spread_over(config.resync), now);
+                }
+            }
+            () = async { if let Some(at) = spread.deadline() { tokio::time::sleep_until(at).await } }, if spread.deadline().is_some() => {
+                for key in spread.due(tokio::time::Instant::now()) {
+                    handle.trigger(Trigger::Resync(key));
+                }
             }
             // A whole rescan that queues every object: the one that failed may have been of a few
             // changed files, and may have recorded some objects before it failed, which would
             // then look unchanged.
             () = async { if let Some(at) = retry.at { tokio::time::sleep_until(at).await } }, if retry.at.is_some() => {
-                retry.after(rescan(&config, &cache, &sync_cache, &store, &handle, true, None).await, "rescan (retried)");
+                retry.after(&rescan(&config, &cache, &sync_cache, &store, &handle, true, None).await, "rescan (retried)");
             }
         }
     }

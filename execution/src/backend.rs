@@ -1,9 +1,10 @@
 //! The execution manager as the reconcilers' [`ExecutionBackend`]: what the Assignment reconciler
-//! asks of executions, answered by the manager and the store it records in.
+//! asks of executions, answered by the manager (what the store recorded of them the reconciler
+//! reads from the store itself).
 
 use roundtable_reconcilers::backend::{BackendError, ExecutionBackend};
 use roundtable_reconcilers::{ActiveRun, ExecutionRequest};
-use roundtable_store::{Identity, Lease, LeaseRecord, ProposalRecord, SessionRecord};
+use roundtable_store::{Identity, Lease, LeaseRecord};
 
 use crate::manager::{ExecutionManager, StartError};
 
@@ -14,14 +15,6 @@ impl From<StartError> for BackendError {
 }
 
 impl ExecutionBackend for ExecutionManager {
-    async fn sessions(&self, assignment_uid: &str) -> Result<Vec<SessionRecord>, BackendError> {
-        Ok(self.store().sessions_of(assignment_uid).await?)
-    }
-
-    async fn proposal(&self, assignment_uid: &str, generation: i64) -> Result<Option<ProposalRecord>, BackendError> {
-        Ok(self.store().proposal_for(assignment_uid, generation).await?)
-    }
-
     fn active_run(&self, assignment: &str) -> Option<ActiveRun> {
         ExecutionManager::active_run(self, assignment)
     }
@@ -50,10 +43,6 @@ impl ExecutionBackend for ExecutionManager {
     async fn interrupt(&self, session: &str, lease: Option<&Lease>) -> Result<(), BackendError> {
         ExecutionManager::interrupt(self, session, lease).await?;
         Ok(())
-    }
-
-    async fn lease(&self, assignment_uid: &str) -> Result<Option<LeaseRecord>, BackendError> {
-        Ok(self.store().execution_lease(assignment_uid).await?)
     }
 
     async fn claim(&self, assignment: &Identity, seen: Option<&LeaseRecord>) -> Result<Option<Lease>, BackendError> {

@@ -9,7 +9,8 @@ use roundtable_specs::adapter::{Capability, ResolvedAdapter};
 use roundtable_specs::events::Reason;
 use roundtable_specs::output::Condition;
 use roundtable_store::{
-    Identity, Lease, LeaseRecord, NewEvent, ObjectRecord, ProposalRecord, SessionRecord, Severity, Store,
+    AdapterState, ExecutionState, Further, Identity, Lease, LeaseRecord, NewEvent, ObjectRecord, Observation,
+    ProposalRecord, SessionRecord, Severity, Store,
 };
 
 use crate::pull::{PullState, Pulls};
@@ -62,7 +63,8 @@ pub enum Change {
     },
 }
 
-/// The state store as reconcilers see it.
+/// The state store as reconcilers see it: objects and conditions, and what the store records of
+/// executions (leases, sessions, proposals), which the Assignment reconciler reads.
 pub trait StatusBackend: Send + Sync + 'static {
     fn object(&self, key: &ObjectKey) -> impl Future<Output = Result<Option<ObjectRecord>, BackendError>> + Send;
     fn conditions(&self, key: &ObjectKey) -> impl Future<Output = Result<Vec<Condition>, BackendError>> + Send;
@@ -75,6 +77,65 @@ pub trait StatusBackend: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<roundtable_store::AgentOverride>, BackendError>> + Send {
         let _ = name;
         async { Ok(None) }
+    }
+
+    /// The sessions of the Assignment object with uid `assignment_uid`, newest first.
+    fn sessions(&self, assignment_uid: &str) -> impl Future<Output = Result<Vec<SessionRecord>, BackendError>> + Send {
+        let _ = assignment_uid;
+        async { Ok(Vec::new()) }
+    }
+
+    /// The proposal of an Assignment's execution generation (see `Store::proposal_for`).
+    fn proposal(
+        &self,
+        assignment_uid: &str,
+        execution_generation: i64,
+    ) -> impl Future<Output = Result<Option<ProposalRecord>, BackendError>> + Send {
+        let _ = (assignment_uid, execution_generation);
+        async { Ok(None) }
+    }
+
+    /// The lease on the Assignment's execution: which controller runs it. Read before its
+    /// sessions, so a claim made on what was read cannot miss a session recorded meanwhile.
+    fn lease(&self, assignment_uid: &str) -> impl Future<Output = Result<Option<LeaseRecord>, BackendError>> + Send {
+        let _ = assignment_uid;
+        async { Ok(None) }
+    }
+
+    /// Everything one reconcile reads of the store: the object `key`, then what `then` asks for
+    /// once it has seen the object's record (see `Store::observe_with`), with `then`'s answer.
+    /// The state store answers in one round trip; this default asks the methods above one by one
+    /// (test fakes).
+    fn observe_with<T: Send>(
+        &self,
+        key: &ObjectKey,
+        then: impl FnOnce(Option<&ObjectRecord>) -> (Further, T) + Send,
+    ) -> impl Future<Output = Result<(Observation, T), BackendError>> + Send {
+        async move {
+            let record = self.object(key).await?;
+            let (further, answer) = then(record.as_ref());
+            let conditions = self.conditions(key).await?;
+            let execution = match &further.execution {
+                Some((uid, generation)) => Some(ExecutionState {
+                    lease: self.lease(uid).await?,
+                    sessions: self.sessions(uid).await?,
+                    proposal: self.proposal(uid, *generation).await?,
+                }),
+                None => None,
+            };
+            let adapter = match further.adapter.as_deref() {
+                Some(name) => {
+                    let adapter_key = ObjectKey::new(roundtable_specs::Kind::Adapter, name);
+                    Some(AdapterState {
+                        record: self.object(&adapter_key).await?,
+                        conditions: self.conditions(&adapter_key).await?,
+                        agent_override: self.agent_override(name).await?,
+                    })
+                }
+                None => None,
+            };
+            Ok((Observation { record, conditions, adapter, execution }, answer))
+        }
     }
 }
 
@@ -180,15 +241,10 @@ pub trait AuditSink: Send + Sync + 'static {
     }
 }
 
-/// Executions as the Assignment reconciler sees them.
+/// Executions as the Assignment reconciler sees them: what runs in this process, and the
+/// commands that start, stop and claim runs. What the store recorded of them is read through
+/// [`StatusBackend`].
 pub trait ExecutionBackend: Send + Sync + 'static {
-    /// The sessions of the Assignment object with uid `assignment_uid`, newest first.
-    fn sessions(&self, assignment_uid: &str) -> impl Future<Output = Result<Vec<SessionRecord>, BackendError>> + Send;
-    fn proposal(
-        &self,
-        assignment_uid: &str,
-        execution_generation: i64,
-    ) -> impl Future<Output = Result<Option<ProposalRecord>, BackendError>> + Send;
     /// The execution this process runs (or queues) under the Assignment's name, if any: which
     /// object (uid) and execution generation it is of.
     fn active_run(&self, assignment: &str) -> Option<ActiveRun>;
@@ -204,11 +260,6 @@ pub trait ExecutionBackend: Send + Sync + 'static {
     fn supersede(&self, assignment: &str, by: i64);
     /// Marks an orphaned session `Interrupted`, under `lease` when there is one.
     fn interrupt(&self, session: &str, lease: Option<&Lease>) -> impl Future<Output = Result<(), BackendError>> + Send;
-    /// The lease on the Assignment's execution: which controller runs it. Read before its
-    /// sessions, so a claim made on what was read cannot miss a session recorded meanwhile.
-    fn lease(&self, _assignment_uid: &str) -> impl Future<Output = Result<Option<LeaseRecord>, BackendError>> + Send {
-        async { Ok(None) }
-    }
     /// Claims the Assignment's execution for this controller if the lease is still where `seen`
     /// left it; `None` when another controller holds it or got there first.
     fn claim(
@@ -218,19 +269,12 @@ pub trait ExecutionBackend: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<Lease>, BackendError>> + Send;
 }
 
-/// Read-only executions for `status` and `plan`: what the store recorded, nothing started.
-#[derive(Debug, Clone)]
-pub struct RecordedExecutions(pub Store);
+/// Executions for `status` and `plan`: none runs in this process and none is started; what the
+/// store recorded of them is read through the [`StatusBackend`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RecordedExecutions;
 
 impl ExecutionBackend for RecordedExecutions {
-    async fn sessions(&self, assignment_uid: &str) -> Result<Vec<SessionRecord>, BackendError> {
-        Ok(self.0.sessions_of(assignment_uid).await?)
-    }
-
-    async fn proposal(&self, assignment_uid: &str, generation: i64) -> Result<Option<ProposalRecord>, BackendError> {
-        Ok(self.0.proposal_for(assignment_uid, generation).await?)
-    }
-
     fn active_run(&self, _assignment: &str) -> Option<ActiveRun> {
         None
     }
@@ -249,10 +293,6 @@ impl ExecutionBackend for RecordedExecutions {
 
     async fn interrupt(&self, _session: &str, _lease: Option<&Lease>) -> Result<(), BackendError> {
         Err(BackendError::NotTheDaemon)
-    }
-
-    async fn lease(&self, assignment_uid: &str) -> Result<Option<LeaseRecord>, BackendError> {
-        Ok(self.0.execution_lease(assignment_uid).await?)
     }
 
     async fn claim(&self, _assignment: &Identity, _seen: Option<&LeaseRecord>) -> Result<Option<Lease>, BackendError> {
@@ -292,6 +332,26 @@ impl StatusBackend for Store {
 
     async fn agent_override(&self, name: &str) -> Result<Option<roundtable_store::AgentOverride>, BackendError> {
         Ok(Store::agent_override(self, name).await?)
+    }
+
+    async fn sessions(&self, assignment_uid: &str) -> Result<Vec<SessionRecord>, BackendError> {
+        Ok(self.sessions_of(assignment_uid).await?)
+    }
+
+    async fn proposal(&self, assignment_uid: &str, generation: i64) -> Result<Option<ProposalRecord>, BackendError> {
+        Ok(self.proposal_for(assignment_uid, generation).await?)
+    }
+
+    async fn lease(&self, assignment_uid: &str) -> Result<Option<LeaseRecord>, BackendError> {
+        Ok(self.execution_lease(assignment_uid).await?)
+    }
+
+    async fn observe_with<T: Send>(
+        &self,
+        key: &ObjectKey,
+        then: impl FnOnce(Option<&ObjectRecord>) -> (Further, T) + Send,
+    ) -> Result<(Observation, T), BackendError> {
+        Ok(Store::observe_with(self, key, then).await?)
     }
 }
 

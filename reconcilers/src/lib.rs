@@ -6,6 +6,7 @@ pub mod adapter;
 pub mod assignment;
 pub mod backend;
 pub mod conditions;
+pub mod dependents;
 pub mod desired;
 pub mod prune;
 pub mod pull;
@@ -13,5 +14,6 @@ pub mod reconcile;
 pub mod request;
 pub mod status;
 
+pub use dependents::Dependents;
 pub use reconcile::ObjectReconciler;
 pub use request::{ActiveRun, ExecutionRequest, RUNNING_RECHECK};

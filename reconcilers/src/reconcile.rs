@@ -10,7 +10,7 @@ use roundtable_specs::output::{Condition, ConditionStatus};
 use roundtable_specs::{Kind, ObjectKey};
 
 use roundtable_specs::adapter::ResolvedAdapter;
-use roundtable_store::Store;
+use roundtable_store::{AdapterState, Further, Observation, Store};
 
 use roundtable_admission::GateOutcome;
 
@@ -20,21 +20,32 @@ use crate::backend::{
     AuditEvent, AuditSink, BackendError, Change, ExecutionBackend, ImageBackend, RecordedExecutions, StatusBackend,
 };
 use crate::conditions::{self, READY, STALLED, reason};
+use crate::dependents::Dependents;
 use crate::desired::Desired;
 use crate::pull::FailureKind;
 use crate::request::{ExecutionRequest, RUNNING_RECHECK};
+
+// Requeues are kept only where no event this daemon sees precedes the change of the answer.
+// An Assignment waiting for its Adapter is woken by the Adapter's reconcile ([`Dependents`]); an
+// Adapter whose image is missing by the engine's image events (`daemon/src/engine_hints.rs`); an
+// Assignment another controller runs by the lease watch (`daemon/src/presence.rs`); a finished,
+// failed or suspended one by nothing but its own spec. The periodic resync is the guarantee.
+// An image being pulled is looked at while the pull runs, to show its progress; one missing and
+// not pulled, once a minute besides the engine's events (a `docker load` is one, an image
+// copied into the engine's store by other means is not).
 
 /// How often an Adapter whose image is missing (and not pulled) is looked at again.
 const MISSING_IMAGE_RECHECK: Duration = Duration::from_secs(60);
 /// How often an Adapter whose image is being pulled looks again: its condition shows the
 /// progress, and the pull's end is seen at once (the daemon also triggers it then).
 const PULL_RECHECK: Duration = Duration::from_secs(2);
-/// How often a refused Adapter or Assignment looks at its receipt again.
+/// How often a refused Assignment or Adapter looks at its admission again: a refusal clears with
+/// what other processes write (a receipt and its chain entry from `admission check --seal`, a
+/// canary's attestation) and with time (an attestation or a skewed receipt's date running out).
 const ADMISSION_RECHECK: Duration = Duration::from_secs(3);
 const ADAPTER_ADMISSION_RECHECK: Duration = Duration::from_secs(15);
-/// How often an Assignment whose adapter is not ready looks again.
-const ADAPTER_RECHECK: Duration = Duration::from_secs(1);
-/// How soon an Assignment looks again while the store's disk is full.
+/// How soon an Assignment looks again while the store's disk is full: space comes back without
+/// an event.
 const STORE_FULL_RECHECK: Duration = Duration::from_secs(5);
 
 /// What can go wrong reconciling one object.
@@ -76,52 +87,88 @@ pub struct ObjectReconciler<S, I, A, X = RecordedExecutions> {
     pub images: I,
     pub audit: A,
     pub executions: X,
+    /// Which Assignments name which Adapter; a changed Adapter wakes them through it once the
+    /// daemon connects it to its controller.
+    pub dependents: Dependents,
 }
 
 impl<I: ImageBackend, A: AuditSink> ObjectReconciler<Store, I, A, RecordedExecutions> {
     /// A reconciler over the state store that reads recorded executions but never starts one
     /// (`status`, `plan`, in-process `reconcile`).
     pub fn new(store: Store, images: I, audit: A) -> Self {
-        let executions = RecordedExecutions(store.clone());
-        Self { status: store, images, audit, executions }
+        Self::with_executions(store, images, audit, RecordedExecutions)
     }
+}
+
+/// What to read beside `desired`'s own object: the adapter it is or names, and an Assignment's
+/// execution.
+fn further(desired: &Desired) -> Further {
+    match &desired.spec {
+        Spec::Adapter(_) => Further { adapter: Some(desired.metadata.name.clone()), execution: None },
+        Spec::Assignment(spec) => {
+            let generation = desired.execution_generation.unwrap_or(1);
+            Further { adapter: Some(spec.adapter.clone()), execution: Some((desired.uid.clone(), generation)) }
+        }
+        Spec::AdmissionPolicy(_) => Further::default(),
+    }
+}
+
+/// The resolved adapter `name` as the store holds it (`state`), and whether it is ready to
+/// execute, with why not.
+fn adapter_of(name: &str, state: &AdapterState) -> Result<(Option<ResolvedAdapter>, Result<(), String>), Error> {
+    let key = ObjectKey::new(Kind::Adapter, name);
+    let Some(record) = &state.record else {
+        return Ok((None, Err(format!("adapter {name:?} is not declared"))));
+    };
+    let desired = Desired::from_record(record)?;
+    let Spec::Adapter(spec) = &desired.spec else { return Ok((None, Err(format!("{key} is not an adapter")))) };
+    let agent_override = state.agent_override.as_ref();
+    let Some(adapter) = resolve(name, Some(spec), agent_override) else {
+        return Ok((None, Err(format!("adapter {name:?} is not declared"))));
+    };
+    if let Some(refusing) = agent_override.filter(|_| !adapter.enabled) {
+        let why = format!("adapter {name} is {} by an operator through the API", refusing.state.as_str());
+        return Ok((Some(adapter), Err(why)));
+    }
+    let ready = match conditions::find(&state.conditions, READY) {
+        Some(c) if c.status == ConditionStatus::True => Ok(()),
+        Some(c) => Err(format!("adapter {name}: {} ({})", c.message, c.reason)),
+        None => Err(format!("adapter {name} is not reconciled yet")),
+    };
+    Ok((Some(adapter), ready))
 }
 
 impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> ObjectReconciler<S, I, A, X> {
     pub fn with_executions(status: S, images: I, audit: A, executions: X) -> Self {
-        Self { status, images, audit, executions }
+        Self { status, images, audit, executions, dependents: Dependents::default() }
     }
 
-    /// The resolved adapter an Assignment names, and whether it is ready to execute.
-    async fn adapter_for(&self, name: &str) -> Result<(Option<ResolvedAdapter>, Result<(), String>), Error> {
-        let key = ObjectKey::new(Kind::Adapter, name);
-        let Some(record) = self.status.object(&key).await? else {
-            return Ok((None, Err(format!("adapter {name:?} is not declared"))));
-        };
-        let desired = Desired::from_record(&record)?;
-        let Spec::Adapter(spec) = &desired.spec else { return Ok((None, Err(format!("{key} is not an adapter")))) };
-        let agent_override = self.status.agent_override(name).await?;
-        let Some(adapter) = resolve(name, Some(spec), agent_override.as_ref()) else {
-            return Ok((None, Err(format!("adapter {name:?} is not declared"))));
-        };
-        if let Some(refusing) = agent_override.filter(|_| !adapter.enabled) {
-            let why = format!("adapter {name} is {} by an operator through the API", refusing.state.as_str());
-            return Ok((Some(adapter), Err(why)));
+    /// Records an Assignment among its Adapter's dependents (see [`Dependents::record`]): true
+    /// when that is new, so a read of the adapter begun before it may have missed a change.
+    fn depend(&self, desired: &Desired) -> bool {
+        match &desired.spec {
+            Spec::Assignment(spec) => self.dependents.record(&desired.key.name, &spec.adapter),
+            _ => false,
         }
-        let conditions = self.status.conditions(&key).await?;
-        let ready = match conditions::find(&conditions, READY) {
-            Some(c) if c.status == ConditionStatus::True => Ok(()),
-            Some(c) => Err(format!("adapter {name}: {} ({})", c.message, c.reason)),
-            None => Err(format!("adapter {name} is not reconciled yet")),
-        };
-        Ok((Some(adapter), ready))
     }
 
-    /// Reads the store and the engine for `desired`; writes nothing.
+    /// Reads the store (in one round trip) and the engine for `desired`; writes nothing.
     pub async fn observe(&self, desired: &Desired) -> Result<Observed, Error> {
-        let record = self.status.object(&desired.key).await?;
+        // Recorded before the read begins: a change the Adapter writes after this wakes it.
+        self.depend(desired);
+        let further = further(desired);
+        let (found, ()) = self.status.observe_with(&desired.key, |_| (further, ())).await?;
+        self.observed(desired, found).await
+    }
+
+    /// Reads the engine for `desired`, given what the store holds of it (`found`, read with
+    /// [`Self::further`]); writes nothing.
+    async fn observed(&self, desired: &Desired, found: Observation) -> Result<Observed, Error> {
+        let generation = desired.execution_generation.unwrap_or(1);
+        let (record, conditions) = (found.record, found.conditions);
+        let (adapter_state, execution) = (found.adapter.unwrap_or_default(), found.execution.unwrap_or_default());
         let agent_override = match &desired.spec {
-            Spec::Adapter(_) => self.status.agent_override(&desired.metadata.name).await?,
+            Spec::Adapter(_) => adapter_state.agent_override.clone(),
             _ => None,
         };
         let adapter = match &desired.spec {
@@ -142,16 +189,15 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
         };
         let assignment = match &desired.spec {
             Spec::Assignment(spec) => {
-                let generation = desired.execution_generation.unwrap_or(1);
-                // The lease first: a claim on what was read here fails if a session was recorded
-                // after the sessions below were read.
-                let lease = self.executions.lease(&desired.uid).await?;
+                // The store read the lease first: a claim on what was read here fails if a session
+                // was recorded after the sessions were read.
+                let lease = execution.lease;
                 let me = self.executions.controller_run();
                 let held_by =
                     lease.as_ref().filter(|l| l.held() && Some(&l.holder) != me.as_ref()).map(|l| l.holder.clone());
-                let mut sessions = self.executions.sessions(&desired.uid).await?;
+                let mut sessions = execution.sessions;
                 sessions.retain(|s| s.execution_generation == generation);
-                let (adapter, adapter_ready) = self.adapter_for(&spec.adapter).await?;
+                let (adapter, adapter_ready) = adapter_of(&spec.adapter, &adapter_state)?;
                 let active = self.executions.active_run(&desired.key.name);
                 let assignment_gates = match (&adapter, &adapter_ready) {
                     (Some(adapter), Ok(())) => self.images.gates(adapter, &spec.requires).await?,
@@ -161,7 +207,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                 gates = assignment_gates;
                 Some(AssignmentObserved {
                     sessions,
-                    proposal: self.executions.proposal(&desired.uid, generation).await?,
+                    proposal: execution.proposal,
                     active: active.is_some(),
                     active_generation: active.map(|run| (run.uid != desired.uid, run.generation)),
                     controller_run: me,
@@ -176,7 +222,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
             _ => None,
         };
         Ok(Observed {
-            conditions: self.status.conditions(&desired.key).await?,
+            conditions,
             status_json: record.as_ref().and_then(|r| r.status_json.clone()),
             observed_generation: record.and_then(|r| r.observed_generation),
             adapter,
@@ -390,21 +436,88 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
     }
 }
 
+/// When to look at `key` again after a reconcile that observed `observed` and made `changes`:
+/// only when time, or something no event reports, can change the answer. Everything else waits
+/// for its event (see the note on the requeue constants above).
+fn next_look(key: &ObjectKey, observed: &Observed, changes: &[Change]) -> Action {
+    let executing = observed.assignment.as_ref().is_some_and(|a| a.active)
+        || changes.iter().any(|c| matches!(c, Change::StartExecution { .. }));
+    // Only an Assignment the gates hold back (phase Refused) depends on them: a suspended,
+    // finished or failed one does not, whatever they say.
+    let ready_now = changes
+        .iter()
+        .rev()
+        .find_map(|change| match change {
+            Change::SetCondition(condition) if condition.type_ == READY => Some(condition),
+            _ => None,
+        })
+        .or_else(|| conditions::find(&observed.conditions, READY));
+    let refused = match key.kind {
+        Kind::Assignment => ready_now.is_some_and(|c| c.reason == reason::ADMISSION_REFUSED),
+        Kind::Adapter => observed.gates.as_ref().is_some_and(|g| g.decisions.iter().any(|d| !d.admitted())),
+        Kind::AdmissionPolicy => false,
+    };
+    let store_full = observed.assignment.as_ref().is_some_and(|a| a.store_full.is_some());
+    let image = observed.image.as_ref().filter(|_| key.kind == Kind::Adapter);
+    let missing_image = matches!(image, Some(ImageState::Missing { .. } | ImageState::DigestMismatch { .. }));
+    let pulling = matches!(image, Some(ImageState::ToPull { .. } | ImageState::Pulling { .. }));
+    // A failed pull is looked at again when its backoff has passed, when the next may start.
+    let pull_retry = match image {
+        Some(ImageState::PullFailed { retry_in, .. }) => Some((*retry_in).max(Duration::from_secs(1))),
+        _ => None,
+    };
+    if store_full {
+        Action::requeue(STORE_FULL_RECHECK)
+    } else if refused && key.kind == Kind::Assignment {
+        Action::requeue(ADMISSION_RECHECK)
+    } else if refused {
+        Action::requeue(ADAPTER_ADMISSION_RECHECK)
+    } else if pulling {
+        Action::requeue(PULL_RECHECK)
+    } else if let Some(retry_in) = pull_retry {
+        Action::requeue(retry_in)
+    } else if missing_image {
+        Action::requeue(MISSING_IMAGE_RECHECK)
+    } else if executing {
+        Action::requeue(RUNNING_RECHECK)
+    } else {
+        Action::await_change()
+    }
+}
+
 impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Reconciler<ObjectKey>
     for ObjectReconciler<S, I, A, X>
 {
     type Error = Error;
 
     async fn reconcile(&self, key: &ObjectKey) -> Result<Action, Error> {
-        let Some(record) = self.status.object(key).await? else {
+        // The record, and what it says to read beside it, in one round trip.
+        let (found, desired) = self
+            .status
+            .observe_with(key, |record| match record {
+                Some(record) if record.deleted_at.is_none() => match Desired::from_record(record) {
+                    Ok(desired) => (further(&desired), Some(Ok((self.depend(&desired), desired)))),
+                    Err(corrupt) => (Further::default(), Some(Err(corrupt))),
+                },
+                _ => (Further::default(), None),
+            })
+            .await?;
+        if found.record.is_none() {
             return Ok(Action::await_change());
-        };
-        if record.deleted_at.is_some() {
+        }
+        // A record without desired state is a tombstone.
+        let Some(desired) = desired else {
             // Cleanup: a removed Assignment's execution is cancelled before it is forgotten.
             if key.kind == Kind::Assignment {
                 self.executions.cancel(&key.name);
             }
             self.status.apply(key, &Change::Forget).await?;
+            match key.kind {
+                // The Assignments naming a removed Adapter now find it undeclared.
+                Kind::Adapter => _ = self.dependents.wake(&key.name),
+                Kind::Assignment => self.dependents.forget(&key.name),
+                Kind::AdmissionPolicy => {}
+            }
             let event = AuditEvent {
                 object: key.clone(),
                 warning: false,
@@ -413,52 +526,26 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Recon
             };
             self.audit.record(event).await?;
             return Ok(Action::await_change());
-        }
-        let desired = Desired::from_record(&record)?;
-        let observed = self.observe(&desired).await?;
-        let changes = Self::plan(&desired, &observed);
-        self.apply(&desired, &observed, &changes).await?;
-        let missing_image = key.kind == Kind::Adapter
-            && matches!(observed.image, Some(ImageState::Missing { .. } | ImageState::DigestMismatch { .. }));
-        let pulling = key.kind == Kind::Adapter
-            && matches!(observed.image, Some(ImageState::ToPull { .. } | ImageState::Pulling { .. }));
-        // A failed pull is looked at again when its backoff has passed, when the next may start.
-        let pull_retry = match &observed.image {
-            Some(ImageState::PullFailed { retry_in, .. }) if key.kind == Kind::Adapter => {
-                Some((*retry_in).max(Duration::from_secs(1)))
-            }
-            _ => None,
         };
-        let executing = observed.assignment.as_ref().is_some_and(|a| a.active)
-            || changes.iter().any(|c| matches!(c, Change::StartExecution { .. }));
-        // An Assignment waiting for its adapter looks again soon (adapters converge in seconds).
-        let waiting_for_adapter = observed.assignment.as_ref().is_some_and(|a| a.adapter_ready.is_err());
-        // A refusal clears when an operator seals a receipt (a file outside the specs): look again.
-        let refused = observed.assignment.as_ref().is_some_and(|a| a.refused.is_some())
-            || (key.kind == Kind::Adapter
-                && observed.gates.as_ref().is_some_and(|g| g.decisions.iter().any(|d| !d.admitted())));
-        // Another controller runs it: nothing to do here until its hold ends, which the lease
-        // watch (`presence.rs`, once per heartbeat for every lease) turns into a reconcile.
-        let store_full = observed.assignment.as_ref().is_some_and(|a| a.store_full.is_some());
-        Ok(if store_full {
-            Action::requeue(STORE_FULL_RECHECK)
-        } else if waiting_for_adapter {
-            Action::requeue(ADAPTER_RECHECK)
-        } else if refused && key.kind == Kind::Assignment {
-            Action::requeue(ADMISSION_RECHECK)
-        } else if refused {
-            Action::requeue(ADAPTER_ADMISSION_RECHECK)
-        } else if pulling {
-            Action::requeue(PULL_RECHECK)
-        } else if let Some(retry_in) = pull_retry {
-            Action::requeue(retry_in)
-        } else if missing_image {
-            Action::requeue(MISSING_IMAGE_RECHECK)
-        } else if executing {
-            Action::requeue(RUNNING_RECHECK)
-        } else {
-            Action::await_change()
-        })
+        let (newly_recorded, desired) = desired?;
+        // Recorded among its Adapter's dependents only once the read had begun (its first
+        // reconcile here, or it names another adapter now): the adapter is read again, so a
+        // change that woke nobody meanwhile is not missed.
+        let observed = match newly_recorded {
+            true => self.observe(&desired).await?,
+            false => self.observed(&desired, found).await?,
+        };
+        let changes = Self::plan(&desired, &observed);
+        let applied = self.apply(&desired, &observed, &changes).await;
+        // An Adapter that changed anything (its Ready or Admitted condition, its generation, what
+        // an operator's override makes it say) may have changed the answer of every Assignment
+        // naming it: they are woken, even when a later write failed after an earlier one landed.
+        if key.kind == Kind::Adapter && !changes.is_empty() {
+            let woken = self.dependents.wake(&key.name);
+            tracing::debug!(adapter = %key.name, woken, "the adapter changed; waking the assignments naming it");
+        }
+        applied?;
+        Ok(next_look(key, &observed, &changes))
     }
 
     async fn on_failure(

@@ -43,6 +43,47 @@ pub async fn status(
     scan: &Scan,
     leftovers: &[OwnedResource],
 ) -> Result<Vec<ObjectStatus>, BackendError> {
+    let mut objects = object_rows(store, scan).await?;
+    objects.rows.extend(leftover_rows(store, &objects.assignments, leftovers).await?);
+    Ok(objects.rows)
+}
+
+/// The rows of `status` that the spec files and the store decide: the source, objects (declared
+/// or remembered), files that do not load. Neither the engine nor time alone moves them.
+#[derive(Debug, Clone, Default)]
+pub struct ObjectRows {
+    pub rows: Vec<ObjectStatus>,
+    /// The declared Assignments' names: a leftover of one of them may still be needed.
+    pub assignments: BTreeSet<String>,
+    /// The sessions not finished when the rows were made (their sidecars report while they run).
+    pub unfinished: Vec<SessionRecord>,
+}
+
+/// The rows of leftovers nothing needs among `leftovers` (what the runtime owns for this
+/// project), given the declared Assignments' names.
+pub async fn leftover_rows(
+    store: &Store,
+    assignments: &BTreeSet<String>,
+    leftovers: &[OwnedResource],
+) -> Result<Vec<ObjectStatus>, BackendError> {
+    let mut rows = Vec::new();
+    for leftover in leftovers {
+        let (assignment, session_id) = (leftover.label(ASSIGNMENT), leftover.label(SESSION));
+        let declared = assignment.is_some_and(|name| assignments.contains(name));
+        let session = match session_id {
+            Some(id) if declared => store.session(id).await?,
+            _ => None,
+        };
+        let orphan = crate::prune::orphan_reason(assignment, declared, session_id, session.as_ref());
+        if let Some(why) = orphan {
+            rows.push(row::requires_pruning(leftover.kind.as_str(), leftover.name.clone(), &why));
+        }
+    }
+    Ok(rows)
+}
+
+/// See [`ObjectRows`].
+pub async fn object_rows(store: &Store, scan: &Scan) -> Result<ObjectRows, BackendError> {
     let declared = declared(scan);
     let records: BTreeMap<ObjectKey, ObjectRecord> =
         store.objects().await?.into_iter().map(|r| (r.key.clone(), r)).collect();
@@ -50,7 +91,11 @@ pub async fn status(
     // Two queries for every object, not two per object.
     let mut all_conditions = store.all_conditions().await?;
     let mut sessions_of: BTreeMap<String, Vec<SessionRecord>> = BTreeMap::new();
+    let mut unfinished = Vec::new();
     for session in store.sessions(None).await? {
+        if !session.phase.is_finished() {
+            unfinished.push(session.clone());
+        }
         sessions_of.entry(session.assignment.clone()).or_default().push(session);
     }
     let mut rows: Vec<ObjectStatus> = store.source().await?.iter().map(source_row).collect();
@@ -123,21 +168,9 @@ pub async fn status(
         let more = if errors.len() > 1 { format!(" (+{} more)", errors.len() - 1) } else { String::new() };
         rows.push(row::broken_file(file, format!("{}{more}", errors[0])));
     }
-    let assignments: BTreeSet<&str> =
-        declared.keys().filter(|k| k.kind == Kind::Assignment).map(|k| k.name.as_str()).collect();
-    for leftover in leftovers {
-        let (assignment, session_id) = (leftover.label(ASSIGNMENT), leftover.label(SESSION));
-        let declared = assignment.is_some_and(|name| assignments.contains(name));
-        let session = match session_id {
-            Some(id) if declared => store.session(id).await?,
-            _ => None,
-        };
-        let orphan = crate::prune::orphan_reason(assignment, declared, session_id, session.as_ref());
-        if let Some(why) = orphan {
-            rows.push(row::requires_pruning(leftover.kind.as_str(), leftover.name.clone(), &why));
-        }
-    }
-    Ok(rows)
+    let assignments: BTreeSet<String> =
+        declared.keys().filter(|k| k.kind == Kind::Assignment).map(|k| k.name.clone()).collect();
+    Ok(ObjectRows { rows, assignments, unfinished })
 }
 
 /// How `status` names where the desired state comes from: `working tree` (no source recorded),

@@ -19,7 +19,7 @@ use roundtable_session_runtime::PullProgress;
 use roundtable_source::{Project, Scan};
 use roundtable_specs::output::{Condition, ConditionStatus, Health, SyncStatus};
 use roundtable_specs::{Kind, ObjectKey};
-use roundtable_store::{ObjectRecord, ProposalRecord, SessionRecord, Store};
+use roundtable_store::{ObjectRecord, Store};
 
 /// The scan of the spec directory `dir`, as its project.
 fn scan(dir: &std::path::Path) -> Scan {
@@ -144,12 +144,6 @@ impl ImageBackend for FakeImages {
 struct NoExecutions;
 
 impl ExecutionBackend for NoExecutions {
-    async fn sessions(&self, _: &str) -> Result<Vec<SessionRecord>, BackendError> {
-        Ok(Vec::new())
-    }
-    async fn proposal(&self, _: &str, _: i64) -> Result<Option<ProposalRecord>, BackendError> {
-        Ok(None)
-    }
     fn active_run(&self, _: &str) -> Option<roundtable_reconcilers::ActiveRun> {
         None
     }
@@ -247,7 +241,11 @@ async fn adapter_reasons_for_missing_unpinned_and_disabled_images() {
     let missing = adapter_desired("agent:v1");
     reconciler.status.insert(&missing);
     let action = reconciler.reconcile(&missing.key).await.expect("reconcile");
-    assert!(action.requeue_after().is_some(), "a missing image is looked at again");
+    assert_eq!(
+        action.requeue_after(),
+        None,
+        "a missing image is looked at again on the engine's image events, not on a timer"
+    );
     let conditions = reconciler.status.conditions(&missing.key).await.expect("conditions");
     assert_eq!(
         (condition(&conditions, "Ready").status, condition(&conditions, "Ready").reason.as_str()),
@@ -456,6 +454,128 @@ async fn stalls_are_recorded_and_cleared_by_the_next_success() {
     assert_eq!(condition(&conditions, "Stalled").status, ConditionStatus::False);
 }
 
+/// Executions that start (into a list) once claimed: enough to see when an Assignment starts.
+#[derive(Default)]
+struct StartingExecutions(Mutex<Vec<String>>);
+
+impl ExecutionBackend for StartingExecutions {
+    fn active_run(&self, _: &str) -> Option<roundtable_reconcilers::ActiveRun> {
+        None
+    }
+    fn controller_run(&self) -> Option<String> {
+        Some("run".into())
+    }
+    async fn start(&self, request: ExecutionRequest) -> Result<(), BackendError> {
+        self.0.lock().expect("lock").push(request.assignment);
+        Ok(())
+    }
+    fn cancel(&self, _: &str) {}
+    fn supersede(&self, _: &str, _: i64) {}
+    async fn interrupt(&self, _: &str, _: Option<&roundtable_store::Lease>) -> Result<(), BackendError> {
+        Ok(())
+    }
+    async fn claim(
+        &self,
+        assignment: &roundtable_store::Identity,
+        _: Option<&roundtable_store::LeaseRecord>,
+    ) -> Result<Option<roundtable_store::Lease>, BackendError> {
+        Ok(Some(roundtable_store::Lease {
+            assignment: assignment.name.clone(),
+            assignment_uid: assignment.uid.clone(),
+            holder: "run".into(),
+            fence: 1,
+        }))
+    }
+}
+
+fn desired_of(uid: &str, generation: i64, text: &str) -> Desired {
+    let parsed = roundtable_specs::parse_file("a.yaml", "a.yaml", text);
+    assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+    let object = &parsed.objects[0];
+    Desired {
+        key: object.key(),
+        uid: uid.into(),
+        generation,
+        execution_generation: matches!(object.spec, roundtable_specs::Spec::Assignment(_)).then_some(1),
+        execution_digest: None,
+        rerun: false,
+        metadata: object.metadata.clone(),
+        spec: object.spec.clone(),
+    }
+}
+
+/// Lets the other tasks run until `done`, without letting a paused clock move (a task that keeps
+/// yielding never leaves the runtime idle, which is when a paused clock jumps to the next timer).
+async fn settle(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..100_000 {
+        if done() {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("{what} did not happen without the clock moving");
+}
+
+/// Waiting for its Adapter is not a timer: the Assignment asks for no requeue, and the Adapter's
+/// own reconcile, once an edit enables it, wakes it. The clock is paused and never moves, so a
+/// start that came from a timer could not happen.
+#[tokio::test(start_paused = true)]
+async fn an_assignment_waiting_for_a_disabled_adapter_starts_when_the_adapter_is_enabled() {
+    use roundtable_controller::{Config, Controller, Trigger};
+    let adapter = |enabled: bool| {
+        format!(
+            "{API}\nkind: Adapter\nmetadata: {{name: mine}}\nspec: {{image: 'agent:v1', command: mine, enabled: {enabled}}}\n"
+        )
+    };
+    let disabled = desired_of("uid-mine", 1, &adapter(false));
+    let assignment = desired_of(
+        "uid-task",
+        1,
+        &format!(
+            "{API}\nkind: Assignment\nmetadata: {{name: task}}\nspec:\n  adapter: mine\n  task: {{id: T, prompt: p}}\n  readablePaths: [a]\n"
+        ),
+    );
+    let reconciler = std::sync::Arc::new(ObjectReconciler::with_executions(
+        FakeStatus::default(),
+        FakeImages::default(),
+        FakeAudit::default(),
+        StartingExecutions::default(),
+    ));
+    reconciler.images.present.lock().expect("lock").insert("agent:v1".into(), "sha256:aa".into());
+    reconciler.status.insert(&disabled);
+    reconciler.status.insert(&assignment);
+    let (controller, handle) = Controller::new(reconciler.clone(), Config::default());
+    reconciler.dependents.wake_with(handle.clone());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(controller.run(async move {
+        let _ = stopped.await;
+    }));
+    let started_at = tokio::time::Instant::now();
+    let ready_reason = |key: &ObjectKey| {
+        let conditions = reconciler.status.conditions.lock().expect("lock").get(key).cloned().unwrap_or_default();
+        conditions.iter().find(|c| c.type_ == "Ready").map(|c| c.reason.clone())
+    };
+    handle.trigger(Trigger::Resync(assignment.key.clone()));
+    handle.trigger(Trigger::Resync(disabled.key.clone()));
+    settle("both reconciled", || {
+        ready_reason(&assignment.key).as_deref() == Some("AdapterNotReady")
+            && ready_reason(&disabled.key).as_deref() == Some("Disabled")
+    })
+    .await;
+    let action = reconciler.reconcile(&assignment.key).await.expect("reconcile");
+    assert_eq!(action.requeue_after(), None, "waiting for an adapter asks for no timer");
+    assert!(reconciler.executions.0.lock().expect("lock").is_empty(), "nothing starts while the adapter is disabled");
+
+    // The edit enables the adapter: the sync records generation 2 and queues the Adapter alone.
+    reconciler.status.insert(&desired_of("uid-mine", 2, &adapter(true)));
+    handle.trigger(Trigger::SpecChanged(disabled.key.clone()));
+    settle("the assignment to start", || !reconciler.executions.0.lock().expect("lock").is_empty()).await;
+    assert_eq!(*reconciler.executions.0.lock().expect("lock"), ["task"]);
+    assert_eq!(tokio::time::Instant::now(), started_at, "no timer fired: the enabled adapter woke it");
+    let _ = stop.send(());
+    running.await.expect("the controller stops");
+}
+
 // === the spec source against real files and a real store ===
 
 const API: &str = "apiVersion: roundtable.dev/v1alpha1";
@@ -622,4 +742,40 @@ fn targeted_rescans_read_only_what_changed_and_stay_correct() {
     write(dir, "nested/e.yaml", &adapter("e", "1m"));
     let walked = scan_changed(&project, &mut cache, Some(&[dir.join("nested")]));
     assert_eq!(names(&walked), ["a", "c", "e"]);
+}
+
+/// A reconcile that changes nothing reads the store once: the record, and the adapter, lease,
+/// sessions and proposal it says to read, in one round trip.
+#[tokio::test]
+async fn a_reconcile_that_changes_nothing_makes_one_store_round_trip() {
+    let specs = tempfile::tempdir().expect("tempdir");
+    let state = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(state.path()).await.expect("store");
+    let reconciler = ObjectReconciler::new(store.clone(), FakeImages::default(), store.clone());
+    let assignment = |name: &str, suspend: bool| {
+        format!(
+            "---\n{API}\nkind: Assignment\nmetadata: {{name: {name}}}\nspec:\n  adapter: mine\n  task: {{id: T, prompt: p}}\n  readablePaths: [README.md]\n  suspend: {suspend}\n"
+        )
+    };
+    let adapter = format!("{API}\nkind: Adapter\nmetadata: {{name: mine}}\nspec: {{command: mine, enabled: false}}\n");
+    write(specs.path(), "a.yaml", &format!("{adapter}{}{}", assignment("waiting", false), assignment("held", true)));
+    sync(&store, &store, &scan(specs.path())).await.expect("sync");
+    let keys = [
+        ObjectKey::new(Kind::Adapter, "mine"),
+        ObjectKey::new(Kind::Assignment, "waiting"),
+        ObjectKey::new(Kind::Assignment, "held"),
+    ];
+    for key in &keys {
+        reconciler.reconcile(key).await.expect("the first reconcile");
+    }
+    for key in &keys {
+        let before = store.round_trips();
+        let action = reconciler.reconcile(key).await.expect("reconcile");
+        assert_eq!(store.round_trips() - before, 1, "{key}: one round trip");
+        assert_eq!(action.requeue_after(), None, "{key}: no timer");
+    }
+    let conditions = store.conditions(&keys[1]).await.expect("conditions");
+    assert_eq!(condition(&conditions, "Ready").reason, "AdapterNotReady");
+    let conditions = store.conditions(&keys[2]).await.expect("conditions");
+    assert_eq!(condition(&conditions, "Ready").reason, "Suspended");
 }

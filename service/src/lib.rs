@@ -31,6 +31,7 @@ use roundtable_specs::{Kind, ObjectKey, ValidationError};
 use roundtable_store::{ProposalRecord, SessionRecord, Store};
 
 pub use lookup::{proposal_item, session_item};
+pub use roundtable_reconcilers::status::ObjectRows;
 
 /// Every finding of the static checks over the project's spec directory (nothing is created),
 /// admission contracts in `contracts/` included.
@@ -331,7 +332,24 @@ impl Service {
     /// running gateways, and what requires pruning (labelled resources nothing needs; sessions and
     /// proposals past `retention`).
     pub async fn status(&self, retention: Duration) -> Result<Vec<ObjectStatus>> {
+        let objects = self.status_of_objects().await?;
+        self.status_around(&objects, retention).await
+    }
+
+    /// The rows of [`Service::status`] that the spec files and the store decide (the source,
+    /// objects, files that do not load), which neither the engine nor time alone moves: what a
+    /// view of the status may keep until the store is written.
+    pub async fn status_of_objects(&self) -> Result<ObjectRows> {
         let scanned = self.scan().await?;
+        let mut objects = roundtable_reconcilers::status::object_rows(&self.store, &scanned).await?;
+        self.override_drift(&scanned, &mut objects.rows).await?;
+        Ok(objects)
+    }
+
+    /// The whole status around `objects` (from [`Service::status_of_objects`]): the rows that
+    /// change with the engine, the disk, running sessions' sidecars, other controllers'
+    /// heartbeats and time (retention), read now.
+    pub async fn status_around(&self, objects: &ObjectRows, retention: Duration) -> Result<Vec<ObjectStatus>> {
         let runs = prune::Runs { own: None, liveness: &host_liveness };
         let unreachable = self.engine_unreachable().await;
         let leftovers = match &unreachable {
@@ -348,13 +366,14 @@ impl Service {
         };
         let mut rows: Vec<ObjectStatus> = unreachable.iter().map(EngineUnreachable::status_row).collect();
         rows.extend(self.store.disk_full().as_ref().map(row::store_full));
-        rows.extend(roundtable_reconcilers::status::status(&self.store, &scanned, &leftovers).await?);
-        self.override_drift(&scanned, &mut rows).await?;
-        let sessions = self.store.sessions(None).await?;
+        rows.extend(objects.rows.iter().cloned());
+        rows.extend(
+            roundtable_reconcilers::status::leftover_rows(&self.store, &objects.assignments, &leftovers).await?,
+        );
         // Each running session's sidecars report; the rows are made from the reports in one place.
-        let gateways = roundtable_execution::egress::serving_reports(&sessions);
+        let gateways = roundtable_execution::egress::serving_reports(&objects.unfinished);
         rows.extend(gateways.map(|(session, report)| row::gateway(session, &report)));
-        let brokers = roundtable_execution::broker::serving_reports(&sessions);
+        let brokers = roundtable_execution::broker::serving_reports(&objects.unfinished);
         rows.extend(brokers.map(|(session, report)| row::broker(session, &report)));
         if self.store.is_shared() {
             rows.extend(self.controller_rows().await?);

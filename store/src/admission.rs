@@ -12,7 +12,7 @@ impl Store {
         let row = sqlx::query("SELECT runs FROM probes WHERE image_id = $1 AND contract_hash = $2")
             .bind(image_id)
             .bind(contract_hash)
-            .fetch_optional(&self.pool)
+            .fetch_optional(self.pool())
             .await?;
         Ok(match row {
             Some(row) => Some(row.try_get("runs")?),
@@ -29,7 +29,7 @@ impl Store {
         .bind(contract_hash)
         .bind(runs)
         .bind(now())
-        .execute(&self.pool)
+        .execute(self.pool())
         .await?;
         Ok(())
     }
@@ -39,7 +39,7 @@ impl Store {
         let row = sqlx::query("SELECT * FROM canaries WHERE adapter = $1 AND image_id = $2")
             .bind(adapter)
             .bind(image_id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(self.pool())
             .await?;
         let Some(row) = row else { return Ok(None) };
         Ok(Some(CanaryAttestation {
@@ -64,7 +64,7 @@ impl Store {
         .bind(&canary.detail)
         .bind(&canary.at)
         .bind(&canary.expires_at)
-        .execute(&self.pool)
+        .execute(self.pool())
         .await?;
         Ok(())
     }

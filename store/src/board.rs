@@ -133,7 +133,7 @@ impl Store {
     pub async fn notes(&self, assignment: &str) -> Result<Vec<Note>> {
         let rows = sqlx::query("SELECT * FROM notes WHERE assignment = $1 ORDER BY id")
             .bind(assignment)
-            .fetch_all(&self.pool)
+            .fetch_all(self.pool())
             .await?;
         rows.iter()
             .map(|row| {
@@ -150,14 +150,14 @@ impl Store {
 
     /// Claims that hold at `at`: neither released nor expired, of a session that has not ended.
     pub async fn live_claims(&self, at: &str) -> Result<Vec<Claim>> {
-        live_claims_on(&self.pool, at).await
+        live_claims_on(self.pool(), at).await
     }
 
     /// Every claim of `assignment`'s sessions, live or not, oldest first.
     pub async fn claims_of(&self, assignment: &str) -> Result<Vec<Claim>> {
         let rows = sqlx::query("SELECT * FROM claims WHERE assignment = $1 ORDER BY acquired_at, path")
             .bind(assignment)
-            .fetch_all(&self.pool)
+            .fetch_all(self.pool())
             .await?;
         rows.iter().map(claim_from_row).collect()
     }
@@ -208,7 +208,7 @@ impl Store {
             let done = sqlx::query("UPDATE claims SET released_at = $1 WHERE session_id = $2 AND released_at IS NULL")
                 .bind(&at)
                 .bind(session)
-                .execute(&self.pool)
+                .execute(self.pool())
                 .await?;
             return Ok(done.rows_affected());
         }
@@ -219,7 +219,7 @@ impl Store {
             .bind(&at)
             .bind(session)
             .bind(path)
-            .execute(&self.pool)
+            .execute(self.pool())
             .await?;
             released += done.rows_affected();
         }
@@ -235,7 +235,7 @@ impl Store {
         .bind(session)
         .bind(&at)
         .bind(status)
-        .execute(&self.pool)
+        .execute(self.pool())
         .await?;
         Ok(at)
     }
@@ -246,7 +246,7 @@ impl Store {
             "SELECT MAX(h.at) AS at FROM heartbeats h JOIN sessions s ON s.id = h.session_id WHERE s.adapter = $1",
         )
         .bind(adapter)
-        .fetch_one(&self.pool)
+        .fetch_one(self.pool())
         .await?;
         Ok(row.try_get("at")?)
     }
@@ -255,7 +255,7 @@ impl Store {
     pub async fn last_heartbeat(&self, session: &str) -> Result<Option<(String, String)>> {
         let row = sqlx::query("SELECT at, status FROM heartbeats WHERE session_id = $1")
             .bind(session)
-            .fetch_optional(&self.pool)
+            .fetch_optional(self.pool())
             .await?;
         row.map(|row| Ok((row.try_get("at")?, row.try_get("status")?))).transpose()
     }

@@ -36,8 +36,10 @@ fn to_json(value: &Decision) -> String {
 impl Store {
     /// The state proposal `id` is in, if it exists.
     async fn proposal_state(&self, id: &str) -> Result<Option<ProposalState>> {
-        let state: Option<String> =
-            sqlx::query_scalar("SELECT state FROM proposals WHERE id = $1").bind(id).fetch_optional(&self.pool).await?;
+        let state: Option<String> = sqlx::query_scalar("SELECT state FROM proposals WHERE id = $1")
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?;
         state
             .map(|text| {
                 text.parse().map_err(|e: roundtable_specs::words::UnknownWord| crate::Error::Corrupt(e.to_string()))
@@ -67,7 +69,7 @@ impl Store {
         .bind(detail)
         .bind(id)
         .bind(ProposalState::Pending.as_str())
-        .execute(&self.pool)
+        .execute(self.pool())
         .await?;
         self.taken_from_pending(id, done.rows_affected()).await
     }
@@ -77,7 +79,7 @@ impl Store {
         let row = sqlx::query("SELECT claimed_by, claimed_at, claim_json FROM proposals WHERE id = $1 AND state = $2")
             .bind(id)
             .bind(ProposalState::Accepting.as_str())
-            .fetch_optional(&self.pool)
+            .fetch_optional(self.pool())
             .await?;
         let Some(row) = row else { return Ok(None) };
         Ok(Some(AcceptClaim {
@@ -92,7 +94,7 @@ impl Store {
         let rows =
             sqlx::query("SELECT id, claimed_by, claimed_at, claim_json FROM proposals WHERE state = $1 ORDER BY id")
                 .bind(ProposalState::Accepting.as_str())
-                .fetch_all(&self.pool)
+                .fetch_all(self.pool())
                 .await?;
         rows.iter()
             .map(|row| {
@@ -123,7 +125,7 @@ impl Store {
         .bind(id)
         .bind(ProposalState::Accepting.as_str())
         .bind(holder)
-        .execute(&self.pool)
+        .execute(self.pool())
         .await?;
         self.wrote();
         Ok(done.rows_affected() == 1)
@@ -142,7 +144,7 @@ impl Store {
         .bind(id)
         .bind(ProposalState::Accepting.as_str())
         .bind(holder)
-        .execute(&self.pool)
+        .execute(self.pool())
         .await?;
         self.wrote();
         Ok(done.rows_affected() == 1)
@@ -156,7 +158,7 @@ impl Store {
             .bind(to_json(decision))
             .bind(id)
             .bind(ProposalState::Pending.as_str())
-            .execute(&self.pool)
+            .execute(self.pool())
             .await?;
         self.taken_from_pending(id, done.rows_affected()).await
     }

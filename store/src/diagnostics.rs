@@ -19,7 +19,7 @@ impl Store {
             .bind(&report.agent)
             .bind(json)
             .bind(now())
-            .execute(&self.pool)
+            .execute(self.pool())
             .await?;
         Ok(())
     }
@@ -28,7 +28,7 @@ impl Store {
     pub async fn diagnostic(&self, id: &str) -> Result<Option<DiagnosticReport>> {
         let row = sqlx::query("SELECT report_json FROM diagnostics WHERE id = $1")
             .bind(id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(self.pool())
             .await?;
         match row {
             Some(row) => Ok(Some(parse(id, &row.try_get::<String, _>("report_json")?)?)),
@@ -41,7 +41,7 @@ impl Store {
         let rows =
             sqlx::query("SELECT id, report_json FROM diagnostics WHERE adapter = $1 ORDER BY created_at DESC, id DESC")
                 .bind(adapter)
-                .fetch_all(&self.pool)
+                .fetch_all(self.pool())
                 .await?;
         rows.iter()
             .map(|row| parse(&row.try_get::<String, _>("id")?, &row.try_get::<String, _>("report_json")?))

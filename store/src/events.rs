@@ -94,7 +94,7 @@ impl Store {
         .bind(event.reason.as_str())
         .bind(event.message)
         .bind(event.record)
-        .fetch_one(&self.pool)
+        .fetch_one(self.pool())
         .await?;
         self.wrote();
         Ok(row.try_get("id")?)
@@ -135,7 +135,7 @@ impl Store {
         let rows = sqlx::query("SELECT * FROM events WHERE id < $1 ORDER BY id DESC LIMIT $2")
             .bind(before.unwrap_or(i64::MAX))
             .bind(limit)
-            .fetch_all(&self.pool)
+            .fetch_all(self.pool())
             .await?;
         rows.iter().map(event_from_row).collect()
     }
@@ -145,14 +145,17 @@ impl Store {
         let rows = sqlx::query("SELECT * FROM events WHERE id > $1 ORDER BY id LIMIT $2")
             .bind(after)
             .bind(limit)
-            .fetch_all(&self.pool)
+            .fetch_all(self.pool())
             .await?;
         rows.iter().map(event_from_row).collect()
     }
 
     /// The id of the newest event; 0 when there is none.
     pub async fn last_event_id(&self) -> Result<i64> {
-        Ok(sqlx::query_scalar::<_, Option<i64>>("SELECT MAX(id) FROM events").fetch_one(&self.pool).await?.unwrap_or(0))
+        Ok(sqlx::query_scalar::<_, Option<i64>>("SELECT MAX(id) FROM events")
+            .fetch_one(self.pool())
+            .await?
+            .unwrap_or(0))
     }
 
     /// The most recent `limit` events of the object with uid `uid` (an earlier object of the
@@ -165,7 +168,7 @@ impl Store {
         .bind(&object.name)
         .bind(limit)
         .bind(uid)
-        .fetch_all(&self.pool)
+        .fetch_all(self.pool())
         .await?;
         rows.iter().map(event_from_row).collect()
     }

@@ -142,7 +142,7 @@ fn proposal_from_row(row: &sqlx::any::AnyRow) -> Result<ProposalRecord> {
 impl Store {
     /// Inserts or replaces a session row.
     pub async fn save_session(&self, session: &SessionRecord) -> Result<()> {
-        save_session_with(&self.pool, session).await?;
+        save_session_with(self.pool(), session).await?;
         self.wrote();
         Ok(())
     }
@@ -191,7 +191,7 @@ pub(crate) async fn save_session_with(
 
 impl Store {
     pub async fn session(&self, id: &str) -> Result<Option<SessionRecord>> {
-        let row = sqlx::query("SELECT * FROM sessions WHERE id = $1").bind(id).fetch_optional(&self.pool).await?;
+        let row = sqlx::query("SELECT * FROM sessions WHERE id = $1").bind(id).fetch_optional(self.pool()).await?;
         row.as_ref().map(session_from_row).transpose()
     }
 
@@ -205,17 +205,12 @@ impl Store {
             }
             None => sqlx::query("SELECT * FROM sessions ORDER BY created_at DESC, id DESC"),
         };
-        crate::fetch_mapped(&self.pool, query, session_from_row).await
+        crate::fetch_mapped(self.pool(), query, session_from_row).await
     }
 
     /// The sessions of the Assignment object with uid `assignment_uid`, newest first.
     pub async fn sessions_of(&self, assignment_uid: &str) -> Result<Vec<SessionRecord>> {
-        let rows =
-            sqlx::query("SELECT * FROM sessions WHERE assignment_uid = $1 ORDER BY created_at DESC, attempt DESC")
-                .bind(assignment_uid)
-                .fetch_all(&self.pool)
-                .await?;
-        rows.iter().map(session_from_row).collect()
+        sessions_of_with(self.pool(), assignment_uid).await
     }
 
     /// The newest session of Assignment `assignment_uid` that succeeded running the run fields
@@ -235,7 +230,7 @@ impl Store {
         .bind(execution_digest)
         .bind(base_commit)
         .bind(SessionPhase::Succeeded.as_str())
-        .fetch_optional(&self.pool)
+        .fetch_optional(self.pool())
         .await?;
         row.as_ref().map(session_from_row).transpose()
     }
@@ -244,28 +239,27 @@ impl Store {
     pub async fn proposal_of_session(&self, session_id: &str) -> Result<Option<ProposalRecord>> {
         let row = sqlx::query("SELECT * FROM proposals WHERE session_id = $1")
             .bind(session_id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(self.pool())
             .await?;
         row.as_ref().map(proposal_from_row).transpose()
     }
 
     /// Records a proposal; false when the execution generation already has one.
     pub async fn insert_proposal(&self, proposal: &ProposalRecord) -> Result<bool> {
-        let inserted = insert_proposal_with(&self.pool, proposal).await?;
+        let inserted = insert_proposal_with(self.pool(), proposal).await?;
         self.wrote();
         Ok(inserted)
     }
 
     pub async fn proposals(&self) -> Result<Vec<ProposalRecord>> {
         let rows =
-            sqlx::query("SELECT * FROM proposals ORDER BY created_at DESC, id DESC").fetch_all(&self.pool).await?;
+            sqlx::query("SELECT * FROM proposals ORDER BY created_at DESC, id DESC").fetch_all(self.pool()).await?;
         rows.iter().map(proposal_from_row).collect()
     }
 
     /// The proposal with exactly this ID.
     pub async fn proposal_by_id(&self, id: &str) -> Result<Option<ProposalRecord>> {
-        let row = sqlx::query("SELECT * FROM proposals WHERE id = $1").bind(id).fetch_optional(&self.pool).await?;
-        row.as_ref().map(proposal_from_row).transpose()
+        proposal_by_id_with(self.pool(), id).await
     }
 
     /// Proposals whose ID starts with `prefix` (compared as text, no pattern characters), at
@@ -274,7 +268,7 @@ impl Store {
         let rows = sqlx::query("SELECT * FROM proposals WHERE substr(id, 1, length($1)) = $1 ORDER BY id LIMIT $2")
             .bind(prefix)
             .bind(limit)
-            .fetch_all(&self.pool)
+            .fetch_all(self.pool())
             .await?;
         rows.iter().map(proposal_from_row).collect()
     }
@@ -284,7 +278,7 @@ impl Store {
         let rows = sqlx::query("SELECT * FROM sessions WHERE substr(id, 1, length($1)) = $1 ORDER BY id LIMIT $2")
             .bind(prefix)
             .bind(limit)
-            .fetch_all(&self.pool)
+            .fetch_all(self.pool())
             .await?;
         rows.iter().map(session_from_row).collect()
     }
@@ -297,28 +291,65 @@ impl Store {
         assignment_uid: &str,
         execution_generation: i64,
     ) -> Result<Option<ProposalRecord>> {
-        let row = sqlx::query("SELECT * FROM proposals WHERE assignment_uid = $1 AND execution_generation = $2")
-            .bind(assignment_uid)
-            .bind(execution_generation)
-            .fetch_optional(&self.pool)
-            .await?;
-        if let Some(row) = row {
-            return proposal_from_row(&row).map(Some);
-        }
-        let reused: Option<Option<String>> = sqlx::query_scalar(
-            "SELECT detail_json FROM sessions WHERE assignment_uid = $1 AND execution_generation = $2 AND phase = $3 \
-             ORDER BY finished_at DESC, id DESC LIMIT 1",
-        )
+        let mut connection = self.pool().acquire().await?;
+        proposal_for_with(&mut connection, assignment_uid, execution_generation, true).await
+    }
+}
+
+/// The sessions of the Assignment object with uid `assignment_uid`, newest first, through
+/// `executor` (the pool, or a connection reading several things).
+pub(crate) async fn sessions_of_with(
+    executor: impl sqlx::Executor<'_, Database = sqlx::Any>,
+    assignment_uid: &str,
+) -> Result<Vec<SessionRecord>> {
+    let rows = sqlx::query("SELECT * FROM sessions WHERE assignment_uid = $1 ORDER BY created_at DESC, attempt DESC")
+        .bind(assignment_uid)
+        .fetch_all(executor)
+        .await?;
+    rows.iter().map(session_from_row).collect()
+}
+
+async fn proposal_by_id_with(
+    executor: impl sqlx::Executor<'_, Database = sqlx::Any>,
+    id: &str,
+) -> Result<Option<ProposalRecord>> {
+    let row = sqlx::query("SELECT * FROM proposals WHERE id = $1").bind(id).fetch_optional(executor).await?;
+    row.as_ref().map(proposal_from_row).transpose()
+}
+
+/// [`Store::proposal_for`] on `connection`. `may_reuse`: whether a session of the generation
+/// succeeded, so that it may have reused an earlier result (false skips that look, which would
+/// find nothing).
+pub(crate) async fn proposal_for_with(
+    connection: &mut sqlx::AnyConnection,
+    assignment_uid: &str,
+    execution_generation: i64,
+    may_reuse: bool,
+) -> Result<Option<ProposalRecord>> {
+    let row = sqlx::query("SELECT * FROM proposals WHERE assignment_uid = $1 AND execution_generation = $2")
         .bind(assignment_uid)
         .bind(execution_generation)
-        .bind(SessionPhase::Succeeded.as_str())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *connection)
         .await?;
-        let detail: SessionDetail = stored_json("detail_json", reused.flatten())?;
-        let Some(id) = detail.reused.and_then(|run| run.proposal) else { return Ok(None) };
-        let decided = self.proposal_by_id(&id).await?;
-        Ok(decided.filter(|p| matches!(p.state, ProposalState::Accepted | ProposalState::Rejected)))
+    if let Some(row) = row {
+        return proposal_from_row(&row).map(Some);
     }
+    if !may_reuse {
+        return Ok(None);
+    }
+    let reused: Option<Option<String>> = sqlx::query_scalar(
+        "SELECT detail_json FROM sessions WHERE assignment_uid = $1 AND execution_generation = $2 AND phase = $3 \
+         ORDER BY finished_at DESC, id DESC LIMIT 1",
+    )
+    .bind(assignment_uid)
+    .bind(execution_generation)
+    .bind(SessionPhase::Succeeded.as_str())
+    .fetch_optional(&mut *connection)
+    .await?;
+    let detail: SessionDetail = stored_json("detail_json", reused.flatten())?;
+    let Some(id) = detail.reused.and_then(|run| run.proposal) else { return Ok(None) };
+    let decided = proposal_by_id_with(&mut *connection, &id).await?;
+    Ok(decided.filter(|p| matches!(p.state, ProposalState::Accepted | ProposalState::Rejected)))
 }
 
 /// Timestamps are fixed-width RFC 3339 text, so "older than" is a text comparison.
@@ -338,7 +369,7 @@ impl Store {
         .bind(before)
         .bind(SessionPhase::Queued.as_str())
         .bind(SessionPhase::Running.as_str())
-        .fetch_all(&self.pool)
+        .fetch_all(self.pool())
         .await?;
         rows.iter().map(session_from_row).collect()
     }
@@ -347,20 +378,20 @@ impl Store {
     pub async fn proposals_before(&self, before: &str) -> Result<Vec<ProposalRecord>> {
         let rows = sqlx::query("SELECT * FROM proposals WHERE created_at < $1 ORDER BY created_at")
             .bind(before)
-            .fetch_all(&self.pool)
+            .fetch_all(self.pool())
             .await?;
         rows.iter().map(proposal_from_row).collect()
     }
 
     pub async fn delete_session(&self, id: &str) -> Result<()> {
-        sqlx::query("DELETE FROM sessions WHERE id = $1").bind(id).execute(&self.pool).await?;
+        sqlx::query("DELETE FROM sessions WHERE id = $1").bind(id).execute(self.pool()).await?;
         self.wrote();
         Ok(())
     }
 
     pub async fn delete_proposal(&self, id: &str) -> Result<()> {
-        sqlx::query("DELETE FROM proposal_patches WHERE proposal_id = $1").bind(id).execute(&self.pool).await?;
-        sqlx::query("DELETE FROM proposals WHERE id = $1").bind(id).execute(&self.pool).await?;
+        sqlx::query("DELETE FROM proposal_patches WHERE proposal_id = $1").bind(id).execute(self.pool()).await?;
+        sqlx::query("DELETE FROM proposals WHERE id = $1").bind(id).execute(self.pool()).await?;
         self.wrote();
         Ok(())
     }
@@ -369,7 +400,7 @@ impl Store {
     pub async fn proposal_patch(&self, id: &str) -> Result<Option<Vec<u8>>> {
         Ok(sqlx::query_scalar("SELECT patch FROM proposal_patches WHERE proposal_id = $1")
             .bind(id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(self.pool())
             .await?)
     }
 }

@@ -20,7 +20,7 @@ impl Store {
             .bind(i64::try_from(print.length).unwrap_or(i64::MAX))
             .bind(&print.digest)
             .bind(&at)
-            .execute(&self.pool)
+            .execute(self.pool())
             .await?;
         }
         Ok(())
@@ -29,7 +29,7 @@ impl Store {
     /// Every recorded fingerprint, by name.
     pub async fn credential_fingerprints(&self) -> Result<Vec<CredentialFingerprint>> {
         let rows = sqlx::query("SELECT name, length, digest FROM credential_fingerprints ORDER BY name")
-            .fetch_all(&self.pool)
+            .fetch_all(self.pool())
             .await?;
         rows.iter()
             .map(|row| {

@@ -82,7 +82,7 @@ impl Store {
         .bind(i64::from(response.status))
         .bind(&response.content_type)
         .bind(&response.body)
-        .execute(&self.pool)
+        .execute(self.pool())
         .await?;
         Ok(())
     }
@@ -91,7 +91,7 @@ impl Store {
     pub async fn release_idempotency_key(&self, key: &str) -> Result<()> {
         sqlx::query("DELETE FROM idempotency_keys WHERE key = $1 AND state = 'pending'")
             .bind(key)
-            .execute(&self.pool)
+            .execute(self.pool())
             .await?;
         Ok(())
     }

@@ -173,8 +173,17 @@ impl Store {
         if !self.is_shared() {
             return Ok(time::OffsetDateTime::now_utc());
         }
+        let mut connection = self.pool().acquire().await?;
+        self.clock_with(&mut connection).await
+    }
+
+    /// [`Store::lease_clock`] as a moment, read on `connection` (on SQLite, this host's clock).
+    async fn clock_with(&self, connection: &mut sqlx::AnyConnection) -> Result<time::OffsetDateTime> {
+        if !self.is_shared() {
+            return Ok(time::OffsetDateTime::now_utc());
+        }
         let row = sqlx::query("SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT) AS micros")
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *connection)
             .await?;
         let micros: i64 = row.try_get("micros")?;
         time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(micros) * 1000)
@@ -194,7 +203,7 @@ impl Store {
         .bind(me.checkout)
         .bind(&at)
         .bind(&until)
-        .execute(&self.pool)
+        .execute(self.pool())
         .await?;
         Ok(())
     }
@@ -208,17 +217,17 @@ impl Store {
             .bind(id)
             .bind(&at)
             .bind(&until)
-            .execute(&self.pool)
+            .execute(self.pool())
             .await?;
         sqlx::query("UPDATE execution_leases SET expires_at = $2 WHERE holder = $1 AND released_at IS NULL")
             .bind(id)
             .bind(&until)
-            .execute(&self.pool)
+            .execute(self.pool())
             .await?;
         let rows =
             sqlx::query("SELECT assignment_uid, fence FROM execution_leases WHERE holder = $1 AND released_at IS NULL")
                 .bind(id)
-                .fetch_all(&self.pool)
+                .fetch_all(self.pool())
                 .await?;
         rows.iter().map(|row| Ok((row.try_get("assignment_uid")?, row.try_get("fence")?))).collect()
     }
@@ -229,12 +238,12 @@ impl Store {
         sqlx::query("UPDATE execution_leases SET fence = fence + 1, released_at = $2, expires_at = $2 WHERE holder = $1 AND released_at IS NULL")
             .bind(id)
             .bind(&at)
-            .execute(&self.pool)
+            .execute(self.pool())
             .await?;
         sqlx::query("UPDATE controllers SET stopped_at = $2 WHERE id = $1")
             .bind(id)
             .bind(&at)
-            .execute(&self.pool)
+            .execute(self.pool())
             .await?;
         Ok(())
     }
@@ -246,7 +255,7 @@ impl Store {
         sqlx::query("UPDATE controllers SET stopped_at = $2 WHERE id <> $1 AND stopped_at IS NULL")
             .bind(id)
             .bind(&at)
-            .execute(&self.pool)
+            .execute(self.pool())
             .await?;
         Ok(())
     }
@@ -257,14 +266,14 @@ impl Store {
             "DELETE FROM controllers WHERE (stopped_at IS NOT NULL AND stopped_at < $1) OR (stopped_at IS NULL AND expires_at < $1)",
         )
         .bind(cutoff)
-        .execute(&self.pool)
+        .execute(self.pool())
         .await?;
         Ok(done.rows_affected())
     }
 
     /// Every registered controller, live ones first, newest first.
     pub async fn controllers(&self) -> Result<Vec<ControllerRecord>> {
-        let rows = sqlx::query("SELECT * FROM controllers ORDER BY started_at DESC, id").fetch_all(&self.pool).await?;
+        let rows = sqlx::query("SELECT * FROM controllers ORDER BY started_at DESC, id").fetch_all(self.pool()).await?;
         let mut all: Vec<ControllerRecord> = rows.iter().map(controller_from_row).collect::<Result<_>>()?;
         let at = self.lease_clock().await?;
         all.sort_by_key(|c| !c.is_live(&at));
@@ -274,15 +283,27 @@ impl Store {
     /// The lease on the execution of the Assignment with uid `assignment_uid`, with whether its
     /// holder still heartbeats.
     pub async fn execution_lease(&self, assignment_uid: &str) -> Result<Option<LeaseRecord>> {
-        let row =
-            sqlx::query(leases_where("l.assignment_uid = $1")).bind(assignment_uid).fetch_optional(&self.pool).await?;
-        let at = self.lease_clock().await?;
+        let mut connection = self.pool().acquire().await?;
+        self.execution_lease_with(&mut connection, assignment_uid).await
+    }
+
+    /// [`Store::execution_lease`] on `connection`, judged by the lease clock read on it too.
+    pub(crate) async fn execution_lease_with(
+        &self,
+        connection: &mut sqlx::AnyConnection,
+        assignment_uid: &str,
+    ) -> Result<Option<LeaseRecord>> {
+        let row = sqlx::query(leases_where("l.assignment_uid = $1"))
+            .bind(assignment_uid)
+            .fetch_optional(&mut *connection)
+            .await?;
+        let at = crate::at(self.clock_with(connection).await?);
         row.map(|row| lease_from_row(&row, &at)).transpose()
     }
 
     /// Every lease not released, by assignment.
     pub async fn execution_leases(&self) -> Result<Vec<LeaseRecord>> {
-        let rows = sqlx::query(leases_where("l.released_at IS NULL")).fetch_all(&self.pool).await?;
+        let rows = sqlx::query(leases_where("l.released_at IS NULL")).fetch_all(self.pool()).await?;
         let at = self.lease_clock().await?;
         rows.iter().map(|row| lease_from_row(row, &at)).collect()
     }
@@ -309,7 +330,7 @@ impl Store {
                 .bind(&at)
                 .bind(&until)
                 .bind(&assignment.name)
-                .fetch_optional(&self.pool)
+                .fetch_optional(self.pool())
                 .await?
             }
             Some(seen) => {
@@ -324,7 +345,7 @@ impl Store {
                 .bind(&at)
                 .bind(&until)
                 .bind(seen.fence)
-                .fetch_optional(&self.pool)
+                .fetch_optional(self.pool())
                 .await?
             }
         };
@@ -351,7 +372,7 @@ impl Store {
         .bind(&lease.holder)
         .bind(lease.fence)
         .bind(&at)
-        .execute(&self.pool)
+        .execute(self.pool())
         .await?;
         Ok(done.rows_affected() == 1)
     }

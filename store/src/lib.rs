@@ -14,6 +14,7 @@ pub mod idempotency;
 pub mod leases;
 pub mod lock;
 mod objects;
+mod observe;
 mod overrides;
 mod repository;
 mod revision;
@@ -38,6 +39,7 @@ pub use events::{EventRecord, NewEvent, Severity};
 pub use executions::{ProposalRecord, SessionRecord, cutoff};
 pub use leases::{ControllerRecord, Fenced, Lease, LeaseRecord, Registration};
 pub use objects::{Identity, IndexEntry, ObjectRecord, Recorded, SpecSnapshot};
+pub use observe::{AdapterState, ExecutionReads, ExecutionState, Further, Observation, Reads};
 pub use overrides::{AgentOverride, OverrideChange, OverrideState, StartRefused};
 pub use repository::RepositoryKey;
 pub use revision::DesiredRevision;
@@ -213,6 +215,8 @@ pub struct Store {
     /// wait for the next instead of polling. Writes by other processes on a shared store are not
     /// counted: such a view also refreshes on a timer.
     writes: std::sync::Arc<tokio::sync::watch::Sender<u64>>,
+    /// Counts the round trips made through this handle and its clones (see [`Store::round_trips`]).
+    round_trips: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Creates the state directory (0700, with a `.gitignore` that keeps it out of commits) and
@@ -265,6 +269,7 @@ impl Store {
                     url: url.clone(),
                     revision_pin: None,
                     writes: Default::default(),
+                    round_trips: Default::default(),
                 })
             }
             StoreUrl::Postgres(text) => {
@@ -283,6 +288,7 @@ impl Store {
                     url: url.clone(),
                     revision_pin: None,
                     writes: Default::default(),
+                    round_trips: Default::default(),
                 })
             }
         }
@@ -322,6 +328,7 @@ impl Store {
             url: StoreUrl::Sqlite(PathBuf::from(":memory:")),
             revision_pin: None,
             writes: Default::default(),
+            round_trips: Default::default(),
         })
     }
 
@@ -339,6 +346,22 @@ impl Store {
         self.writes.subscribe()
     }
 
+    /// How many round trips to the database this handle and its clones have made: each statement
+    /// run on its own and each transaction (however many statements it holds) counts once, as each
+    /// takes a connection from the pool (on SQLite, a hand-off to that connection's worker thread).
+    /// A cheap counter, for tests that a quiet daemon asks nothing and for the
+    /// `roundtable_store_round_trips_total` metric.
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The pool, for one round trip: every query and transaction takes it through here, so
+    /// [`Store::round_trips`] counts it.
+    pub(crate) fn pool(&self) -> &AnyPool {
+        self.round_trips.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        &self.pool
+    }
+
     /// Counts a committed write (see [`Store::writes`]).
     pub(crate) fn wrote(&self) {
         self.writes.send_modify(|count| *count = count.wrapping_add(1));
@@ -350,9 +373,9 @@ impl Store {
     /// is a transaction-scoped advisory lock, which serialises writers across controllers.
     pub(crate) async fn write_transaction(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
         match self.dialect {
-            Dialect::Sqlite => Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?),
+            Dialect::Sqlite => Ok(self.pool().begin_with("BEGIN IMMEDIATE").await?),
             Dialect::Postgres => {
-                let mut tx = self.pool.begin().await?;
+                let mut tx = self.pool().begin().await?;
                 sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(WRITE_LOCK).execute(&mut *tx).await?;
                 Ok(tx)
             }
@@ -402,7 +425,7 @@ impl Store {
     /// `VACUUM INTO` a new file at `copy`, then its integrity check.
     async fn checked_copy(&self, copy: &Path) -> Result<()> {
         let text = copy.to_str().ok_or_else(|| Error::Corrupt(format!("{} is not UTF-8", copy.display())))?;
-        sqlx::query("VACUUM INTO $1").bind(text).execute(&self.pool).await?;
+        sqlx::query("VACUUM INTO $1").bind(text).execute(self.pool()).await?;
         let pool = sqlite_pool_read_only(copy)
             .await
             .map_err(|source| Error::Open { location: format!("sqlite:{}", copy.display()), source })?;

@@ -151,19 +151,14 @@ impl Store {
     }
 
     pub async fn object(&self, key: &ObjectKey) -> Result<Option<ObjectRecord>> {
-        let row = sqlx::query("SELECT * FROM objects WHERE kind = $1 AND name = $2")
-            .bind(key.kind.as_str())
-            .bind(&key.name)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|row| object_from_row(&row)).transpose()
+        object_with(self.pool(), key).await
     }
 
     /// What a scan compares against: every object's key, digest, file and tombstone, without
     /// the stored specs.
     pub async fn object_index(&self) -> Result<Vec<IndexEntry>> {
         let query = sqlx::query("SELECT kind, name, generation, spec_digest, source_file, deleted_at FROM objects");
-        crate::fetch_mapped(&self.pool, query, |row| {
+        crate::fetch_mapped(self.pool(), query, |row| {
             Ok(IndexEntry {
                 key: ObjectKey::new(parse_kind(&row.try_get::<String, _>("kind")?)?, row.try_get::<String, _>("name")?),
                 generation: row.try_get("generation")?,
@@ -179,12 +174,13 @@ impl Store {
     pub async fn live_objects_of(&self, kind: Kind) -> Result<Vec<ObjectRecord>> {
         let query = sqlx::query("SELECT * FROM objects WHERE kind = $1 AND deleted_at IS NULL ORDER BY name")
             .bind(kind.as_str());
-        crate::fetch_mapped(&self.pool, query, object_from_row).await
+        crate::fetch_mapped(self.pool(), query, object_from_row).await
     }
 
     /// Every object, live and tombstoned, ordered by kind and name.
     pub async fn objects(&self) -> Result<Vec<ObjectRecord>> {
-        crate::fetch_mapped(&self.pool, sqlx::query("SELECT * FROM objects ORDER BY kind, name"), object_from_row).await
+        crate::fetch_mapped(self.pool(), sqlx::query("SELECT * FROM objects ORDER BY kind, name"), object_from_row)
+            .await
     }
 
     /// `reconcile --rerun`: Assignment `name` moves to a new execution generation with the same
@@ -247,7 +243,7 @@ impl Store {
             .bind(key.kind.as_str())
             .bind(&key.name)
             .bind(status)
-            .execute(&self.pool)
+            .execute(self.pool())
             .await?;
         self.wrote();
         Ok(())
@@ -258,7 +254,7 @@ impl Store {
             .bind(key.kind.as_str())
             .bind(&key.name)
             .bind(generation)
-            .execute(&self.pool)
+            .execute(self.pool())
             .await?;
         self.wrote();
         Ok(())
@@ -301,19 +297,14 @@ impl Store {
     }
 
     pub async fn conditions(&self, key: &ObjectKey) -> Result<Vec<Condition>> {
-        let rows = sqlx::query("SELECT * FROM conditions WHERE kind = $1 AND name = $2 ORDER BY type")
-            .bind(key.kind.as_str())
-            .bind(&key.name)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(condition_from_row).collect()
+        conditions_with(self.pool(), key).await
     }
 
     /// Every object's conditions in one query (what `status` reads), each list by type.
     pub async fn all_conditions(&self) -> Result<std::collections::BTreeMap<ObjectKey, Vec<Condition>>> {
         let mut all: std::collections::BTreeMap<ObjectKey, Vec<Condition>> = std::collections::BTreeMap::new();
         let query = sqlx::query("SELECT * FROM conditions ORDER BY kind, name, type");
-        crate::for_each_row(&self.pool, query, |row| {
+        crate::for_each_row(self.pool(), query, |row| {
             let kind: String = row.try_get("kind")?;
             let kind = Kind::parse(&kind).ok_or_else(|| Error::Corrupt(format!("condition kind {kind:?}")))?;
             all.entry(ObjectKey::new(kind, row.try_get::<String, _>("name")?))
@@ -324,6 +315,32 @@ impl Store {
         .await?;
         Ok(all)
     }
+}
+
+/// One object's record through `executor` (the pool, or a connection reading several things).
+pub(crate) async fn object_with(
+    executor: impl sqlx::Executor<'_, Database = sqlx::Any>,
+    key: &ObjectKey,
+) -> Result<Option<ObjectRecord>> {
+    let row = sqlx::query("SELECT * FROM objects WHERE kind = $1 AND name = $2")
+        .bind(key.kind.as_str())
+        .bind(&key.name)
+        .fetch_optional(executor)
+        .await?;
+    row.map(|row| object_from_row(&row)).transpose()
+}
+
+/// One object's conditions by type, through `executor`.
+pub(crate) async fn conditions_with(
+    executor: impl sqlx::Executor<'_, Database = sqlx::Any>,
+    key: &ObjectKey,
+) -> Result<Vec<Condition>> {
+    let rows = sqlx::query("SELECT * FROM conditions WHERE kind = $1 AND name = $2 ORDER BY type")
+        .bind(key.kind.as_str())
+        .bind(&key.name)
+        .fetch_all(executor)
+        .await?;
+    rows.iter().map(condition_from_row).collect()
 }
 
 fn condition_from_row(row: &sqlx::any::AnyRow) -> Result<Condition> {

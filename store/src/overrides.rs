@@ -53,27 +53,33 @@ fn override_from_row(row: &sqlx::any::AnyRow) -> Result<AgentOverride> {
     })
 }
 
+/// `adapter`'s override through `executor` (the pool, or a connection reading several things).
+pub(crate) async fn agent_override_with(
+    executor: impl sqlx::Executor<'_, Database = sqlx::Any>,
+    adapter: &str,
+) -> Result<Option<AgentOverride>> {
+    let row =
+        sqlx::query("SELECT * FROM agent_overrides WHERE adapter = $1").bind(adapter).fetch_optional(executor).await?;
+    row.as_ref().map(override_from_row).transpose()
+}
+
 const ACTIVE_SESSIONS: &str =
     "SELECT id FROM sessions WHERE adapter = $1 AND phase IN ('Queued', 'Running') ORDER BY created_at";
 
 impl Store {
     pub async fn agent_override(&self, adapter: &str) -> Result<Option<AgentOverride>> {
-        let row = sqlx::query("SELECT * FROM agent_overrides WHERE adapter = $1")
-            .bind(adapter)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(override_from_row).transpose()
+        agent_override_with(self.pool(), adapter).await
     }
 
     /// Every override, by adapter name.
     pub async fn agent_overrides(&self) -> Result<Vec<AgentOverride>> {
-        let rows = sqlx::query("SELECT * FROM agent_overrides ORDER BY adapter").fetch_all(&self.pool).await?;
+        let rows = sqlx::query("SELECT * FROM agent_overrides ORDER BY adapter").fetch_all(self.pool()).await?;
         rows.iter().map(override_from_row).collect()
     }
 
     /// The IDs of `adapter`'s queued and running sessions, oldest first.
     pub async fn active_sessions_of(&self, adapter: &str) -> Result<Vec<String>> {
-        let rows = sqlx::query(ACTIVE_SESSIONS).bind(adapter).fetch_all(&self.pool).await?;
+        let rows = sqlx::query(ACTIVE_SESSIONS).bind(adapter).fetch_all(self.pool()).await?;
         rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
     }
 

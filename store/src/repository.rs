@@ -20,7 +20,7 @@ impl Store {
     /// This store's repository id.
     pub async fn repository_key(&self) -> Result<RepositoryKey> {
         let row = sqlx::query("SELECT key, keyed_at FROM repository WHERE id = 1")
-            .fetch_optional(&self.pool)
+            .fetch_optional(self.pool())
             .await?
             .ok_or_else(|| Error::Corrupt("the repository table has no row (migration 0010 made one)".into()))?;
         let key: String = row.try_get("key")?;

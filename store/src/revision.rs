@@ -40,7 +40,7 @@ impl Store {
 
     pub async fn desired_revision(&self) -> Result<Option<DesiredRevision>> {
         let row = sqlx::query("SELECT revision, controller, at FROM desired_revision WHERE id = 1")
-            .fetch_optional(&self.pool)
+            .fetch_optional(self.pool())
             .await?;
         row.map(|row| {
             Ok(DesiredRevision {
@@ -63,7 +63,7 @@ impl Store {
                 .bind(to)
                 .bind(controller)
                 .bind(now())
-                .execute(&self.pool)
+                .execute(self.pool())
                 .await?
             }
             Some(from) => {
@@ -72,7 +72,7 @@ impl Store {
                     .bind(to)
                     .bind(controller)
                     .bind(now())
-                    .execute(&self.pool)
+                    .execute(self.pool())
                     .await?
             }
         };
@@ -85,7 +85,7 @@ impl Store {
             .bind(id)
             .bind(revision)
             .bind(note)
-            .execute(&self.pool)
+            .execute(self.pool())
             .await?;
         Ok(())
     }

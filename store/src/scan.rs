@@ -35,11 +35,13 @@ impl Store {
             .await?;
         }
         tx.commit().await?;
+        // `status` shows a file that stops (or starts again) loading.
+        self.wrote();
         Ok(())
     }
 
     pub async fn file_errors(&self) -> Result<Vec<FileError>> {
-        let rows = sqlx::query("SELECT * FROM file_errors ORDER BY file, line, col").fetch_all(&self.pool).await?;
+        let rows = sqlx::query("SELECT * FROM file_errors ORDER BY file, line, col").fetch_all(self.pool()).await?;
         rows.iter()
             .map(|row| {
                 Ok(FileError {

@@ -45,7 +45,7 @@ impl Store {
         .bind(&sync.error_at)
         .bind(&sync.controller)
         .bind(now())
-        .execute(&self.pool)
+        .execute(self.pool())
         .await?;
         self.wrote();
         Ok(())
@@ -53,7 +53,7 @@ impl Store {
 
     /// Forgets the source: the desired state comes from a working tree again.
     pub async fn forget_source(&self) -> Result<()> {
-        sqlx::query("DELETE FROM source_sync WHERE id = 1").execute(&self.pool).await?;
+        sqlx::query("DELETE FROM source_sync WHERE id = 1").execute(self.pool()).await?;
         self.wrote();
         Ok(())
     }
@@ -63,7 +63,7 @@ impl Store {
         let row = sqlx::query(
             "SELECT mode, url, branch, spec_path, commit_id, fetched_at, error, error_at, controller FROM source_sync WHERE id = 1",
         )
-        .fetch_optional(&self.pool)
+        .fetch_optional(self.pool())
         .await?;
         row.map(|row| {
             Ok(SourceSync {

@@ -52,7 +52,7 @@ impl Store {
             Dialect::Sqlite => {
                 sqlx::query("SELECT name, type FROM pragma_table_info($1) ORDER BY cid")
                     .bind(table)
-                    .fetch_all(&self.pool)
+                    .fetch_all(self.pool())
                     .await?
             }
             Dialect::Postgres => {
@@ -61,7 +61,7 @@ impl Store {
                      WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position",
                 )
                 .bind(table)
-                .fetch_all(&self.pool)
+                .fetch_all(self.pool())
                 .await?
             }
         };
@@ -85,7 +85,7 @@ impl Store {
     pub async fn copy_into(&self, target: &Store) -> Result<Vec<Copied>> {
         for (table, _) in TABLES {
             let sql = format!("SELECT COUNT(*) FROM {table}");
-            let count: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).fetch_one(&target.pool).await?;
+            let count: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).fetch_one(target.pool()).await?;
             if count > 0 {
                 return Err(Error::Unsupported(format!(
                     "the target store {} is not empty ({count} rows in {table}); migrate into an empty database",
@@ -101,7 +101,7 @@ impl Store {
             let columns = self.columns(table).await?;
             let names: Vec<&str> = columns.iter().map(|(name, _)| name.as_str()).collect();
             let select = format!("SELECT {} FROM {table}", names.join(", "));
-            let rows = sqlx::query(sqlx::AssertSqlSafe(select)).fetch_all(&self.pool).await?;
+            let rows = sqlx::query(sqlx::AssertSqlSafe(select)).fetch_all(self.pool()).await?;
             let insert = crate::values_insert(&format!("INSERT INTO {table} ({})", names.join(", ")), names.len(), 1);
             for row in &rows {
                 let mut query = sqlx::query(sqlx::AssertSqlSafe(insert.clone()));

@@ -326,3 +326,90 @@ async fn idempotency_keys_replay_refuse_reuse_and_release() {
         assert_eq!(store.claim_idempotency_key("j", "h1").await.expect("claim"), Claimed::New);
     }
 }
+
+/// What one reconcile reads, in one round trip: the same as the reads one by one, and each
+/// statement or transaction counted once.
+#[tokio::test]
+async fn observe_reads_an_assignment_and_its_adapter_in_one_round_trip() {
+    use roundtable_specs::session::SessionPhase::Succeeded;
+    use roundtable_store::{ExecutionReads, Identity, ProposalRecord, Reads};
+    for support::Scratch { store, .. } in support::each_store().await {
+        let task = ObjectKey::new(Kind::Assignment, "fix");
+        let agent = ObjectKey::new(Kind::Adapter, "codex");
+        let record = store.record_spec(&snapshot(&task, "d1", Some("r1"))).await.expect("record");
+        store.record_spec(&snapshot(&agent, "d1", None)).await.expect("record");
+        let ready = Condition {
+            type_: "Ready".into(),
+            status: ConditionStatus::False,
+            reason: "Disabled".into(),
+            message: "off".into(),
+            last_transition_time: String::new(),
+            observed_generation: 1,
+        };
+        store.set_condition(&agent, &ready).await.expect("condition");
+        store
+            .set_condition(&task, &Condition { reason: "AdapterNotReady".into(), ..ready.clone() })
+            .await
+            .expect("set");
+        store.set_agent_enabled("codex", false, "by a test").await.expect("override");
+        let identity = Identity { name: "fix".into(), uid: record.uid.clone() };
+        store.claim_execution(&identity, "me", None, std::time::Duration::from_secs(60)).await.expect("claim");
+        let mut session = session_in("sess-1", "fix", Succeeded);
+        session.assignment_uid = Some(record.uid.clone());
+        session.execution_generation = 1;
+        store.save_session(&session).await.expect("session");
+        let proposal = ProposalRecord {
+            id: "prop-1".into(),
+            session_id: "sess-1".into(),
+            assignment: "fix".into(),
+            assignment_uid: Some(record.uid.clone()),
+            execution_generation: 1,
+            ..ProposalRecord::default()
+        };
+        assert!(store.insert_proposal(&proposal).await.expect("proposal"));
+
+        let before = store.round_trips();
+        let reads = Reads {
+            key: &task,
+            adapter: Some("codex"),
+            execution: Some(ExecutionReads { uid: &record.uid, generation: 1 }),
+        };
+        let found = store.observe(reads).await.expect("observe");
+        assert_eq!(store.round_trips(), before + 1, "one round trip");
+        assert_eq!(found.record, store.object(&task).await.expect("read"));
+        assert_eq!(found.conditions, store.conditions(&task).await.expect("read"));
+        let adapter = found.adapter.expect("the adapter");
+        assert_eq!(adapter.record, store.object(&agent).await.expect("read"));
+        assert_eq!(adapter.conditions, store.conditions(&agent).await.expect("read"));
+        assert_eq!(adapter.agent_override, store.agent_override("codex").await.expect("read"));
+        let execution = found.execution.expect("the execution");
+        let lease = execution.lease.expect("the lease");
+        assert_eq!((lease.holder.as_str(), lease.fence), ("me", 1));
+        assert_eq!(execution.sessions, store.sessions_of(&record.uid).await.expect("read"));
+        assert_eq!(execution.proposal.map(|p| p.id), Some("prop-1".to_owned()));
+
+        // What to read beside the object can be decided from its record, in the same round trip.
+        let before = store.round_trips();
+        let (found, seen) = store
+            .observe_with(&task, |record| {
+                let further = roundtable_store::Further {
+                    adapter: Some("codex".into()),
+                    execution: record.map(|r| (r.uid.clone(), 1)),
+                };
+                (further, record.map(|r| r.generation))
+            })
+            .await
+            .expect("observe");
+        assert_eq!(store.round_trips(), before + 1, "one round trip");
+        assert_eq!(seen, Some(1));
+        assert_eq!(found.execution.expect("the execution").proposal.map(|p| p.id), Some("prop-1".to_owned()));
+        assert!(found.adapter.expect("the adapter").agent_override.is_some());
+
+        // An Adapter reads itself once; nothing is read of an execution it does not have.
+        let before = store.round_trips();
+        let found = store.observe(Reads { key: &agent, adapter: Some("codex"), execution: None }).await.expect("read");
+        assert_eq!(store.round_trips(), before + 1);
+        assert_eq!(found.adapter.expect("itself").record, found.record);
+        assert!(found.execution.is_none());
+    }
+}

@@ -142,6 +142,7 @@ async fn the_api_serves_reads_writes_and_mcp_behind_the_operator_token() {
         "roundtable_executions{phase=\"Succeeded\",cause=\"Exited\"} 1",
         "roundtable_queue_depth",
         "roundtable_reconcile_duration_seconds_bucket{le=\"+Inf\"}",
+        "# TYPE roundtable_store_round_trips_total counter\nroundtable_store_round_trips_total ",
         // What this binary is, and the process's own, as every Prometheus client exports them.
         "roundtable_build_info{version=\"0.1.0\",commit=\"",
         "process_cpu_seconds_total ",

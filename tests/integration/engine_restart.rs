@@ -118,7 +118,7 @@ async fn an_engine_restart_interrupts_the_running_session_and_it_is_rerun_once()
 /// The daemon's engine event stream outlives an engine restart: once the private engine is back
 /// the daemon subscribes again (and re-reconciles its Adapters, since events were missed), and an
 /// image tagged after that shows in `status` within seconds. Without the events, an Adapter whose
-/// image is missing is looked at again only once a minute.
+/// image is missing would be looked at again only at the periodic resync (an hour here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_an_engine_restart_the_daemon_follows_the_engines_events_again() {
     let Some((mut private, _engine)) = private_engine_or_skip(PLAIN).await else { return };

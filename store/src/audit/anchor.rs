@@ -61,7 +61,7 @@ impl Store {
              WHERE seq IS NOT NULL AND record LIKE $1 ESCAPE '\\' ORDER BY seq DESC",
         )
         .bind(pattern)
-        .fetch_all(&self.pool)
+        .fetch_all(self.pool())
         .await?;
         for row in &rows {
             let row = chain_row(row)?;

@@ -223,7 +223,7 @@ impl Store {
         )
         .bind(subjects[0])
         .bind(subjects[1])
-        .fetch_one(&self.pool)
+        .fetch_one(self.pool())
         .await?;
         let first: Option<i64> = row.try_get("first")?;
         let last: Option<i64> = row.try_get("last")?;
@@ -232,7 +232,7 @@ impl Store {
 
     pub async fn chain_length(&self) -> Result<i64> {
         let row =
-            sqlx::query("SELECT COUNT(*) AS entries FROM events WHERE seq IS NOT NULL").fetch_one(&self.pool).await?;
+            sqlx::query("SELECT COUNT(*) AS entries FROM events WHERE seq IS NOT NULL").fetch_one(self.pool()).await?;
         Ok(row.try_get("entries")?)
     }
 
@@ -310,7 +310,7 @@ impl Store {
         let sql = format!(
             "SELECT {CHAIN_COLUMNS} FROM events WHERE seq IS NOT NULL AND seq >= $1 AND seq <= $2 ORDER BY seq"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(from).bind(to).fetch_all(&self.pool).await?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(from).bind(to).fetch_all(self.pool()).await?;
         rows.iter().map(stored_row).collect()
     }
 
