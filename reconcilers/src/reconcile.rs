@@ -30,12 +30,8 @@ use crate::request::{ExecutionRequest, RUNNING_RECHECK};
 // Adapter whose image is missing by the engine's image events (`daemon/src/engine_hints.rs`); an
 // Assignment another controller runs by the lease watch (`daemon/src/presence.rs`); a finished,
 // failed or suspended one by nothing but its own spec. The periodic resync is the guarantee.
-// An image being pulled is looked at while the pull runs, to show its progress; one missing and
-// not pulled, once a minute besides the engine's events (a `docker load` is one, an image
-// copied into the engine's store by other means is not).
+// An image being pulled is looked at while the pull runs, to show its progress.
 
-/// How often an Adapter whose image is missing (and not pulled) is looked at again.
-const MISSING_IMAGE_RECHECK: Duration = Duration::from_secs(60);
 /// How often an Adapter whose image is being pulled looks again: its condition shows the
 /// progress, and the pull's end is seen at once (the daemon also triggers it then).
 const PULL_RECHECK: Duration = Duration::from_secs(2);
@@ -459,7 +455,6 @@ fn next_look(key: &ObjectKey, observed: &Observed, changes: &[Change]) -> Action
     };
     let store_full = observed.assignment.as_ref().is_some_and(|a| a.store_full.is_some());
     let image = observed.image.as_ref().filter(|_| key.kind == Kind::Adapter);
-    let missing_image = matches!(image, Some(ImageState::Missing { .. } | ImageState::DigestMismatch { .. }));
     let pulling = matches!(image, Some(ImageState::ToPull { .. } | ImageState::Pulling { .. }));
     // A failed pull is looked at again when its backoff has passed, when the next may start.
     let pull_retry = match image {
@@ -476,8 +471,6 @@ fn next_look(key: &ObjectKey, observed: &Observed, changes: &[Change]) -> Action
         Action::requeue(PULL_RECHECK)
     } else if let Some(retry_in) = pull_retry {
         Action::requeue(retry_in)
-    } else if missing_image {
-        Action::requeue(MISSING_IMAGE_RECHECK)
     } else if executing {
         Action::requeue(RUNNING_RECHECK)
     } else {
