@@ -575,7 +575,10 @@ async fn a_provider_session_gets_a_manifest_a_capability_and_an_endpoint_then_lo
         let kinds: Vec<String> = rows
             .iter()
             .filter_map(|row| serde_json::from_str::<serde_json::Value>(&row.entry).ok())
-            .filter(|entry| entry["subject"] == queued.id.as_str() || entry["subject"] == proposal.id.as_str())
+            .filter(|entry| {
+                entry["subject"] == queued.id.as_str()
+                    || entry["subject"] == format!("Proposal/{}", proposal.id).as_str()
+            })
             .filter_map(|entry| entry["kind"].as_str().map(str::to_owned))
             .collect();
         if kinds.last().is_some_and(|kind| kind == "session.ended") || tokio::time::Instant::now() >= deadline {
