@@ -25,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 here=$PWD
-smoke=${ROUNDTABLE_BENCH_SMOKE:-0}
+source benches/lib.sh
 if [ "$smoke" = 1 ]; then n=${1:-20}; window=${WINDOW:-3}; settle=${SETTLE:-1}; else n=${1:?usage: benches/idle.sh N [SHAPE]}; window=${WINDOW:-30}; settle=${SETTLE:-15}; fi
 all_shapes=(suspended waiting finished failed stalled)
 resync=()
@@ -41,16 +41,7 @@ case "$n" in
   quickstart) ;;
   *[!0-9]*|"") echo "idle.sh: N is a number of objects or quickstart, not $n" >&2; exit 2 ;;
 esac
-target_dir=${CARGO_TARGET_DIR:-$here/target}/x86_64-unknown-linux-gnu
-if [ -n "${ROUNDTABLE_BIN:-}" ]; then
-  bin=$ROUNDTABLE_BIN
-elif [ "$smoke" = 1 ]; then
-  cargo build --quiet --bin roundtable
-  bin=$target_dir/debug/roundtable
-else
-  cargo build --quiet --release --bin roundtable
-  bin=$target_dir/release/roundtable
-fi
+roundtable_bin
 export GIT_CONFIG_GLOBAL=/dev/null GIT_AUTHOR_NAME=b GIT_AUTHOR_EMAIL=b@b GIT_COMMITTER_NAME=b GIT_COMMITTER_EMAIL=b@b
 hz=$(getconf CLK_TCK)
 work=""
