@@ -152,7 +152,7 @@ async fn rescan(
         _ => sync_with(store, &events, &scanned, &mut *sync_cache.lock().await).await?,
     };
     let sync_ms = started.elapsed().as_millis() - scan_ms;
-    for key in outcome.changed.iter().chain(&outcome.removed) {
+    for key in outcome.changed.iter().chain(&outcome.removed).chain(&outcome.holds_moved) {
         handle.trigger(Trigger::SpecChanged(key.clone()));
     }
     if resync {

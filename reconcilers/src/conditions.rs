@@ -21,6 +21,8 @@ pub mod reason {
     pub const PERMANENT_ERROR: &str = "PermanentError";
     /// The spawn-path gates admit: an Adapter's `Admitted`, an Assignment about to start.
     pub const ADMITTED: &str = "Admitted";
+    /// Declared more than once in the spec directory: held at its recorded spec, nothing runs.
+    pub const DECLARED_TWICE: &str = "DeclaredTwice";
 
     // --- an Adapter's `Ready` and `Degraded` ---
     pub const IMAGE_RESOLVED: &str = "ImageResolved";

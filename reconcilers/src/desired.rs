@@ -30,6 +30,8 @@ pub struct Desired {
     pub execution_digest: Option<String>,
     /// The execution generation is an operator's `reconcile --rerun`: it runs afresh.
     pub rerun: bool,
+    /// Why nothing runs for the object (it is declared more than once), when it is held.
+    pub held: Option<String>,
     pub metadata: ObjectMeta,
     pub spec: Spec,
 }
@@ -50,6 +52,7 @@ impl Desired {
             execution_generation: record.execution_generation,
             execution_digest: record.execution_digest.clone(),
             rerun: record.rerun_generation.is_some() && record.rerun_generation == record.execution_generation,
+            held: record.held.clone(),
             metadata,
             spec,
         })
@@ -135,7 +138,8 @@ pub fn declared(scan: &Scan) -> BTreeMap<ObjectKey, Declared<'_>> {
             continue;
         }
         let key = ObjectKey::new(Kind::Adapter, adapter.clone());
-        if map.contains_key(&key) || builtins::template(adapter).is_none() {
+        // A built-in's name declared twice is neither declaration, nor the built-in.
+        if map.contains_key(&key) || scan.contested.contains_key(&key) || builtins::template(adapter).is_none() {
             continue;
         }
         let metadata =
@@ -160,8 +164,12 @@ pub struct SyncOutcome {
     pub removed: Vec<ObjectKey>,
     /// Every object with a live spec after the sync.
     pub live: Vec<ObjectKey>,
-    /// Objects kept at their last valid spec because their file does not load.
+    /// Objects kept at their last valid spec because their file does not load, or because they
+    /// are declared more than once.
     pub kept: Vec<ObjectKey>,
+    /// Objects held or released by this sync (see [`Scan::contested`]): their generation did not
+    /// move, but what their reconcile decides did.
+    pub holds_moved: Vec<ObjectKey>,
 }
 
 /// Merges a scan into the store.
@@ -256,6 +264,7 @@ pub async fn sync_with<A: AuditSink>(
                 spec_digest: object.digest().to_owned(),
                 source_file: object.source.to_string(),
                 deleted: false,
+                held: index.get(&recorded.key).and_then(|entry| entry.held.clone()),
             },
         );
         if recorded.moved {
@@ -271,7 +280,7 @@ pub async fn sync_with<A: AuditSink>(
     }
     for key in gone {
         let Some(record) = index.get_mut(&key) else { continue };
-        if scan.broken_files.contains(&record.source_file) {
+        if scan.broken_files.contains(&record.source_file) || scan.contested.contains_key(&key) {
             outcome.kept.push(key.clone());
             outcome.live.push(key);
             continue;
@@ -283,6 +292,16 @@ pub async fn sync_with<A: AuditSink>(
             let reason = EventReason::SpecRemoved.into();
             events.push(AuditEvent { object: key.clone(), warning: false, reason, message });
             outcome.removed.push(key);
+        }
+    }
+    // Holds follow the scan: a live object declared more than once is held, one declared once
+    // (or not at all) is not. Few objects are ever held, so this writes one row at a time.
+    for (key, record) in index.iter_mut().filter(|(_, record)| !record.deleted) {
+        let wanted = scan.held(key);
+        if record.held != wanted {
+            store.set_held(key, wanted.as_deref()).await?;
+            record.held = wanted;
+            outcome.holds_moved.push(key.clone());
         }
     }
     if !events.is_empty() {

@@ -234,6 +234,14 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
         let generation = desired.generation;
         let mut executions = Vec::new();
         let (wanted, status_json) = match (&desired.spec, &observed.adapter, &observed.image) {
+            // Declared more than once: nothing is started or pulled for it, whatever its kind.
+            _ if desired.held.is_some() => {
+                let why = desired.held.clone().unwrap_or_default();
+                (
+                    vec![conditions::desired(READY, ConditionStatus::False, reason::DECLARED_TWICE, why, generation)],
+                    None,
+                )
+            }
             (Spec::Adapter(_), Some(adapter), Some(image)) => {
                 let (conditions, status) = desired_state(
                     adapter,
@@ -289,6 +297,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
         // The pull goes first, so the condition written after it says what is under way.
         if let (Spec::Adapter(_), Some(adapter), Some(ImageState::ToPull { .. })) =
             (&desired.spec, &observed.adapter, &observed.image)
+            && desired.held.is_none()
             && let Some(image) = &adapter.image
         {
             changes.insert(0, Change::PullImage { reference: image.to_string() });

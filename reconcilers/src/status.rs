@@ -128,7 +128,9 @@ pub async fn object_rows(store: &Store, scan: &Scan) -> Result<ObjectRows, Backe
                 row.health = Health::None;
                 row.message = "removed: cleanup pending".into();
             }
-            (None, Some(record)) if !scan.broken_files.contains(&record.source_file) => {
+            (None, Some(record))
+                if !scan.broken_files.contains(&record.source_file) && !scan.contested.contains_key(&key) =>
+            {
                 row.sync = SyncStatus::OutOfSync;
                 row.health = Health::None;
                 row.message = format!("removed from {}: cleanup pending", record.source_file);
@@ -149,7 +151,9 @@ pub async fn object_rows(store: &Store, scan: &Scan) -> Result<ObjectRows, Backe
                 {
                     row.message = message;
                 }
-                if scan.broken_files.contains(&record.source_file) && !declared.contains_key(&key) {
+                if let Some(held) = scan.held(&key) {
+                    row.message = format!("{held}; keeping generation {}", record.generation);
+                } else if scan.broken_files.contains(&record.source_file) && !declared.contains_key(&key) {
                     row.message =
                         format!("{} does not load; keeping the last valid spec. {}", record.source_file, row.message);
                 }
@@ -296,6 +300,7 @@ pub async fn plan<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionB
         let recorded = records.get(key).filter(|r| r.deleted_at.is_none());
         let desired = Desired {
             key: key.clone(),
+            held: None,
             uid: recorded.map(|r| r.uid.clone()).unwrap_or_default(),
             generation,
             execution_digest: object.execution_digest().map(str::to_owned),
@@ -325,7 +330,17 @@ pub async fn plan<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionB
         if record.deleted_at.is_none() && scan.broken_files.contains(&record.source_file) {
             continue;
         }
+        if let Some(held) = scan.held(key) {
+            let recorded = if record.deleted_at.is_none() { "kept at its recorded spec" } else { "not recorded" };
+            push("!", key, format!("{held} ({recorded})"));
+            continue;
+        }
         push("-", key, format!("no longer declared (was in {}): clean up and forget", record.source_file));
+    }
+    for key in scan.contested.keys().filter(|key| !records.contains_key(key)) {
+        if let Some(held) = scan.held(key) {
+            push("!", key, format!("{held} (not recorded)"));
+        }
     }
     Ok(lines)
 }

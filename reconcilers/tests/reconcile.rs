@@ -51,6 +51,7 @@ impl FakeStatus {
             deleted_at: None,
             status_json: None,
             rerun_generation: None,
+            held: None,
         };
         self.objects.lock().expect("lock").insert(desired.key.clone(), record);
     }
@@ -190,6 +191,7 @@ fn adapter_desired(image: &str) -> Desired {
     let object = &parsed.objects[0];
     Desired {
         key: object.key(),
+        held: None,
         uid: "uid-mine".into(),
         generation: 1,
         execution_generation: None,
@@ -268,6 +270,7 @@ async fn adapter_reasons_for_missing_unpinned_and_disabled_images() {
     let object = &parsed.objects[0];
     let disabled = Desired {
         key: object.key(),
+        held: None,
         uid: "uid-off".into(),
         generation: 3,
         execution_generation: None,
@@ -494,6 +497,7 @@ fn desired_of(uid: &str, generation: i64, text: &str) -> Desired {
     let object = &parsed.objects[0];
     Desired {
         key: object.key(),
+        held: None,
         uid: uid.into(),
         generation,
         execution_generation: matches!(object.spec, roundtable_specs::Spec::Assignment(_)).then_some(1),
@@ -778,4 +782,79 @@ async fn a_reconcile_that_changes_nothing_makes_one_store_round_trip() {
     assert_eq!(condition(&conditions, "Ready").reason, "AdapterNotReady");
     let conditions = store.conditions(&keys[2]).await.expect("conditions");
     assert_eq!(condition(&conditions, "Ready").reason, "Suspended");
+}
+
+#[tokio::test]
+async fn an_object_declared_twice_is_held_at_its_spec_and_neither_file_is_blamed() {
+    let specs = tempfile::tempdir().expect("tempdir");
+    let state = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(state.path()).await.expect("store");
+    let reconciler = ObjectReconciler::new(store.clone(), FakeImages::default(), store.clone());
+    let (fix, other) = (ObjectKey::new(Kind::Assignment, "fix"), ObjectKey::new(Kind::Assignment, "other"));
+    let original = |other_prompt: &str| {
+        format!("{}---\n{}", assignment("fix", "original", ""), assignment("other", other_prompt, ""))
+    };
+    write(specs.path(), "b.yaml", &original("x"));
+    sync(&store, &store, &scan(specs.path())).await.expect("sync");
+    let before = store.object(&fix).await.expect("read").expect("record");
+    let starts = |planned: &[Change]| planned.iter().any(|c| matches!(c, Change::StartExecution { .. }));
+    let planned_for = async |key: &ObjectKey| {
+        let record = store.object(key).await.expect("read").expect("record");
+        let desired = Desired::from_record(&record).expect("desired");
+        let observed = reconciler.observe(&desired).await.expect("observe");
+        ObjectReconciler::<Store, FakeImages, Store>::plan(&desired, &observed)
+    };
+    reconciler.reconcile(&ObjectKey::new(Kind::Adapter, "mock")).await.expect("adapter");
+    assert!(starts(&planned_for(&fix).await), "a declared Assignment runs");
+
+    // A copy in a file that sorts first: the error names both places, in the copy's file alone.
+    write(specs.path(), "a.yaml", &assignment("fix", "copy", ""));
+    // The original's file is edited too: its other objects still apply.
+    write(specs.path(), "b.yaml", &original("y"));
+    let contested = scan(specs.path());
+    let errors: Vec<String> = contested.errors().map(ToString::to_string).collect();
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(errors[0].contains("/b.yaml:4:3: ") && errors[0].contains("a.yaml:4: neither"), "{errors:#?}");
+    assert!(contested.broken_files.is_empty(), "being declared twice breaks no file");
+    let outcome = sync(&store, &store, &contested).await.expect("sync");
+    assert_eq!(outcome.changed, std::slice::from_ref(&other), "the other object of the file moves");
+    assert_eq!(outcome.holds_moved, std::slice::from_ref(&fix));
+    assert!(outcome.removed.is_empty());
+    let held = store.object(&fix).await.expect("read").expect("record");
+    assert_eq!((&held.spec_json, held.generation), (&before.spec_json, before.generation), "neither copy applied");
+    let why = held.held.clone().expect("held");
+    assert!(why.contains("a.yaml:4") && why.contains("b.yaml:4"), "{why}");
+
+    // Nothing runs for it; its Ready condition says why.
+    assert!(!starts(&planned_for(&fix).await), "a held Assignment must not start");
+    reconciler.reconcile(&fix).await.expect("reconcile");
+    let conditions = store.conditions(&fix).await.expect("conditions");
+    let ready = condition(&conditions, "Ready");
+    assert_eq!((ready.status, ready.reason.as_str()), (ConditionStatus::False, "DeclaredTwice"));
+    let rows = status(&store, &contested, &[]).await.expect("status");
+    let row = rows.iter().find(|r| r.kind == "Assignment" && r.name == "fix").expect("row");
+    assert!(row.message.contains("declared more than once"), "{}", row.message);
+    let planned = plan(&store, &reconciler, &contested).await.expect("plan");
+    let line = planned.iter().find(|p| p.object == "Assignment/fix").expect("plan line");
+    assert_eq!(line.op, "!", "{planned:?}");
+
+    // The copy gone: released at the original's spec, and it runs again.
+    std::fs::remove_file(specs.path().join("a.yaml")).expect("remove");
+    let outcome = sync(&store, &store, &scan(specs.path())).await.expect("sync");
+    assert_eq!(outcome.holds_moved, std::slice::from_ref(&fix));
+    let released = store.object(&fix).await.expect("read").expect("record");
+    assert_eq!((released.held, released.spec_json), (None, before.spec_json));
+    assert!(starts(&planned_for(&fix).await), "released, it runs");
+}
+
+#[tokio::test]
+async fn a_new_object_declared_twice_is_not_recorded() {
+    let specs = tempfile::tempdir().expect("tempdir");
+    let state = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(state.path()).await.expect("store");
+    write(specs.path(), "a.yaml", &assignment("fix", "one", ""));
+    write(specs.path(), "b.yaml", &assignment("fix", "two", ""));
+    let contested = scan(specs.path());
+    sync(&store, &store, &contested).await.expect("sync");
+    assert!(store.object(&ObjectKey::new(Kind::Assignment, "fix")).await.expect("read").is_none());
 }

@@ -2,7 +2,7 @@
 //! the text to the `specs` crate, and deciding which files load cleanly. The directory is a
 //! working tree, or the tree of a commit exported by [`tree`] (`--committed`, `--source`).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::FileType;
 use std::io::Read as _;
 use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use roundtable_specs::digest::{execution_digest, object_digest};
 use roundtable_specs::parse::{file_error, parse_file};
-use roundtable_specs::validate::{sort_findings, validate_across, validate_object};
+use roundtable_specs::validate::{Across, sort_findings, validate_across_apart, validate_object};
 use roundtable_specs::yaml::MAX_FILE_BYTES;
-use roundtable_specs::{Object, Severity, ValidationError};
+use roundtable_specs::{Object, ObjectKey, Severity, ValidationError};
 
 use crate::{Project, ProjectError};
 
@@ -347,6 +347,10 @@ pub struct Scan {
     /// Files with at least one error: their objects are not accepted, and whatever they
     /// declared before keeps its last valid spec.
     pub broken_files: BTreeSet<String>,
+    /// Objects declared more than once, with every place each is declared: no declaration of
+    /// them is accepted, what was recorded keeps its last valid spec and is held (nothing runs
+    /// for it) until one declaration is gone. Being declared twice breaks neither file.
+    pub contested: BTreeMap<ObjectKey, Vec<String>>,
 }
 
 impl Scan {
@@ -357,11 +361,15 @@ impl Scan {
 
     /// Accepted objects with their digests.
     pub fn accepted_with_digests(&self) -> impl Iterator<Item = (&Object, &ObjectDigests)> {
-        self.objects
-            .iter()
-            .map(Arc::as_ref)
-            .zip(self.digests.iter().map(Arc::as_ref))
-            .filter(|(object, _)| !self.broken_files.contains(&*object.origin.file))
+        self.objects.iter().map(Arc::as_ref).zip(self.digests.iter().map(Arc::as_ref)).filter(|(object, _)| {
+            !self.broken_files.contains(&*object.origin.file)
+                && (self.contested.is_empty() || !self.contested.contains_key(&object.key()))
+        })
+    }
+
+    /// Why `key` is held, when it is declared more than once: every place it is declared.
+    pub fn held(&self, key: &ObjectKey) -> Option<String> {
+        self.contested.get(key).map(|places| held_message(key, places))
     }
 
     pub fn errors(&self) -> impl Iterator<Item = &ValidationError> {
@@ -393,10 +401,21 @@ pub fn scan_changed(project: &Project, cache: &mut ScanCache, changed: Option<&[
     let LoadedWith { loaded, digests, object_findings } = load_with(project, cache, changed);
     let mut findings = loaded.errors;
     findings.extend(object_findings);
-    findings.extend(validate_across(&loaded.objects));
-    sort_findings(&mut findings);
+    let Across { declared_twice, contested, others } = validate_across_apart(&loaded.objects);
+    findings.extend(others);
     let broken_files = findings.iter().filter(|f| f.severity == Severity::Error).map(|f| f.file.clone()).collect();
-    Scan { objects: loaded.objects, digests, findings, files: loaded.files, broken_files }
+    findings.extend(declared_twice);
+    sort_findings(&mut findings);
+    Scan { objects: loaded.objects, digests, findings, files: loaded.files, broken_files, contested }
+}
+
+/// What a contested object's `Ready` condition and `status` say: where it is declared, and that
+/// nothing runs for it.
+pub fn held_message(key: &ObjectKey, places: &[String]) -> String {
+    format!(
+        "{key} is declared more than once ({}): neither declaration is applied and nothing runs for it until only one is left",
+        places.join(", ")
+    )
 }
 
 #[cfg(test)]

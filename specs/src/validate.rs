@@ -9,7 +9,7 @@ use crate::assignment::{AssignmentSpec, MAX_RETRIES};
 use crate::builtins;
 use crate::catalog::Catalog;
 use crate::finding::{Severity, ValidationError};
-use crate::meta::Kind;
+use crate::meta::{Kind, ObjectKey};
 use crate::names::{check_adapter_name, check_object_name, hidden_character_problem, slug};
 use crate::object::{Object, Origin, Spec};
 use crate::policy::AdmissionPolicySpec;
@@ -42,6 +42,65 @@ pub fn validate_across<O: Borrow<Object>>(objects: &[O]) -> Vec<ValidationError>
     let mut findings = Vec::new();
     check_across(objects, &mut findings);
     findings
+}
+
+/// [`validate_across`] with the findings about objects declared more than once kept apart, and
+/// those objects' keys: such an object is *contested*. Neither declaration is applied and neither
+/// file is blamed for its other objects (as Terraform applies nothing of a resource declared
+/// twice), so a scan must tell these findings from the ones that break a file.
+#[derive(Debug, Default)]
+pub struct Across {
+    /// One finding per declaration after the first, naming the first.
+    pub declared_twice: Vec<ValidationError>,
+    /// Every contested key with each place it is declared (`FILE:LINE`), in scan order.
+    pub contested: BTreeMap<ObjectKey, Vec<String>>,
+    /// Every other finding across objects.
+    pub others: Vec<ValidationError>,
+}
+
+/// See [`Across`].
+pub fn validate_across_apart<O: Borrow<Object>>(objects: &[O]) -> Across {
+    let mut across = Across::default();
+    for declarations in declared_more_than_once(objects) {
+        let first = declarations[0];
+        for later in &declarations[1..] {
+            across.declared_twice.push(later.origin.error(
+                &path("metadata.name"),
+                format!(
+                    "{} is declared twice; first at {}: neither declaration is applied and nothing runs for it until one is removed",
+                    later.key(),
+                    first.origin.describe()
+                ),
+            ));
+        }
+        across.contested.insert(first.key(), declarations.iter().map(|o| o.origin.describe()).collect());
+    }
+    check_across_but_duplicates(objects, &mut across.others);
+    across
+}
+
+/// Every declaration of each key declared more than once, in the order given. Hashed: this runs
+/// over every object on every rescan, and ordered lookups of 10,000 names were most of its cost.
+fn declared_more_than_once<O: Borrow<Object>>(objects: &[O]) -> Vec<Vec<&Object>> {
+    let mut first_seen: HashMap<(Kind, &str), usize> = HashMap::with_capacity(objects.len());
+    let mut groups: Vec<Vec<&Object>> = Vec::new();
+    let mut group_of: HashMap<usize, usize> = HashMap::new();
+    for (at, object) in objects.iter().map(Borrow::borrow).enumerate() {
+        match first_seen.entry((object.kind(), &object.metadata.name)) {
+            std::collections::hash_map::Entry::Occupied(first) => {
+                let first = *first.get();
+                let group = *group_of.entry(first).or_insert_with(|| {
+                    groups.push(vec![objects[first].borrow()]);
+                    groups.len() - 1
+                });
+                groups[group].push(object);
+            }
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(at);
+            }
+        }
+    }
+    groups
 }
 
 /// File order, then position order: how findings are always shown.
@@ -463,21 +522,13 @@ fn check_policy(spec: &AdmissionPolicySpec, origin: &Origin, out: &mut Vec<Valid
 }
 
 fn check_across<O: Borrow<Object>>(all: &[O], out: &mut Vec<ValidationError>) {
+    let Across { declared_twice, others, .. } = validate_across_apart(all);
+    out.extend(declared_twice);
+    out.extend(others);
+}
+
+fn check_across_but_duplicates<O: Borrow<Object>>(all: &[O], out: &mut Vec<ValidationError>) {
     let objects = || all.iter().map(Borrow::borrow);
-    // Duplicate KIND/NAME, naming both places. Hashed: this runs over every object on every
-    // rescan, and ordered lookups of 10,000 names were most of its cost.
-    let mut first_seen: HashMap<(Kind, &str), &Object> = HashMap::with_capacity(all.len());
-    for object in objects() {
-        match first_seen.entry((object.kind(), &object.metadata.name)) {
-            std::collections::hash_map::Entry::Occupied(first) => out.push(object.origin.error(
-                &path("metadata.name"),
-                format!("{} is declared twice; first at {}", object.key(), first.get().origin.describe()),
-            )),
-            std::collections::hash_map::Entry::Vacant(slot) => {
-                slot.insert(object);
-            }
-        }
-    }
 
     // Adapter names whose slugs collide (receipts and contracts are stored by slug). Owners are
     // described only when a collision is reported: finding an object's line is not free.
@@ -514,7 +565,11 @@ fn check_across<O: Borrow<Object>>(all: &[O], out: &mut Vec<ValidationError>) {
         }
     }
 
-    let policies: Vec<&Object> = objects().filter(|o| o.kind() == Kind::AdmissionPolicy).collect();
+    // A policy declared twice under one name is reported as a duplicate, not as a second policy.
+    let mut policy_names = BTreeSet::new();
+    let policies: Vec<&Object> = objects()
+        .filter(|o| o.kind() == Kind::AdmissionPolicy && policy_names.insert(o.metadata.name.as_str()))
+        .collect();
     for extra in policies.iter().skip(1) {
         out.push(extra.origin.error(
             &path("metadata.name"),
@@ -1023,6 +1078,16 @@ mod tests {
         ]);
         assert_one(&found, "metadata.name", "declared twice; first at a.yaml:4");
         assert_eq!(found[0].file, "b.yaml");
+        // Kept apart from the findings that break a file, with every place of the key.
+        let objects: Vec<Object> = ["a.yaml", "b.yaml", "c.yaml"]
+            .iter()
+            .flat_map(|file| parse_file(file, file, &assignment("fix", GOOD_ASSIGNMENT)).objects)
+            .collect();
+        let across = validate_across_apart(&objects);
+        assert_eq!(across.declared_twice.len(), 2, "{:?}", across.declared_twice);
+        assert!(across.others.is_empty(), "{:?}", across.others);
+        let places: Vec<&Vec<String>> = across.contested.values().collect();
+        assert_eq!(places, [&vec!["a.yaml:4".to_owned(), "b.yaml:4".to_owned(), "c.yaml:4".to_owned()]]);
         // The same name in two kinds is fine.
         assert_clean(&findings(&[
             ("a.yaml", &assignment("codex", GOOD_ASSIGNMENT)),

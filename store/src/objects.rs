@@ -27,6 +27,8 @@ pub struct ObjectRecord {
     pub status_json: Option<String>,
     /// The execution generation an operator asked to run afresh (`reconcile --rerun`).
     pub rerun_generation: Option<i64>,
+    /// Why nothing runs for the object although it is live: it is declared more than once.
+    pub held: Option<String>,
 }
 
 fn status_text(status: ConditionStatus) -> &'static str {
@@ -157,7 +159,8 @@ impl Store {
     /// What a scan compares against: every object's key, digest, file and tombstone, without
     /// the stored specs.
     pub async fn object_index(&self) -> Result<Vec<IndexEntry>> {
-        let query = sqlx::query("SELECT kind, name, generation, spec_digest, source_file, deleted_at FROM objects");
+        let query =
+            sqlx::query("SELECT kind, name, generation, spec_digest, source_file, deleted_at, held FROM objects");
         crate::fetch_mapped(self.pool(), query, |row| {
             Ok(IndexEntry {
                 key: ObjectKey::new(parse_kind(&row.try_get::<String, _>("kind")?)?, row.try_get::<String, _>("name")?),
@@ -165,6 +168,7 @@ impl Store {
                 spec_digest: row.try_get("spec_digest")?,
                 source_file: row.try_get("source_file")?,
                 deleted: row.try_get::<Option<String>, _>("deleted_at")?.is_some(),
+                held: row.try_get("held")?,
             })
         })
         .await
@@ -222,6 +226,21 @@ impl Store {
         tx.commit().await?;
         self.wrote();
         Ok(done.rows_affected() == 1)
+    }
+
+    /// Holds a live object (`why`), or releases it (`None`): see [`ObjectRecord::held`].
+    pub async fn set_held(&self, key: &ObjectKey, why: Option<&str>) -> Result<()> {
+        let mut tx = self.write_transaction().await?;
+        crate::revision::check_pin(self, &mut tx).await?;
+        sqlx::query("UPDATE objects SET held = $3 WHERE kind = $1 AND name = $2")
+            .bind(key.kind.as_str())
+            .bind(&key.name)
+            .bind(why)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.wrote();
+        Ok(())
     }
 
     /// Removes an object and its conditions once its cleanup is done.
@@ -362,6 +381,7 @@ pub struct IndexEntry {
     pub spec_digest: String,
     pub source_file: String,
     pub deleted: bool,
+    pub held: Option<String>,
 }
 
 /// What recording one spec did.
@@ -502,5 +522,6 @@ fn object_from_row(row: &sqlx::any::AnyRow) -> Result<ObjectRecord> {
         deleted_at: row.try_get("deleted_at")?,
         status_json: row.try_get("status_json")?,
         rerun_generation: row.try_get("rerun_generation")?,
+        held: row.try_get("held")?,
     })
 }
