@@ -6,7 +6,9 @@ use roundtable_specs::adapter::ResolvedAdapter;
 use roundtable_specs::admission::GateDecision;
 use roundtable_specs::assignment::AssignmentSpec;
 use roundtable_specs::output::{Condition, ConditionStatus};
-use roundtable_specs::session::{AssignmentPhase, ProposalState, SessionCause, SessionPhase};
+use std::time::Duration;
+
+use roundtable_specs::session::{AssignmentPhase, Blame, ProposalState, SessionCause, SessionPhase};
 use roundtable_store::{ProposalRecord, SessionRecord};
 use serde::{Deserialize, Serialize};
 
@@ -44,6 +46,31 @@ fn review(proposal: &ProposalRecord, message: String) -> (&'static str, String) 
 /// Interrupted sessions re-run outside the `retries` budget at most this often.
 pub const MAX_INTERRUPTED_RERUNS: usize = 2;
 
+/// How long an Assignment whose latest session failed for a cause that is not the agent's
+/// ([`Blame`]) waits before trying again: this after the first such failure, doubling with each
+/// one in a row, at most [`LONGEST_WAIT`]. No attempt is spent meanwhile; the wait keeps an
+/// engine that stays down from filling the store with sessions.
+pub const FIRST_WAIT: Duration = Duration::from_secs(5);
+pub const LONGEST_WAIT: Duration = Duration::from_secs(120);
+
+/// Whether a session failed for a cause that is not the agent's.
+fn not_the_agents(session: &SessionRecord) -> bool {
+    session.phase == SessionPhase::Failed
+        && session.cause.is_some_and(|cause| matches!(cause.blame(), Blame::Environment | Blame::Configuration))
+}
+
+/// When the latest session failed for a cause that is not the agent's: that cause, how long the
+/// Assignment waits in all (see [`FIRST_WAIT`]) and how much of that is left (zero: try now).
+pub fn waiting_for_the_cause(observed: &AssignmentObserved) -> Option<(SessionCause, Duration, Duration)> {
+    let latest = observed.sessions.first().filter(|s| not_the_agents(s))?;
+    let in_a_row = observed.sessions.iter().take_while(|s| not_the_agents(s)).count();
+    let doublings = u32::try_from(in_a_row.saturating_sub(1)).unwrap_or(u32::MAX).min(16);
+    let wait = FIRST_WAIT.saturating_mul(1 << doublings).min(LONGEST_WAIT);
+    // An end that does not read is long past.
+    let waited = observed.latest_ended_ago.unwrap_or(wait);
+    Some((latest.cause?, wait, wait.saturating_sub(waited)))
+}
+
 /// What observing an Assignment found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AssignmentObserved {
@@ -70,6 +97,8 @@ pub struct AssignmentObserved {
     pub refused: Option<GateDecision>,
     /// Why the store can take no more (its disk is full), if so: nothing starts until it can.
     pub store_full: Option<String>,
+    /// How long ago the latest session ended, when it has.
+    pub latest_ended_ago: Option<Duration>,
 }
 
 /// An Assignment's kind-specific status.
@@ -148,9 +177,15 @@ pub fn decide(
     }
     let interrupted =
         observed.sessions.iter().filter(|s| s.phase == SessionPhase::Interrupted).count() + usize::from(orphaned);
-    // A spawn the gates refused never ran: it does not spend the retries budget.
+    // A spawn the gates refused never ran, and a failure of the engine, the sandbox or the
+    // configuration is not the agent's: neither spends the retries budget.
     let gated = |s: &SessionRecord| s.cause == Some(SessionCause::AdmissionRefused);
-    let failed = observed.sessions.iter().filter(|s| s.phase == SessionPhase::Failed && !gated(s)).count();
+    let failed = observed
+        .sessions
+        .iter()
+        .filter(|s| s.phase == SessionPhase::Failed && s.cause.is_none_or(|c| c.blame() == Blame::Agent))
+        .count();
+    let waiting = waiting_for_the_cause(observed);
     let refused = |status: &mut AssignmentStatus, decision: &GateDecision| {
         status.phase = AssignmentPhase::Refused;
         ready(False, reason::ADMISSION_REFUSED, decision.to_string())
@@ -191,6 +226,28 @@ pub fn decide(
                 Some(proposal) => review(proposal, message),
             };
             ready(True, why, message)
+        }
+        Some(SessionPhase::Failed) if waiting.is_some() => {
+            status.phase = AssignmentPhase::Pending;
+            let (cause, wait, left) = waiting.unwrap_or((SessionCause::RuntimeError, FIRST_WAIT, FIRST_WAIT));
+            let message = latest.map(|s| s.message.clone()).unwrap_or_default();
+            let whose = match cause.blame() {
+                Blame::Configuration => "a configuration error",
+                _ => "not the agent's failure",
+            };
+            match (&observed.adapter_ready, &observed.refused) {
+                (Err(why), _) if left.is_zero() => ready(False, reason::ADAPTER_NOT_READY, why.clone()),
+                (Ok(()), Some(decision)) if left.is_zero() => refused(&mut status, decision),
+                _ if left.is_zero() => {
+                    changes.push(Change::StartExecution { attempt: next_attempt });
+                    ready(False, cause.as_str(), format!("{message}; {whose}, so no attempt is used: trying again now"))
+                }
+                _ => ready(
+                    False,
+                    cause.as_str(),
+                    format!("{message}; {whose}, so no attempt is used: trying again {}s after it", wait.as_secs()),
+                ),
+            }
         }
         Some(SessionPhase::Failed) if latest.is_some_and(gated) => match &observed.refused {
             Some(decision) => refused(&mut status, decision),
@@ -289,6 +346,7 @@ mod tests {
             adapter_ready: Ok(()),
             refused: None,
             store_full: None,
+            latest_ended_ago: None,
         }
     }
 
@@ -303,6 +361,75 @@ mod tests {
         assert_eq!(changes(&spec(false, 3), &observed(vec![spent], false)), ("Failed:BudgetExceeded".into(), vec![]));
         let failed = SessionRecord { cause: Some(SessionCause::Exited), ..session("Failed", 1, "run") };
         assert_eq!(changes(&spec(false, 3), &observed(vec![failed], false)).0, "Queued:Retrying");
+    }
+
+    #[test]
+    fn a_failure_that_is_not_the_agents_spends_no_attempt_and_is_tried_again_after_a_wait() {
+        let failed = |cause: SessionCause, attempt: i64| SessionRecord {
+            cause: Some(cause),
+            message: format!("{cause} at attempt {attempt}"),
+            ..session("Failed", attempt, "run")
+        };
+        let ended = |sessions: Vec<SessionRecord>, ago: u64| AssignmentObserved {
+            latest_ended_ago: Some(Duration::from_secs(ago)),
+            ..observed(sessions, false)
+        };
+        let no_retries = spec(false, 0);
+        // The engine down at start: no attempt spent, the Assignment waits, then tries again.
+        let down = vec![failed(SessionCause::EngineUnavailable, 1)];
+        let (conditions, status, started) = decide(&no_retries, &ended(down.clone(), 1), 1, 1);
+        assert_eq!((status.phase, conditions[0].reason.as_str()), (AssignmentPhase::Pending, "EngineUnavailable"));
+        assert!(started.is_empty(), "{started:?}");
+        assert!(conditions[0].message.contains("no attempt is used: trying again 5s after it"), "{conditions:?}");
+        assert_eq!(waiting_for_the_cause(&ended(down.clone(), 1)).map(|w| w.2), Some(Duration::from_secs(4)));
+        assert_eq!(
+            changes_of(decide(&no_retries, &ended(down.clone(), 5), 1, 1)),
+            vec![Change::StartExecution { attempt: 2 }]
+        );
+        // The wait doubles with each such failure in a row, to at most two minutes.
+        let thrice: Vec<SessionRecord> = (1..=3).rev().map(|a| failed(SessionCause::EngineUnavailable, a)).collect();
+        assert_eq!(waiting_for_the_cause(&ended(thrice, 0)).map(|w| w.1), Some(Duration::from_secs(20)));
+        let many: Vec<SessionRecord> = (1..=30).rev().map(|a| failed(SessionCause::RuntimeError, a)).collect();
+        assert_eq!(waiting_for_the_cause(&ended(many, 0)).map(|w| w.1), Some(LONGEST_WAIT));
+        // A configuration error (a revision that does not exist) is the same.
+        let misnamed = vec![failed(SessionCause::ProvisionFailed, 1)];
+        let (conditions, _, started) = decide(&no_retries, &ended(misnamed, 0), 1, 1);
+        assert_eq!(conditions[0].reason, "ProvisionFailed");
+        assert!(conditions[0].message.contains("a configuration error, so no attempt is used"), "{conditions:?}");
+        assert!(started.is_empty());
+        // With the engine back, the agent's own failure is judged against a budget none of the
+        // engine's failures spent: one retry allowed, one used.
+        let one_retry = spec(false, 1);
+        let then_agent = vec![
+            failed(SessionCause::Exited, 3),
+            failed(SessionCause::EngineUnavailable, 2),
+            failed(SessionCause::EngineUnavailable, 1),
+        ];
+        assert_eq!(changes(&one_retry, &ended(then_agent.clone(), 0)).0, "Queued:Retrying");
+        let twice_agent = [vec![failed(SessionCause::Exited, 4)], then_agent].concat();
+        assert_eq!(changes(&one_retry, &ended(twice_agent, 0)), ("Failed:Exited".into(), vec![]));
+        // The wait over but the Adapter not ready (its image gone): it waits for the Adapter.
+        let gone = AssignmentObserved { adapter_ready: Err("image missing".into()), ..ended(down, 60) };
+        assert_eq!(changes(&no_retries, &gone), ("Pending:AdapterNotReady".into(), vec![]));
+    }
+
+    fn changes_of(decided: (Vec<Condition>, AssignmentStatus, Vec<Change>)) -> Vec<Change> {
+        decided.2
+    }
+
+    #[test]
+    fn every_cause_is_someones() {
+        // The agent's own endings spend attempts; the engine's and the configuration's do not.
+        for cause in SessionCause::ALL {
+            let blame = cause.blame();
+            let expected = match cause {
+                SessionCause::Exited | SessionCause::TimedOut | SessionCause::OutOfMemory => Blame::Agent,
+                SessionCause::EngineUnavailable | SessionCause::EngineLost => Blame::Environment,
+                SessionCause::ProvisionFailed => Blame::Configuration,
+                _ => blame,
+            };
+            assert_eq!(blame, expected, "{cause}");
+        }
     }
 
     #[test]

@@ -193,6 +193,8 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                     lease.as_ref().filter(|l| l.held() && Some(&l.holder) != me.as_ref()).map(|l| l.holder.clone());
                 let mut sessions = execution.sessions;
                 sessions.retain(|s| s.execution_generation == generation);
+                let latest_ended_ago =
+                    sessions.first().and_then(|s| s.finished_at.as_deref()).and_then(roundtable_store::since);
                 let (adapter, adapter_ready) = adapter_of(&spec.adapter, &adapter_state)?;
                 let active = self.executions.active_run(&desired.key.name);
                 let assignment_gates = match (&adapter, &adapter_ready) {
@@ -213,6 +215,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                     adapter_ready,
                     refused,
                     store_full: self.executions.store_full(),
+                    latest_ended_ago,
                 })
             }
             _ => None,
@@ -463,6 +466,14 @@ fn next_look(key: &ObjectKey, observed: &Observed, changes: &[Change]) -> Action
         Kind::AdmissionPolicy => false,
     };
     let store_full = observed.assignment.as_ref().is_some_and(|a| a.store_full.is_some());
+    // A failure that was not the agent's is tried again when its wait is over: nothing reports
+    // the engine or the repository coming right.
+    let waiting_for_the_cause = observed
+        .assignment
+        .as_ref()
+        .and_then(crate::assignment::waiting_for_the_cause)
+        .filter(|_| !executing)
+        .map(|(_, _, left)| left.max(Duration::from_secs(1)));
     let image = observed.image.as_ref().filter(|_| key.kind == Kind::Adapter);
     let pulling = matches!(image, Some(ImageState::ToPull { .. } | ImageState::Pulling { .. }));
     // A failed pull is looked at again when its backoff has passed, when the next may start.
@@ -482,6 +493,8 @@ fn next_look(key: &ObjectKey, observed: &Observed, changes: &[Change]) -> Action
         Action::requeue(retry_in)
     } else if executing {
         Action::requeue(RUNNING_RECHECK)
+    } else if let Some(left) = waiting_for_the_cause {
+        Action::requeue(left)
     } else {
         Action::await_change()
     }

@@ -92,6 +92,54 @@ words! {
     }
 }
 
+/// Whose doing a failed session's cause is, which decides what the failure costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blame {
+    /// The agent's: the session spends an attempt of the Assignment's `retries`.
+    Agent,
+    /// The place it runs in (the engine, a sidecar, the sandbox, the host): no attempt is spent;
+    /// the Assignment waits and tries again, as a Kubernetes Pod waits Pending for capacity.
+    Environment,
+    /// The spec or the repository it names (a revision that does not exist, a path outside the
+    /// project): no attempt is spent; the Assignment waits for a fix, trying again now and then.
+    Configuration,
+    /// A spawn-path gate refused the spawn: no attempt is spent; the refusal is looked at again.
+    Gate,
+}
+
+impl SessionCause {
+    /// See [`Blame`]. Every cause is placed here, so a new one must be.
+    pub fn blame(self) -> Blame {
+        match self {
+            SessionCause::Exited
+            | SessionCause::TimedOut
+            | SessionCause::OutOfMemory
+            | SessionCause::BudgetExceeded
+            // Caps on what the agent left, and a patch of it that does not verify: the agent's.
+            | SessionCause::ExportFailed
+            | SessionCause::PatchFailed
+            | SessionCause::Cancelled
+            | SessionCause::Superseded
+            | SessionCause::Registered => Blame::Agent,
+            SessionCause::EngineUnavailable
+            | SessionCause::EngineLost
+            | SessionCause::RuntimeError
+            | SessionCause::SelfCheckFailed
+            | SessionCause::EgressUnavailable
+            | SessionCause::BrokerUnavailable
+            | SessionCause::McpUnavailable
+            | SessionCause::SocketDirFailed
+            | SessionCause::ControllerStopped
+            | SessionCause::ControllerRunEnded => Blame::Environment,
+            SessionCause::ProvisionFailed
+            | SessionCause::SourceOutsideProjectRoot
+            | SessionCause::ImageNotConfigured
+            | SessionCause::SocketPathTooLong => Blame::Configuration,
+            SessionCause::AdmissionRefused => Blame::Gate,
+        }
+    }
+}
+
 words! {
     /// Where an Assignment is, as its status reports it.
     #[derive(Default)]

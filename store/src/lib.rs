@@ -581,6 +581,13 @@ pub fn later(after: Duration) -> String {
     at(time::OffsetDateTime::now_utc() + after)
 }
 
+/// How long ago `at` (a timestamp of the store's, or any RFC 3339 time) was; `None` when it does not
+/// read, zero when it is in the future (a clock stepped back).
+pub fn since(at: &str) -> Option<Duration> {
+    let then = time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339).ok()?;
+    Some((time::OffsetDateTime::now_utc() - then).try_into().unwrap_or(Duration::ZERO))
+}
+
 fn at(moment: time::OffsetDateTime) -> String {
     const FORMAT: &[time::format_description::BorrowedFormatItem<'_>] =
         time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:9]Z");
