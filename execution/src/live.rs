@@ -1,12 +1,14 @@
 //! Running agents' output as it is produced, for the console's live tail: per session, the last
 //! lines, each masked like the kept log (every credential and placeholder the session holds) before
 //! anyone can read it. Memory only and bounded; a session's log leaves when the session ends, and
-//! its whole log is then read from its folder.
+//! its whole log is then read from its folder. It also keeps what the agent printed up to the
+//! adapter's output limit, as the runtime does, so that a run the runtime loses (the engine gone
+//! mid-run) still leaves its output.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use roundtable_session_runtime::{LiveSink, OutputStream};
+use roundtable_session_runtime::{Captured, LiveSink, OutputStream};
 use roundtable_specs::secrets::KnownSecrets;
 
 /// Lines kept per running session.
@@ -21,7 +23,17 @@ const HOLD_MARGIN: usize = 256;
 pub struct LiveLog {
     /// What the session holds: masked in every line, the last partial one included.
     known: KnownSecrets,
+    /// The adapter's output limit: how much of each stream [`KeptOutput`] keeps.
+    limit: u64,
     state: Mutex<LiveState>,
+}
+
+/// What the agent printed, as the runtime would have captured it (up to the output limit, not
+/// masked yet): kept for a run whose outcome the runtime could not return.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct KeptOutput {
+    pub stdout: Captured,
+    pub stderr: Captured,
 }
 
 #[derive(Default)]
@@ -33,6 +45,7 @@ struct LiveState {
     next: u64,
     partial: [Vec<u8>; 2],
     ended: bool,
+    kept: KeptOutput,
 }
 
 /// What a reader gets: the lines after the number it last saw, and whether the session ended.
@@ -43,8 +56,8 @@ pub struct LiveLines {
 }
 
 impl LiveLog {
-    fn new(known: KnownSecrets) -> Self {
-        Self { known, state: Mutex::new(LiveState::default()) }
+    fn new(known: KnownSecrets, limit: u64) -> Self {
+        Self { known, limit, state: Mutex::new(LiveState::default()) }
     }
 
     /// The lines numbered above `after` (all when `None`), what is shaped like a secret redacted.
@@ -74,6 +87,8 @@ impl LiveLog {
     fn push(&self, stream: OutputStream, chunk: &[u8]) {
         let Ok(mut state) = self.state.lock() else { return };
         let index = usize::from(stream == OutputStream::Stderr);
+        let kept = if index == 0 { &mut state.kept.stdout } else { &mut state.kept.stderr };
+        kept.push(chunk, self.limit);
         let mut pending = std::mem::take(&mut state.partial[index]);
         // Lines are cut as ranges of the pending bytes and copied once, below.
         pending.extend_from_slice(chunk);
@@ -104,8 +119,9 @@ impl LiveLog {
         state.partial[index] = pending;
     }
 
-    fn end(&self) {
-        if let Ok(mut state) = self.state.lock() {
+    fn end(&self) -> KeptOutput {
+        let Ok(mut state) = self.state.lock() else { return KeptOutput::default() };
+        {
             for (index, stream) in [(0, OutputStream::Stdout), (1, OutputStream::Stderr)] {
                 let rest = self.known.mask(&std::mem::take(&mut state.partial[index]));
                 for line in rest.split_inclusive(|b| *b == b'\n') {
@@ -114,6 +130,7 @@ impl LiveLog {
             }
             state.ended = true;
         }
+        std::mem::take(&mut state.kept)
     }
 }
 
@@ -135,10 +152,11 @@ pub struct LiveLogs {
 }
 
 impl LiveLogs {
-    /// Starts `session`'s log, masking with `known`.
-    pub fn open(&self, session: &str, known: KnownSecrets) {
+    /// Starts `session`'s log, masking with `known` and keeping up to `limit` bytes of each
+    /// stream.
+    pub fn open(&self, session: &str, known: KnownSecrets, limit: u64) {
         if let Ok(mut logs) = self.by_session.lock() {
-            logs.insert(session.to_owned(), Arc::new(LiveLog::new(known)));
+            logs.insert(session.to_owned(), Arc::new(LiveLog::new(known, limit)));
         }
     }
 
@@ -148,12 +166,11 @@ impl LiveLogs {
         Some(Arc::new(move |stream, chunk| log.push(stream, chunk)))
     }
 
-    /// Ends `session`'s log: its readers are told, and it is no longer listed.
-    pub fn close(&self, session: &str) {
+    /// Ends `session`'s log: its readers are told, and it is no longer listed. Returns what the
+    /// agent printed (not masked), when the log was open.
+    pub fn close(&self, session: &str) -> Option<KeptOutput> {
         let removed = self.by_session.lock().ok().and_then(|mut logs| logs.remove(session));
-        if let Some(log) = removed {
-            log.end();
-        }
+        removed.map(|log| log.end())
     }
 
     /// `session`'s log while it runs on this controller.
@@ -169,7 +186,7 @@ mod tests {
     /// The logs with session `session` open, holding `name`'s `value`, and its sink.
     fn opened(session: &str, name: &str, value: &str) -> (LiveLogs, LiveSink) {
         let logs = LiveLogs::default();
-        logs.open(session, KnownSecrets::new([(name, value)]));
+        logs.open(session, KnownSecrets::new([(name, value)]), 1 << 20);
         let sink = logs.sink(session).expect("open");
         (logs, sink)
     }

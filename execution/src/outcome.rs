@@ -143,16 +143,8 @@ pub fn masked(known: &KnownSecrets, mut outcome: RunOutcome) -> RunOutcome {
     if known.is_empty() {
         return outcome;
     }
-    let mask_stream = |stream: &mut Captured| {
-        let truncated = stream.truncated();
-        stream.bytes = if truncated { known.mask_cut(&stream.bytes) } else { known.mask(&stream.bytes) };
-        // A marker is not as long as its value: `total` is kept in step so that `truncated`
-        // still says exactly whether anything was dropped.
-        let kept = stream.bytes.len() as u64;
-        stream.total = if truncated { stream.total.max(kept + 1) } else { kept };
-    };
-    mask_stream(&mut outcome.stdout);
-    mask_stream(&mut outcome.stderr);
+    mask_captured(known, &mut outcome.stdout);
+    mask_captured(known, &mut outcome.stderr);
     if let Some(report) = outcome.self_check.as_mut() {
         for item in &mut report.items {
             item.detail = known.mask_text(&item.detail);
@@ -160,6 +152,19 @@ pub fn masked(known: &KnownSecrets, mut outcome: RunOutcome) -> RunOutcome {
     }
     outcome.export_failed = outcome.export_failed.map(|why| known.mask_text(&why));
     outcome
+}
+
+/// Masks one captured stream of every value in `known`.
+pub fn mask_captured(known: &KnownSecrets, stream: &mut Captured) {
+    if known.is_empty() {
+        return;
+    }
+    let truncated = stream.truncated();
+    stream.bytes = if truncated { known.mask_cut(&stream.bytes) } else { known.mask(&stream.bytes) };
+    // A marker is not as long as its value: `total` is kept in step so that `truncated` still
+    // says exactly whether anything was dropped.
+    let kept = stream.bytes.len() as u64;
+    stream.total = if truncated { stream.total.max(kept + 1) } else { kept };
 }
 
 /// The flags of a proposal touching `paths`: outside `readablePaths`, protected paths (a new

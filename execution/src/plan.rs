@@ -87,7 +87,7 @@ impl Inner {
             tracing::warn!(session = %session.id, variable = %name, min = roundtable_specs::secrets::known::MIN_SUBSTRING, "credential value shorter than the minimum: masked only where it stands as a whole word");
         }
         self.fingerprint_credentials(&session.id, &request.adapter).await;
-        self.live.open(&session.id, known.clone());
+        self.live.open(&session.id, known.clone(), request.adapter.output_limit.bytes());
         Ok(LaunchPlan { provider: provider_plan, placeholders, known })
     }
 

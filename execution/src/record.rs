@@ -2,7 +2,7 @@
 //! ended, its entries in the audit chain, its proposal, and what the run produced.
 
 use roundtable_agents::{capture, plan};
-use roundtable_session_runtime::RunOutcome;
+use roundtable_session_runtime::{Captured, RunOutcome};
 use roundtable_specs::adapter::ResolvedAdapter;
 use roundtable_specs::audit::{AuditRecord, ProposalSubmitted, SessionEnded};
 use roundtable_specs::session::{AgentSession, SessionCause, SessionPhase};
@@ -149,6 +149,22 @@ impl Inner {
     }
 }
 
+/// Keeps the agent's output (already masked) in the session's folder, and how much there was on
+/// the session.
+pub(crate) fn record_output(
+    session: &mut SessionRecord,
+    stdout: &Captured,
+    stderr: &Captured,
+    folder: &ExecutionFolder,
+) {
+    let _ = std::fs::write(folder.stdout_log(), &stdout.bytes);
+    let _ = std::fs::write(folder.stderr_log(), &stderr.bytes);
+    session.stdout_bytes = i64::try_from(stdout.total).ok();
+    session.stderr_bytes = i64::try_from(stderr.total).ok();
+    session.stdout_truncated = stdout.truncated();
+    session.stderr_truncated = stderr.truncated();
+}
+
 /// Keeps what the run produced on the session: exit code, captured output (and its logs),
 /// external session ID, self-check, export, egress counters, phase timings.
 pub(crate) fn record_run(
@@ -157,13 +173,8 @@ pub(crate) fn record_run(
     folder: &ExecutionFolder,
     adapter: &ResolvedAdapter,
 ) {
-    let _ = std::fs::write(folder.stdout_log(), &outcome.stdout.bytes);
-    let _ = std::fs::write(folder.stderr_log(), &outcome.stderr.bytes);
+    record_output(session, &outcome.stdout, &outcome.stderr, folder);
     session.exit_code = outcome.exit_code;
-    session.stdout_bytes = i64::try_from(outcome.stdout.total).ok();
-    session.stderr_bytes = i64::try_from(outcome.stderr.total).ok();
-    session.stdout_truncated = outcome.stdout.truncated();
-    session.stderr_truncated = outcome.stderr.truncated();
     if adapter.captures_session_id {
         let captured = capture::capture(adapter.provider, &outcome.stdout.bytes, outcome.stdout.truncated());
         let agent = session.detail.agent.get_or_insert_with(AgentSession::default);

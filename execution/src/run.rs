@@ -13,10 +13,10 @@ use tracing::Instrument as _;
 use crate::folder::ExecutionFolder;
 use crate::launch::Launched;
 use crate::manager::{Inner, now};
-use crate::outcome::{Ending, Stop, ending_of, masked};
+use crate::outcome::{Ending, Stop, ending_of, mask_captured, masked};
 use crate::plan::LaunchPlan;
 use crate::proposal::{Canary, printed_canaries};
-use crate::record::record_run;
+use crate::record::{record_output, record_run};
 
 impl Inner {
     /// Runs one session to its end and records it.
@@ -122,7 +122,7 @@ impl Inner {
         launched: Launched,
     ) -> Result<Vec<Canary>, Ending> {
         // The agent is done: its live tail ends (the kept log is read from its folder from now on).
-        self.live.close(&session.id);
+        let printed_so_far = self.live.close(&session.id);
         if launched.egress.is_some() || launched.broker.is_some() {
             let summary = EgressSummary { gateway: launched.egress.as_ref(), broker: launched.broker.as_ref() };
             self.audit(&session.id, &summary).await;
@@ -144,6 +144,14 @@ impl Inner {
             }
             Err(mut ending) => {
                 ending.message = known.mask_text(&ending.message);
+                // The runtime lost the run (the engine went away mid-run): what the agent had
+                // printed is kept all the same, masked as a finished run's is.
+                if let Some(mut printed) = printed_so_far.filter(|p| p.stdout.total > 0 || p.stderr.total > 0) {
+                    mask_captured(known, &mut printed.stdout);
+                    mask_captured(known, &mut printed.stderr);
+                    record_output(session, &printed.stdout, &printed.stderr, folder);
+                    ending.message.push_str(&format!("; its output so far: `roundtable sessions logs {}`", session.id));
+                }
                 return Err(ending);
             }
         };

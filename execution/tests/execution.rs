@@ -15,7 +15,7 @@ use roundtable_execution::egress::EgressOptions;
 use roundtable_execution::{ExecutionConfig, ExecutionManager};
 use roundtable_reconcilers::ExecutionRequest;
 use roundtable_session_runtime::{
-    Health, OwnedResource, RunEnd, RunOutcome, RuntimeError, SessionPlan, SessionRuntime,
+    Health, OutputStream, OwnedResource, RunEnd, RunOutcome, RuntimeError, SessionPlan, SessionRuntime,
 };
 use roundtable_specs::session::{ProposalFlagKind, SessionCause, SessionPhase};
 use roundtable_specs::{Spec, parse_file};
@@ -149,11 +149,21 @@ impl SessionRuntime for FakeRuntime {
                     copy_tree(&plan.source_dir, &plan.export_dir);
                     Ok(RunOutcome { exit_code: Some(*code), ..RunOutcome::ended(RunEnd::Exited) })
                 }
-                Agent::EngineLost => Err(RuntimeError::EngineLost {
-                    endpoint: "unix:///fake.sock".into(),
-                    step: "wait for the exec to finish",
-                    source: "connection reset by peer".into(),
-                }),
+                Agent::EngineLost => {
+                    // The agent printed 20 lines, its credential among them, before the engine went.
+                    let key = plan.env.iter().find_map(|v| v.strip_prefix("ACME_API_KEY=")).unwrap_or("no-key");
+                    if let Some(live) = &plan.live {
+                        for line in 1..=20 {
+                            live(OutputStream::Stdout, format!("line {line} key={key}\n").as_bytes());
+                        }
+                        live(OutputStream::Stderr, b"warning: slow\n");
+                    }
+                    Err(RuntimeError::EngineLost {
+                        endpoint: "unix:///fake.sock".into(),
+                        step: "wait for the exec to finish",
+                        source: "connection reset by peer".into(),
+                    })
+                }
                 Agent::RunsUntilStopped => {
                     let _ = stop.wait_for(|stopped| *stopped).await;
                     Ok(RunOutcome::ended(RunEnd::Cancelled))
@@ -389,12 +399,26 @@ async fn a_failing_agent_and_a_lost_engine_end_the_session_as_users_expect() {
     assert!(project.store.proposal_for("fix", 1).await.expect("read").is_none(), "a failure proposes nothing");
 
     let project = Project::new().await;
-    let manager = project.manager(FakeRuntime::new(Agent::EngineLost));
-    let id = manager.start(request("README.md")).await.expect("start").id;
+    let mut config = project.config();
+    config.secrets.insert("ACME_API_KEY".into(), "acme-live-7f3a9c2e5b1d4068".into());
+    let manager = ExecutionManager::new(project.store.clone(), FakeRuntime::new(Agent::EngineLost), config);
+    let mut holding = request("README.md");
+    holding.adapter.credential_env = vec!["ACME_API_KEY".parse().expect("a name")];
+    holding.adapter.credential_mode = roundtable_specs::adapter::CredentialMode::Env;
+    let id = manager.start(holding).await.expect("start").id;
     let session = finished(&project.store, &id).await;
     assert_eq!((session.phase, session.cause), (SessionPhase::Interrupted, Some(SessionCause::EngineLost)));
     assert!(session.message.contains("went away during `wait for the exec to finish`"), "{}", session.message);
     assert!(session.message.contains("connection reset by peer"), "the cause is kept: {}", session.message);
+    // What the agent printed before the engine went is kept, masked as any kept output is.
+    assert!(session.message.contains(&format!("sessions logs {id}")), "{}", session.message);
+    let folder = std::path::Path::new(session.exec_dir.as_deref().expect("a folder"));
+    let printed = std::fs::read_to_string(folder.join("stdout.log")).expect("the output so far is kept");
+    assert_eq!(printed.lines().count(), 20, "{printed}");
+    assert!(printed.contains("line 20 key=[redacted:ACME_API_KEY]"), "{printed}");
+    assert!(!printed.contains("acme-live"), "the credential is masked: {printed}");
+    assert_eq!(session.stdout_bytes, Some(printed.len() as i64));
+    assert!(std::fs::read_to_string(folder.join("stderr.log")).expect("stderr").contains("slow"));
 }
 
 #[tokio::test]
