@@ -11,7 +11,7 @@ use roundtable_specs::policy::AdmissionMode;
 use roundtable_store::audit::AuditKey;
 
 use crate::cli::{Format, Global};
-use crate::commands::state::{open_for_reading, open_for_writing};
+use crate::commands::state::{open_for_reading, open_for_writing, open_for_writing_specs};
 use crate::render;
 
 fn binary() -> anyhow::Result<std::path::PathBuf> {
@@ -89,12 +89,12 @@ fn print_check(item: &AdmissionItem) {
 
 /// Exit 0 when it is admitted (or exempt), 1 when refused, 2 when no adapter has the name.
 pub async fn check(global: &Global, name: &str, seal: bool, format: Format) -> anyhow::Result<ExitCode> {
-    let (service, key): (Service, Option<Arc<AuditKey>>) = if seal {
-        let service = open_for_writing(global).await?;
+    let (service, key, to_commit): (Service, Option<Arc<AuditKey>>, _) = if seal {
+        let (service, to_commit) = open_for_writing_specs(global).await?;
         let key = writer_key(global, &service).await?;
-        (service, Some(key))
+        (service, Some(key), to_commit)
     } else {
-        (open_for_reading(global).await?, None)
+        (open_for_reading(global).await?, None, None)
     };
     let admitter = service.admitter(binary()?, key);
     let item = match service.admission_check(&admitter, name, seal).await {
@@ -110,6 +110,12 @@ pub async fn check(global: &Global, name: &str, seal: bool, format: Format) -> a
     match format {
         Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(vec![item.clone()]))?),
         Format::Text | Format::Wide => print_check(&item),
+    }
+    if let Some(spec_dir) = to_commit {
+        eprintln!(
+            "note: the daemon reads receipts from the commit it follows: commit {} for it to use this one",
+            spec_dir.join("admission").display()
+        );
     }
     let admitted = item.exempt || item.decisions.first().is_some_and(|d| d.admitted());
     Ok(if admitted { ExitCode::SUCCESS } else { ExitCode::from(1) })

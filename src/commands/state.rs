@@ -50,6 +50,36 @@ pub async fn open_for_writing(global: &Global) -> anyhow::Result<Service> {
     Ok(service.with_anchor_key(key, missing))
 }
 
+/// For a command that writes into the spec directory (`admission check --seal` writes a
+/// receipt under `admission/`): the project's service and, when the project follows committed
+/// state (`start --committed`, `start --source`), the spec directory written to, which is the
+/// working tree's (`--dir`), not the exported tree the daemon reads. That tree is replaced by the
+/// next commit followed, so a file written into it would vanish; what is written into the working
+/// tree reaches the daemon once committed. Refused when `--dir` names no checkout.
+pub async fn open_for_writing_specs(global: &Global) -> anyhow::Result<(Service, Option<std::path::PathBuf>)> {
+    let followed = global.project()?.clone();
+    let tree = global.working_tree()?;
+    if tree.spec_dir == followed.spec_dir {
+        return Ok((open_for_writing(global).await?, None));
+    }
+    let in_a_checkout = tree.spec_dir.is_dir()
+        && std::process::Command::new("git")
+            .args(["rev-parse", "--is-inside-work-tree"])
+            .current_dir(&tree.spec_dir)
+            .output()
+            .is_ok_and(|out| out.status.success());
+    if !in_a_checkout {
+        anyhow::bail!(
+            "this project's daemon follows committed state (its specs are read from the exported tree {}, which the next commit replaces), so a file written there would vanish; pass --dir with the spec directory of a clone of the repository, then commit what is written under its admission/",
+            followed.spec_dir.display()
+        );
+    }
+    let project = roundtable_source::Project { spec_dir: tree.spec_dir.clone(), root: tree.root, ..followed };
+    let service = Service::open(&project, runtime().await).await?;
+    let (key, missing) = anchor_key(global);
+    Ok((service.with_anchor_key(key, missing), Some(tree.spec_dir)))
+}
+
 /// The key admission verifies receipts' anchors under, for views that append nothing; or why
 /// there is none, naming where it was looked for (then a sealed receipt "cannot be verified").
 fn anchor_key(global: &Global) -> (Option<Arc<roundtable_store::audit::AuditKey>>, Option<String>) {

@@ -60,7 +60,7 @@ async fn an_engine_restart_interrupts_the_running_session_and_it_is_rerun_once()
     let host_bridge = Path::new("/sys/class/net/docker0").exists();
     let Some((mut private, engine)) = private_engine_or_skip(PLAIN).await else { return };
     let started = Instant::now();
-    let dir = one_assignment_project("restart", "sleep 5; echo edited >> README.md");
+    let dir = one_assignment_project("restart", "echo printed-before-the-restart; sleep 5; echo edited >> README.md");
     let root = dir.path();
     let executions = tempfile::tempdir().expect("tempdir");
     let host = private.host();
@@ -89,6 +89,11 @@ async fn an_engine_restart_interrupts_the_running_session_and_it_is_rerun_once()
         message.starts_with(&format!("the container engine at {host} went away")) && message.contains("restarted"),
         "the reason names the engine: {first:#}"
     );
+    // What the agent printed before the engine went is kept.
+    let first_id = first["id"].as_str().expect("id");
+    assert!(message.contains(&format!("sessions logs {first_id}")), "{message}");
+    let printed = stdout(&roundtable(root, &["sessions", "logs", first_id]));
+    assert!(printed.contains("printed-before-the-restart"), "the first attempt's output: {printed:?}");
     let shown = json(&roundtable(root, &["sessions", "show", first["id"].as_str().expect("id"), "--format", "json"]));
     let shown = &shown["items"][0];
     assert_eq!((&shown["phase"], &shown["message"]), (&first["phase"], &first["message"]), "{shown:#}");

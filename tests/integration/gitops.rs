@@ -174,6 +174,19 @@ fn a_push_to_a_file_url_source_converges_within_one_poll() {
     let fixture = Fixture::new(&[(".roundtable/one.yaml", &adapter("one"))]);
     let url = fixture.file_url();
     a_push_converges_within_a_poll(&fixture, &url, &url);
+
+    // A receipt sealed into the exported tree would vanish at the next commit followed: refused
+    // without a checkout, written into the checkout's spec directory with one, to be committed.
+    let nowhere = fixture.rt(&["admission", "check", "mock", "--seal"]);
+    assert!(!nowhere.status.success(), "{}", stdout(&nowhere));
+    assert!(stderr(&nowhere).contains("pass --dir with the spec directory of a clone"), "{}", stderr(&nowhere));
+    assert!(!fixture.state().join("source/tree/current/.roundtable/admission").exists(), "nothing in the tree");
+    let spec_dir = fixture.work().join(".roundtable");
+    let sealed = fixture.rt(&["--dir", &spec_dir.display().to_string(), "admission", "check", "mock", "--seal"]);
+    assert!(sealed.status.success(), "{}{}", stdout(&sealed), stderr(&sealed));
+    assert!(spec_dir.join("admission/mock.json").is_file(), "{}", stdout(&sealed));
+    assert!(stderr(&sealed).contains("commit"), "says to commit it: {}", stderr(&sealed));
+    assert!(!fixture.state().join("source/tree/current/.roundtable/admission").exists(), "nothing in the tree");
 }
 
 /// `git daemon` serving the fixture's remote on a loopback port, killed when dropped.
