@@ -146,6 +146,14 @@ impl Inner {
             None => tracing::info!(assignment, ?why, "no execution to stop"),
         }
     }
+
+    /// Queues a reconcile of `key` (once the daemon's handle is known): what the object's
+    /// conditions say moved without an event the controller sees.
+    pub(crate) fn wake(&self, key: ObjectKey) {
+        if let Some(handle) = self.wake.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref() {
+            handle.trigger(Trigger::Requested(key));
+        }
+    }
 }
 
 impl ExecutionManager {
@@ -365,10 +373,8 @@ impl ExecutionManager {
     /// Queues a reconcile of each Assignment named (once the daemon's handle is known): the
     /// lease watch's way of saying another controller's hold on them ended.
     pub fn requeue(&self, assignments: impl IntoIterator<Item = String>) {
-        if let Some(handle) = self.inner.wake.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref() {
-            for assignment in assignments {
-                handle.trigger(Trigger::Requested(ObjectKey::new(Kind::Assignment, assignment)));
-            }
+        for assignment in assignments {
+            self.inner.wake(ObjectKey::new(Kind::Assignment, assignment));
         }
     }
 
@@ -471,9 +477,7 @@ impl ExecutionManager {
                 }
             }
             inner.complete_drain(&finished.adapter).await;
-            if let Some(handle) = inner.wake.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref() {
-                handle.trigger(Trigger::Requested(ObjectKey::new(Kind::Assignment, request.assignment)));
-            }
+            inner.wake(ObjectKey::new(Kind::Assignment, request.assignment));
         }, span));
         Ok(session)
     }
@@ -515,9 +519,7 @@ impl Inner {
                     tracing::warn!(adapter, %error, "cannot record the end of a drain");
                 }
                 tracing::info!(adapter, "drain complete: the adapter is disabled");
-                if let Some(handle) = self.wake.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref() {
-                    handle.trigger(Trigger::Requested(key));
-                }
+                self.wake(key);
             }
             Ok(_) => {}
             Err(error) => tracing::warn!(adapter, %error, "cannot complete the drain"),

@@ -107,6 +107,8 @@ impl Inner {
         let folder = ExecutionFolder::of(&self.config.execution_root, &session.id);
         session.exec_dir = Some(folder.path().display().to_string());
         self.save(session).await;
+        // The Assignment's `Ready` moves from `Queued` to `Running` now, not at its next look.
+        self.wake(roundtable_specs::ObjectKey::new(roundtable_specs::Kind::Assignment, &request.assignment));
         folder
     }
 

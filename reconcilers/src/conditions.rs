@@ -121,7 +121,13 @@ pub fn health(conditions: &[Condition]) -> (Health, String) {
         // must not read as broken.
         Some(ConditionStatus::False) if stopped_on_purpose(conditions) => (Health::Suspended, message(READY)),
         Some(ConditionStatus::False) => (Health::Unhealthy, message(READY)),
-        Some(ConditionStatus::Unknown) => (Health::Unknown, message(READY)),
+        // Not reconciled yet is not known; anything else `Unknown` is work under way.
+        Some(ConditionStatus::Unknown)
+            if find(conditions, READY).is_some_and(|c| c.reason == reason::NOT_RECONCILED_YET) =>
+        {
+            (Health::Unknown, message(READY))
+        }
+        Some(ConditionStatus::Unknown) => (Health::Progressing, message(READY)),
         None => (Health::Unknown, "not reconciled yet".into()),
     }
 }
@@ -139,6 +145,10 @@ mod tests {
         assert_eq!(health(&[ready.clone(), degraded.clone()]), (Health::Degraded, "tag".into()));
         assert_eq!(health(&[ready, degraded, stalled]).0, Health::Stalled);
         assert_eq!(health(&[]).0, Health::Unknown);
+        let running = desired(READY, ConditionStatus::Unknown, reason::RUNNING, "session s1 Running", 1);
+        assert_eq!(health(&[running]).0, Health::Progressing, "work under way, as Argo CD says");
+        let new = desired(READY, ConditionStatus::Unknown, reason::NOT_RECONCILED_YET, "", 1);
+        assert_eq!(health(&[new]).0, Health::Unknown);
     }
 
     #[test]

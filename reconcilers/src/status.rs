@@ -6,6 +6,7 @@ pub mod row;
 use std::collections::{BTreeMap, BTreeSet};
 
 use roundtable_specs::output::{ConditionStatus, Health, ObjectStatus, PlannedChange, SyncStatus};
+use roundtable_specs::session::SessionPhase;
 use roundtable_specs::{Kind, ObjectKey};
 use roundtable_store::{ObjectRecord, SessionRecord, Store};
 
@@ -21,10 +22,18 @@ use roundtable_source::Scan;
 /// and message. The Ready condition is written when the reconciler starts an execution (`Queued`)
 /// and is not rewritten as the session moves on, so it would still say "queued" for a session
 /// that is running.
-fn in_flight_message(record: &ObjectRecord, sessions: &[SessionRecord]) -> Option<String> {
+fn in_flight_message(record: &ObjectRecord, sessions: &[SessionRecord], progressing: bool) -> Option<String> {
     let latest = sessions
         .iter()
         .find(|s| record.execution_generation.is_none_or(|generation| s.execution_generation == generation))?;
+    // Interrupted (the daemon stopped): the condition it last wrote ("queued for a slot") is
+    // stale until a daemon looks again.
+    if latest.phase == SessionPhase::Interrupted && progressing {
+        return Some(format!(
+            "session {} Interrupted (attempt {}): {}; it is re-run when a daemon runs",
+            latest.id, latest.attempt, latest.message
+        ));
+    }
     if latest.phase.is_finished() {
         return None;
     }
@@ -146,8 +155,11 @@ pub async fn object_rows(store: &Store, scan: &Scan) -> Result<ObjectRows, Backe
                     SyncStatus::Synced
                 };
                 if key.kind == Kind::Assignment
-                    && let Some(message) =
-                        in_flight_message(record, sessions_of.get(&key.name).map_or(&[][..], Vec::as_slice))
+                    && let Some(message) = in_flight_message(
+                        record,
+                        sessions_of.get(&key.name).map_or(&[][..], Vec::as_slice),
+                        progressing,
+                    )
                 {
                     row.message = message;
                 }

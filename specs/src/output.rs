@@ -175,6 +175,9 @@ pub enum Health {
     Suspended,
     /// Retries stopped after the error budget or a permanent error.
     Stalled,
+    /// Work is under way: an Assignment queued or running, an image being pulled (`Ready` is
+    /// `Unknown` while it goes on, as Argo CD's `Progressing`).
+    Progressing,
     Unknown,
     /// Not applicable (removed objects, file rows, leftovers).
     None,

@@ -119,6 +119,7 @@ pub fn health_text(health: Health) -> &'static str {
         Health::Unhealthy => "Unhealthy",
         Health::Suspended => "Suspended",
         Health::Stalled => "Stalled",
+        Health::Progressing => "Progressing",
         Health::Unknown => "Unknown",
         Health::None => "-",
     }
