@@ -93,6 +93,9 @@ pub struct AssignmentObserved {
     pub adapter: Option<ResolvedAdapter>,
     /// Whether the adapter is ready to execute (its `Ready` condition), with why not.
     pub adapter_ready: Result<(), String>,
+    /// The adapter is declared and its readiness not decided yet (not reconciled, or `Ready`
+    /// `Unknown` while its image is pulled): waiting for it is no fault, as on every first start.
+    pub adapter_settling: bool,
     /// The spawn-path gate that refuses it under `enforce`, if one does.
     pub refused: Option<GateDecision>,
     /// Why the store can take no more (its disk is full), if so: nothing starts until it can.
@@ -283,7 +286,8 @@ pub fn decide(
         _ => match &observed.adapter_ready {
             Err(why) => {
                 status.phase = AssignmentPhase::Pending;
-                ready(False, reason::ADAPTER_NOT_READY, why.clone())
+                let settled = if observed.adapter_settling { Unknown } else { False };
+                ready(settled, reason::ADAPTER_NOT_READY, why.clone())
             }
             Ok(()) => match &observed.refused {
                 Some(decision) => refused(&mut status, decision),
@@ -344,6 +348,7 @@ mod tests {
             held_by: None,
             adapter: None,
             adapter_ready: Ok(()),
+            adapter_settling: false,
             refused: None,
             store_full: None,
             latest_ended_ago: None,
@@ -411,6 +416,22 @@ mod tests {
         // The wait over but the Adapter not ready (its image gone): it waits for the Adapter.
         let gone = AssignmentObserved { adapter_ready: Err("image missing".into()), ..ended(down, 60) };
         assert_eq!(changes(&no_retries, &gone), ("Pending:AdapterNotReady".into(), vec![]));
+    }
+
+    #[test]
+    fn an_adapter_not_reconciled_yet_is_waited_for_without_a_warning() {
+        // Every first start reconciles some Assignments before their Adapter: Ready Unknown (an
+        // event of type Normal), not False (a Warning).
+        let first = AssignmentObserved {
+            adapter_ready: Err("adapter generic is not reconciled yet".into()),
+            adapter_settling: true,
+            ..observed(vec![], false)
+        };
+        let (conditions, status, changes) = decide(&spec(false, 0), &first, 1, 1);
+        assert_eq!((status.phase, conditions[0].status), (AssignmentPhase::Pending, ConditionStatus::Unknown));
+        assert!(changes.is_empty());
+        let broken = AssignmentObserved { adapter_settling: false, ..first };
+        assert_eq!(decide(&spec(false, 0), &broken, 1, 1).0[0].status, ConditionStatus::False);
     }
 
     fn changes_of(decided: (Vec<Condition>, AssignmentStatus, Vec<Change>)) -> Vec<Change> {

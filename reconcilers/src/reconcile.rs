@@ -196,6 +196,9 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                 let latest_ended_ago =
                     sessions.first().and_then(|s| s.finished_at.as_deref()).and_then(roundtable_store::since);
                 let (adapter, adapter_ready) = adapter_of(&spec.adapter, &adapter_state)?;
+                let adapter_settling = adapter_state.record.is_some()
+                    && conditions::find(&adapter_state.conditions, READY)
+                        .is_none_or(|c| c.status == ConditionStatus::Unknown);
                 let active = self.executions.active_run(&desired.key.name);
                 let assignment_gates = match (&adapter, &adapter_ready) {
                     (Some(adapter), Ok(())) => self.images.gates(adapter, &spec.requires).await?,
@@ -213,6 +216,7 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                     held_by,
                     adapter,
                     adapter_ready,
+                    adapter_settling,
                     refused,
                     store_full: self.executions.store_full(),
                     latest_ended_ago,
