@@ -487,6 +487,28 @@ impl Service {
         })
     }
 
+    /// The newest `limit` events of `key`, newest first: of the object recorded under that name,
+    /// or, once it is removed and forgotten, of the objects that had the name. Unknown when
+    /// nothing declares the name and no event names it.
+    pub async fn object_events(&self, key: &ObjectKey, limit: usize) -> Result<Vec<EventItem>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let events = match self.store.object(key).await? {
+            Some(record) => {
+                let mut events = self.store.events(key, &record.uid, limit).await?;
+                events.reverse();
+                events
+            }
+            None => self.store.events_by_name(key, limit).await?,
+        };
+        if events.is_empty() && !self.scan().await?.accepted().any(|object| object.key() == *key) {
+            return Err(ServiceError::UnknownObject { key: key.clone() });
+        }
+        Ok(events
+            .into_iter()
+            .map(|e| EventItem { at: e.at, object: e.object, type_: e.severity, reason: e.reason, message: e.message })
+            .collect())
+    }
+
     /// Events of every object, newest first, older than event `before`; each with its ID (the
     /// cursor of the next page).
     pub async fn events(&self, before: Option<i64>, limit: usize) -> Result<Vec<(i64, EventItem)>> {
@@ -661,5 +683,36 @@ mod tests {
         let unreachable = plan.engine_unreachable.expect("the plan says the engine is unreachable");
         assert_eq!(unreachable.endpoint, "unix:///nonexistent.sock");
         assert_eq!(unreachable.planned_change().op, "?");
+    }
+
+    #[tokio::test]
+    async fn a_removed_and_forgotten_objects_events_are_still_listed_newest_first() {
+        let project = tempfile::tempdir().expect("tempdir");
+        let dir = project.path().join(".roundtable");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let file = dir.join("work.yaml");
+        std::fs::write(&file, "apiVersion: roundtable.dev/v1alpha1\nkind: Assignment\nmetadata: {name: gone}\nspec:\n  adapter: mock\n  task: {id: T, prompt: p}\n  readablePaths: [README.md]\n").expect("write");
+        let endpoint = "unix:///nonexistent.sock".to_owned();
+        let runtime = Arc::new(roundtable_session_runtime::Unavailable { endpoint, reason: "down".into() });
+        let project = Project::resolve(&dir).expect("project");
+        let service = Service::open(&project, runtime).await.expect("service");
+        let key = ObjectKey::new(Kind::Assignment, "gone");
+        roundtable_reconcilers::desired::sync(&service.store, &service.store, &service.scan().await.expect("scan"))
+            .await
+            .expect("sync");
+        std::fs::remove_file(&file).expect("remove");
+        roundtable_reconcilers::desired::sync(&service.store, &service.store, &service.scan().await.expect("scan"))
+            .await
+            .expect("sync");
+        service.store.forget(&key).await.expect("forget");
+
+        let events = service.object_events(&key, 10).await.expect("a removed object's events");
+        let reasons: Vec<&str> = events.iter().map(|e| e.reason.as_str()).collect();
+        assert_eq!(reasons, ["SpecRemoved", "SpecChanged"], "newest first");
+        let newest = service.object_events(&key, 1).await.expect("events");
+        assert_eq!(newest.len(), 1);
+        assert_eq!(newest[0].reason, "SpecRemoved", "--limit keeps the newest");
+        let nothing = service.object_events(&ObjectKey::new(Kind::Assignment, "nope"), 10).await;
+        assert!(matches!(nothing, Err(ServiceError::UnknownObject { .. })), "{nothing:?}");
     }
 }

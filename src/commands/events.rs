@@ -15,10 +15,10 @@ use crate::render;
 pub async fn run(global: &Global, object: Option<&str>, limit: usize, format: Format) -> anyhow::Result<ExitCode> {
     let service = open_for_reading(global).await?;
     let items: Vec<EventItem> = match object {
-        Some(object) => match service.describe(&parse_key(object)?).await {
-            // `describe` keeps them oldest first; here they read as every listing does, newest
-            // first, and `--limit` keeps the newest.
-            Ok(item) => item.events.into_iter().rev().take(limit).collect(),
+        // As every listing reads, newest first, `--limit` keeping the newest; a removed object's
+        // events too.
+        Some(object) => match service.object_events(&parse_key(object)?, limit).await {
+            Ok(items) => items,
             Err(error @ ServiceError::UnknownObject { .. }) => {
                 eprintln!("error: {error}");
                 return Ok(ExitCode::from(1));

@@ -172,6 +172,18 @@ impl Store {
         .await?;
         rows.iter().map(event_from_row).collect()
     }
+
+    /// The newest `limit` events of every object that had `object`'s kind and name, newest first:
+    /// what is left of an object removed and forgotten (events outlive it).
+    pub async fn events_by_name(&self, object: &ObjectKey, limit: i64) -> Result<Vec<EventRecord>> {
+        let rows = sqlx::query("SELECT * FROM events WHERE kind = $1 AND name = $2 ORDER BY id DESC LIMIT $3")
+            .bind(object.kind.as_str())
+            .bind(&object.name)
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(event_from_row).collect()
+    }
 }
 
 /// An event as read: an audited row shows its entry's view (what the MAC covers), never its
