@@ -143,8 +143,8 @@ pub fn masked(known: &KnownSecrets, mut outcome: RunOutcome) -> RunOutcome {
     if known.is_empty() {
         return outcome;
     }
-    mask_captured(known, &mut outcome.stdout);
-    mask_captured(known, &mut outcome.stderr);
+    mask_captured(known, &mut outcome.stdout, false);
+    mask_captured(known, &mut outcome.stderr, false);
     if let Some(report) = outcome.self_check.as_mut() {
         for item in &mut report.items {
             item.detail = known.mask_text(&item.detail);
@@ -154,13 +154,14 @@ pub fn masked(known: &KnownSecrets, mut outcome: RunOutcome) -> RunOutcome {
     outcome
 }
 
-/// Masks one captured stream of every value in `known`.
-pub fn mask_captured(known: &KnownSecrets, stream: &mut Captured) {
+/// Masks one captured stream of every value in `known`. `cut_short`: the stream ended where the
+/// run was lost, so it may end inside a value, as a truncated one may.
+pub fn mask_captured(known: &KnownSecrets, stream: &mut Captured, cut_short: bool) {
     if known.is_empty() {
         return;
     }
     let truncated = stream.truncated();
-    stream.bytes = if truncated { known.mask_cut(&stream.bytes) } else { known.mask(&stream.bytes) };
+    stream.bytes = if truncated || cut_short { known.mask_cut(&stream.bytes) } else { known.mask(&stream.bytes) };
     // A marker is not as long as its value: `total` is kept in step so that `truncated` still
     // says exactly whether anything was dropped.
     let kept = stream.bytes.len() as u64;

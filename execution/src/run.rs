@@ -149,8 +149,8 @@ impl Inner {
                 // The runtime lost the run (the engine went away mid-run): what the agent had
                 // printed is kept all the same, masked as a finished run's is.
                 if let Some(mut printed) = printed_so_far.filter(|p| p.stdout.total > 0 || p.stderr.total > 0) {
-                    mask_captured(known, &mut printed.stdout);
-                    mask_captured(known, &mut printed.stderr);
+                    mask_captured(known, &mut printed.stdout, true);
+                    mask_captured(known, &mut printed.stderr, true);
                     record_output(session, &printed.stdout, &printed.stderr, folder);
                     ending.message.push_str(&format!("; its output so far: `roundtable sessions logs {}`", session.id));
                 }

@@ -52,6 +52,22 @@ pub const MAX_INTERRUPTED_RERUNS: usize = 2;
 /// engine that stays down from filling the store with sessions.
 pub const FIRST_WAIT: Duration = Duration::from_secs(5);
 pub const LONGEST_WAIT: Duration = Duration::from_secs(120);
+/// How many failures in a row that are not the agent's but could be (a cause after the
+/// session's container exists: `SessionCause::before_any_container`) are tried again before the
+/// execution fails: an agent that stops its own sandbox must not get endless fresh runs.
+pub const MAX_UNBLAMED_RERUNS: usize = 5;
+
+/// Whether the latest failures in a row, not the agent's but possibly its doing, are more than
+/// [`MAX_UNBLAMED_RERUNS`].
+fn unblamed_reruns_spent(observed: &AssignmentObserved) -> bool {
+    let maybe_the_agents = observed
+        .sessions
+        .iter()
+        .take_while(|s| not_the_agents(s))
+        .filter(|s| s.cause.is_some_and(|cause| !cause.before_any_container()))
+        .count();
+    maybe_the_agents > MAX_UNBLAMED_RERUNS
+}
 
 /// Whether a session failed for a cause that is not the agent's.
 fn not_the_agents(session: &SessionRecord) -> bool {
@@ -63,6 +79,9 @@ fn not_the_agents(session: &SessionRecord) -> bool {
 /// Assignment waits in all (see [`FIRST_WAIT`]) and how much of that is left (zero: try now).
 pub fn waiting_for_the_cause(observed: &AssignmentObserved) -> Option<(SessionCause, Duration, Duration)> {
     let latest = observed.sessions.first().filter(|s| not_the_agents(s))?;
+    if unblamed_reruns_spent(observed) {
+        return None;
+    }
     let in_a_row = observed.sessions.iter().take_while(|s| not_the_agents(s)).count();
     let doublings = u32::try_from(in_a_row.saturating_sub(1)).unwrap_or(u32::MAX).min(16);
     let wait = FIRST_WAIT.saturating_mul(1 << doublings).min(LONGEST_WAIT);
@@ -252,6 +271,20 @@ pub fn decide(
                 ),
             }
         }
+        Some(SessionPhase::Failed) if latest.is_some_and(not_the_agents) && unblamed_reruns_spent(observed) => {
+            status.phase = AssignmentPhase::Failed;
+            let session = latest.expect("a latest session");
+            let cause = session.cause.map_or(reason::FAILED, |cause| cause.as_str());
+            ready(
+                False,
+                cause,
+                format!(
+                    "{}; failed {} times in a row for causes after its container existed, not tried again (`roundtable reconcile --rerun` runs it afresh)",
+                    session.message,
+                    MAX_UNBLAMED_RERUNS + 1
+                ),
+            )
+        }
         Some(SessionPhase::Failed) if latest.is_some_and(gated) => match &observed.refused {
             Some(decision) => refused(&mut status, decision),
             None => {
@@ -394,8 +427,18 @@ mod tests {
         // The wait doubles with each such failure in a row, to at most two minutes.
         let thrice: Vec<SessionRecord> = (1..=3).rev().map(|a| failed(SessionCause::EngineUnavailable, a)).collect();
         assert_eq!(waiting_for_the_cause(&ended(thrice, 0)).map(|w| w.1), Some(Duration::from_secs(20)));
-        let many: Vec<SessionRecord> = (1..=30).rev().map(|a| failed(SessionCause::RuntimeError, a)).collect();
+        let many: Vec<SessionRecord> = (1..=30).rev().map(|a| failed(SessionCause::EngineUnavailable, a)).collect();
         assert_eq!(waiting_for_the_cause(&ended(many, 0)).map(|w| w.1), Some(LONGEST_WAIT));
+        // A cause an agent could bring about (stopping its own sandbox reads as the engine
+        // refusing the export) is tried again a bounded number of times, then fails.
+        let stopped = |n: i64| (1..=n).rev().map(|a| failed(SessionCause::RuntimeError, a)).collect::<Vec<_>>();
+        let fifth = ended(stopped(MAX_UNBLAMED_RERUNS as i64), 300);
+        assert!(matches!(changes_of(decide(&no_retries, &fifth, 1, 1)).as_slice(), [Change::StartExecution { .. }]));
+        let sixth = ended(stopped(MAX_UNBLAMED_RERUNS as i64 + 1), 300);
+        let (conditions, status, started) = decide(&no_retries, &sixth, 1, 1);
+        assert_eq!((status.phase, conditions[0].reason.as_str()), (AssignmentPhase::Failed, "RuntimeError"));
+        assert!(started.is_empty(), "{started:?}");
+        assert!(waiting_for_the_cause(&sixth).is_none());
         // A configuration error (a revision that does not exist) is the same.
         let misnamed = vec![failed(SessionCause::ProvisionFailed, 1)];
         let (conditions, _, started) = decide(&no_retries, &ended(misnamed, 0), 1, 1);

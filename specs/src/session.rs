@@ -138,6 +138,16 @@ impl SessionCause {
             SessionCause::AdmissionRefused => Blame::Gate,
         }
     }
+
+    /// Whether the cause comes before any container of the session exists, where nothing the
+    /// agent does (in this session or an earlier one) can bring it about: the engine not
+    /// reachable, the configuration. Such a failure is waited out however long it lasts; any
+    /// other not the agent's is tried again a bounded number of times, since an agent can end its
+    /// own container in ways that read as the engine's (stopping the sandbox's PID 1).
+    pub fn before_any_container(self) -> bool {
+        matches!(self, SessionCause::EngineUnavailable | SessionCause::SocketDirFailed)
+            || self.blame() == Blame::Configuration
+    }
 }
 
 words! {

@@ -59,8 +59,17 @@ pub async fn open_for_writing(global: &Global) -> anyhow::Result<Service> {
 pub async fn open_for_writing_specs(global: &Global) -> anyhow::Result<(Service, Option<std::path::PathBuf>)> {
     let followed = global.project()?.clone();
     let tree = global.working_tree()?;
-    if tree.spec_dir == followed.spec_dir {
+    // Unmarked, the project is its working tree.
+    if roundtable_source::mark::marked(&followed.state_dir).is_none() {
         return Ok((open_for_writing(global).await?, None));
+    }
+    // Any spelling of a path into the exported trees (the followed project's root) is refused.
+    let exported = followed.root.canonicalize().unwrap_or_else(|_| followed.root.clone());
+    if tree.spec_dir.canonicalize().is_ok_and(|written| written.starts_with(&exported)) {
+        anyhow::bail!(
+            "--dir names the exported tree {} the daemon reads, which the next commit replaces; pass --dir with the spec directory of a clone of the repository",
+            followed.spec_dir.display()
+        );
     }
     let in_a_checkout = tree.spec_dir.is_dir()
         && std::process::Command::new("git")

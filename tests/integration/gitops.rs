@@ -181,6 +181,10 @@ fn a_push_to_a_file_url_source_converges_within_one_poll() {
     assert!(!nowhere.status.success(), "{}", stdout(&nowhere));
     assert!(stderr(&nowhere).contains("pass --dir with the spec directory of a clone"), "{}", stderr(&nowhere));
     assert!(!fixture.state().join("source/tree/current/.roundtable/admission").exists(), "nothing in the tree");
+    // Nor through another spelling of the exported tree.
+    let exported = fixture.state().join("source/tree/current/.roundtable").display().to_string();
+    let spelled = fixture.rt(&["--dir", &exported, "admission", "check", "mock", "--seal"]);
+    assert!(stderr(&spelled).contains("names the exported tree"), "{}", stderr(&spelled));
     let spec_dir = fixture.work().join(".roundtable");
     let sealed = fixture.rt(&["--dir", &spec_dir.display().to_string(), "admission", "check", "mock", "--seal"]);
     assert!(sealed.status.success(), "{}{}", stdout(&sealed), stderr(&sealed));
