@@ -2,15 +2,17 @@
 # Execution figures on the real engine; prints, asserts nothing. Each figure is printed beside its
 # baseline, the two taking turns round by round (one daemon runs throughout; each round appends
 # its Assignments to the specs), p50 and p99 of each:
-#   1. Launch overhead: an agent that runs `true`, through Roundtable (volumes, container, PID 1,
-#      seed, self-check, exec, pause, export, cleanup) against a plain `docker run` with the same
-#      volumes and hardening flags.
+#   1. Launch overhead: an agent that runs `true`, through Roundtable (admission, provisioning,
+#      volumes, container, PID 1, seed, self-check, exec, pause, export, inventory, patch; the
+#      container's removal follows the session's end) against a plain `docker run` with the same
+#      volumes and hardening flags, and the ratio of the two p50s.
 #   2. Export + diff of a 10,000-file / 200 MB workspace with 1,000 files changed, against
 #      `docker cp` + `git diff --no-index` of the same data.
 #   3. Peak controller memory while 20 Assignments queue behind --max-executions 4.
 #   4. Throughput: 200 `mock` Assignments (THROUGHPUT=N for another count) through 4 slots, in
 #      executions per minute, against 200 `docker run`s with the same volumes and flags, 4 at a
-#      time, in 4 rounds taking turns; and each one's time from queued to finished.
+#      time, in 4 rounds taking turns; each one's time from queued to finished; the ratio of the
+#      two rates.
 # Usage: benches/execution.sh [RUNS]   (default 5: the rounds of sections 1 and 2)
 #   ROUNDTABLE_BENCH_LOG=FILE appends the daemons' stderr there (with RUST_LOG, the engine calls).
 #   RUNTIME_CLASS=runsc runs the Adapter and the plain `docker run` under that OCI runtime
@@ -56,6 +58,9 @@ ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 # `show LABEL`: LABEL, then p50 and p99 of the numbers on stdin; none, or one that is not a
 # number, fails the script.
 show() { local spread; spread=$(p50_p99); echo "$1 $spread ms"; }
+# `p50_of`: the p50 of the numbers on stdin, alone; `ratio A B`: A / B to two places.
+p50_of() { p50_p99 | awk '{print $2}'; }
+ratio() { awk -v a="$(figure ratio "$1")" -v b="$(figure ratio "$2")" 'BEGIN {printf "%.2f×", a / b}'; }
 
 # What the sessions of one project say, as a Python helper reads `sessions list --format json`.
 cat >"$work/sessions.py" <<'PY'
@@ -147,8 +152,11 @@ for i in $(seq 1 "$runs"); do
 done
 stop_daemon
 echo "launch overhead, $runs rounds taking turns (ms):"
-sessions "$p" ms noop- startedAt | show "  roundtable full execution (provision → cleanup, incl. self-check and export):"
-printf '%s\n' "${docker_ms[@]}" | show "  baseline: docker run with the same volumes and flags:                       "
+sessions "$p" ms noop- startedAt >"$work/noop-ms"
+show "  roundtable full execution (provision → proposal, incl. self-check and export):" <"$work/noop-ms"
+printf '%s\n' "${docker_ms[@]}" >"$work/docker-ms"
+show "  baseline: docker run with the same volumes and flags:                        " <"$work/docker-ms"
+echo "  roundtable / baseline, p50: $(ratio "$(p50_of <"$work/noop-ms")" "$(p50_of <"$work/docker-ms")")"
 echo "  roundtable's phases, p50: $(sessions "$p" phases noop-)"
 fi
 
@@ -237,4 +245,7 @@ stop_daemon
 echo "throughput, $n executions through 4 slots in $rounds rounds taking turns with the baseline:"
 sessions "$p" ms m- createdAt | show "  roundtable: $(awk -v n="$n" -v ms="$span_ms" 'BEGIN {printf "%.0f/min", n * 60000 / ms}') (first queued to last finished, each round); queued → finished"
 show "  baseline: docker run with the same volumes and flags, 4 at a time: $(awk -v n="$n" -v ms="$docker_wall_ms" 'BEGIN {printf "%.0f/min", n * 60000 / ms}'); each" <"$work/docker-runs"
+# Executions per minute are n / span, so the ratio of the rates is the baseline's wall over ours.
+echo "  roundtable / baseline, executions per minute: $(ratio "$docker_wall_ms" "$span_ms")"
+echo "  roundtable's phases, p50: $(sessions "$p" phases m-)"
 fi

@@ -342,6 +342,7 @@ pub async fn run(
     let mut config = config;
     config.controller_id = Some(execution_config.controller_run.clone());
     let executions = ExecutionManager::new(store.clone(), runtime.clone(), execution_config);
+    let removing = runtime.clone();
     let presence =
         crate::presence::Presence::start(&store, &executions, &config.project.spec_dir.display().to_string()).await?;
     let _ = link.inner.executions.set(executions.clone());
@@ -368,6 +369,9 @@ pub async fn run(
     // Whatever happened to the controller, running executions are finished or cancelled and
     // recorded: none is left running without its daemon.
     let executions = executions.shutdown(grace, hurry).await;
+    // A session's outcome comes back before its container and volumes are removed; the daemon
+    // does not exit before they are.
+    removing.settled().await;
     presence.stop().await;
     Ok(DaemonSummary { reconciles: reconciles?, executions })
 }

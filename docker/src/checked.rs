@@ -57,20 +57,22 @@ pub(crate) struct Checked {
 }
 
 impl Checked {
-    /// Starts the check with the agent's `argv` after `--` and the agent's environment, and
-    /// reads its report.
+    /// Starts the check with the agent's `argv` after `--` and the agent's environment, calls
+    /// `started` once it runs, and reads its report.
     pub(crate) async fn start(
         docker: &bollard::Docker,
         container: &str,
         check_argv: &[String],
         agent_argv: &[String],
         env: Vec<String>,
+        started: impl FnOnce(),
         cancel: &mut watch::Receiver<bool>,
     ) -> Result<Self, RuntimeError> {
         let mut argv = check_argv.to_vec();
         argv.push("--".into());
         argv.extend(agent_argv.iter().cloned());
         let (exec_id, mut output, input) = start_attached(docker, container, argv, env, true, 64 * 1024).await?;
+        started();
         let Some(input) = input else {
             return Err(RuntimeError::Protocol { step: "start the self-check", detail: "no stdin attached".into() });
         };

@@ -111,7 +111,7 @@ pub(crate) async fn start(docker: &Docker, name: &str) -> Result<(), RuntimeErro
 
 /// Imports the empty image once (no registry is ever pulled from).
 pub async fn ensure_empty_image(docker: &Docker) -> Result<(), RuntimeError> {
-    if docker.inspect_image(EMPTY_IMAGE).await.is_ok() {
+    if timed(EMPTY_IMAGE, "inspect the empty image", docker.inspect_image(EMPTY_IMAGE)).await.is_ok() {
         return Ok(());
     }
     // The whole reference as `repo`: Podman ignores a separate `tag` and would name it `latest`.

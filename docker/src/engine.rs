@@ -179,8 +179,10 @@ impl Engine {
     /// The OCI runtimes the engine has registered, its default and the host's kernel release,
     /// and whether it honours a container's choice among them.
     pub async fn runtimes(&self) -> Result<EngineRuntimes, RuntimeError> {
-        let info = self.docker.info().await.map_err(engine_error("ask the engine its runtimes"))?;
-        let version = self.docker.version().await.map_err(engine_error("ask the engine its version"))?;
+        // Two questions that do not depend on each other, asked at once.
+        let (info, version) = futures::join!(self.docker.info(), self.docker.version());
+        let info = info.map_err(engine_error("ask the engine its runtimes"))?;
+        let version = version.map_err(engine_error("ask the engine its version"))?;
         let mut runtimes = runtimes_of(&info);
         runtimes.choice_ignored = podman_ignoring_the_runtime(&version);
         Ok(runtimes)

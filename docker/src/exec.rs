@@ -12,7 +12,7 @@ use roundtable_session_runtime::{Captured, LiveSink, OutputStream, RunEnd, Runti
 use roundtable_specs::layout::{self as paths, AGENT_UID};
 use tokio::sync::watch;
 
-use crate::calls::timed;
+use crate::calls::{polled, timed};
 use crate::errors::engine_error;
 
 /// What one exec did: its exit code (once it ended on its own), its output, and why it was cut
@@ -174,7 +174,7 @@ pub(crate) async fn capture(
                 None => break,
             },
             _ = exit_poll.tick() => {
-                if timed(container, "inspect exec (running?)", docker.inspect_exec(exec_id)).await.is_ok_and(|e| e.running == Some(false)) {
+                if polled(container, "inspect exec (running?)", docker.inspect_exec(exec_id)).await.is_ok_and(|e| e.running == Some(false)) {
                     result.drain_exited(output, cap).await;
                     break;
                 }
@@ -249,17 +249,25 @@ pub(crate) async fn start_attached(
 
 /// The exit code of an exec whose output has ended. The engine may close the output a moment
 /// before it records the exit (seen under load: an agent that exited 0 read as "unknown"), so
-/// this waits, bounded, until the exec is no longer running.
+/// this waits, bounded, until the exec is no longer running: asked again after 2 ms, then twice
+/// as long each time up to 50 ms, since the exit is usually recorded within a millisecond or
+/// two and every session waits for it twice (the agent, the inventory). Only the first answer
+/// is one of the run's steps; the others are polls.
 async fn exit_code(docker: &Docker, container: &str, exec: &str) -> Result<Option<i64>, RuntimeError> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut delay = Duration::from_millis(2);
+    let mut inspected = timed(container, "inspect exec (exit code)", docker.inspect_exec(exec))
+        .await
+        .map_err(engine_error("wait for the exec to finish"))?;
     loop {
-        let inspected = timed(container, "inspect exec (exit code)", docker.inspect_exec(exec))
-            .await
-            .map_err(engine_error("wait for the exec to finish"))?;
         let finished = inspected.running != Some(true) && inspected.exit_code.is_some();
         if finished || tokio::time::Instant::now() >= deadline {
             return Ok(inspected.exit_code);
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_millis(50));
+        inspected = polled(container, "inspect exec (exit code, again)", docker.inspect_exec(exec))
+            .await
+            .map_err(engine_error("wait for the exec to finish"))?;
     }
 }

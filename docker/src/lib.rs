@@ -15,6 +15,7 @@ pub mod probe;
 pub mod profile;
 mod pull;
 mod reach;
+mod removals;
 pub mod session;
 pub mod trial;
 
@@ -39,14 +40,26 @@ pub use bollard;
 #[derive(Debug, Clone)]
 pub struct DockerRuntime {
     engine: Engine,
+    /// What finished sessions still have to remove.
+    removals: removals::Removals,
     /// Set once the engine was shown to see this host's files (`reach`): a connection does not
     /// move to another machine, so that is learned once; until then it is asked at each call.
     host_paths_seen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The engine's last answer on its runtimes, and when it came (see [`RUNTIMES_FRESH`]).
+    runtimes: std::sync::Arc<tokio::sync::Mutex<Option<(std::time::Instant, EngineRuntimes)>>>,
 }
+
+/// How long the engine's answer on its runtimes is used again. Every session's gates ask it twice
+/// and every reconcile of an Adapter once, and the engine's `info` behind it is its slowest
+/// answer (tens of milliseconds under load, where four sessions at once asked it for each of
+/// them); what it says changes only when an operator registers a runtime and reloads the
+/// engine, which a few seconds later is soon enough, and a launch under a runtime since removed
+/// fails on the engine anyway.
+const RUNTIMES_FRESH: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl DockerRuntime {
     pub fn new(engine: Engine) -> Self {
-        Self { engine, host_paths_seen: Default::default() }
+        Self { engine, removals: Default::default(), host_paths_seen: Default::default(), runtimes: Default::default() }
     }
 
     /// Whether the engine sees this host's files, with `binary` (the one sessions mount).
@@ -60,6 +73,22 @@ impl DockerRuntime {
             self.host_paths_seen.store(true, Ordering::Relaxed);
         }
         found
+    }
+
+    /// The engine's runtimes, as it said them at most [`RUNTIMES_FRESH`] ago. One caller asks
+    /// at a time, so callers at once share one answer instead of each asking; a failure is not
+    /// kept.
+    async fn engine_runtimes(&self) -> Result<EngineRuntimes, RuntimeError> {
+        let mut kept = self.runtimes.lock().await;
+        if let Some((asked, runtimes)) = kept.as_ref()
+            && asked.elapsed() < RUNTIMES_FRESH
+        {
+            return Ok(runtimes.clone());
+        }
+        let asked = std::time::Instant::now();
+        let runtimes = self.engine.runtimes().await?;
+        *kept = Some((asked, runtimes.clone()));
+        Ok(runtimes)
     }
 
     /// Connects to `DOCKER_HOST`, Docker's socket or Podman's, negotiating the API version.
@@ -78,7 +107,11 @@ impl SessionRuntime for DockerRuntime {
     }
 
     fn run(&self, plan: SessionPlan, stop: watch::Receiver<bool>) -> BoxFuture<'_, Result<RunOutcome, RuntimeError>> {
-        Box::pin(async move { session::Execution::new(&self.engine, plan).run(stop).await })
+        Box::pin(async move { session::Execution::new(&self.engine, plan, &self.removals).run(stop).await })
+    }
+
+    fn settled(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.removals.settled())
     }
 
     fn owned(&self, project: &str) -> BoxFuture<'_, Result<Vec<OwnedResource>, RuntimeError>> {
@@ -148,7 +181,7 @@ impl SessionRuntime for DockerRuntime {
     /// binary (the one sessions mount).
     fn runtimes(&self) -> BoxFuture<'_, Result<Option<EngineRuntimes>, RuntimeError>> {
         Box::pin(async move {
-            let mut runtimes = self.engine.runtimes().await?;
+            let mut runtimes = self.engine_runtimes().await?;
             if let Ok(binary) = std::env::current_exe() {
                 runtimes.host_paths = self.host_paths(&binary).await;
             }

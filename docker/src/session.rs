@@ -15,6 +15,8 @@ pub(crate) use proxy::{Relays, start_proxy};
 pub(crate) use seed::seed_tmp;
 use seed::{WorkspaceSeedError, seed_workspace};
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use bollard::Docker;
@@ -26,7 +28,7 @@ use roundtable_specs::session::{CheckItem, CheckReport};
 use tokio::sync::watch;
 use tracing::Instrument as _;
 
-use crate::calls::{Phases, timed};
+use crate::calls::{Phases, counted, timed};
 use crate::checked::Checked;
 use crate::container::{
     self, container_name, create_hardened, create_tmpfs_volumes, home_volume_name, image_or_empty, volume_names,
@@ -35,6 +37,7 @@ use crate::engine::Engine;
 use crate::errors::{engine_error, engine_gone_in};
 use crate::exec::{ExecResult, drive};
 use crate::profile::{self, SandboxSpec};
+use crate::removals::Removals;
 
 /// How often, and how long, an execution whose engine went away looks for it to come back
 /// before cleaning up: long enough for a restart that stops its containers gracefully.
@@ -70,19 +73,23 @@ pub struct Execution<'a> {
     plan: SessionPlan,
     /// The container's name.
     name: String,
+    /// Where the removal goes once the outcome is handed back.
+    removals: &'a Removals,
 }
 
 impl<'a> Execution<'a> {
-    pub fn new(engine: &'a Engine, plan: SessionPlan) -> Self {
+    pub(crate) fn new(engine: &'a Engine, plan: SessionPlan, removals: &'a Removals) -> Self {
         let name = container_name(&plan.session);
-        Self { engine, plan, name }
+        Self { engine, plan, name, removals }
     }
 
-    /// Runs the whole lifecycle; the container and volumes are removed whatever happens.
+    /// Runs the whole lifecycle; the container and volumes are removed whatever happens, after
+    /// the outcome is handed back: the removal (a container's kill and removal, then its
+    /// volumes') is nothing the session waits for, and [`Removals::settled`] waits for it.
     /// A cancel stops the execution in whatever phase it is (an engine call in flight included):
     /// the container is then paused, killed and removed.
     /// When the engine went away mid-run, the error is [`RuntimeError::EngineLost`] and the
-    /// cleanup waits (bounded) for the engine to answer again first.
+    /// cleanup waits (bounded) for the engine to answer again first, before this returns.
     ///
     /// The launch alone is not interrupted: a create dropped mid-call can still complete on the
     /// engine after the cleanup ran, leaving a container, and the named volumes its creation
@@ -96,19 +103,24 @@ impl<'a> Execution<'a> {
             let _ = launch_over.wait_for(|over| *over).await;
             cancelled(&mut watcher).await;
         };
-        let outcome = tokio::select! {
-            outcome = self.lifecycle(cancel, launched) => outcome,
-            () = cancelled_after_launch => Ok(RunOutcome::ended(RunEnd::Cancelled)),
-        };
-        let outcome = outcome.map_err(|error| self.lost_or(error));
+        let calls = Arc::new(AtomicU32::new(0));
+        let outcome = counted(&calls, async {
+            tokio::select! {
+                outcome = self.lifecycle(cancel, launched) => outcome,
+                () = cancelled_after_launch => Ok(RunOutcome::ended(RunEnd::Cancelled)),
+            }
+        })
+        .await;
+        let mut outcome = outcome.map_err(|error| self.lost_or(error));
         if matches!(outcome, Err(RuntimeError::EngineLost { .. })) {
             self.await_engine(&mut watcher).await;
+            self.cleanup().await;
+            return outcome;
         }
-        let cleanup_started = std::time::Instant::now();
-        self.cleanup().await;
-        let mut outcome = outcome;
+        let (engine, session) = (self.engine.clone(), self.plan.session.clone());
+        self.removals.spawn(async move { cleanup(&engine, &session).await });
         if let Ok(outcome) = &mut outcome {
-            outcome.timings.insert("cleanup", crate::calls::micros(cleanup_started) / 1000);
+            outcome.engine_calls = calls.load(Ordering::Relaxed);
         }
         outcome
     }
@@ -143,13 +155,9 @@ impl<'a> Execution<'a> {
         }
     }
 
-    /// Removes the container and its volumes (see [`container::remove_session`]); what cannot be
-    /// removed is said and left, labelled, for garbage collection.
+    /// Removes the container and its volumes now (see [`cleanup`]).
     pub async fn cleanup(&self) {
-        if let Err(error) = container::remove_session(self.engine.docker(), &self.plan.session).await {
-            let error = roundtable_telemetry::error_chain(&error);
-            tracing::error!(container = %self.name, %error, "removing the container or its volumes failed; what is left carries the ownership labels for garbage collection");
-        }
+        cleanup(self.engine, &self.plan.session).await;
     }
 
     /// The phases, each timed; the first that ends the run returns its outcome.
@@ -215,11 +223,15 @@ impl<'a> Execution<'a> {
             self.halt(docker).await;
             return Ok(outcome);
         }
-        if timed(&self.name, "events (oom)", oom::oom_seen(docker, &self.name, agent_started.saturating_sub(1))).await {
+        // The events of the agent's run are all in by now: asked while the export runs, not
+        // before it, as neither waits for the other.
+        let oom = timed(&self.name, "events (oom)", oom::oom_seen(docker, &self.name, agent_started.saturating_sub(1)));
+        let (oom, exported) =
+            tokio::join!(oom, self.pause_and_export(docker, &mut outcome).instrument(tracing::info_span!("export")));
+        exported?;
+        if oom {
             outcome.end = RunEnd::OutOfMemory;
         }
-
-        self.pause_and_export(docker, &mut outcome).instrument(tracing::info_span!("export")).await?;
         phases.lap(&mut outcome.timings, "export");
         Ok(outcome)
     }
@@ -229,10 +241,9 @@ impl<'a> Execution<'a> {
     /// profile, and its PID 1.
     async fn launch(&self, docker: &Docker) -> Result<(), RuntimeError> {
         let (plan, name) = (&self.plan, &self.name);
-        let image = image_or_empty(docker, plan.image.as_deref()).await?;
         let [workspace_volume, tmp_volume] = volume_names(&plan.session);
         let mut spec = SandboxSpec {
-            image,
+            image: String::new(),
             labels: plan.ownership.labels(),
             resources: plan.resources,
             workspace_volume,
@@ -244,8 +255,14 @@ impl<'a> Execution<'a> {
             home_volume: None,
             runtime: plan.expected.runtime.as_ref().map(|r| r.class.clone()),
         };
-        create_tmpfs_volumes(docker, name, &spec).await?;
-        spec.home_volume = self.create_home(docker).await?;
+        // The image, the volumes and the home do not depend on one another; the container
+        // depends on all of them.
+        let (image, (), home) = futures::try_join!(
+            image_or_empty(docker, plan.image.as_deref()),
+            create_tmpfs_volumes(docker, name, &spec),
+            self.create_home(docker),
+        )?;
+        (spec.image, spec.home_volume) = (image, home);
         tracing::debug!(container = %name, "creating the container");
         create_hardened(docker, name, &spec).await?;
         container::start(docker, name).await
@@ -260,8 +277,7 @@ impl<'a> Execution<'a> {
         };
         let home_labels = self.plan.ownership.home_labels(&home.repository);
         let volume = home_volume_name(&home.key);
-        docker
-            .create_volume(profile::home_volume(&volume, home_labels))
+        timed(&self.name, "create volume (home)", docker.create_volume(profile::home_volume(&volume, home_labels)))
             .await
             .map_err(engine_error("create the persistent home volume"))?;
         Ok(Some((volume, home.target.clone())))
@@ -289,18 +305,27 @@ impl<'a> Execution<'a> {
     ) -> Result<Verdict, RuntimeError> {
         tracing::debug!(container = %self.name, "seeding and self-check");
         let from_outside = self.under_gvisor();
-        let workspace = async {
-            if !from_outside {
-                return None;
-            }
-            let owner = (self.plan.expected.uid, self.plan.expected.gid);
-            Some(seed_workspace(docker, &self.name, &self.plan.source_dir, owner).await)
+        // The engine holds the container while it extracts an upload, so an exec asked for
+        // meanwhile waits for the upload to end: the check starts first, and the uploads go in
+        // while it runs. (Nothing it checks is under `/tmp/roundtable` or in the workspace.)
+        let (check_started, check_running) = tokio::sync::oneshot::channel::<()>();
+        let check_started = move || {
+            let _ = check_started.send(());
         };
-        let (seeded, workspace, verdict) = tokio::join!(
-            seed::seed_tmp(docker, &self.name, &self.plan.tmp_entries),
-            workspace,
-            self.self_check(docker, !from_outside, cancel)
-        );
+        let uploads = async {
+            // Also when the check could not start: then its error ends the run anyway.
+            let _ = check_running.await;
+            let workspace = async {
+                if !from_outside {
+                    return None;
+                }
+                let owner = (self.plan.expected.uid, self.plan.expected.gid);
+                Some(seed_workspace(docker, &self.name, &self.plan.source_dir, owner).await)
+            };
+            tokio::join!(seed::seed_tmp(docker, &self.name, &self.plan.tmp_entries), workspace)
+        };
+        let ((seeded, workspace), verdict) =
+            tokio::join!(uploads, self.self_check(docker, !from_outside, check_started, cancel));
         seeded?;
         let (workspace, mut checked) = match (workspace, verdict?) {
             (Some(workspace), Verdict::Passed(checked)) => (workspace, checked),
@@ -343,10 +368,12 @@ impl<'a> Execution<'a> {
     /// [`Checked`]). Any mismatch, or no report, fails closed and the agent never runs.
     /// With `seed_workspace`, the check copies the read-only source mount into the workspace,
     /// as the agent's user, once every item passed.
+    /// `started` is called once the first check runs.
     async fn self_check(
         &self,
         docker: &Docker,
         seed_workspace: bool,
+        started: impl FnOnce(),
         cancel: &mut watch::Receiver<bool>,
     ) -> Result<Verdict, RuntimeError> {
         let (plan, name) = (&self.plan, &self.name);
@@ -356,8 +383,12 @@ impl<'a> Execution<'a> {
         // engine that lost the exec's output under load) runs once more; it is read-only, and the
         // second answer decides, still failing closed.
         let mut attempt = 1;
+        let mut started = Some(started);
         loop {
-            let checked = Checked::start(docker, name, &check_argv, &plan.argv, plan.env.clone(), cancel).await?;
+            let on_start = started.take();
+            let on_start = move || on_start.into_iter().for_each(|started| started());
+            let checked =
+                Checked::start(docker, name, &check_argv, &plan.argv, plan.env.clone(), on_start, cancel).await?;
             if checked.cancelled() {
                 return Ok(cancelled());
             }
@@ -407,9 +438,10 @@ impl<'a> Execution<'a> {
     async fn halt(&self, docker: &Docker) {
         let name = &self.name;
         if !self.under_gvisor() {
-            let _ = docker.pause_container(name).await;
+            let _ = timed(name, "pause (halt)", docker.pause_container(name)).await;
         }
-        let _ = docker.kill_container(name, Some(KillContainerOptionsBuilder::default().signal("KILL").build())).await;
+        let kill = docker.kill_container(name, Some(KillContainerOptionsBuilder::default().signal("KILL").build()));
+        let _ = timed(name, "kill", kill).await;
     }
 
     /// Pause so surviving children cannot race the export, then stream the workspace out. A lost
@@ -429,8 +461,10 @@ impl<'a> Execution<'a> {
                 let thawed_at = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |since| i128::try_from(since.as_nanos()).unwrap_or(i128::MAX));
-                docker.unpause_container(name).await.map_err(engine_error("unpause for the inventory"))?;
-                let checked = match timed(name, "inventory", export::inventory(docker, name)).await {
+                timed(name, "unpause", docker.unpause_container(name))
+                    .await
+                    .map_err(engine_error("unpause for the inventory"))?;
+                let checked = match crate::calls::lasted(name, "inventory", export::inventory(docker, name)).await {
                     Ok(inventory) => export::account(&mut extracted, &plan.export_dir, &inventory, thawed_at),
                     Err(why) => Err(why),
                 };
@@ -446,6 +480,16 @@ impl<'a> Execution<'a> {
             Err(error) => outcome.export_failed = Some(roundtable_telemetry::error_chain(&error)),
         }
         Ok(())
+    }
+}
+
+/// Removes session `session`'s container and its volumes (see [`container::remove_session`]);
+/// what cannot be removed is said and left, labelled, for garbage collection.
+async fn cleanup(engine: &Engine, session: &str) {
+    if let Err(error) = container::remove_session(engine.docker(), session).await {
+        let error = roundtable_telemetry::error_chain(&error);
+        let container = container_name(session);
+        tracing::error!(%container, %error, "removing the container or its volumes failed; what is left carries the ownership labels for garbage collection");
     }
 }
 

@@ -275,8 +275,13 @@ pub struct RunOutcome {
     /// code and output are still here, but there is nothing to propose.
     pub export_failed: Option<String>,
     /// Milliseconds per phase: `launch` (volumes, container, PID 1), `selfCheck` (the seed and the
-    /// self-check, at once), `proxy`, `agent`, `export`, `cleanup`.
+    /// self-check, at once), `proxy`, `agent`, `export`. The removal that follows is not on the
+    /// session's way ([`SessionRuntime::settled`]).
     pub timings: BTreeMap<&'static str, u64>,
+    /// How many requests the backend made to its engine before handing back this outcome (not
+    /// the polls made while output was awaited, whose number is the wait's); 0 from a backend
+    /// that does not count.
+    pub engine_calls: u32,
 }
 
 impl RunOutcome {
@@ -292,6 +297,7 @@ impl RunOutcome {
             extracted: None,
             export_failed: None,
             timings: BTreeMap::new(),
+            engine_calls: 0,
         }
     }
 }
@@ -491,11 +497,20 @@ pub trait SessionRuntime: Send + Sync + 'static {
     /// Where the backend is (for messages).
     fn endpoint(&self) -> &str;
 
-    /// Runs one session from launch to export. Whatever happens, what it created is removed
-    /// before this returns (or, if the engine is gone, left labelled for `prune`). `stop`
-    /// turning `true` stops the session in whatever phase it is: paused, killed, removed, and the
-    /// outcome ends [`RunEnd::Cancelled`].
+    /// Runs one session from launch to export. Whatever happens, what it created is removed:
+    /// by the time [`SessionRuntime::settled`] resolves after this returned (a backend may finish
+    /// the removal after handing back the outcome, which does not wait for it), or, if the
+    /// engine is gone, left labelled for `prune`. `stop` turning `true` stops the session in
+    /// whatever phase it is: paused, killed, removed, and the outcome ends
+    /// [`RunEnd::Cancelled`].
     fn run(&self, plan: SessionPlan, stop: watch::Receiver<bool>) -> BoxFuture<'_, Result<RunOutcome, RuntimeError>>;
+
+    /// Resolves once every removal a returned [`SessionRuntime::run`] left under way has ended
+    /// (each is bounded), so a daemon that awaits it before it exits leaves nothing of its
+    /// sessions behind. The default: a runtime that removes before `run` returns.
+    fn settled(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
 
     /// Every resource labelled as Roundtable's for `project`.
     fn owned(&self, project: &str) -> BoxFuture<'_, Result<Vec<OwnedResource>, RuntimeError>>;

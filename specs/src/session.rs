@@ -534,8 +534,9 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// The phases a session's timings name, in the order they happen (the container is removed
-/// before the patch is made from its export).
+/// The phases a session's timings name, in the order they happen. `cleanup` is only in the
+/// timings of sessions recorded when the container's removal was still one of the session's
+/// phases, before the patch; it now follows the outcome, off the session's way.
 pub const TIMING_PHASES: &[&str] =
     &["provision", "launch", "selfCheck", "proxy", "agent", "export", "cleanup", "patch"];
 

@@ -422,7 +422,10 @@ async fn session_leaving_a_mark(
     let dir = tempfile::tempdir().expect("tempdir");
     let plan = plan_leaving_a_mark(dir.path(), expected_memory, extra_bytes);
     let (_keep, stop) = tokio::sync::watch::channel(false);
-    let outcome = DockerRuntime::new(engine.clone()).run(plan, stop).await.expect("run the session");
+    let runtime = DockerRuntime::new(engine.clone());
+    let outcome = runtime.run(plan, stop).await.expect("run the session");
+    // The removal comes after the outcome; a test that ends first would cut it short.
+    runtime.settled().await;
     let mark = std::fs::read_to_string(dir.path().join("sockets/agent-ran")).ok();
     (outcome, mark)
 }
@@ -509,7 +512,9 @@ async fn a_cancel_during_the_launch_leaves_nothing_behind() {
         let outcome = outcome.expect("run the session");
         // A cancel after the agent finished is no cancel; the run must have ended either way.
         assert!(matches!(outcome.end, RunEnd::Cancelled | RunEnd::Exited), "{delay_ms} ms: {:?}", outcome.end);
-        // Whatever the engine was still doing when the run returned has had time to land.
+        // The removal the run left under way has ended (a daemon waits so before it exits), and
+        // whatever the engine was still doing when the run returned has had time to land.
+        runtime.settled().await;
         tokio::time::sleep(Duration::from_millis(300)).await;
         let container = roundtable_docker::container::container_name(&session);
         let left = docker.inspect_container(&container, None).await.ok().and_then(|left| left.state);
@@ -518,6 +523,34 @@ async fn a_cancel_during_the_launch_leaves_nothing_behind() {
             let left = docker.inspect_volume(&volume).await.is_ok();
             assert!(!left, "cancelled {delay_ms} ms in, the volume {volume} was left");
         }
+    }
+}
+
+/// What a plain session (runc, no egress, no home) asks the engine before its outcome comes
+/// back, as a count, not a time: the launch (the two volumes, the container, PID 1), the `/tmp`
+/// upload and the checked exec that becomes the agent (created, started), the agent's exit code,
+/// the OOM events, pause, download, unpause, and the inventory's exec (created, started, its
+/// exit code). The removal is not among them: it follows the outcome, and `settled` waits for
+/// it, after which nothing of the session is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_asks_the_engine_fifteen_things_and_removes_itself_after_its_outcome() {
+    let Some(engine) = engine_or_skip().await else { return };
+    let docker = engine.docker();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plan = plan_leaving_a_mark(dir.path(), MEMORY, 0);
+    let session = plan.session.clone();
+    let (_keep, stop) = tokio::sync::watch::channel(false);
+    let runtime = DockerRuntime::new(engine.clone());
+    let outcome = runtime.run(plan, stop).await.expect("run the session");
+    assert_eq!(outcome.end, RunEnd::Exited, "{:?}", String::from_utf8_lossy(&outcome.stderr.bytes));
+    assert!(outcome.extracted.is_some(), "exported: {:?}", outcome.export_failed);
+    assert_eq!(outcome.engine_calls, 15, "the engine calls of one session");
+    assert!(!outcome.timings.contains_key("cleanup"), "the removal is not the session's: {:?}", outcome.timings);
+    runtime.settled().await;
+    let container = roundtable_docker::container::container_name(&session);
+    assert!(docker.inspect_container(&container, None).await.is_err(), "the container {container} was left");
+    for volume in roundtable_docker::container::volume_names(&session) {
+        assert!(docker.inspect_volume(&volume).await.is_err(), "the volume {volume} was left");
     }
 }
 
