@@ -6,7 +6,7 @@ use roundtable_specs::output::{Condition, ConditionStatus};
 use roundtable_specs::{Kind, ObjectKey};
 use sqlx::Row;
 
-use crate::{Error, Result, Store, now};
+use crate::{Error, Result, Store, Touched, now};
 
 /// What the store remembers about one object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,7 +146,8 @@ impl Store {
             insert.execute(&mut *tx).await?;
         }
         tx.commit().await?;
-        self.wrote();
+        // A spec recorded unchanged writes nothing.
+        self.wrote(recorded.iter().filter(|r| r.moved).map(|r| Touched::Object(r.key.clone())));
         Ok(recorded)
     }
 
@@ -204,7 +205,7 @@ impl Store {
         let (uid, generation): (String, i64) = (row.try_get("uid")?, row.try_get("execution_generation")?);
         crate::executions::supersede_proposals(&mut tx, &uid, generation).await?;
         tx.commit().await?;
-        self.wrote();
+        self.wrote([Touched::Object(ObjectKey::new(Kind::Assignment, name))]);
         Ok(Some(generation))
     }
 
@@ -220,7 +221,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
         tx.commit().await?;
-        self.wrote();
+        self.wrote([Touched::Object(key.clone())]);
         Ok(done.rows_affected() == 1)
     }
 
@@ -234,7 +235,7 @@ impl Store {
             sqlx::query(statement).bind(key.kind.as_str()).bind(&key.name).execute(&mut *tx).await?;
         }
         tx.commit().await?;
-        self.wrote();
+        self.wrote([Touched::Object(key.clone())]);
         Ok(())
     }
 
@@ -245,7 +246,7 @@ impl Store {
             .bind(status)
             .execute(self.pool())
             .await?;
-        self.wrote();
+        self.wrote([Touched::Object(key.clone())]);
         Ok(())
     }
 
@@ -256,7 +257,7 @@ impl Store {
             .bind(generation)
             .execute(self.pool())
             .await?;
-        self.wrote();
+        self.wrote([Touched::Object(key.clone())]);
         Ok(())
     }
 
@@ -292,7 +293,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        self.wrote();
+        self.wrote([Touched::Object(key.clone())]);
         Ok(Condition { last_transition_time: transition, ..condition.clone() })
     }
 
