@@ -35,13 +35,15 @@ use sqlx::AnyPool;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 
 pub use board::{Claim, Claimed, Note, NoteQuota, NoteRefused, paths_overlap};
-pub use changes::{Changed, Touched, TouchedReads, TouchedState};
+pub use changes::{Changed, Touched};
 pub use decisions::{AcceptClaim, ClaimOutcome};
 pub use events::{EventRecord, NewEvent, Severity};
 pub use executions::{ProposalRecord, SessionRecord, cutoff};
 pub use leases::{ControllerRecord, Fenced, Lease, LeaseRecord, Registration};
 pub use objects::{Identity, IndexEntry, ObjectRecord, Recorded, SpecSnapshot};
-pub use observe::{AdapterState, ExecutionReads, ExecutionState, Further, Observation, Reads};
+pub use observe::{
+    AdapterState, ExecutionReads, ExecutionState, Further, Observation, Reads, TouchedReads, TouchedState,
+};
 pub use overrides::{AgentOverride, OverrideChange, OverrideState, StartRefused};
 pub use repository::RepositoryKey;
 pub use revision::DesiredRevision;
