@@ -1,13 +1,16 @@
 //! The materialised status: `status` rows computed once per change (a write to the store, a spec
 //! edit the daemon records, the engine's leftovers on a timer), not once per request, and kept in
 //! memory with the resource version of each row's last change, as kube-apiserver's watch cache
-//! serves lists. Whole lists, pages and watches are all served from it.
+//! serves lists. Whole lists, pages and watches are all served from it. After a write only the
+//! rows of the objects it can change are rebuilt ([`KeptRows`]), not every object's.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use roundtable_service::{ObjectRows, Service};
+use roundtable_service::{Around, KeptRows, Refreshed, Service};
+use roundtable_specs::ObjectKey;
 use roundtable_specs::output::ObjectStatus;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -31,6 +34,8 @@ const CATCH_UP: Duration = Duration::from_secs(3);
 /// process writes what they show (another process's command writes what they do not show, such
 /// as a decision or a receipt, or asks the daemon), and its writes refresh the view anyway; at
 /// 100,000 objects re-reading them every floor was a quarter of a core spent finding nothing.
+/// On a shared store they are all re-read then, as the store's journal of writes
+/// ([`roundtable_store::Store::changes_since`]) sees only this process's.
 const FLOOR: Duration = Duration::from_secs(10);
 
 /// One row with its key (`KIND/NAME`), its compact JSON and the version of its last change. The
@@ -170,6 +175,8 @@ pub struct StatusView {
     writes: watch::Receiver<u64>,
     history: Arc<Mutex<History>>,
     failure: Arc<Mutex<Option<String>>>,
+    /// Rows of objects made since the start, for tests and the refresh's log line.
+    rebuilt: Arc<AtomicU64>,
 }
 
 /// Keeps a [`StatusView`] current; dropping it stops the refreshes and ends every watch.
@@ -195,7 +202,13 @@ impl StatusView {
         )
         .unwrap_or(1);
         let history = Arc::new(Mutex::new(History { kept_after: first, ..Default::default() }));
-        let view = Self { current, writes: service.store().writes(), history, failure: Arc::default() };
+        let view = Self {
+            current,
+            writes: service.store().writes(),
+            history,
+            failure: Arc::default(),
+            rebuilt: Arc::default(),
+        };
         let task = tokio::spawn(refresh(service, retention, sender, view.clone(), first));
         (view, Refresher { task })
     }
@@ -215,6 +228,12 @@ impl StatusView {
             Ok(Ok(found)) => found.clone().ok_or_else(|| "no status yet".to_owned()),
             _ => Err(self.failure().unwrap_or_else(|| "the status is not computed yet".to_owned())),
         }
+    }
+
+    /// How many rows of objects the refreshes have made since the view started: every object's
+    /// at the first, then only those the writes since the one before can change.
+    pub fn rows_rebuilt(&self) -> u64 {
+        self.rebuilt.load(Ordering::Relaxed)
     }
 
     /// Why the last refresh failed, while the snapshot served is older than it.
@@ -259,19 +278,127 @@ impl StatusView {
     }
 }
 
-/// The status now: the rows of objects re-read when `reread` (or never read), kept in `objects`,
-/// and everything around them read afresh.
-async fn status(
+/// The rows the view keeps between refreshes: the objects' by key, and the few around them.
+#[derive(Default)]
+struct Rows {
+    /// What the objects' rows were made from (the service's side).
+    kept: KeptRows,
+    objects: BTreeMap<ObjectKey, Arc<Row>>,
+    /// The source's rows, then the rows of files that do not load, as last made.
+    sources: Vec<ObjectStatus>,
+    files: Vec<ObjectStatus>,
+    /// Every row but the objects', in list order: before, sources, files, after.
+    loose: Arc<[Arc<Row>]>,
+    /// How many of `loose` come before the objects' rows.
+    loose_before: usize,
+}
+
+/// What one refresh read: the objects' rows rebuilt (`None`: not re-read), and the rows around.
+type Read = (Option<Refreshed>, Around);
+
+/// The status now: the rows of objects brought up to date when `reread` (every one with
+/// `whole`), and everything around them read afresh.
+async fn read(
     service: &Service,
-    objects: &mut Option<ObjectRows>,
+    kept: &mut KeptRows,
     reread: bool,
+    whole: bool,
     retention: Duration,
-) -> Result<Vec<ObjectStatus>, roundtable_service::ServiceError> {
-    let objects = match objects {
-        Some(kept) if !reread => kept,
-        slot => slot.insert(service.status_of_objects().await?),
+) -> Result<Read, roundtable_service::ServiceError> {
+    let refreshed = match reread {
+        true => Some(service.refresh_objects(kept, whole).await?),
+        false => None,
     };
-    service.status_around(objects, retention).await
+    let around = service.status_around(kept.assignments(), &kept.unfinished(), retention).await?;
+    Ok((refreshed, around))
+}
+
+impl Rows {
+    /// Applies what a refresh read: the rows that changed get the next versions, in list order
+    /// (around rows by their position among themselves), a row no longer there is a deletion.
+    fn apply(&mut self, (refreshed, around): Read, version: &mut u64) -> Applied {
+        let mut changes = Vec::new();
+        let (mut made, mut whole) = (0, false);
+        if let Some(refreshed) = refreshed {
+            (made, whole) = (refreshed.rows.len(), refreshed.whole);
+            self.sources = refreshed.sources;
+            self.files = refreshed.files;
+            changes = apply_objects(&mut self.objects, refreshed.rows, refreshed.whole, version);
+        }
+        let Around { before, after } = around;
+        self.loose_before = before.len() + self.sources.len();
+        let mut loose = before;
+        loose.extend(self.sources.iter().cloned());
+        loose.extend(self.files.iter().cloned());
+        loose.extend(after);
+        let (next, loose_changes) = diff(&self.loose, loose, version);
+        changes.extend(loose_changes);
+        self.loose = next;
+        let (head, tail) = self.loose.split_at(self.loose_before.min(self.loose.len()));
+        let mut rows = Vec::with_capacity(self.loose.len() + self.objects.len());
+        rows.extend(head.iter().cloned());
+        rows.extend(self.objects.values().cloned());
+        rows.extend(tail.iter().cloned());
+        Applied { rows: Arc::from(rows), changes, made, whole }
+    }
+}
+
+/// What [`Rows::apply`] made: every row in list order, the changes, and how many rows of
+/// objects were made (all of them when `whole`).
+struct Applied {
+    rows: Arc<[Arc<Row>]>,
+    changes: Vec<Change>,
+    made: usize,
+    whole: bool,
+}
+
+/// Brings `objects` up to the rows rebuilt: a row whose JSON is the same keeps its `Arc` and
+/// version, a new or changed one gets the next version, and a row gone (`None`, or with `whole`
+/// one not among `rebuilt`) is a deletion.
+fn apply_objects(
+    objects: &mut BTreeMap<ObjectKey, Arc<Row>>,
+    rebuilt: Vec<(ObjectKey, Option<ObjectStatus>)>,
+    whole: bool,
+    version: &mut u64,
+) -> Vec<Change> {
+    let mut changes = Vec::new();
+    let mut gone = match whole {
+        true => std::mem::take(objects),
+        false => BTreeMap::new(),
+    };
+    // Each row is written into one buffer and copied out only when it changed.
+    let mut json = Vec::new();
+    for (key, status) in rebuilt {
+        let previous = if whole { gone.remove(&key) } else { objects.remove(&key) };
+        let Some(status) = status else {
+            if let Some(previous) = previous {
+                gone.insert(key, previous);
+            }
+            continue;
+        };
+        json.clear();
+        if serde_json::to_writer(&mut json, &status).is_err() {
+            json.clear();
+        }
+        let text = std::str::from_utf8(&json).unwrap_or_default();
+        let row = match previous {
+            Some(previous) if *previous.json == *text => previous,
+            previous => {
+                *version += 1;
+                let key = format!("{}/{}", status.kind, status.name);
+                let row = Arc::new(Row { key: key.into(), json: text.into(), version: *version });
+                let type_ = if previous.is_some() { ChangeType::Modified } else { ChangeType::Added };
+                changes.push(Change { version: *version, type_, row: row.clone() });
+                row
+            }
+        };
+        objects.insert(key, row);
+    }
+    for row in gone.into_values() {
+        *version += 1;
+        changes.push(Change { version: *version, type_: ChangeType::Deleted, row });
+    }
+    changes
 }
 
 /// The refresh loop: a snapshot now, then one after each burst of writes, or after
@@ -286,24 +413,26 @@ async fn refresh(
 ) {
     let mut writes = service.store().writes();
     let mut version = first;
-    let mut rows: Arc<[Arc<Row>]> = Arc::from(Vec::new());
-    let mut objects: Option<ObjectRows> = None;
-    let mut reread = true;
+    let mut rows = Rows::default();
+    let (mut reread, mut whole) = (true, true);
     loop {
         let written = *writes.borrow_and_update();
         let started = Instant::now();
-        let found = status(&service, &mut objects, reread, retention).await;
-        // A failed read of the objects is read again next time.
-        reread = found.is_err();
+        let found = read(&service, &mut rows.kept, reread, whole, retention).await;
+        // After a failure every row is made again: what was read before it is not applied.
+        (reread, whole) = (found.is_err(), found.is_err());
         match found {
             Ok(found) => {
-                let (next, changes) = diff(&rows, found, &mut version);
+                let Applied { rows: next, changes, made, whole: all } = rows.apply(found, &mut version);
+                view.rebuilt.fetch_add(u64::try_from(made).unwrap_or(u64::MAX), Ordering::Relaxed);
                 let took = started.elapsed();
                 if let Ok(mut failure) = view.failure.lock() {
                     *failure = None;
                 }
                 tracing::debug!(
                     rows = next.len(),
+                    rebuilt = made,
+                    whole = all,
                     changes = changes.len(),
                     took_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
                     "status view refreshed"
@@ -325,11 +454,10 @@ async fn refresh(
                         sender.send_replace(Some(Arc::new(snapshot)));
                     }
                     _ => {
-                        rows = next;
                         let snapshot = Snapshot {
                             version,
                             writes: written,
-                            rows: rows.clone(),
+                            rows: next,
                             computed_at: started,
                             took,
                             body: Default::default(),
@@ -339,6 +467,7 @@ async fn refresh(
                 }
             }
             Err(error) => {
+                rows.kept.forget();
                 let error = roundtable_telemetry::error_chain(&error);
                 tracing::warn!(%error, "cannot refresh the status view; serving the last one");
                 if let Ok(mut failure) = view.failure.lock() {
@@ -355,7 +484,11 @@ async fn refresh(
                 reread = true;
             }
             // Other controllers write to a shared store without this process knowing.
-            () = tokio::time::sleep(FLOOR.max(took * 4)) => reread |= service.store().is_shared(),
+            () = tokio::time::sleep(FLOOR.max(took * 4)) => {
+                let shared = service.store().is_shared();
+                reread |= shared;
+                whole |= shared;
+            }
         }
         tokio::time::sleep(SETTLE.max(took)).await;
     }
@@ -493,5 +626,300 @@ mod tests {
         assert_eq!(list["items"][0]["name"], "a");
         let typed: roundtable_specs::List<ObjectStatus> = serde_json::from_slice(&body).expect("a List");
         assert_eq!(typed.items.len(), 1);
+    }
+
+    /// A project of adapters and Assignments over a store of its own, the way the daemon's view
+    /// sees it (an engine that does not answer: no engine is needed).
+    mod over_a_store {
+        use std::sync::Arc;
+        use std::time::Duration;
+
+        use roundtable_service::Service;
+        use roundtable_specs::output::{Condition, ConditionStatus};
+        use roundtable_specs::session::SessionPhase;
+        use roundtable_specs::{Kind, ObjectKey};
+        use roundtable_store::{SessionRecord, SourceSync, Store};
+
+        use crate::status_view::{StatusView, diff};
+
+        const API: &str = "apiVersion: roundtable.dev/v1alpha1";
+        const RETENTION: Duration = Duration::from_secs(3600);
+
+        pub(super) struct Fixture {
+            pub dir: tempfile::TempDir,
+            pub service: Service,
+            pub store: Store,
+        }
+
+        pub(super) fn adapters(n: usize, enabled: &[bool]) -> String {
+            (0..n)
+                .map(|i| {
+                    let on = enabled.get(i).copied().unwrap_or(false);
+                    format!(
+                        "{API}\nkind: Adapter\nmetadata: {{name: agent-{i}}}\nspec: {{command: agent, enabled: {on}}}\n"
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("---\n")
+        }
+
+        pub(super) fn assignments(n: usize, adapters: usize, prompt: &str) -> String {
+            (0..n)
+                .map(|i| {
+                    format!(
+                        "{API}\nkind: Assignment\nmetadata: {{name: task-{i}}}\nspec:\n  adapter: agent-{}\n  task: {{id: T{i}, prompt: {prompt}}}\n  readablePaths: [README.md]\n",
+                        i % adapters
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("---\n")
+        }
+
+        impl Fixture {
+            pub(super) async fn new(adapter_count: usize, assignment_count: usize) -> Self {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let specs = dir.path().join(".roundtable");
+                std::fs::create_dir_all(&specs).expect("mkdir");
+                std::fs::write(dir.path().join("README.md"), "# test\n").expect("write");
+                std::fs::write(specs.join("adapters.yaml"), adapters(adapter_count, &[])).expect("write");
+                std::fs::write(specs.join("assignments.yaml"), assignments(assignment_count, adapter_count, "p"))
+                    .expect("write");
+                let project = roundtable_source::Project::resolve(&specs).expect("project");
+                let store = Store::open_in_memory().await.expect("store");
+                let runtime = Arc::new(roundtable_session_runtime::Unavailable {
+                    endpoint: "unix:///nonexistent.sock".into(),
+                    reason: "no engine in this test".into(),
+                });
+                let service = Service::sharing(&project, store.clone(), runtime);
+                // Records every declared object (and reconciles one).
+                let _ = service.reconcile_in_process(&ObjectKey::new(Kind::Adapter, "agent-0")).await;
+                Self { dir, service, store }
+            }
+
+            pub(super) fn write(&self, file: &str, text: &str) {
+                std::fs::write(self.dir.path().join(".roundtable").join(file), text).expect("write");
+            }
+        }
+
+        /// The view's rows once it shows every write made so far, as (key, JSON).
+        pub(super) async fn viewed(view: &StatusView) -> Vec<(String, String)> {
+            let snapshot = view.snapshot(Duration::from_secs(10)).await.expect("a snapshot");
+            snapshot.rows.iter().map(|row| (row.key.to_string(), row.json.to_string())).collect()
+        }
+
+        /// Every row computed afresh, as (key, JSON).
+        pub(super) async fn recomputed(service: &Service) -> Vec<(String, String)> {
+            let rows = service.status(RETENTION).await.expect("status");
+            let (rows, _) = diff(&[], rows, &mut 0);
+            rows.iter().map(|row| (row.key.to_string(), row.json.to_string())).collect()
+        }
+
+        pub(super) fn condition(status: ConditionStatus, reason: &str, message: &str) -> Condition {
+            Condition {
+                type_: "Ready".into(),
+                status,
+                reason: reason.into(),
+                message: message.into(),
+                last_transition_time: String::new(),
+                observed_generation: 1,
+            }
+        }
+
+        pub(super) fn session(id: &str, assignment: &str, phase: SessionPhase, created_at: &str) -> SessionRecord {
+            SessionRecord {
+                id: id.into(),
+                assignment: assignment.into(),
+                execution_generation: 1,
+                attempt: 1,
+                controller_run: "run".into(),
+                phase,
+                message: format!("{phase} here"),
+                created_at: created_at.into(),
+                ..Default::default()
+            }
+        }
+
+        pub(super) fn source(commit: &str) -> SourceSync {
+            SourceSync {
+                mode: "git".into(),
+                url: "https://example.invalid/repo.git".into(),
+                branch: "main".into(),
+                spec_path: ".roundtable".into(),
+                commit: Some(commit.into()),
+                fetched_at: Some("2026-01-01T00:00:00Z".into()),
+                error: None,
+                error_at: None,
+                controller: "c".into(),
+            }
+        }
+
+        pub(super) fn row<'a>(rows: &'a [(String, String)], key: &str) -> &'a str {
+            rows.iter().find(|(k, _)| k == key).map_or("", |(_, json)| json.as_str())
+        }
+
+        /// RETENTION, for the view.
+        pub(super) fn start(service: &Service) -> (StatusView, super::Refresher) {
+            StatusView::start(service.clone(), RETENTION)
+        }
+    }
+
+    /// The key test of the incremental view: a write to one object rebuilds that object's row
+    /// only (a full recompute rebuilds every one), and what a reader sees then is what a full
+    /// recompute says, the rows that depend on what was written among it.
+    #[tokio::test]
+    async fn a_write_to_one_object_rebuilds_its_row_and_no_other() {
+        use over_a_store::*;
+        use roundtable_specs::output::ConditionStatus;
+        use roundtable_specs::session::SessionPhase;
+        use roundtable_specs::{Kind, ObjectKey};
+
+        let fixture = Fixture::new(40, 40).await;
+        let (view, _refresher) = start(&fixture.service);
+        assert_eq!(viewed(&view).await, recomputed(&fixture.service).await);
+        let first = view.rows_rebuilt();
+        assert!(first >= 80, "the first refresh makes every row ({first})");
+
+        let task = ObjectKey::new(Kind::Assignment, "task-3");
+        let waiting = condition(ConditionStatus::False, "AdapterNotReady", "waits for its adapter");
+        fixture.store.set_condition(&task, &waiting).await.expect("condition");
+        let rows = viewed(&view).await;
+        assert_eq!(view.rows_rebuilt() - first, 1, "one object written, one row rebuilt");
+        assert!(row(&rows, "Assignment/task-3").contains("waits for its adapter"), "{rows:?}");
+        assert_eq!(rows, recomputed(&fixture.service).await);
+
+        // An operator's override moves its Adapter's row (drift from the spec), nothing else.
+        fixture.store.set_agent_enabled("agent-2", true, "test").await.expect("enable");
+        let rows = viewed(&view).await;
+        assert_eq!(view.rows_rebuilt() - first, 2);
+        assert!(row(&rows, "Adapter/agent-2").contains("runtime override"), "{rows:?}");
+        assert_eq!(rows, recomputed(&fixture.service).await);
+
+        // A session moves its Assignment's row (by the Assignment's name).
+        let running = session("s-1", "task-5", SessionPhase::Running, "2026-01-01T00:00:01Z");
+        fixture.store.save_session(&running).await.expect("session");
+        let rows = viewed(&view).await;
+        assert_eq!(view.rows_rebuilt() - first, 3);
+        assert!(row(&rows, "Assignment/task-5").contains("session s-1 Running"), "{rows:?}");
+        assert_eq!(rows, recomputed(&fixture.service).await);
+
+        // A disabled Adapter moves the rows of the Assignments naming it through their own
+        // reconciles, which write their own conditions.
+        fixture.store.set_agent_enabled("agent-1", false, "test").await.expect("disable");
+        for key in [ObjectKey::new(Kind::Adapter, "agent-1"), ObjectKey::new(Kind::Assignment, "task-1")] {
+            let _ = fixture.service.reconcile_in_process(&key).await;
+        }
+        let rows = viewed(&view).await;
+        assert!(row(&rows, "Assignment/task-1").contains("by an operator through the API"), "{rows:?}");
+        assert_eq!(rows, recomputed(&fixture.service).await);
+        assert!(view.rows_rebuilt() - first < 10, "{} rows rebuilt", view.rows_rebuilt() - first);
+    }
+
+    /// A random sequence of the writes the daemon makes (conditions, generations, sessions,
+    /// overrides, the source, reruns, tombstones, spec edits, files that stop loading and load
+    /// again): after each, the view shows exactly what a full recompute does.
+    #[tokio::test]
+    async fn the_incremental_view_equals_a_full_recompute_after_random_writes() {
+        use over_a_store::*;
+        use roundtable_specs::output::ConditionStatus;
+        use roundtable_specs::session::SessionPhase;
+        use roundtable_specs::{Kind, ObjectKey};
+
+        const ADAPTERS: usize = 4;
+        const TASKS: usize = 6;
+        for seed in [0x9e37_79b9_7f4a_7c15_u64, 0x2545_f491_4f6c_dd1d] {
+            let fixture = Fixture::new(ADAPTERS, TASKS).await;
+            let (view, _refresher) = start(&fixture.service);
+            let mut state = seed;
+            let mut next = move |n: usize| {
+                // xorshift64: a fixed sequence per seed, so a failure repeats.
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                usize::try_from(state % n as u64).unwrap_or(0)
+            };
+            let mut enabled = vec![false; ADAPTERS];
+            let mut log = Vec::new();
+            for step in 0..40 {
+                let object = |i: usize| match i % 2 {
+                    0 => ObjectKey::new(Kind::Adapter, format!("agent-{}", i / 2 % (ADAPTERS + 1))),
+                    _ => ObjectKey::new(Kind::Assignment, format!("task-{}", i / 2 % (TASKS + 1))),
+                };
+                let task = |i: usize| if i == TASKS { "ghost".to_owned() } else { format!("task-{i}") };
+                let operation = next(11);
+                log.push(format!("{step}: {operation}"));
+                let store = &fixture.store;
+                match operation {
+                    0 => {
+                        let status = [ConditionStatus::True, ConditionStatus::False, ConditionStatus::Unknown][next(3)];
+                        let reason = ["Ready", "Disabled", "NotReconciledYet", "AdapterNotReady"][next(4)];
+                        let written = condition(status, reason, &format!("message {step}"));
+                        let _ = store.set_condition(&object(next(2 * (ADAPTERS + TASKS))), &written).await;
+                    }
+                    1 => {
+                        let generation = i64::try_from(next(2) + 1).unwrap_or(1);
+                        let _ = store.set_observed_generation(&object(next(2 * (ADAPTERS + TASKS))), generation).await;
+                    }
+                    2 => {
+                        let phase = [
+                            SessionPhase::Queued,
+                            SessionPhase::Running,
+                            SessionPhase::Succeeded,
+                            SessionPhase::Failed,
+                        ][next(4)];
+                        let at = format!("2026-01-01T00:00:0{}Z", next(3));
+                        let written = session(&format!("s-{}", next(5)), &task(next(TASKS + 1)), phase, &at);
+                        store.save_session(&written).await.expect("session");
+                    }
+                    3 => store.delete_session(&format!("s-{}", next(5))).await.expect("delete"),
+                    4 => {
+                        let _ = store.set_agent_enabled(&format!("agent-{}", next(ADAPTERS)), next(2) == 0, "t").await;
+                    }
+                    5 => {
+                        // A spec edit the daemon has not recorded yet; any write refreshes the view.
+                        let i = next(ADAPTERS);
+                        enabled[i] = !enabled[i];
+                        fixture.write("adapters.yaml", &adapters(ADAPTERS, &enabled));
+                        if next(2) == 0 {
+                            fixture.write("assignments.yaml", &assignments(TASKS, ADAPTERS, &format!("p{step}")));
+                        }
+                        store.replace_file_errors(&[]).await.expect("a write");
+                    }
+                    6 => {
+                        // A file that stops loading, or loads again.
+                        let text = match next(2) {
+                            0 => "kind: [not yaml".to_owned(),
+                            _ => assignments(TASKS - next(2), ADAPTERS, "p"),
+                        };
+                        fixture.write("assignments.yaml", &text);
+                        store.replace_file_errors(&[]).await.expect("a write");
+                    }
+                    7 => {
+                        let _ = fixture.service.reconcile_in_process(&object(next(2 * (ADAPTERS + TASKS)))).await;
+                    }
+                    8 => {
+                        let key = object(next(2 * (ADAPTERS + TASKS)));
+                        if next(2) == 0 {
+                            store.tombstone(&key).await.expect("tombstone");
+                        } else {
+                            store.forget(&key).await.expect("forget");
+                        }
+                    }
+                    9 => match next(2) {
+                        0 => store.note_source(&source(&format!("{step:040}"))).await.expect("source"),
+                        _ => store.forget_source().await.expect("forget the source"),
+                    },
+                    _ => {
+                        let _ = store.request_rerun(&task(next(TASKS + 1))).await;
+                    }
+                }
+                let (shown, expected) = (viewed(&view).await, recomputed(&fixture.service).await);
+                let only_shown: Vec<_> = shown.iter().filter(|row| !expected.contains(row)).collect();
+                let only_expected: Vec<_> = expected.iter().filter(|row| !shown.contains(row)).collect();
+                assert!(
+                    shown == expected,
+                    "seed {seed:#x}, after {log:?}:\nviewed only   {only_shown:#?}\nexpected only {only_expected:#?}"
+                );
+            }
+        }
     }
 }

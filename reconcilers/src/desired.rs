@@ -107,6 +107,11 @@ impl Declared<'_> {
         &self.digests.spec
     }
 
+    /// Whether it is a built-in Adapter an Assignment references without a file declaring it.
+    pub fn is_built_in(&self) -> bool {
+        matches!(self.body, Body::BuiltIn(_))
+    }
+
     pub fn execution_digest(&self) -> Option<&str> {
         self.digests.execution.as_deref()
     }

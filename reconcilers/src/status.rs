@@ -1,18 +1,19 @@
 //! `status` and `plan`: drift computed from the specs on disk, the state store and observation,
 //! without acting. They work with or without a running daemon. Each row is made by [`row`].
 
+pub mod incremental;
 pub mod row;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use roundtable_specs::output::{ConditionStatus, Health, ObjectStatus, PlannedChange, SyncStatus};
+use roundtable_specs::output::{Condition, ConditionStatus, Health, ObjectStatus, PlannedChange, SyncStatus};
 use roundtable_specs::session::SessionPhase;
 use roundtable_specs::{Kind, ObjectKey};
-use roundtable_store::{ObjectRecord, SessionRecord, Store};
+use roundtable_store::{AgentOverride, ObjectRecord, SessionRecord, Store};
 
 use crate::backend::{AuditSink, BackendError, Change, ExecutionBackend, ImageBackend, StatusBackend};
 use crate::conditions::{self, READY};
-use crate::desired::{Desired, declared};
+use crate::desired::{Declared, Desired, declared};
 use crate::reconcile::ObjectReconciler;
 use roundtable_session_runtime::OwnedResource;
 use roundtable_session_runtime::labels::{ASSIGNMENT, SESSION};
@@ -58,7 +59,8 @@ pub async fn status(
 }
 
 /// The rows of `status` that the spec files and the store decide: the source, objects (declared
-/// or remembered), files that do not load. Neither the engine nor time alone moves them.
+/// or remembered, an Adapter's with an operator's override that its spec does not agree with),
+/// files that do not load. Neither the engine nor time alone moves them.
 #[derive(Debug, Clone, Default)]
 pub struct ObjectRows {
     pub rows: Vec<ObjectStatus>,
@@ -91,102 +93,188 @@ pub async fn leftover_rows(
     Ok(rows)
 }
 
-/// See [`ObjectRows`].
+/// See [`ObjectRows`]: every object's row, read in a few queries for every object.
 pub async fn object_rows(store: &Store, scan: &Scan) -> Result<ObjectRows, BackendError> {
     let declared = declared(scan);
+    let whole = read_whole(store, scan, &declared).await?;
+    let mut rows = whole.sources;
+    rows.extend(whole.rows.into_iter().map(|(_, row)| row));
+    rows.extend(file_rows(scan));
+    let unfinished = whole.unfinished.into_values().flatten().collect();
+    Ok(ObjectRows { rows, assignments: declared_assignments(&declared), unfinished: newest_first(unfinished) })
+}
+
+/// Every object's row, the source's rows, and the sessions not finished by Assignment name.
+pub(crate) struct Whole {
+    pub sources: Vec<ObjectStatus>,
+    pub rows: Vec<(ObjectKey, ObjectStatus)>,
+    pub unfinished: BTreeMap<String, Vec<SessionRecord>>,
+}
+
+/// Reads every object's inputs (two queries for every object, not two per object) and makes
+/// every row.
+pub(crate) async fn read_whole(
+    store: &Store,
+    scan: &Scan,
+    declared: &BTreeMap<ObjectKey, Declared<'_>>,
+) -> Result<Whole, BackendError> {
     let records: BTreeMap<ObjectKey, ObjectRecord> =
         store.objects().await?.into_iter().map(|r| (r.key.clone(), r)).collect();
-    let keys: BTreeSet<ObjectKey> = declared.keys().chain(records.keys()).cloned().collect();
-    // Two queries for every object, not two per object.
+    let keys: BTreeSet<&ObjectKey> = declared.keys().chain(records.keys()).collect();
     let mut all_conditions = store.all_conditions().await?;
     let mut sessions_of: BTreeMap<String, Vec<SessionRecord>> = BTreeMap::new();
-    let mut unfinished = Vec::new();
     for session in store.sessions(None).await? {
-        if !session.phase.is_finished() {
-            unfinished.push(session.clone());
-        }
         sessions_of.entry(session.assignment.clone()).or_default().push(session);
     }
-    let mut rows: Vec<ObjectStatus> = store.source().await?.iter().map(source_row).collect();
+    let overrides: BTreeMap<String, AgentOverride> =
+        store.agent_overrides().await?.into_iter().map(|o| (o.adapter.clone(), o)).collect();
+    let sources = store.source().await?.iter().map(source_row).collect();
+    let mut rows = Vec::with_capacity(keys.len());
     for key in keys {
-        let record = records.get(&key);
-        let conditions = match record {
-            Some(_) => all_conditions.remove(&key).unwrap_or_default(),
-            None => Vec::new(),
+        let record = records.get(key);
+        let inputs = RowInputs {
+            declared: declared.get(key),
+            record,
+            conditions: if record.is_some() { all_conditions.remove(key).unwrap_or_default() } else { Vec::new() },
+            sessions: sessions_of
+                .get(&key.name)
+                .filter(|_| key.kind == Kind::Assignment)
+                .map_or(&[][..], Vec::as_slice),
+            agent_override: overrides.get(&key.name).filter(|_| key.kind == Kind::Adapter),
         };
-        let (health, health_message) = conditions::health(&conditions);
-        // Only a kind that is not reconciled yet is Unknown; Ready=Unknown while work runs is drift.
-        let ready_unknown = conditions::find(&conditions, READY).is_some_and(|c| {
-            c.status == ConditionStatus::Unknown && c.reason == conditions::reason::NOT_RECONCILED_YET
-        });
-        let progressing = conditions::find(&conditions, READY).is_some_and(|c| c.status == ConditionStatus::Unknown);
-        let mut row = row::object(&key, record, health, health_message, conditions.clone());
-        match (declared.get(&key), record) {
-            (Some(_), None) => {
-                row.generation = Some(1);
-                row.sync = SyncStatus::OutOfSync;
-                row.message = "new: not recorded yet".into();
-            }
-            (Some(object), Some(record)) if record.deleted_at.is_some() || object.digest() != record.spec_digest => {
-                row.generation = Some(record.generation + 1);
-                row.sync = SyncStatus::OutOfSync;
-                row.message = format!("spec changed: generation {} not recorded yet", record.generation + 1);
-            }
-            (None, Some(record)) if record.deleted_at.is_some() => {
-                row.sync = SyncStatus::OutOfSync;
-                row.health = Health::None;
-                row.message = "removed: cleanup pending".into();
-            }
-            (None, Some(record))
-                if !scan.broken_files.contains(&record.source_file) && !scan.contested.contains_key(&key) =>
-            {
-                row.sync = SyncStatus::OutOfSync;
-                row.health = Health::None;
-                row.message = format!("removed from {}: cleanup pending", record.source_file);
-            }
-            (_, Some(record)) => {
-                row.sync = if record.observed_generation != Some(record.generation) {
-                    SyncStatus::OutOfSync
-                } else if ready_unknown || conditions.is_empty() {
-                    SyncStatus::Unknown
-                } else if progressing {
-                    SyncStatus::OutOfSync
-                } else {
-                    SyncStatus::Synced
-                };
-                if key.kind == Kind::Assignment
-                    && let Some(message) = in_flight_message(
-                        record,
-                        sessions_of.get(&key.name).map_or(&[][..], Vec::as_slice),
-                        progressing,
-                    )
-                {
-                    row.message = message;
-                }
-                if let Some(held) = scan.held(&key) {
-                    row.message = format!("{held}; keeping generation {}", record.generation);
-                } else if scan.broken_files.contains(&record.source_file) && !declared.contains_key(&key) {
-                    row.message =
-                        format!("{} does not load; keeping the last valid spec. {}", record.source_file, row.message);
-                }
-            }
-            (None, None) => continue,
+        if let Some(row) = object_row(key, inputs, scan) {
+            rows.push((key.clone(), row));
         }
-        rows.push(row);
     }
+    let unfinished = sessions_of
+        .into_iter()
+        .map(|(name, sessions)| (name, sessions.into_iter().filter(|s| !s.phase.is_finished()).collect::<Vec<_>>()))
+        .filter(|(_, sessions)| !sessions.is_empty())
+        .collect();
+    Ok(Whole { sources, rows, unfinished })
+}
+
+/// The declared Assignments' names: a leftover of one of them may still be needed.
+pub(crate) fn declared_assignments(declared: &BTreeMap<ObjectKey, Declared<'_>>) -> BTreeSet<String> {
+    declared.keys().filter(|k| k.kind == Kind::Assignment).map(|k| k.name.clone()).collect()
+}
+
+/// `sessions` in the order the store lists every session: newest first, then by id.
+pub(crate) fn newest_first(mut sessions: Vec<SessionRecord>) -> Vec<SessionRecord> {
+    sessions.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| b.id.cmp(&a.id)));
+    sessions
+}
+
+/// Everything one object's row depends on. This is the whole list: a row reads nothing else, so
+/// a write to none of these leaves it as it is (`status/incremental.rs` relies on it).
+pub(crate) struct RowInputs<'a> {
+    /// Its declaration in the scan (the scan's broken files are the other input from it).
+    pub declared: Option<&'a Declared<'a>>,
+    /// Its record and, with one, its conditions.
+    pub record: Option<&'a ObjectRecord>,
+    pub conditions: Vec<Condition>,
+    /// An Assignment's: the sessions recorded under its name, newest first.
+    pub sessions: &'a [SessionRecord],
+    /// An Adapter's: an operator's runtime override of `enabled`.
+    pub agent_override: Option<&'a AgentOverride>,
+}
+
+/// One object's row; `None` when it is neither declared nor recorded.
+pub(crate) fn object_row(key: &ObjectKey, inputs: RowInputs<'_>, scan: &Scan) -> Option<ObjectStatus> {
+    let broken_files = &scan.broken_files;
+    let RowInputs { declared, record, conditions, sessions, agent_override } = inputs;
+    let (health, health_message) = conditions::health(&conditions);
+    // Only a kind that is not reconciled yet is Unknown; Ready=Unknown while work runs is drift.
+    let ready_unknown = conditions::find(&conditions, READY)
+        .is_some_and(|c| c.status == ConditionStatus::Unknown && c.reason == conditions::reason::NOT_RECONCILED_YET);
+    let progressing = conditions::find(&conditions, READY).is_some_and(|c| c.status == ConditionStatus::Unknown);
+    let no_conditions = conditions.is_empty();
+    let mut row = row::object(key, record, health, health_message, conditions);
+    match (declared, record) {
+        (Some(_), None) => {
+            row.generation = Some(1);
+            row.sync = SyncStatus::OutOfSync;
+            row.message = "new: not recorded yet".into();
+        }
+        (Some(object), Some(record)) if record.deleted_at.is_some() || object.digest() != record.spec_digest => {
+            row.generation = Some(record.generation + 1);
+            row.sync = SyncStatus::OutOfSync;
+            row.message = format!("spec changed: generation {} not recorded yet", record.generation + 1);
+        }
+        (None, Some(record)) if record.deleted_at.is_some() => {
+            row.sync = SyncStatus::OutOfSync;
+            row.health = Health::None;
+            row.message = "removed: cleanup pending".into();
+        }
+        (None, Some(record)) if !broken_files.contains(&record.source_file) && !scan.contested.contains_key(key) => {
+            row.sync = SyncStatus::OutOfSync;
+            row.health = Health::None;
+            row.message = format!("removed from {}: cleanup pending", record.source_file);
+        }
+        (_, Some(record)) => {
+            row.sync = if record.observed_generation != Some(record.generation) {
+                SyncStatus::OutOfSync
+            } else if ready_unknown || no_conditions {
+                SyncStatus::Unknown
+            } else if progressing {
+                SyncStatus::OutOfSync
+            } else {
+                SyncStatus::Synced
+            };
+            if key.kind == Kind::Assignment
+                && let Some(message) = in_flight_message(record, sessions, progressing)
+            {
+                row.message = message;
+            }
+            if let Some(held) = scan.held(key) {
+                row.message = format!("{held}; keeping generation {}", record.generation);
+            } else if broken_files.contains(&record.source_file) && declared.is_none() {
+                row.message =
+                    format!("{} does not load; keeping the last valid spec. {}", record.source_file, row.message);
+            }
+        }
+        (None, None) => return None,
+    }
+    if let (Some(found), Some(declared)) = (agent_override, declared) {
+        override_drift(found, declared, &mut row);
+    }
+    Some(row)
+}
+
+/// An operator's runtime override of an Adapter's `enabled` that its spec (declared in a file)
+/// does not agree with is drift, shown on the Adapter's row until the spec says the same.
+fn override_drift(found: &AgentOverride, declared: &Declared<'_>, row: &mut ObjectStatus) {
+    let roundtable_specs::Spec::Adapter(spec) = declared.spec() else { return };
+    if declared.is_built_in() {
+        return;
+    }
+    let spec_enabled = roundtable_specs::catalog::resolve_declared(&found.adapter, spec).enabled;
+    if spec_enabled == found.state.allows_sessions() {
+        return;
+    }
+    row.sync = SyncStatus::OutOfSync;
+    row.message = format!(
+        "{} by an operator through the API since {} (a runtime override); the spec says enabled: {spec_enabled}",
+        found.state.as_str(),
+        found.changed_at
+    );
+}
+
+/// The rows of spec files that do not load: one per file, its first error and how many more.
+pub fn file_rows(scan: &Scan) -> Vec<ObjectStatus> {
     let mut files: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for error in scan.errors() {
         let position = error.position();
         let path = if error.path.is_empty() { String::new() } else { format!("{}: ", error.path) };
         files.entry(&error.file).or_default().push(format!("{position}{path}{}", error.message));
     }
-    for (file, errors) in files {
-        let more = if errors.len() > 1 { format!(" (+{} more)", errors.len() - 1) } else { String::new() };
-        rows.push(row::broken_file(file, format!("{}{more}", errors[0])));
-    }
-    let assignments: BTreeSet<String> =
-        declared.keys().filter(|k| k.kind == Kind::Assignment).map(|k| k.name.clone()).collect();
-    Ok(ObjectRows { rows, assignments, unfinished })
+    files
+        .into_iter()
+        .map(|(file, errors)| {
+            let more = if errors.len() > 1 { format!(" (+{} more)", errors.len() - 1) } else { String::new() };
+            row::broken_file(file, format!("{}{more}", errors[0]))
+        })
+        .collect()
 }
 
 /// How `status` names where the desired state comes from: `working tree` (no source recorded),

@@ -24,14 +24,23 @@ use roundtable_reconcilers::prune::{self, Prunable};
 use roundtable_reconcilers::status::row;
 use roundtable_session_runtime::SessionRuntime;
 use roundtable_source::{Project, ProjectError, Scan, scan};
-use roundtable_specs::output::{
-    DescribeItem, EventItem, ObjectStatus, PlannedChange, ProposalItem, SessionItem, SyncStatus,
-};
+use roundtable_specs::output::{DescribeItem, EventItem, ObjectStatus, PlannedChange, ProposalItem, SessionItem};
 use roundtable_specs::{Kind, ObjectKey, ValidationError};
 use roundtable_store::{ProposalRecord, SessionRecord, Store};
 
 pub use lookup::{proposal_item, session_item};
 pub use roundtable_reconcilers::status::ObjectRows;
+pub use roundtable_reconcilers::status::incremental::{KeptRows, Refreshed};
+
+/// The rows of `status` around the objects', in the order they are listed.
+#[derive(Debug, Clone, Default)]
+pub struct Around {
+    /// Before the objects': the engine when it does not answer, a full disk.
+    pub before: Vec<ObjectStatus>,
+    /// After the objects': leftovers, running sessions' sidecars, other controllers, what
+    /// requires pruning.
+    pub after: Vec<ObjectStatus>,
+}
 
 /// Every finding of the static checks over the project's spec directory (nothing is created),
 /// admission contracts in `contracts/` included.
@@ -333,7 +342,11 @@ impl Service {
     /// proposals past `retention`).
     pub async fn status(&self, retention: Duration) -> Result<Vec<ObjectStatus>> {
         let objects = self.status_of_objects().await?;
-        self.status_around(&objects, retention).await
+        let around = self.status_around(&objects.assignments, &objects.unfinished, retention).await?;
+        let mut rows = around.before;
+        rows.extend(objects.rows);
+        rows.extend(around.after);
+        Ok(rows)
     }
 
     /// The rows of [`Service::status`] that the spec files and the store decide (the source,
@@ -341,15 +354,27 @@ impl Service {
     /// view of the status may keep until the store is written.
     pub async fn status_of_objects(&self) -> Result<ObjectRows> {
         let scanned = self.scan().await?;
-        let mut objects = roundtable_reconcilers::status::object_rows(&self.store, &scanned).await?;
-        self.override_drift(&scanned, &mut objects.rows).await?;
-        Ok(objects)
+        Ok(roundtable_reconcilers::status::object_rows(&self.store, &scanned).await?)
     }
 
-    /// The whole status around `objects` (from [`Service::status_of_objects`]): the rows that
-    /// change with the engine, the disk, running sessions' sidecars, other controllers'
-    /// heartbeats and time (retention), read now.
-    pub async fn status_around(&self, objects: &ObjectRows, retention: Duration) -> Result<Vec<ObjectStatus>> {
+    /// [`Service::status_of_objects`] kept in `kept` between calls: the spec files scanned, and
+    /// only the rows rebuilt that the store's writes since the last call and what the scan moved
+    /// can change (every row with `whole`, for writes this process did not make).
+    pub async fn refresh_objects(&self, kept: &mut KeptRows, whole: bool) -> Result<Refreshed> {
+        let scanned = self.scan().await?;
+        Ok(kept.refresh(&self.store, &scanned, whole).await?)
+    }
+
+    /// The rows around the objects' (given the declared Assignments' names and the sessions not
+    /// finished, from [`Service::status_of_objects`] or [`KeptRows`]): those that change with
+    /// the engine, the disk, running sessions' sidecars, other controllers' heartbeats and time
+    /// (retention), read now.
+    pub async fn status_around(
+        &self,
+        assignments: &BTreeSet<String>,
+        unfinished: &[SessionRecord],
+        retention: Duration,
+    ) -> Result<Around> {
         let runs = prune::Runs { own: None, liveness: &host_liveness };
         let unreachable = self.engine_unreachable().await;
         let leftovers = match &unreachable {
@@ -364,16 +389,13 @@ impl Service {
                 }
             },
         };
-        let mut rows: Vec<ObjectStatus> = unreachable.iter().map(EngineUnreachable::status_row).collect();
-        rows.extend(self.store.disk_full().as_ref().map(row::store_full));
-        rows.extend(objects.rows.iter().cloned());
-        rows.extend(
-            roundtable_reconcilers::status::leftover_rows(&self.store, &objects.assignments, &leftovers).await?,
-        );
+        let mut before: Vec<ObjectStatus> = unreachable.iter().map(EngineUnreachable::status_row).collect();
+        before.extend(self.store.disk_full().as_ref().map(row::store_full));
+        let mut rows = roundtable_reconcilers::status::leftover_rows(&self.store, assignments, &leftovers).await?;
         // Each running session's sidecars report; the rows are made from the reports in one place.
-        let gateways = roundtable_execution::egress::serving_reports(&objects.unfinished);
+        let gateways = roundtable_execution::egress::serving_reports(unfinished);
         rows.extend(gateways.map(|(session, report)| row::gateway(session, &report)));
-        let brokers = roundtable_execution::broker::serving_reports(&objects.unfinished);
+        let brokers = roundtable_execution::broker::serving_reports(unfinished);
         rows.extend(brokers.map(|(session, report)| row::broker(session, &report)));
         if self.store.is_shared() {
             rows.extend(self.controller_rows().await?);
@@ -383,7 +405,7 @@ impl Service {
         for item in prune::find(&self.store, None, self.project_id(), &declared, retention, &runs).await? {
             rows.push(row::requires_pruning(item.kind.as_str(), item.name, &item.why));
         }
-        Ok(rows)
+        Ok(Around { before, after: rows })
     }
 
     /// On a shared store, a row per controller that has not stopped: `OutOfSync` while its checkout
@@ -414,32 +436,6 @@ impl Service {
             row::controller(c.id, c.started_at, c.sync_note.is_some(), live, message)
         });
         Ok(rows.collect())
-    }
-
-    /// An operator's runtime override of an Adapter's `enabled` that its spec does not agree
-    /// with is drift, shown on the Adapter's row until the spec says the same.
-    async fn override_drift(&self, scanned: &Scan, rows: &mut [ObjectStatus]) -> Result<()> {
-        for found in self.store.agent_overrides().await? {
-            let declared = scanned.accepted().find_map(|object| match &object.spec {
-                roundtable_specs::Spec::Adapter(spec) if object.metadata.name == found.adapter => {
-                    Some(roundtable_specs::catalog::resolve_declared(&found.adapter, spec).enabled)
-                }
-                _ => None,
-            });
-            let Some(spec_enabled) = declared else { continue };
-            if spec_enabled == found.state.allows_sessions() {
-                continue;
-            }
-            if let Some(row) = rows.iter_mut().find(|r| r.kind == Kind::Adapter.as_str() && r.name == found.adapter) {
-                row.sync = SyncStatus::OutOfSync;
-                row.message = format!(
-                    "{} by an operator through the API since {} (a runtime override); the spec says enabled: {spec_enabled}",
-                    found.state.as_str(),
-                    found.changed_at
-                );
-            }
-        }
-        Ok(())
     }
 
     fn reconciler(&self) -> ObjectReconciler<Store, RuntimeImages, Store> {
@@ -656,7 +652,7 @@ impl Service {
 
 #[cfg(test)]
 mod tests {
-    use roundtable_specs::output::Health;
+    use roundtable_specs::output::{Health, SyncStatus};
 
     use super::*;
 

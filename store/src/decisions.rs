@@ -51,7 +51,7 @@ impl Store {
     /// row, else the state the proposal was in instead (none: it does not exist).
     async fn taken_from_pending(&self, id: &str, rows_affected: u64) -> Result<ClaimOutcome> {
         if rows_affected == 1 {
-            self.wrote();
+            self.wrote([]);
             return Ok(ClaimOutcome::Won);
         }
         Ok(ClaimOutcome::Lost(self.proposal_state(id).await?))
@@ -127,7 +127,7 @@ impl Store {
         .bind(holder)
         .execute(self.pool())
         .await?;
-        self.wrote();
+        self.wrote([]);
         Ok(done.rows_affected() == 1)
     }
 
@@ -146,7 +146,7 @@ impl Store {
         .bind(holder)
         .execute(self.pool())
         .await?;
-        self.wrote();
+        self.wrote([]);
         Ok(done.rows_affected() == 1)
     }
 

@@ -96,7 +96,7 @@ impl Store {
         .bind(event.record)
         .fetch_one(self.pool())
         .await?;
-        self.wrote();
+        self.wrote([]);
         Ok(row.try_get("id")?)
     }
 
@@ -126,7 +126,7 @@ impl Store {
         }
         tag_with_uids(&mut tx, before).await?;
         tx.commit().await?;
-        self.wrote();
+        self.wrote([]);
         Ok(())
     }
 

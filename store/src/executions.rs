@@ -3,7 +3,7 @@
 use roundtable_specs::session::{ProposalFlag, ProposalState, Rejected, SessionCause, SessionDetail, SessionPhase};
 use sqlx::Row;
 
-use crate::{Error, Result, Store, now};
+use crate::{Error, Result, Store, Touched, now};
 
 /// A session as stored.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -142,23 +142,38 @@ fn proposal_from_row(row: &sqlx::any::AnyRow) -> Result<ProposalRecord> {
 impl Store {
     /// Inserts or replaces a session row.
     pub async fn save_session(&self, session: &SessionRecord) -> Result<()> {
-        save_session_with(self.pool(), session).await?;
-        self.wrote();
+        let assignment = save_session_with(self.pool(), session).await?;
+        self.wrote([Touched::Sessions(assignment)]);
         Ok(())
     }
 }
 
+/// The sessions recorded under Assignment name `assignment` through `executor`, in the order of
+/// [`Store::sessions`] without a name (newest first, then by id), so what is read of one name
+/// agrees with what is read of all.
+pub(crate) async fn sessions_named_with(
+    executor: impl sqlx::Executor<'_, Database = sqlx::Any>,
+    assignment: &str,
+) -> Result<Vec<SessionRecord>> {
+    let rows = sqlx::query("SELECT * FROM sessions WHERE assignment = $1 ORDER BY created_at DESC, id DESC")
+        .bind(assignment)
+        .fetch_all(executor)
+        .await?;
+    rows.iter().map(session_from_row).collect()
+}
+
 /// Inserts or replaces a session row through `executor` (the pool, or a transaction that checks
-/// something first).
+/// something first); the Assignment name the stored row has (a replaced row keeps its own).
 pub(crate) async fn save_session_with(
     executor: impl sqlx::Executor<'_, Database = sqlx::Any>,
     session: &SessionRecord,
-) -> Result<()> {
+) -> Result<String> {
     let created_at = if session.created_at.is_empty() { now() } else { session.created_at.clone() };
     sqlx::query(
             "INSERT INTO sessions (id, assignment, execution_generation, attempt, controller_run, adapter, image, phase, cause, exit_code, message, base_commit, exec_dir, stdout_bytes, stderr_bytes, stdout_truncated, stderr_truncated, external_session_id, detail_json, created_at, started_at, finished_at, assignment_uid, execution_digest) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24) \
-             ON CONFLICT (id) DO UPDATE SET image = excluded.image, phase = excluded.phase, cause = excluded.cause, exit_code = excluded.exit_code, message = excluded.message, base_commit = excluded.base_commit, exec_dir = excluded.exec_dir, stdout_bytes = excluded.stdout_bytes, stderr_bytes = excluded.stderr_bytes, stdout_truncated = excluded.stdout_truncated, stderr_truncated = excluded.stderr_truncated, external_session_id = excluded.external_session_id, detail_json = excluded.detail_json, started_at = excluded.started_at, finished_at = excluded.finished_at",
+             ON CONFLICT (id) DO UPDATE SET image = excluded.image, phase = excluded.phase, cause = excluded.cause, exit_code = excluded.exit_code, message = excluded.message, base_commit = excluded.base_commit, exec_dir = excluded.exec_dir, stdout_bytes = excluded.stdout_bytes, stderr_bytes = excluded.stderr_bytes, stdout_truncated = excluded.stdout_truncated, stderr_truncated = excluded.stderr_truncated, external_session_id = excluded.external_session_id, detail_json = excluded.detail_json, started_at = excluded.started_at, finished_at = excluded.finished_at \
+             RETURNING assignment",
         )
         .bind(&session.id)
         .bind(&session.assignment)
@@ -184,9 +199,10 @@ pub(crate) async fn save_session_with(
         .bind(&session.finished_at)
         .bind(&session.assignment_uid)
         .bind(&session.execution_digest)
-        .execute(executor)
-        .await?;
-    Ok(())
+        .fetch_one(executor)
+        .await?
+        .try_get("assignment")
+        .map_err(Error::from)
 }
 
 impl Store {
@@ -247,7 +263,7 @@ impl Store {
     /// Records a proposal; false when the execution generation already has one.
     pub async fn insert_proposal(&self, proposal: &ProposalRecord) -> Result<bool> {
         let inserted = insert_proposal_with(self.pool(), proposal).await?;
-        self.wrote();
+        self.wrote([]);
         Ok(inserted)
     }
 
@@ -384,15 +400,18 @@ impl Store {
     }
 
     pub async fn delete_session(&self, id: &str) -> Result<()> {
-        sqlx::query("DELETE FROM sessions WHERE id = $1").bind(id).execute(self.pool()).await?;
-        self.wrote();
+        let assignment: Option<String> = sqlx::query_scalar("DELETE FROM sessions WHERE id = $1 RETURNING assignment")
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?;
+        self.wrote(assignment.map(Touched::Sessions));
         Ok(())
     }
 
     pub async fn delete_proposal(&self, id: &str) -> Result<()> {
         sqlx::query("DELETE FROM proposal_patches WHERE proposal_id = $1").bind(id).execute(self.pool()).await?;
         sqlx::query("DELETE FROM proposals WHERE id = $1").bind(id).execute(self.pool()).await?;
-        self.wrote();
+        self.wrote([]);
         Ok(())
     }
 

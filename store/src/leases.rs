@@ -388,9 +388,9 @@ impl Store {
         if let Err(fenced) = check_fence(&mut tx, lease).await? {
             return Ok(Err(fenced));
         }
-        crate::executions::save_session_with(&mut *tx, session).await?;
+        let assignment = crate::executions::save_session_with(&mut *tx, session).await?;
         tx.commit().await.map_err(Error::from)?;
-        self.wrote();
+        self.wrote([crate::Touched::Sessions(assignment)]);
         Ok(Ok(()))
     }
 
@@ -416,7 +416,7 @@ impl Store {
                 .await?;
         }
         tx.commit().await.map_err(Error::from)?;
-        self.wrote();
+        self.wrote([]);
         Ok(Ok(inserted))
     }
 }

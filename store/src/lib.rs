@@ -5,6 +5,7 @@
 mod admission;
 pub mod audit;
 mod board;
+mod changes;
 mod decisions;
 mod diagnostics;
 mod events;
@@ -34,12 +35,15 @@ use sqlx::AnyPool;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 
 pub use board::{Claim, Claimed, Note, NoteQuota, NoteRefused, paths_overlap};
+pub use changes::{Changed, Touched};
 pub use decisions::{AcceptClaim, ClaimOutcome};
 pub use events::{EventRecord, NewEvent, Severity};
 pub use executions::{ProposalRecord, SessionRecord, cutoff};
 pub use leases::{ControllerRecord, Fenced, Lease, LeaseRecord, Registration};
 pub use objects::{Identity, IndexEntry, ObjectRecord, Recorded, SpecSnapshot};
-pub use observe::{AdapterState, ExecutionReads, ExecutionState, Further, Observation, Reads};
+pub use observe::{
+    AdapterState, ExecutionReads, ExecutionState, Further, Observation, Reads, TouchedReads, TouchedState,
+};
 pub use overrides::{AgentOverride, OverrideChange, OverrideState, StartRefused};
 pub use repository::RepositoryKey;
 pub use revision::DesiredRevision;
@@ -215,6 +219,8 @@ pub struct Store {
     /// wait for the next instead of polling. Writes by other processes on a shared store are not
     /// counted: such a view also refreshes on a timer.
     writes: std::sync::Arc<tokio::sync::watch::Sender<u64>>,
+    /// What each counted write touched (see [`Store::changes_since`]).
+    journal: std::sync::Arc<std::sync::Mutex<changes::Journal>>,
     /// Counts the round trips made through this handle and its clones (see [`Store::round_trips`]).
     round_trips: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
@@ -269,6 +275,7 @@ impl Store {
                     url: url.clone(),
                     revision_pin: None,
                     writes: Default::default(),
+                    journal: Default::default(),
                     round_trips: Default::default(),
                 })
             }
@@ -288,6 +295,7 @@ impl Store {
                     url: url.clone(),
                     revision_pin: None,
                     writes: Default::default(),
+                    journal: Default::default(),
                     round_trips: Default::default(),
                 })
             }
@@ -328,6 +336,7 @@ impl Store {
             url: StoreUrl::Sqlite(PathBuf::from(":memory:")),
             revision_pin: None,
             writes: Default::default(),
+            journal: Default::default(),
             round_trips: Default::default(),
         })
     }
@@ -362,9 +371,29 @@ impl Store {
         &self.pool
     }
 
-    /// Counts a committed write (see [`Store::writes`]).
-    pub(crate) fn wrote(&self) {
-        self.writes.send_modify(|count| *count = count.wrapping_add(1));
+    /// What the writes counted after `after` (a count [`Store::writes`] gave, or this call)
+    /// touched, and the count that covers: a caller that reads what they touched next, and
+    /// passes that count to its next call, misses no write this handle and its clones make.
+    pub fn changes_since(&self, after: u64) -> (u64, Changed) {
+        let journal = self.journal.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = *self.writes.borrow();
+        // A count that went back (it wraps, in theory) is read as "everything".
+        let changed = if after > count { Changed::Everything } else { journal.since(after) };
+        (count, changed)
+    }
+
+    /// Counts a committed write (see [`Store::writes`]) and what it touched among what `status`
+    /// shows (see [`Store::changes_since`]).
+    pub(crate) fn wrote(&self, touched: impl IntoIterator<Item = Touched>) {
+        // Counted and journalled under one lock, so a reader never sees a count whose entries
+        // are not there yet.
+        let mut journal = self.journal.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut counted = 0;
+        self.writes.send_modify(|count| {
+            *count = count.wrapping_add(1);
+            counted = *count;
+        });
+        journal.record(counted, touched);
     }
 
     /// A transaction that takes the write lock up front. On SQLite that is `BEGIN IMMEDIATE`: a

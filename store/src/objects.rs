@@ -6,7 +6,7 @@ use roundtable_specs::output::{Condition, ConditionStatus};
 use roundtable_specs::{Kind, ObjectKey};
 use sqlx::Row;
 
-use crate::{Error, Result, Store, now};
+use crate::{Error, Result, Store, Touched, now};
 
 /// What the store remembers about one object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,7 +148,8 @@ impl Store {
             insert.execute(&mut *tx).await?;
         }
         tx.commit().await?;
-        self.wrote();
+        // A spec recorded unchanged writes nothing.
+        self.wrote(recorded.iter().filter(|r| r.moved).map(|r| Touched::Object(r.key.clone())));
         Ok(recorded)
     }
 
@@ -208,7 +209,7 @@ impl Store {
         let (uid, generation): (String, i64) = (row.try_get("uid")?, row.try_get("execution_generation")?);
         crate::executions::supersede_proposals(&mut tx, &uid, generation).await?;
         tx.commit().await?;
-        self.wrote();
+        self.wrote([Touched::Object(ObjectKey::new(Kind::Assignment, name))]);
         Ok(Some(generation))
     }
 
@@ -224,7 +225,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
         tx.commit().await?;
-        self.wrote();
+        self.wrote([Touched::Object(key.clone())]);
         Ok(done.rows_affected() == 1)
     }
 
@@ -239,7 +240,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        self.wrote();
+        self.wrote([Touched::Object(key.clone())]);
         Ok(())
     }
 
@@ -253,7 +254,7 @@ impl Store {
             sqlx::query(statement).bind(key.kind.as_str()).bind(&key.name).execute(&mut *tx).await?;
         }
         tx.commit().await?;
-        self.wrote();
+        self.wrote([Touched::Object(key.clone())]);
         Ok(())
     }
 
@@ -264,7 +265,7 @@ impl Store {
             .bind(status)
             .execute(self.pool())
             .await?;
-        self.wrote();
+        self.wrote([Touched::Object(key.clone())]);
         Ok(())
     }
 
@@ -275,7 +276,7 @@ impl Store {
             .bind(generation)
             .execute(self.pool())
             .await?;
-        self.wrote();
+        self.wrote([Touched::Object(key.clone())]);
         Ok(())
     }
 
@@ -311,7 +312,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        self.wrote();
+        self.wrote([Touched::Object(key.clone())]);
         Ok(Condition { last_transition_time: transition, ..condition.clone() })
     }
 

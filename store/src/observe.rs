@@ -3,15 +3,19 @@
 //! execution (lease, sessions, proposal), the latter decided from the record once it is read. A
 //! reconcile used to make each of these reads its own trip to the pool, about nine per Assignment;
 //! here they share one connection and one read transaction, so they also agree with one another.
+//! Also what a few writes touched (`changes.rs`), read back in one round trip for the status view.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use roundtable_specs::output::Condition;
 use roundtable_specs::session::SessionPhase;
 use roundtable_specs::{Kind, ObjectKey};
+use sqlx::Row as _;
 
 use crate::executions::{proposal_for_with, sessions_of_with};
 use crate::objects::{conditions_with, object_with};
 use crate::overrides::agent_override_with;
-use crate::{AgentOverride, LeaseRecord, ObjectRecord, ProposalRecord, Result, SessionRecord, Store};
+use crate::{AgentOverride, LeaseRecord, ObjectRecord, ProposalRecord, Result, SessionRecord, SourceSync, Store};
 
 /// What [`Store::observe`] reads.
 #[derive(Debug, Clone, Copy)]
@@ -130,5 +134,79 @@ impl Store {
         };
         tx.commit().await?;
         Ok((Observation { record, conditions, adapter, execution }, answer))
+    }
+}
+
+/// What [`Store::read_touched`] reads.
+#[derive(Debug, Clone, Copy)]
+pub struct TouchedReads<'a> {
+    /// Objects whose record and conditions are read.
+    pub objects: &'a BTreeSet<ObjectKey>,
+    /// Assignment names whose sessions are read.
+    pub sessions: &'a BTreeSet<String>,
+    /// Adapter names whose operator override is read.
+    pub overrides: &'a BTreeSet<String>,
+    /// Whether the source is read.
+    pub source: bool,
+}
+
+/// What [`Store::read_touched`] found: an entry for everything asked for.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TouchedState {
+    /// The record (`None`: not recorded) and its conditions (none without a record).
+    pub objects: BTreeMap<ObjectKey, (Option<ObjectRecord>, Vec<Condition>)>,
+    /// The sessions under each name, as [`Store::sessions`] without a name orders them.
+    pub sessions: BTreeMap<String, Vec<SessionRecord>>,
+    pub overrides: BTreeMap<String, Option<AgentOverride>>,
+    /// The source, when asked for.
+    pub source: Option<Option<SourceSync>>,
+}
+
+impl Store {
+    /// Reads what `reads` names in one round trip: one connection, one read transaction, so what
+    /// is read agrees with itself. A statement or two per thing named: for a few things, not for
+    /// every object (a caller with many reads everything instead).
+    pub async fn read_touched(&self, reads: TouchedReads<'_>) -> Result<TouchedState> {
+        let mut tx = self.pool().begin().await?;
+        let mut found = TouchedState::default();
+        for key in reads.objects {
+            let record = crate::objects::object_with(&mut *tx, key).await?;
+            let conditions = match record {
+                Some(_) => crate::objects::conditions_with(&mut *tx, key).await?,
+                None => Vec::new(),
+            };
+            found.objects.insert(key.clone(), (record, conditions));
+        }
+        for name in reads.sessions {
+            found.sessions.insert(name.clone(), crate::executions::sessions_named_with(&mut *tx, name).await?);
+        }
+        for name in reads.overrides {
+            found.overrides.insert(name.clone(), crate::overrides::agent_override_with(&mut *tx, name).await?);
+        }
+        if reads.source {
+            found.source = Some(crate::source::source_with(&mut *tx).await?);
+        }
+        tx.commit().await?;
+        Ok(found)
+    }
+
+    /// The keys of the objects recorded from spec file `files` (by the name a scan gives a file).
+    pub async fn object_keys_in(&self, files: &BTreeSet<String>) -> Result<Vec<ObjectKey>> {
+        let mut keys = Vec::new();
+        let mut tx = self.pool().begin().await?;
+        for file in files {
+            let rows = sqlx::query("SELECT kind, name FROM objects WHERE source_file = $1")
+                .bind(file)
+                .fetch_all(&mut *tx)
+                .await?;
+            for row in &rows {
+                let kind: String = row.try_get("kind")?;
+                let kind = roundtable_specs::Kind::parse(&kind)
+                    .ok_or_else(|| crate::Error::Corrupt(format!("object kind {kind:?}")))?;
+                keys.push(ObjectKey::new(kind, row.try_get::<String, _>("name")?));
+            }
+        }
+        tx.commit().await?;
+        Ok(keys)
     }
 }

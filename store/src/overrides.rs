@@ -121,7 +121,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        self.wrote();
+        self.wrote([crate::Touched::Override(adapter.to_owned())]);
         Ok(OverrideChange { before, after, active_sessions: active })
     }
 
@@ -144,7 +144,7 @@ impl Store {
             .fetch_optional(&mut *tx)
             .await?;
         tx.commit().await?;
-        self.wrote();
+        self.wrote([crate::Touched::Override(adapter.to_owned())]);
         row.as_ref().map(override_from_row).transpose()
     }
 
@@ -173,9 +173,9 @@ impl Store {
         if let Some(state) = state.filter(|s| !s.allows_sessions()) {
             return Err(StartRefused::Overridden { adapter: session.adapter.clone(), state });
         }
-        save_session_with(&mut *tx, session).await?;
+        let assignment = save_session_with(&mut *tx, session).await?;
         tx.commit().await.map_err(Error::from)?;
-        self.wrote();
+        self.wrote([crate::Touched::Sessions(assignment)]);
         Ok(())
     }
 }

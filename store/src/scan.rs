@@ -36,7 +36,7 @@ impl Store {
         }
         tx.commit().await?;
         // `status` shows a file that stops (or starts again) loading.
-        self.wrote();
+        self.wrote([]);
         Ok(())
     }
 

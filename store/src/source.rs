@@ -47,39 +47,44 @@ impl Store {
         .bind(now())
         .execute(self.pool())
         .await?;
-        self.wrote();
+        self.wrote([crate::Touched::Source]);
         Ok(())
     }
 
     /// Forgets the source: the desired state comes from a working tree again.
     pub async fn forget_source(&self) -> Result<()> {
         sqlx::query("DELETE FROM source_sync WHERE id = 1").execute(self.pool()).await?;
-        self.wrote();
+        self.wrote([crate::Touched::Source]);
         Ok(())
     }
 
     /// The store's source, if a controller reconciling committed state recorded one.
     pub async fn source(&self) -> Result<Option<SourceSync>> {
-        let row = sqlx::query(
-            "SELECT mode, url, branch, spec_path, commit_id, fetched_at, error, error_at, controller FROM source_sync WHERE id = 1",
-        )
-        .fetch_optional(self.pool())
-        .await?;
-        row.map(|row| {
-            Ok(SourceSync {
-                mode: row.try_get("mode")?,
-                url: row.try_get("url")?,
-                branch: row.try_get("branch")?,
-                spec_path: row.try_get("spec_path")?,
-                commit: row.try_get("commit_id")?,
-                fetched_at: row.try_get("fetched_at")?,
-                error: row.try_get("error")?,
-                error_at: row.try_get("error_at")?,
-                controller: row.try_get("controller")?,
-            })
-        })
-        .transpose()
+        source_with(self.pool()).await
     }
+}
+
+/// [`Store::source`] through `executor` (the pool, or a connection reading several things).
+pub(crate) async fn source_with(executor: impl sqlx::Executor<'_, Database = sqlx::Any>) -> Result<Option<SourceSync>> {
+    let row = sqlx::query(
+        "SELECT mode, url, branch, spec_path, commit_id, fetched_at, error, error_at, controller FROM source_sync WHERE id = 1",
+    )
+    .fetch_optional(executor)
+    .await?;
+    row.map(|row| {
+        Ok(SourceSync {
+            mode: row.try_get("mode")?,
+            url: row.try_get("url")?,
+            branch: row.try_get("branch")?,
+            spec_path: row.try_get("spec_path")?,
+            commit: row.try_get("commit_id")?,
+            fetched_at: row.try_get("fetched_at")?,
+            error: row.try_get("error")?,
+            error_at: row.try_get("error_at")?,
+            controller: row.try_get("controller")?,
+        })
+    })
+    .transpose()
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Watching a real daemon: `GET /v1/status?watch=true` delivers a spec edit within the debounce
 //! and one reconcile, a watch resumed from its last version misses nothing (or is told to relist
 //! when that version is gone), `/v1/events?watch=true` resumes the same way, and pages, `ETag`
-//! and `status` as a CLI process are served from the same materialised status.
+//! and `status` as a CLI process are served from the same materialised status; an Adapter disabled
+//! through the API reaches its Assignments' rows as a fresh computation of `status` shows them.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -197,4 +198,71 @@ async fn an_events_watch_resumes_after_the_last_event_it_saw() {
     let from: i64 = from.parse().expect("a number");
     assert!(ids.iter().all(|id| *id > from), "only events after {from}: {ids:?}");
     assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "none skipped: {ids:?}");
+}
+
+/// The rows of `kind` in a status list (`items`), by name.
+fn rows_of(list: &serde_json::Value, kind: &str) -> Vec<serde_json::Value> {
+    let mut rows: Vec<serde_json::Value> =
+        list["items"].as_array().into_iter().flatten().filter(|r| r["kind"] == kind).cloned().collect();
+    rows.sort_by_key(|r| r["name"].as_str().unwrap_or_default().to_owned());
+    rows
+}
+
+/// An Adapter disabled through the API moves the rows of the Assignments naming it (through their
+/// own reconciles, which its reconcile wakes): the watch gets the Assignment's new row within the
+/// debounce and a reconcile or two, and the daemon's view, rebuilt only where writes landed, is
+/// what `status` computed afresh in a process of its own says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adapter_disabled_through_the_api_reaches_the_rows_of_its_assignments() {
+    let Some(_engine) = crate::support::engine_or_skip().await else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write(root, "README.md", "# Project\n");
+    // Disabled in its spec, so nothing runs: the Assignments wait for it, saying why.
+    let mut specs =
+        format!("{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec: {{command: agent, enabled: false}}\n");
+    for i in 0..3 {
+        specs.push_str(&format!(
+            "---\n{API}\nkind: Assignment\nmetadata: {{name: task-{i}}}\nspec:\n  adapter: generic\n  task: {{id: T{i}, prompt: p}}\n  readablePaths: [README.md]\n"
+        ));
+    }
+    write(root, ".roundtable/specs.yaml", &specs);
+    commit_all(root);
+    let executions = tempfile::tempdir().expect("tempdir");
+    let _daemon = start_daemon(root, &["--workspace", "w"], executions.path());
+    let _show_log = ShowLogOnPanic(executions.path().join("daemon.log"), root.to_path_buf());
+    let state_dir = root.join(".roundtable/state");
+    let api = Api::of(&state_dir).await;
+    let says = |row: &serde_json::Value, words: &str| row["message"].as_str().is_some_and(|m| m.contains(words));
+    crate::support::wait_until("the Assignments wait for their disabled Adapter", || {
+        let rows = rows_of(&api.get("/v1/status").json(), "Assignment");
+        rows.len() == 3 && rows.iter().all(|r| says(r, "spec.enabled: false"))
+    })
+    .await;
+
+    let mut watch = open(&state_dir, "/v1/status?watch=true").await;
+    until(&mut watch, Duration::from_secs(10), |e| e.event == "BOOKMARK").await;
+    let disabled = api.call("POST", "/v1/workspaces/w/agents/generic/disable", &[], None);
+    assert_eq!(disabled.status, 200, "{}", disabled.text());
+    let moved = until(&mut watch, Duration::from_secs(10), |event| {
+        event.event == "MODIFIED"
+            && serde_json::from_str::<serde_json::Value>(&event.data)
+                .is_ok_and(|row| row["name"] == "task-1" && says(&row, "by an operator through the API"))
+    })
+    .await;
+    assert!(moved.iter().all(|e| e.event == "MODIFIED"), "only what changed is sent: {moved:?}");
+    crate::support::wait_until("every Assignment moved", || {
+        rows_of(&api.get("/v1/status").json(), "Assignment").iter().all(|r| says(r, "by an operator through the API"))
+    })
+    .await;
+
+    // The daemon's view is what a process computing everything afresh says.
+    let viewed = api.get("/v1/status").json();
+    let computed: serde_json::Value =
+        serde_json::from_str(&stdout(&roundtable(root, &["status", "-o", "json", "--retention", "30d"])))
+            .expect("json");
+    for kind in ["Adapter", "Assignment"] {
+        assert_eq!(rows_of(&viewed, kind), rows_of(&computed, kind), "{kind} rows");
+    }
+    assert!(says(&rows_of(&viewed, "Adapter")[0], "by an operator through the API"), "{viewed}");
 }
