@@ -72,11 +72,8 @@ pub async fn open_for_writing_specs(global: &Global) -> anyhow::Result<(Service,
         );
     }
     let in_a_checkout = tree.spec_dir.is_dir()
-        && std::process::Command::new("git")
-            .args(["rev-parse", "--is-inside-work-tree"])
-            .current_dir(&tree.spec_dir)
-            .output()
-            .is_ok_and(|out| out.status.success());
+        && roundtable_workspace::git::text(&tree.root, &["rev-parse", "--is-inside-work-tree"])
+            .is_ok_and(|t| t == "true");
     if !in_a_checkout {
         anyhow::bail!(
             "this project's daemon follows committed state (its specs are read from the exported tree {}, which the next commit replaces), so a file written there would vanish; pass --dir with the spec directory of a clone of the repository, then commit what is written under its admission/",
