@@ -467,13 +467,8 @@ impl Service {
         let record = self.store.object(key).await?;
         // This object's events: an earlier object of the same name had its own.
         let uid = record.as_ref().map(|r| r.uid.as_str()).unwrap_or_default();
-        let events: Vec<EventItem> = self
-            .store
-            .events(key, uid, RECENT_EVENTS)
-            .await?
-            .into_iter()
-            .map(|e| EventItem { at: e.at, object: e.object, type_: e.severity, reason: e.reason, message: e.message })
-            .collect();
+        let events: Vec<EventItem> =
+            self.store.events(key, uid, RECENT_EVENTS).await?.into_iter().map(|e| event_item(e).1).collect();
         Ok(DescribeItem {
             status: row,
             source_file: record.as_ref().map(|r| r.source_file.clone()),
@@ -499,10 +494,7 @@ impl Service {
         if events.is_empty() && !self.scan().await?.accepted().any(|object| object.key() == *key) {
             return Err(ServiceError::UnknownObject { key: key.clone() });
         }
-        Ok(events
-            .into_iter()
-            .map(|e| EventItem { at: e.at, object: e.object, type_: e.severity, reason: e.reason, message: e.message })
-            .collect())
+        Ok(events.into_iter().map(|e| event_item(e).1).collect())
     }
 
     /// Events of every object, newest first, older than event `before`; each with its ID (the
