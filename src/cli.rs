@@ -109,7 +109,7 @@ pub enum LogFormat {
     Json,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     Text,
     /// The text table with more columns, where a listing has them (`kubectl -o wide`).
@@ -117,6 +117,60 @@ pub enum Format {
     Json,
     /// The same document as `json`, as YAML (`kubectl -o yaml`).
     Yaml,
+    /// Each object as `Kind/name` (or `session/ID`), one per line (`kubectl -o name`).
+    Name,
+    /// `jsonpath=TEMPLATE`: kubectl's JSONPath template over the `json` document. The template
+    /// is parsed once, for the process's one output, so it is kept for its whole life.
+    JsonPath(&'static crate::jsonpath::Template),
+}
+
+impl Format {
+    /// Whether the output is a document (JSON, YAML or drawn from one) rather than a table.
+    pub fn is_document(self) -> bool {
+        !matches!(self, Format::Text | Format::Wide)
+    }
+}
+
+/// Reads `-o`: one of the plain formats, or `jsonpath=TEMPLATE`, each named in `--help` and
+/// completed by the shells.
+#[derive(Debug, Clone, Copy)]
+pub struct FormatParser;
+
+const PLAIN_FORMATS: [(&str, Format); 5] = [
+    ("text", Format::Text),
+    ("wide", Format::Wide),
+    ("json", Format::Json),
+    ("yaml", Format::Yaml),
+    ("name", Format::Name),
+];
+
+impl clap::builder::TypedValueParser for FormatParser {
+    type Value = Format;
+
+    fn parse_ref(
+        &self,
+        _command: &clap::Command,
+        _argument: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Format, clap::Error> {
+        let invalid = |message: String| clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{message}\n"));
+        let text = value.to_str().ok_or_else(|| invalid("the output format is not UTF-8".into()))?;
+        if let Some((_, format)) = PLAIN_FORMATS.iter().find(|(name, _)| *name == text) {
+            return Ok(*format);
+        }
+        if let Some(template) = text.strip_prefix("jsonpath=") {
+            let template = crate::jsonpath::Template::parse(template).map_err(|error| invalid(error.to_string()))?;
+            return Ok(Format::JsonPath(Box::leak(Box::new(template))));
+        }
+        Err(invalid(format!(
+            "invalid output format {text:?}: use text, wide, json, yaml, name or jsonpath=TEMPLATE (like jsonpath='{{.items[*].name}}')"
+        )))
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        let plain = PLAIN_FORMATS.iter().map(|(name, _)| clap::builder::PossibleValue::new(*name));
+        Some(Box::new(plain.chain([clap::builder::PossibleValue::new("jsonpath=TEMPLATE")])))
+    }
 }
 
 /// The shells `completion` writes for.
@@ -130,7 +184,7 @@ pub enum CompletionShell {
 #[derive(Debug, Args)]
 pub struct FormatArg {
     /// Output format (`-o`, as kubectl has it).
-    #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
+    #[arg(long, short = 'o', value_parser = FormatParser, default_value = "text")]
     pub format: Format,
 }
 
@@ -179,7 +233,15 @@ pub enum Command {
         watch: bool,
     },
     /// What reconciling now would change, terraform style, without changing anything.
-    Plan(FormatArg),
+    Plan {
+        #[command(flatten)]
+        format: FormatArg,
+        /// Plan the working tree's files (`--dir`) against the state, even when the daemon
+        /// follows committed state (`start --committed`, `--source`): an uncommitted edit's
+        /// preview, as `argocd app diff --local`.
+        #[arg(long)]
+        local: bool,
+    },
     /// One object's status, conditions, stored spec and recent events.
     Describe {
         /// KIND/NAME, like Adapter/codex.

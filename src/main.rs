@@ -2,6 +2,7 @@
 
 mod cli;
 mod commands;
+mod jsonpath;
 mod project;
 mod render;
 mod signals;
@@ -115,7 +116,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             commands::watch::status(global, format.format, retention.map(roundtable_specs::units::Duration::as_std))
                 .await
         }
-        Command::Plan(args) => commands::plan::run(global, args.format).await,
+        Command::Plan { format, local } => commands::plan::run(global, format.format, *local).await,
         Command::Describe { object, format } => commands::describe::run(global, object, format.format).await,
         Command::Events { object, limit, watch, format } => {
             let listed = commands::events::run(global, object.as_deref(), usize::from(*limit), format.format).await?;

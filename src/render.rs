@@ -39,6 +39,16 @@ pub fn age(rfc3339: &str) -> String {
     }
 }
 
+/// An RFC 3339 time to the second, in UTC (`2026-12-08T00:25:37Z`): what a reader needs of the
+/// store's nanoseconds. Text that is not a time is returned as it is.
+pub fn timestamp(rfc3339: &str) -> String {
+    let format = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
+    time::OffsetDateTime::parse(rfc3339, &time::format_description::well_known::Rfc3339)
+        .ok()
+        .and_then(|at| at.to_offset(time::UtcOffset::UTC).format(&format).ok())
+        .unwrap_or_else(|| rfc3339.to_owned())
+}
+
 /// How long from one RFC 3339 time to another (to now without one): `45s`, `3m12s`, `2h5m`;
 /// `-` when `from` does not parse.
 pub fn duration(from: &str, to: Option<&str>) -> String {
@@ -138,12 +148,45 @@ pub fn json<T: Serialize>(value: &T) -> anyhow::Result<String> {
     Ok(text)
 }
 
-/// A command's document in the structured format asked for: JSON, or the same as YAML.
+/// A command's document in the structured format asked for: JSON, the same as YAML, the names
+/// of its objects, or a JSONPath template's text drawn from it.
 pub fn document<T: Serialize>(format: crate::cli::Format, value: &T) -> anyhow::Result<String> {
+    use crate::cli::Format;
     match format {
-        crate::cli::Format::Yaml => Ok(yaml(&serde_json::to_value(value)?)),
-        crate::cli::Format::Json | crate::cli::Format::Text | crate::cli::Format::Wide => json(value),
+        Format::Yaml => Ok(yaml(&serde_json::to_value(value)?)),
+        Format::Name => Ok(names(&serde_json::to_value(value)?)),
+        Format::JsonPath(template) => {
+            let mut text = template.render(&serde_json::to_value(value)?);
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            Ok(text)
+        }
+        Format::Json | Format::Text | Format::Wide => json(value),
     }
+}
+
+/// `-o name`: each object of a list (or the one object) as `Kind/name`, one per line, as
+/// kubectl prints them; an item named only by an id is `session/ID`, `proposal/ID`, after its
+/// list's kind.
+fn names(document: &serde_json::Value) -> String {
+    let list_kind = document["kind"].as_str().unwrap_or_default();
+    let items: Vec<&serde_json::Value> = match document["items"].as_array() {
+        Some(items) if list_kind.ends_with("List") => items.iter().collect(),
+        _ => vec![document],
+    };
+    let singular = list_kind.trim_end_matches("List").to_ascii_lowercase();
+    items.into_iter().filter_map(|item| name_of(item, &singular)).map(|name| format!("{}\n", sanitize(&name))).collect()
+}
+
+fn name_of(item: &serde_json::Value, singular: &str) -> Option<String> {
+    let text = |value: &serde_json::Value| value.as_str().map(str::to_owned);
+    let kind_and_name =
+        |object: &serde_json::Value| Some(format!("{}/{}", text(&object["kind"])?, text(&object["name"])?));
+    kind_and_name(item)
+        .or_else(|| kind_and_name(&item["status"]))
+        .or_else(|| Some(format!("{}/{}", text(&item["kind"])?, text(&item["metadata"]["name"])?)))
+        .or_else(|| Some(format!("{singular}/{}", text(&item["id"]).or_else(|| text(&item["name"]))?)))
 }
 
 /// `value` as block-style YAML. Every string is written in double quotes with JSON's escapes,
@@ -171,7 +214,7 @@ fn yaml_block(value: &serde_json::Value, indent: usize, out: &mut String) {
         |v: &Value| matches!(v, Value::Object(m) if !m.is_empty()) || matches!(v, Value::Array(a) if !a.is_empty());
     match value {
         Value::Object(map) => {
-            for (key, child) in map {
+            for (key, child) in in_reading_order(map) {
                 out.push_str(&format!("{pad}{}:", yaml_key(key)));
                 if is_block(child) {
                     out.push('\n');
@@ -196,6 +239,18 @@ fn yaml_block(value: &serde_json::Value, indent: usize, out: &mut String) {
         }
         scalar => out.push_str(&format!("{pad}{}\n", yaml_scalar(scalar))),
     }
+}
+
+/// Keys a reader looks for first, as kubectl writes an object (`kind` and `metadata` before a
+/// list's `items`, `spec` before `status`); the rest follow in key order.
+const FIRST_KEYS: [&str; 6] = ["apiVersion", "kind", "metadata", "name", "spec", "status"];
+
+fn in_reading_order(map: &serde_json::Map<String, serde_json::Value>) -> Vec<(&String, &serde_json::Value)> {
+    let rank = |key: &str| FIRST_KEYS.iter().position(|first| *first == key).unwrap_or(FIRST_KEYS.len());
+    let mut entries: Vec<_> = map.iter().collect();
+    // Stable: keys of equal rank keep the map's (sorted) order.
+    entries.sort_by_key(|(key, _)| rank(key));
+    entries
 }
 
 fn yaml_scalar(value: &serde_json::Value) -> String {

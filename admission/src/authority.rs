@@ -441,13 +441,11 @@ impl Admitter {
         outcome
     }
 
-    /// Anchors each decision of `outcome` in the audit chain under `subject`, with the mode and
-    /// whether it blocked.
+    /// Anchors `outcome`'s decisions in the audit chain under `subject`, as one entry, with the
+    /// mode and which blocked.
     pub async fn record(&self, outcome: &GateOutcome, subject: &str) {
-        for decision in &outcome.decisions {
-            let blocked = decision.blocks(outcome.mode);
-            self.audit(subject, &GateRecorded { decision, mode: outcome.mode, blocked }).await;
-        }
+        let Some(first) = outcome.decisions.first() else { return };
+        self.audit(subject, &GateRecorded::of(&first.adapter, outcome.mode, &outcome.decisions)).await;
     }
 
     /// Appends `record` to the chain, when there is a key. The chain is evidence here, not a

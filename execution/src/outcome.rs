@@ -84,7 +84,7 @@ impl Stop {
             ),
             Stop::BudgetExceeded => Ending::failed(
                 SessionCause::BudgetExceeded,
-                "the session's budget was spent: the broker refused the next model request and the container was stopped (`sessions show` has the figures)",
+                "the session's budget was spent: the broker refused the next model request and the container was stopped",
             ),
             Stop::Superseded { by } => Ending {
                 phase: SessionPhase::Cancelled,

@@ -92,6 +92,7 @@ impl Inner {
             exit_code: session.exit_code,
             external_session_id: session.external_session_id.as_deref(),
             message: &session.message,
+            duration_ms,
         };
         self.audit(&session.id, &record).await;
     }

@@ -166,6 +166,9 @@ impl Inner {
                 if ending.phase == SessionPhase::Failed && said_anything {
                     ending.message.push_str(&format!("; its output: `roundtable sessions logs {}`", session.id));
                 }
+                if ending.cause == SessionCause::BudgetExceeded {
+                    ending.message.push_str(&format!("; what it spent: `roundtable sessions show {}`", session.id));
+                }
                 Err(ending)
             }
             None => Ok(printed),

@@ -3,7 +3,7 @@
 //! objects that disappeared become tombstones that drive a cleanup.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use roundtable_specs::Spec;
@@ -190,6 +190,25 @@ pub struct SyncCache {
     file_errors: Option<Vec<FileError>>,
 }
 
+/// Says in the daemon's log what a broken file's errors are, each once when it appears (not a
+/// bare count on every scan), and when a file that did not load loads again.
+fn log_file_errors(before: &[FileError], now: &[FileError]) {
+    for error in now.iter().filter(|error| !before.contains(error)) {
+        let field = if error.path.is_empty() { "-" } else { error.path.as_str() };
+        tracing::warn!(
+            file = %error.file, line = error.line, column = error.column, field,
+            "spec file does not load ({}:{}:{}): {}; its objects keep their last valid spec",
+            error.file, error.line, error.column, error.message
+        );
+    }
+    let broken: BTreeSet<&str> = now.iter().map(|error| error.file.as_str()).collect();
+    let mended: BTreeSet<&str> =
+        before.iter().map(|error| error.file.as_str()).filter(|file| !broken.contains(file)).collect();
+    for file in mended {
+        tracing::info!(file, "spec file loads again");
+    }
+}
+
 /// [`sync`] with a cache kept across calls.
 pub async fn sync_with<A: AuditSink>(
     store: &Store,
@@ -208,6 +227,7 @@ pub async fn sync_with<A: AuditSink>(
         })
         .collect();
     if cache.file_errors.as_ref() != Some(&file_errors) {
+        log_file_errors(cache.file_errors.as_deref().unwrap_or_default(), &file_errors);
         store.replace_file_errors(&file_errors).await?;
         cache.file_errors = Some(file_errors);
     }

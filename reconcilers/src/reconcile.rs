@@ -390,10 +390,13 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
                     )
                     .reusing(desired.execution_digest.clone(), desired.rerun);
                     self.executions.start(request).await?;
-                    let message = format!("execution attempt {attempt} queued");
-                    let reason = EventReason::ExecutionQueued.into();
-                    let event = AuditEvent { object: key.clone(), warning: false, reason, message };
-                    self.audit.record(event).await?;
+                    // A first attempt is the `Queued` condition's own event; a retry is news.
+                    if *attempt > 1 {
+                        let message = format!("execution attempt {attempt} queued: a retry");
+                        let reason = EventReason::ExecutionQueued.into();
+                        let event = AuditEvent { object: key.clone(), warning: false, reason, message };
+                        self.audit.record(event).await?;
+                    }
                     continue;
                 }
                 Change::CancelExecution => {
@@ -428,9 +431,13 @@ impl<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend> Objec
             {
                 self.images.record_gates(key, gates).await;
             }
-            // Ready transitions are events an operator wants to see.
+            // Ready transitions are events an operator wants to see; waiting a moment for an
+            // Adapter not reconciled yet (a first start's ordering) is not one.
+            let settling =
+                |c: &Condition| c.status == ConditionStatus::Unknown && c.reason == reason::ADAPTER_NOT_READY;
             if let Change::SetCondition(condition) = change
                 && condition.type_ == READY
+                && !settling(condition)
                 && conditions::find(before, READY)
                     .is_none_or(|c| c.status != condition.status || c.reason != condition.reason)
             {

@@ -6,9 +6,10 @@ pub mod row;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use roundtable_specs::field_changes::{FieldChange, changed_fields};
 use roundtable_specs::output::{Condition, ConditionStatus, Health, ObjectStatus, PlannedChange, SyncStatus};
 use roundtable_specs::session::SessionPhase;
-use roundtable_specs::{Kind, ObjectKey};
+use roundtable_specs::{Kind, ObjectKey, Spec};
 use roundtable_store::{AgentOverride, ObjectRecord, SessionRecord, Store};
 
 use crate::backend::{AuditSink, BackendError, Change, ExecutionBackend, ImageBackend, StatusBackend};
@@ -356,6 +357,18 @@ fn describe_change(change: &Change) -> String {
     }
 }
 
+/// The fields of `object` that differ from its recorded spec; for an Assignment those whose
+/// change starts a new execution are marked.
+fn spec_fields_changed(record: &ObjectRecord, object: &Declared<'_>) -> Vec<FieldChange> {
+    let recorded: serde_json::Value = serde_json::from_str(&record.spec_json).unwrap_or_default();
+    let declared = roundtable_specs::resource::to_value(object.metadata(), object.spec());
+    let replacing = match object.spec() {
+        Spec::Assignment(spec) => spec.run_fields().paths(),
+        _ => Vec::new(),
+    };
+    changed_fields(&recorded, &declared, &replacing)
+}
+
 /// `plan`: what reconciling now would change, terraform style, without changing anything.
 pub async fn plan<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionBackend>(
     store: &Store,
@@ -366,31 +379,31 @@ pub async fn plan<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionB
     let records: BTreeMap<ObjectKey, ObjectRecord> =
         store.objects().await?.into_iter().map(|r| (r.key.clone(), r)).collect();
     let mut lines = Vec::new();
-    let mut push = |op: &str, key: &ObjectKey, summary: String| {
-        lines.push(PlannedChange { op: op.into(), object: key.to_string(), summary });
+    let mut push = |op: &str, key: &ObjectKey, summary: String, fields: Vec<FieldChange>| {
+        lines.push(PlannedChange { op: op.into(), object: key.to_string(), summary, fields });
     };
     for (key, object) in &declared {
         let record = records.get(key);
         let generation = match record {
             None => {
-                push("+", key, "create at generation 1".into());
+                push("+", key, "create at generation 1".into(), Vec::new());
                 1
             }
             Some(record) if record.deleted_at.is_some() => {
-                push("+", key, "declared again: a new object (a new uid) at generation 1".into());
+                push("+", key, "declared again: a new object (a new uid) at generation 1".into(), Vec::new());
                 1
             }
             Some(record) if object.digest() != record.spec_digest => {
                 let replaced =
                     key.kind == Kind::Assignment && object.execution_digest() != record.execution_digest.as_deref();
+                let fields = spec_fields_changed(record, object);
+                let generations = format!("generation {} → {}", record.generation, record.generation + 1);
                 if replaced {
-                    push("-/+", key, "run fields changed: a new execution replaces the current one".into());
+                    let summary =
+                        format!("run fields changed ({generations}): a new execution replaces the current one");
+                    push("-/+", key, summary, fields);
                 } else {
-                    push(
-                        "~",
-                        key,
-                        format!("spec changed: generation {} → {}", record.generation, record.generation + 1),
-                    );
+                    push("~", key, format!("spec changed: {generations}"), fields);
                 }
                 record.generation + 1
             }
@@ -417,10 +430,10 @@ pub async fn plan<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionB
         match reconciler.observe(&desired).await {
             Ok(observed) => {
                 for change in ObjectReconciler::<S, I, A, X>::plan(&desired, &observed) {
-                    push("~", key, describe_change(&change));
+                    push("~", key, describe_change(&change), Vec::new());
                 }
             }
-            Err(error) => push("?", key, format!("cannot observe: {error}")),
+            Err(error) => push("?", key, format!("cannot observe: {error}"), Vec::new()),
         }
     }
     for (key, record) in &records {
@@ -432,14 +445,14 @@ pub async fn plan<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionB
         }
         if let Some(held) = scan.held(key) {
             let recorded = if record.deleted_at.is_none() { "kept at its recorded spec" } else { "not recorded" };
-            push("!", key, format!("{held} ({recorded})"));
+            push("!", key, format!("{held} ({recorded})"), Vec::new());
             continue;
         }
-        push("-", key, format!("no longer declared (was in {}): clean up and forget", record.source_file));
+        push("-", key, format!("no longer declared (was in {}): clean up and forget", record.source_file), Vec::new());
     }
     for key in scan.contested.keys().filter(|key| !records.contains_key(key)) {
         if let Some(held) = scan.held(key) {
-            push("!", key, format!("{held} (not recorded)"));
+            push("!", key, format!("{held} (not recorded)"), Vec::new());
         }
     }
     Ok(lines)

@@ -183,6 +183,7 @@ impl EngineUnreachable {
             op: "?".into(),
             object: format!("Engine/{}", self.endpoint),
             summary: format!("{self}; what images and executions need cannot be told"),
+            fields: Vec::new(),
         }
     }
 }

@@ -110,6 +110,17 @@ pub struct RunFields<'a> {
     pub requires: &'a [Capability],
 }
 
+impl RunFields<'_> {
+    /// The resource paths of the run fields (`spec.task`, …): a change under one of them starts a
+    /// new execution.
+    pub fn paths(&self) -> Vec<String> {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(fields)) => fields.keys().map(|key| format!("spec.{key}")).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
 impl AssignmentSpec {
     pub fn run_fields(&self) -> RunFields<'_> {
         RunFields {

@@ -114,6 +114,9 @@ pub struct SessionEnded<'a> {
     pub exit_code: Option<i64>,
     pub external_session_id: Option<&'a str>,
     pub message: &'a str,
+    /// From start to end, in milliseconds; `null` when it never started. Entries sealed before
+    /// this field was added lack it.
+    pub duration_ms: Option<i64>,
 }
 
 impl AuditRecord for SessionEnded<'_> {
@@ -261,13 +264,34 @@ impl AuditRecord for AcceptStep<'_> {
 
 // === admission ===
 
-/// `admission.gate`: the decision as listings show it, with the mode and whether it blocked.
+/// `admission.gate`: one spawn's (or one refusal's) admission, every gate's decision in one
+/// entry, with the mode. Entries sealed before this shape held one decision each, flattened
+/// beside `mode` and `blocked`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GateRecorded<'a> {
+    pub adapter: &'a str,
+    pub mode: AdmissionMode,
+    /// Whether any decision kept the spawn from starting.
+    pub blocked: bool,
+    pub decisions: Vec<DecisionRecorded<'a>>,
+}
+
+/// One gate's decision as [`GateRecorded`] seals it, with whether it blocked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DecisionRecorded<'a> {
     #[serde(flatten)]
     pub decision: &'a GateDecision,
-    pub mode: AdmissionMode,
     pub blocked: bool,
+}
+
+impl<'a> GateRecorded<'a> {
+    /// The record of `decisions` taken under `mode` for `adapter`.
+    pub fn of(adapter: &'a str, mode: AdmissionMode, decisions: &'a [GateDecision]) -> Self {
+        let decisions: Vec<DecisionRecorded<'a>> =
+            decisions.iter().map(|decision| DecisionRecorded { decision, blocked: decision.blocks(mode) }).collect();
+        let blocked = decisions.iter().any(|d| d.blocked);
+        Self { adapter, mode, blocked, decisions }
+    }
 }
 
 impl AuditRecord for GateRecorded<'_> {
@@ -560,11 +584,13 @@ mod tests {
             exit_code: None,
             external_session_id: None,
             message: "m",
+            duration_ms: None,
         };
         assert_eq!(
             value(&ended),
             json!({"assignment": "a", "executionGeneration": 1, "attempt": 2, "adapter": "mock", "image": null,
-                "phase": "Failed", "cause": null, "exitCode": null, "externalSessionId": null, "message": "m"})
+                "phase": "Failed", "cause": null, "exitCode": null, "externalSessionId": null, "message": "m",
+                "durationMs": null})
         );
     }
 
@@ -621,12 +647,16 @@ mod tests {
             remediation: String::new(),
             receipt: None,
         };
-        let gate = GateRecorded { decision: &decision, mode: AdmissionMode::Enforce, blocked: true };
+        let decisions = [decision];
+        let gate = GateRecorded::of("a", AdmissionMode::Enforce, &decisions);
         assert_eq!(
             value(&gate),
-            json!({"gate": "admission", "adapter": "a", "verdict": "refuse", "reason": "no_contract", "message": "m",
-                "mode": "enforce", "blocked": true})
+            json!({"adapter": "a", "mode": "enforce", "blocked": true, "decisions": [
+                {"gate": "admission", "adapter": "a", "verdict": "refuse", "reason": "no_contract", "message": "m",
+                 "blocked": true}]})
         );
+        let audited = GateRecorded::of("a", AdmissionMode::Warn, &decisions);
+        assert!(!audited.blocked, "a warn-mode refusal of the admission gate does not block");
         let receipt = ReceiptSealed {
             adapter: "a",
             receipt: "id",

@@ -15,6 +15,7 @@ pub mod diagnostics;
 pub mod digest;
 pub mod egress;
 pub mod events;
+pub mod field_changes;
 pub mod field_patterns;
 pub mod finding;
 pub mod layout;

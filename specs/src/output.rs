@@ -220,6 +220,9 @@ pub struct PlannedChange {
     /// `KIND/NAME`.
     pub object: String,
     pub summary: String,
+    /// For a changed object: each field that changed, old → new.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<crate::field_changes::FieldChange>,
 }
 
 impl ListItem for PlannedChange {
@@ -279,10 +282,6 @@ pub struct DescribeItem {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed: Option<serde_json::Value>,
     pub events: Vec<EventItem>,
-}
-
-impl ListItem for DescribeItem {
-    const LIST_KIND: &'static str = "DescribeList";
 }
 
 // === executions ===

@@ -167,7 +167,7 @@ pub fn all() -> Vec<(String, String)> {
         render::<List<ObjectStatus>>("outputs/object-status-list.json", "ObjectStatusList"),
         render::<List<PlannedChange>>("outputs/planned-change-list.json", "PlannedChangeList"),
         render::<List<EventItem>>("outputs/event-list.json", "EventList"),
-        render::<List<DescribeItem>>("outputs/describe-list.json", "DescribeList"),
+        render::<DescribeItem>("outputs/describe.json", "DescribeItem"),
         render::<List<SessionItem>>("outputs/session-list.json", "SessionList"),
         render::<List<ProposalItem>>("outputs/proposal-list.json", "ProposalList"),
         render::<List<AdmissionItem>>("outputs/admission-list.json", "AdmissionList"),

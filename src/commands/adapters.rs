@@ -13,7 +13,9 @@ pub fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
         eprintln!("{}", render::sanitize(&error.to_string()));
     }
     match format {
-        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(items))?),
+        Format::Json | Format::Yaml | Format::Name | Format::JsonPath(_) => {
+            print!("{}", render::document(format, &List::of(items))?)
+        }
         Format::Text | Format::Wide => {
             let rows: Vec<Vec<String>> = items
                 .iter()
@@ -73,7 +75,7 @@ pub async fn plan(
         })
         .collect();
     match format {
-        Format::Json | Format::Yaml => {
+        Format::Json | Format::Yaml | Format::Name | Format::JsonPath(_) => {
             let value = serde_json::json!({
                 "provider": plan.provider,
                 "argv": plan.argv,
@@ -150,7 +152,7 @@ pub async fn capture(global: &Global, name: &str, truncated: bool, format: Forma
         Err(reason) => (None, Some(reason.to_string())),
     };
     match format {
-        Format::Json | Format::Yaml => {
+        Format::Json | Format::Yaml | Format::Name | Format::JsonPath(_) => {
             let value = serde_json::json!({"sessionId": id, "reason": reason, "usage": captured.usage});
             print!("{}", render::document(format, &value)?);
         }

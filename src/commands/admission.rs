@@ -108,7 +108,9 @@ pub async fn check(global: &Global, name: &str, seal: bool, format: Format) -> a
         Err(error) => return Err(error.into()),
     };
     match format {
-        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(vec![item.clone()]))?),
+        Format::Json | Format::Yaml | Format::Name | Format::JsonPath(_) => {
+            print!("{}", render::document(format, &List::of(vec![item.clone()]))?)
+        }
         Format::Text | Format::Wide => print_check(&item),
     }
     if let Some(spec_dir) = to_commit {
@@ -126,7 +128,9 @@ pub async fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
     let admitter = service.admitter(binary()?, None);
     let items = service.admission_list(&admitter).await?;
     match format {
-        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(items))?),
+        Format::Json | Format::Yaml | Format::Name | Format::JsonPath(_) => {
+            print!("{}", render::document(format, &List::of(items))?)
+        }
         Format::Text | Format::Wide => {
             let rows: Vec<Vec<String>> = items
                 .iter()
@@ -176,7 +180,9 @@ pub async fn canary(global: &Global, name: &str, ttl: std::time::Duration, forma
         Err(error) => return Err(error.into()),
     };
     match format {
-        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(vec![item.clone()]))?),
+        Format::Json | Format::Yaml | Format::Name | Format::JsonPath(_) => {
+            print!("{}", render::document(format, &List::of(vec![item.clone()]))?)
+        }
         Format::Text | Format::Wide => {
             println!(
                 "canary {} in {}: {} ({})",

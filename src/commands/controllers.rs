@@ -71,7 +71,7 @@ pub async fn run(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
         .collect();
     let desired = store.desired_revision().await?;
     match format {
-        Format::Json | Format::Yaml => {
+        Format::Json | Format::Yaml | Format::Name | Format::JsonPath(_) => {
             let desired =
                 desired.map(|d| serde_json::json!({"revision": d.revision, "controller": d.controller, "at": d.at}));
             let body =

@@ -70,7 +70,9 @@ pub async fn accept(global: &Global, args: AcceptArgs<'_>) -> anyhow::Result<Exi
     let decision = &accepted.decision;
     refresh_assignment(global, &service, &accepted.proposal).await;
     match args.format {
-        Format::Json | Format::Yaml => print!("{}", render::document(args.format, &decision)?),
+        Format::Json | Format::Yaml | Format::Name | Format::JsonPath(_) => {
+            print!("{}", render::document(args.format, &decision)?)
+        }
         Format::Text | Format::Wide => {
             println!(
                 "accepted {} as {} on {}",

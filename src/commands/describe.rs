@@ -4,8 +4,8 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use roundtable_service::ServiceError;
+use roundtable_specs::ObjectKey;
 use roundtable_specs::output::DescribeItem;
-use roundtable_specs::{List, ObjectKey};
 
 use crate::cli::{Format, Global};
 use crate::commands::state::open_for_reading;
@@ -32,7 +32,10 @@ pub async fn run(global: &Global, object: &str, format: Format) -> anyhow::Resul
         Err(error) => return Err(error.into()),
     };
     match format {
-        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(vec![item]))?),
+        // One object, as `GET /v1/assignments/{name}` answers, not a list of one.
+        Format::Json | Format::Yaml | Format::Name | Format::JsonPath(_) => {
+            print!("{}", render::document(format, &item)?)
+        }
         Format::Text | Format::Wide => print!("{}", render::sanitize_block(&text(&item))),
     }
     Ok(ExitCode::SUCCESS)
@@ -56,6 +59,10 @@ fn text(item: &DescribeItem) -> String {
         out.push_str(&format!("Observed:    {}\n", render::sanitize(&observed.to_string())));
         out.push_str(&admission_text(observed));
     }
+    if let Some(spec) = item.spec.as_ref().map(|resource| &resource["spec"]).filter(|spec| !spec.is_null()) {
+        out.push_str("\nSpec:\n");
+        out.push_str(&indent(&render::yaml(spec)));
+    }
     out.push_str("\nConditions:\n");
     let conditions: Vec<Vec<String>> = status
         .conditions
@@ -65,22 +72,27 @@ fn text(item: &DescribeItem) -> String {
                 c.type_.clone(),
                 format!("{:?}", c.status),
                 c.reason.clone(),
-                c.last_transition_time.clone(),
+                render::timestamp(&c.last_transition_time),
                 c.message.clone(),
             ]
         })
         .collect();
     out.push_str(&indent(&render::table(&["TYPE", "STATUS", "REASON", "LAST TRANSITION", "MESSAGE"], &conditions)));
     out.push_str("\nEvents:\n");
-    let events: Vec<Vec<String>> =
-        item.events.iter().map(|e| vec![e.at.clone(), e.type_.clone(), e.reason.clone(), e.message.clone()]).collect();
-    out.push_str(&indent(&render::table(&["AT", "TYPE", "REASON", "MESSAGE"], &events)));
+    let events: Vec<Vec<String>> = item
+        .events
+        .iter()
+        .map(|e| vec![render::age(&e.at), e.type_.clone(), e.reason.clone(), e.message.clone()])
+        .collect();
+    out.push_str(&indent(&render::table(&["AGE", "TYPE", "REASON", "MESSAGE"], &events)));
     out
 }
 
 /// An Adapter's admission, readable: the receipt (id, verdict, expiry) and the evidence.
 fn admission_text(observed: &serde_json::Value) -> String {
     let text = |value: &serde_json::Value| render::sanitize(value.as_str().unwrap_or("-"));
+    let time =
+        |value: &serde_json::Value| render::sanitize(&value.as_str().map_or_else(|| "-".into(), render::timestamp));
     let mut out = String::new();
     let (receipt, evidence) = (&observed["receipt"], &observed["evidence"]);
     if observed["admission"].is_array() {
@@ -102,8 +114,8 @@ fn admission_text(observed: &serde_json::Value) -> String {
                 "  Receipt:       {} ({}) sealed {}, expires {}\n",
                 text(&receipt["id"]),
                 text(&receipt["verdict"]),
-                text(&receipt["generatedAt"]),
-                text(&receipt["expiresAt"])
+                time(&receipt["generatedAt"]),
+                time(&receipt["expiresAt"])
             )),
             false => out.push_str("  Receipt:       none\n"),
         }

@@ -28,7 +28,9 @@ pub async fn run(format: Format) -> anyhow::Result<ExitCode> {
     };
     let healthy = report.reachable && report.features.iter().filter(|f| is_required(&f.name)).all(|f| f.available);
     match format {
-        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(vec![report]))?),
+        Format::Json | Format::Yaml | Format::Name | Format::JsonPath(_) => {
+            print!("{}", render::document(format, &List::of(vec![report]))?)
+        }
         Format::Text | Format::Wide => {
             let or_dash = |value: &Option<String>| value.clone().unwrap_or_else(|| "-".into());
             println!("endpoint:        {}", report.endpoint);

@@ -28,7 +28,9 @@ pub async fn run(global: &Global, object: Option<&str>, limit: usize, format: Fo
         None => service.events(None, limit).await?.into_iter().map(|(_, item)| item).collect(),
     };
     match format {
-        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(items))?),
+        Format::Json | Format::Yaml | Format::Name | Format::JsonPath(_) => {
+            print!("{}", render::document(format, &List::of(items))?)
+        }
         Format::Text | Format::Wide => {
             let rows: Vec<Vec<String>> = items
                 .iter()

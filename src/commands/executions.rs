@@ -16,7 +16,9 @@ pub async fn sessions_list(global: &Global, format: Format) -> anyhow::Result<Ex
     crate::commands::state::refuse_outside_a_project(global)?;
     let items = open_for_reading(global).await?.sessions().await?;
     match format {
-        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(items))?),
+        Format::Json | Format::Yaml | Format::Name | Format::JsonPath(_) => {
+            print!("{}", render::document(format, &List::of(items))?)
+        }
         Format::Text | Format::Wide => {
             let rows = items
                 .iter()
@@ -55,7 +57,9 @@ pub async fn sessions_list(global: &Global, format: Format) -> anyhow::Result<Ex
 pub async fn sessions_show(global: &Global, id: &str, format: Format) -> anyhow::Result<ExitCode> {
     let item = open_for_reading(global).await?.session(id).await?;
     match format {
-        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(vec![item]))?),
+        Format::Json | Format::Yaml | Format::Name | Format::JsonPath(_) => {
+            print!("{}", render::document(format, &List::of(vec![item]))?)
+        }
         Format::Text | Format::Wide => print!("{}", session_text(&item)),
     }
     Ok(ExitCode::SUCCESS)
@@ -228,7 +232,7 @@ pub async fn sessions_logs(global: &Global, id: &str, follow: bool, format: Form
         }
     }
     let logs = open_for_reading(global).await?.session_logs(id).await?;
-    if matches!(format, Format::Json | Format::Yaml) {
+    if format.is_document() {
         let body = SessionLogsBody {
             session: logs.session,
             stdout: String::from_utf8_lossy(&logs.stdout).into_owned(),
@@ -316,7 +320,9 @@ pub async fn proposals_list(
     let mut items = open_for_reading(global).await?.proposals().await?;
     items.retain(|item| state.is_none_or(|state| item.state == state));
     match format {
-        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(items))?),
+        Format::Json | Format::Yaml | Format::Name | Format::JsonPath(_) => {
+            print!("{}", render::document(format, &List::of(items))?)
+        }
         Format::Text | Format::Wide => {
             let rows = items
                 .iter()
@@ -361,7 +367,9 @@ pub async fn proposals_show(global: &Global, id: &str, format: Format) -> anyhow
     let findings = service.proposal_findings(&found.item.id, key.as_ref()).await?;
     let (item, patch) = (found.item, found.patch);
     match format {
-        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(vec![item]))?),
+        Format::Json | Format::Yaml | Format::Name | Format::JsonPath(_) => {
+            print!("{}", render::document(format, &List::of(vec![item]))?)
+        }
         Format::Text | Format::Wide => {
             println!("Proposal:    {}", render::sanitize(&item.id));
             println!(

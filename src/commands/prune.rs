@@ -39,7 +39,9 @@ pub async fn run(global: &Global, retention: Duration, dry_run: bool, format: Fo
         })
         .collect();
     match format {
-        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(rows))?),
+        Format::Json | Format::Yaml | Format::Name | Format::JsonPath(_) => {
+            print!("{}", render::document(format, &List::of(rows))?)
+        }
         Format::Text | Format::Wide => {
             if rows.is_empty() {
                 println!("Nothing to prune.");

@@ -20,7 +20,9 @@ pub async fn register(global: &Global, request: RegisterRequest, format: Format)
     };
     crate::commands::audit::record_operator(global, &item.id, record).await?;
     match format {
-        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(vec![item]))?),
+        Format::Json | Format::Yaml | Format::Name | Format::JsonPath(_) => {
+            print!("{}", render::document(format, &List::of(vec![item]))?)
+        }
         Format::Text | Format::Wide => {
             println!("registered session {} for assignment {}", item.id, item.assignment);
             match item.detail.agent.as_ref().and_then(|agent| agent.resume_command.as_ref()) {
@@ -35,7 +37,9 @@ pub async fn register(global: &Global, request: RegisterRequest, format: Format)
 pub async fn resume(global: &Global, assignment: Option<&str>, format: Format) -> anyhow::Result<ExitCode> {
     let briefing = open_for_writing(global).await?.resume(assignment).await?;
     match format {
-        Format::Json | Format::Yaml => print!("{}", render::document(format, &briefing)?),
+        Format::Json | Format::Yaml | Format::Name | Format::JsonPath(_) => {
+            print!("{}", render::document(format, &briefing)?)
+        }
         Format::Text | Format::Wide => {
             print!("{}", render::sanitize_block(&briefing.text));
             for claim in &briefing.released {

@@ -29,6 +29,18 @@ pub async fn open_for_reading(global: &Global) -> anyhow::Result<Service> {
     Ok(service.with_anchor_key(key, missing))
 }
 
+/// [`open_for_reading`] with the specs read from the working tree (`--dir`) rather than from the
+/// tree the daemon follows: the state is the daemon's, the files are the uncommitted ones
+/// (`plan --local`). Unmarked, the two are the same.
+pub async fn open_working_tree_for_reading(global: &Global) -> anyhow::Result<Service> {
+    let followed = global.project()?.clone();
+    let tree = global.working_tree()?;
+    let project = roundtable_source::Project { spec_dir: tree.spec_dir, root: tree.root, ..followed };
+    let service = Service::open_for_reading(&project, runtime().await).await?;
+    let (key, missing) = anchor_key(global);
+    Ok(service.with_anchor_key(key, missing))
+}
+
 /// For a listing of what ran (sessions, proposals): outside any project (no spec directory and
 /// no state store) an empty table would read as "nothing has run here", so it is refused.
 pub fn refuse_outside_a_project(global: &Global) -> anyhow::Result<()> {

@@ -21,7 +21,9 @@ pub async fn run(
 ) -> anyhow::Result<ExitCode> {
     let rows = rows(global, retention).await?;
     match format {
-        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(rows.clone()))?),
+        Format::Json | Format::Yaml | Format::Name | Format::JsonPath(_) => {
+            print!("{}", render::document(format, &List::of(rows.clone()))?)
+        }
         Format::Text | Format::Wide => {
             let source = rows.iter().find(|row| row.kind == "Source").map_or("working tree", |row| row.name.as_str());
             println!("source: {source}");

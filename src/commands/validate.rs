@@ -16,7 +16,9 @@ pub fn run(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
     };
     let errors = scanned.errors().count();
     match format {
-        Format::Json | Format::Yaml => print!("{}", render::document(format, &List::of(scanned.findings))?),
+        Format::Json | Format::Yaml | Format::Name | Format::JsonPath(_) => {
+            print!("{}", render::document(format, &List::of(scanned.findings))?)
+        }
         Format::Text | Format::Wide => {
             for finding in &scanned.findings {
                 println!("{}", render::sanitize(&finding.to_string()));

@@ -72,6 +72,10 @@ fn print_change<T: Serialize>(format: Format, type_: &str, object: &T) -> std::i
     match format {
         // A stream of YAML documents, each begun by `---`.
         Format::Yaml => print!("---\n{}", render::document(Format::Yaml, &watched).map_err(std::io::Error::other)?),
+        // Drawn from the object that changed, as `kubectl get -w -o name` prints it.
+        Format::Name | Format::JsonPath(_) => {
+            print!("{}", render::document(format, object).map_err(std::io::Error::other)?)
+        }
         _ => println!("{}", serde_json::to_string(&watched).map_err(std::io::Error::other)?),
     }
     std::io::stdout().flush()

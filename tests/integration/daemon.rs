@@ -142,10 +142,28 @@ fn plan_describe_and_reconcile_without_a_daemon() {
     assert!(shown.contains("Generation:  1 (observed 1)"), "{shown}");
     assert!(shown.contains("NoImageNeeded"), "{shown}");
     assert!(shown.contains("SpecChanged"), "events are listed: {shown}");
+    // One object, as the API answers it: not a list of one.
     let as_json = roundtable(root, &["describe", "Adapter/mock", "--format", "json"]);
-    let list: Value = serde_json::from_str(&stdout(&as_json)).expect("json");
-    assert_eq!(list["kind"], "DescribeList");
-    assert_eq!(list["items"][0]["status"]["health"], "Healthy");
+    let item: Value = serde_json::from_str(&stdout(&as_json)).expect("json");
+    assert_eq!(item["status"]["health"], "Healthy", "{item:#}");
+    assert_eq!(item["items"], Value::Null, "{item:#}");
+    // YAML as kubectl writes it: the stored resource's kind and metadata before its spec.
+    let as_yaml = stdout(&roundtable(root, &["describe", "Adapter/mock", "-o", "yaml"]));
+    assert!(as_yaml.starts_with("spec:\n  apiVersion: "), "{as_yaml}");
+    let (kind, metadata, spec) = (as_yaml.find("\n  kind: "), as_yaml.find("\n  metadata:"), as_yaml.find("\n  spec:"));
+    assert!(kind < metadata && metadata < spec && kind.is_some(), "{as_yaml}");
+    // `-o name` and a JSONPath template, over listings and one object alike.
+    assert_eq!(stdout(&roundtable(root, &["describe", "adapters/mock", "-o", "name"])), "Adapter/mock\n");
+    let names = stdout(&roundtable(root, &["status", "-o", "name"]));
+    assert!(names.lines().any(|line| line == "Adapter/mock"), "{names}");
+    let health = roundtable(
+        root,
+        &["status", "-o", r#"jsonpath={range .items[?(@.kind=="Adapter")]}{.name}={.health}{"\n"}{end}"#],
+    );
+    assert!(stdout(&health).lines().any(|line| line == "mock=Healthy"), "{}{}", stdout(&health), stderr(&health));
+    let broken = roundtable(root, &["status", "-o", "jsonpath={.items"]);
+    assert_eq!(broken.status.code(), Some(2), "a broken template is a usage error");
+    assert!(stderr(&broken).contains("unclosed '{'"), "{}", stderr(&broken));
 
     assert_eq!(roundtable(root, &["describe", "Widget/x"]).status.code(), Some(1));
     assert_eq!(roundtable(root, &["reconcile", "Adapter/nothing"]).status.code(), Some(1));

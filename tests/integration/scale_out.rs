@@ -265,7 +265,7 @@ async fn a_checkout_one_commit_behind_never_rolls_an_object_back() {
     let _log_behind = ShowLogOnPanic(behind.executions.path().join("daemon.log"), second.path().to_path_buf());
     let prompt = |root: &Path| {
         let described = json(&rt(root, &store, &key, &["describe", "Assignment/a00", "--format", "json"]));
-        let item = &described["items"][0];
+        let item = &described;
         (item["spec"].to_string(), item["status"]["generation"].as_i64())
     };
     wait_until_within("the older checkout to write first", Duration::from_secs(30), || {

@@ -351,7 +351,12 @@ impl Store {
             Err(broken) => return Ok(Err(broken)),
         };
         for stored in all.iter().filter(|stored| in_range(&&stored.row)) {
-            let edited = EntryView::of(&stored.row.entry).map(|sealed| sealed.first_difference(&stored.columns));
+            // Columns appended before entries were summarised hold the view of then.
+            let edited = EntryView::of(&stored.row.entry).map(|sealed| {
+                sealed
+                    .first_difference(&stored.columns)
+                    .filter(|_| sealed.legacy().first_difference(&stored.columns).is_some())
+            });
             match edited {
                 None => return Ok(Err(ChainBreak::BadMac { seq: stored.row.seq })),
                 Some(Some(column)) => return Ok(Err(ChainBreak::ColumnEdited { seq: stored.row.seq, column })),

@@ -29,9 +29,20 @@ impl EntryView {
         let (severity, reason, message) = if kind == RECONCILE_EVENT {
             (from_record("severity")?, from_record("reason")?, from_record("message")?)
         } else {
-            ("Normal".to_owned(), kind.to_owned(), format!("audited {kind}"))
+            let (warning, message) = summary(kind, record).unwrap_or_else(|| (false, format!("audited {kind}")));
+            (if warning { "Warning" } else { "Normal" }.to_owned(), kind.to_owned(), message)
         };
         Some(Self { at: at.to_owned(), kind: object_kind.to_owned(), name: name.to_owned(), severity, reason, message })
+    }
+
+    /// The view appends wrote before entries were summarised (`Normal`, `audited KIND`): what
+    /// `audit verify` also accepts in the stored columns of an entry sealed then. It is drawn
+    /// from the entry's kind alone, so it says nothing an edit could slip in.
+    pub fn legacy(&self) -> Self {
+        if self.reason == RECONCILE_EVENT {
+            return self.clone();
+        }
+        Self { severity: "Normal".into(), message: format!("audited {}", self.reason), ..self.clone() }
     }
 
     /// The first column of `stored` that differs from this view, by its column name.
@@ -45,6 +56,111 @@ impl EntryView {
             ("message", &self.message, &stored.message),
         ];
         columns.into_iter().find(|(_, sealed, column)| sealed != column).map(|(name, _, _)| name)
+    }
+}
+
+/// What an audited entry says in a line, drawn from its record, and whether it is a warning;
+/// `None` for a kind without a summary (or a record that does not have its fields).
+fn summary(kind: &str, record: &serde_json::Value) -> Option<(bool, String)> {
+    use roundtable_specs::audit::EntryKind;
+    let text = |value: &serde_json::Value| value.as_str().map(str::to_owned);
+    let short = |value: &serde_json::Value| value.as_str().map(|id| id.chars().take(12).collect::<String>());
+    match kind.parse::<EntryKind>().ok()? {
+        EntryKind::SessionStarted => Some((
+            false,
+            format!(
+                "attempt {} of Assignment/{} (execution generation {}) started: adapter {}, image {}",
+                record["attempt"],
+                text(&record["assignment"])?,
+                record["executionGeneration"],
+                text(&record["adapter"])?,
+                short(&record["image"]).unwrap_or_else(|| "none".into()),
+            ),
+        )),
+        EntryKind::SessionEnded => {
+            let phase = text(&record["phase"])?;
+            let mut said = phase.clone();
+            if let Some(ms) = record["durationMs"].as_i64() {
+                said.push_str(&format!(" after {}", duration(ms)));
+            }
+            if let Some(code) = record["exitCode"].as_i64() {
+                said.push_str(&format!(", exit code {code}"));
+            }
+            let message = text(&record["message"]).unwrap_or_default();
+            let warning = !matches!(phase.as_str(), "Succeeded" | "Cancelled");
+            Some((warning, if message.is_empty() { said } else { format!("{said}: {message}") }))
+        }
+        EntryKind::AdmissionGate => gates(record),
+        EntryKind::AdmissionReceipt => {
+            let refused = record["reason"].as_str().map(|reason| format!(" ({reason})")).unwrap_or_default();
+            Some((
+                !refused.is_empty(),
+                format!(
+                    "receipt {} sealed for adapter {}: {}{refused}",
+                    short(&record["receipt"])?,
+                    text(&record["adapter"])?,
+                    text(&record["verdict"])?
+                ),
+            ))
+        }
+        EntryKind::ProposalSubmitted => {
+            let flags = record["flags"].as_array().map_or(0, Vec::len);
+            let flagged = if flags > 0 { format!(", {flags} flag(s)") } else { String::new() };
+            Some((
+                false,
+                format!(
+                    "from Assignment/{} (execution generation {}) on base {}{flagged}",
+                    text(&record["assignment"])?,
+                    record["executionGeneration"],
+                    short(&record["baseCommit"])?
+                ),
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// An `admission.gate` entry: every gate's decision in one entry, or (sealed before) one.
+fn gates(record: &serde_json::Value) -> Option<(bool, String)> {
+    let decisions: Vec<&serde_json::Value> = match record["decisions"].as_array() {
+        Some(decisions) => decisions.iter().collect(),
+        None => vec![record],
+    };
+    let gate = |d: &serde_json::Value| d["gate"].as_str().unwrap_or("?").to_owned();
+    let refused: Vec<String> = decisions
+        .iter()
+        .filter(|d| d["verdict"] != "admit")
+        .map(|d| {
+            let blocked = if d["blocked"] == true { "" } else { ", not blocking" };
+            format!(
+                "{} refused ({}{blocked}): {}",
+                gate(d),
+                d["reason"].as_str().unwrap_or("?"),
+                d["message"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    let mode = record["mode"].as_str().unwrap_or("?");
+    if refused.is_empty() {
+        let names: Vec<String> = decisions.iter().map(|d| gate(d)).collect();
+        return Some((
+            false,
+            format!("admitted by {} ({}; mode {mode})", names.join(", "), plural(names.len(), "gate")),
+        ));
+    }
+    Some((record["blocked"] == true, format!("{} (mode {mode})", refused.join("; "))))
+}
+
+fn plural(n: usize, noun: &str) -> String {
+    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
+}
+
+/// Milliseconds as a reader takes them: `850ms`, `4.2s`, `3m12s`.
+fn duration(ms: i64) -> String {
+    match ms {
+        ms if ms < 1000 => format!("{ms}ms"),
+        ms if ms < 60_000 => format!("{:.1}s", ms as f64 / 1000.0),
+        ms => format!("{}m{}s", ms / 60_000, (ms % 60_000) / 1000),
     }
 }
 
@@ -63,6 +179,47 @@ mod tests {
         assert_eq!((view.kind.as_str(), view.name.as_str()), ("Session", "s1"));
         assert_eq!((view.reason.as_str(), view.message.as_str()), ("session.ended", "audited session.ended"));
         assert_eq!(EntryView::of("not json"), None);
+    }
+
+    #[test]
+    fn a_session_end_says_how_it_ended_how_long_it_took_and_its_exit_code() {
+        let ended = r#"{"at":"t","kind":"session.ended","record":{"phase":"Failed","exitCode":3,"durationMs":4210,"message":"the agent exited with code 3"},"seq":2,"subject":"s1"}"#;
+        let view = EntryView::of(ended).expect("view");
+        assert_eq!(view.message, "Failed after 4.2s, exit code 3: the agent exited with code 3");
+        assert_eq!(view.severity, "Warning");
+        // Sealed before durations were: said without one.
+        let older = r#"{"at":"t","kind":"session.ended","record":{"phase":"Succeeded","exitCode":0,"message":"m"},"seq":2,"subject":"s1"}"#;
+        assert_eq!(EntryView::of(older).expect("view").message, "Succeeded, exit code 0: m");
+    }
+
+    #[test]
+    fn one_admission_entry_names_its_gates_and_a_refusal_is_a_warning() {
+        let admitted = r#"{"at":"t","kind":"admission.gate","record":{"adapter":"a","mode":"enforce","blocked":false,"decisions":[{"gate":"admission","verdict":"admit","blocked":false},{"gate":"securityFloor","verdict":"admit","blocked":false}]},"seq":3,"subject":"s1"}"#;
+        let view = EntryView::of(admitted).expect("view");
+        assert_eq!(
+            (view.severity.as_str(), view.message.as_str()),
+            ("Normal", "admitted by admission, securityFloor (2 gates; mode enforce)")
+        );
+        let refused = r#"{"at":"t","kind":"admission.gate","record":{"adapter":"a","mode":"enforce","blocked":true,"decisions":[{"gate":"admission","verdict":"refuse","reason":"no_receipt","message":"no receipt","blocked":true}]},"seq":3,"subject":"s1"}"#;
+        let view = EntryView::of(refused).expect("view");
+        assert_eq!(
+            (view.severity.as_str(), view.message.as_str()),
+            ("Warning", "admission refused (no_receipt): no receipt (mode enforce)")
+        );
+        // One decision per entry, as sealed before.
+        let single = r#"{"at":"t","kind":"admission.gate","record":{"gate":"admission","verdict":"refuse","reason":"no_receipt","message":"m","mode":"warn","blocked":false},"seq":3,"subject":"s1"}"#;
+        let view = EntryView::of(single).expect("view");
+        assert_eq!(
+            (view.severity.as_str(), view.message.as_str()),
+            ("Normal", "admission refused (no_receipt, not blocking): m (mode warn)")
+        );
+    }
+
+    #[test]
+    fn the_legacy_view_is_the_kind_alone() {
+        let ended = r#"{"at":"t","kind":"session.ended","record":{"phase":"Failed","exitCode":3,"message":"m"},"seq":2,"subject":"s1"}"#;
+        let legacy = EntryView::of(ended).expect("view").legacy();
+        assert_eq!((legacy.severity.as_str(), legacy.message.as_str()), ("Normal", "audited session.ended"));
     }
 
     #[test]
