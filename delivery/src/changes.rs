@@ -101,6 +101,22 @@ pub fn changes(repo: &Path, base: &str, tree: &str) -> Result<Vec<Change>, Objec
     parse_raw(&raw)
 }
 
+/// The diff a reviewer reads of `base` (a commit) against `tree`: git's own, renames found (`-M`)
+/// and, when asked, changes of whitespace alone left out (`-w`). Run in git's neutral environment
+/// (`roundtable_workspace::git`), unlike the steps above: an operator's `diff.noPrefix`, external
+/// diff or colour would change the text the console parses, and nothing here is applied.
+pub fn shown_diff(repo: &Path, base: &str, tree: &str, ignore_whitespace: bool) -> Result<Vec<u8>, ObjectsError> {
+    let base_commit = format!("{base}^{{commit}}");
+    let mut args = vec!["diff", "--no-ext-diff", "--no-textconv", "--no-color", "-M"];
+    if ignore_whitespace {
+        args.push("-w");
+    }
+    args.extend([base_commit.as_str(), tree]);
+    roundtable_workspace::git::run(repo, &args)
+        .map(|output| output.stdout)
+        .map_err(|error| ObjectsError::Git { step: "diff", detail: error.stderr })
+}
+
 /// `git diff-tree -z --raw`: `:oldmode newmode old new STATUS\0path\0` (two paths for a rename
 /// or copy).
 fn parse_raw(raw: &[u8]) -> Result<Vec<Change>, ObjectsError> {
@@ -222,5 +238,42 @@ mod tests {
             ]
         );
         assert!(parse_raw(b":100644 bad\0x\0").is_err());
+    }
+
+    fn git_text(repo: &Path, args: &[&str]) -> String {
+        let out = roundtable_workspace::git::run(repo, args).expect("git runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A base with two files; a patch (as the proposal's, without rename detection) that moves
+    /// one and re-indents a line of the other.
+    fn renamed_and_reindented() -> (tempfile::TempDir, String, Vec<u8>) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = dir.path();
+        git_text(repo, &["init", "-q"]);
+        let long = (1..=20).map(|n| format!("line {n}\n")).collect::<String>();
+        std::fs::write(repo.join("old.txt"), &long).expect("write");
+        std::fs::write(repo.join("code.rs"), "fn f() {\n    a();\n}\n").expect("write");
+        git_text(repo, &["add", "-A"]);
+        git_text(repo, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base"]);
+        let base = git_text(repo, &["rev-parse", "HEAD"]).trim().to_owned();
+        std::fs::rename(repo.join("old.txt"), repo.join("new.txt")).expect("rename");
+        std::fs::write(repo.join("code.rs"), "fn f() {\n\ta();\n}\n").expect("write");
+        git_text(repo, &["add", "-A"]);
+        let patch = git_text(repo, &["diff", "--cached", "--no-renames"]);
+        git_text(repo, &["reset", "-q", "--hard"]);
+        (dir, base, patch.into_bytes())
+    }
+
+    #[test]
+    fn the_shown_diff_finds_renames_and_can_leave_whitespace_out() {
+        let (dir, base, patch) = renamed_and_reindented();
+        let tree = proposed_tree(dir.path(), &base, &patch).expect("tree");
+        let shown = String::from_utf8(shown_diff(dir.path(), &base, &tree, false).expect("diff")).expect("utf-8");
+        assert!(shown.contains("rename from old.txt\nrename to new.txt"), "{shown}");
+        assert!(shown.contains("-    a();\n+\ta();"), "{shown}");
+        let ignoring = String::from_utf8(shown_diff(dir.path(), &base, &tree, true).expect("diff")).expect("utf-8");
+        assert!(ignoring.contains("rename from old.txt"), "{ignoring}");
+        assert!(!ignoring.contains("a();"), "a change of whitespace alone is left out: {ignoring}");
     }
 }

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use roundtable_delivery::accept::{self, Claim, Claimed, Entry, Held, Ledger, LedgerError, Push};
 use roundtable_delivery::added;
 use roundtable_delivery::branch;
+use roundtable_delivery::changes;
 use roundtable_delivery::gates;
 use roundtable_delivery::held::HeldCredentials;
 use roundtable_delivery::provenance::{Envelope, ProvenanceError};
@@ -312,6 +313,22 @@ impl Service {
         let asked = gates::asked(&findings, &policy);
         let findings = findings.into_iter().map(|f| (policy.action(f.gate), f)).collect();
         Ok(Review { findings, asked })
+    }
+
+    /// A proposal's diff as git shows it from the objects, for reading rather than applying: its
+    /// base against the tree the verified patch makes there (the tree the gates judge), renames
+    /// found and, when `ignore_whitespace`, changes of whitespace alone left out.
+    pub async fn proposal_diff(&self, id_or_prefix: &str, ignore_whitespace: bool) -> Result<Vec<u8>> {
+        let record = self.proposal_record(id_or_prefix).await?;
+        let patch = self.verified_patch(&record).await?;
+        let (repo, base) = (self.review_repo(), record.base_commit.clone());
+        // git runs here: off the runtime's workers.
+        let shown = tokio::task::spawn_blocking(move || {
+            let tree = changes::proposed_tree(&repo, &base, &patch)?;
+            changes::shown_diff(&repo, &base, &tree, ignore_whitespace)
+        })
+        .await?;
+        shown.map_err(|error| delivery(DeliveryError::Branch(error.into())))
     }
 
     /// What the review gates find in a proposal now, under the declared policy; `key` (the audit

@@ -1,8 +1,10 @@
 //! The review console in a real browser (docs/console.md): Debian's chromium and chromedriver,
 //! driven by Selenium from PyPI (`tests/console/browser.py`), against a daemon on the real engine.
 //! The browser logs in, watches a running session's live tail, sees a spec edit turn Synced,
-//! reads a proposal's findings with a bidi file name escaped, accepts it with the reason its gate
-//! asks for, has forged POSTs refused, verifies the audit chain, finds every page behind the
+//! reads a proposal's findings with a bidi file name escaped, reads another as a reviewer does
+//! (files and counts first, lines numbered on both sides and one line high, a finding at its line,
+//! a rename found, whitespace ignored, split, a file folded), accepts the first with the reason its
+//! gate asks for, has forged POSTs refused, verifies the audit chain, finds every page behind the
 //! login without the cookie, and rejects another proposal with JavaScript off. This side then
 //! checks the branch's tree and the recorded decisions. Screenshots are kept in
 //! `target/console-artifacts/`.
@@ -33,8 +35,9 @@ fn browser_or_skip() -> bool {
 }
 
 /// `reviewed` adds a CI workflow (a protected path: an override with a reason is asked for) and
-/// a file whose name holds a bidi control; `plain` appends a line; `ticking` prints a line a
-/// second until it is stopped (the live tail).
+/// a file whose name holds a bidi control; `plain` re-indents and appends a line, moves a file and
+/// adds one with a secret-shaped line; `ticking` prints a line a second until it is stopped (the
+/// live tail).
 fn project() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
@@ -42,17 +45,21 @@ fn project() -> tempfile::TempDir {
     let reviewed = r#"mkdir -p .github/workflows && echo 'on: push' > .github/workflows/ci.yml && echo x > "$(printf 'evil\342\200\256gpj.md')""#;
     // Long enough to outlast a slow browser start; the daemon's shutdown cancels it.
     let ticking = "for i in $(seq 1 600); do echo tick $i; sleep 1; done";
-    let assignment = |name: &str, prompt: &str| {
+    write(root, "notes.txt", &(1..=12).map(|n| format!("note {n}\n")).collect::<String>());
+    // What a reviewer reads line by line: a line re-indented and one added, a file moved as it
+    // is, a new file whose third line is shaped like an AWS key (the secrets gate's finding).
+    let plain = "sed -i 's/^# Project$/#   Project/' README.md && echo plain >> README.md && mv notes.txt moved.txt && printf 'one\\ntwo\\naws_access_key_id = AKIAIOSFODNN7EXAMPLF\\n' > config.txt";
+    let assignment = |name: &str, prompt: &str, readable: &str| {
         format!(
-            "---\n{API}\nkind: Assignment\nmetadata: {{name: {name}}}\nspec:\n  adapter: generic\n  task: {{id: T-{name}, prompt: {}}}\n  readablePaths: [README.md]\n",
+            "---\n{API}\nkind: Assignment\nmetadata: {{name: {name}}}\nspec:\n  adapter: generic\n  task: {{id: T-{name}, prompt: {}}}\n  readablePaths: [{readable}]\n",
             serde_json::to_string(prompt).expect("json")
         )
     };
     let specs = format!(
         "{API}\nkind: Adapter\nmetadata: {{name: generic}}\nspec:\n  image: roundtable-test/agent:latest\n{}{}{}",
-        assignment("reviewed", reviewed),
-        assignment("plain", "echo plain >> README.md"),
-        assignment("ticking", ticking),
+        assignment("reviewed", reviewed, "README.md"),
+        assignment("plain", plain, "README.md, notes.txt"),
+        assignment("ticking", ticking, "README.md"),
     );
     write(root, ".roundtable/specs.yaml", &specs);
     commit_as_operator(root);
@@ -120,7 +127,11 @@ async fn the_review_console_in_a_real_browser() {
     let rejected = proposal_of(root, "plain").expect("plain");
     assert_eq!((rejected["state"].as_str(), rejected["decision"]["by"].as_str()), (Some("rejected"), Some("console")));
     assert_eq!(rejected["decision"]["reason"], "not this one");
-    for shot in ["status.png", "proposal.png", "proposal-full.png", "status-narrow.png"] {
+    let page = &done["proposalPage"];
+    assert_eq!(page["files"]["notes.txt \u{2192} moved.txt"][0], "renamed", "{done}");
+    for shot in
+        ["status.png", "proposal.png", "proposal-full.png", "proposal-split.png", "session.png", "status-narrow.png"]
+    {
         let size = std::fs::metadata(artifacts.join(shot)).map(|m| m.len()).unwrap_or(0);
         assert!(size > 1000, "the screenshot {shot} was saved ({size} bytes)");
     }

@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use roundtable_specs::delivery::{GateOverride, ProposalGate};
 
-use super::pages::{AuditPage, head_of, proposal_page};
+use super::pages::{AuditPage, DiffChoice, head_of, proposal_page};
 use super::view::shown;
 use super::{Csrf, Transport, forbidden, html};
 use crate::login::{self, ConsoleSessions, LOGIN_COOKIE, SESSION_COOKIE};
@@ -139,7 +139,7 @@ fn done(id: &str, what: &str) -> Response {
 
 /// The proposal's page again, with why the action did not happen.
 async fn refused(state: &ApiState, csrf: String, id: &str, status: StatusCode, message: &str) -> Response {
-    match proposal_page(state, csrf, id).await {
+    match proposal_page(state, csrf, id, DiffChoice::default()).await {
         Ok(mut page) => {
             page.error = Some(shown(message));
             (status, html(&page)).into_response()

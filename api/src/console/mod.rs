@@ -7,7 +7,10 @@
 //! table (`table.rs`); this module holds the layers they are served behind.
 
 pub(crate) mod actions;
+mod diff;
+mod links;
 pub(crate) mod pages;
+mod review;
 pub(crate) mod tail;
 mod view;
 

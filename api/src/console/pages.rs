@@ -6,12 +6,15 @@ use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use roundtable_specs::output::{ObjectStatus, SyncStatus};
+use roundtable_specs::assignment::AssignmentSpec;
+use roundtable_specs::output::{Health, ObjectStatus, SyncStatus};
 use roundtable_specs::session::{ProposalState, SessionPhase};
 use roundtable_specs::{Kind, ObjectKey};
 use serde::Deserialize;
 
-use super::view::{DiffLine, When, diff_lines, rows_of, shown, timeline_svg, word};
+use super::links::{Linked, linked};
+use super::review::{FileView, Layout, review};
+use super::view::{When, rows_of, shown, timeline_svg, word};
 use super::{Csrf, html, not_found};
 use crate::state::ApiState;
 
@@ -36,7 +39,8 @@ struct StatusRow {
     sync: String,
     sync_class: &'static str,
     health: String,
-    message: String,
+    health_class: &'static str,
+    message: Linked,
 }
 
 #[derive(Template)]
@@ -57,6 +61,16 @@ struct StatusPage {
 }
 
 const SORTS: &[&str] = &["kind", "name", "sync", "health"];
+
+/// A health's colour: well, wrong, under way, or nothing to say.
+fn health_class(health: Health) -> &'static str {
+    match health {
+        Health::Healthy => "good",
+        Health::Degraded | Health::Unhealthy | Health::Stalled => "bad",
+        Health::Progressing => "busy",
+        Health::Suspended | Health::Unknown | Health::None => "quiet",
+    }
+}
 
 /// The link of a status row's page, for the kinds that have one.
 fn link_of(row: &ObjectStatus) -> Option<String> {
@@ -110,7 +124,8 @@ fn status_page(rows: Vec<ObjectStatus>, query: &StatusQuery, csrf: String, page_
             sync: word(&r.sync),
             sync_class: if r.sync == SyncStatus::OutOfSync { "outofsync" } else { "" },
             health: word(&r.health),
-            message: shown(&r.message),
+            health_class: health_class(r.health),
+            message: linked(&r.message),
         })
         .collect();
     StatusPage {
@@ -153,18 +168,22 @@ struct ConditionRow {
     status: String,
     reason: String,
     since: When,
-    message: String,
+    message: Linked,
 }
 
 struct SessionRow {
     href: String,
     id: String,
+    /// The execution generation the session ran, and its attempt at it.
+    generation: i64,
+    attempt: i64,
     adapter: String,
     phase: String,
+    phase_class: &'static str,
     created: When,
     tokens: String,
     budget: String,
-    message: String,
+    message: Linked,
 }
 
 impl SessionRow {
@@ -180,12 +199,15 @@ impl SessionRow {
         Self {
             href: format!("/ui/sessions/{}", percent(&s.id)),
             id: shown(&s.id),
+            generation: s.execution_generation,
+            attempt: s.attempt,
             adapter: shown(&s.adapter),
             phase: word(&s.phase),
+            phase_class: phase_class(s.phase),
             created: When::of(&s.created_at),
             tokens: usage.map_or_else(|| "-".into(), |u| format!("{} in, {} out", u.input_tokens, u.output_tokens)),
             budget,
-            message: shown(&s.message),
+            message: linked(&s.message),
         }
     }
 }
@@ -204,7 +226,40 @@ struct EventRow {
     at: When,
     kind: String,
     reason: String,
-    message: String,
+    message: Linked,
+}
+
+/// What an Assignment asks: its task, the agent that does it and what it may read.
+struct Asked {
+    adapter: String,
+    task: String,
+    title: String,
+    prompt: String,
+    readable_paths: Vec<String>,
+    role: String,
+    model: Option<String>,
+    source: String,
+}
+
+impl Asked {
+    /// From the stored spec `describe` returns (the whole resource as recorded).
+    fn of(spec: &serde_json::Value) -> Option<Self> {
+        let spec: AssignmentSpec = match roundtable_specs::resource::from_json(&spec.to_string()) {
+            Ok((_, roundtable_specs::Spec::Assignment(spec))) => spec,
+            _ => serde_json::from_value(spec.get("spec").unwrap_or(spec).clone()).ok()?,
+        };
+        Some(Self {
+            adapter: shown(&spec.adapter),
+            task: shown(&spec.task.id),
+            title: shown(&spec.task.title),
+            // Line by line: its line breaks stay breaks, any other hidden character is escaped.
+            prompt: spec.task.prompt.lines().map(|l| shown(&l.replace('\t', "    "))).collect::<Vec<_>>().join("\n"),
+            readable_paths: spec.readable_paths.iter().map(|p| shown(p)).collect(),
+            role: word(&spec.role),
+            model: spec.model.as_deref().map(shown),
+            source: shown(&format!("{} at {}", spec.source.repo, spec.source.revision)),
+        })
+    }
 }
 
 #[derive(Template)]
@@ -214,7 +269,9 @@ struct AssignmentPage {
     name: String,
     sync: String,
     health: String,
-    message: String,
+    health_class: &'static str,
+    message: Linked,
+    asked: Option<Asked>,
     conditions: Vec<ConditionRow>,
     sessions: Vec<SessionRow>,
     live: Option<String>,
@@ -257,7 +314,9 @@ pub(crate) async fn assignment(State(state): State<ApiState>, Csrf(csrf): Csrf, 
         name: shown(&name),
         sync: word(&status.sync),
         health: word(&status.health),
-        message: shown(&status.message),
+        health_class: health_class(status.health),
+        message: linked(&status.message),
+        asked: described.spec.as_ref().and_then(Asked::of),
         conditions: status
             .conditions
             .iter()
@@ -266,7 +325,7 @@ pub(crate) async fn assignment(State(state): State<ApiState>, Csrf(csrf): Csrf, 
                 status: word(&c.status),
                 reason: shown(&c.reason),
                 since: When::of(&c.last_transition_time),
-                message: shown(&c.message),
+                message: linked(&c.message),
             })
             .collect(),
         sessions: sessions.iter().map(SessionRow::of).collect(),
@@ -279,7 +338,7 @@ pub(crate) async fn assignment(State(state): State<ApiState>, Csrf(csrf): Csrf, 
                 at: When::of(&e.at),
                 kind: shown(&e.type_),
                 reason: shown(&e.reason),
-                message: shown(&e.message),
+                message: linked(&e.message),
             })
             .collect(),
     };
@@ -306,6 +365,18 @@ struct Section {
     rows: Vec<(String, String)>,
 }
 
+/// One spawn-path gate's decision, a row of the session's admission table.
+struct AdmissionRow {
+    gate: String,
+    verdict: String,
+    /// `admit` or `refuse`: the row's colour.
+    class: String,
+    reason: String,
+    message: String,
+    remediation: String,
+    receipt: String,
+}
+
 #[derive(Template)]
 #[template(path = "session.html")]
 struct SessionPage {
@@ -314,11 +385,18 @@ struct SessionPage {
     assignment_href: String,
     assignment: String,
     adapter: String,
+    generation: i64,
+    attempt: i64,
     phase: String,
+    phase_class: &'static str,
     cause: Option<String>,
-    message: String,
+    message: Linked,
     created: When,
     timeline: String,
+    admission: Vec<AdmissionRow>,
+    /// What admission compared the run with: image, contract, version, receipt.
+    admitted_under: Vec<(&'static str, String)>,
+    /// The sections that have something to show.
     sections: Vec<Section>,
     live: Option<String>,
     gateway_log: String,
@@ -334,6 +412,16 @@ const DECISION_LINES: usize = 200;
 fn last_lines(text: &str, count: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(count)..].join("\n")
+}
+
+/// A session phase's colour: how it ended, or that it goes on.
+fn phase_class(phase: SessionPhase) -> &'static str {
+    match phase {
+        SessionPhase::Succeeded => "good",
+        SessionPhase::Failed => "bad",
+        SessionPhase::Running => "busy",
+        _ => "quiet",
+    }
 }
 
 pub(crate) async fn session(State(state): State<ApiState>, Csrf(csrf): Csrf, Path(id): Path<String>) -> Response {
@@ -355,8 +443,15 @@ pub(crate) async fn session(State(state): State<ApiState>, Csrf(csrf): Csrf, Pat
             .join("\n")
     };
     let detail = &item.detail;
+    // While the agent runs (its output is live here), its phase is drawn with the time so far.
+    let running = match (&item.started_at, live && item.phase == SessionPhase::Running) {
+        (Some(started), true) if !detail.timings_ms.contains_key("agent") => {
+            super::view::running_for(started, &detail.timings_ms, time::OffsetDateTime::now_utc())
+        }
+        _ => None,
+    };
     let usage = detail.agent.as_ref().and_then(|a| a.usage.as_ref());
-    let sections = vec![
+    let sections: Vec<Section> = [
         Section { title: "Token usage", rows: rows_of(&usage) },
         Section {
             title: "Budget",
@@ -365,8 +460,33 @@ pub(crate) async fn session(State(state): State<ApiState>, Csrf(csrf): Csrf, Pat
         Section { title: "Gateway", rows: rows_of(&detail.egress) },
         Section { title: "Broker", rows: rows_of(&detail.broker) },
         Section { title: "MCP", rows: detail.agent.as_ref().map(mcp_rows).unwrap_or_default() },
-        Section { title: "Admission", rows: rows_of(&(&detail.admission, &detail.admitted_under)) },
-    ];
+    ]
+    .into_iter()
+    .filter(|section| !section.rows.is_empty())
+    .collect();
+    let admission = detail
+        .admission
+        .iter()
+        .map(|d| AdmissionRow {
+            gate: word(&d.gate),
+            verdict: word(&d.verdict),
+            class: word(&d.verdict),
+            reason: shown(d.reason.as_deref().unwrap_or_default()),
+            message: shown(&d.message),
+            remediation: shown(&d.remediation),
+            receipt: shown(d.receipt.as_deref().unwrap_or_default()),
+        })
+        .collect();
+    let admitted_under = detail
+        .admitted_under
+        .as_ref()
+        .map(|under| {
+            let mut rows = vec![("Image", shown(&under.image_id)), ("Contract", shown(&under.contract_hash))];
+            rows.extend(under.installed_version.as_deref().map(|v| ("Installed version", shown(v))));
+            rows.extend(under.receipt.as_deref().map(|r| ("Receipt", shown(r))));
+            rows
+        })
+        .unwrap_or_default();
     let decisions = state.service.session_sidecar_logs(&item.id).await.unwrap_or_default();
     let page = SessionPage {
         csrf,
@@ -374,11 +494,16 @@ pub(crate) async fn session(State(state): State<ApiState>, Csrf(csrf): Csrf, Pat
         assignment_href: format!("/ui/assignments/{}", percent(&item.assignment)),
         assignment: shown(&item.assignment),
         adapter: shown(&item.adapter),
+        generation: item.execution_generation,
+        attempt: item.attempt,
         phase: word(&item.phase),
+        phase_class: phase_class(item.phase),
         cause: item.cause.as_ref().map(word),
-        message: shown(&item.message),
+        message: linked(&item.message),
         created: When::of(&item.created_at),
-        timeline: timeline_svg(&detail.timings_ms),
+        timeline: timeline_svg(&detail.timings_ms, running.map(|ms| ("agent", ms))),
+        admission,
+        admitted_under,
         sections,
         live: live.then(|| percent(&item.id)),
         gateway_log: last_lines(&text(&decisions.egress), DECISION_LINES),
@@ -407,9 +532,18 @@ pub(crate) async fn proposals(State(state): State<ApiState>, Csrf(csrf): Csrf) -
     }
 }
 
+/// A finding or a flag in the lists above the diff, linked to where the diff shows it.
 struct FindingRow {
     action: String,
     text: String,
+    href: Option<String>,
+}
+
+/// A link that changes how the diff is shown, and whether it names the current choice.
+struct ViewLink {
+    href: String,
+    label: &'static str,
+    current: bool,
 }
 
 #[derive(Template)]
@@ -429,36 +563,102 @@ pub(crate) struct ProposalPage {
     changes: String,
     decision: Option<String>,
     findings: Vec<FindingRow>,
-    flags: Vec<String>,
+    flags: Vec<FindingRow>,
     rejected: Vec<String>,
     pending: bool,
     default_branch: String,
     overridable: Vec<String>,
-    diff: Vec<DiffLine>,
+    /// The files of the diff as shown, with their notes.
+    files: Vec<FileView>,
+    /// Lines added and removed in the files as shown (whitespace ignored or not).
+    added: u64,
+    removed: u64,
+    split: bool,
+    ignore_whitespace: bool,
+    layouts: Vec<ViewLink>,
+    whitespace: Vec<ViewLink>,
+    /// Why the diff shown is not the one asked for.
+    diff_note: Option<String>,
     pub(crate) notice: Option<String>,
     pub(crate) error: Option<String>,
 }
 
-/// What a proposal's page shows after an action.
+/// What a proposal's page shows: after an action, and how its diff is laid out.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct ProposalQuery {
     #[serde(default)]
     done: Option<String>,
+    /// `split` for the old and new files side by side; unified otherwise.
+    #[serde(default)]
+    view: Option<String>,
+    /// `ignore` to leave out changes of whitespace alone.
+    #[serde(default)]
+    whitespace: Option<String>,
 }
 
-/// The proposal page of `id`, or the response that stands for it when there is none.
-pub(crate) async fn proposal_page(state: &ApiState, csrf: String, id: &str) -> Result<ProposalPage, Response> {
+/// How the diff is asked to be shown.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct DiffChoice {
+    pub(crate) split: bool,
+    pub(crate) ignore_whitespace: bool,
+}
+
+impl DiffChoice {
+    fn of(query: &ProposalQuery) -> Self {
+        Self {
+            split: query.view.as_deref() == Some("split"),
+            ignore_whitespace: query.whitespace.as_deref() == Some("ignore"),
+        }
+    }
+
+    /// The page's link for this choice (the default choice's words left out).
+    fn href(self, path: &str) -> String {
+        let mut words = Vec::new();
+        if self.split {
+            words.push("view=split");
+        }
+        if self.ignore_whitespace {
+            words.push("whitespace=ignore");
+        }
+        if words.is_empty() { path.to_owned() } else { format!("{path}?{}", words.join("&")) }
+    }
+}
+
+/// The proposal page of `id` with its diff as `choice` asks, or the response that stands for it
+/// when there is none.
+pub(crate) async fn proposal_page(
+    state: &ApiState,
+    csrf: String,
+    id: &str,
+    choice: DiffChoice,
+) -> Result<ProposalPage, Response> {
     let found = match state.service.proposal(id).await {
         Ok(found) => found,
         Err(error) if super::is_not_found(&error) => return Err(not_found(&csrf, "proposal", id)),
         Err(error) => return Err(super::failed(&csrf, &error)),
     };
-    let review = state.service.proposal_review(&found.item.id, state.audit_key.as_deref()).await;
-    let (findings, asked) = match review {
+    let review_of = state.service.proposal_review(&found.item.id, state.audit_key.as_deref()).await;
+    let (findings, asked) = match review_of {
         Ok(review) => (review.findings, review.asked),
         Err(error) => return Err(super::failed(&csrf, &error)),
     };
     let item = &found.item;
+    // The stored patch is what an accept applies, byte for byte (renames were found when it was
+    // made); ignoring whitespace, the page shows git's diff of the tree that patch makes.
+    let (patch, diff_note) = if choice.ignore_whitespace {
+        match state.service.proposal_diff(&item.id, true).await {
+            Ok(shown) => (shown, None),
+            Err(error) => {
+                let why = roundtable_telemetry::error_chain(&error);
+                (found.patch.clone(), Some(shown(&format!("Whitespace is shown: the diff without it failed: {why}"))))
+            }
+        }
+    } else {
+        (found.patch.clone(), None)
+    };
+    let layout = if choice.split { Layout::Split } else { Layout::Unified };
+    let parsed = super::diff::parse(&patch);
+    let reviewed = review(&parsed, &findings, &item.flags, layout);
     let decision = item.decision.as_ref().map(|d| {
         let mut text = format!("Decided by {} at {}", shown(&d.by), shown(&d.at));
         if let (Some(branch), Some(commit)) = (&d.branch, &d.commit) {
@@ -469,9 +669,19 @@ pub(crate) async fn proposal_page(state: &ApiState, csrf: String, id: &str) -> R
         }
         text
     });
+    let path = format!("/ui/proposals/{}", percent(&item.id));
+    let link = |label, choice: DiffChoice, current| ViewLink { href: choice.href(&path), label, current };
+    let layouts = vec![
+        link("Unified", DiffChoice { split: false, ..choice }, !choice.split),
+        link("Split", DiffChoice { split: true, ..choice }, choice.split),
+    ];
+    let whitespace = vec![
+        link("Show whitespace changes", DiffChoice { ignore_whitespace: false, ..choice }, !choice.ignore_whitespace),
+        link("Ignore whitespace", DiffChoice { ignore_whitespace: true, ..choice }, choice.ignore_whitespace),
+    ];
+    let anchored = |href: &Option<String>| href.as_ref().map(|anchor| format!("#{anchor}"));
     Ok(ProposalPage {
         csrf,
-        path: format!("/ui/proposals/{}", percent(&item.id)),
         id: shown(&item.id),
         assignment_href: format!("/ui/assignments/{}", percent(&item.assignment)),
         assignment: shown(&item.assignment),
@@ -484,9 +694,23 @@ pub(crate) async fn proposal_page(state: &ApiState, csrf: String, id: &str) -> R
         decision,
         findings: findings
             .iter()
-            .map(|(action, finding)| FindingRow { action: word(action), text: shown(&finding.to_string()) })
+            .zip(&reviewed.finding_links)
+            .map(|((action, finding), href)| FindingRow {
+                action: word(action),
+                text: shown(&finding.to_string()),
+                href: anchored(href),
+            })
             .collect(),
-        flags: item.flags.iter().map(|f| shown(&f.to_string())).collect(),
+        flags: item
+            .flags
+            .iter()
+            .zip(&reviewed.flag_links)
+            .map(|(flag, href)| FindingRow {
+                action: "flag".into(),
+                text: shown(&flag.to_string()),
+                href: anchored(href),
+            })
+            .collect(),
         rejected: item
             .rejected
             .iter()
@@ -495,7 +719,15 @@ pub(crate) async fn proposal_page(state: &ApiState, csrf: String, id: &str) -> R
         pending: item.state == ProposalState::Pending,
         default_branch: shown(&format!("roundtable/{}/{}", item.assignment, item.id)),
         overridable: asked.overridable.iter().map(word).collect(),
-        diff: diff_lines(&found.patch),
+        added: reviewed.files.iter().map(|f| f.added).sum(),
+        removed: reviewed.files.iter().map(|f| f.removed).sum(),
+        files: reviewed.files,
+        split: choice.split,
+        ignore_whitespace: choice.ignore_whitespace,
+        layouts,
+        whitespace,
+        diff_note,
+        path,
         notice: None,
         error: None,
     })
@@ -507,7 +739,7 @@ pub(crate) async fn proposal(
     Path(id): Path<String>,
     Query(query): Query<ProposalQuery>,
 ) -> Response {
-    match proposal_page(&state, csrf, &id).await {
+    match proposal_page(&state, csrf, &id, DiffChoice::of(&query)).await {
         Ok(mut page) => {
             page.notice = match query.done.as_deref() {
                 Some("accepted") => Some("Accepted.".into()),
@@ -593,4 +825,59 @@ pub(crate) async fn head_of(state: &ApiState) -> String {
 pub(crate) async fn audit(State(state): State<ApiState>, Csrf(csrf): Csrf, _headers: HeaderMap) -> Response {
     let head = head_of(&state).await;
     html(&AuditPage { csrf, head, verdict: None, verdict_class: "" })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, health: Health, message: &str) -> ObjectStatus {
+        ObjectStatus {
+            kind: "Assignment".into(),
+            name: name.into(),
+            generation: None,
+            observed_generation: None,
+            sync: SyncStatus::Synced,
+            health,
+            created_at: None,
+            message: message.into(),
+            conditions: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn health_has_its_colour_and_messages_link_to_pages() {
+        let rows = vec![
+            row("fine", Health::Healthy, "ok"),
+            row("broken", Health::Degraded, "agent exited 1; its output: `roundtable sessions logs s-9`"),
+        ];
+        let html = status_html(rows, "", "name", 1, 10);
+        assert!(html.contains(r#"<td class="health bad">Degraded</td>"#), "{html}");
+        assert!(html.contains(r#"<td class="health good">Healthy</td>"#), "{html}");
+        assert!(html.contains(r#"<a href="/ui/sessions/s-9#output">the output of session s-9</a>"#), "{html}");
+        assert!(!html.contains("`roundtable sessions logs"), "{html}");
+    }
+
+    #[test]
+    fn what_an_assignment_asks_is_read_from_its_stored_spec() {
+        let stored = serde_json::json!({
+            "apiVersion": roundtable_specs::API_VERSION,
+            "kind": "Assignment",
+            "metadata": {"name": "fix"},
+            "spec": {
+                "adapter": "codex",
+                "task": {"id": "T-1", "title": "Fix it", "prompt": "line one\nprintf 'a\\nb'\u{202e}"},
+                "readablePaths": ["src", "README.md"],
+            },
+        });
+        let asked = Asked::of(&stored).expect("an Assignment's spec");
+        assert_eq!((asked.adapter.as_str(), asked.task.as_str(), asked.title.as_str()), ("codex", "T-1", "Fix it"));
+        assert_eq!(
+            asked.prompt, "line one\nprintf 'a\\nb'\\u{202e}",
+            "breaks kept, a written \\n and hidden characters not"
+        );
+        assert_eq!(asked.readable_paths, ["src", "README.md"]);
+        assert_eq!((asked.role.as_str(), asked.source.as_str()), ("implementer", ". at HEAD"));
+        assert!(Asked::of(&serde_json::json!({"kind": "Adapter"})).is_none());
+    }
 }

@@ -1,7 +1,6 @@
 //! How the console shows things: names with hidden characters escaped exactly as the CLI escapes
 //! them (the templates then escape HTML), times relative with the absolute kept for a tooltip, a
-//! patch as classified lines, a session's phases as an inline SVG timeline, and any record as
-//! flat `key: value` rows.
+//! session's phases as an inline SVG timeline, and any record as flat `key: value` rows.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -44,59 +43,44 @@ impl When {
     }
 }
 
-/// One line of a patch, with how it is coloured.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct DiffLine {
-    /// `add`, `del`, `hunk`, `file` or `ctx`.
-    pub class: &'static str,
-    pub text: String,
-}
-
-/// The lines of a patch, each escaped as the CLI escapes `proposals diff`.
-pub(crate) fn diff_lines(patch: &[u8]) -> Vec<DiffLine> {
-    let text = String::from_utf8_lossy(patch);
-    text.lines()
-        .map(|line| {
-            let class = if line.starts_with("diff --git") || line.starts_with("+++") || line.starts_with("---") {
-                "file"
-            } else if line.starts_with("@@") {
-                "hunk"
-            } else if line.starts_with('+') {
-                "add"
-            } else if line.starts_with('-') {
-                "del"
-            } else {
-                "ctx"
-            };
-            DiffLine { class, text: shown(&line.replace('\t', "    ")) }
-        })
-        .collect()
-}
+/// Where the timeline's bars start and how wide all of them are together, in SVG units; the
+/// script that grows a running phase (`tail.js`) reads them from the drawing.
+const BARS_LEFT: f64 = 140.0;
+const BARS_WIDTH: f64 = 600.0;
 
 /// A session's phases as an SVG timeline: one bar per phase, its width its share of the whole,
-/// labelled with its name and milliseconds. Every text in it is escaped here: the template
-/// includes it as markup.
-pub(crate) fn timeline_svg(timings: &BTreeMap<String, u64>) -> String {
-    let phases = roundtable_specs::session::in_phase_order(timings);
+/// labelled with its name and milliseconds. `running` is the phase under way and how long it has
+/// run so far, drawn last, marked as running; on a live page the script grows it with the clock.
+/// Every text in it is escaped here: the template includes it as markup.
+pub(crate) fn timeline_svg(timings: &BTreeMap<String, u64>, running: Option<(&str, u64)>) -> String {
+    let mut phases: Vec<(&str, u64, bool)> =
+        roundtable_specs::session::in_phase_order(timings).into_iter().map(|(name, ms)| (name, ms, false)).collect();
+    phases.extend(running.map(|(name, ms)| (name, ms, true)));
     if phases.is_empty() {
         return String::new();
     }
-    let total: u64 = phases.iter().map(|(_, ms)| *ms).sum::<u64>().max(1);
-    let (width, row) = (600.0_f64, 22.0_f64);
+    let total: u64 = phases.iter().map(|(_, ms, _)| *ms).sum::<u64>().max(1);
+    let row = 22.0_f64;
     let height = row * phases.len() as f64 + 4.0;
+    let live = if running.is_some() { r#" data-running="true""# } else { "" };
     let mut svg = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" class="timeline" viewBox="0 0 {} {height}" role="img" aria-label="session phases, {total} ms in all">"#,
-        width + 220.0
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="timeline" viewBox="0 0 {} {height}" role="img" aria-label="session phases, {total} ms in all" data-left="{BARS_LEFT}" data-width="{BARS_WIDTH}"{live}>"#,
+        BARS_WIDTH + 220.0
     );
     let mut at = 0u64;
-    for (i, (name, ms)) in phases.iter().enumerate() {
-        let x = 140.0 + width * at as f64 / total as f64;
-        let w = (width * *ms as f64 / total as f64).max(1.0);
+    for (i, (name, ms, under_way)) in phases.iter().enumerate() {
+        let x = BARS_LEFT + BARS_WIDTH * at as f64 / total as f64;
+        let w = (BARS_WIDTH * *ms as f64 / total as f64).max(1.0);
         let y = row * i as f64 + 2.0;
         let name = html_escape(&shown(name));
+        let (class, label, title) = if *under_way {
+            ("bar running", format!("{ms} ms so far"), format!("{name}: running, {ms} ms so far"))
+        } else {
+            ("bar", format!("{ms} ms"), format!("{name}: {ms} ms"))
+        };
         let _ = write!(
             svg,
-            r#"<text x="0" y="{}" class="phase">{name}</text><rect x="{x:.1}" y="{y}" width="{w:.1}" height="{}" class="bar"><title>{name}: {ms} ms</title></rect><text x="{:.1}" y="{}" class="ms">{ms} ms</text>"#,
+            r#"<text x="0" y="{}" class="phase">{name}</text><rect x="{x:.1}" y="{y}" width="{w:.1}" height="{}" class="{class}" data-ms="{ms}"><title>{title}</title></rect><text x="{:.1}" y="{}" class="ms">{label}</text>"#,
             y + 15.0,
             row - 6.0,
             x + w + 6.0,
@@ -106,6 +90,15 @@ pub(crate) fn timeline_svg(timings: &BTreeMap<String, u64>) -> String {
     }
     svg.push_str("</svg>");
     svg
+}
+
+/// How long the phase under way of a session that started at `started` (RFC 3339) has run at
+/// `now`: the time since it started less the phases already recorded (a phase's time is recorded
+/// when it ends, so this is the agent's time with the launch and self-check in it until then).
+pub(crate) fn running_for(started: &str, recorded: &BTreeMap<String, u64>, now: time::OffsetDateTime) -> Option<u64> {
+    let started = time::OffsetDateTime::parse(started, &time::format_description::well_known::Rfc3339).ok()?;
+    let elapsed = u64::try_from((now - started).whole_milliseconds()).ok()?;
+    Some(elapsed.saturating_sub(recorded.values().sum()))
 }
 
 /// `&`, `<`, `>`, `"` and `'` as entities, for markup built outside a template.
@@ -159,15 +152,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hidden_characters_are_shown_as_the_cli_shows_them() {
-        let lines = diff_lines("+++ b/evil\u{202e}txt.md\n+ok\u{1b}[2J\n-gone\n@@ -1 +1 @@\n".as_bytes());
-        let classes: Vec<&str> = lines.iter().map(|l| l.class).collect();
-        assert_eq!(classes, ["file", "add", "del", "hunk"]);
-        assert_eq!(lines[0].text, "+++ b/evil\\u{202e}txt.md");
-        assert_eq!(lines[1].text, "+ok\\u{1b}[2J");
-    }
-
-    #[test]
     fn times_are_relative_with_the_absolute_kept() {
         let now = time::OffsetDateTime::parse("2026-12-03T12:00:00Z", &time::format_description::well_known::Rfc3339)
             .expect("time");
@@ -180,10 +164,28 @@ mod tests {
     #[test]
     fn the_timeline_draws_each_phase_in_order_and_escapes_names() {
         let timings = BTreeMap::from([("agent".to_owned(), 300), ("provision".to_owned(), 100), ("<x>".to_owned(), 5)]);
-        let svg = timeline_svg(&timings);
+        let svg = timeline_svg(&timings, None);
         let (provision, agent) = (svg.find(">provision<").expect("provision"), svg.find(">agent<").expect("agent"));
         assert!(provision < agent, "{svg}");
         assert!(svg.contains("&lt;x&gt;") && !svg.contains("<x>"), "{svg}");
         assert!(svg.contains("405 ms in all"), "{svg}");
+        assert!(!svg.contains("data-running") && !svg.contains("running"), "{svg}");
+    }
+
+    #[test]
+    fn a_running_phase_is_drawn_last_with_the_time_so_far() {
+        let now = time::OffsetDateTime::parse("2026-12-03T12:00:10Z", &time::format_description::well_known::Rfc3339)
+            .expect("time");
+        let recorded = BTreeMap::from([("provision".to_owned(), 2_000)]);
+        let so_far = running_for("2026-12-03T12:00:00Z", &recorded, now).expect("so far");
+        assert_eq!(so_far, 8_000);
+        assert_eq!(running_for("2026-12-03T12:00:20Z", &recorded, now), None, "a start after now is no time");
+        let svg = timeline_svg(&recorded, Some(("agent", so_far)));
+        assert!(svg.contains(r#"data-running="true""#), "{svg}");
+        let (provision, agent) = (svg.find(">provision<").expect("provision"), svg.find(">agent<").expect("agent"));
+        assert!(provision < agent, "{svg}");
+        assert!(svg.contains(r#"class="bar running" data-ms="8000""#) && svg.contains("8000 ms so far"), "{svg}");
+        // The agent's share of the width: 8 of 10 seconds.
+        assert!(svg.contains(r#"width="480.0" height="16" class="bar running""#), "{svg}");
     }
 }

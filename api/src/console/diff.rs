@@ -1,0 +1,435 @@
+//! A unified diff as git writes it (a proposal's stored patch, or `git diff -M -w`), read into
+//! files, hunks and lines numbered on both sides, for the proposal page. Hunks are read by their
+//! counts, so a content line that looks like a header (`+++ x`, `diff --git`) stays content;
+//! outside a hunk, what is not understood (a binary literal, `index` lines) is passed over.
+
+/// How a file changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    Added,
+    Deleted,
+    Modified,
+    Renamed,
+    Copied,
+}
+
+impl Status {
+    /// The word the page shows (and its CSS class).
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            Status::Added => "added",
+            Status::Deleted => "deleted",
+            Status::Modified => "modified",
+            Status::Renamed => "renamed",
+            Status::Copied => "copied",
+        }
+    }
+}
+
+/// What a line of a hunk is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Context,
+    Added,
+    Removed,
+}
+
+/// One line of a hunk: its number in the old file (context and removed lines), in the new file
+/// (context and added lines), and its text without the leading marker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Line {
+    pub kind: Kind,
+    pub old: Option<u64>,
+    pub new: Option<u64>,
+    pub text: String,
+    /// Followed by `\ No newline at end of file`.
+    pub no_newline: bool,
+}
+
+/// One `@@ -a,b +c,d @@ section` and its lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Hunk {
+    pub old_start: u64,
+    pub old_count: u64,
+    pub new_start: u64,
+    pub new_count: u64,
+    /// What git printed after the second `@@` (the enclosing function, often).
+    pub section: String,
+    pub lines: Vec<Line>,
+}
+
+/// One file of the diff.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FileDiff {
+    /// The path before (for an added file, the path it gets).
+    pub old_path: String,
+    /// The path after (for a deleted file, the path it had).
+    pub new_path: String,
+    pub status: Status,
+    /// A rename's or copy's similarity, in percent.
+    pub similarity: Option<u8>,
+    /// `(old, new)` when the mode changed, or the mode of an added or deleted file on its side.
+    pub old_mode: Option<String>,
+    pub new_mode: Option<String>,
+    pub binary: bool,
+    pub hunks: Vec<Hunk>,
+    pub added: u64,
+    pub removed: u64,
+}
+
+impl FileDiff {
+    fn new(old_path: String, new_path: String) -> Self {
+        Self {
+            old_path,
+            new_path,
+            status: Status::Modified,
+            similarity: None,
+            old_mode: None,
+            new_mode: None,
+            binary: false,
+            hunks: Vec::new(),
+            added: 0,
+            removed: 0,
+        }
+    }
+
+    /// The path the file is known by: where it is after the change, where it was if deleted. The
+    /// review gates name files the same way.
+    pub(crate) fn path(&self) -> &str {
+        if self.status == Status::Deleted { &self.old_path } else { &self.new_path }
+    }
+}
+
+/// The files of `patch`, in order, with their hunks and counts.
+pub(crate) fn parse(patch: &[u8]) -> Vec<FileDiff> {
+    let text = String::from_utf8_lossy(patch);
+    // Split on `\n` only: a carriage return before it belongs to the line's text. The last
+    // newline ends the last line; nothing follows it.
+    let mut lines = text.strip_suffix('\n').unwrap_or(&text).split('\n').peekable();
+    let mut files: Vec<FileDiff> = Vec::new();
+    while let Some(line) = lines.next() {
+        if let Some(rest) = line.strip_prefix("diff --git ") {
+            let (old, new) = git_line_paths(rest);
+            files.push(FileDiff::new(old, new));
+            continue;
+        }
+        // Anything before the first file (a preamble) belongs to none.
+        let Some(file) = files.last_mut() else { continue };
+        if let Some((old_start, mut old_left, new_start, mut new_left, section)) = hunk_header(line) {
+            let (old_count, new_count) = (old_left, new_left);
+            let mut hunk = Hunk { old_start, old_count, new_start, new_count, section, lines: Vec::new() };
+            let (mut old_at, mut new_at) = (old_start, new_start);
+            loop {
+                // A `\` line marks the line before it, and may follow a hunk's last line.
+                if let Some(marker) = lines.peek()
+                    && marker.starts_with('\\')
+                {
+                    if let Some(last) = hunk.lines.last_mut() {
+                        last.no_newline = true;
+                    }
+                    lines.next();
+                    continue;
+                }
+                if old_left == 0 && new_left == 0 {
+                    break;
+                }
+                let Some(next) = lines.peek() else { break };
+                let (kind, text) = match next.chars().next() {
+                    Some('+') if new_left > 0 => (Kind::Added, &next[1..]),
+                    Some('-') if old_left > 0 => (Kind::Removed, &next[1..]),
+                    Some(' ') if old_left > 0 && new_left > 0 => (Kind::Context, &next[1..]),
+                    // A blank context line whose space was stripped on the way.
+                    None if old_left > 0 && new_left > 0 => (Kind::Context, ""),
+                    // The hunk is cut short: what follows is read as headers.
+                    _ => break,
+                };
+                let (old, new) = match kind {
+                    Kind::Added => (None, Some(new_at)),
+                    Kind::Removed => (Some(old_at), None),
+                    Kind::Context => (Some(old_at), Some(new_at)),
+                };
+                if old.is_some() {
+                    old_at += 1;
+                    old_left -= 1;
+                }
+                if new.is_some() {
+                    new_at += 1;
+                    new_left -= 1;
+                }
+                match kind {
+                    Kind::Added => file.added += 1,
+                    Kind::Removed => file.removed += 1,
+                    Kind::Context => {}
+                }
+                hunk.lines.push(Line { kind, old, new, text: text.to_owned(), no_newline: false });
+                lines.next();
+            }
+            file.hunks.push(hunk);
+        } else {
+            header(file, line);
+        }
+    }
+    files
+}
+
+/// One extended header line (or `---`/`+++`) of `file`.
+fn header(file: &mut FileDiff, line: &str) {
+    if let Some(mode) = line.strip_prefix("new file mode ") {
+        file.status = Status::Added;
+        file.new_mode = Some(mode.to_owned());
+    } else if let Some(mode) = line.strip_prefix("deleted file mode ") {
+        file.status = Status::Deleted;
+        file.old_mode = Some(mode.to_owned());
+    } else if let Some(mode) = line.strip_prefix("old mode ") {
+        file.old_mode = Some(mode.to_owned());
+    } else if let Some(mode) = line.strip_prefix("new mode ") {
+        file.new_mode = Some(mode.to_owned());
+    } else if let Some(path) = line.strip_prefix("rename from ") {
+        file.status = Status::Renamed;
+        file.old_path = unquoted(path);
+    } else if let Some(path) = line.strip_prefix("rename to ") {
+        file.status = Status::Renamed;
+        file.new_path = unquoted(path);
+    } else if let Some(path) = line.strip_prefix("copy from ") {
+        file.status = Status::Copied;
+        file.old_path = unquoted(path);
+    } else if let Some(path) = line.strip_prefix("copy to ") {
+        file.status = Status::Copied;
+        file.new_path = unquoted(path);
+    } else if let Some(percent) = line.strip_prefix("similarity index ") {
+        file.similarity = percent.trim_end_matches('%').parse().ok();
+    } else if line.starts_with("Binary files ") || line == "GIT binary patch" {
+        file.binary = true;
+    } else if let Some(path) = line.strip_prefix("--- ") {
+        if let Some(path) = side_path(path, "a/") {
+            file.old_path = path;
+        }
+    } else if let Some(path) = line.strip_prefix("+++ ")
+        && let Some(path) = side_path(path, "b/")
+    {
+        file.new_path = path;
+    }
+}
+
+/// The path of a `---`/`+++` line without its `a/` or `b/`; none for `/dev/null`. Git ends a
+/// name holding a space with a tab (for GNU patch), which is not part of it.
+fn side_path(text: &str, prefix: &str) -> Option<String> {
+    let text = text.strip_suffix('\t').unwrap_or(text);
+    if text == "/dev/null" {
+        return None;
+    }
+    let path = unquoted(text);
+    Some(path.strip_prefix(prefix).map(str::to_owned).unwrap_or(path))
+}
+
+/// `@@ -a[,b] +c[,d] @@ section`: the starts, the counts and the section.
+fn hunk_header(line: &str) -> Option<(u64, u64, u64, u64, String)> {
+    let rest = line.strip_prefix("@@ -")?;
+    let (ranges, section) = rest.split_once(" @@")?;
+    let (old, new) = ranges.split_once(" +")?;
+    let range = |r: &str| -> Option<(u64, u64)> {
+        match r.split_once(',') {
+            Some((start, count)) => Some((start.parse().ok()?, count.parse().ok()?)),
+            None => Some((r.parse().ok()?, 1)),
+        }
+    };
+    let ((old_start, old_count), (new_start, new_count)) = (range(old)?, range(new)?);
+    Some((old_start, old_count, new_start, new_count, section.trim_start().to_owned()))
+}
+
+/// The two paths of `diff --git a/X b/Y` without their prefixes. Each is quoted when it holds
+/// what git escapes; two unquoted paths are split where the line is two halves of one name (the
+/// usual case), else at ` b/`. Renames and copies name their paths again in their own headers.
+fn git_line_paths(rest: &str) -> (String, String) {
+    let strip = |path: String, prefix: &str| path.strip_prefix(prefix).map(str::to_owned).unwrap_or(path);
+    let (old, new) = if rest.starts_with('"') {
+        let (old, after) = quoted_prefix(rest);
+        (old, unquoted(after.trim_start()))
+    } else if let Some(at) = rest.find(" \"") {
+        (rest[..at].to_owned(), unquoted(&rest[at + 1..]))
+    } else {
+        let half = rest.len().saturating_sub(1) / 2;
+        let same = rest.is_char_boundary(half)
+            && rest.is_char_boundary(half + 1)
+            && rest.get(half..half + 1) == Some(" ")
+            && rest.get(2..half) == rest.get(half + 3..);
+        match (same, rest.find(" b/")) {
+            (true, _) => (rest[..half].to_owned(), rest[half + 1..].to_owned()),
+            (false, Some(at)) => (rest[..at].to_owned(), rest[at + 1..].to_owned()),
+            (false, None) => (rest.to_owned(), rest.to_owned()),
+        }
+    };
+    (strip(old, "a/"), strip(new, "b/"))
+}
+
+/// A name as git writes it: as is, or in double quotes with C escapes (`\t`, `\"`, `\\`, octal
+/// bytes of UTF-8).
+fn unquoted(text: &str) -> String {
+    if text.starts_with('"') { quoted_prefix(text).0 } else { text.to_owned() }
+}
+
+/// The quoted name that starts `text`, unescaped, and what follows its closing quote.
+fn quoted_prefix(text: &str) -> (String, &str) {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => return (String::from_utf8_lossy(&out).into_owned(), &text[i + 1..]),
+            b'\\' if i + 1 < bytes.len() => {
+                let escaped = bytes[i + 1];
+                let octal = bytes.get(i + 1..i + 4).filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
+                if let Some(digits) = octal {
+                    let value = digits.iter().fold(0u32, |n, d| n * 8 + u32::from(d - b'0'));
+                    out.push(u8::try_from(value).unwrap_or(b'?'));
+                    i += 4;
+                    continue;
+                }
+                out.push(match escaped {
+                    b'a' => 0x07,
+                    b'b' => 0x08,
+                    b't' => b'\t',
+                    b'n' => b'\n',
+                    b'v' => 0x0b,
+                    b'f' => 0x0c,
+                    b'r' => b'\r',
+                    other => other,
+                });
+                i += 2;
+            }
+            byte => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    // No closing quote: the whole rest was the name.
+    (String::from_utf8_lossy(&out).into_owned(), "")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PATCH: &str = "\
+diff --git a/src/lib.rs b/src/lib.rs
+index 1111111..2222222 100644
+--- a/src/lib.rs
++++ b/src/lib.rs
+@@ -1,4 +1,5 @@ fn main() {
+ one
+-two
++zwei
++drei
+ 
+ four
+@@ -10,2 +11,2 @@
+ ten
+-eleven
+\\ No newline at end of file
++elf
+\\ No newline at end of file
+diff --git a/new file.txt b/new file.txt
+new file mode 100755
+index 0000000..3333333
+--- /dev/null
++++ b/new file.txt\t
+@@ -0,0 +1,2 @@
++--- not a header
+++++ nor this
+diff --git a/old.md b/docs/moved.md
+similarity index 90%
+rename from old.md
+rename to docs/moved.md
+index 4444444..5555555 100644
+--- a/old.md
++++ b/docs/moved.md
+@@ -3 +3 @@
+-x
++y
+diff --git a/gone.bin b/gone.bin
+deleted file mode 100644
+index 6666666..0000000
+GIT binary patch
+literal 0
+HcmV?d00001
+
+literal 12
+TcmZ?wbaQlJU|@iNN0R{
+
+diff --git \"a/tab\\there\" \"b/tab\\there\"
+old mode 100644
+new mode 100755
+diff --git a/same.md b/same-too.md
+similarity index 100%
+rename from same.md
+rename to same-too.md
+";
+
+    #[test]
+    fn files_hunks_and_both_line_numbers_are_read() {
+        let files = parse(PATCH.as_bytes());
+        let paths: Vec<&str> = files.iter().map(FileDiff::path).collect();
+        assert_eq!(paths, ["src/lib.rs", "new file.txt", "docs/moved.md", "gone.bin", "tab\there", "same-too.md"]);
+        let lib = &files[0];
+        assert_eq!((lib.status, lib.added, lib.removed, lib.hunks.len()), (Status::Modified, 3, 2, 2));
+        assert_eq!(lib.hunks[0].section, "fn main() {");
+        assert_eq!((lib.hunks[0].old_count, lib.hunks[0].new_count, lib.hunks[1].new_start), (4, 5, 11));
+        let numbered: Vec<(Kind, Option<u64>, Option<u64>, &str)> =
+            lib.hunks[0].lines.iter().map(|l| (l.kind, l.old, l.new, l.text.as_str())).collect();
+        assert_eq!(
+            numbered,
+            [
+                (Kind::Context, Some(1), Some(1), "one"),
+                (Kind::Removed, Some(2), None, "two"),
+                (Kind::Added, None, Some(2), "zwei"),
+                (Kind::Added, None, Some(3), "drei"),
+                (Kind::Context, Some(3), Some(4), ""),
+                (Kind::Context, Some(4), Some(5), "four"),
+            ]
+        );
+        let second = &lib.hunks[1].lines;
+        assert_eq!((second[1].old, second[1].no_newline), (Some(11), true));
+        assert_eq!((second[2].new, second[2].no_newline, second[2].text.as_str()), (Some(12), true, "elf"));
+    }
+
+    #[test]
+    fn content_that_looks_like_headers_stays_content() {
+        let files = parse(PATCH.as_bytes());
+        let added = &files[1];
+        assert_eq!((added.status, added.new_mode.as_deref()), (Status::Added, Some("100755")));
+        let texts: Vec<&str> = added.hunks[0].lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts, ["--- not a header", "+++ nor this"]);
+        assert_eq!((added.added, added.removed), (2, 0));
+    }
+
+    #[test]
+    fn renames_binaries_modes_and_quoted_names_are_told() {
+        let files = parse(PATCH.as_bytes());
+        let moved = &files[2];
+        assert_eq!((moved.status, moved.similarity), (Status::Renamed, Some(90)));
+        assert_eq!((moved.old_path.as_str(), moved.new_path.as_str()), ("old.md", "docs/moved.md"));
+        assert_eq!((moved.hunks[0].lines[0].old, moved.hunks[0].lines[1].new), (Some(3), Some(3)));
+        let gone = &files[3];
+        assert_eq!((gone.status, gone.binary, gone.hunks.len()), (Status::Deleted, true, 0));
+        let mode = &files[4];
+        assert_eq!((mode.old_mode.as_deref(), mode.new_mode.as_deref()), (Some("100644"), Some("100755")));
+        let pure = &files[5];
+        assert_eq!((pure.status, pure.similarity, pure.old_path.as_str()), (Status::Renamed, Some(100), "same.md"));
+    }
+
+    #[test]
+    fn quoted_names_unescape_octal_utf8() {
+        assert_eq!(unquoted("\"a/evil\\342\\200\\256gpj.md\""), "a/evil\u{202e}gpj.md");
+        assert_eq!(unquoted("\"a/q\\\"uote\\\\\""), "a/q\"uote\\");
+        assert_eq!(git_line_paths("a/x y b/x y"), ("x y".to_owned(), "x y".to_owned()));
+        assert_eq!(git_line_paths("a/one b/two"), ("one".to_owned(), "two".to_owned()));
+    }
+
+    #[test]
+    fn a_hunk_cut_short_ends_where_its_lines_do() {
+        let files = parse(b"diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n a\n");
+        assert_eq!(files[0].hunks[0].lines.len(), 1);
+        assert!(parse(b"not a diff\n").is_empty());
+    }
+}
