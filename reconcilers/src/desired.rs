@@ -195,10 +195,14 @@ pub struct SyncCache {
 fn log_file_errors(before: &[FileError], now: &[FileError]) {
     for error in now.iter().filter(|error| !before.contains(error)) {
         let field = if error.path.is_empty() { "-" } else { error.path.as_str() };
+        // A file-wide error (too large, unreadable) has no position.
+        let at = match error.line {
+            0 => error.file.clone(),
+            line => format!("{}:{line}:{}", error.file, error.column),
+        };
         tracing::warn!(
             file = %error.file, line = error.line, column = error.column, field,
-            "spec file does not load ({}:{}:{}): {}; its objects keep their last valid spec",
-            error.file, error.line, error.column, error.message
+            "spec file does not load ({at}): {}; its objects keep their last valid spec", error.message
         );
     }
     let broken: BTreeSet<&str> = now.iter().map(|error| error.file.as_str()).collect();

@@ -98,7 +98,7 @@ pub async fn leftover_rows(
 pub async fn object_rows(store: &Store, scan: &Scan) -> Result<ObjectRows, BackendError> {
     let declared = declared(scan);
     let whole = read_whole(store, scan, &declared).await?;
-    let mut rows = whole.sources;
+    let mut rows = sources_with_files(whole.sources, scan);
     rows.extend(whole.rows.into_iter().map(|(_, row)| row));
     rows.extend(file_rows(scan));
     let unfinished = whole.unfinished.into_values().flatten().collect();
@@ -312,6 +312,24 @@ pub fn source_row(sync: &roundtable_store::SourceSync) -> ObjectStatus {
         (None, _) => good,
     };
     row::source(source_name(sync), sync.error.is_some(), sync.fetched_at.clone(), message)
+}
+
+/// The source rows as the scan of their commit found it: a commit some of whose spec files do not
+/// load is not a healthy one to be at, though what did load is reconciled.
+pub fn sources_with_files(mut sources: Vec<ObjectStatus>, scan: &Scan) -> Vec<ObjectStatus> {
+    let broken = scan.broken_files.len();
+    if broken == 0 {
+        return sources;
+    }
+    for source in sources.iter_mut().filter(|s| s.health == Health::Healthy) {
+        source.health = Health::Degraded;
+        let files =
+            if broken == 1 { "1 spec file of it does".to_owned() } else { format!("{broken} spec files of it do") };
+        source
+            .message
+            .push_str(&format!("; {files} not load (the File rows say why): their objects keep their last valid spec"));
+    }
+    sources
 }
 
 /// `status --exit-code`: 0 in sync, 2 drift (OutOfSync or Unknown), 1 error; error outranks drift.

@@ -10,6 +10,7 @@ pub mod delivery;
 pub mod diagnostics;
 mod lookup;
 pub mod resume;
+mod scope_check;
 pub mod secrets;
 
 use std::collections::BTreeSet;
@@ -45,7 +46,11 @@ pub struct Around {
 /// Every finding of the static checks over the project's spec directory (nothing is created),
 /// admission contracts in `contracts/` included.
 pub fn validate(project: &Project) -> Scan {
-    with_contracts(scan(project), &project.spec_dir)
+    let mut scanned = scan(project);
+    let warnings = scope_check::warnings(&project.root, &scanned.objects);
+    scanned.findings.extend(warnings);
+    roundtable_specs::validate::sort_findings(&mut scanned.findings);
+    with_contracts(scanned, &project.spec_dir)
 }
 
 /// [`validate`] of a spec directory `dir` that names no project (`error`): that, and its

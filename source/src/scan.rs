@@ -254,6 +254,18 @@ fn unreadable(dir: &Path, unresolved: Option<&ProjectError>) -> Option<Validatio
     unresolved.map(|error| file_error(&dir.display().to_string(), error.to_string()))
 }
 
+/// How a spec file is named in findings and as its objects' source: as given for a working tree;
+/// in the tree of a followed commit, by its path in the repository (`.roundtable/work.yaml`), not
+/// by where the commit was exported. The commit itself is the `Source` row's, so a name stays the
+/// same from commit to commit.
+fn shown_name(project: &Project, path: &Path) -> String {
+    let exported = project.root.join(crate::tree::CURRENT);
+    match path.strip_prefix(&exported) {
+        Ok(in_repository) if project.spec_dir.starts_with(&exported) => in_repository.display().to_string(),
+        _ => path.display().to_string(),
+    }
+}
+
 fn load_with(project: &Project, cache: &mut ScanCache, changed: Option<&[PathBuf]>) -> LoadedWith {
     let mut out = LoadedWith::default();
     let LoadedWith { loaded, digests, object_findings } = &mut out;
@@ -278,7 +290,7 @@ fn load_with(project: &Project, cache: &mut ScanCache, changed: Option<&[PathBuf
         let entry = match cached {
             Some(entry) => entry,
             None => {
-                let shown = path.display().to_string();
+                let shown = shown_name(project, &path);
                 let mut read_errors = Vec::new();
                 let Some(text) = read_file(&path, root, &shown, &mut read_errors) else {
                     // Kept in the cache so a targeted rescan still reports the file.

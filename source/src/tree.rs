@@ -15,6 +15,9 @@ pub struct Trees {
     dir: PathBuf,
 }
 
+/// The link to the tree reconciled, in the trees' folder.
+pub(crate) const CURRENT: &str = "current";
+
 /// How many exported trees are kept: the current one and the one before it (a `status` that
 /// was reading it when `current` moved finishes reading it).
 const KEPT: usize = 2;
@@ -28,7 +31,7 @@ impl Trees {
     }
 
     fn current_link(&self) -> PathBuf {
-        self.dir.join("current")
+        self.dir.join(CURRENT)
     }
 
     /// The commit `current` names, if a tree was exported before (a restart reconciles it until

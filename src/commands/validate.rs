@@ -15,6 +15,18 @@ pub fn run(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
         Err(error) => roundtable_service::validate_unresolved(&global.dir, &error),
     };
     let errors = scanned.errors().count();
+    if !format.is_document()
+        && let Some((mode, _)) = roundtable_source::mark::marked(&global.state_dir())
+    {
+        // `status` and `plan` read the commit the daemon follows; say which files these are.
+        let followed = match mode {
+            roundtable_source::mark::Mode::Committed => "the checkout's HEAD commit",
+            roundtable_source::mark::Mode::Git => "the commits of its git source",
+        };
+        eprintln!(
+            "note: these are the working tree's files; the daemon reconciles {followed} (`roundtable plan --local` previews these against it)"
+        );
+    }
     match format {
         Format::Json | Format::Yaml | Format::Name | Format::JsonPath(_) => {
             print!("{}", render::document(format, &List::of(scanned.findings))?)

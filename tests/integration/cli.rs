@@ -440,3 +440,34 @@ fn yaml_output_reads_back_as_the_json_document() {
     assert!(read.status.success(), "PyYAML refused:\n{}", stdout(&as_yaml));
     assert_eq!(json(&stdout(&read)), json(&stdout(&as_json)), "{}", stdout(&as_yaml));
 }
+
+#[test]
+fn validate_warns_of_a_readable_path_missing_at_the_revision_and_a_revision_that_does_not_resolve() {
+    let project = tempfile::tempdir().expect("tempdir");
+    let root = project.path();
+    crate::support::write(root, "README.md", "hello\n");
+    crate::support::write(root, "docs/guide.md", "guide\n");
+    let assignment = |name: &str, revision: &str, paths: &str| {
+        format!(
+            "{API}\nkind: Assignment\nmetadata: {{name: {name}}}\nspec:\n  adapter: mock\n  task: {{id: T, prompt: p}}\n  source: {{repo: ., revision: {revision}}}\n  readablePaths: {paths}\n"
+        )
+    };
+    crate::support::write(root, ".roundtable/a.yaml", &assignment("present", "main", "[README.md, docs/]"));
+    crate::support::write(root, ".roundtable/b.yaml", &assignment("missing", "main", "[README.md, src/, READM.md]"));
+    crate::support::write(root, ".roundtable/c.yaml", &assignment("elsewhere", "master", "[README.md]"));
+    crate::support::commit_all(root);
+    let out = roundtable(root, &["validate"]);
+    let shown = stdout(&out);
+    assert!(out.status.success(), "warnings do not make the specs invalid: {shown}{}", stderr(&out));
+    assert!(shown.contains("valid: 3 objects in 3 files (3 warnings)"), "{shown}");
+    assert!(
+        shown.contains(
+            "b.yaml:8:30: warning: spec.readablePaths[1]: \"src/\" does not exist at main in the project's repository"
+        ),
+        "{shown}"
+    );
+    assert!(shown.contains("spec.readablePaths[2]: \"READM.md\" does not exist"), "{shown}");
+    assert!(shown.contains("c.yaml:7:21: warning: spec.source.revision: \"master\" does not resolve"), "{shown}");
+    assert!(shown.contains("its branches are main"), "{shown}");
+    assert!(!shown.contains("a.yaml"), "what exists is not warned of: {shown}");
+}

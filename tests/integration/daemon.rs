@@ -162,7 +162,7 @@ fn plan_describe_and_reconcile_without_a_daemon() {
     );
     assert!(stdout(&health).lines().any(|line| line == "mock=Healthy"), "{}{}", stdout(&health), stderr(&health));
     let broken = roundtable(root, &["status", "-o", "jsonpath={.items"]);
-    assert_eq!(broken.status.code(), Some(2), "a broken template is a usage error");
+    assert_eq!(broken.status.code(), Some(64), "a broken template is a usage error");
     assert!(stderr(&broken).contains("unclosed '{'"), "{}", stderr(&broken));
 
     assert_eq!(roundtable(root, &["describe", "Widget/x"]).status.code(), Some(1));

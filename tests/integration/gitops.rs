@@ -430,12 +430,32 @@ fn committed_mode_reconciles_head_never_an_uncommitted_edit() {
     let text = stdout(&crate::support::roundtable(root, &["status"]));
     assert!(text.starts_with("source: committed (HEAD) "), "{text}");
 
-    // `validate` checks the working tree (what is about to be committed); `status` the commit.
+    // `validate` checks the working tree (what is about to be committed) and says so; `status`
+    // the commit; `plan --local` previews the edit against the state.
     write(root, ".roundtable/broken.yaml", "kind: [\n");
+    write(root, ".roundtable/three.yaml", &adapter("three"));
     let validate = crate::support::roundtable(root, &["validate"]);
     assert_eq!(validate.status.code(), Some(1), "{}", stdout(&validate));
     assert!(stdout(&validate).contains("broken.yaml"), "{}", stdout(&validate));
+    assert!(crate::support::stderr(&validate).contains("plan --local"), "{}", crate::support::stderr(&validate));
     assert!(row(&status(root), "File", ".roundtable/broken.yaml").is_none(), "status reads the committed tree");
+    let committed = stdout(&crate::support::roundtable(root, &["plan"]));
+    assert!(!committed.contains("Adapter/three"), "plan reads the committed tree: {committed}");
+    let local = stdout(&crate::support::roundtable(root, &["plan", "--local"]));
+    assert!(local.contains("  + Adapter/three: create at generation 1"), "{local}");
+    assert!(local.contains("broken.yaml"), "{local}");
+
+    // Committed, the broken file is named as in the repository, and the Source row says its
+    // commit does not wholly load.
+    std::fs::remove_file(root.join(".roundtable/three.yaml")).expect("rm");
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "broken"]);
+    let now = wait("the broken commit", &|s| row(s, "File", ".roundtable/broken.yaml").is_some());
+    let source = source_row(&now).expect("a Source row");
+    assert_eq!(source["health"], "Degraded", "{source:#}");
+    assert!(source["message"].as_str().is_some_and(|m| m.contains("1 spec file of it does not load")), "{source:#}");
+    let text = stdout(&crate::support::roundtable(root, &["status"]));
+    assert!(!text.contains("source/tree"), "no exported tree's path is shown: {text}");
 }
 
 /// `roundtable` on the shared store with the shared audit key, from `state`.

@@ -279,13 +279,19 @@ struct AssignmentPage {
     events: Vec<EventRow>,
 }
 
+/// `1 file`, `3 files`.
+fn files(count: impl std::fmt::Display) -> String {
+    let count = count.to_string();
+    if count == "1" { "1 file".into() } else { format!("{count} files") }
+}
+
 fn proposal_row(p: &roundtable_specs::output::ProposalItem) -> ProposalRow {
     ProposalRow {
         href: format!("/ui/proposals/{}", percent(&p.id)),
         id: shown(&p.id),
         assignment: shown(&p.assignment),
         state: word(&p.state),
-        changes: format!("{} files, +{} -{}", p.files_changed, p.insertions, p.deletions),
+        changes: format!("{}, +{} -{}", files(p.files_changed), p.insertions, p.deletions),
         flags: shown(&p.flags.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")),
         created: When::of(&p.created_at),
     }
@@ -690,7 +696,7 @@ pub(crate) async fn proposal_page(
         adapter: shown(&item.adapter),
         base: shown(&item.base_commit),
         state: word(&item.state),
-        changes: format!("{} files changed, +{} -{}", item.files_changed, item.insertions, item.deletions),
+        changes: format!("{} changed, +{} -{}", files(item.files_changed), item.insertions, item.deletions),
         decision,
         findings: findings
             .iter()

@@ -15,7 +15,9 @@ use roundtable_specs::output::ObjectStatus;
 use roundtable_specs::{Kind, ObjectKey};
 use roundtable_store::{Changed, SessionRecord, Store, Touched, TouchedReads};
 
-use super::{RowInputs, declared_assignments, file_rows, newest_first, object_row, read_whole, source_row};
+use super::{
+    RowInputs, declared_assignments, file_rows, newest_first, object_row, read_whole, source_row, sources_with_files,
+};
 use crate::backend::BackendError;
 use crate::desired::{Declared, declared};
 
@@ -194,7 +196,12 @@ impl KeptRows {
         self.declared = signatures;
         self.broken_files.clone_from(&scan.broken_files);
         self.assignments = declared_assignments(&declared);
-        Ok(Refreshed { whole: false, rows, sources: self.sources.clone(), files: file_rows(scan) })
+        Ok(Refreshed {
+            whole: false,
+            rows,
+            sources: sources_with_files(self.sources.clone(), scan),
+            files: file_rows(scan),
+        })
     }
 
     async fn refresh_whole(
@@ -213,7 +220,12 @@ impl KeptRows {
         self.assignments = declared_assignments(declared);
         self.sources = whole.sources;
         let rows = whole.rows.into_iter().map(|(key, row)| (key, Some(row))).collect();
-        Ok(Refreshed { whole: true, rows, sources: self.sources.clone(), files: file_rows(scan) })
+        Ok(Refreshed {
+            whole: true,
+            rows,
+            sources: sources_with_files(self.sources.clone(), scan),
+            files: file_rows(scan),
+        })
     }
 }
 
