@@ -79,8 +79,10 @@ fn print_check(item: &AdmissionItem) {
             r.id,
             r.verdict,
             r.reason.map(|reason| format!(": {reason}")).unwrap_or_default(),
-            r.generated_at,
-            r.expires_at.as_deref().unwrap_or("never: not anchored in this project's audit chain"),
+            render::timestamp(&r.generated_at),
+            r.expires_at
+                .as_deref()
+                .map_or_else(|| "never: not anchored in this project's audit chain".into(), render::timestamp),
             render::sanitize(&r.path)
         ),
         None => println!("  receipt:       none"),
@@ -142,7 +144,10 @@ pub async fn list(global: &Global, format: Format) -> anyhow::Result<ExitCode> {
                         if item.spawn { "yes".into() } else { "no".into() },
                         item.evidence.installed_version.clone().unwrap_or_else(|| "-".into()),
                         item.receipt.as_ref().map_or("-".into(), |r| r.id[..12].to_owned()),
-                        item.receipt.as_ref().and_then(|r| r.expires_at.clone()).unwrap_or_else(|| "-".into()),
+                        item.receipt
+                            .as_ref()
+                            .and_then(|r| r.expires_at.as_deref())
+                            .map_or_else(|| "-".into(), render::timestamp),
                     ]
                 })
                 .map(|row| row.iter().map(|cell| render::sanitize(cell)).collect())
@@ -192,7 +197,7 @@ pub async fn canary(global: &Global, name: &str, ttl: std::time::Duration, forma
                 render::sanitize(&item.detail)
             );
             println!("  ran:      {}", render::sanitize(&crate::render::command_line(&item.argv)));
-            println!("  expires:  {}", item.expires_at);
+            println!("  expires:  {}", render::timestamp(&item.expires_at));
             if !item.output.is_empty() {
                 println!("{}", render::sanitize_block(&item.output));
             }

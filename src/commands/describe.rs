@@ -56,8 +56,12 @@ fn text(item: &DescribeItem) -> String {
         render::sanitize(&status.message),
     );
     if let Some(observed) = &item.observed {
-        out.push_str(&format!("Observed:    {}\n", render::sanitize(&observed.to_string())));
-        out.push_str(&admission_text(observed));
+        // An Adapter's is its admission, shown readable below rather than as a blob.
+        let admission = admission_text(observed);
+        if admission.is_empty() {
+            out.push_str(&format!("Observed:    {}\n", render::sanitize(&observed.to_string())));
+        }
+        out.push_str(&admission);
     }
     if let Some(spec) = item.spec.as_ref().map(|resource| &resource["spec"]).filter(|spec| !spec.is_null()) {
         out.push_str("\nSpec:\n");

@@ -93,9 +93,13 @@ fn session_text(item: &SessionItem) -> String {
         field(&mut out, "External ID", external);
     }
     field(&mut out, "Controller", &item.controller_run);
-    field(&mut out, "Created", &item.created_at);
-    field(&mut out, "Started", &or_dash(item.started_at.as_deref()));
-    field(&mut out, "Finished", &or_dash(item.finished_at.as_deref()));
+    let at = |value: Option<&str>| value.map_or_else(|| "-".into(), render::timestamp);
+    field(&mut out, "Created", &render::timestamp(&item.created_at));
+    field(&mut out, "Started", &at(item.started_at.as_deref()));
+    field(&mut out, "Finished", &at(item.finished_at.as_deref()));
+    if let Some(started) = &item.started_at {
+        field(&mut out, "Duration", &render::duration(started, item.finished_at.as_deref()));
+    }
     if !detail.timings_ms.is_empty() {
         let timings: Vec<String> = roundtable_specs::session::in_phase_order(&detail.timings_ms)
             .iter()

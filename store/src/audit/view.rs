@@ -74,7 +74,7 @@ fn summary(kind: &str, record: &serde_json::Value) -> Option<(bool, String)> {
                 text(&record["assignment"])?,
                 record["executionGeneration"],
                 text(&record["adapter"])?,
-                short(&record["image"]).unwrap_or_else(|| "none".into()),
+                text(&record["image"]).map_or_else(|| "none".into(), |image| shortened_id(&image)),
             ),
         )),
         EntryKind::SessionEnded => {
@@ -105,7 +105,7 @@ fn summary(kind: &str, record: &serde_json::Value) -> Option<(bool, String)> {
         }
         EntryKind::ProposalSubmitted => {
             let flags = record["flags"].as_array().map_or(0, Vec::len);
-            let flagged = if flags > 0 { format!(", {flags} flag(s)") } else { String::new() };
+            let flagged = if flags > 0 { format!(", {}", plural(flags, "flag")) } else { String::new() };
             Some((
                 false,
                 format!(
@@ -149,6 +149,15 @@ fn gates(record: &serde_json::Value) -> Option<(bool, String)> {
         ));
     }
     Some((record["blocked"] == true, format!("{} (mode {mode})", refused.join("; "))))
+}
+
+/// An image as a reader takes it: a reference whole, an image ID (`sha256:…`) cut to 12 hex
+/// digits as the engine shows them.
+fn shortened_id(image: &str) -> String {
+    match image.strip_prefix("sha256:") {
+        Some(hex) => format!("sha256:{}", hex.chars().take(12).collect::<String>()),
+        None => image.to_owned(),
+    }
 }
 
 fn plural(n: usize, noun: &str) -> String {
