@@ -542,6 +542,74 @@ rename to same-too.md
         }
     }
 
+    /// Hostile: file names an agent chooses (quotes, tabs, newlines, ` b/` inside, bidi controls,
+    /// non-ASCII git quotes as octal), made into a patch as the controller makes it; the page
+    /// names each file as git does, with git's counts.
+    #[test]
+    fn hostile_names_in_a_real_patch_are_read_as_git_names_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let git = |args: &[&str]| {
+            let output = std::process::Command::new("git")
+                .args(args)
+                .current_dir(dir.path())
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .output()
+                .expect("git");
+            assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+            output.stdout
+        };
+        let names = [
+            "x b/y b/z.txt",
+            "q\"uote\\d.txt",
+            "tab\there.txt",
+            "new\nline.txt",
+            "caf\u{e9}.txt",
+            "evil\u{202e}gpj.md",
+            " lead and trail ",
+            "<script>alert(1)<\\script>.html",
+            "diff --git a b",
+        ];
+        git(&["init", "-q"]);
+        for (n, name) in names.iter().enumerate() {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&path, format!("line {n}\nsame\n")).expect("write");
+        }
+        std::fs::write(dir.path().join("moved from b"), "a\nb\nc\nd\ne\nf\n").expect("write");
+        git(&["add", "-A"]);
+        let before = String::from_utf8(git(&["write-tree"])).expect("tree").trim().to_owned();
+        for (n, name) in names.iter().enumerate() {
+            std::fs::write(dir.path().join(name), format!("line {n}\n+++ b/other\ndiff --git a/x b/x\nsame\n"))
+                .expect("write");
+        }
+        std::fs::rename(dir.path().join("moved from b"), dir.path().join("x b/moved to b")).expect("rename");
+        git(&["add", "-A"]);
+        let after = String::from_utf8(git(&["write-tree"])).expect("tree").trim().to_owned();
+        let common = ["--no-ext-diff", "--no-textconv", "--no-color", "--find-renames", "--full-index"];
+        let patch = git(&[&["diff", "--binary"][..], &common, &[&before, &after]].concat());
+        let numstat = String::from_utf8(git(&[&["diff", "--numstat", "-z"][..], &common, &[&before, &after]].concat()))
+            .expect("utf-8");
+        // -z: "ADD\tDEL\tPATH\0", or "ADD\tDEL\t\0OLD\0NEW\0" for a rename.
+        let mut expected = Vec::new();
+        let mut fields = numstat.split('\0');
+        while let Some(record) = fields.next() {
+            let mut parts = record.splitn(3, '\t');
+            let (Some(added), Some(removed), Some(path)) = (parts.next(), parts.next(), parts.next()) else { continue };
+            let path = if path.is_empty() {
+                fields.next();
+                fields.next().unwrap_or_default()
+            } else {
+                path
+            };
+            expected.push((added.parse::<u64>().unwrap_or(0), removed.parse::<u64>().unwrap_or(0), path.to_owned()));
+        }
+        let shown: Vec<(u64, u64, String)> =
+            parse(&patch).iter().map(|f| (f.added, f.removed, f.path().to_owned())).collect();
+        assert_eq!(shown, expected, "{}", String::from_utf8_lossy(&patch));
+        assert_eq!(shown.len(), names.len() + 1);
+    }
+
     #[test]
     fn a_hunk_cut_short_ends_where_its_lines_do() {
         let files = parse(b"diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n a\n");
