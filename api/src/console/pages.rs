@@ -664,6 +664,10 @@ pub(crate) async fn proposal_page(
     };
     let layout = if choice.split { Layout::Split } else { Layout::Unified };
     let parsed = super::diff::parse(&patch);
+    // What accept applies, counted from the stored patch itself: the counts stored beside it are
+    // columns no MAC covers, which an edit of the database could change alone.
+    let changes =
+        if choice.ignore_whitespace { changes_of(&super::diff::parse(&found.patch)) } else { changes_of(&parsed) };
     let reviewed = review(&parsed, &findings, &item.flags, layout);
     let decision = item.decision.as_ref().map(|d| {
         let mut text = format!("Decided by {} at {}", shown(&d.by), shown(&d.at));
@@ -696,7 +700,7 @@ pub(crate) async fn proposal_page(
         adapter: shown(&item.adapter),
         base: shown(&item.base_commit),
         state: word(&item.state),
-        changes: format!("{} changed, +{} -{}", files(item.files_changed), item.insertions, item.deletions),
+        changes,
         decision,
         findings: findings
             .iter()
@@ -737,6 +741,12 @@ pub(crate) async fn proposal_page(
         notice: None,
         error: None,
     })
+}
+
+/// `N files changed, +A -R` of a patch's files.
+fn changes_of(files: &[super::diff::FileDiff]) -> String {
+    let (added, removed) = files.iter().fold((0, 0), |(a, r), f| (a + f.added, r + f.removed));
+    format!("{} changed, +{added} -{removed}", self::files(files.len()))
 }
 
 pub(crate) async fn proposal(
@@ -862,6 +872,18 @@ mod tests {
         assert!(html.contains(r#"<td class="health good">Healthy</td>"#), "{html}");
         assert!(html.contains(r#"<a href="/ui/sessions/s-9#output">the output of session s-9</a>"#), "{html}");
         assert!(!html.contains("`roundtable sessions logs"), "{html}");
+    }
+
+    /// Hostile: the proposal page's "N files changed" line was the store's columns, which an
+    /// edit of the database changes without touching the patch (no MAC covers them): it said
+    /// "1 files changed, +1 -0" of a patch accept applies to three files. It is counted from the
+    /// stored patch.
+    #[test]
+    fn the_changes_line_counts_the_stored_patch() {
+        let patch = "diff --git a/a b/a\n--- a/a\n+++ b/a\n@@ -1 +1,2 @@\n-x\n+y\n+z\n\
+diff --git a/b b/b\nnew file mode 100644\n--- /dev/null\n+++ b/b\n@@ -0,0 +1 @@\n+q\n\
+diff --git a/c b/c\nnew file mode 100644\nindex 0000000..e69de29\n";
+        assert_eq!(changes_of(&crate::console::diff::parse(patch.as_bytes())), "3 files changed, +3 -1");
     }
 
     #[test]

@@ -350,12 +350,17 @@ impl Store {
             Ok(verified) => verified,
             Err(broken) => return Ok(Err(broken)),
         };
+        // Columns appended before entries were summarised hold the view of then; from the first
+        // entry only summarising code seals on (read over the whole chain: it may precede the
+        // range), none does.
+        let summarised_from =
+            all.iter().find(|stored| EntryView::sealed_summarised(&stored.row.entry)).map_or(i64::MAX, |s| s.row.seq);
         for stored in all.iter().filter(|stored| in_range(&&stored.row)) {
-            // Columns appended before entries were summarised hold the view of then.
+            let legacy_allowed = stored.row.seq < summarised_from;
             let edited = EntryView::of(&stored.row.entry).map(|sealed| {
                 sealed
                     .first_difference(&stored.columns)
-                    .filter(|_| sealed.legacy().first_difference(&stored.columns).is_some())
+                    .filter(|_| !legacy_allowed || sealed.legacy().first_difference(&stored.columns).is_some())
             });
             match edited {
                 None => return Ok(Err(ChainBreak::BadMac { seq: stored.row.seq })),
@@ -389,4 +394,58 @@ fn check_checkpoint(checkpoint: &Head, chain: &[ChainRow], verified: &Verified, 
         return Err(ChainBreak::HeadMismatch { seq: checkpoint.seq });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `sql` on the store's database, as anyone who can write it would.
+    async fn tamper(store: &Store, sql: &'static str) {
+        sqlx::query(sql).execute(store.pool()).await.expect(sql);
+    }
+
+    /// Hostile: `audit verify` accepted the legacy columns (`Normal`, `audited KIND`) of any entry,
+    /// so an edit of the database turned a failed session's `Warning` into `Normal` and its
+    /// summary into `audited session.ended`, and the chain still verified. Only entries sealed
+    /// before the first one summarising code sealed may hold the legacy view.
+    #[tokio::test]
+    async fn a_summarised_warning_cannot_be_edited_into_the_legacy_view() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&dir.path().join("state")).await.expect("open");
+        let key = AuditKey::create(&dir.path().join("keys/audit.key")).expect("key");
+        let verify = || async { store.verify_chain(&key, None, None).await.expect("read") };
+        let entries = [
+            // Sealed before summaries (no `durationMs`), its columns the legacy view.
+            ("session.ended", serde_json::json!({"phase": "Failed", "exitCode": 1, "message": "m"})),
+            // Sealed now, by summarising code.
+            (
+                "session.ended",
+                serde_json::json!({"phase": "Failed", "exitCode": 3, "durationMs": 4210, "message": "m"}),
+            ),
+            // A refused receipt after it: its shape is as it was, its place in the chain says when.
+            (
+                "admission.receipt",
+                serde_json::json!({"adapter": "a", "receipt": "r1", "verdict": "refuse", "reason": "no_contract"}),
+            ),
+        ];
+        for (kind, record) in &entries {
+            let entry = AuditedEntry { kind, subject: "s1", record: record.clone() };
+            store.append_audited(&key, &entry).await.expect("append");
+        }
+        tamper(&store, "UPDATE events SET severity = 'Normal', message = 'audited session.ended' WHERE seq = 1").await;
+        assert!(verify().await.is_ok(), "an entry sealed before summaries holds the legacy view");
+        tamper(&store, "UPDATE events SET severity = 'Normal', message = 'audited session.ended' WHERE seq = 2").await;
+        assert_eq!(verify().await, Err(ChainBreak::ColumnEdited { seq: 2, column: "severity" }));
+        tamper(
+            &store,
+            "UPDATE events SET severity = 'Warning', message = 'Failed after 4.2s, exit code 3: m' WHERE seq = 2",
+        )
+        .await;
+        assert!(verify().await.is_ok(), "restored");
+        tamper(&store, "UPDATE events SET severity = 'Normal', message = 'audited admission.receipt' WHERE seq = 3")
+            .await;
+        assert_eq!(verify().await, Err(ChainBreak::ColumnEdited { seq: 3, column: "severity" }));
+        store.close().await;
+    }
 }

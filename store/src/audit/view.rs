@@ -45,6 +45,20 @@ impl EntryView {
         Self { severity: "Normal".into(), message: format!("audited {}", self.reason), ..self.clone() }
     }
 
+    /// Whether the canonical entry `entry` has a shape only code that writes summarised columns
+    /// seals: a session end with its `durationMs`, an admission with every gate's `decisions`.
+    /// Its columns, and those of every entry after it, were never the legacy view; accepting
+    /// that view there would let an edit turn a Warning into `Normal`, `audited KIND` unseen.
+    pub fn sealed_summarised(entry: &str) -> bool {
+        let Ok(value) = serde_json::from_str::<serde_json::Value>(entry) else { return false };
+        let record = &value["record"];
+        match value["kind"].as_str().and_then(|kind| kind.parse::<roundtable_specs::audit::EntryKind>().ok()) {
+            Some(roundtable_specs::audit::EntryKind::SessionEnded) => record.get("durationMs").is_some(),
+            Some(roundtable_specs::audit::EntryKind::AdmissionGate) => record.get("decisions").is_some(),
+            _ => false,
+        }
+    }
+
     /// The first column of `stored` that differs from this view, by its column name.
     pub fn first_difference(&self, stored: &Self) -> Option<&'static str> {
         let columns: [(&'static str, &String, &String); 6] = [
