@@ -269,8 +269,9 @@ impl Store {
                 "record": record,
             }));
             let mac = key.mac(&prev, &text);
-            // The columns are the entry's view, so what readers show is what the MAC covers.
-            let view = EntryView::of(&text)
+            // The columns are drawn from the entry alone (`EntryView::columns_of`), so verify
+            // can hold every one of them to what the MAC covers.
+            let view = EntryView::columns_of(&text)
                 .ok_or_else(|| crate::Error::Corrupt(format!("audited entry {seq} does not read back")))?;
             sqlx::query(
                 "INSERT INTO events (at, kind, name, severity, reason, message, record, audited, seq, prev_mac, mac, uid) \
@@ -350,18 +351,9 @@ impl Store {
             Ok(verified) => verified,
             Err(broken) => return Ok(Err(broken)),
         };
-        // Columns appended before entries were summarised hold the view of then; from the first
-        // entry only summarising code seals on (read over the whole chain: it may precede the
-        // range), none does.
-        let summarised_from =
-            all.iter().find(|stored| EntryView::sealed_summarised(&stored.row.entry)).map_or(i64::MAX, |s| s.row.seq);
         for stored in all.iter().filter(|stored| in_range(&&stored.row)) {
-            let legacy_allowed = stored.row.seq < summarised_from;
-            let edited = EntryView::of(&stored.row.entry).map(|sealed| {
-                sealed
-                    .first_difference(&stored.columns)
-                    .filter(|_| !legacy_allowed || sealed.legacy().first_difference(&stored.columns).is_some())
-            });
+            let edited =
+                EntryView::columns_of(&stored.row.entry).map(|sealed| sealed.first_difference(&stored.columns));
             match edited {
                 None => return Ok(Err(ChainBreak::BadMac { seq: stored.row.seq })),
                 Some(Some(column)) => return Ok(Err(ChainBreak::ColumnEdited { seq: stored.row.seq, column })),
@@ -405,47 +397,32 @@ mod tests {
         sqlx::query(sql).execute(store.pool()).await.expect(sql);
     }
 
-    /// Hostile: `audit verify` accepted the legacy columns (`Normal`, `audited KIND`) of any entry,
-    /// so an edit of the database turned a failed session's `Warning` into `Normal` and its
-    /// summary into `audited session.ended`, and the chain still verified. Only entries sealed
-    /// before the first one summarising code sealed may hold the legacy view.
+    /// Hostile: `audit verify` once accepted the columns of an older view beside the current one,
+    /// so an edit of the database turned a failed session's `Warning` into `Normal` unseen; and a
+    /// summary whose wording changed broke every chain sealed before. The columns are now drawn
+    /// from the entry's kind alone, compared strictly, while readers summarise the record.
     #[tokio::test]
-    async fn a_summarised_warning_cannot_be_edited_into_the_legacy_view() {
+    async fn every_column_of_an_audited_entry_is_held_to_the_entry_and_readers_summarise_it() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(&dir.path().join("state")).await.expect("open");
         let key = AuditKey::create(&dir.path().join("keys/audit.key")).expect("key");
         let verify = || async { store.verify_chain(&key, None, None).await.expect("read") };
-        let entries = [
-            // Sealed before summaries (no `durationMs`), its columns the legacy view.
-            ("session.ended", serde_json::json!({"phase": "Failed", "exitCode": 1, "message": "m"})),
-            // Sealed now, by summarising code.
-            (
-                "session.ended",
-                serde_json::json!({"phase": "Failed", "exitCode": 3, "durationMs": 4210, "message": "m"}),
-            ),
-            // A refused receipt after it: its shape is as it was, its place in the chain says when.
-            (
-                "admission.receipt",
-                serde_json::json!({"adapter": "a", "receipt": "r1", "verdict": "refuse", "reason": "no_contract"}),
-            ),
-        ];
-        for (kind, record) in &entries {
-            let entry = AuditedEntry { kind, subject: "s1", record: record.clone() };
-            store.append_audited(&key, &entry).await.expect("append");
-        }
-        tamper(&store, "UPDATE events SET severity = 'Normal', message = 'audited session.ended' WHERE seq = 1").await;
-        assert!(verify().await.is_ok(), "an entry sealed before summaries holds the legacy view");
-        tamper(&store, "UPDATE events SET severity = 'Normal', message = 'audited session.ended' WHERE seq = 2").await;
-        assert_eq!(verify().await, Err(ChainBreak::ColumnEdited { seq: 2, column: "severity" }));
-        tamper(
-            &store,
-            "UPDATE events SET severity = 'Warning', message = 'Failed after 4.2s, exit code 3: m' WHERE seq = 2",
-        )
-        .await;
+        let record = serde_json::json!({"phase": "Failed", "exitCode": 3, "durationMs": 4210, "message": "m"});
+        let entry = AuditedEntry { kind: "session.ended", subject: "s1", record };
+        store.append_audited(&key, &entry).await.expect("append");
+        assert!(verify().await.is_ok());
+        let shown = store.events_after(0, 10).await.expect("events");
+        assert_eq!(
+            (shown[0].severity.as_str(), shown[0].message.as_str()),
+            ("Warning", "Failed after 4.2s, exit code 3: m"),
+            "readers summarise the MAC'd record"
+        );
+        tamper(&store, "UPDATE events SET severity = 'Warning' WHERE seq = 1").await;
+        assert_eq!(verify().await, Err(ChainBreak::ColumnEdited { seq: 1, column: "severity" }));
+        tamper(&store, "UPDATE events SET severity = 'Normal', message = 'Succeeded' WHERE seq = 1").await;
+        assert_eq!(verify().await, Err(ChainBreak::ColumnEdited { seq: 1, column: "message" }));
+        tamper(&store, "UPDATE events SET message = 'audited session.ended' WHERE seq = 1").await;
         assert!(verify().await.is_ok(), "restored");
-        tamper(&store, "UPDATE events SET severity = 'Normal', message = 'audited admission.receipt' WHERE seq = 3")
-            .await;
-        assert_eq!(verify().await, Err(ChainBreak::ColumnEdited { seq: 3, column: "severity" }));
         store.close().await;
     }
 }

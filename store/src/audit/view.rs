@@ -1,6 +1,7 @@
-//! How an audited entry reads in the events table, derived from the MAC'd entry alone: the
-//! columns an append writes, what `describe` and the API show, and what `audit verify` compares
-//! the stored columns against are this one mapping.
+//! How an audited entry reads in the events table, derived from the MAC'd entry alone: what
+//! `events`, `describe` and the API show (a summary of the record, which may be worded better in
+//! a later version), and the columns an append writes and `audit verify` holds the stored ones
+//! to (the same view without the summary, so they never change from version to version).
 
 /// The event columns of an audited entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,8 +19,13 @@ pub struct EntryView {
 pub const RECONCILE_EVENT: &str = roundtable_specs::audit::EntryKind::ReconcileEvent.as_str();
 
 impl EntryView {
-    /// The view of the canonical entry `entry` (as hashed); `None` when it is not an entry.
+    /// The view of the canonical entry `entry` (as hashed) readers show, its record summarised;
+    /// `None` when it is not an entry.
     pub fn of(entry: &str) -> Option<Self> {
+        Self::drawn(entry, true)
+    }
+
+    fn drawn(entry: &str, summarised: bool) -> Option<Self> {
         let value: serde_json::Value = serde_json::from_str(entry).ok()?;
         let text = |field: &str| value.get(field).and_then(serde_json::Value::as_str);
         let (at, kind, subject) = (text("at")?, text("kind")?, text("subject")?);
@@ -29,34 +35,21 @@ impl EntryView {
         let (severity, reason, message) = if kind == RECONCILE_EVENT {
             (from_record("severity")?, from_record("reason")?, from_record("message")?)
         } else {
-            let (warning, message) = summary(kind, record).unwrap_or_else(|| (false, format!("audited {kind}")));
+            let said = if summarised { summary(kind, record) } else { None };
+            let (warning, message) = said.unwrap_or_else(|| (false, format!("audited {kind}")));
             (if warning { "Warning" } else { "Normal" }.to_owned(), kind.to_owned(), message)
         };
         Some(Self { at: at.to_owned(), kind: object_kind.to_owned(), name: name.to_owned(), severity, reason, message })
     }
 
-    /// The view appends wrote before entries were summarised (`Normal`, `audited KIND`): what
-    /// `audit verify` also accepts in the stored columns of an entry sealed then. It is drawn
-    /// from the entry's kind alone, so it says nothing an edit could slip in.
-    pub fn legacy(&self) -> Self {
-        if self.reason == RECONCILE_EVENT {
-            return self.clone();
-        }
-        Self { severity: "Normal".into(), message: format!("audited {}", self.reason), ..self.clone() }
-    }
-
-    /// Whether the canonical entry `entry` has a shape only code that writes summarised columns
-    /// seals: a session end with its `durationMs`, an admission with every gate's `decisions`.
-    /// Its columns, and those of every entry after it, were never the legacy view; accepting
-    /// that view there would let an edit turn a Warning into `Normal`, `audited KIND` unseen.
-    pub fn sealed_summarised(entry: &str) -> bool {
-        let Ok(value) = serde_json::from_str::<serde_json::Value>(entry) else { return false };
-        let record = &value["record"];
-        match value["kind"].as_str().and_then(|kind| kind.parse::<roundtable_specs::audit::EntryKind>().ok()) {
-            Some(roundtable_specs::audit::EntryKind::SessionEnded) => record.get("durationMs").is_some(),
-            Some(roundtable_specs::audit::EntryKind::AdmissionGate) => record.get("decisions").is_some(),
-            _ => false,
-        }
+    /// The columns an append writes and `audit verify` compares them against: the view with an
+    /// audited entry's summary left out (`Normal`, `audited KIND`; a reconcile event keeps its
+    /// own words, which are its record). Drawn from the entry's kind alone, they stay the same
+    /// whatever later code says of the entry, so a chain sealed by one version verifies under the
+    /// next, and every column is still compared; readers show [`EntryView::of`], rebuilt from the
+    /// MAC'd record, never the columns.
+    pub fn columns_of(entry: &str) -> Option<Self> {
+        Self::drawn(entry, false)
     }
 
     /// The first column of `stored` that differs from this view, by its column name.
@@ -239,10 +232,12 @@ mod tests {
     }
 
     #[test]
-    fn the_legacy_view_is_the_kind_alone() {
+    fn the_stored_columns_are_the_kind_alone_and_a_reconcile_event_its_own_words() {
         let ended = r#"{"at":"t","kind":"session.ended","record":{"phase":"Failed","exitCode":3,"message":"m"},"seq":2,"subject":"s1"}"#;
-        let legacy = EntryView::of(ended).expect("view").legacy();
-        assert_eq!((legacy.severity.as_str(), legacy.message.as_str()), ("Normal", "audited session.ended"));
+        let columns = EntryView::columns_of(ended).expect("view");
+        assert_eq!((columns.severity.as_str(), columns.message.as_str()), ("Normal", "audited session.ended"));
+        let event = r#"{"at":"t","kind":"reconcile.event","record":{"message":"m","reason":"R","severity":"Warning"},"seq":1,"subject":"Adapter/a"}"#;
+        assert_eq!(EntryView::columns_of(event), EntryView::of(event));
     }
 
     #[test]
