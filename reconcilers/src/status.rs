@@ -343,6 +343,16 @@ pub fn exit_code(rows: &[ObjectStatus]) -> u8 {
     }
 }
 
+/// For a status about to be recorded: which of its fields differ from the recorded one, old →
+/// new (`status.evidence.canary: "unknown" → "clean"`), so a plan says why it would write.
+fn status_fields_changed(change: &Change, recorded: Option<&str>) -> Vec<FieldChange> {
+    let Change::RecordStatus(Some(status)) = change else { return Vec::new() };
+    let parse = |text: &str| serde_json::from_str::<serde_json::Value>(text).unwrap_or_default();
+    let wrap = |value: serde_json::Value| serde_json::json!({ "status": value });
+    let recorded = wrap(recorded.map(parse).unwrap_or_default());
+    changed_fields(&recorded, &wrap(parse(status)), &[])
+}
+
 fn describe_change(change: &Change) -> String {
     match change {
         Change::SetCondition(condition) => {
@@ -448,7 +458,8 @@ pub async fn plan<S: StatusBackend, I: ImageBackend, A: AuditSink, X: ExecutionB
         match reconciler.observe(&desired).await {
             Ok(observed) => {
                 for change in ObjectReconciler::<S, I, A, X>::plan(&desired, &observed) {
-                    push("~", key, describe_change(&change), Vec::new());
+                    let fields = status_fields_changed(&change, observed.status_json.as_deref());
+                    push("~", key, describe_change(&change), fields);
                 }
             }
             Err(error) => push("?", key, format!("cannot observe: {error}"), Vec::new()),
@@ -481,6 +492,19 @@ mod tests {
     use roundtable_specs::session::SessionPhase;
 
     use super::*;
+
+    #[test]
+    fn a_status_to_record_says_which_fields_differ_from_the_recorded_one() {
+        let recorded = r#"{"imageId":"sha256:a","evidence":{"canary":"unknown","conformance":"ok"}}"#;
+        let change = Change::RecordStatus(Some(
+            r#"{"imageId":"sha256:a","evidence":{"canary":"clean","conformance":"ok"}}"#.into(),
+        ));
+        let fields = status_fields_changed(&change, Some(recorded));
+        let said: Vec<(&str, String)> =
+            fields.iter().map(|f| (f.path.as_str(), format!("{:?} → {:?}", f.old, f.new))).collect();
+        assert_eq!(said, [("status.evidence.canary", r#"Some(String("unknown")) → Some(String("clean"))"#.to_owned())]);
+        assert!(status_fields_changed(&Change::Forget, Some(recorded)).is_empty());
+    }
     use crate::conditions::desired;
 
     const ASSIGNMENT: &str = "apiVersion: roundtable.dev/v1alpha1\nkind: Assignment\nmetadata: {name: fix}\nspec:\n  adapter: mock\n  task: {id: T, prompt: p}\n  readablePaths: [README.md]\n";
