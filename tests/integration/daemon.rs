@@ -369,6 +369,33 @@ async fn sessions_show_prints_a_readable_block_and_json_on_request() {
     assert_eq!(list["kind"], "SessionList");
     assert_eq!(list["items"][0]["id"], id);
     assert_eq!(list["items"][0]["phase"], "Succeeded");
+    // Times to the second, and how long it ran.
+    let started = shown.lines().find(|l| l.starts_with("Started:")).unwrap_or_default();
+    assert!(started.ends_with('Z') && !started.contains('.'), "{started}");
+    assert!(shown.lines().any(|l| l.starts_with("Duration:")), "{shown}");
+
+    // The session's events as an operator reads them: one admission entry naming its gates, an
+    // end with its duration and exit code; neither a first attempt's queueing twice nor a first
+    // start's wait for the Adapter.
+    let events = stdout(&roundtable(root, &["events", "--limit", "100"]));
+    let of_session: Vec<&str> = events.lines().filter(|l| l.contains(&format!("Session/{id}"))).collect();
+    let admissions: Vec<&&str> = of_session.iter().filter(|l| l.contains("admission.gate")).collect();
+    assert_eq!(admissions.len(), 1, "one admission entry per spawn: {events}");
+    // No receipt is sealed here (the policy warns): the refusal, then the gates that admitted.
+    assert!(
+        admissions[0].contains("Warning") && admissions[0].contains("refused (no_receipt, not blocking)"),
+        "{events}"
+    );
+    assert!(admissions[0].contains("; admitted by securityFloor"), "{events}");
+    let ended = of_session.iter().find(|l| l.contains("session.ended")).expect("session.ended");
+    assert!(ended.contains("Succeeded after ") && ended.contains(", exit code 0: "), "{ended}");
+    let of_assignment = stdout(&roundtable(root, &["events", "Assignment/edit"]));
+    assert!(of_assignment.contains(" Queued "), "{of_assignment}");
+    assert!(!of_assignment.contains("ExecutionQueued"), "a first attempt is queued once: {of_assignment}");
+    assert!(!of_assignment.contains("AdapterNotReady"), "a first start's ordering is no event: {of_assignment}");
+    let key = executions.path().join("audit.key");
+    let verified = roundtable(root, &["--audit-key", key.to_str().expect("utf-8"), "audit", "verify"]);
+    assert!(stdout(&verified).starts_with("audit chain verified"), "{}{}", stdout(&verified), stderr(&verified));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

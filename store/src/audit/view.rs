@@ -148,14 +148,14 @@ fn gates(record: &serde_json::Value) -> Option<(bool, String)> {
         })
         .collect();
     let mode = record["mode"].as_str().unwrap_or("?");
+    let admitted: Vec<String> = decisions.iter().filter(|d| d["verdict"] == "admit").map(|d| gate(d)).collect();
     if refused.is_empty() {
-        let names: Vec<String> = decisions.iter().map(|d| gate(d)).collect();
-        return Some((
-            false,
-            format!("admitted by {} ({}; mode {mode})", names.join(", "), plural(names.len(), "gate")),
-        ));
+        let count = plural(admitted.len(), "gate");
+        return Some((false, format!("admitted by {} ({count}; mode {mode})", admitted.join(", "))));
     }
-    Some((record["blocked"] == true, format!("{} (mode {mode})", refused.join("; "))))
+    let others = if admitted.is_empty() { String::new() } else { format!("; admitted by {}", admitted.join(", ")) };
+    // A refusal is a warning whether or not it blocked: under `warn` that is what it is for.
+    Some((true, format!("{}{others} (mode {mode})", refused.join("; "))))
 }
 
 /// An image as a reader takes it: a reference whole, an image ID (`sha256:…`) cut to 12 hex
@@ -227,7 +227,7 @@ mod tests {
         let view = EntryView::of(single).expect("view");
         assert_eq!(
             (view.severity.as_str(), view.message.as_str()),
-            ("Normal", "admission refused (no_receipt, not blocking): m (mode warn)")
+            ("Warning", "admission refused (no_receipt, not blocking): m (mode warn)")
         );
     }
 
