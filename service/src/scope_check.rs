@@ -18,6 +18,14 @@ pub fn warnings(root: &Path, objects: &[std::sync::Arc<Object>]) -> Vec<Validati
     let mut out = Vec::new();
     for object in objects {
         let Spec::Assignment(spec) = &object.spec else { continue };
+        // Only a source that validates is looked into: a refused one (a repository outside the
+        // project, a revision that reads as an option) has its error already and goes no further.
+        let refused = roundtable_specs::validate::validate_object(object)
+            .iter()
+            .any(|finding| finding.severity == Severity::Error && finding.path.starts_with("spec.source"));
+        if refused {
+            continue;
+        }
         let repo = root.join(&spec.source.repo);
         // A repository that is not here (a mirror, a path filled in later) is not looked into.
         if !repo.join(".git").exists() {
@@ -87,6 +95,20 @@ fn present(files: &BTreeSet<String>, entry: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_repository_outside_the_project_is_never_looked_into() {
+        let outer = tempfile::tempdir().expect("tempdir");
+        let project = outer.path().join("project");
+        std::fs::create_dir_all(project.join(".git")).expect("mkdir");
+        // A repository beside the project, which `validate` refuses to name: not listed.
+        std::fs::create_dir_all(outer.path().join("elsewhere/.git")).expect("mkdir");
+        let text = "apiVersion: roundtable.dev/v1alpha1\nkind: Assignment\nmetadata: {name: a}\nspec:\n  adapter: mock\n  task: {id: T, prompt: p}\n  source: {repo: ../elsewhere, revision: main}\n  readablePaths: [missing.md]\n";
+        let parsed = roundtable_specs::parse_file("a.yaml", "a.yaml", text);
+        let objects: Vec<std::sync::Arc<Object>> = parsed.objects.into_iter().map(std::sync::Arc::new).collect();
+        assert_eq!(objects.len(), 1);
+        assert!(warnings(&project, &objects).is_empty(), "no git is run for a refused repository");
+    }
 
     #[test]
     fn an_entry_is_present_as_a_file_or_a_directory() {
