@@ -100,7 +100,9 @@ impl From<ServiceError> for ApiError {
                 .with_details(serde_json::json!({"matches": matches})),
             ServiceError::Register(_) => ApiError::bad_request("invalid_session", message),
             ServiceError::NotRunnable { .. } => ApiError::bad_request("not_runnable", message),
-            ServiceError::PatchTampered { .. } => ApiError::new(StatusCode::CONFLICT, "patch_tampered", message),
+            ServiceError::PatchTampered { .. } | ServiceError::PatchNotSealed { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "patch_tampered", message)
+            }
             _ => ApiError::internal(message),
         }
     }

@@ -351,6 +351,7 @@ impl Service {
     ) -> Result<Accepted> {
         let record = self.proposal_record(id_or_prefix).await?;
         let patch = self.verified_patch(&record).await?;
+        self.check_sealed(&record, key).await?;
         let target = self.target_of(options).map_err(delivery)?;
         let session = self.store.session(&record.session_id).await?;
         let policy = self.declared_policy().proposals;

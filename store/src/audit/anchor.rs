@@ -1,6 +1,7 @@
-//! Finding the chain entry that anchors an admission receipt: the `admission.receipt` entry
-//! naming the receipt's id, accepted only when its MAC verifies under the key in use, so a
-//! receipt copied from another project, or an entry written without the key, anchors nothing.
+//! Finding the chain entries that anchor what was sealed, each accepted only when its MAC
+//! verifies under the key in use, so a receipt copied from another project, or an entry written
+//! without the key, anchors nothing: the `admission.receipt` entry naming a receipt's id, and the
+//! `proposal.submitted` entry of a proposal, whose digest is the patch the agent made.
 
 use roundtable_specs::audit::EntryKind;
 
@@ -48,7 +49,47 @@ fn anchor_of(key: &AuditKey, row: &ChainRow, id: &str) -> Option<Anchor> {
     Some(Anchor { seq: row.seq, at: text("at")?.to_owned() })
 }
 
+/// The kind of the entry that seals a proposal's patch digest
+/// ([`roundtable_specs::audit::ProposalSubmitted`]), under the subject `Proposal/ID`.
+pub const PROPOSAL_ENTRY: &str = EntryKind::ProposalSubmitted.as_str();
+
+/// The patch digest `row` seals for proposal `id`, when its entry is a [`PROPOSAL_ENTRY`] of
+/// exactly `Proposal/ID` and its MAC verifies under `key`.
+fn sealed_digest_of(key: &AuditKey, row: &ChainRow, id: &str) -> Option<String> {
+    if key.mac(&row.prev_mac, &row.entry) != row.mac {
+        return None;
+    }
+    let entry: serde_json::Value = serde_json::from_str(&row.entry).ok()?;
+    if entry["kind"].as_str()? != PROPOSAL_ENTRY || entry["subject"].as_str()? != format!("Proposal/{id}") {
+        return None;
+    }
+    if entry["seq"].as_i64()? != row.seq {
+        return None;
+    }
+    entry["record"]["sha256"].as_str().map(str::to_owned)
+}
+
 impl Store {
+    /// The patch digest the chain sealed when proposal `id` was submitted, from the newest
+    /// [`PROPOSAL_ENTRY`] of it that verifies under `key`; `None` when none does. The proposal's
+    /// row and its patch can be edited together; this entry cannot, unseen.
+    pub async fn sealed_patch_digest(&self, key: &AuditKey, id: &str) -> Result<Option<String>> {
+        let pattern = format!("%{}%", literal(&format!("\"subject\":\"Proposal/{id}\"")));
+        let rows = sqlx::query(
+            "SELECT seq, prev_mac, mac, record FROM events \
+             WHERE seq IS NOT NULL AND record LIKE $1 ESCAPE '\\' ORDER BY seq DESC",
+        )
+        .bind(pattern)
+        .fetch_all(self.pool())
+        .await?;
+        for row in &rows {
+            if let Some(digest) = sealed_digest_of(key, &chain_row(row)?, id) {
+                return Ok(Some(digest));
+            }
+        }
+        Ok(None)
+    }
+
     /// The newest [`RECEIPT_ENTRY`] entry that names receipt `id` and verifies under `key`.
     /// Entries sealed under a key that was since replaced do not verify: their receipts are
     /// sealed again.

@@ -11,7 +11,7 @@ mod view;
 use roundtable_specs::audit::{AuditRecord, EntryKind};
 use sqlx::Row;
 
-pub use anchor::{Anchor, RECEIPT_ENTRY};
+pub use anchor::{Anchor, PROPOSAL_ENTRY, RECEIPT_ENTRY};
 pub use key::{AuditKey, FingerprintKey, KeyChoice, KeyError};
 pub use view::{EntryView, RECONCILE_EVENT};
 
