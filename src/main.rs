@@ -119,11 +119,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plan { format, local } => commands::plan::run(global, format.format, *local).await,
         Command::Describe { object, format } => commands::describe::run(global, object, format.format).await,
         Command::Events { object, limit, watch, format } => {
-            let listed = commands::events::run(global, object.as_deref(), usize::from(*limit), format.format).await?;
-            if *watch && listed == ExitCode::SUCCESS {
-                commands::watch::events(global, object.as_deref(), format.format).await
+            let listed =
+                commands::events::run(global, object.as_deref(), usize::from(*limit), format.format, *watch).await?;
+            if *watch && listed.code == ExitCode::SUCCESS {
+                commands::watch::events(global, object.as_deref(), format.format, listed.columns).await
             } else {
-                Ok(listed)
+                Ok(listed.code)
             }
         }
         Command::Reconcile { object, rerun } => commands::reconcile::run(global, object, *rerun).await,

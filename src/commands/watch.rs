@@ -149,7 +149,12 @@ async fn status_here(global: &Global, printer: &mut Printer, retention: Duration
 }
 
 /// After `events` listed what was, each new event (of `object` only, when given) as it comes.
-pub async fn events(global: &Global, object: Option<&str>, format: Format) -> anyhow::Result<ExitCode> {
+pub async fn events(
+    global: &Global,
+    object: Option<&str>,
+    format: Format,
+    columns: render::Columns,
+) -> anyhow::Result<ExitCode> {
     let Some(mut stream) = daemon_stream(global, "/v1/events?watch=true").await? else {
         eprintln!(
             "error: events --watch needs a running daemon (`roundtable start`); none runs for {}",
@@ -157,9 +162,7 @@ pub async fn events(global: &Global, object: Option<&str>, format: Format) -> an
         );
         return Ok(ExitCode::from(1));
     };
-    // Events come one at a time: columns wide enough for most, as the list above had them.
-    let typical = vec!["999d".into(), "Warning".into(), "Assignment/".to_owned() + &"x".repeat(24), "x".repeat(20)];
-    let columns = render::Columns::fitting(&["AGE", "TYPE", "OBJECT", "REASON", "MESSAGE"], &[typical]);
+    // Each new event is a line of the list above: its columns, its order (oldest first).
     while let Some(event) = stream.next().await? {
         if event.event != "ADDED" {
             continue;
@@ -171,14 +174,7 @@ pub async fn events(global: &Global, object: Option<&str>, format: Format) -> an
         }
         match format {
             Format::Text | Format::Wide => {
-                let cells = [
-                    render::age(&item.at),
-                    item.type_.clone(),
-                    item.object.clone(),
-                    item.reason.clone(),
-                    item.message.clone(),
-                ];
-                print!("{}", columns.line(&cells));
+                print!("{}", columns.line(&crate::commands::events::cells(&item)));
                 std::io::stdout().flush()?;
             }
             format => print_change(format, "ADDED", &item)?,

@@ -144,6 +144,38 @@ async fn status_watch_and_logs_follow_on_a_terminal() {
     })
     .await;
 
+    // `events --watch`: the newest events oldest first, then each new one appended below them in
+    // the same columns, so the screen reads in one order.
+    tmux.run("events", root, &format!("{} events --watch --limit 5", bin.display()));
+    wait_until_within("the events' list", Duration::from_secs(30), || {
+        tmux.screen("events").lines().filter(|line| !line.trim().is_empty()).count() == 6
+    })
+    .await;
+    write(root, ".roundtable/specs.yaml", &specs.replace("echo first", "echo third"));
+    wait_until_within("the edit's event appended", Duration::from_secs(20), || {
+        tmux.screen("events").lines().any(|line| line.contains("SpecChanged") && line.contains("generation 3"))
+    })
+    .await;
+    let screen = tmux.screen("events");
+    let lines: Vec<&str> = screen.lines().filter(|line| !line.trim().is_empty()).collect();
+    let header = lines[0];
+    assert!(header.starts_with("AGE") && header.contains("OBJECT"), "{screen}");
+    let appended = lines.iter().position(|line| line.contains("generation 3")).expect("the appended event");
+    assert!(appended > 5, "the new event comes after the list, at the bottom:\n{screen}");
+    // The list is oldest first: ages (seconds and minutes) never grow down the list.
+    let seconds = |line: &str| {
+        let age = line.split_whitespace().next().unwrap_or_default();
+        let (number, unit) = age.split_at(age.len().saturating_sub(1));
+        number.parse::<u64>().ok().map(|n| if unit == "m" { n * 60 } else { n })
+    };
+    let ages: Vec<u64> = lines[1..=5].iter().filter_map(|line| seconds(line)).collect();
+    assert!(ages.windows(2).all(|pair| pair[0] >= pair[1]), "oldest first: {ages:?}\n{screen}");
+    // One set of columns: the OBJECT column starts at the same place in the header and below.
+    let column = header.find("OBJECT").expect("OBJECT");
+    let object_at =
+        |line: &str| line.find("Assignment/").or_else(|| line.find("Adapter/")).or_else(|| line.find("Session/"));
+    assert_eq!(object_at(lines[appended]), Some(column), "the appended line keeps the list's columns:\n{screen}");
+
     drop(tmux);
     drop(daemon);
     crate::support::nothing_left(&engine, root).await;
