@@ -74,43 +74,30 @@ impl Store {
     /// [`PROPOSAL_ENTRY`] of it that verifies under `key`; `None` when none does. The proposal's
     /// row and its patch can be edited together; this entry cannot, unseen.
     pub async fn sealed_patch_digest(&self, key: &AuditKey, id: &str) -> Result<Option<String>> {
-        let pattern = format!("%{}%", literal(&format!("\"subject\":\"Proposal/{id}\"")));
-        let rows = sqlx::query(
-            "SELECT seq, prev_mac, mac, record FROM events \
-             WHERE seq IS NOT NULL AND record LIKE $1 ESCAPE '\\' ORDER BY seq DESC",
-        )
-        .bind(pattern)
-        .fetch_all(self.pool())
-        .await?;
-        for row in &rows {
-            if let Some(digest) = sealed_digest_of(key, &chain_row(row)?, id) {
-                return Ok(Some(digest));
-            }
-        }
-        Ok(None)
+        let rows = self.sealed_rows_containing(&format!("\"subject\":\"Proposal/{id}\"")).await?;
+        Ok(rows.iter().find_map(|row| sealed_digest_of(key, row, id)))
     }
 
     /// The newest [`RECEIPT_ENTRY`] entry that names receipt `id` and verifies under `key`.
     /// Entries sealed under a key that was since replaced do not verify: their receipts are
     /// sealed again.
     pub async fn receipt_anchor(&self, key: &AuditKey, id: &str) -> Result<Option<Anchor>> {
-        // Canonical entries have no whitespace, so the id stands exactly like this in the
-        // record; the pattern narrows the rows, the MAC and the parsed entry decide.
-        let pattern = format!("%{}%", literal(&format!("\"receipt\":\"{id}\"")));
+        let rows = self.sealed_rows_containing(&format!("\"receipt\":\"{id}\"")).await?;
+        Ok(rows.iter().find_map(|row| anchor_of(key, row, id)))
+    }
+
+    /// The audited rows whose entry holds `text` literally, newest first. Canonical entries have
+    /// no whitespace, so a field stands exactly like `"name":"value"` in them; the text narrows
+    /// the rows, the MAC and the parsed entry decide.
+    async fn sealed_rows_containing(&self, text: &str) -> Result<Vec<ChainRow>> {
         let rows = sqlx::query(
             "SELECT seq, prev_mac, mac, record FROM events \
              WHERE seq IS NOT NULL AND record LIKE $1 ESCAPE '\\' ORDER BY seq DESC",
         )
-        .bind(pattern)
+        .bind(format!("%{}%", literal(text)))
         .fetch_all(self.pool())
         .await?;
-        for row in &rows {
-            let row = chain_row(row)?;
-            if let Some(anchor) = anchor_of(key, &row, id) {
-                return Ok(Some(anchor));
-            }
-        }
-        Ok(None)
+        rows.iter().map(chain_row).collect()
     }
 }
 
