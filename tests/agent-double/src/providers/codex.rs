@@ -468,12 +468,32 @@ mod tests {
         line.split_whitespace().map(str::to_owned).collect()
     }
 
-    fn parse(line: &str) -> Result<Codex, Refusal> {
-        // A home of the test's own: `started` records rollouts in it.
-        static HOME: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-        let home = HOME.get_or_init(|| tempfile::tempdir().expect("tempdir")).path().display().to_string();
-        match Codex::parse(&argv(line), &Env::of(&[("CODEX_HOME", &home)]))? {
-            Parsed::Run(codex) => Ok(codex),
+    /// A parsed Codex with a home of its own (`started` records rollouts in it), removed when
+    /// the test drops it: a home kept in a static was never removed and left a folder in the
+    /// temporary directory on every run.
+    struct WithHome {
+        codex: Codex,
+        _home: tempfile::TempDir,
+    }
+
+    impl std::ops::Deref for WithHome {
+        type Target = Codex;
+        fn deref(&self) -> &Codex {
+            &self.codex
+        }
+    }
+
+    impl std::ops::DerefMut for WithHome {
+        fn deref_mut(&mut self) -> &mut Codex {
+            &mut self.codex
+        }
+    }
+
+    fn parse(line: &str) -> Result<WithHome, Refusal> {
+        let home = tempfile::tempdir().expect("tempdir");
+        let env = Env::of(&[("CODEX_HOME", &home.path().display().to_string())]);
+        match Codex::parse(&argv(line), &env)? {
+            Parsed::Run(codex) => Ok(WithHome { codex, _home: home }),
             Parsed::Print(text) => Err(Refusal::new(0, text)),
         }
     }
