@@ -6,16 +6,12 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+/// `n` and its noun, singular for one: "1 file", "2 files".
+pub use roundtable_specs::units::count;
+
 /// Replaces control characters (escape sequences included) and invisible formatting characters
 /// (bidi controls such as U+202E, zero-width characters, the rest of Unicode's category Cf) with
 /// visible escapes like `\u{202e}`.
-/// `n` and its noun, singular for one: "1 file", "2 files".
-pub fn count(n: impl std::fmt::Display, one: &str, many: &str) -> String {
-    let n = n.to_string();
-    let noun = if n == "1" { one } else { many };
-    format!("{n} {noun}")
-}
-
 pub fn sanitize(text: &str) -> String {
     roundtable_specs::names::escape_hidden(text)
 }

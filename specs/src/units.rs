@@ -1,4 +1,5 @@
-//! Durations (`30s`, `20m`, `24h`) and Kubernetes-style quantities (`512Mi`, `2Gi`) as typed values.
+//! Durations (`30s`, `20m`, `24h`) and Kubernetes-style quantities (`512Mi`, `2Gi`) as typed values,
+//! and a count in words (`1 file`, `3 files`).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -308,6 +309,13 @@ unit_serde!(Cpus, "Cpus", {
     "minimum": 0,
     "description": "A CPU allowance such as 2, 0.5 or 500m."
 }, numbers: true, expecting: "a CPU count like 2 or 500m");
+
+/// `n` with the noun that agrees with it: `1 file`, `3 files`, `0 files`.
+pub fn count(n: impl fmt::Display, one: &str, many: &str) -> String {
+    let n = n.to_string();
+    let noun = if n == "1" { one } else { many };
+    format!("{n} {noun}")
+}
 
 #[cfg(test)]
 mod tests {

@@ -9,6 +9,7 @@ use axum::response::Response;
 use roundtable_specs::assignment::AssignmentSpec;
 use roundtable_specs::output::{Health, ObjectStatus, SyncStatus};
 use roundtable_specs::session::{ProposalState, SessionPhase};
+use roundtable_specs::units::count;
 use roundtable_specs::{Kind, ObjectKey};
 use serde::Deserialize;
 
@@ -279,19 +280,13 @@ struct AssignmentPage {
     events: Vec<EventRow>,
 }
 
-/// `1 file`, `3 files`.
-fn files(count: impl std::fmt::Display) -> String {
-    let count = count.to_string();
-    if count == "1" { "1 file".into() } else { format!("{count} files") }
-}
-
 fn proposal_row(p: &roundtable_specs::output::ProposalItem) -> ProposalRow {
     ProposalRow {
         href: format!("/ui/proposals/{}", percent(&p.id)),
         id: shown(&p.id),
         assignment: shown(&p.assignment),
         state: word(&p.state),
-        changes: format!("{}, +{} -{}", files(p.files_changed), p.insertions, p.deletions),
+        changes: format!("{}, +{} -{}", count(p.files_changed, "file", "files"), p.insertions, p.deletions),
         flags: shown(&p.flags.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")),
         created: When::of(&p.created_at),
     }
@@ -746,7 +741,7 @@ pub(crate) async fn proposal_page(
 /// `N files changed, +A -R` of a patch's files.
 fn changes_of(files: &[super::diff::FileDiff]) -> String {
     let (added, removed) = files.iter().fold((0, 0), |(a, r), f| (a + f.added, r + f.removed));
-    format!("{} changed, +{added} -{removed}", self::files(files.len()))
+    format!("{} changed, +{added} -{removed}", count(files.len(), "file", "files"))
 }
 
 pub(crate) async fn proposal(

@@ -3,6 +3,8 @@
 //! a later version), and the columns an append writes and `audit verify` holds the stored ones
 //! to (the same view without the summary, so they never change from version to version).
 
+use roundtable_specs::units::count;
+
 /// The event columns of an audited entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EntryView {
@@ -112,7 +114,7 @@ fn summary(kind: &str, record: &serde_json::Value) -> Option<(bool, String)> {
         }
         EntryKind::ProposalSubmitted => {
             let flags = record["flags"].as_array().map_or(0, Vec::len);
-            let flagged = if flags > 0 { format!(", {}", plural(flags, "flag")) } else { String::new() };
+            let flagged = if flags > 0 { format!(", {}", count(flags, "flag", "flags")) } else { String::new() };
             Some((
                 false,
                 format!(
@@ -150,8 +152,8 @@ fn gates(record: &serde_json::Value) -> Option<(bool, String)> {
     let mode = record["mode"].as_str().unwrap_or("?");
     let admitted: Vec<String> = decisions.iter().filter(|d| d["verdict"] == "admit").map(|d| gate(d)).collect();
     if refused.is_empty() {
-        let count = plural(admitted.len(), "gate");
-        return Some((false, format!("admitted by {} ({count}; mode {mode})", admitted.join(", "))));
+        let gates = count(admitted.len(), "gate", "gates");
+        return Some((false, format!("admitted by {} ({gates}; mode {mode})", admitted.join(", "))));
     }
     let others = if admitted.is_empty() { String::new() } else { format!("; admitted by {}", admitted.join(", ")) };
     // A refusal is a warning whether or not it blocked: under `warn` that is what it is for.
@@ -165,10 +167,6 @@ fn shortened_id(image: &str) -> String {
         Some(hex) => format!("sha256:{}", hex.chars().take(12).collect::<String>()),
         None => image.to_owned(),
     }
-}
-
-fn plural(n: usize, noun: &str) -> String {
-    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
 }
 
 /// Milliseconds as a reader takes them: `850ms`, `4.2s`, `3m12s`.
